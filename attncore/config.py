@@ -1,0 +1,183 @@
+"""Frozen configuration dataclasses for the model, the training and the task.
+
+Every config validates itself in __post_init__ and raises ConfigError naming the
+field and the allowed values, so the CLI and the dashboard show one clear line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+POSITIONS = ("learned", "sinusoidal", "rope", "none")
+NORMS = ("pre", "post")
+DTYPES = ("float32", "float64")
+TASKS = ("copy", "sort")
+N_SYMBOLS = 20  # symbols 0..19
+SEP = 20  # the separator token
+VOCAB_SIZE = N_SYMBOLS + 1
+MAX_LENGTH = 64  # longest task length L accepted anywhere
+
+
+class ConfigError(ValueError):
+    """An invalid configuration value; `field` names the offending field."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+def _int_in(field: str, value, low: int, high: int | None = None) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(field, f"must be an integer, got {value!r}")
+    if value < low or (high is not None and value > high):
+        allowed = f">= {low}" if high is None else f"from {low} to {high}"
+        raise ConfigError(field, f"must be {allowed}, got {value}")
+
+
+def _choice(field: str, value, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ConfigError(field, f"must be one of {', '.join(choices)}; got {value!r}")
+
+
+def _float_in(field: str, value, low: float, high: float, *, open_low=True) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(field, f"must be a number, got {value!r}")
+    ok = (value > low if open_low else value >= low) and value < high
+    if not ok:
+        bracket = "(" if open_low else "["
+        raise ConfigError(field, f"must be in {bracket}{low}, {high}), got {value}")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    vocab_size: int = VOCAB_SIZE
+    d_model: int = 32
+    n_heads: int = 4
+    n_layers: int = 2
+    d_ff: int = 128
+    max_len: int = 13  # t_max: rows of the position table
+    position: str = "learned"
+    norm: str = "pre"
+    scaling: bool = True  # divide scores by sqrt(d_head)
+    dtype: str = "float32"
+
+    def __post_init__(self):
+        _int_in("vocab_size", self.vocab_size, 2, 1_000_000)
+        _int_in("d_model", self.d_model, 1, 4096)
+        _int_in("n_heads", self.n_heads, 1, 256)
+        if self.d_model % self.n_heads:
+            raise ConfigError(
+                "n_heads",
+                f"must divide d_model={self.d_model}; allowed: "
+                + ", ".join(str(h) for h in range(1, self.d_model + 1) if self.d_model % h == 0),
+            )
+        if self.position == "rope" and self.d_head % 2:
+            raise ConfigError("n_heads", f"rope needs an even head size, got d_head={self.d_head}")
+        _int_in("n_layers", self.n_layers, 1, 64)
+        _int_in("d_ff", self.d_ff, 1, 65536)
+        _int_in("max_len", self.max_len, 1, 1_000_000)
+        _choice("position", self.position, POSITIONS)
+        _choice("norm", self.norm, NORMS)
+        if not isinstance(self.scaling, bool):
+            raise ConfigError("scaling", f"must be true or false, got {self.scaling!r}")
+        _choice("dtype", self.dtype, DTYPES)
+
+    @property
+    def d_head(self) -> int:
+        return self.d_model // self.n_heads
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    steps: int = 1500
+    batch_size: int = 32
+    lr: float = 3e-3
+    beta1: float = 0.9
+    beta2: float = 0.999
+    eps: float = 1e-8
+    seed: int = 0
+
+    def __post_init__(self):
+        _int_in("steps", self.steps, 1, 1_000_000)
+        _int_in("batch_size", self.batch_size, 1, 65536)
+        _float_in("lr", self.lr, 0.0, 1.0)
+        _float_in("beta1", self.beta1, 0.0, 1.0, open_low=False)
+        _float_in("beta2", self.beta2, 0.0, 1.0, open_low=False)
+        _float_in("eps", self.eps, 0.0, 1.0)
+        _int_in("seed", self.seed, 0, 2**32 - 1)
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    name: str = "copy"
+    length: int = 6  # L: symbols to copy or sort
+
+    def __post_init__(self):
+        _choice("task", self.name, TASKS)
+        _int_in("length", self.length, 1, MAX_LENGTH)
+
+    @property
+    def seq_len(self) -> int:
+        """Tokens in a full sequence [s1..sL, SEP, a1..aL]."""
+        return 2 * self.length + 1
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything a training run depends on: a run is a pure function of this."""
+
+    model: ModelConfig = ModelConfig()
+    train: TrainConfig = TrainConfig()
+    task: TaskConfig = TaskConfig()
+
+    def __post_init__(self):
+        if self.model.vocab_size != VOCAB_SIZE:
+            raise ConfigError("vocab_size", f"the tasks need {VOCAB_SIZE}, got {self.model.vocab_size}")
+        if self.model.position in ("learned", "sinusoidal") and self.model.max_len < 2 * self.task.length:
+            raise ConfigError(
+                "length",
+                f"L={self.task.length} needs {2 * self.task.length} positions but the position "
+                f"table has max_len={self.model.max_len}; allowed L from 1 to {self.model.max_len // 2}",
+            )
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> RunConfig:
+        return cls(ModelConfig(**d["model"]), TrainConfig(**d["train"]), TaskConfig(**d["task"]))
+
+
+def make_run(
+    task: str = "copy",
+    length: int = 6,
+    seed: int = 0,
+    *,
+    steps: int = 1500,
+    batch_size: int = 32,
+    lr: float = 3e-3,
+    d_model: int = 32,
+    n_heads: int = 4,
+    n_layers: int = 2,
+    d_ff: int | None = None,
+    position: str = "learned",
+    norm: str = "pre",
+    scaling: bool = True,
+    dtype: str = "float32",
+) -> RunConfig:
+    """The article's experiment (SPEC §7) with any field overridden; t_max = 2L + 1."""
+    task_cfg = TaskConfig(task, length)
+    d_ff = 4 * d_model if d_ff is None else d_ff
+    model = ModelConfig(
+        d_model=d_model,
+        n_heads=n_heads,
+        n_layers=n_layers,
+        d_ff=d_ff,
+        max_len=task_cfg.seq_len,
+        position=position,
+        norm=norm,
+        scaling=scaling,
+        dtype=dtype,
+    )
+    return RunConfig(model, TrainConfig(steps=steps, batch_size=batch_size, lr=lr, seed=seed), task_cfg)

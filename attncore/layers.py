@@ -1,0 +1,242 @@
+"""The operations of the decoder as <op>_forward / <op>_backward pairs.
+
+A forward returns (output, cache); its backward takes the upstream gradient and
+that cache and returns the input gradients. Nothing is stored on the side.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+LN_EPS = 1e-5
+
+
+# --- linear ----------------------------------------------------------------
+
+
+def linear_forward(x, w, b):
+    """x (..., D_in) @ w (D_in, D_out) + b (D_out,)."""
+    return x @ w + b, x
+
+
+def linear_backward(dy, x, w):
+    """Returns dx, dw, db; leading axes of x and dy are flattened for dw, db."""
+    dx = dy @ w.T
+    x2 = x.reshape(-1, x.shape[-1])
+    dy2 = dy.reshape(-1, dy.shape[-1])
+    return dx, x2.T @ dy2, dy2.sum(axis=0)
+
+
+# --- layer norm ------------------------------------------------------------
+
+
+def layernorm_forward(x, gamma, beta, eps=LN_EPS):
+    mean = x.mean(axis=-1, keepdims=True)
+    xc = x - mean
+    var = np.mean(xc * xc, axis=-1, keepdims=True)
+    inv = 1.0 / np.sqrt(var + eps)  # (..., 1)
+    xhat = xc * inv
+    return xhat * gamma + beta, (xhat, inv, gamma)
+
+
+def layernorm_backward(dy, cache):
+    """Closed form: dx = inv * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))."""
+    xhat, inv, gamma = cache
+    d = xhat.shape[-1]
+    dxhat = dy * gamma
+    dy2 = dy.reshape(-1, d)
+    dgamma = np.einsum("nd,nd->d", dy2, xhat.reshape(-1, d))
+    dbeta = dy2.sum(axis=0)
+    m1 = dxhat.mean(axis=-1, keepdims=True)
+    m2 = np.mean(dxhat * xhat, axis=-1, keepdims=True)
+    dx = (dxhat - m1 - xhat * m2) * inv
+    return dx, dgamma, dbeta
+
+
+# --- feed-forward ----------------------------------------------------------
+
+
+def ffn_forward(x, w1, b1, w2, b2):
+    """d -> d_ff (ReLU) -> d."""
+    h = x @ w1
+    h += b1
+    np.maximum(h, 0, out=h)
+    return h @ w2 + b2, (x, h)
+
+
+def ffn_backward(dy, cache, w1, w2):
+    """Returns dx, dw1, db1, dw2, db2."""
+    x, h = cache
+    d, f = w1.shape
+    dh = dy @ w2.T
+    dh *= h > 0  # ReLU: the gradient passes where the activation was positive
+    dy2 = dy.reshape(-1, d)
+    dh2 = dh.reshape(-1, f)
+    dw2 = h.reshape(-1, f).T @ dy2
+    dw1 = x.reshape(-1, d).T @ dh2
+    return dh @ w1.T, dw1, dh2.sum(axis=0), dw2, dy2.sum(axis=0)
+
+
+# --- masks and softmax -----------------------------------------------------
+
+
+@lru_cache(maxsize=64)
+def causal_mask(t_q: int, t_k: int | None = None) -> np.ndarray:
+    """(T_q, T_k) bool, True where query i may read key j: j <= i + (T_k - T_q).
+
+    With T_k > T_q the queries are the last T_q positions of T_k (decoding with
+    a key-value cache). The array is cached and read-only.
+    """
+    t_k = t_q if t_k is None else t_k
+    mask = np.tri(t_q, t_k, k=t_k - t_q, dtype=bool)
+    mask.flags.writeable = False
+    return mask
+
+
+def padding_mask(lengths, t: int) -> np.ndarray:
+    """(B, T) bool, True on the first lengths[b] positions of each sequence."""
+    return np.arange(t)[None, :] < np.asarray(lengths)[:, None]
+
+
+def attention_mask(causal: np.ndarray | None, padding: np.ndarray | None) -> np.ndarray | None:
+    """The one place masks combine: causal (T, T) AND padding on the keys (B, T) -> (B, 1, T, T)."""
+    if padding is None:
+        return causal
+    keys = padding[:, None, None, :]  # (B, 1, 1, T)
+    return keys if causal is None else causal & keys
+
+
+def softmax_forward(s, mask=None):
+    """Softmax over the keys (last axis), masked positions set to -inf first.
+
+    Max-subtracted for stability. A row whose keys are all masked gives weights
+    0 (not NaN): its max is clamped to a finite number and its sum to 1.
+    """
+    if mask is not None:
+        s = np.where(mask, s, -np.inf)
+    m = s.max(axis=-1, keepdims=True)
+    if mask is not None:
+        np.maximum(m, np.finfo(s.dtype).min, out=m)
+    e = s - m if mask is None else np.subtract(s, m, out=s)
+    np.exp(e, out=e)
+    z = e.sum(axis=-1, keepdims=True)
+    if mask is not None:
+        np.maximum(z, 1.0, out=z)  # a row with any key has z >= 1 (its max gives exp(0))
+    e /= z
+    return e
+
+
+def softmax_backward(dp, p):
+    """dS = P * (dP - rowsum(dP * P)); masked keys have P = 0 and get no gradient."""
+    ds = dp * p
+    ds -= p * ds.sum(axis=-1, keepdims=True)
+    return ds
+
+
+# --- attention -------------------------------------------------------------
+
+
+def attention_forward(q, k, v, mask=None, scale=True):
+    """softmax(Q K^T / sqrt(d_k)) V over (..., T, D) arrays; mask broadcasts to (..., T_q, T_k)."""
+    s = q @ k.swapaxes(-1, -2)  # (..., T_q, T_k)
+    if scale:
+        s *= 1.0 / np.sqrt(q.shape[-1])
+    p = softmax_forward(s, mask)
+    return p @ v, (q, k, v, p, scale)
+
+
+def attention_backward(dy, cache, out=None):
+    """Returns dq, dk, dv; `out` = (dq, dk, dv) arrays to write into, if given."""
+    q, k, v, p, scale = cache
+    dq, dk, dv = (None, None, None) if out is None else out
+    dv = np.matmul(p.swapaxes(-1, -2), dy, out=dv)
+    ds = softmax_backward(dy @ v.swapaxes(-1, -2), p)
+    if scale:
+        ds *= 1.0 / np.sqrt(q.shape[-1])
+    dq = np.matmul(ds, k, out=dq)
+    dk = np.matmul(ds.swapaxes(-1, -2), q, out=dk)
+    return dq, dk, dv
+
+
+def split_heads(x, n_heads):
+    """(B, T, D) -> (B, H, T, D/H): reshape, then transpose."""
+    b, t, d = x.shape
+    return x.reshape(b, t, n_heads, d // n_heads).transpose(0, 2, 1, 3)
+
+
+def merge_heads(x):
+    """(B, H, T, Dh) -> (B, T, H*Dh): the exact inverse of split_heads."""
+    b, h, t, dh = x.shape
+    return x.transpose(0, 2, 1, 3).reshape(b, t, h * dh)
+
+
+# --- position --------------------------------------------------------------
+
+
+@lru_cache(maxsize=32)
+def sinusoidal_table(t: int, d: int, dtype: str = "float64") -> np.ndarray:
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(same)."""
+    pos = np.arange(t)[:, None]
+    freq = 10000.0 ** (-np.arange(0, d, 2) / d)
+    table = np.zeros((t, d))
+    table[:, 0::2] = np.sin(pos * freq)
+    table[:, 1::2] = np.cos(pos * freq[: d // 2])
+    table = table.astype(dtype)
+    table.flags.writeable = False
+    return table
+
+
+@lru_cache(maxsize=32)
+def rope_tables(t: int, d_head: int, dtype: str = "float64"):
+    """cos and sin (T, Dh/2) of angle pos * 10000^(-2i/Dh) for each pair (2i, 2i+1)."""
+    angle = np.arange(t)[:, None] * 10000.0 ** (-np.arange(0, d_head, 2) / d_head)
+    cos, sin = np.cos(angle).astype(dtype), np.sin(angle).astype(dtype)
+    cos.flags.writeable = sin.flags.writeable = False
+    return cos, sin
+
+
+def rope_forward(x, cos, sin):
+    """Rotate each pair (x[2i], x[2i+1]) of x (..., T, Dh) by its angle; cos, sin (T, Dh/2)."""
+    pairs = x.reshape(*x.shape[:-1], -1, 2)
+    x0, x1 = pairs[..., 0], pairs[..., 1]
+    out = np.empty_like(pairs)
+    out[..., 0] = x0 * cos - x1 * sin
+    out[..., 1] = x0 * sin + x1 * cos
+    return out.reshape(x.shape)
+
+
+def rope_backward(dy, cos, sin):
+    """The rotation is orthogonal: its gradient rotates back by the opposite angle."""
+    return rope_forward(dy, cos, -sin)
+
+
+# --- embeddings and loss ---------------------------------------------------
+
+
+def embedding_backward(dy, idx, n_rows):
+    """Scatter-add rows of dy (B, T, D) into a (n_rows, D) table; tokens may repeat."""
+    dtable = np.zeros((n_rows, dy.shape[-1]), dtype=dy.dtype)
+    np.add.at(dtable, idx.ravel(), dy.reshape(-1, dy.shape[-1]))
+    return dtable
+
+
+def cross_entropy_forward(logits, targets):
+    """Mean negative log-likelihood of targets (N,) under logits (N, V), via log-sum-exp."""
+    z = logits - logits.max(axis=-1, keepdims=True)
+    e = np.exp(z)
+    total = e.sum(axis=-1, keepdims=True)  # (N, 1)
+    rows = np.arange(len(targets))
+    loss = np.mean(np.log(total[:, 0]) - z[rows, targets])
+    e /= total
+    return float(loss), (e, targets)
+
+
+def cross_entropy_backward(cache):
+    probs, targets = cache
+    n = len(targets)
+    dlogits = probs.copy()
+    dlogits[np.arange(n), targets] -= 1.0
+    dlogits /= n
+    return dlogits

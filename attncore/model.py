@@ -1,0 +1,295 @@
+"""The decoder: parameter layout and init, forward, backward, and generation with a KV cache.
+
+Parameters are a dict of dotted names to arrays (views into one flat buffer when
+built by `init_params`), so Adam, the gradient check and the PyTorch oracle walk
+the same names. Shapes: B batch, T time, D model width, H heads, Dh = D / H.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import layers as L
+from .config import ModelConfig
+
+# --- parameters ------------------------------------------------------------
+
+
+def param_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
+    """Every trained tensor with its shape, in a fixed order."""
+    d, f, v = cfg.d_model, cfg.d_ff, cfg.vocab_size
+    shapes = {"tok_emb": (v, d)}
+    if cfg.position == "learned":
+        shapes["pos_emb"] = (cfg.max_len, d)
+    for i in range(cfg.n_layers):
+        p = f"blocks.{i}."
+        shapes |= {
+            p + "ln1.gamma": (d,),
+            p + "ln1.beta": (d,),
+            p + "attn.w_qkv": (d, 3 * d),  # Q, K, V projections fused along the columns
+            p + "attn.b_qkv": (3 * d,),
+            p + "attn.w_out": (d, d),
+            p + "attn.b_out": (d,),
+            p + "ln2.gamma": (d,),
+            p + "ln2.beta": (d,),
+            p + "ffn.w1": (d, f),
+            p + "ffn.b1": (f,),
+            p + "ffn.w2": (f, d),
+            p + "ffn.b2": (d,),
+        }
+    shapes |= {"ln_f.gamma": (d,), "ln_f.beta": (d,), "head.w": (d, v), "head.b": (v,)}
+    return shapes
+
+
+def count_params(cfg: ModelConfig) -> int:
+    return sum(int(np.prod(s)) for s in param_shapes(cfg).values())
+
+
+def unflatten(flat: np.ndarray, shapes: dict[str, tuple[int, ...]]) -> dict[str, np.ndarray]:
+    """Views into `flat`, one per name: writing a view writes the buffer."""
+    out, offset = {}, 0
+    for name, shape in shapes.items():
+        n = int(np.prod(shape))
+        out[name] = flat[offset : offset + n].reshape(shape)
+        offset += n
+    assert offset == flat.size, "flat buffer does not match the shapes"
+    return out
+
+
+def flatten(tensors: dict[str, np.ndarray], shapes: dict[str, tuple[int, ...]]) -> np.ndarray:
+    return np.concatenate([tensors[name].ravel() for name in shapes])
+
+
+def init_params(cfg: ModelConfig, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """SPEC §4: weights N(0, 1)/sqrt(fan_in), biases 0, LN gamma 1 beta 0, embeddings N(0, 1)*0.1."""
+    shapes = param_shapes(cfg)
+    flat = np.zeros(sum(int(np.prod(s)) for s in shapes.values()), dtype=cfg.dtype)
+    params = unflatten(flat, shapes)
+    for name, shape in shapes.items():
+        leaf = name.rsplit(".", 1)[-1]
+        if name in ("tok_emb", "pos_emb"):
+            params[name][...] = rng.standard_normal(shape) * 0.1
+        elif leaf.startswith("w"):
+            params[name][...] = rng.standard_normal(shape) / np.sqrt(shape[0])
+        elif leaf == "gamma":
+            params[name][...] = 1.0
+    return params
+
+
+# --- forward ---------------------------------------------------------------
+
+
+def _mha_forward(h, params, p, cfg, t0, mask, kv, head_mask):
+    """Multi-head causal self-attention of h (B, T, D) at positions t0..t0+T-1.
+
+    With kv = (K, V) cache arrays (B, H, T_max, Dh) the new keys and values are
+    written at t0.. and the queries attend to all cached positions before them.
+    """
+    B, T, D = h.shape
+    H, Dh = cfg.n_heads, cfg.d_head
+    qkv = h @ params[p + "attn.w_qkv"]
+    qkv += params[p + "attn.b_qkv"]  # (B, T, 3D)
+    q, k, v = qkv.reshape(B, T, 3, H, Dh).transpose(2, 0, 3, 1, 4)  # each (B, H, T, Dh)
+    if cfg.position == "rope":
+        cos, sin = L.rope_tables(t0 + T, Dh, cfg.dtype)
+        q = L.rope_forward(q, cos[t0:], sin[t0:])
+        k = L.rope_forward(k, cos[t0:], sin[t0:])
+    if kv is not None:
+        kv[0][:, :, t0 : t0 + T] = k
+        kv[1][:, :, t0 : t0 + T] = v
+        k, v = kv[0][:, :, : t0 + T], kv[1][:, :, : t0 + T]
+        mask = L.causal_mask(T, t0 + T)
+    y, attn_cache = L.attention_forward(q, k, v, mask, cfg.scaling)  # (B, H, T, Dh)
+    if head_mask is not None:
+        y = y * head_mask[:, None, None]
+    merged = y.transpose(0, 2, 1, 3).reshape(B, T, D)
+    out = merged @ params[p + "attn.w_out"]
+    out += params[p + "attn.b_out"]
+    return out, (h, merged, attn_cache, head_mask)
+
+
+def _block_forward(x, params, i, cfg, t0=0, mask=None, kv=None, head_mask=None):
+    """One block, pre-LN or post-LN (SPEC §4). Returns x (B, T, D) and the backward cache."""
+    p = f"blocks.{i}."
+    ln = (params[p + "ln1.gamma"], params[p + "ln1.beta"]), (params[p + "ln2.gamma"], params[p + "ln2.beta"])
+    ffn = params[p + "ffn.w1"], params[p + "ffn.b1"], params[p + "ffn.w2"], params[p + "ffn.b2"]
+    if cfg.norm == "pre":
+        h, c_ln1 = L.layernorm_forward(x, *ln[0])
+        a, c_attn = _mha_forward(h, params, p, cfg, t0, mask, kv, head_mask)
+        x1 = x + a
+        h2, c_ln2 = L.layernorm_forward(x1, *ln[1])
+        f, c_ffn = L.ffn_forward(h2, *ffn)
+        x2 = x1 + f
+    else:
+        a, c_attn = _mha_forward(x, params, p, cfg, t0, mask, kv, head_mask)
+        x1, c_ln1 = L.layernorm_forward(x + a, *ln[0])
+        f, c_ffn = L.ffn_forward(x1, *ffn)
+        x2, c_ln2 = L.layernorm_forward(x1 + f, *ln[1])
+    return x2, (c_ln1, c_attn, c_ln2, c_ffn)
+
+
+def _embed(params, idx, cfg, t0=0):
+    T = idx.shape[1]
+    x = params["tok_emb"][idx]  # (B, T, D)
+    if t0 + T > cfg.max_len and cfg.position in ("learned", "sinusoidal"):
+        raise ValueError(f"position {t0 + T - 1} is beyond max_len={cfg.max_len}")
+    if cfg.position == "learned":
+        x += params["pos_emb"][t0 : t0 + T]
+    elif cfg.position == "sinusoidal":
+        x += L.sinusoidal_table(cfg.max_len, cfg.d_model, cfg.dtype)[t0 : t0 + T]
+    return x
+
+
+def forward(params, idx, cfg: ModelConfig, *, out_from: int = 0, head_mask=None, padding=None):
+    """Logits (B, T - out_from, V) for tokens idx (B, T), and the cache for `backward`.
+
+    out_from skips the output head on positions that carry no loss; head_mask
+    (n_layers, H) of 0/1 zeroes chosen heads' outputs; padding (B, T) bool masks keys.
+    """
+    mask = L.attention_mask(L.causal_mask(idx.shape[1]), padding)
+    x = _embed(params, idx, cfg)
+    blocks = []
+    for i in range(cfg.n_layers):
+        hm = None if head_mask is None else head_mask[i]
+        x, c = _block_forward(x, params, i, cfg, mask=mask, head_mask=hm)
+        blocks.append(c)
+    xf, c_lnf = L.layernorm_forward(x[:, out_from:], params["ln_f.gamma"], params["ln_f.beta"])
+    logits = xf @ params["head.w"]
+    logits += params["head.b"]
+    return logits, (idx, out_from, blocks, c_lnf, xf, x.shape)
+
+
+# --- backward --------------------------------------------------------------
+
+
+def _mha_backward(dout, cache, params, p, cfg, grads):
+    h, merged, attn_cache, head_mask = cache
+    B, T, D = h.shape
+    H, Dh = cfg.n_heads, cfg.d_head
+    dmerged, grads[p + "attn.w_out"][...], grads[p + "attn.b_out"][...] = L.linear_backward(
+        dout, merged, params[p + "attn.w_out"]
+    )
+    dy = dmerged.reshape(B, T, H, Dh).transpose(0, 2, 1, 3)  # (B, H, T, Dh)
+    if head_mask is not None:
+        dy = dy * head_mask[:, None, None]
+    dqkv = np.empty((B, T, 3, H, Dh), dtype=h.dtype)
+    dq, dk, dv = dqkv.transpose(2, 0, 3, 1, 4)  # views, each (B, H, T, Dh)
+    if cfg.position == "rope":
+        dq_r, dk_r, _ = L.attention_backward(dy, attn_cache, out=(None, None, dv))
+        cos, sin = L.rope_tables(T, Dh, cfg.dtype)
+        dq[...] = L.rope_backward(dq_r, cos, sin)
+        dk[...] = L.rope_backward(dk_r, cos, sin)
+    else:
+        L.attention_backward(dy, attn_cache, out=(dq, dk, dv))
+    dqkv = dqkv.reshape(B, T, 3 * D)
+    dh, grads[p + "attn.w_qkv"][...], grads[p + "attn.b_qkv"][...] = L.linear_backward(
+        dqkv, h, params[p + "attn.w_qkv"]
+    )
+    return dh
+
+
+def _block_backward(dx2, cache, params, i, cfg, grads):
+    p = f"blocks.{i}."
+    c_ln1, c_attn, c_ln2, c_ffn = cache
+    w1, w2 = params[p + "ffn.w1"], params[p + "ffn.w2"]
+    ffn_names = [p + n for n in ("ffn.w1", "ffn.b1", "ffn.w2", "ffn.b2")]
+    if cfg.norm == "pre":
+        dh2, *g_ffn = L.ffn_backward(dx2, c_ffn, w1, w2)
+        dx1, grads[p + "ln2.gamma"][...], grads[p + "ln2.beta"][...] = L.layernorm_backward(dh2, c_ln2)
+        dx1 += dx2
+        dh = _mha_backward(dx1, c_attn, params, p, cfg, grads)
+        dx, grads[p + "ln1.gamma"][...], grads[p + "ln1.beta"][...] = L.layernorm_backward(dh, c_ln1)
+        dx += dx1
+    else:
+        dz2, grads[p + "ln2.gamma"][...], grads[p + "ln2.beta"][...] = L.layernorm_backward(dx2, c_ln2)
+        dx1, *g_ffn = L.ffn_backward(dz2, c_ffn, w1, w2)
+        dx1 += dz2
+        dz1, grads[p + "ln1.gamma"][...], grads[p + "ln1.beta"][...] = L.layernorm_backward(dx1, c_ln1)
+        dx = _mha_backward(dz1, c_attn, params, p, cfg, grads)
+        dx += dz1
+    for name, g in zip(ffn_names, g_ffn):
+        grads[name][...] = g
+    return dx
+
+
+def backward(dlogits, cache, params, cfg: ModelConfig, grads: dict[str, np.ndarray]) -> None:
+    """Writes d(loss)/d(param) into grads (same names and shapes) given dlogits."""
+    idx, out_from, blocks, c_lnf, xf, x_shape = cache
+    dxf, grads["head.w"][...], grads["head.b"][...] = L.linear_backward(dlogits, xf, params["head.w"])
+    dx = np.zeros(x_shape, dtype=dlogits.dtype)
+    dx[:, out_from:], grads["ln_f.gamma"][...], grads["ln_f.beta"][...] = L.layernorm_backward(dxf, c_lnf)
+    for i in reversed(range(cfg.n_layers)):
+        dx = _block_backward(dx, blocks[i], params, i, cfg, grads)
+    grads["tok_emb"][...] = L.embedding_backward(dx, idx, cfg.vocab_size)
+    if cfg.position == "learned":
+        grads["pos_emb"][...] = 0.0
+        grads["pos_emb"][: idx.shape[1]] = dx.sum(axis=0)
+
+
+def loss_and_grads(params, seqs, cfg: ModelConfig, answer_len: int, grads=None):
+    """Cross-entropy on the last `answer_len` targets of seqs (B, 2L+1) and its gradient.
+
+    The input is seqs[:, :-1], the target seqs[:, 1:] (next token); only the
+    answer positions carry loss (SPEC §7). grads may be preallocated views.
+    """
+    idx, targets = seqs[:, :-1], seqs[:, -answer_len:]
+    logits, cache = forward(params, idx, cfg, out_from=idx.shape[1] - answer_len)
+    B, A, V = logits.shape
+    loss, ce_cache = L.cross_entropy_forward(logits.reshape(B * A, V), targets.ravel())
+    dlogits = L.cross_entropy_backward(ce_cache).reshape(B, A, V)
+    if grads is None:
+        grads = {name: np.empty_like(a) for name, a in params.items()}
+    backward(dlogits, cache, params, cfg, grads)
+    return loss, grads
+
+
+# --- generation ------------------------------------------------------------
+
+
+def _forward_cached(params, idx, cfg, kv_cache, t0, head_mask=None):
+    """Logits (B, T, V) of the chunk idx at positions t0.., reading and extending kv_cache."""
+    x = _embed(params, idx, cfg, t0)
+    for i in range(cfg.n_layers):
+        hm = None if head_mask is None else head_mask[i]
+        x, _ = _block_forward(x, params, i, cfg, t0=t0, kv=kv_cache[i], head_mask=hm)
+    xf, _ = L.layernorm_forward(x, params["ln_f.gamma"], params["ln_f.beta"])
+    return xf @ params["head.w"] + params["head.b"]
+
+
+def generate(params, prompt, n_new: int, cfg: ModelConfig, *, use_cache=True, head_mask=None):
+    """Greedy decoding of n_new tokens after prompt (B, T0).
+
+    Returns tokens (B, n_new) and the logits that chose them (B, n_new, V). With
+    the cache each step computes one position and reads past keys and values;
+    without it every step recomputes the whole prefix.
+    """
+    B, T0 = prompt.shape
+    total = T0 + n_new - 1  # the last generated token is never fed back
+    tokens = np.empty((B, n_new), dtype=np.int64)
+    logits_out = np.empty((B, n_new, cfg.vocab_size), dtype=cfg.dtype)
+    if use_cache:
+        shape = (B, cfg.n_heads, total, cfg.d_head)
+        kv_cache = [(np.empty(shape, cfg.dtype), np.empty(shape, cfg.dtype)) for _ in range(cfg.n_layers)]
+        logits = _forward_cached(params, prompt, cfg, kv_cache, 0, head_mask)[:, -1]
+    else:
+        seq = np.empty((B, total + 1), dtype=np.int64)
+        seq[:, :T0] = prompt
+        logits = forward(params, prompt, cfg, out_from=T0 - 1, head_mask=head_mask)[0][:, -1]
+    for step in range(n_new):
+        tokens[:, step] = logits.argmax(axis=-1)
+        logits_out[:, step] = logits
+        if step == n_new - 1:
+            break
+        t = T0 + step  # position of the token just chosen
+        if use_cache:
+            logits = _forward_cached(params, tokens[:, step : step + 1], cfg, kv_cache, t, head_mask)[:, -1]
+        else:
+            seq[:, t] = tokens[:, step]
+            logits = forward(params, seq[:, : t + 1], cfg, out_from=t, head_mask=head_mask)[0][:, -1]
+    return tokens, logits_out
+
+
+def attention_weights(params, idx, cfg: ModelConfig, head_mask=None) -> np.ndarray:
+    """Attention weights (n_layers, B, H, T, T) of every layer and head for tokens idx (B, T)."""
+    _, cache = forward(params, idx, cfg, out_from=idx.shape[1] - 1, head_mask=head_mask)
+    return np.stack([blk[1][2][3] for blk in cache[2]])

@@ -1,0 +1,61 @@
+"""Training: a RunConfig in, a TrainResult out (SPEC §6, §7). A pure function of the config."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from .config import RunConfig
+from .model import flatten, init_params, loss_and_grads, param_shapes, unflatten
+from .optim import Adam
+from .tasks import sample_batch
+
+
+@dataclass
+class TrainResult:
+    config: RunConfig
+    loss_history: np.ndarray  # (steps,) float64, the training loss at every step
+    params: dict[str, np.ndarray]
+    train_seconds: float
+
+    @property
+    def final_loss(self) -> float:
+        return float(self.loss_history[-1])
+
+    @property
+    def n_params(self) -> int:
+        return sum(a.size for a in self.params.values())
+
+
+def seeded_rngs(seed: int) -> tuple[np.random.Generator, np.random.Generator]:
+    """Independent streams for the initial weights and for the training batches."""
+    init_seq, data_seq = np.random.SeedSequence(seed).spawn(2)
+    return np.random.default_rng(init_seq), np.random.default_rng(data_seq)
+
+
+def train(run: RunConfig, callback: Callable[[int, float], object] | None = None) -> TrainResult:
+    """Train the model of `run` on fresh batches every step with Adam.
+
+    callback(step, loss) is called after every step (a progress bar, a live curve).
+    """
+    cfg, tc = run.model, run.train
+    init_rng, data_rng = seeded_rngs(tc.seed)
+    shapes = param_shapes(cfg)
+    flat = flatten(init_params(cfg, init_rng), shapes)
+    params = unflatten(flat, shapes)
+    grad_flat = np.empty_like(flat)
+    grads = unflatten(grad_flat, shapes)
+    opt = Adam(flat, tc.lr, tc.beta1, tc.beta2, tc.eps)
+    history = np.empty(tc.steps)
+    start = time.perf_counter()
+    for step in range(tc.steps):
+        batch = sample_batch(run.task, tc.batch_size, data_rng)
+        history[step], _ = loss_and_grads(params, batch, cfg, run.task.length, grads)
+        opt.step(grad_flat)
+        if callback is not None:
+            callback(step, history[step])
+    seconds = time.perf_counter() - start
+    return TrainResult(run, history, {k: v.copy() for k, v in params.items()}, seconds)

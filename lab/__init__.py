@@ -1,0 +1,1 @@
+"""lab: the experiment store and sweeps over attncore (joblib, pandas, dask)."""
