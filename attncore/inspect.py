@@ -64,7 +64,9 @@ def head_mask_for(run: RunConfig, ablated: list[tuple[int, int]]) -> np.ndarray:
     mask = np.ones((run.model.n_layers, run.model.n_heads), dtype=run.model.dtype)
     for layer, head in ablated:
         if not (0 <= layer < run.model.n_layers and 0 <= head < run.model.n_heads):
-            raise ConfigError("heads", f"({layer}, {head}) is outside {run.model.n_layers} layers x {run.model.n_heads} heads")
+            raise ConfigError(
+                "heads", f"({layer}, {head}) is outside {run.model.n_layers} layers x {run.model.n_heads} heads"
+            )
         mask[layer, head] = 0
     return mask
 

@@ -207,7 +207,7 @@ def _block_backward(dx2, cache, params, i, cfg, grads):
         dz1, grads[p + "ln1.gamma"][...], grads[p + "ln1.beta"][...] = L.layernorm_backward(dx1, c_ln1)
         dx = _mha_backward(dz1, c_attn, params, p, cfg, grads)
         dx += dz1
-    for name, g in zip(ffn_names, g_ffn):
+    for name, g in zip(ffn_names, g_ffn, strict=True):
         grads[name][...] = g
     return dx
 
