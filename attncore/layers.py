@@ -13,6 +13,38 @@ import numpy as np
 LN_EPS = 1e-5
 
 
+# Reductions over a short last axis are slow in NumPy (a loop per row); these
+# express them as matrix products or a few vectorised maximum ops instead.
+
+
+@lru_cache(maxsize=64)
+def _ones(n: int, dtype: np.dtype, value: float = 1.0) -> np.ndarray:
+    ones = np.full((n, 1), value, dtype=dtype)
+    ones.flags.writeable = False
+    return ones
+
+
+def row_sum(a: np.ndarray, scale: float = 1.0) -> np.ndarray:
+    """scale * a.sum(axis=-1, keepdims=True), as one matrix-vector product."""
+    n = a.shape[-1]
+    return (a.reshape(-1, n) @ _ones(n, a.dtype, scale)).reshape(*a.shape[:-1], 1)
+
+
+def col_sum(a2d: np.ndarray) -> np.ndarray:
+    """a2d.sum(axis=0) of an (N, D) array, as one vector-matrix product."""
+    return _ones(a2d.shape[0], a2d.dtype)[:, 0] @ a2d
+
+
+def row_max(a: np.ndarray) -> np.ndarray:
+    """a.max(axis=-1, keepdims=True): transpose once, then halve the rows (log2(T) maximum ops)."""
+    n = a.shape[-1]
+    at = np.ascontiguousarray(a.reshape(-1, n).T)  # (T, N): each step below is one contiguous op
+    while at.shape[0] > 1:
+        h = (at.shape[0] + 1) // 2  # the halves overlap in the middle row when T is odd
+        at = np.maximum(at[:h], at[at.shape[0] - h :])
+    return at.reshape(*a.shape[:-1], 1)
+
+
 # --- linear ----------------------------------------------------------------
 
 
@@ -26,32 +58,38 @@ def linear_backward(dy, x, w):
     dx = dy @ w.T
     x2 = x.reshape(-1, x.shape[-1])
     dy2 = dy.reshape(-1, dy.shape[-1])
-    return dx, x2.T @ dy2, dy2.sum(axis=0)
+    return dx, x2.T @ dy2, col_sum(dy2)
 
 
 # --- layer norm ------------------------------------------------------------
 
 
 def layernorm_forward(x, gamma, beta, eps=LN_EPS):
-    mean = x.mean(axis=-1, keepdims=True)
-    xc = x - mean
-    var = np.mean(xc * xc, axis=-1, keepdims=True)
-    inv = 1.0 / np.sqrt(var + eps)  # (..., 1)
-    xhat = xc * inv
-    return xhat * gamma + beta, (xhat, inv, gamma)
+    d = x.shape[-1]
+    xc = x - row_sum(x, 1.0 / d)
+    var = row_sum(xc * xc, 1.0 / d)
+    var += eps
+    inv = np.sqrt(var, out=var)
+    np.divide(1.0, inv, out=inv)  # (..., 1)
+    xhat = np.multiply(xc, inv, out=xc)
+    y = xhat * gamma
+    y += beta
+    return y, (xhat, inv, gamma)
 
 
 def layernorm_backward(dy, cache):
     """Closed form: dx = inv * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))."""
     xhat, inv, gamma = cache
     d = xhat.shape[-1]
-    dxhat = dy * gamma
     dy2 = dy.reshape(-1, d)
-    dgamma = np.einsum("nd,nd->d", dy2, xhat.reshape(-1, d))
-    dbeta = dy2.sum(axis=0)
-    m1 = dxhat.mean(axis=-1, keepdims=True)
-    m2 = np.mean(dxhat * xhat, axis=-1, keepdims=True)
-    dx = (dxhat - m1 - xhat * m2) * inv
+    dgamma = col_sum(dy2 * xhat.reshape(-1, d))
+    dbeta = col_sum(dy2)
+    dxhat = dy * gamma
+    m2 = row_sum(dxhat * xhat, 1.0 / d)
+    dx = dxhat - row_sum(dxhat, 1.0 / d)
+    m2 = m2 * xhat
+    dx -= m2
+    dx *= inv
     return dx, dgamma, dbeta
 
 
@@ -76,7 +114,7 @@ def ffn_backward(dy, cache, w1, w2):
     dh2 = dh.reshape(-1, f)
     dw2 = h.reshape(-1, f).T @ dy2
     dw1 = x.reshape(-1, d).T @ dh2
-    return dh @ w1.T, dw1, dh2.sum(axis=0), dw2, dy2.sum(axis=0)
+    return dh @ w1.T, dw1, col_sum(dh2), dw2, col_sum(dy2)
 
 
 # --- masks and softmax -----------------------------------------------------
@@ -108,21 +146,36 @@ def attention_mask(causal: np.ndarray | None, padding: np.ndarray | None) -> np.
     return keys if causal is None else causal & keys
 
 
-def softmax_forward(s, mask=None):
-    """Softmax over the keys (last axis), masked positions set to -inf first.
+@lru_cache(maxsize=64)
+def causal_bias(t_q: int, t_k: int | None = None, dtype: str = "float64") -> np.ndarray:
+    """The causal mask as an additive (T_q, T_k) bias: 0 where allowed, -inf where not."""
+    bias = np.where(causal_mask(t_q, t_k), 0.0, -np.inf).astype(dtype)
+    bias.flags.writeable = False
+    return bias
 
-    Max-subtracted for stability. A row whose keys are all masked gives weights
-    0 (not NaN): its max is clamped to a finite number and its sum to 1.
+
+def softmax_forward(s, mask=None, inplace=False):
+    """Softmax over the keys (last axis); masked scores are set to -inf first.
+
+    mask is bool (True = may attend) broadcasting to s, or an additive float bias
+    such as causal_bias (cheaper; every row must keep a key). Max-subtracted for
+    stability. Under a bool mask a row whose keys are all masked gives weights 0,
+    not NaN: its max is clamped to a finite number and its sum to at least 1.
+    inplace=True reuses s for the result.
     """
-    if mask is not None:
+    if mask is not None and mask.dtype == bool:
         s = np.where(mask, s, -np.inf)
-    m = s.max(axis=-1, keepdims=True)
-    if mask is not None:
-        np.maximum(m, np.finfo(s.dtype).min, out=m)
-    e = s - m if mask is None else np.subtract(s, m, out=s)
-    np.exp(e, out=e)
-    z = e.sum(axis=-1, keepdims=True)
-    if mask is not None:
+    elif not inplace:
+        s = s.copy()
+    if mask is not None and mask.dtype != bool:
+        s += mask
+    m = row_max(s)
+    if mask is not None and mask.dtype == bool:
+        m = np.maximum(m, np.finfo(s.dtype).min)
+    s -= m
+    e = np.exp(s, out=s)
+    z = row_sum(e)
+    if mask is not None and mask.dtype == bool:
         np.maximum(z, 1.0, out=z)  # a row with any key has z >= 1 (its max gives exp(0))
     e /= z
     return e
@@ -131,7 +184,7 @@ def softmax_forward(s, mask=None):
 def softmax_backward(dp, p):
     """dS = P * (dP - rowsum(dP * P)); masked keys have P = 0 and get no gradient."""
     ds = dp * p
-    ds -= p * ds.sum(axis=-1, keepdims=True)
+    ds -= p * row_sum(ds)
     return ds
 
 
@@ -140,10 +193,10 @@ def softmax_backward(dp, p):
 
 def attention_forward(q, k, v, mask=None, scale=True):
     """softmax(Q K^T / sqrt(d_k)) V over (..., T, D) arrays; mask broadcasts to (..., T_q, T_k)."""
-    s = q @ k.swapaxes(-1, -2)  # (..., T_q, T_k)
+    s = q @ np.ascontiguousarray(k.swapaxes(-1, -2))  # (..., T_q, T_k)
     if scale:
         s *= 1.0 / np.sqrt(q.shape[-1])
-    p = softmax_forward(s, mask)
+    p = softmax_forward(s, mask, inplace=True)
     return p @ v, (q, k, v, p, scale)
 
 
@@ -216,10 +269,12 @@ def rope_backward(dy, cos, sin):
 
 
 def embedding_backward(dy, idx, n_rows):
-    """Scatter-add rows of dy (B, T, D) into a (n_rows, D) table; tokens may repeat."""
-    dtable = np.zeros((n_rows, dy.shape[-1]), dtype=dy.dtype)
-    np.add.at(dtable, idx.ravel(), dy.reshape(-1, dy.shape[-1]))
-    return dtable
+    """Scatter-add rows of dy (B, T, D) into a (n_rows, D) table; tokens may repeat.
+
+    Written as one_hot(idx)^T @ dy: the same sums as np.add.at, as one matrix product.
+    """
+    one_hot = (idx.reshape(-1, 1) == np.arange(n_rows)).astype(dy.dtype)  # (B*T, n_rows)
+    return one_hot.T @ dy.reshape(-1, dy.shape[-1])
 
 
 def cross_entropy_forward(logits, targets):

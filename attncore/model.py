@@ -79,50 +79,63 @@ def init_params(cfg: ModelConfig, rng: np.random.Generator) -> dict[str, np.ndar
 # --- forward ---------------------------------------------------------------
 
 
-def _mha_forward(h, params, p, cfg, t0, mask, kv, head_mask):
-    """Multi-head causal self-attention of h (B, T, D) at positions t0..t0+T-1.
+def _mha_forward(h, params, p, cfg, B, t0=0, mask=None, kv=None, head_mask=None, q_from=0):
+    """Multi-head causal self-attention of h (B*T, D) at positions t0..t0+T-1.
 
-    With kv = (K, V) cache arrays (B, H, T_max, Dh) the new keys and values are
-    written at t0.. and the queries attend to all cached positions before them.
+    Every position gives keys and values; only positions q_from.. ask queries,
+    so the output is (B*(T-q_from), D) (the last block needs only the answer
+    positions). With kv = (K, V) cache arrays (B, H, T_max, Dh) the new keys and
+    values are written at t0.. and the queries read every cached position before them.
     """
-    B, T, D = h.shape
-    H, Dh = cfg.n_heads, cfg.d_head
+    N, D = h.shape  # activations stay 2-D (B*T, D): a 2-D matrix product is one BLAS call
+    T, H, Dh = N // B, cfg.n_heads, cfg.d_head
     qkv = h @ params[p + "attn.w_qkv"]
-    qkv += params[p + "attn.b_qkv"]  # (B, T, 3D)
+    qkv += params[p + "attn.b_qkv"]  # (B*T, 3D)
     q, k, v = qkv.reshape(B, T, 3, H, Dh).transpose(2, 0, 3, 1, 4)  # each (B, H, T, Dh)
+    q = q[:, :, q_from:]  # (B, H, Tq, Dh)
     if cfg.position == "rope":
         cos, sin = L.rope_tables(t0 + T, Dh, cfg.dtype)
-        q = L.rope_forward(q, cos[t0:], sin[t0:])
+        q = L.rope_forward(q, cos[t0 + q_from :], sin[t0 + q_from :])
         k = L.rope_forward(k, cos[t0:], sin[t0:])
     if kv is not None:
         kv[0][:, :, t0 : t0 + T] = k
         kv[1][:, :, t0 : t0 + T] = v
         k, v = kv[0][:, :, : t0 + T], kv[1][:, :, : t0 + T]
-        mask = L.causal_mask(T, t0 + T)
-    y, attn_cache = L.attention_forward(q, k, v, mask, cfg.scaling)  # (B, H, T, Dh)
+        mask = L.causal_bias(T, t0 + T, cfg.dtype) if T > 1 else None  # one new query sees every key
+    elif mask is not None and q_from:
+        mask = mask[..., q_from:, :]
+    y, attn_cache = L.attention_forward(q, k, v, mask, cfg.scaling)  # (B, H, Tq, Dh)
     if head_mask is not None:
         y = y * head_mask[:, None, None]
-    merged = y.transpose(0, 2, 1, 3).reshape(B, T, D)
+    merged = y.transpose(0, 2, 1, 3).reshape(-1, D)  # (B*Tq, D)
     out = merged @ params[p + "attn.w_out"]
     out += params[p + "attn.b_out"]
-    return out, (h, merged, attn_cache, head_mask)
+    return out, (h, merged, attn_cache, head_mask, q_from)
 
 
-def _block_forward(x, params, i, cfg, t0=0, mask=None, kv=None, head_mask=None):
-    """One block, pre-LN or post-LN (SPEC §4). Returns x (B, T, D) and the backward cache."""
+def _query_rows(x, B, q_from):
+    """Rows of x (B*T, D) at positions q_from.. -> (B*(T-q_from), D)."""
+    return x if not q_from else x.reshape(B, -1, x.shape[-1])[:, q_from:].reshape(-1, x.shape[-1])
+
+
+def _block_forward(x, params, i, cfg, B, t0=0, mask=None, kv=None, head_mask=None, q_from=0):
+    """One block, pre-LN or post-LN (SPEC §4), on x (B*T, D).
+
+    Returns x at positions q_from.. (B*(T-q_from), D) and the backward cache.
+    """
     p = f"blocks.{i}."
     ln = (params[p + "ln1.gamma"], params[p + "ln1.beta"]), (params[p + "ln2.gamma"], params[p + "ln2.beta"])
     ffn = params[p + "ffn.w1"], params[p + "ffn.b1"], params[p + "ffn.w2"], params[p + "ffn.b2"]
     if cfg.norm == "pre":
         h, c_ln1 = L.layernorm_forward(x, *ln[0])
-        a, c_attn = _mha_forward(h, params, p, cfg, t0, mask, kv, head_mask)
-        x1 = x + a
+        a, c_attn = _mha_forward(h, params, p, cfg, B, t0, mask, kv, head_mask, q_from)
+        x1 = _query_rows(x, B, q_from) + a
         h2, c_ln2 = L.layernorm_forward(x1, *ln[1])
         f, c_ffn = L.ffn_forward(h2, *ffn)
         x2 = x1 + f
     else:
-        a, c_attn = _mha_forward(x, params, p, cfg, t0, mask, kv, head_mask)
-        x1, c_ln1 = L.layernorm_forward(x + a, *ln[0])
+        a, c_attn = _mha_forward(x, params, p, cfg, B, t0, mask, kv, head_mask, q_from)
+        x1, c_ln1 = L.layernorm_forward(_query_rows(x, B, q_from) + a, *ln[0])
         f, c_ffn = L.ffn_forward(x1, *ffn)
         x2, c_ln2 = L.layernorm_forward(x1 + f, *ln[1])
     return x2, (c_ln1, c_attn, c_ln2, c_ffn)
@@ -137,7 +150,7 @@ def _embed(params, idx, cfg, t0=0):
         x += params["pos_emb"][t0 : t0 + T]
     elif cfg.position == "sinusoidal":
         x += L.sinusoidal_table(cfg.max_len, cfg.d_model, cfg.dtype)[t0 : t0 + T]
-    return x
+    return x.reshape(-1, cfg.d_model)  # (B*T, D)
 
 
 def forward(params, idx, cfg: ModelConfig, *, out_from: int = 0, head_mask=None, padding=None):
@@ -146,51 +159,66 @@ def forward(params, idx, cfg: ModelConfig, *, out_from: int = 0, head_mask=None,
     out_from skips the output head on positions that carry no loss; head_mask
     (n_layers, H) of 0/1 zeroes chosen heads' outputs; padding (B, T) bool masks keys.
     """
-    mask = L.attention_mask(L.causal_mask(idx.shape[1]), padding)
-    x = _embed(params, idx, cfg)
+    T = idx.shape[1]
+    mask = L.causal_bias(T, T, cfg.dtype) if padding is None else L.attention_mask(L.causal_mask(T), padding)
+    B = idx.shape[0]
+    x = _embed(params, idx, cfg)  # (B*T, D)
     blocks = []
     for i in range(cfg.n_layers):
         hm = None if head_mask is None else head_mask[i]
-        x, c = _block_forward(x, params, i, cfg, mask=mask, head_mask=hm)
+        q_from = out_from if i == cfg.n_layers - 1 else 0  # the last block computes only the outputs asked for
+        x, c = _block_forward(x, params, i, cfg, B, mask=mask, head_mask=hm, q_from=q_from)
         blocks.append(c)
-    xf, c_lnf = L.layernorm_forward(x[:, out_from:], params["ln_f.gamma"], params["ln_f.beta"])
+    xf, c_lnf = L.layernorm_forward(x, params["ln_f.gamma"], params["ln_f.beta"])  # (B*(T-out_from), D)
     logits = xf @ params["head.w"]
     logits += params["head.b"]
-    return logits, (idx, out_from, blocks, c_lnf, xf, x.shape)
+    return logits.reshape(B, T - out_from, -1), (idx, out_from, blocks, c_lnf, xf)
 
 
 # --- backward --------------------------------------------------------------
 
 
 def _mha_backward(dout, cache, params, p, cfg, grads):
-    h, merged, attn_cache, head_mask = cache
-    B, T, D = h.shape
-    H, Dh = cfg.n_heads, cfg.d_head
+    h, merged, attn_cache, head_mask, q_from = cache
+    B, H, T, Dh = attn_cache[1].shape  # from k: every position
+    D, Tq = H * Dh, T - q_from
     dmerged, grads[p + "attn.w_out"][...], grads[p + "attn.b_out"][...] = L.linear_backward(
         dout, merged, params[p + "attn.w_out"]
     )
-    dy = dmerged.reshape(B, T, H, Dh).transpose(0, 2, 1, 3)  # (B, H, T, Dh)
+    dy = dmerged.reshape(B, Tq, H, Dh).transpose(0, 2, 1, 3)  # (B, H, Tq, Dh)
     if head_mask is not None:
         dy = dy * head_mask[:, None, None]
     dqkv = np.empty((B, T, 3, H, Dh), dtype=h.dtype)
     dq, dk, dv = dqkv.transpose(2, 0, 3, 1, 4)  # views, each (B, H, T, Dh)
+    dq[:, :, :q_from] = 0.0  # positions that asked no query
+    dq = dq[:, :, q_from:]
     if cfg.position == "rope":
         dq_r, dk_r, _ = L.attention_backward(dy, attn_cache, out=(None, None, dv))
         cos, sin = L.rope_tables(T, Dh, cfg.dtype)
-        dq[...] = L.rope_backward(dq_r, cos, sin)
+        dq[...] = L.rope_backward(dq_r, cos[q_from:], sin[q_from:])
         dk[...] = L.rope_backward(dk_r, cos, sin)
     else:
         L.attention_backward(dy, attn_cache, out=(dq, dk, dv))
-    dqkv = dqkv.reshape(B, T, 3 * D)
+    dqkv = dqkv.reshape(B * T, 3 * D)
     dh, grads[p + "attn.w_qkv"][...], grads[p + "attn.b_qkv"][...] = L.linear_backward(
         dqkv, h, params[p + "attn.w_qkv"]
     )
     return dh
 
 
+def _add_query_rows(dx, d_rows, B, q_from):
+    """dx (B*T, D) += d_rows (B*(T-q_from), D) on the rows of positions q_from.."""
+    if q_from:
+        D = dx.shape[-1]
+        dx.reshape(B, -1, D)[:, q_from:] += d_rows.reshape(B, -1, D)
+    else:
+        dx += d_rows
+
+
 def _block_backward(dx2, cache, params, i, cfg, grads):
     p = f"blocks.{i}."
     c_ln1, c_attn, c_ln2, c_ffn = cache
+    q_from, B = c_attn[4], c_attn[2][1].shape[0]  # k is (B, H, T, Dh)
     w1, w2 = params[p + "ffn.w1"], params[p + "ffn.w2"]
     ffn_names = [p + n for n in ("ffn.w1", "ffn.b1", "ffn.w2", "ffn.b2")]
     if cfg.norm == "pre":
@@ -199,14 +227,14 @@ def _block_backward(dx2, cache, params, i, cfg, grads):
         dx1 += dx2
         dh = _mha_backward(dx1, c_attn, params, p, cfg, grads)
         dx, grads[p + "ln1.gamma"][...], grads[p + "ln1.beta"][...] = L.layernorm_backward(dh, c_ln1)
-        dx += dx1
+        _add_query_rows(dx, dx1, B, q_from)
     else:
         dz2, grads[p + "ln2.gamma"][...], grads[p + "ln2.beta"][...] = L.layernorm_backward(dx2, c_ln2)
         dx1, *g_ffn = L.ffn_backward(dz2, c_ffn, w1, w2)
         dx1 += dz2
         dz1, grads[p + "ln1.gamma"][...], grads[p + "ln1.beta"][...] = L.layernorm_backward(dx1, c_ln1)
         dx = _mha_backward(dz1, c_attn, params, p, cfg, grads)
-        dx += dz1
+        _add_query_rows(dx, dz1, B, q_from)
     for name, g in zip(ffn_names, g_ffn, strict=True):
         grads[name][...] = g
     return dx
@@ -214,16 +242,17 @@ def _block_backward(dx2, cache, params, i, cfg, grads):
 
 def backward(dlogits, cache, params, cfg: ModelConfig, grads: dict[str, np.ndarray]) -> None:
     """Writes d(loss)/d(param) into grads (same names and shapes) given dlogits."""
-    idx, out_from, blocks, c_lnf, xf, x_shape = cache
+    idx, out_from, blocks, c_lnf, xf = cache
+    (B, T), D = idx.shape, cfg.d_model
+    dlogits = dlogits.reshape(-1, dlogits.shape[-1])
     dxf, grads["head.w"][...], grads["head.b"][...] = L.linear_backward(dlogits, xf, params["head.w"])
-    dx = np.zeros(x_shape, dtype=dlogits.dtype)
-    dx[:, out_from:], grads["ln_f.gamma"][...], grads["ln_f.beta"][...] = L.layernorm_backward(dxf, c_lnf)
-    for i in reversed(range(cfg.n_layers)):
+    dx, grads["ln_f.gamma"][...], grads["ln_f.beta"][...] = L.layernorm_backward(dxf, c_lnf)  # (B*(T-out_from), D)
+    for i in reversed(range(cfg.n_layers)):  # the last block widens dx back to every position
         dx = _block_backward(dx, blocks[i], params, i, cfg, grads)
     grads["tok_emb"][...] = L.embedding_backward(dx, idx, cfg.vocab_size)
     if cfg.position == "learned":
         grads["pos_emb"][...] = 0.0
-        grads["pos_emb"][: idx.shape[1]] = dx.sum(axis=0)
+        grads["pos_emb"][:T] = dx.reshape(B, T, D).sum(axis=0)
 
 
 def loss_and_grads(params, seqs, cfg: ModelConfig, answer_len: int, grads=None):
@@ -248,12 +277,13 @@ def loss_and_grads(params, seqs, cfg: ModelConfig, answer_len: int, grads=None):
 
 def _forward_cached(params, idx, cfg, kv_cache, t0, head_mask=None):
     """Logits (B, T, V) of the chunk idx at positions t0.., reading and extending kv_cache."""
+    B, T = idx.shape
     x = _embed(params, idx, cfg, t0)
     for i in range(cfg.n_layers):
         hm = None if head_mask is None else head_mask[i]
-        x, _ = _block_forward(x, params, i, cfg, t0=t0, kv=kv_cache[i], head_mask=hm)
+        x, _ = _block_forward(x, params, i, cfg, B, t0=t0, kv=kv_cache[i], head_mask=hm)
     xf, _ = L.layernorm_forward(x, params["ln_f.gamma"], params["ln_f.beta"])
-    return xf @ params["head.w"] + params["head.b"]
+    return (xf @ params["head.w"] + params["head.b"]).reshape(B, T, -1)
 
 
 def generate(params, prompt, n_new: int, cfg: ModelConfig, *, use_cache=True, head_mask=None):
@@ -291,5 +321,5 @@ def generate(params, prompt, n_new: int, cfg: ModelConfig, *, use_cache=True, he
 
 def attention_weights(params, idx, cfg: ModelConfig, head_mask=None) -> np.ndarray:
     """Attention weights (n_layers, B, H, T, T) of every layer and head for tokens idx (B, T)."""
-    _, cache = forward(params, idx, cfg, out_from=idx.shape[1] - 1, head_mask=head_mask)
+    _, cache = forward(params, idx, cfg, head_mask=head_mask)  # out_from=0: every query of every layer
     return np.stack([blk[1][2][3] for blk in cache[2]])

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
+from ._malloc import keep_freed_memory
 from .config import RunConfig
 from .model import flatten, init_params, loss_and_grads, param_shapes, unflatten
 from .optim import Adam
@@ -41,6 +43,7 @@ def train(run: RunConfig, callback: Callable[[int, float], object] | None = None
 
     callback(step, loss) is called after every step (a progress bar, a live curve).
     """
+    keep_freed_memory()
     cfg, tc = run.model, run.train
     init_rng, data_rng = seeded_rngs(tc.seed)
     shapes = param_shapes(cfg)
@@ -51,11 +54,17 @@ def train(run: RunConfig, callback: Callable[[int, float], object] | None = None
     opt = Adam(flat, tc.lr, tc.beta1, tc.beta2, tc.eps)
     history = np.empty(tc.steps)
     start = time.perf_counter()
-    for step in range(tc.steps):
-        batch = sample_batch(run.task, tc.batch_size, data_rng)
-        history[step], _ = loss_and_grads(params, batch, cfg, run.task.length, grads)
-        opt.step(grad_flat)
-        if callback is not None:
-            callback(step, history[step])
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # a step makes no reference cycles; collections would only cost time
+    try:
+        for step in range(tc.steps):
+            batch = sample_batch(run.task, tc.batch_size, data_rng)
+            history[step], _ = loss_and_grads(params, batch, cfg, run.task.length, grads)
+            opt.step(grad_flat)
+            if callback is not None:
+                callback(step, history[step])
+    finally:
+        if gc_was_enabled:
+            gc.enable()
     seconds = time.perf_counter() - start
     return TrainResult(run, history, {k: v.copy() for k, v in params.items()}, seconds)

@@ -1,0 +1,165 @@
+"""Training speed: attncore against a PyTorch eager model of the same decoder, side by side.
+
+The default run (copy, L = 6, d 32, 4 heads, 2 blocks, batch 32) is trained in
+rounds of --chunk steps, the contenders interleaved round by round, so a noisy
+shared machine slows them alike. Prints the median ms per step of each and the
+ratios, and the time of attncore's own matrix products replayed alone (the floor
+that per-call overhead sits on).
+
+    python benchmarks/train_speed.py [--steps 1500] [--chunk 100] [--threads 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from threadpoolctl import threadpool_limits
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+from torch_reference import TorchModel, torch_loss  # noqa: E402
+
+from attncore._malloc import keep_freed_memory  # noqa: E402
+from attncore.config import make_run  # noqa: E402
+from attncore.model import flatten, init_params, loss_and_grads, param_shapes, unflatten  # noqa: E402
+from attncore.optim import Adam  # noqa: E402
+from attncore.tasks import sample_batch  # noqa: E402
+from attncore.train import seeded_rngs  # noqa: E402
+
+
+class AttncoreTrainer:
+    """attncore's training step exactly as attncore.train.train runs it, in resumable chunks."""
+
+    def __init__(self, dtype: str):
+        self.run = make_run("copy", 6, 0, dtype=dtype)
+        cfg = self.run.model
+        init_rng, self.data_rng = seeded_rngs(0)
+        shapes = param_shapes(cfg)
+        self.flat = flatten(init_params(cfg, init_rng), shapes)
+        self.params = unflatten(self.flat, shapes)
+        self.grad_flat = np.empty_like(self.flat)
+        self.grads = unflatten(self.grad_flat, shapes)
+        self.opt = Adam(self.flat, self.run.train.lr)
+        keep_freed_memory()
+
+    def steps(self, n: int) -> float:
+        for _ in range(n):
+            batch = sample_batch(self.run.task, 32, self.data_rng)
+            loss, _ = loss_and_grads(self.params, batch, self.run.model, 6, self.grads)
+            self.opt.step(self.grad_flat)
+        return loss
+
+
+class TorchTrainer:
+    """The same model, batches and initial weights in PyTorch eager with torch.optim.Adam."""
+
+    def __init__(self, dtype: str):
+        self.run = make_run("copy", 6, 0)
+        init_rng, self.data_rng = seeded_rngs(0)
+        self.model = TorchModel(self.run.model, init_params(self.run.model, init_rng), dtype)
+        self.opt = torch.optim.Adam(self.model.parameters(), lr=self.run.train.lr)
+
+    def steps(self, n: int) -> float:
+        for _ in range(n):
+            batch = sample_batch(self.run.task, 32, self.data_rng)
+            self.opt.zero_grad(set_to_none=True)
+            loss = torch_loss(self.model, batch, 6)
+            loss.backward()
+            self.opt.step()
+        return loss.item()
+
+
+class MatmulRecorder(np.ndarray):
+    """An array that logs the operands of every matrix product it takes part in."""
+
+    log: list = []
+
+    def __array_ufunc__(self, ufunc, method, *inputs, out=None, **kwargs):
+        plain = [x.view(np.ndarray) if isinstance(x, MatmulRecorder) else x for x in inputs]
+        if out is not None:
+            kwargs["out"] = tuple(o.view(np.ndarray) if isinstance(o, MatmulRecorder) else o for o in out)
+        if ufunc is np.matmul:
+            MatmulRecorder.log.append([(x.shape, x.strides, x.dtype) for x in plain[:2]])
+        result = getattr(ufunc, method)(*plain, **kwargs)
+        return result.view(MatmulRecorder) if isinstance(result, np.ndarray) and out is None else result
+
+
+def _like(shape, strides, dtype):
+    """A fresh operand of the same shape whose last two axes have the same order (plain or transposed)."""
+    if len(shape) >= 2 and strides[-2] < strides[-1]:  # a transposed view
+        return np.ones(shape[:-2] + shape[-2:][::-1], dtype).swapaxes(-1, -2)
+    return np.ones(shape, dtype)
+
+
+def _matmul_flops(a: tuple, b: tuple) -> int:
+    a, b = (1, *a) if len(a) == 1 else a, (*b, 1) if len(b) == 1 else b  # vectors as 1-row / 1-column
+    batch = int(np.prod(np.broadcast_shapes(a[:-2], b[:-2])))
+    return 2 * batch * a[-2] * a[-1] * b[-1]
+
+
+class MatmulReplay:
+    """Every matrix product of one attncore training step, replayed on fresh arrays."""
+
+    def __init__(self, dtype: str):
+        t = AttncoreTrainer(dtype)
+        params = {k: v.view(MatmulRecorder) for k, v in t.params.items()}
+        MatmulRecorder.log = []
+        loss_and_grads(params, sample_batch(t.run.task, 32, t.data_rng), t.run.model, 6)
+        self.operands = [tuple(_like(*op) for op in ops) for ops in MatmulRecorder.log]
+        self.flops = sum(_matmul_flops(a.shape, b.shape) for a, b in self.operands)
+
+    def steps(self, n: int) -> None:
+        for _ in range(n):
+            for a, b in self.operands:
+                a @ b
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=1500, help="training steps per contender")
+    ap.add_argument("--chunk", type=int, default=100, help="steps per contender per round")
+    ap.add_argument("--threads", type=int, default=1, help="BLAS threads for numpy and torch's intra-op threads")
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    contenders = {
+        "attncore float32": AttncoreTrainer("float32"),
+        "attncore float64": AttncoreTrainer("float64"),
+        "torch eager float32": TorchTrainer("float32"),
+        "torch eager float64": TorchTrainer("float64"),
+        "attncore matmuls only, float32": MatmulReplay("float32"),
+    }
+    replay = contenders["attncore matmuls only, float32"]
+    print(f"{len(replay.operands)} matrix products per step, {replay.flops / 1e6:.1f} MFLOP (float32 step)")
+    times = {name: [] for name in contenders}
+    gc.disable()  # as attncore.train does; applied to every contender alike
+    with threadpool_limits(a.threads):
+        for c in contenders.values():  # warm-up
+            c.steps(5)
+        for _ in range(a.steps // a.chunk):
+            for name, c in contenders.items():
+                start = time.perf_counter()
+                c.steps(a.chunk)
+                times[name].append((time.perf_counter() - start) / a.chunk * 1e3)
+    med = {name: statistics.median(ts) for name, ts in times.items()}
+    print(
+        f"\nmedian ms per step over {a.steps // a.chunk} interleaved rounds of {a.chunk} steps, {a.threads} thread(s)"
+    )
+    for name, m in med.items():
+        print(f"  {name:32s} {m:7.3f} ms   (min {min(times[name]):.3f})")
+    a32, t32, t64 = med["attncore float32"], med["torch eager float32"], med["torch eager float64"]
+    print("\nratios")
+    print(f"  torch eager float32 / attncore float32   {t32 / a32:5.2f}x")
+    print(f"  torch eager float64 / attncore float64   {t64 / med['attncore float64']:5.2f}x")
+    print(f"  attncore float32 / its matmuls alone     {a32 / med['attncore matmuls only, float32']:5.2f}x")
+
+
+if __name__ == "__main__":
+    main()
