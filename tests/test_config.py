@@ -1,0 +1,85 @@
+"""Config validation: every invalid value raises ConfigError naming the field and what is allowed."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import pytest
+
+from attncore.config import ConfigError, ModelConfig, RunConfig, TaskConfig, TrainConfig, make_run
+
+# (build the invalid config, the fields the error may name, patterns the message must contain:
+# the allowed values or range, chosen so that echoing the bad value cannot match)
+INVALID = {
+    "d not divisible by heads": (lambda: ModelConfig(d_model=30, n_heads=4), {"n_heads", "d_model"}, ["30", "5", "15"]),
+    "d not divisible by heads (make_run)": (lambda: make_run(d_model=32, n_heads=3), {"n_heads", "d_model"}, ["8"]),
+    "L = 0": (lambda: TaskConfig("copy", 0), {"length"}, [r"\b1\b"]),
+    "L < 0 (make_run)": (lambda: make_run("sort", -2), {"length"}, [r"\b1\b"]),
+    "L beyond the position table": (
+        lambda: RunConfig(ModelConfig(max_len=8), TrainConfig(), TaskConfig("copy", 6)),
+        {"length"},
+        ["8", "4"],  # the table's size and the longest L it allows
+    ),
+    "L beyond the sinusoidal table": (
+        lambda: RunConfig(ModelConfig(max_len=9, position="sinusoidal"), TrainConfig(), TaskConfig("sort", 5)),
+        {"length"},
+        ["9", "4"],
+    ),
+    "steps = 0": (lambda: TrainConfig(steps=0), {"steps"}, [r"\b1\b"]),
+    "steps < 0 (make_run)": (lambda: make_run(steps=-5), {"steps"}, [r"\b1\b"]),
+    "unknown task": (lambda: TaskConfig("reverse", 4), {"task", "name"}, ["copy", "sort"]),
+    "unknown task (make_run)": (lambda: make_run("Copy"), {"task", "name"}, ["copy", "sort"]),
+    "unknown position": (
+        lambda: ModelConfig(position="alibi"),
+        {"position"},
+        ["learned", "sinusoidal", "rope", "none"],
+    ),
+    "unknown norm": (lambda: ModelConfig(norm="sandwich"), {"norm"}, ["pre", "post"]),
+    "unknown dtype": (lambda: ModelConfig(dtype="float16"), {"dtype"}, ["float32", "float64"]),
+    "lr = 0": (lambda: TrainConfig(lr=0.0), {"lr"}, [r"[(>]\s*0"]),
+    "lr < 0 (make_run)": (lambda: make_run(lr=-2.0), {"lr"}, [r"[(>]\s*0"]),
+}
+
+
+@pytest.mark.parametrize("case", INVALID)
+def test_invalid_value_raises_config_error_naming_field_and_allowed_values(case):
+    build, fields, words = INVALID[case]
+    with pytest.raises(ConfigError) as info:
+        build()
+    error = info.value
+    assert error.field in fields
+    message = str(error)
+    assert error.field in message
+    for pattern in words:
+        assert re.search(pattern, message), f"{pattern!r} missing from {message!r}"
+
+
+def test_config_error_is_a_value_error():
+    assert issubclass(ConfigError, ValueError)
+
+
+def test_defaults_are_the_articles_experiment():
+    """SPEC §7: d 32, 4 heads, 2 blocks, d_ff 128, batch 32, 1500 steps, lr 3e-3, pre-LN, scaling, learned."""
+    run = make_run()
+    assert run == RunConfig()
+    m, t = run.model, run.train
+    assert (m.d_model, m.n_heads, m.n_layers, m.d_ff, m.max_len) == (32, 4, 2, 128, 13)
+    assert (m.position, m.norm, m.scaling) == ("learned", "pre", True)
+    assert (t.steps, t.batch_size, t.lr, t.beta1, t.beta2, t.eps) == (1500, 32, 3e-3, 0.9, 0.999, 1e-8)
+
+
+def test_position_free_modes_accept_lengths_beyond_max_len():
+    """rope and none have no table, so a short max_len does not bound L."""
+    for position in ("rope", "none"):
+        RunConfig(ModelConfig(max_len=4, position=position), TrainConfig(), TaskConfig("copy", 6))
+
+
+def test_configs_are_frozen_hashable_and_round_trip_through_dicts():
+    run = make_run("sort", 8, seed=3, position="rope", norm="post", scaling=False, dtype="float64")
+    assert RunConfig.from_dict(run.to_dict()) == run
+    assert hash(RunConfig.from_dict(run.to_dict())) == hash(run)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        run.model.d_model = 64  # type: ignore[misc]
+    with pytest.raises(ConfigError):
+        dataclasses.replace(run.train, steps=0)  # variants are validated too

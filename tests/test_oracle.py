@@ -1,0 +1,163 @@
+"""PyTorch as an independent oracle: the same weights and batch give the same loss, gradients and Adam steps."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from attncore import layers
+from attncore.config import NORMS, POSITIONS, make_run
+from attncore.model import flatten, loss_and_grads, param_shapes, unflatten
+from attncore.optim import Adam
+from attncore.tasks import sample_batch
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+from torch_reference import TorchModel, torch_loss, torch_loss_and_grads  # noqa: E402
+
+CONFIGS = list(itertools.product(POSITIONS, NORMS, (True, False)))
+
+
+def max_relative(a: np.ndarray, b: np.ndarray) -> float:
+    """Largest deviation relative to the tensor's own scale (elementwise would divide by near-zeros)."""
+    return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-300))
+
+
+def run_and_batch(position="learned", norm="pre", scaling=True, dtype="float64", batch=8):
+    run = make_run("copy", 6, position=position, norm=norm, scaling=scaling, dtype=dtype)
+    return run, sample_batch(run.task, batch, np.random.default_rng(5))
+
+
+# --- the whole model ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(("position", "norm", "scaling"), CONFIGS)
+def test_loss_and_every_gradient_match_torch_autograd(random_params, position, norm, scaling):
+    run, seqs = run_and_batch(position, norm, scaling)
+    params = random_params(run.model, seed=3)
+    loss, grads = loss_and_grads(params, seqs, run.model, run.task.length)
+    torch_loss_value, torch_grads = torch_loss_and_grads(TorchModel(run.model, params), seqs, run.task.length)
+    assert abs(loss - torch_loss_value) <= 1e-12 * abs(torch_loss_value)
+    assert grads.keys() == torch_grads.keys()
+    for name, g in grads.items():
+        assert g.shape == torch_grads[name].shape, name
+        assert max_relative(g, torch_grads[name]) < 1e-9, name
+
+
+def test_float32_model_matches_torch_float32(random_params):
+    """The benchmark's float32 peer computes the same model as attncore's float32 training."""
+    run, seqs = run_and_batch(dtype="float32", batch=32)
+    params = random_params(run.model, seed=4)
+    assert params["head.w"].dtype == np.float32
+    loss, grads = loss_and_grads(params, seqs, run.model, run.task.length)
+    torch_loss_value, torch_grads = torch_loss_and_grads(TorchModel(run.model, params), seqs, run.task.length)
+    assert abs(loss - torch_loss_value) <= 1e-5 * abs(torch_loss_value)
+    for name, g in grads.items():
+        assert max_relative(g, torch_grads[name]) < 1e-4, name
+
+
+def test_training_steps_match_torch(random_params):
+    """Three steps of loss, backward and Adam in both frameworks land on the same weights."""
+    run, _ = run_and_batch(position="rope", norm="post")
+    tc = run.train
+    shapes = param_shapes(run.model)
+    flat = flatten(random_params(run.model, seed=6), shapes)
+    params, grad_flat = unflatten(flat, shapes), np.empty_like(flat)
+    grads = unflatten(grad_flat, shapes)
+    model = TorchModel(run.model, params)
+    opt = Adam(flat, tc.lr, tc.beta1, tc.beta2, tc.eps)
+    torch_opt = torch.optim.Adam(model.parameters(), lr=tc.lr, betas=(tc.beta1, tc.beta2), eps=tc.eps)
+    rng = np.random.default_rng(7)
+    for _ in range(3):
+        seqs = sample_batch(run.task, 8, rng)
+        loss, _ = loss_and_grads(params, seqs, run.model, run.task.length, grads)
+        opt.step(grad_flat)
+        torch_opt.zero_grad()
+        torch_value = torch_loss(model, seqs, run.task.length)
+        torch_value.backward()
+        torch_opt.step()
+        assert abs(loss - torch_value.item()) <= 1e-10 * loss
+    for name, p in model.to_attncore().items():
+        assert max_relative(params[name], p) < 1e-10, name
+
+
+# --- attention against scaled_dot_product_attention ----------------------------
+
+
+def _qkv(rng, B=3, H=4, T=7, D=8):
+    return tuple(rng.standard_normal((B, H, T, D)) for _ in range(3))  # each (B, H, T, D)
+
+
+@pytest.mark.parametrize("scale", [True, False])
+@pytest.mark.parametrize("masking", ["none", "causal", "padding", "padding+causal"])
+def test_attention_matches_scaled_dot_product_attention(masking, scale):
+    rng = np.random.default_rng(8)
+    q, k, v = _qkv(rng)
+    T = q.shape[2]
+    padding = layers.padding_mask([7, 3, 1], T)  # every query keeps at least key 0
+    mask = {
+        "none": None,
+        "causal": layers.causal_mask(T),
+        "padding": layers.attention_mask(None, padding),
+        "padding+causal": layers.attention_mask(layers.causal_mask(T), padding),
+    }[masking]
+    y, _ = layers.attention_forward(q, k, v, mask, scale)
+    tq, tk, tv = (torch.from_numpy(a) for a in (q, k, v))
+    kwargs = {} if scale else {"scale": 1.0}
+    if masking == "causal":
+        expected = F.scaled_dot_product_attention(tq, tk, tv, is_causal=True, **kwargs)
+    else:
+        attn_mask = None if mask is None else torch.from_numpy(np.ascontiguousarray(mask))
+        expected = F.scaled_dot_product_attention(tq, tk, tv, attn_mask=attn_mask, **kwargs)
+    assert np.abs(y - expected.numpy()).max() < 1e-12
+
+
+def test_causal_attention_matches_sdpa_is_causal_in_the_model_shape():
+    """The mask the model builds, not just a hand-built one, is torch's causal mask."""
+    q, k, v = _qkv(np.random.default_rng(9), T=13)
+    y, _ = layers.attention_forward(q, k, v, layers.causal_mask(13), True)
+    expected = F.scaled_dot_product_attention(*(torch.from_numpy(a) for a in (q, k, v)), is_causal=True)
+    assert np.abs(y - expected.numpy()).max() < 1e-12
+    unmasked = F.scaled_dot_product_attention(*(torch.from_numpy(a) for a in (q, k, v)))
+    assert np.abs(y - unmasked.numpy()).max() > 1e-3  # the mask matters: the comparison can fail
+
+
+def test_fully_masked_rows_give_zeros_like_torch():
+    """A sequence of length 0 (all keys padded) gives zeros, not NaN, in both."""
+    q, k, v = _qkv(np.random.default_rng(10))
+    mask = layers.attention_mask(None, layers.padding_mask([7, 0, 2], q.shape[2]))
+    y, _ = layers.attention_forward(q, k, v, mask, True)
+    expected = F.scaled_dot_product_attention(
+        *(torch.from_numpy(a) for a in (q, k, v)), attn_mask=torch.from_numpy(np.ascontiguousarray(mask))
+    )
+    assert np.isfinite(y).all() and np.all(y[1] == 0)
+    assert np.abs(y - expected.numpy()).max() < 1e-12
+
+
+# --- Adam ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n_steps", [1, 10])
+@pytest.mark.parametrize(
+    "hyper", [dict(lr=3e-3, beta1=0.9, beta2=0.999, eps=1e-8), dict(lr=1e-2, beta1=0.8, beta2=0.99, eps=1e-6)]
+)
+def test_adam_matches_torch_optim_adam(n_steps, hyper):
+    rng = np.random.default_rng(11)
+    start = rng.standard_normal(200)
+    flat = start.copy()
+    opt = Adam(flat, **hyper)
+    weights = torch.nn.Parameter(torch.from_numpy(start.copy()))
+    torch_opt = torch.optim.Adam(
+        [weights], lr=hyper["lr"], betas=(hyper["beta1"], hyper["beta2"]), eps=hyper["eps"], foreach=False
+    )
+    for _ in range(n_steps):
+        # gradients over many scales, some near eps, so the eps placement matters
+        grad = rng.standard_normal(200) * 10.0 ** rng.uniform(-9, 1, 200)
+        opt.step(grad)
+        weights.grad = torch.from_numpy(grad.copy())
+        torch_opt.step()
+    expected = weights.detach().numpy()
+    assert np.abs(flat - start).max() > 1e-3  # the steps moved the weights
+    assert np.abs(flat - expected).max() < 1e-12

@@ -1,0 +1,201 @@
+"""PyTorch eager version of attncore's decoder: the autograd oracle of the tests and the benchmark's speed peer.
+
+Built from an attncore params dict (same names). nn.Linear stores W.T of attncore's x @ W, so the
+mapping transposes matrices. Attention is written out (no scaled_dot_product_attention) to stay independent.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+LN_EPS = 1e-5
+TORCH_DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+# attncore leaf name -> (torch leaf name, stored transposed)
+_LEAVES = {
+    "tok_emb": ("tok_emb.weight", False),
+    "pos_emb": ("pos_emb.weight", False),
+    "gamma": ("weight", False),
+    "beta": ("bias", False),
+    "w_qkv": ("qkv.weight", True),
+    "b_qkv": ("qkv.bias", False),
+    "w_out": ("out.weight", True),
+    "b_out": ("out.bias", False),
+    "w1": ("w1.weight", True),
+    "b1": ("w1.bias", False),
+    "w2": ("w2.weight", True),
+    "b2": ("w2.bias", False),
+    "w": ("weight", True),
+    "b": ("bias", False),
+}
+
+
+def torch_name(name: str) -> tuple[str, bool]:
+    """attncore parameter name -> (the TorchModel parameter name, whether the tensor is transposed)."""
+    prefix, _, leaf = name.rpartition(".")
+    torch_leaf, transposed = _LEAVES[leaf]
+    return (f"{prefix}.{torch_leaf}" if prefix else torch_leaf), transposed
+
+
+# --- position tables and masks, built once per length ------------------------
+
+
+@lru_cache(maxsize=32)
+def future_mask(t: int) -> torch.Tensor:
+    """(T, T) bool, True where key j lies after query i: the scores the causal mask forbids."""
+    return torch.ones(t, t, dtype=torch.bool).triu(diagonal=1)
+
+
+@lru_cache(maxsize=32)
+def sinusoidal_table(t: int, d: int, dtype: torch.dtype) -> torch.Tensor:
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(same)."""
+    pos = torch.arange(t, dtype=torch.float64)[:, None]
+    angle = pos * 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)  # (T, ceil(D/2))
+    table = torch.zeros(t, d, dtype=torch.float64)
+    table[:, 0::2] = torch.sin(angle)
+    table[:, 1::2] = torch.cos(angle[:, : d // 2])
+    return table.to(dtype)  # (T, D)
+
+
+@lru_cache(maxsize=32)
+def rope_angles(t: int, d_head: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin (T, Dh/2) of pos * 10000^(-2i/Dh), one angle per pair (2i, 2i+1)."""
+    pos = torch.arange(t, dtype=torch.float64)[:, None]
+    angle = pos * 10000.0 ** (-torch.arange(0, d_head, 2, dtype=torch.float64) / d_head)
+    return torch.cos(angle).to(dtype), torch.sin(angle).to(dtype)
+
+
+def rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """RoPE: rotate each pair (x[2i], x[2i+1]) of x (..., T, Dh) by its position's angle."""
+    x0, x1 = x[..., 0::2], x[..., 1::2]  # (..., T, Dh/2)
+    return torch.stack((x0 * cos - x1 * sin, x0 * sin + x1 * cos), dim=-1).flatten(-2)
+
+
+# --- the model -----------------------------------------------------------------
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg, dtype):
+        super().__init__()
+        d = cfg.d_model
+        self.n_heads, self.d_head = cfg.n_heads, cfg.d_head
+        self.scaling, self.rope = cfg.scaling, cfg.position == "rope"
+        self.qkv = nn.Linear(d, 3 * d, dtype=dtype)  # Q | K | V along the outputs
+        self.out = nn.Linear(d, d, dtype=dtype)
+
+    def forward(self, x, future):
+        B, T, D = x.shape
+        q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, self.d_head).permute(2, 0, 3, 1, 4)  # each (B, H, T, Dh)
+        if self.rope:
+            cos, sin = rope_angles(T, self.d_head, x.dtype)
+            q, k = rotate_pairs(q, cos, sin), rotate_pairs(k, cos, sin)
+        scores = q @ k.transpose(-2, -1)  # (B, H, T, T)
+        if self.scaling:
+            scores = scores / math.sqrt(self.d_head)
+        weights = torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1)  # -inf before the softmax
+        y = weights @ v  # (B, H, T, Dh)
+        return self.out(y.transpose(1, 2).reshape(B, T, D))
+
+
+class FeedForward(nn.Module):
+    def __init__(self, cfg, dtype):
+        super().__init__()
+        self.w1 = nn.Linear(cfg.d_model, cfg.d_ff, dtype=dtype)
+        self.w2 = nn.Linear(cfg.d_ff, cfg.d_model, dtype=dtype)
+
+    def forward(self, x):
+        return self.w2(F.relu(self.w1(x)))
+
+
+class Block(nn.Module):
+    def __init__(self, cfg, dtype):
+        super().__init__()
+        self.pre_ln = cfg.norm == "pre"
+        self.ln1 = nn.LayerNorm(cfg.d_model, eps=LN_EPS, dtype=dtype)
+        self.attn = Attention(cfg, dtype)
+        self.ln2 = nn.LayerNorm(cfg.d_model, eps=LN_EPS, dtype=dtype)
+        self.ffn = FeedForward(cfg, dtype)
+
+    def forward(self, x, future):
+        if self.pre_ln:
+            x = x + self.attn(self.ln1(x), future)
+            return x + self.ffn(self.ln2(x))
+        x = self.ln1(x + self.attn(x, future))
+        return self.ln2(x + self.ffn(x))
+
+
+class TorchModel(nn.Module):
+    """attncore's decoder (SPEC §1, §3, §4) in PyTorch, loaded from an attncore params dict.
+
+    dtype defaults to cfg.dtype ("float32" or "float64").
+    """
+
+    def __init__(self, cfg, params: dict[str, np.ndarray], dtype: str | None = None):
+        super().__init__()
+        self.cfg = cfg
+        self.dtype = TORCH_DTYPES[dtype or cfg.dtype]
+        d, v = cfg.d_model, cfg.vocab_size
+        self.tok_emb = nn.Embedding(v, d, dtype=self.dtype)
+        if cfg.position == "learned":
+            self.pos_emb = nn.Embedding(cfg.max_len, d, dtype=self.dtype)
+        self.blocks = nn.ModuleList(Block(cfg, self.dtype) for _ in range(cfg.n_layers))
+        self.ln_f = nn.LayerNorm(d, eps=LN_EPS, dtype=self.dtype)
+        self.head = nn.Linear(d, v, dtype=self.dtype)
+        self.load_attncore(params)
+
+    def load_attncore(self, params: dict[str, np.ndarray]) -> None:
+        """Copy every attncore tensor into its parameter; the two name sets must match exactly."""
+        mapped = {torch_name(name)[0] for name in params}
+        own = {name for name, _ in self.named_parameters()}
+        if mapped != own:
+            raise KeyError(f"parameter names differ: missing {sorted(own - mapped)}, extra {sorted(mapped - own)}")
+        self.names = {torch_name(name)[0]: name for name in params}  # torch name -> attncore name
+        with torch.no_grad():
+            for name, array in params.items():
+                tname, transposed = torch_name(name)
+                value = torch.from_numpy(np.ascontiguousarray(array.T if transposed else array))
+                self.get_parameter(tname).copy_(value)
+
+    def to_attncore(self, grads: bool = False) -> dict[str, np.ndarray]:
+        """The parameters (or their .grad) as numpy arrays under attncore's names and layout."""
+        out = {}
+        for tname, p in self.named_parameters():
+            name = self.names[tname]
+            tensor = (p.grad if grads else p).detach()
+            out[name] = (tensor.T if torch_name(name)[1] else tensor).numpy().copy()
+        return out
+
+    def forward(self, idx: torch.Tensor, out_from: int = 0) -> torch.Tensor:
+        """Logits (B, T - out_from, V) for tokens idx (B, T); out_from skips positions without loss."""
+        T = idx.shape[1]
+        x = self.tok_emb(idx)  # (B, T, D)
+        if self.cfg.position == "learned":
+            x = x + self.pos_emb.weight[:T]
+        elif self.cfg.position == "sinusoidal":
+            x = x + sinusoidal_table(self.cfg.max_len, self.cfg.d_model, self.dtype)[:T]
+        future = future_mask(T)
+        for block in self.blocks:
+            x = block(x, future)
+        return self.head(self.ln_f(x[:, out_from:]))  # (B, T - out_from, V)
+
+
+def torch_loss(model: TorchModel, seqs, answer_len: int) -> torch.Tensor:
+    """Cross-entropy on the last answer_len next-token targets of seqs (B, 2L+1), as attncore's loss_and_grads."""
+    seqs = torch.as_tensor(np.asarray(seqs), dtype=torch.long)
+    idx, targets = seqs[:, :-1], seqs[:, -answer_len:]
+    logits = model(idx, out_from=idx.shape[1] - answer_len)  # (B, L, V)
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+def torch_loss_and_grads(model: TorchModel, seqs, answer_len: int) -> tuple[float, dict[str, np.ndarray]]:
+    """Loss and every gradient under attncore's names: the oracle for attncore.model.loss_and_grads."""
+    model.zero_grad(set_to_none=True)
+    loss = torch_loss(model, seqs, answer_len)
+    loss.backward()
+    return loss.item(), model.to_attncore(grads=True)
