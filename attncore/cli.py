@@ -13,6 +13,17 @@ import sys
 
 from .config import NORMS, POSITIONS, TASKS, ConfigError
 
+# config field -> the train/sweep flag that sets it, so errors name what the user typed
+FLAGS = {
+    "d_model": "--d",
+    "n_heads": "--heads",
+    "n_layers": "--layers",
+    "d_ff": "--d-ff",
+    "batch_size": "--batch",
+    "name": "--task",
+    "task": "--task",
+}
+
 
 class ArgumentError(Exception):
     pass
@@ -118,7 +129,11 @@ def main(argv=None) -> int:
     try:
         args = build_parser().parse_args(argv)
         return args.func(args)
-    except (ArgumentError, ConfigError) as e:
+    except ConfigError as e:
+        flag = e.field if e.field.startswith("-") else FLAGS.get(e.field, "--" + e.field.replace("_", "-"))
+        print(f"error: {flag}: {e.message}", file=sys.stderr)
+        return 2
+    except ArgumentError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

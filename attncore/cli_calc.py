@@ -1,5 +1,267 @@
-"""Placeholder until the calculators land (issue 5)."""
+"""The `params` and `kv-cache` subcommands: calculators.py and kvcache.py on the command line.
+
+Both take a preset or architecture flags (defaults: this lab's model, d_ff = 4d);
+`kv-cache` also takes bare --layers/--kv-heads/--head-dim. Bad values raise
+ConfigError naming the flag, which attncore.cli turns into one line and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from contextlib import contextmanager
+
+from . import calculators as calc
+from . import kvcache
+from .cli import ArgumentError
+from .config import ConfigError, ModelConfig
+from .presets import GPUS, PRESETS, get_preset, gpu_memory_gb
+
+# flag, Decoder field, type or choices, help
+ARCH_FLAGS = (
+    ("--d", "d_model", int, "model width (default 32, the lab's model)"),
+    ("--layers", "n_layers", int, "blocks"),
+    ("--heads", "n_heads", int, "query heads"),
+    ("--kv-heads", "n_kv_heads", int, "key/value heads: = heads MHA, 1 MQA, between GQA"),
+    ("--head-dim", "head_dim", int, "default d / heads"),
+    ("--d-ff", "d_ff", int, "FFN width (default 4d)"),
+    ("--ffn", "ffn", calc.FFN_KINDS, "relu/gelu: two matrices, swiglu: three"),
+    ("--bias", "bias", calc.BIAS_KINDS, "which linear layers have biases"),
+    ("--norm", "norm", calc.NORM_KINDS, "layernorm (gamma, beta) or rmsnorm (gamma)"),
+    ("--vocab", "vocab_size", int, "vocabulary size"),
+    ("--position", "position", calc.POSITION_KINDS, "only learned has parameters"),
+    ("--max-len", "max_len", int, "rows of a learned position table"),
+    ("--window", "sliding_window", int, "sliding-window attention: tokens each layer keeps"),
+    ("--kv-lora-rank", "kv_lora_rank", int, "MLA latent width (0: ordinary attention)"),
+    ("--q-lora-rank", "q_lora_rank", int, "MLA low-rank query width (0: full rank)"),
+    ("--rope-head-dim", "rope_head_dim", int, "MLA decoupled RoPE width per head"),
+    ("--v-head-dim", "v_head_dim", int, "MLA value width per head (default head-dim)"),
+    ("--experts", "n_experts", int, "MoE routed experts (0: dense)"),
+    ("--shared-experts", "n_shared_experts", int, "MoE shared experts"),
+    ("--experts-per-token", "experts_per_token", int, "MoE routed experts used per token"),
+    ("--moe-d-ff", "moe_d_ff", int, "MoE expert width"),
+    ("--dense-layers", "n_dense_layers", int, "MoE: first layers with a dense FFN"),
+)
+BOOL_FLAGS = (
+    ("--tied-embeddings", "tied_embeddings", "output head shares the token embedding"),
+    ("--final-norm", "final_norm", "a norm before the output head"),
+    ("--head-bias", "head_bias", "output head bias"),
+)
+FLAG_OF = {field: flag for flag, field, *_ in ARCH_FLAGS + BOOL_FLAGS} | {
+    "kv_heads": "--kv-heads",
+    "window": "--window",
+    "context": "--context",
+    "batch": "--batch",
+    "dtype": "--dtype",
+    "weight_dtype": "--weights-dtype",
+    "weight_params": "--params",
+    "group_size": "--group-size",
+    "gpu_gb": "--gpu-gb",
+    "gpu": "--gpu",
+    "reserve": "--reserve",
+    "preset": "--preset",
+}
+UNITS = "GiB = 2^30 B, GB = 10^9 B"
+
+
+@contextmanager
+def flag_names():
+    """Re-raise a ConfigError under the command-line flag of its field."""
+    try:
+        yield
+    except ConfigError as e:
+        raise ConfigError(FLAG_OF.get(e.field, e.field), str(e).split(": ", 1)[1]) from None
+
+
+def add_arch_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--preset", help="a model from attncore/presets.py, or 'list'")
+    for flag, field, kind, text in ARCH_FLAGS:
+        if isinstance(kind, tuple):
+            p.add_argument(flag, dest=field, choices=kind, help=text)
+        else:
+            p.add_argument(flag, dest=field, type=kind, help=text)
+    for flag, field, text in BOOL_FLAGS:
+        p.add_argument(flag, dest=field, action=argparse.BooleanOptionalAction, help=text)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def arch_from_args(a, *, need_width: bool = False) -> calc.Decoder | None:
+    """The preset with the flags' overrides, or the lab's model with them; None if need_width and no --d."""
+    fields = [field for _, field, *_ in ARCH_FLAGS + BOOL_FLAGS]
+    overrides = {f: getattr(a, f) for f in fields if getattr(a, f) is not None}
+    with flag_names():
+        if a.preset:
+            return dataclasses.replace(get_preset(a.preset).arch, **overrides)
+        if need_width and "d_model" not in overrides:
+            return None
+        if "d_model" in overrides and "d_ff" not in overrides:
+            overrides["d_ff"] = 4 * overrides["d_model"]
+        return dataclasses.replace(calc.describe_attncore(ModelConfig()), **overrides)
+
+
+def describe(a: calc.Decoder) -> str:
+    """One line naming the architecture."""
+    if a.kv_lora_rank:
+        attn = f"MLA {a.n_heads} heads, latent {a.kv_lora_rank} + RoPE key {a.rope_head_dim}"
+    else:
+        attn = f"{a.attention} {a.n_heads} heads, {a.kv_heads} KV heads of {a.d_head}"
+    ffn = f"{a.ffn} FFN {a.d_ff:,}"
+    if a.n_experts:
+        ffn += (
+            f" in {a.n_dense_layers} dense layers, then MoE {a.n_experts} experts ({a.experts_per_token} per token)"
+            f" + {a.n_shared_experts} shared of {a.moe_d_ff:,}"
+        )
+    pos = f"learned positions {a.max_len:,}" if a.position == "learned" else f"{a.position} positions"
+    window = f", window {a.sliding_window:,}" if a.sliding_window else ""
+    return (
+        f"d {a.d_model:,}, {a.n_layers} layers, {attn}{window}; {ffn}; biases {a.bias}; {a.norm}; "
+        f"vocab {a.vocab_size:,} {'tied' if a.tied_embeddings else 'untied'}; {pos}"
+    )
+
+
+def _decimal(n: int) -> str:
+    return f"{n / kvcache.GB:,.3f} GB" if n >= kvcache.GB else f"{n / 10**6:,.3f} MB"
+
+
+def print_preset_list(counted: bool) -> None:
+    for p in PRESETS.values():
+        extra = f"  {p.published:>16,}  {p.source}" if counted else f"  {p.arch.attention}"
+        print(f"{p.name:<18}{extra}")
+
+
+def cmd_params(a) -> int:
+    if a.preset == "list":
+        print_preset_list(counted=True)
+        return 0
+    arch = arch_from_args(a)
+    count = calc.count_parameters(arch)
+    preset = PRESETS[a.preset] if a.preset and arch == PRESETS[a.preset].arch else None
+    if a.json:
+        out = {"name": a.preset, "architecture": dataclasses.asdict(arch)} | count.to_dict()
+        if preset:
+            out |= {"published": preset.published, "source": preset.source, "matches": count.total == preset.published}
+        print(json.dumps(out))
+        return 0
+    name = a.preset or "custom"
+    print(f"{name}: {count.total:,} parameters")
+    if preset:
+        verdict = "matches" if count.total == preset.published else "DIFFERS FROM"
+        print(f"  {verdict} the published {preset.published:,} ({preset.source})")
+        if preset.note:
+            print(f"  note: {preset.note}")
+    print(f"  {describe(arch)}")
+    print(f"  {'component':<12}{'params':>17}{'share':>8}")
+    for row in count.rows():
+        print(f"  {row['component']:<12}{row['params']:>17,}{row['share']:>8.1%}")
+    blocks = sorted(set(count.per_layer))
+    print(f"  per block {' / '.join(f'{n:,}' for n in blocks)}; non-embedding {count.non_embedding:,}")
+    if count.active != count.total:
+        print(f"  active per token {count.active:,} (routed experts a token skips left out; embeddings counted)")
+    sizes = ", ".join(f"{dt} {_decimal(kvcache.weight_bytes(count.total, dt))}" for dt in ("fp32", "bf16", "int4"))
+    print(f"  weights: {sizes} (GB = 10^9 B; int4 with an fp16 scale per {kvcache.WEIGHT_GROUP})")
+    return 0
+
+
+def cache_from_args(a) -> tuple[kvcache.KVCache, str, list[str]]:
+    """The workload's KVCache, a label and warnings, from a preset, an architecture or bare cache geometry."""
+    arch = arch_from_args(a, need_width=True)
+    with flag_names():
+        if arch is not None:
+            cache = kvcache.kv_cache_for(
+                arch, a.context, a.batch, a.dtype, group_size=a.group_size, weight_dtype=a.weights_dtype,
+                weight_params=a.params,
+            )  # fmt: skip
+            warnings = []
+            if arch.position == "learned" and a.context > arch.max_len:
+                warnings.append(f"context {a.context:,} exceeds the model's {arch.max_len:,} learned positions")
+            return cache, a.preset or "custom", warnings
+        kv_heads = a.n_kv_heads or a.n_heads
+        if a.n_layers is None or (not a.kv_lora_rank and (kv_heads is None or a.head_dim is None)):
+            raise ArgumentError("kv-cache needs --preset NAME, or --layers, --kv-heads and --head-dim, or --d")
+        cache = kvcache.kv_cache(
+            a.n_layers, kv_heads or 1, a.head_dim or 1, a.context, a.batch, a.dtype,
+            window=a.sliding_window, n_heads=a.n_heads, kv_lora_rank=a.kv_lora_rank or 0,
+            rope_head_dim=a.rope_head_dim or 0, group_size=a.group_size, weight_params=a.params,
+            weight_dtype=a.weights_dtype,
+        )  # fmt: skip
+        return cache, "custom", []
+
+
+def print_cache(c: kvcache.KVCache, name: str) -> None:
+    if c.attention == "MLA":
+        what = f"MLA latent {c.latent_dim} per token and layer"
+    else:
+        what = f"{c.attention} {c.kv_heads} KV heads x {c.head_dim}"
+    print(f"{name}: {c.n_layers} layers, {what}, cache in {c.dtype}   ({UNITS})")
+    window = f", window {c.window:,} -> {c.tokens_per_layer:,} tokens kept per layer" if c.window else ""
+    print(f"  context {c.context:,} x batch {c.batch}{window}")
+    if c.dtype in kvcache.GROUPED_DTYPES and c.group_size:
+        print(f"  {c.dtype}: one fp16 scale per {c.group_size} elements = {c.bits_per_element:.3f} bits per element")
+    print(f"  KV cache       {kvcache.human_bytes(c.bytes)}")
+    print(f"  per token      {c.bytes_per_token:,} B (one sequence, all layers)")
+    if c.weight_bytes is None:
+        print("  weights        not given (--params N to compare)")
+        return
+    print(f"  weights        {c.weight_params:,} params in {c.weight_dtype} = {kvcache.human_bytes(c.weight_bytes)}")
+    if c.ratio is not None:
+        print(f"  cache/weights  {c.ratio:.3g}")
+
+
+def print_fit(f: kvcache.Fit, c: kvcache.KVCache, gpu_label: str) -> None:
+    print(f"GPU {gpu_label} = {f.gpu_bytes:,} B (GB = 10^9 B as sold; most cards hold about as many GiB, a bit more)")
+    print(f"  {f.reserve:.0%} reserved for the runtime -> {f.usable_bytes:,} B usable")
+    print(f"  {f.message}")
+    if f.weights_fit:
+        longest = "any length (the window caps the cache)" if f.max_context is None else f"{f.max_context:,} tokens"
+        print(
+            f"  longest context at batch {c.batch}: {longest}; largest batch at context {c.context:,}: {f.max_batch:,}"
+        )
+
+
+def cmd_kv_cache(a) -> int:
+    if a.preset == "list":
+        print_preset_list(counted=False)
+        return 0
+    if not 0 <= a.reserve < 1:
+        raise ConfigError("--reserve", f"must be a fraction in [0, 1), got {a.reserve}")
+    cache, name, warnings = cache_from_args(a)
+    gpu = a.gpu if a.gpu is not None else a.gpu_gb
+    result = None
+    if gpu is not None:
+        with flag_names():
+            gb = gpu_memory_gb(gpu) if isinstance(gpu, str) else gpu
+            result = kvcache.fit(cache, gb, a.reserve)
+    if a.json:
+        out = {"name": name, "units": {"GiB": kvcache.GIB, "GB": kvcache.GB}, "warnings": warnings} | cache.to_dict()
+        if result:
+            out |= {"tokens_that_fit": result.tokens_that_fit, "fit": result.to_dict()}
+        print(json.dumps(out))
+        return 0
+    print_cache(cache, name)
+    for w in warnings:
+        print(f"  warning: {w}")
+    if result:
+        label = f"{a.gpu} ({result.gpu_gb:g} GB)" if a.gpu in GPUS else f"{result.gpu_gb:g} GB"
+        print_fit(result, cache, label)
+    return 0
 
 
 def register(sub) -> None:
-    pass
+    p = sub.add_parser("params", help="parameter count and breakdown of a decoder (preset or flags)")
+    add_arch_args(p)
+    p.set_defaults(func=cmd_params)
+
+    k = sub.add_parser("kv-cache", help="key-value-cache memory, and whether a workload fits a GPU")
+    add_arch_args(k)
+    k.add_argument("--context", type=int, default=4096, help="tokens per sequence (default 4096)")
+    k.add_argument("--batch", type=int, default=1, help="sequences (default 1)")
+    k.add_argument("--dtype", choices=kvcache.DTYPES, default="fp16", help="cache element type (default fp16)")
+    k.add_argument("--weights-dtype", choices=kvcache.DTYPES, help="weights' element type (default: --dtype)")
+    k.add_argument("--group-size", type=int, default=kvcache.CACHE_GROUP, help="int8/int4 elements per fp16 scale")
+    k.add_argument("--params", type=int, help="weights' parameter count when no preset or --d describes them")
+    gpu = k.add_mutually_exclusive_group()
+    gpu.add_argument("--gpu", help=f"a card ({', '.join(GPUS)}) or a size in GB")
+    gpu.add_argument("--gpu-gb", type=float, help="GPU memory in GB (10^9 bytes)")
+    k.add_argument("--reserve", type=float, default=kvcache.DEFAULT_RESERVE, help="fraction kept for the runtime")
+    k.set_defaults(func=cmd_kv_cache)

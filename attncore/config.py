@@ -24,7 +24,7 @@ class ConfigError(ValueError):
 
     def __init__(self, field: str, message: str):
         super().__init__(f"{field}: {message}")
-        self.field = field
+        self.field, self.message = field, message
 
 
 def _int_in(field: str, value, low: int, high: int | None = None) -> None:

@@ -1,0 +1,120 @@
+"""Heads and position: parameters independent of h, the permutation test, the four encodings (SPEC §1, §3, §4)."""
+
+import streamlit as st
+
+from attncore import ConfigError
+from attncore.mechanisms import attention_param_counts, permutation_test, position_encodings, rope_relative_dots
+from ui.mechanism_charts import (
+    DIVERGING,
+    encoding_lines,
+    grid_frame,
+    heatmap,
+    param_chart,
+    param_table,
+    permutation_chart,
+    permutation_frame,
+    rope_offset_table,
+)
+from ui.params import url_number, url_radio
+
+ENCODINGS = {"sinusoidal": "sinusoidal", "learned": "learned", "rope": "RoPE", "none": "none"}
+NOTES = {
+    "sinusoidal": "Added to the token embeddings: sin and cos waves whose wavelength grows along the dimensions.",
+    "learned": "Added: a trained (T, d) table, here at its initialisation N(0, 1)·0.1; undefined past its last row.",
+    "rope": "Nothing added: q and k are rotated pair by pair by an angle growing with the position (here its cos).",
+    "none": "Nothing added (the ablation). A causal decoder still counts its keys: row t sees t + 1 of them.",
+}
+number = st.column_config.NumberColumn
+
+st.title("Heads and position")
+st.caption(
+    "Splitting d into h heads of size d/h costs no parameters: h does not appear in the count. Without position "
+    "information attention sees what a token is, not where it sits: permuting the tokens permutes the output "
+    "(equivariance). Each position encoding breaks that symmetry in its own way."
+)
+
+st.subheader("Parameters against the number of heads")
+left, right = st.columns([1, 2])
+with left:
+    d_model = url_number("Model width d", "hp_d", 64, 2, 512, step=8)
+    counts = attention_param_counts(d_model)
+    st.metric(
+        "Attention per block, every h", f"{counts[0]['attention_params']:,}", "4d² + 4d", "off", delta_arrow="off"
+    )
+    st.metric("Block with d_ff = 4d, every h", f"{counts[0]['block_params']:,}", "12d² + 13d", "off", delta_arrow="off")
+right.altair_chart(param_chart(counts), width="stretch")
+with st.expander(f"Counted from the parameter shapes, for each of the {len(counts)} h that divide d"):
+    st.dataframe(param_table(counts), hide_index=True, width="stretch")
+
+st.subheader("Permutation test")
+c1, c2, c3 = st.columns(3)
+with c1:
+    t = url_number("Positions T", "hp_T", 8, 2, 64)
+with c2:
+    heads = url_number("Heads (d = 16)", "hp_heads", 4, 1, 16, help="Must divide 16 and leave an even head size.")
+with c3:
+    seed = url_number("Seed", "hp_seed", 0, 0, 9999, help="Seeds the weights, the tokens and the permutation.")
+try:
+    perm = permutation_frame(permutation_test(t, 16, heads, seed))
+except ConfigError as e:
+    st.error(f"**Not a valid input**: {e}", icon="⚠️")
+else:
+    left, right = st.columns(2)
+    left.altair_chart(permutation_chart(perm), width="stretch")
+    right.dataframe(perm, hide_index=True, column_config={c: number(format="%.2e") for c in perm.columns[1:3]})
+    st.caption(
+        "One random permutation Π of the tokens of X; positions stay where they are. Equivariance error: "
+        "max |attn(ΠX) − Π attn(X)|; change: max |attn(ΠX) − attn(X)|. Without position the error is rounding "
+        "(~1e-16) while the output still changes; every encoding, and the causal mask alone, makes it order 1."
+    )
+
+st.subheader("The four position encodings")
+c1, c2, c3 = st.columns([2, 1, 1])
+with c1:
+    kind = url_radio("Encoding", "hp_enc", list(ENCODINGS), "sinusoidal", format_func=ENCODINGS.get)
+with c2:
+    t_enc = url_number("Positions", "hp_encT", 32, 4, 128)
+with c3:
+    d_enc = url_number("Width d (even)", "hp_encD", 16, 2, 64, step=2)
+enc = position_encodings(t_enc, d_enc, seed)
+table = enc["rope_cos"] if kind == "rope" else enc[kind]  # (T, D), or RoPE's (T, D/2) angles
+axis, value = ("pair", "cos(angle)") if kind == "rope" else ("dimension", "added value")
+left, right = st.columns([3, 2])
+cell = (max(3, 420 // t_enc), max(8, 280 // table.shape[1]))  # about 420 x 280 pixels
+heat = heatmap(
+    grid_frame(table.T, (axis, "position"), value),
+    "position",
+    axis,
+    value,
+    scale=DIVERGING,
+    text_format=None,
+    cell=cell,
+)
+left.altair_chart(heat, width="content")
+right.altair_chart(encoding_lines(table, list(range(0, min(8, table.shape[1]), 2)), value), width="stretch")
+st.caption(NOTES[kind])
+
+st.subheader("RoPE: q_m · k_n depends only on m − n")
+try:
+    rope = rope_relative_dots(t=min(t_enc, 24), d_head=d_enc, offsets=(0, 1, 3, -2), seed=seed)
+except ConfigError as e:
+    st.error(f"**Not a valid input**: {e}", icon="⚠️")
+    st.stop()
+m1, m2 = st.columns(2)
+m1.metric("RoPE: largest spread along a diagonal m − n", f"{rope['spread']:.1e}", border=True)
+m2.metric("Sinusoids added instead: the same spread", f"{rope['additive_spread']:.2f}", border=True)
+left, right = st.columns(2)
+for col, key, title in (
+    (left, "dots", "RoPE: rot_m(q) · rot_n(k)"),
+    (right, "additive", "added: (q + p_m) · (k + p_n)"),
+):
+    dots = grid_frame(rope[key], ("m", "n"), "dot")
+    col.altair_chart(
+        heatmap(dots, "n", "m", "dot", scale=DIVERGING, text_format=None, cell=13, title=title), width="content"
+    )
+st.dataframe(rope_offset_table(rope["rows"]), hide_index=True, width="stretch")
+st.caption(
+    "One query and one key placed at every pair of positions (m, n). With RoPE each diagonal m − n = const holds "
+    "one value to rounding (min = max in the table): the dot product sees only the distance. Added sinusoids "
+    "do not have this property."
+)

@@ -1,0 +1,146 @@
+"""KV cache: the memory of a workload's key-value cache, whether it fits on a GPU, and the cache measured."""
+
+import streamlit as st
+
+from attncore import ConfigError
+from attncore import kvcache as kv
+from attncore.kvbench import benchmark_generation
+from attncore.presets import GPUS, PRESETS
+from ui import calculator_charts as cc
+from ui.limits import BusyError, training_slot
+from ui.params import url_number, url_select, url_toggle
+
+CUSTOM = "custom"  # keeps the geometry as it is; a fresh URL starts it from the lab's model
+GEOMETRY = {"n_layers": ("Layers", None), "n_heads": ("Query heads", None), "kv_heads": ("KV heads", "1: MQA")}
+GEOMETRY |= {"head_dim": ("Head dim", None), "window": ("Window", "sliding window in tokens; 0: none")}
+GEOMETRY |= {"kv_lora_rank": ("MLA latent", "kv_lora_rank; 0: no latent cache"), "rope_head_dim": ("MLA RoPE", None)}
+
+
+def preset_geometry(name: str) -> dict:
+    g = kv.cache_geometry(PRESETS["attncore" if name == CUSTOM else name].arch)
+    return g | {"window": g["window"] or 0}
+
+
+def load_preset() -> None:
+    """Fill the geometry from the chosen preset; 'custom' sets it again as it is, so the URL keeps it."""
+    name = st.session_state["kv_preset"]
+    values = {f: st.session_state[f"kv_{f}"] for f in GEOMETRY} if name == CUSTOM else preset_geometry(name)
+    st.session_state.update({f"kv_{f}": v for f, v in values.items()})
+
+
+def show(metrics: list[tuple[str, str, str]]) -> None:
+    for col, metric in zip(st.columns(len(metrics)), metrics, strict=True):
+        col.metric(*metric, delta_color="off", delta_arrow="off")
+
+
+st.title("KV cache")
+st.caption(
+    "Keys and values of every past token, kept so each new token costs one step, not a re-read of the whole "
+    "prefix: 2 · layers · KV heads · head dim · tokens · batch · bytes. Watch how GQA, MQA and latent (MLA) "
+    "caches shrink it, how it grows with context and batch until the GPU is full."
+)
+cols = st.columns(4)
+with cols[0]:
+    preset = url_select("Preset", "kv_preset", [CUSTOM, *PRESETS], "llama-3-8b", on_change=load_preset)
+with cols[1]:
+    context = url_number("Context (tokens per sequence)", "kv_context", 8192, 1, 10**8)
+with cols[2]:
+    batch = url_number("Batch (sequences)", "kv_batch", 1, 1, 10**6)
+with cols[3]:
+    dtype = url_select("Cache element type", "kv_dtype", kv.DTYPES, "fp16")
+default, geometry = preset_geometry(preset), {}
+with st.container(border=True):
+    for col, (f, (label, hint)) in zip(st.columns(len(GEOMETRY)), GEOMETRY.items(), strict=True):
+        with col:
+            geometry[f] = url_number(label, f"kv_{f}", default[f], 0, 10**7, help=hint)
+    params = url_number("Weights (parameters, 0: unknown)", "kv_weights", 0, 0, 10**13) if preset == CUSTOM else None
+geometry["window"] = geometry["window"] or None
+base = None if preset == CUSTOM else PRESETS[preset].arch
+if base and base.position == "learned" and context > base.max_len:
+    st.warning(f"{preset} has {base.max_len:,} learned positions: it cannot read a context of {context:,}.")
+try:
+    cache = kv.workload(base, geometry, context, batch, dtype, weight_params=params or None)
+except ConfigError as e:
+    st.error(f"**Not a valid workload**: {e}", icon=":material/error:")
+    st.stop()
+
+show(cc.cache_metrics(cache))
+window = f", the window keeps {cache.tokens_per_layer:,} per layer" if cache.window else ""
+st.caption(
+    f"Exactly {kv.human_bytes(cache.bytes)} for {batch:,} × {context:,} tokens{window}; "
+    f"{cache.bits_per_element:.3g} bits per cached number (int8/int4 carry an fp16 scale per {cache.group_size})."
+)
+
+st.subheader("Does it fit on a GPU?")
+cols = st.columns(4)
+with cols[0]:
+    gpu = url_select("GPU", "kv_gpu", [*GPUS, "other"], "h100-80gb", help="'other': type the memory in GB")
+with cols[1]:
+    gpu_gb = url_number("GPU memory (GB = 10⁹ B)", "kv_gpu_gb", 80.0, 0.5, 1e5) if gpu == "other" else GPUS[gpu]
+    if gpu != "other":
+        st.markdown(f"**{gpu_gb} GB** = {gpu_gb * kv.GB:,} B  \n≈ {gpu_gb * kv.GB / kv.GIB:.1f} GiB")
+with cols[2]:
+    reserve = url_number("Reserved for the runtime", "kv_reserve", kv.DEFAULT_RESERVE, 0.0, 0.95, step=0.05)
+with cols[3]:
+    weight_dtype = url_select("Weights element type", "kv_wdtype", kv.DTYPES, "fp16")
+served = kv.workload(base, geometry, context, batch, dtype, weight_dtype=weight_dtype, weight_params=params or None)
+fit = kv.fit(served, gpu_gb, reserve)
+show(cc.fit_metrics(fit, served))
+(st.success if fit.fits else st.error)(
+    fit.message[0].upper() + fit.message[1:], icon=":material/check_circle:" if fit.fits else ":material/block:"
+)
+st.altair_chart(cc.memory_split(cc.fit_frame(fit, served.bytes), gpu_gb), width="stretch")
+
+st.subheader("Memory against context")
+left, right = st.columns([3, 2])
+with left:
+    log = url_toggle("Log scales", "kv_log", True)
+    curves = cc.curves_frame(kv.cache_curves(contexts=cc.chart_contexts(context), batch=batch, dtype=dtype, **geometry))
+    st.altair_chart(cc.memory_chart(curves, context, fit.budget_bytes / kv.GIB, log), width="stretch")
+with right:
+    st.markdown(f"**{context:,} tokens × {batch:,} in each element type**")
+    dtypes = cc.curves_frame(kv.dtype_curves(contexts=[context], batch=batch, **geometry))
+    st.altair_chart(cc.dtype_bars(dtypes, dtype), width="stretch")
+st.caption(
+    f"Same layers and head size, {dtype}; MHA keeps every query head's keys and values, GQA one pair per group, "
+    "MQA a single pair, MLA one compressed latent. The grey line is the room the GPU leaves for the cache; a "
+    "sliding window flattens a curve once the context passes it."
+)
+
+st.subheader("Measured: generation with and without the cache")
+st.caption(
+    "SPEC §9's toy is 4 layers, d 256, 8 heads, a 32-token prompt and 128 new tokens; the smaller default "
+    "runs in a few seconds. Both paths must pick the same tokens; the cache only saves time."
+)
+cols = st.columns(5)
+with cols[0]:
+    layers = url_number("Layers", "kv_m_layers", 2, 1, 4)
+with cols[1]:
+    width = url_select("Width d", "kv_m_d", [64, 128, 256], 128)
+with cols[2]:
+    heads = url_select("Heads", "kv_m_heads", [2, 4, 8], 8)
+with cols[3]:
+    n_new = url_select("New tokens", "kv_m_new", [16, 32, 64, 128], 64)
+with cols[4]:
+    repeats = url_number("Repeats (median)", "kv_m_repeats", 3, 1, 5)
+key, measured = (layers, width, heads, n_new, repeats), st.session_state.setdefault("kv_measured", {})
+if st.button("Measure", type="primary", key="kv_measure", icon=":material/timer:"):
+    bar = st.progress(0.0, text="Generating with and without the cache...")
+    try:
+        with training_slot():
+            measured[key] = benchmark_generation(
+                n_layers=layers, d_model=width, n_heads=heads, n_new=n_new, repeats=repeats,
+                progress=lambda done, total: bar.progress(done / total, text=f"timed run {done} of {total}"),
+            )  # fmt: skip
+    except BusyError as e:
+        st.warning(str(e))
+    bar.empty()
+if key not in measured:
+    st.info("Press **Measure** to time greedy generation of this toy model both ways.", icon=":material/timer:")
+    st.stop()
+show(cc.benchmark_metrics(measured[key]))
+st.altair_chart(cc.timing_chart(cc.timing_frame(measured[key])), width="stretch")
+st.caption(
+    "Without the cache each new token re-runs the whole prefix, so its time grows with the square of the "
+    "length; with it, each step attends once over the cached keys and values, and time grows linearly."
+)

@@ -1,0 +1,82 @@
+"""Masks: the causal mask before vs after the softmax, and padding combined with causality (SPEC §1)."""
+
+import streamlit as st
+
+from attncore import ConfigError
+from attncore.mechanisms import mask_order_demo, padding_demo
+from ui.mechanism_charts import (
+    grid_frame,
+    heatmap,
+    mask_heatmap,
+    padding_summary,
+    parse_ints,
+    row_sum_summary,
+    weights_with_row_sums,
+)
+from ui.params import url_number, url_text
+
+st.title("Masks")
+st.caption(
+    "A mask belongs on the scores, before the softmax: forbidden scores become −∞ and every row still sums to 1. "
+    "Zeroing the weights after the softmax is the classic silent bug: the output looks plausible, but rows that "
+    "miss keys sum to less than 1. Padding is a (B, T) mask on the keys, combined with the causal one by AND."
+)
+
+st.subheader("Causal mask: before or after the softmax")
+c1, c2, _ = st.columns([1, 1, 2])
+with c1:
+    t = url_number("Positions T", "mask_T", 6, 2, 12)
+with c2:
+    seed = url_number("Seed", "mask_seed", 0, 0, 9999, help="Seeds the random scores of both demos.")
+demo = mask_order_demo(t, seed)
+left, right = st.columns(2)
+for col, when, title in (
+    (left, "before", "Masked before the softmax (correct)"),
+    (right, "after", "Zeroed after the softmax (the bug)"),
+):
+    summary = row_sum_summary(demo[f"row_sums_{when}"])
+    chart = weights_with_row_sums(demo[f"weights_{when}"], demo[f"row_sums_{when}"], title, demo["causal"])
+    col.altair_chart(chart, width="content")
+    a, b = col.columns(2)
+    a.metric("Rows summing to 1", f"{summary['ones']} of {summary['rows']}", border=True)
+    b.metric("Smallest row sum", f"{summary['smallest']:.3f}", border=True)
+st.caption(
+    "Same random scores on both sides. Row = query, column = key; the bars are the row sums. After the softmax "
+    "the first query keeps only its own weight out of all T, so its row sums to far less than 1; only the last "
+    "row, which may see every key, is untouched."
+)
+
+st.subheader("Padding and causality in one batch")
+c1, c2, _ = st.columns([2, 1, 1])
+with c1:
+    text = url_text("Sequence lengths", "mask_lengths", "5 3 0", help="One length per sequence, from 0 to T.")
+with c2:
+    t_pad = url_number("Padded length T", "mask_pad_T", 6, 1, 16)
+try:
+    pad = padding_demo(parse_ints(text, "lengths", max_count=6), t_pad, seed)
+except ConfigError as e:
+    st.error(f"**Not a valid input**: {e}", icon="⚠️")
+    st.stop()
+summary = padding_summary(pad)
+m1, m2, m3, m4 = st.columns(4)
+m1.metric("Query rows (B · T)", summary["rows"], border=True)
+m2.metric("Rows summing to 1", summary["ones"], border=True)
+m3.metric("Rows with no key at all", summary["fully_masked"], border=True)
+m4.metric("All weights finite", "yes" if summary["all_finite"] else "no (NaN)", border=True)
+masks, causal, sums = st.columns(3)
+masks.markdown("**Padding mask (B, T)**: which keys are real")
+masks.altair_chart(mask_heatmap(pad["padding"], ("sequence", "key")), width="content")
+causal.markdown("**Causal mask (T, T)**: key ≤ query")
+causal.altair_chart(mask_heatmap(pad["causal"], ("query", "key")), width="content")
+sums.markdown("**Row sums (B, T)** of the weights below")
+row_sums = grid_frame(pad["row_sums"], ("sequence", "query"), "row sum")
+sums.altair_chart(heatmap(row_sums, "query", "sequence", "row sum", cell=28, legend=False), width="content")
+st.markdown("**Combined mask (B, T, T)** = padding AND causal, one panel per sequence")
+st.altair_chart(mask_heatmap(pad["combined"], ("sequence", "query", "key"), facet="sequence"), width="content")
+st.markdown("**Weights (B, T, T)**: the softmax of random scores under the combined mask")
+weights = grid_frame(pad["weights"], ("sequence", "query", "key"), "weight")
+st.altair_chart(heatmap(weights, "key", "query", cell=28, facet="sequence"), width="content")
+st.caption(
+    "A query row whose keys are all masked (every row of a length-0 sequence) gets weights 0 and a row sum of 0, "
+    "not NaN: the softmax must not divide 0 by 0. Its output is then 0, and the loss ignores padded positions."
+)

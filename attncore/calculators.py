@@ -1,0 +1,325 @@
+"""Parameter counts of decoder-only transformers (SPEC §4): the architecture and its tensor inventory.
+
+A frozen `Decoder` description, every trained tensor with its shape and component, the totals
+per component and per block, and the cross-check against an instantiated attncore model.
+Cache memory and GPU fit live in kvcache.py, real-model presets in presets.py.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import asdict, dataclass, replace
+from typing import NamedTuple
+
+from .config import ConfigError, ModelConfig
+
+COMPONENTS = ("embeddings", "position", "attention", "ffn", "norms", "output_head")
+FFN_KINDS = ("relu", "gelu", "swiglu")  # two matrices, two matrices, three (gate w1, up w3, down w2)
+BIAS_KINDS = ("none", "all", "qkv")  # "qkv": only the query, key and value projections have biases
+NORM_KINDS = ("layernorm", "rmsnorm")  # gamma and beta, gamma only
+POSITION_KINDS = ("learned", "sinusoidal", "rope", "none")  # only a learned table has parameters
+CHOICES = {"ffn": FFN_KINDS, "bias": BIAS_KINDS, "norm": NORM_KINDS, "position": POSITION_KINDS}
+
+
+# --- validation --------------------------------------------------------------
+
+
+def check_int(field: str, value, low: int = 1, high: int | None = 10**9) -> None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ConfigError(field, f"must be an integer, got {value!r}")
+    if value < low or (high is not None and value > high):
+        allowed = f">= {low:,}" if high is None else f"from {low:,} to {high:,}"
+        raise ConfigError(field, f"must be {allowed}, got {value:,}")
+
+
+def check_choice(field: str, value, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ConfigError(field, f"must be one of {', '.join(choices)}; got {value!r}")
+
+
+# --- the architecture --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Decoder:
+    """A decoder-only transformer, as far as its parameter count and its KV cache are concerned.
+
+    The defaults describe a GPT-2-style model; `describe_attncore` gives this lab's own model.
+    """
+
+    d_model: int
+    n_layers: int
+    n_heads: int
+    vocab_size: int
+    d_ff: int
+    n_kv_heads: int | None = None  # None: n_heads (MHA); 1: MQA; in between: GQA
+    head_dim: int | None = None  # None: d_model // n_heads; with MLA the query/key part without RoPE
+    ffn: str = "gelu"
+    bias: str = "all"
+    norm: str = "layernorm"
+    tied_embeddings: bool = True  # the output head reuses the token embedding
+    position: str = "learned"
+    max_len: int = 1024  # rows of the learned position table
+    final_norm: bool = True
+    head_bias: bool = False
+    sliding_window: int | None = None  # keys each layer attends to, and so caches
+    # multi-head latent attention (DeepSeek-V2): per token and layer the cache holds kv_lora_rank + rope_head_dim
+    kv_lora_rank: int = 0  # 0: ordinary attention
+    q_lora_rank: int = 0  # 0: a full-rank query projection
+    rope_head_dim: int = 0  # the decoupled RoPE part of each query and of the shared key
+    v_head_dim: int | None = None  # None: head_dim
+    # mixture of experts: every layer after the first n_dense_layers has routed and shared experts
+    n_experts: int = 0  # routed experts; 0: dense FFN everywhere
+    n_shared_experts: int = 0
+    experts_per_token: int = 0
+    moe_d_ff: int = 0
+    n_dense_layers: int = 0  # the first layers keep a dense FFN of width d_ff
+
+    def __post_init__(self):
+        check_int("d_model", self.d_model, 1, 1_000_000)
+        check_int("n_layers", self.n_layers, 1, 10_000)
+        check_int("n_heads", self.n_heads, 1, 100_000)
+        check_int("vocab_size", self.vocab_size, 1, 100_000_000)
+        check_int("d_ff", self.d_ff, 1, 10_000_000)
+        if self.head_dim is None and self.d_model % self.n_heads:
+            divisors = [h for h in range(1, min(self.d_model, 1024) + 1) if self.d_model % h == 0]
+            raise ConfigError(
+                "n_heads", f"must divide d_model={self.d_model} unless head_dim is given; allowed: {divisors}"
+            )
+        if self.head_dim is not None:
+            check_int("head_dim", self.head_dim, 1, 100_000)
+        if self.n_kv_heads is not None:
+            check_int("n_kv_heads", self.n_kv_heads, 1, self.n_heads)
+            if self.n_heads % self.n_kv_heads:
+                raise ConfigError("n_kv_heads", f"must divide n_heads={self.n_heads}, got {self.n_kv_heads}")
+        check_choice("ffn", self.ffn, FFN_KINDS)
+        check_choice("bias", self.bias, BIAS_KINDS)
+        check_choice("norm", self.norm, NORM_KINDS)
+        check_choice("position", self.position, POSITION_KINDS)
+        if self.position == "learned":
+            check_int("max_len", self.max_len, 1, 100_000_000)
+        if self.sliding_window is not None:
+            check_int("sliding_window", self.sliding_window, 1)
+        for name in ("kv_lora_rank", "q_lora_rank", "rope_head_dim", "n_experts", "n_shared_experts"):
+            check_int(name, getattr(self, name), 0, 1_000_000)
+        if self.v_head_dim is not None:
+            check_int("v_head_dim", self.v_head_dim, 1, 100_000)
+        if self.kv_lora_rank and self.bias != "none":
+            raise ConfigError("bias", "latent attention (kv_lora_rank > 0) is modelled without biases: use none")
+        if self.n_experts:
+            check_int("moe_d_ff", self.moe_d_ff, 1, 10_000_000)
+            check_int("experts_per_token", self.experts_per_token, 1, self.n_experts)
+            check_int("n_dense_layers", self.n_dense_layers, 0, self.n_layers)
+
+    @property
+    def kv_heads(self) -> int:
+        return self.n_heads if self.n_kv_heads is None else self.n_kv_heads
+
+    @property
+    def d_head(self) -> int:
+        return self.d_model // self.n_heads if self.head_dim is None else self.head_dim
+
+    @property
+    def attention(self) -> str:
+        if self.kv_lora_rank:
+            return "MLA"
+        return "MHA" if self.kv_heads == self.n_heads else "MQA" if self.kv_heads == 1 else "GQA"
+
+
+def describe_attncore(cfg: ModelConfig) -> Decoder:
+    """The Decoder that attncore.model builds from cfg (SPEC §4): ReLU FFN, biases everywhere, untied head."""
+    return Decoder(
+        d_model=cfg.d_model,
+        n_layers=cfg.n_layers,
+        n_heads=cfg.n_heads,
+        vocab_size=cfg.vocab_size,
+        d_ff=cfg.d_ff,
+        ffn="relu",
+        bias="all",
+        norm="layernorm",
+        tied_embeddings=False,
+        position=cfg.position,
+        max_len=cfg.max_len,
+        final_norm=True,
+        head_bias=True,
+    )
+
+
+OPTIONAL_FIELDS = ("n_kv_heads", "head_dim", "v_head_dim", "sliding_window")  # None: derived; 0 in a form
+
+
+def form_values(a: Decoder) -> dict:
+    """Every field as a plain number, string or flag, 0 standing for an optional field left to its default."""
+    return {k: 0 if v is None and k in OPTIONAL_FIELDS else v for k, v in asdict(a).items()}
+
+
+def with_form_values(a: Decoder, values: dict) -> Decoder:
+    """a with these fields replaced (0 in an optional field: its default); raises ConfigError on a bad mix."""
+    return replace(a, **{k: None if k in OPTIONAL_FIELDS and not v else v for k, v in values.items()})
+
+
+# --- the parameter inventory -------------------------------------------------
+
+
+class Tensor(NamedTuple):
+    name: str  # dotted, attncore style: blocks.{i}.attn.w_q, ffn.w1, ln1.gamma ...
+    shape: tuple[int, ...]  # weights (in, out) as in y = x @ W; a leading axis counts experts
+    component: str
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+
+def _linear(prefix, suffix, d_in, d_out, component, bias, lead=()):
+    out = [Tensor(f"{prefix}.w{suffix}", (*lead, d_in, d_out), component)]
+    if bias:
+        out.append(Tensor(f"{prefix}.b{suffix}", (*lead, d_out), component))
+    return out
+
+
+def _norm(prefix, width, kind):
+    out = [Tensor(f"{prefix}.gamma", (width,), "norms")]
+    if kind == "layernorm":
+        out.append(Tensor(f"{prefix}.beta", (width,), "norms"))
+    return out
+
+
+def _ffn(prefix, d, f, kind, bias, lead=()):
+    out = _linear(prefix, "1", d, f, "ffn", bias, lead)
+    if kind == "swiglu":
+        out += _linear(prefix, "3", d, f, "ffn", bias, lead)
+    return out + _linear(prefix, "2", f, d, "ffn", bias, lead)
+
+
+def _attention(p, a: Decoder):
+    D, H, Dh = a.d_model, a.n_heads, a.d_head
+    if not a.kv_lora_rank:
+        qkv_bias = a.bias in ("all", "qkv")
+        out = _linear(p + "attn", "_q", D, H * Dh, "attention", qkv_bias)
+        out += _linear(p + "attn", "_k", D, a.kv_heads * Dh, "attention", qkv_bias)
+        out += _linear(p + "attn", "_v", D, a.kv_heads * Dh, "attention", qkv_bias)
+        return out + _linear(p + "attn", "_out", H * Dh, D, "attention", a.bias == "all")
+    R, Dr = a.kv_lora_rank, a.rope_head_dim
+    Dv = a.v_head_dim or Dh
+    if a.q_lora_rank:
+        out = _linear(p + "attn", "_q_a", D, a.q_lora_rank, "attention", False)
+        out += _norm(p + "attn.q_a_norm", a.q_lora_rank, a.norm)
+        out += _linear(p + "attn", "_q_b", a.q_lora_rank, H * (Dh + Dr), "attention", False)
+    else:
+        out = _linear(p + "attn", "_q", D, H * (Dh + Dr), "attention", False)
+    out += _linear(p + "attn", "_kv_a", D, R + Dr, "attention", False)  # latent + shared RoPE key: what is cached
+    out += _norm(p + "attn.kv_a_norm", R, a.norm)
+    out += _linear(p + "attn", "_kv_b", R, H * (Dh + Dv), "attention", False)  # latent -> per-head keys, values
+    return out + _linear(p + "attn", "_out", H * Dv, D, "attention", False)
+
+
+def _moe(p, a: Decoder):
+    out = [Tensor(p + "ffn.router.w", (a.d_model, a.n_experts), "ffn")]
+    out += _ffn(p + "ffn.experts", a.d_model, a.moe_d_ff, a.ffn, a.bias == "all", lead=(a.n_experts,))
+    if a.n_shared_experts:
+        out += _ffn(p + "ffn.shared", a.d_model, a.moe_d_ff, a.ffn, a.bias == "all", lead=(a.n_shared_experts,))
+    return out
+
+
+def param_inventory(a: Decoder) -> list[Tensor]:
+    """Every trained tensor of the model with its shape and component, in forward order."""
+    D, V = a.d_model, a.vocab_size
+    out = [Tensor("tok_emb", (V, D), "embeddings")]
+    if a.position == "learned":
+        out.append(Tensor("pos_emb", (a.max_len, D), "position"))
+    for i in range(a.n_layers):
+        p = f"blocks.{i}."
+        out += _norm(p + "ln1", D, a.norm) + _attention(p, a) + _norm(p + "ln2", D, a.norm)
+        if a.n_experts and i >= a.n_dense_layers:
+            out += _moe(p, a)
+        else:
+            out += _ffn(p + "ffn", D, a.d_ff, a.ffn, a.bias == "all")
+    if a.final_norm:
+        out += _norm("ln_f", D, a.norm)
+    if not a.tied_embeddings:
+        out.append(Tensor("head.w", (D, V), "output_head"))
+    if a.head_bias:
+        out.append(Tensor("head.b", (V,), "output_head"))
+    return out
+
+
+@dataclass(frozen=True)
+class ParamCount:
+    total: int
+    breakdown: dict[str, int]  # component -> parameters, in COMPONENTS order
+    per_layer: tuple[int, ...]  # parameters of each block
+    active: int  # used per token: total minus the routed experts a token skips (== total when dense)
+
+    @property
+    def non_embedding(self) -> int:
+        """Without embeddings, learned positions and output head (the 'non-embedding' count of scaling laws)."""
+        b = self.breakdown
+        return self.total - b["embeddings"] - b["position"] - b["output_head"]
+
+    def rows(self) -> list[dict]:
+        """One row per component with its share of the total: ready for a table or a bar chart."""
+        return [{"component": c, "params": n, "share": n / self.total} for c, n in self.breakdown.items()]
+
+    def to_dict(self) -> dict:
+        return asdict(self) | {"per_layer": list(self.per_layer), "non_embedding": self.non_embedding}
+
+
+def count_parameters(a: Decoder) -> ParamCount:
+    """Total, per-component and per-block parameter counts of the described model."""
+    breakdown = dict.fromkeys(COMPONENTS, 0)
+    per_layer = [0] * a.n_layers
+    for t in param_inventory(a):
+        breakdown[t.component] += t.size
+        if t.name.startswith("blocks."):
+            per_layer[int(t.name.split(".")[1])] += t.size
+    total = sum(breakdown.values())
+    skipped = 0
+    if a.n_experts:
+        expert = sum(t.size for t in _ffn("e", a.d_model, a.moe_d_ff, a.ffn, a.bias == "all"))
+        skipped = (a.n_experts - a.experts_per_token) * expert * (a.n_layers - a.n_dense_layers)
+    return ParamCount(total, breakdown, tuple(per_layer), total - skipped)
+
+
+def attncore_component(name: str) -> str:
+    """The component of an attncore.model.param_shapes name."""
+    if name in ("tok_emb", "pos_emb"):
+        return "embeddings" if name == "tok_emb" else "position"
+    if name.startswith("head."):
+        return "output_head"
+    if ".attn." in name:
+        return "attention"
+    if ".ffn." in name:
+        return "ffn"
+    return "norms"  # ln1, ln2, ln_f
+
+
+def crosscheck_attncore(cfg: ModelConfig, params: dict | None = None) -> list[dict]:
+    """Formula against an instantiated attncore model, per component (rows: component, formula, model, equal)."""
+    import numpy as np
+
+    from .model import init_params
+
+    params = init_params(cfg, np.random.default_rng(0)) if params is None else params
+    measured = dict.fromkeys(COMPONENTS, 0)
+    for name, array in params.items():
+        measured[attncore_component(name)] += int(array.size)
+    formula = count_parameters(describe_attncore(cfg)).breakdown
+    rows = [{"component": c, "formula": formula[c], "model": measured[c]} for c in COMPONENTS]
+    rows.append({"component": "total", "formula": sum(formula.values()), "model": sum(measured.values())})
+    return [r | {"equal": r["formula"] == r["model"]} for r in rows]
+
+
+def attncore_config(a: Decoder) -> ModelConfig | None:
+    """The ModelConfig attncore.model would build for this description, or None if it builds something else
+    (gated FFN, GQA, tied head, no biases, RMSNorm, latent attention, experts, a window ...). Norm placement,
+    scaling and dtype do not change the count: they keep ModelConfig's defaults."""
+    try:
+        cfg = ModelConfig(
+            vocab_size=a.vocab_size, d_model=a.d_model, n_heads=a.n_heads, n_layers=a.n_layers, d_ff=a.d_ff,
+            max_len=max(a.max_len, 1), position=a.position,
+        )  # fmt: skip
+    except ConfigError:
+        return None
+    return cfg if replace(describe_attncore(cfg), max_len=a.max_len) == a else None

@@ -1,0 +1,317 @@
+"""Key-value-cache memory (SPEC §9): bytes of MHA/GQA/MQA and latent (MLA) caches, and the GPU fit question.
+
+Sliding windows cap the tokens per layer, int8/int4 carry fp16 scales per group; the weights'
+memory sits beside the cache. Also the series behind the dashboard's memory-against-context charts.
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import asdict, dataclass, replace
+
+from .calculators import Decoder, check_choice, check_int, count_parameters
+from .config import ConfigError
+
+# --- units and bytes -------------------------------------------------------
+
+GB = 10**9  # decimal gigabyte, the unit GPU memory is sold in
+GIB = 2**30  # binary gibibyte, the unit memory is allocated in
+MIB = 2**20
+
+DTYPE_BITS = {"fp64": 64, "fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4}
+DTYPES = tuple(DTYPE_BITS)
+GROUPED_DTYPES = ("int8", "int4")  # integer formats carry one fp16 scale per group of elements
+SCALE_BYTES = 2  # one fp16 scale per group (symmetric); an asymmetric zero-point would add 2 more
+CACHE_GROUP = 64  # cache elements per scale, along each head vector (Hugging Face QuantizedCache q_group_size)
+WEIGHT_GROUP = 128  # weights per scale (the usual GPTQ/AWQ group size)
+DEFAULT_RESERVE = 0.10  # GPU memory kept for the runtime, activations and fragmentation (vLLM uses 0.9 of it)
+
+
+def stored_bytes(n_elements: int, dtype: str, group: int = 0) -> int:
+    """Bytes of n elements stored as dtype; int8/int4 add one fp16 scale per `group` elements (0: none)."""
+    check_choice("dtype", dtype, DTYPES)
+    data = -(-n_elements * DTYPE_BITS[dtype] // 8)
+    scales = -(-n_elements // group) * SCALE_BYTES if dtype in GROUPED_DTYPES and group else 0
+    return data + scales
+
+
+def weight_bytes(n_params: int, dtype: str) -> int:
+    """The weights' memory: n_params in dtype, with WEIGHT_GROUP-sized scale groups for int8/int4."""
+    return stored_bytes(n_params, dtype, WEIGHT_GROUP)
+
+
+def human_bytes(n: float) -> str:
+    """'1,610,612,736 B = 1.500 GiB = 1.611 GB': binary and decimal units, both labelled."""
+    if n < GIB:
+        return f"{n:,.0f} B = {n / MIB:.2f} MiB = {n / 10**6:.2f} MB"
+    return f"{n:,.0f} B = {n / GIB:.3f} GiB = {n / GB:.3f} GB"
+
+
+# --- the key-value cache -----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KVCache:
+    """The cache of one workload: its geometry, its bytes, and the weights beside it."""
+
+    attention: str  # MHA, GQA, MQA, or MLA (one latent vector per token and layer)
+    n_layers: int
+    kv_heads: int
+    head_dim: int
+    latent_dim: int  # MLA: kv_lora_rank + rope_head_dim; 0 otherwise
+    context: int
+    batch: int
+    dtype: str
+    group_size: int  # elements per fp16 scale for int8/int4 (0: no scales)
+    window: int | None
+    tokens_per_layer: int  # min(context, window)
+    bytes_per_token: int  # one more cached token of one sequence, over all layers
+    bytes: int
+    weight_params: int | None
+    weight_dtype: str
+    weight_bytes: int | None
+
+    @property
+    def gib(self) -> float:
+        return self.bytes / GIB
+
+    @property
+    def gb(self) -> float:
+        return self.bytes / GB
+
+    @property
+    def ratio(self) -> float | None:
+        """Cache bytes over weight bytes."""
+        return self.bytes / self.weight_bytes if self.weight_bytes else None
+
+    @property
+    def bits_per_element(self) -> float:
+        """Stored bits per cached number, scales included."""
+        per_layer = self.latent_dim or 2 * self.kv_heads * self.head_dim
+        return 8 * self.bytes_per_token / (self.n_layers * per_layer)
+
+    def to_dict(self) -> dict:
+        extra = {"gib": self.gib, "gb": self.gb, "ratio": self.ratio, "bits_per_element": self.bits_per_element}
+        return asdict(self) | extra
+
+
+def cache_geometry(a: Decoder) -> dict:
+    """The Decoder fields the cache depends on, as keyword arguments of kv_cache and the curves."""
+    return {
+        "n_layers": a.n_layers,
+        "n_heads": a.n_heads,
+        "kv_heads": a.kv_heads,
+        "head_dim": a.d_head,
+        "window": a.sliding_window,
+        "kv_lora_rank": a.kv_lora_rank,
+        "rope_head_dim": a.rope_head_dim,
+    }
+
+
+def kv_cache(
+    n_layers: int,
+    kv_heads: int,
+    head_dim: int,
+    context: int,
+    batch: int = 1,
+    dtype: str = "fp16",
+    *,
+    window: int | None = None,
+    n_heads: int | None = None,
+    kv_lora_rank: int = 0,
+    rope_head_dim: int = 0,
+    group_size: int = CACHE_GROUP,
+    weight_params: int | None = None,
+    weight_dtype: str | None = None,
+) -> KVCache:
+    """bytes = 2 · layers · kv_heads · head_dim · tokens · batch · bytes_per_element (SPEC §9).
+
+    With kv_lora_rank > 0 (MLA) each token and layer caches one latent of kv_lora_rank plus the shared
+    RoPE key of rope_head_dim, with no factor 2. A sliding window caps the tokens each layer keeps.
+    int8/int4 add one fp16 scale per group_size elements of each cached vector. n_heads only names
+    the attention kind; the weights, if weight_params is given, are counted in weight_dtype (default dtype).
+    """
+    check_int("n_layers", n_layers, 1, 100_000)
+    check_int("context", context, 1)
+    check_int("batch", batch, 1, 10_000_000)
+    check_choice("dtype", dtype, DTYPES)
+    check_int("group_size", group_size, 0, 1_000_000)
+    if window is not None:
+        check_int("window", window, 1)
+    weight_dtype = dtype if weight_dtype is None else weight_dtype
+    check_choice("weight_dtype", weight_dtype, DTYPES)
+    if kv_lora_rank:
+        check_int("kv_lora_rank", kv_lora_rank, 1, 1_000_000)
+        check_int("rope_head_dim", rope_head_dim, 0, 1_000_000)
+        latent, attention = kv_lora_rank + rope_head_dim, "MLA"
+        per_layer = stored_bytes(latent, dtype, group_size)
+    else:
+        check_int("kv_heads", kv_heads, 1, 100_000)
+        check_int("head_dim", head_dim, 1, 100_000)
+        if n_heads is not None:
+            check_int("n_heads", n_heads, kv_heads, 100_000)
+        latent = 0
+        attention = "MQA" if kv_heads == 1 else "MHA" if kv_heads == n_heads else "GQA" if n_heads else "MHA/GQA"
+        per_layer = 2 * kv_heads * stored_bytes(head_dim, dtype, group_size)
+    bytes_per_token = n_layers * per_layer
+    tokens = min(context, window) if window else context
+    weights = None
+    if weight_params is not None:
+        check_int("weight_params", weight_params, 0, 10**15)
+        weights = weight_bytes(weight_params, weight_dtype)
+    return KVCache(
+        attention, n_layers, kv_heads, head_dim, latent, context, batch, dtype, group_size, window,
+        tokens, bytes_per_token, bytes_per_token * tokens * batch, weight_params, weight_dtype, weights,
+    )  # fmt: skip
+
+
+def kv_cache_for(
+    a: Decoder,
+    context: int,
+    batch: int = 1,
+    dtype: str = "fp16",
+    *,
+    window: int | None = None,
+    group_size: int = CACHE_GROUP,
+    weight_dtype: str | None = None,
+    weight_params: int | None = None,
+) -> KVCache:
+    """kv_cache for a described model: its geometry, its window (unless overridden) and its weights
+    (counted by count_parameters unless weight_params is given)."""
+    geometry = cache_geometry(a) | ({"window": window} if window is not None else {})
+    weight_params = count_parameters(a).total if weight_params is None else weight_params
+    return kv_cache(
+        context=context, batch=batch, dtype=dtype, group_size=group_size, weight_params=weight_params,
+        weight_dtype=weight_dtype, **geometry,
+    )  # fmt: skip
+
+
+def workload(
+    base: Decoder | None,
+    geometry: dict,
+    context: int,
+    batch: int = 1,
+    dtype: str = "fp16",
+    *,
+    weight_dtype: str | None = None,
+    weight_params: int | None = None,
+) -> KVCache:
+    """The cache of `geometry` (cache_geometry's keys) on a base architecture, whose weights are then recounted
+    with that geometry; with base None, bare geometry and weight_params as given (None: not counted)."""
+    if base is None:
+        return kv_cache(
+            context=context, batch=batch, dtype=dtype, weight_params=weight_params, weight_dtype=weight_dtype,
+            **geometry,
+        )  # fmt: skip
+    arch = replace(
+        base, n_layers=geometry["n_layers"], n_heads=geometry["n_heads"], n_kv_heads=geometry["kv_heads"],
+        head_dim=geometry["head_dim"], sliding_window=geometry["window"], kv_lora_rank=geometry["kv_lora_rank"],
+        rope_head_dim=geometry["rope_head_dim"],
+    )  # fmt: skip
+    return kv_cache_for(arch, context, batch, dtype, weight_dtype=weight_dtype, weight_params=weight_params)
+
+
+# --- does it fit on a GPU ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Fit:
+    gpu_gb: float
+    gpu_bytes: int  # gpu_gb · 10^9: GB is the decimal unit (cards sold as "80 GB" often hold 80 GiB: conservative)
+    reserve: float  # fraction kept for the runtime, activations and fragmentation
+    usable_bytes: int
+    weight_bytes: int  # 0 when the weights were not given
+    budget_bytes: int  # left for the cache; <= 0 when the weights alone do not fit
+    tokens_that_fit: int  # cached tokens over all sequences
+    max_context: int | None  # longest context at the workload's batch; None: the window caps the cache, any fits
+    max_batch: int  # largest batch at the workload's context
+    weights_fit: bool
+    fits: bool  # weights plus the workload's cache
+    message: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def fit(cache: KVCache, gpu_gb: float, reserve: float = DEFAULT_RESERVE) -> Fit:
+    """How much of this cache fits on a GPU of gpu_gb decimal GB once the reserve and the weights are taken."""
+    if isinstance(gpu_gb, bool) or not isinstance(gpu_gb, numbers.Real) or not 0 < gpu_gb <= 100_000:
+        raise ConfigError(
+            "gpu_gb", f"must be a memory size in GB (10^9 bytes) from 0 (excluded) to 100000, got {gpu_gb!r}"
+        )
+    if isinstance(reserve, bool) or not isinstance(reserve, numbers.Real) or not 0 <= reserve < 1:
+        raise ConfigError("reserve", f"must be a fraction in [0, 1), got {reserve!r}")
+    gpu_bytes = round(gpu_gb * GB)
+    usable = round(gpu_bytes * (1 - reserve))
+    weights = cache.weight_bytes or 0
+    budget = usable - weights
+    where = f"{usable / GB:.2f} GB usable ({gpu_gb:g} GB less {reserve:.0%} reserved)"
+    unknown = "" if cache.weight_bytes is not None else "; weights not counted"
+    if budget <= 0:
+        message = (
+            f"does not fit: the weights alone need {weights / GB:.2f} GB in {cache.weight_dtype}, over the {where}"
+        )
+        return Fit(gpu_gb, gpu_bytes, reserve, usable, weights, budget, 0, 0, 0, False, False, message)
+    bpt = cache.bytes_per_token
+    longest = budget // (bpt * cache.batch)
+    max_context = None if cache.window and longest >= cache.window else longest
+    max_batch = budget // (bpt * cache.tokens_per_layer)
+    fits = cache.bytes <= budget
+    verdict = "fits" if fits else "does not fit"
+    sign = "<=" if fits else ">"
+    message = (
+        f"{verdict}: weights {weights / GB:.2f} GB + cache {cache.gb:.2f} GB {sign} {where}; "
+        f"room for {budget // bpt:,} cached tokens{unknown}"
+    )
+    return Fit(
+        gpu_gb, gpu_bytes, reserve, usable, weights, budget, budget // bpt, max_context, max_batch, True, fits, message
+    )
+
+
+# --- series for charts -------------------------------------------------------
+
+
+def context_grid(max_context: int, start: int = 256) -> list[int]:
+    """Powers of two from start below max_context, then max_context: the x axis of a memory chart."""
+    check_int("max_context", max_context, 1)
+    return [2**k for k in range(64) if start <= 2**k < max_context] + [max_context]
+
+
+def _curve(label, contexts, **cache_args) -> list[dict]:
+    rows = []
+    for t in contexts:
+        c = kv_cache(context=t, **cache_args)
+        rows.append(
+            {"context": t, "variant": label, "attention": c.attention, "dtype": c.dtype, "bytes": c.bytes, "gib": c.gib}
+        )
+    return rows
+
+
+def cache_curves(
+    n_layers, n_heads, kv_heads, head_dim, contexts, *, batch=1, dtype="fp16", window=None,
+    kv_lora_rank=0, rope_head_dim=0, group_size=CACHE_GROUP,
+) -> list[dict]:  # fmt: skip
+    """Cache memory against context for MHA, this GQA (if 1 < kv_heads < n_heads), MQA and MLA (if a latent
+    rank is given): long-format rows (context, variant, attention, dtype, bytes, gib) for one chart."""
+    common = dict(n_layers=n_layers, head_dim=head_dim, batch=batch, dtype=dtype, window=window, group_size=group_size)
+    variants = {f"MHA ({n_heads} KV heads)": n_heads}
+    if 1 < kv_heads < n_heads:
+        variants[f"GQA ({kv_heads} KV heads)"] = kv_heads
+    variants["MQA (1 KV head)"] = 1
+    rows = [r for label, h in variants.items() for r in _curve(label, contexts, kv_heads=h, n_heads=n_heads, **common)]
+    if kv_lora_rank:
+        label = f"MLA (latent {kv_lora_rank} + RoPE {rope_head_dim})"
+        rows += _curve(label, contexts, kv_heads=1, kv_lora_rank=kv_lora_rank, rope_head_dim=rope_head_dim, **common)
+    return rows
+
+
+def dtype_curves(
+    n_layers, n_heads, kv_heads, head_dim, contexts, *, batch=1, dtypes=DTYPES, window=None,
+    kv_lora_rank=0, rope_head_dim=0, group_size=CACHE_GROUP,
+) -> list[dict]:  # fmt: skip
+    """Cache memory against context for each element type, same long format as cache_curves."""
+    common = dict(
+        n_layers=n_layers, n_heads=n_heads, kv_heads=kv_heads, head_dim=head_dim, batch=batch, window=window,
+        kv_lora_rank=kv_lora_rank, rope_head_dim=rope_head_dim, group_size=group_size,
+    )  # fmt: skip
+    return [r for dt in dtypes for r in _curve(dt, contexts, dtype=dt, **common)]

@@ -1,0 +1,152 @@
+"""The calculator pages' tables, metric texts and charts, without a browser: pure functions over library results."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from attncore import calculators as calc
+from attncore import kvcache
+from attncore.config import ModelConfig
+from attncore.kvbench import CacheBenchmark
+from attncore.presets import get_preset
+from ui import calculator_charts as cc
+
+
+def layers(chart) -> list[dict]:
+    spec = chart.to_dict()
+    return spec.get("layer", [spec])
+
+
+def color_scale(layer: dict) -> dict:
+    return layer["encoding"]["color"]["scale"]
+
+
+# --- text ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "n, binary, decimal",
+    [
+        (999, "999 B", "999 B"),
+        (2**10, "1 KiB", "1.02 kB"),
+        (1_610_612_736, "1.5 GiB", "1.61 GB"),
+        (80 * 10**9, "74.5 GiB", "80 GB"),
+        (2**40, "1 TiB", "1.1 TB"),
+    ],
+)
+def test_sizes_in_binary_and_decimal_units(n, binary, decimal):
+    assert cc.binary_size(n) == binary and cc.decimal_size(n) == decimal
+
+
+@pytest.mark.parametrize("n, text", [(27_253, "27.3k"), (124_439_808, "124M"), (8_030_261_248, "8.03B"), (7, "7")])
+def test_count_text(n, text):
+    assert cc.count_text(n) == text
+
+
+def test_count_metrics_mark_the_published_figure():
+    arch = get_preset("gpt2").arch
+    count = calc.count_parameters(arch)
+    total, published, non_embedding, weights = cc.count_metrics(count, 124_439_808, "gpt2", modified=False)
+    assert total == ("Total parameters", "124,439,808", "124M")
+    assert published == ("Published (gpt2)", "124,439,808", "✓ equals the count")
+    assert non_embedding[1:] == ("85.1M", f"{count.total - 50257 * 768 - 1024 * 768:,}")
+    assert weights[1] == "249 MB"  # 2 bytes per parameter
+    changed = calc.count_parameters(dataclasses.replace(arch, tied_embeddings=False))
+    assert cc.count_metrics(changed, 124_439_808, "gpt2", modified=True)[1][2] == f"{50257 * 768:+,} after your changes"
+    assert cc.count_metrics(count, None, "custom", modified=False)[1][1] == "—"
+
+
+def test_cache_and_fit_metrics_of_llama_3_8b():
+    cache = kvcache.kv_cache_for(get_preset("llama-3-8b").arch, 8192, 4, "fp16")
+    metrics = dict((label, (value, note)) for label, value, note in cc.cache_metrics(cache))
+    assert metrics["KV cache, binary units"][0] == "4 GiB" and metrics["KV cache, decimal units"][0] == "4.29 GB"
+    assert metrics["Per token"][0] == "131,072 B" and metrics["Cache / weights"][1] == "GQA cache"
+    assert metrics["Cache / weights"][0] == f"{cache.bytes / (2 * 8_030_261_248):.3g}×"
+    fit = kvcache.fit(cache, 80)
+    labels = [label for label, *_ in cc.fit_metrics(fit, cache)]
+    assert labels[1:3] == ["Longest context at batch 4", "Largest batch at context 8,192"]
+    assert cc.fit_metrics(fit, cache)[0][1] == f"{(72 * 10**9 - 2 * 8_030_261_248) // 131_072:,}"
+    windowed = kvcache.kv_cache_for(get_preset("mistral-7b-v0.1").arch, 65536, 1, "fp16")
+    assert cc.fit_metrics(kvcache.fit(windowed, 80), windowed)[1][1] == "any"
+    bare = kvcache.kv_cache(2, 2, 8, 16)
+    assert [v for _, v, _ in cc.cache_metrics(bare)][3:] == ["not counted", "—"]
+
+
+# --- parameters ----------------------------------------------------------------------------------
+
+
+def test_breakdown_frame_and_share_chart():
+    count = calc.count_parameters(calc.describe_attncore(ModelConfig()))
+    df = cc.breakdown_frame(count)
+    assert list(df["component"]) == list(calc.COMPONENTS) and df["params"].sum() == 27_253
+    assert df["share"].sum() == pytest.approx(1.0)
+    bars, labels = layers(cc.share_chart(df))
+    assert bars["mark"]["type"] == "bar" and color_scale(bars)["domain"] == list(calc.COMPONENTS)
+    assert labels["mark"]["type"] == "text" and labels["encoding"]["text"]["format"] == ".1%"
+
+
+def test_crosscheck_frame_marks_equality():
+    rows = [{"component": "ffn", "formula": 10, "model": 10, "equal": True}]
+    rows.append({"component": "total", "formula": 11, "model": 12, "equal": False})
+    assert list(cc.crosscheck_frame(rows)["equal"]) == ["✓", "✗"]
+
+
+# --- the key-value cache -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("context", [1, 100, 4096, 8192, 100_000])
+def test_chart_contexts_surround_the_chosen_context(context):
+    grid = cc.chart_contexts(context)
+    assert context in grid and grid == sorted(set(grid)) and grid[-1] >= 4 * context and grid[0] <= 256
+
+
+def test_memory_chart_colours_by_attention_kind_with_rules():
+    geometry = kvcache.cache_geometry(get_preset("deepseek-v2-lite").arch)
+    df = cc.curves_frame(kvcache.cache_curves(contexts=[1024, 4096], **geometry))
+    assert set(df["attention"]) == {"MHA", "MQA", "MLA"} and len(df) == 6
+    chart = layers(cc.memory_chart(df, context=4096, budget_gib=10.0, log=True))
+    lines = chart[0]
+    scale = color_scale(lines)
+    kinds = [df.loc[df["variant"] == v, "attention"].iloc[0] for v in scale["domain"]]
+    assert scale["range"] == [cc.ATTENTION_COLORS[k] for k in kinds]
+    assert lines["encoding"]["y"]["scale"]["type"] == "log"
+    assert len(chart) == 4  # lines, the chosen context, the GPU's room for the cache and its label
+    assert len(layers(cc.memory_chart(df, log=False))) == 1
+    assert len(layers(cc.memory_chart(df, budget_gib=-1.0))) == 1  # weights alone do not fit: no room to draw
+
+
+def test_dtype_bars_highlight_the_chosen_type():
+    df = cc.curves_frame(kvcache.dtype_curves(2, 4, 4, 16, [10]))
+    bars, _ = layers(cc.dtype_bars(df, "int8"))
+    assert bars["encoding"]["color"]["condition"]["test"] == "(datum.dtype === 'int8')"
+    assert list(df["dtype"]) == list(kvcache.DTYPES)
+
+
+def test_fit_frame_divides_the_gpu():
+    cache = kvcache.kv_cache_for(get_preset("llama-3-8b").arch, 8192, 4, "fp16")
+    fit = kvcache.fit(cache, 80, 0.1)
+    df = cc.fit_frame(fit, cache.bytes).set_index("part")
+    assert list(df.index) == ["reserve", "weights", "KV cache", "free"]
+    assert df["gb"].sum() == pytest.approx(80) and df.loc["reserve", "gb"] == pytest.approx(8)
+    assert df.loc["weights", "gb"] == pytest.approx(2 * 8_030_261_248 / 1e9)
+    too_big = kvcache.kv_cache_for(get_preset("llama-3-70b").arch, 8192, 4, "fp16")
+    over = cc.fit_frame(kvcache.fit(too_big, 80), too_big.bytes).set_index("part")
+    assert over.loc["free", "gb"] == 0 and over["gb"].sum() > 80
+    assert len(layers(cc.memory_split(over.reset_index(), 80))) == 2
+
+
+# --- the measured companion ----------------------------------------------------------------------
+
+
+def test_timing_frame_chart_and_metrics():
+    cfg = ModelConfig(d_model=32, n_heads=4, n_layers=2, max_len=40, dtype="float64")
+    bench = CacheBenchmark(cfg, 32, 1, (2, 4, 8), (0.01, 0.02, 0.04), (0.02, 0.08, 0.32), 3e-15, True, 40_960)
+    df = cc.timing_frame(bench)
+    assert list(df.columns) == ["generated", "mode", "seconds"] and len(df) == 6
+    assert df.groupby("mode")["seconds"].max().to_dict() == {"with cache": 0.04, "recompute": 0.32}
+    assert color_scale(layers(cc.timing_chart(df))[0])["domain"] == ["with cache", "recompute"]
+    speedup, same, deviation, size = cc.benchmark_metrics(bench)
+    assert speedup[:2] == ("Speed-up at 8 tokens", "8.0×") and same[1] == "✓ identical"
+    assert deviation[1] == "3.0e-15" and size[1] == "40 KiB"

@@ -1,0 +1,194 @@
+"""AppTest for the Parameters and KV-cache pages: each renders, loads presets, follows its inputs, restores them
+from the URL and shows bad input as an error message, not a traceback. Expected figures are written out by hand
+(published totals, SPEC §4 and §9 arithmetic) so that a page wired to the wrong number cannot pass."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+PAGES = Path(__file__).resolve().parents[1] / "app_pages"
+TIMEOUT = 120
+GPT2 = 124_439_808
+LLAMA3_8B = 8_030_261_248
+
+
+def page(name: str, **query) -> AppTest:
+    """The page script run on its own, opened with these query parameters."""
+    at = AppTest.from_file(str(PAGES / f"{name}.py"), default_timeout=TIMEOUT)
+    at.query_params.update(query)
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+def texts(elements) -> str:
+    return "\n".join(str(e.value) for e in elements)
+
+
+def metric(at: AppTest, label: str):
+    """(value, the small line under it) of the metric whose label starts with `label`."""
+    m = next(m for m in at.metric if m.label.startswith(label))
+    return m.value, m.proto.delta
+
+
+def charts(at: AppTest) -> list[dict]:
+    return [json.loads(c.proto.spec) for c in at.get("vega_lite_chart")]
+
+
+def rerun(element) -> AppTest:
+    """Run the app again after an interaction (an AppTest or a widget whose value was set)."""
+    at = element.run()
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+# --- Parameters ----------------------------------------------------------------------------------
+
+
+def test_parameters_renders_gpt2_with_its_published_total():
+    at = page("parameters")
+    assert at.title[0].value == "Parameters" and at.caption
+    assert metric(at, "Total parameters") == (f"{GPT2:,}", "124M")
+    assert metric(at, "Published (gpt2)") == (f"{GPT2:,}", "✓ equals the count")
+    table = at.dataframe[0].value
+    assert list(table["component"]) == ["embeddings", "position", "attention", "ffn", "norms", "output_head"]
+    assert table["params"].sum() == GPT2 and table.set_index("component")["params"]["position"] == 1024 * 768
+    assert len(charts(at)) == 1
+    assert "attncore builds" in texts(at.info)  # a tied head: not a model attncore builds
+
+
+@pytest.mark.parametrize(
+    "name, total, d_model",
+    [("llama-3-8b", LLAMA3_8B, 4096), ("qwen2.5-7b", 7_615_616_512, 3584), ("deepseek-v2-lite", 15_706_484_224, 2048)],
+)
+def test_choosing_a_preset_loads_its_fields_and_shows_its_published_total(name, total, d_model):
+    at = page("parameters")
+    rerun(at.selectbox(key="par_preset").set_value(name))
+    assert at.number_input(key="par_d_model").value == d_model
+    assert metric(at, "Total parameters")[0] == f"{total:,}"
+    assert metric(at, f"Published ({name})") == (f"{total:,}", "✓ equals the count")
+
+
+def test_changing_an_input_changes_the_total_and_the_crosscheck_follows():
+    at = page("parameters", par_preset="attncore")
+    assert metric(at, "Total parameters")[0] == "27,253"
+    assert "27,253 = attncore.model.init_params 27,253" in texts(at.success)
+    at.number_input(key="par_d_model").set_value(64)
+    rerun(at.number_input(key="par_d_ff").set_value(256))
+    # SPEC §4: 12d² + 13d per block, then embeddings (21 x 64), 13 positions, the final LayerNorm, head with bias
+    total = 2 * (12 * 64**2 + 13 * 64) + 21 * 64 + 13 * 64 + 2 * 64 + (64 * 21 + 21)
+    assert metric(at, "Total parameters")[0] == f"{total:,}"
+    assert metric(at, "Published (attncore)")[1] == f"{total - 27_253:+,} after your changes"
+    assert f"{total:,} = attncore.model.init_params {total:,}" in texts(at.success)
+    assert set(at.dataframe[1].value["equal"]) == {"✓"}
+
+
+def test_parameters_query_params_restore_preset_and_overrides():
+    at = page("parameters", par_preset="llama-3-8b", par_n_kv_heads="32")
+    assert at.selectbox(key="par_preset").value == "llama-3-8b"
+    assert at.number_input(key="par_n_kv_heads").value == 32 and at.number_input(key="par_d_ff").value == 14336
+    mha = LLAMA3_8B + 32 * 2 * 4096 * (4096 - 1024)  # K and V grow from 8 to 32 heads of 128 in every layer
+    assert metric(at, "Total parameters")[0] == f"{mha:,}"
+    assert metric(at, "Published (llama-3-8b)")[1] == f"{mha - LLAMA3_8B:+,} after your changes"
+
+
+def test_custom_keeps_the_fields_as_they_are():
+    at = page("parameters", par_preset="gpt2-medium")
+    rerun(at.selectbox(key="par_preset").set_value("custom"))
+    assert metric(at, "Total parameters")[0] == "354,823,168"
+    assert metric(at, "Published")[0] == "—"
+    rerun(at.toggle(key="par_tied_embeddings").set_value(False))
+    assert metric(at, "Total parameters")[0] == f"{354_823_168 + 50257 * 1024:,}"
+
+
+@pytest.mark.parametrize("field, value, message", [("n_heads", 5, "n_heads"), ("d_model", 0, "d_model")])
+def test_parameters_invalid_input_shows_an_error(field, value, message):
+    at = page("parameters", par_preset="attncore")
+    rerun(at.number_input(key=f"par_{field}").set_value(value))
+    assert "Not a valid architecture" in texts(at.error) and message in texts(at.error)
+    assert not at.metric
+
+
+# --- KV cache ------------------------------------------------------------------------------------
+
+
+def test_kv_cache_renders_llama_3_8b_and_its_fit_on_an_h100():
+    at = page("kv_cache")
+    assert at.title[0].value == "KV cache" and at.caption
+    assert metric(at, "KV cache, binary")[0] == "1 GiB"  # 2 · 32 · 8 · 128 · 8192 · 2 B = 2^30 B
+    assert metric(at, "KV cache, decimal")[0] == "1.07 GB"
+    assert metric(at, "Per token")[0] == "131,072 B"
+    assert metric(at, "Weights in fp16") == ("16.1 GB", f"{LLAMA3_8B:,} parameters")
+    budget = 72_000_000_000 - 2 * LLAMA3_8B  # 80 GB less 10%, less the fp16 weights
+    assert metric(at, "Cached tokens that fit")[0] == f"{budget // 131_072:,}"
+    assert metric(at, "Largest batch at context 8,192")[0] == f"{budget // (131_072 * 8192):,}"
+    assert "Fits" in texts(at.success)
+    curves = charts(at)
+    assert len(curves) == 3  # the GPU split, memory against context, the element types
+    assert "Press **Measure**" in texts(at.info)
+
+
+def test_kv_cache_presets_load_their_geometry():
+    at = page("kv_cache", kv_context="32768")
+    rerun(at.selectbox(key="kv_preset").set_value("mistral-7b-v0.1"))
+    assert at.number_input(key="kv_window").value == 4096
+    assert metric(at, "KV cache, binary")[0] == "512 MiB"  # the window keeps 4096 of 32768 tokens
+    rerun(at.selectbox(key="kv_preset").set_value("deepseek-v2-lite"))
+    assert at.number_input(key="kv_kv_lora_rank").value == 512 and at.number_input(key="kv_window").value == 0
+    assert metric(at, "Per token")[0] == f"{27 * (512 + 64) * 2:,} B"  # one latent + RoPE key, no factor 2
+    assert metric(at, "Cache / weights")[1] == "MLA cache"
+
+
+def test_kv_cache_inputs_change_the_answer():
+    at = page("kv_cache")
+    rerun(at.number_input(key="kv_batch").set_value(4))
+    assert metric(at, "KV cache, binary")[0] == "4 GiB"
+    rerun(at.selectbox(key="kv_dtype").set_value("int4"))
+    # int4 with an fp16 scale per 64: a 128-vector takes 64 + 2 · 2 = 68 bytes
+    assert metric(at, "Per token")[0] == f"{32 * 2 * 8 * 68:,} B"
+    rerun(at.number_input(key="kv_kv_heads").set_value(1))
+    assert metric(at, "Cache / weights")[1] == "MQA cache"
+
+
+def test_kv_cache_query_params_restore_the_spec_example():
+    # SPEC §9: 24 layers, 8 KV heads of 64, 8192 tokens, batch 4, fp16 = 1,610,612,736 B = 1.5 GiB
+    query = dict(kv_preset="custom", kv_n_layers="24", kv_n_heads="8", kv_kv_heads="8", kv_head_dim="64")
+    at = page("kv_cache", **query, kv_context="8192", kv_batch="4", kv_gpu="rtx-4090")
+    assert at.number_input(key="kv_n_layers").value == 24 and at.selectbox(key="kv_gpu").value == "rtx-4090"
+    assert metric(at, "KV cache, binary")[0] == "1.5 GiB"
+    assert "1,610,612,736 B" in texts(at.caption)
+    assert metric(at, "Weights in fp16")[0] == "not counted"
+    assert metric(at, "Cached tokens that fit")[0] == f"{21_600_000_000 // 49_152:,}"  # 24 GB less 10%
+
+
+def test_kv_cache_says_when_the_weights_alone_do_not_fit():
+    at = page("kv_cache", kv_preset="llama-3-70b")
+    assert "weights alone" in texts(at.error) and not at.success
+    rerun(at.selectbox(key="kv_wdtype").set_value("int4"))
+    assert "Fits" in texts(at.success)
+
+
+@pytest.mark.parametrize("key, value", [("kv_kv_heads", 7), ("kv_n_layers", 0)])
+def test_kv_cache_invalid_input_shows_an_error(key, value):
+    at = page("kv_cache")
+    rerun(at.number_input(key=key).set_value(value))
+    assert "Not a valid workload" in texts(at.error) and not at.metric
+
+
+def test_kv_cache_measure_keeps_its_result_per_input():
+    small = dict(kv_m_layers="1", kv_m_d="64", kv_m_heads="2", kv_m_new="16", kv_m_repeats="1")
+    at = page("kv_cache", **small)
+    n_charts = len(charts(at))
+    rerun(at.button(key="kv_measure").click())
+    assert metric(at, "Same tokens")[0] == "✓ identical"
+    assert float(metric(at, "Max |logit deviation|")[0]) < 1e-10
+    assert metric(at, "Cache (formula)")[0] == "48 KiB"  # 2 · 1 layer · 2 heads · 32 · (32 + 16) positions · 8 B
+    assert len(charts(at)) == n_charts + 1
+    rerun(at)  # a rerun without the button keeps the measurement
+    assert metric(at, "Speed-up at 16 tokens")[1] == "recompute ÷ cached"
+    rerun(at.selectbox(key="kv_m_new").set_value(32))  # other inputs: not measured yet
+    assert "Press **Measure**" in texts(at.info)

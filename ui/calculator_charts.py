@@ -1,0 +1,266 @@
+"""Tables, metric texts and Altair charts of the Parameters and KV-cache pages, as pure functions; no streamlit.
+
+Library results (ParamCount, KVCache, Fit, curve rows, CacheBenchmark) in; a DataFrame, an alt.Chart or
+(label, value, note) triples for st.metric out. Colours are fixed per component, attention kind and mode.
+"""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+from attncore.calculators import COMPONENTS, ParamCount
+from attncore.kvbench import MODES, CacheBenchmark
+from attncore.kvcache import GB, Fit, KVCache, weight_bytes
+from ui.charts import BASE_COLOR, SEQUENCE_COLOR, TOKEN_COLOR, VARIANT_COLORS
+
+COMPONENT_COLORS = alt.Scale(
+    domain=list(COMPONENTS),
+    range=[TOKEN_COLOR, "#72B7B2", SEQUENCE_COLOR, "#54A24B", "#EECA3B", "#B279A2"],
+)
+ATTENTION_COLORS = {"MHA": VARIANT_COLORS[0], "GQA": TOKEN_COLOR, "MQA": VARIANT_COLORS[1], "MLA": VARIANT_COLORS[2]}
+MODE_COLORS = alt.Scale(domain=list(MODES), range=[TOKEN_COLOR, SEQUENCE_COLOR])
+MUTED = "#BAB0AC"
+Metric = tuple[str, str, str]  # label, value, the small grey line under it
+
+
+# --- numbers as text ---------------------------------------------------------
+
+
+def binary_size(n: float) -> str:
+    """Bytes in binary units (KiB = 2^10 B ... TiB), three significant figures."""
+    for unit, power in (("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 2**power:
+            return f"{n / 2**power:.3g} {unit}"
+    return f"{n:,.0f} B"
+
+
+def decimal_size(n: float) -> str:
+    """Bytes in decimal units (kB = 10^3 B ... TB), three significant figures."""
+    for unit, power in (("TB", 12), ("GB", 9), ("MB", 6), ("kB", 3)):
+        if n >= 10**power:
+            return f"{n / 10**power:.3g} {unit}"
+    return f"{n:,.0f} B"
+
+
+def count_text(n: int) -> str:
+    """1,234,567,890 -> '1.23B'; the exact figure goes beside it."""
+    for unit, power in (("T", 12), ("B", 9), ("M", 6), ("k", 3)):
+        if n >= 10**power:
+            return f"{n / 10**power:.3g}{unit}"
+    return str(n)
+
+
+# --- parameters --------------------------------------------------------------
+
+
+def count_metrics(count: ParamCount, published: int | None, preset: str, modified: bool) -> list[Metric]:
+    """Total, the published figure (✓ when equal), non-embedding, and the weights' memory in bf16."""
+    if published is None:
+        reference = ("Published", "—", "a custom architecture")
+    else:
+        mark = "✓ equals the count" if count.total == published else "✗ differs from the count"
+        mark = f"{count.total - published:+,} after your changes" if modified and count.total != published else mark
+        reference = (f"Published ({preset})", f"{published:,}", mark)
+    bf16 = weight_bytes(count.total, "bf16")
+    return [
+        ("Total parameters", f"{count.total:,}", count_text(count.total)),
+        reference,
+        ("Non-embedding", count_text(count.non_embedding), f"{count.non_embedding:,}"),
+        ("Weights in bf16", decimal_size(bf16), f"= {binary_size(bf16)}"),  # GB = 10^9 B, GiB = 2^30 B
+    ]
+
+
+def breakdown_frame(count: ParamCount) -> pd.DataFrame:
+    """Columns component, params, share: one row per component, in COMPONENTS order."""
+    return pd.DataFrame(count.rows(), columns=["component", "params", "share"])
+
+
+def share_chart(df: pd.DataFrame, height: int = 230) -> alt.Chart:
+    """breakdown_frame rows -> horizontal bars of each component's share of the total, labelled."""
+    base = alt.Chart(df).encode(
+        y=alt.Y("component:N", sort=list(COMPONENTS), title=None, axis=alt.Axis(labelFontSize=12)),
+        x=alt.X("share:Q", title="share of all parameters", axis=alt.Axis(format="%")),
+        tooltip=["component:N", alt.Tooltip("params:Q", format=","), alt.Tooltip("share:Q", format=".2%")],
+    )
+    bars = base.mark_bar(cornerRadiusEnd=3).encode(color=alt.Color("component:N", scale=COMPONENT_COLORS, legend=None))
+    labels = base.mark_text(align="left", dx=4, fontSize=12, color=BASE_COLOR).encode(
+        text=alt.Text("share:Q", format=".1%")
+    )
+    return (bars + labels).properties(height=height)
+
+
+def crosscheck_frame(rows: list[dict]) -> pd.DataFrame:
+    """calculators.crosscheck_attncore rows -> columns component, formula, model, equal ('✓' or '✗')."""
+    df = pd.DataFrame(rows, columns=["component", "formula", "model", "equal"])
+    return df.assign(equal=df["equal"].map({True: "✓", False: "✗"}))
+
+
+# --- the key-value cache -----------------------------------------------------
+
+
+def cache_metrics(c: KVCache) -> list[Metric]:
+    """The cache in binary and decimal units, per token, the weights in the same element type, the ratio."""
+    weights = "not counted" if c.weight_bytes is None else decimal_size(c.weight_bytes)
+    return [
+        ("KV cache, binary units", binary_size(c.bytes), "GiB = 2³⁰ B"),
+        ("KV cache, decimal units", decimal_size(c.bytes), "GB = 10⁹ B"),
+        ("Per token", f"{c.bytes_per_token:,} B", "one sequence, all layers"),
+        (f"Weights in {c.weight_dtype}", weights, f"{c.weight_params or 0:,} parameters"),
+        ("Cache / weights", "—" if c.ratio is None else f"{c.ratio:.3g}×", f"{c.attention} cache"),
+    ]
+
+
+def fit_metrics(f: Fit, c: KVCache) -> list[Metric]:
+    """Tokens that fit, the longest context at the workload's batch, the largest batch at its context."""
+    longest = "any" if f.max_context is None else f"{f.max_context:,}"
+    return [
+        ("Cached tokens that fit", f"{f.tokens_that_fit:,}", "over all sequences"),
+        (f"Longest context at batch {c.batch:,}", longest, "tokens per sequence"),
+        (f"Largest batch at context {c.context:,}", f"{f.max_batch:,}", "sequences"),
+        ("Left for the cache", decimal_size(max(f.budget_bytes, 0)), f"of {f.gpu_gb:g} GB"),
+    ]
+
+
+def chart_contexts(context: int) -> list[int]:
+    """The x axis of a memory chart: powers of two from 256 (or lower) to past 4x the chosen context, plus it."""
+    top, start = max(4 * context, 4096), min(256, context)
+    grid = [2**k for k in range(64) if start <= 2**k < 2 * top]  # the last power of two is >= top
+    return sorted(set(grid) | {context})
+
+
+def curves_frame(rows: list[dict]) -> pd.DataFrame:
+    """kvcache.cache_curves / dtype_curves rows -> columns context, variant, attention, dtype, bytes, gib."""
+    return pd.DataFrame(rows, columns=["context", "variant", "attention", "dtype", "bytes", "gib"])
+
+
+def memory_chart(
+    df: pd.DataFrame, context: int | None = None, budget_gib: float | None = None, log: bool = True
+) -> alt.LayerChart:
+    """curves_frame of cache_curves -> one line per attention variant against context; a dashed rule at the
+    chosen context and, if given, a horizontal rule at the memory left for the cache on the GPU."""
+    variants = list(dict.fromkeys(df["variant"]))
+    kinds = df.drop_duplicates("variant").set_index("variant")["attention"]
+    color = alt.Color(
+        "variant:N",
+        title=None,
+        sort=variants,
+        scale=alt.Scale(domain=variants, range=[ATTENTION_COLORS.get(kinds[v], BASE_COLOR) for v in variants]),
+        legend=alt.Legend(orient="bottom", columns=2, labelLimit=320),
+    )
+    scale = alt.Scale(type="log") if log else alt.Scale()
+    lines = (
+        alt.Chart(df)
+        .mark_line(point=alt.OverlayMarkDef(size=30), strokeWidth=2)
+        .encode(
+            x=alt.X("context:Q", title="context (tokens)" + (", log" if log else ""), scale=scale),
+            y=alt.Y("gib:Q", title="KV cache (GiB)" + (", log" if log else ""), scale=scale),
+            color=color,
+            tooltip=[
+                "variant:N",
+                alt.Tooltip("context:Q", format=","),
+                alt.Tooltip("bytes:Q", format=",", title="bytes"),
+                alt.Tooltip("gib:Q", format=".3f", title="GiB"),
+            ],
+        )
+    )
+    layers = [lines]
+    if context is not None:
+        rule = pd.DataFrame({"context": [context]})
+        layers.append(alt.Chart(rule).mark_rule(strokeDash=[4, 4], color=BASE_COLOR).encode(x="context:Q"))
+    if budget_gib is not None and budget_gib > 0:
+        room = pd.DataFrame({"gib": [budget_gib], "label": ["room for the cache on the GPU"]})
+        budget = alt.Chart(room).encode(y="gib:Q")
+        layers += [
+            budget.mark_rule(color=MUTED, strokeWidth=2),
+            budget.mark_text(align="left", baseline="bottom", x=4, dy=-3, color="#79706E").encode(text="label:N"),
+        ]
+    return alt.layer(*layers).properties(height=340)
+
+
+def dtype_bars(df: pd.DataFrame, chosen: str) -> alt.Chart:
+    """curves_frame of dtype_curves at one context -> a bar per element type, the chosen one highlighted."""
+    order = list(dict.fromkeys(df["dtype"]))
+    df = df.assign(label=df["gib"].map(lambda g: f"{g:.3g} GiB"))
+    base = alt.Chart(df).encode(
+        x=alt.X("dtype:N", sort=order, title="cache element type", axis=alt.Axis(labelAngle=0)),
+        y=alt.Y("gib:Q", title="KV cache (GiB)"),
+        tooltip=["dtype:N", alt.Tooltip("bytes:Q", format=","), alt.Tooltip("gib:Q", format=".3f", title="GiB")],
+    )
+    highlight = alt.condition(alt.datum.dtype == chosen, alt.value(TOKEN_COLOR), alt.value(MUTED))
+    bars = base.mark_bar(cornerRadiusEnd=3).encode(color=highlight)
+    labels = base.mark_text(baseline="bottom", dy=-3, fontSize=11, color=BASE_COLOR).encode(text="label:N")
+    return (bars + labels).properties(height=340)
+
+
+def fit_frame(f: Fit, cache_bytes: int) -> pd.DataFrame:
+    """Columns part, gb, share: the GPU's memory as the runtime reserve, the weights, this cache and what is free
+    (0 when over; the parts then add up to more than the GPU)."""
+    parts = {
+        "reserve": f.gpu_bytes - f.usable_bytes,
+        "weights": f.weight_bytes,
+        "KV cache": cache_bytes,
+        "free": max(f.usable_bytes - f.weight_bytes - cache_bytes, 0),
+    }
+    return pd.DataFrame(
+        [{"part": k, "gb": v / GB, "share": v / f.gpu_bytes} for k, v in parts.items()], columns=["part", "gb", "share"]
+    )
+
+
+def memory_split(df: pd.DataFrame, gpu_gb: float) -> alt.LayerChart:
+    """fit_frame -> one stacked bar (reserve, weights, cache, free) against a rule at the GPU's size."""
+    parts = list(df["part"])
+    colors = {"reserve": MUTED, "weights": SEQUENCE_COLOR, "KV cache": TOKEN_COLOR, "free": "#E6E6E6"}
+    bar = (
+        alt.Chart(df.assign(order=range(len(df)), row=""))
+        .mark_bar(size=30)
+        .encode(
+            x=alt.X("gb:Q", stack="zero", title="GPU memory (GB = 10^9 B)"),
+            y=alt.Y("row:N", title=None, axis=None),
+            color=alt.Color(
+                "part:N",
+                title=None,
+                sort=parts,
+                scale=alt.Scale(domain=parts, range=[colors.get(p, BASE_COLOR) for p in parts]),
+                legend=alt.Legend(orient="bottom"),
+            ),
+            order="order:Q",
+            tooltip=["part:N", alt.Tooltip("gb:Q", format=".2f", title="GB"), alt.Tooltip("share:Q", format=".1%")],
+        )
+    )
+    edge = alt.Chart(pd.DataFrame({"gb": [gpu_gb], "row": [""]})).encode(x="gb:Q", y=alt.Y("row:N", axis=None))
+    edge = edge.mark_tick(color=BASE_COLOR, thickness=3, size=44)  # the card's edge, across the bar
+    return alt.layer(bar, edge).properties(height=130)  # the whole chart: bar, axis and legend
+
+
+# --- the measured companion --------------------------------------------------
+
+
+def benchmark_metrics(b: CacheBenchmark) -> list[Metric]:
+    """The speed-up, whether both paths chose the same tokens, how far their logits drift, the cache's size."""
+    return [
+        (f"Speed-up at {b.lengths[-1]} tokens", f"{b.speedup:.1f}×", "recompute ÷ cached"),
+        ("Same tokens", "✓ identical" if b.identical_tokens else "✗ differ", "greedy, both paths"),
+        ("Max |logit deviation|", f"{b.max_abs_deviation:.1e}", f"{b.config.dtype} rounding"),
+        ("Cache (formula)", binary_size(b.cache_bytes), f"{b.config.max_len} positions"),
+    ]
+
+
+def timing_frame(bench: CacheBenchmark) -> pd.DataFrame:
+    """Columns generated, mode, seconds: the measured time of each generated length, with and without the cache."""
+    return pd.DataFrame(bench.rows(), columns=["generated", "mode", "seconds"])
+
+
+def timing_chart(df: pd.DataFrame) -> alt.Chart:
+    """timing_frame -> time against generated length, one line per mode."""
+    return (
+        alt.Chart(df)
+        .mark_line(point=alt.OverlayMarkDef(size=50), strokeWidth=2)
+        .encode(
+            x=alt.X("generated:Q", title="generated tokens"),
+            y=alt.Y("seconds:Q", title="seconds (median)"),
+            color=alt.Color("mode:N", title=None, scale=MODE_COLORS, legend=alt.Legend(orient="bottom")),
+            tooltip=["mode:N", "generated:Q", alt.Tooltip("seconds:Q", format=".4f")],
+        )
+        .properties(height=300)
+    )
