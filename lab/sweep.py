@@ -1,0 +1,188 @@
+"""Sweeps: named presets and grids of RunConfigs, run through joblib.Parallel on local cores or Dask.
+
+Every run goes through the store, so a sweep that was killed resumes where it stopped, and the
+local and Dask backends give bit-identical numbers.
+
+On a cluster: `dask scheduler`, then `dask worker tcp://HOST:8786 --nthreads 1` from the repository root
+(workers import attncore and lab), then `python -m attncore sweep ... --backend dask --scheduler tcp://HOST:8786`.
+Each task carries the caller's cache_dir() path; workers write the runs there, so on several machines it
+must be a shared filesystem mounted at the same path (set ATTNCORE_CACHE_DIR on the caller to choose it).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from joblib import Parallel, delayed, parallel_config
+
+from attncore.config import ConfigError, RunConfig, make_run
+
+from .store import RunRecord, cache_dir, get_run, is_cached
+
+BACKENDS = ("loky", "dask")
+
+# SPEC §7: the five ablations of copy, L = 6, seed 0, as make_run overrides.
+ABLATIONS = {
+    "no scaling": {"scaling": False},
+    "no position": {"position": "none"},
+    "post-LN": {"norm": "post"},
+    "pre-LN, lr 1e-2": {"lr": 1e-2},
+    "post-LN, lr 1e-2": {"norm": "post", "lr": 1e-2},
+}
+
+PRESETS = {
+    "article": "SPEC §7: copy and sort x L 4, 6, 8 x seeds 0, 1, 2 plus the five ablations of copy L=6 (23 runs)",
+    "accuracy": "copy and sort x L 4, 6, 8 x seeds 0, 1, 2 (18 runs)",
+    "ablations": "copy L=6 seed 0: full, no scaling, no position, post-LN, pre-LN lr 1e-2, post-LN lr 1e-2 (6 runs)",
+    "smoke": "copy and sort x L 4 x seeds 0, 1 at 200 steps: tries the pipeline in seconds (4 runs)",
+}
+
+
+def _listed(values) -> list:
+    return [values] if isinstance(values, (str, int, float)) else list(values)
+
+
+def grid(
+    tasks=("copy",),
+    lengths=(6,),
+    seeds=(0,),
+    positions=("learned",),
+    norms=("pre",),
+    lrs=(3e-3,),
+    **common,
+) -> list[RunConfig]:
+    """The product of the listed values (seeds vary fastest), each a make_run(..., **common); no duplicates."""
+    runs = []
+    for task, length, position, norm, lr, seed in itertools.product(
+        _listed(tasks), _listed(lengths), _listed(positions), _listed(norms), _listed(lrs), _listed(seeds)
+    ):
+        run = make_run(task, length, seed, position=position, norm=norm, lr=lr, **common)
+        if run not in runs:
+            runs.append(run)
+    return runs
+
+
+def ablations(task: str = "copy", length: int = 6, seed: int = 0, **common) -> list[RunConfig]:
+    """The full run followed by its five ablations (SPEC §7)."""
+    return [make_run(task, length, seed, **common)] + [
+        make_run(task, length, seed, **(common | change)) for change in ABLATIONS.values()
+    ]
+
+
+def preset(name: str) -> list[RunConfig]:
+    """The runs of a named preset (see PRESETS)."""
+    if name not in PRESETS:
+        raise ConfigError("preset", f"must be one of {', '.join(PRESETS)}; got {name!r}")
+    accuracy = grid(("copy", "sort"), (4, 6, 8), (0, 1, 2))
+    if name == "article":
+        return accuracy + ablations()[1:]
+    if name == "accuracy":
+        return accuracy
+    if name == "ablations":
+        return ablations()
+    return grid(("copy", "sort"), (4,), (0, 1), steps=200)
+
+
+def with_settings(run: RunConfig, **overrides) -> RunConfig:
+    """`run` rebuilt by make_run with some of its arguments replaced (e.g. steps=300 for a quick preset)."""
+    m, t = run.model, run.train
+    kwargs = dict(
+        steps=t.steps,
+        batch_size=t.batch_size,
+        lr=t.lr,
+        d_model=m.d_model,
+        n_heads=m.n_heads,
+        n_layers=m.n_layers,
+        d_ff=m.d_ff,
+        position=m.position,
+        norm=m.norm,
+        scaling=m.scaling,
+        dtype=m.dtype,
+    )
+    if "d_model" in overrides and "d_ff" not in overrides and m.d_ff == 4 * m.d_model:
+        kwargs["d_ff"] = None  # keep d_ff = 4d for a new width
+    return make_run(run.task.name, run.task.length, run.train.seed, **(kwargs | overrides))
+
+
+def _sweep_one(index: int, run: RunConfig, location: str) -> tuple[int, RunRecord]:
+    # Runs in a worker process: the store pins BLAS to one thread, so workers do not fight over cores.
+    return index, get_run(run, location=location)
+
+
+def _client(scheduler):
+    """A distributed.Client for an address, or the Client passed in; the caller closes only its own."""
+    from distributed import Client
+
+    if isinstance(scheduler, Client):
+        return scheduler, False
+    return Client(scheduler), True
+
+
+def _check_cluster(client) -> None:
+    """Fail with one clear line, not a hang, when the scheduler or a worker cannot import this project."""
+
+    def importable() -> bool:  # a nested function travels by value, so it runs even where lab is missing
+        from importlib.util import find_spec
+
+        return find_spec("lab") is not None and find_spec("attncore") is not None
+
+    if not (client.run_on_scheduler(importable) and all(client.run(importable).values())):
+        raise ConfigError(
+            "scheduler",
+            "the dask scheduler or a worker cannot import lab and attncore; "
+            "start them with PYTHONPATH set to the repository root",
+        )
+
+
+def run_sweep(
+    runs: Sequence[RunConfig],
+    n_jobs: int = -1,
+    backend: str = "loky",
+    scheduler=None,
+    progress: Callable[[int, int], object] | None = None,
+    *,
+    location: Path | str | None = None,
+) -> list[RunRecord]:
+    """Every run's record, in input order; cached runs are read here, the others computed in parallel.
+
+    backend 'loky' uses local processes (n_jobs=-1: all cores). backend 'dask' sends the missing runs to
+    the dask.distributed scheduler at `scheduler` (an address or a Client); its workers write to the same
+    cache location as the caller (`location`, default cache_dir()), so it must be a path they can reach.
+    progress(done, total) is called in this process after every finished run.
+    """
+    if backend not in BACKENDS:
+        raise ConfigError("backend", f"must be one of {', '.join(BACKENDS)}; got {backend!r}")
+    if backend == "dask" and (scheduler is None or scheduler == ""):
+        raise ConfigError("scheduler", "the dask backend needs a scheduler address, e.g. tcp://127.0.0.1:8786")
+    location = str(Path(location) if location is not None else cache_dir())
+    unique = list(dict.fromkeys(runs))  # a run listed twice is computed once
+    done: dict[RunConfig, RunRecord] = {}
+
+    def finished(run: RunConfig, record: RunRecord) -> None:
+        done[run] = record
+        if progress is not None:
+            progress(len(done), len(unique))
+
+    missing = []
+    for run in unique:
+        if is_cached(run, location=location):
+            finished(run, get_run(run, location=location))
+        else:
+            missing.append(run)
+    tasks = (delayed(_sweep_one)(i, run, location) for i, run in enumerate(missing))
+    if missing and backend == "loky":
+        for i, record in Parallel(n_jobs=n_jobs, backend="loky", return_as="generator_unordered")(tasks):
+            finished(missing[i], record)
+    elif missing:
+        client, own = _client(scheduler)
+        try:
+            _check_cluster(client)
+            with parallel_config(backend="dask", client=client):
+                for i, record in Parallel(n_jobs=n_jobs, return_as="generator_unordered")(tasks):
+                    finished(missing[i], record)
+        finally:
+            if own:
+                client.close()
+    return [done[run] for run in runs]

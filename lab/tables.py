@@ -1,0 +1,168 @@
+"""Results as pandas DataFrames, one function per table: the runs, the accuracy table and the ablations (SPEC §7).
+
+Each function takes RunRecords or their summary() dicts (what list_cached returns), so the command
+line and the dashboard share them; DataFrame.to_csv exports any of them.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+
+import numpy as np
+import pandas as pd
+
+from attncore.config import RunConfig
+
+from .store import RunRecord
+
+# The config columns that make two runs of one task, L and seed differ (max_len follows from L).
+SETTINGS = ["position", "norm", "scaling", "lr", "steps", "batch_size", "d_model", "n_heads", "n_layers", "d_ff"]
+SETTINGS += ["dtype", "beta1", "beta2", "eps"]
+RUN_COLUMNS = ["task", "length", "seed"] + SETTINGS
+RESULT_COLUMNS = ["final_loss", "token_accuracy", "sequence_accuracy", "distinct_accuracy", "n_distinct"]
+RESULT_COLUMNS += ["repeated_accuracy", "n_repeated", "n_params", "train_seconds", "eval_seconds"]
+
+
+def _summary(record) -> dict:
+    return record.summary() if isinstance(record, RunRecord) else record
+
+
+def _config(record) -> RunConfig:
+    if isinstance(record, RunConfig):
+        return record
+    if isinstance(record, RunRecord):
+        return record.config
+    return RunConfig.from_dict(record["config"])
+
+
+def _flat_config(run: RunConfig) -> dict:
+    m, t = run.model, run.train
+    return {"task": run.task.name, "length": run.task.length, "seed": t.seed} | {
+        name: getattr(m, name) if hasattr(m, name) else getattr(t, name) for name in SETTINGS
+    }
+
+
+def runs_frame(records: Iterable) -> pd.DataFrame:
+    """One row per run: its config flattened (task, length, seed, position, ...) and its results."""
+    rows = []
+    for record in records:
+        s = _summary(record)
+        rows.append(_flat_config(_config(record)) | {k: s[k] for k in RESULT_COLUMNS})
+    return pd.DataFrame(rows, columns=RUN_COLUMNS + RESULT_COLUMNS)
+
+
+def _settings(frame: pd.DataFrame) -> list[tuple]:
+    return list(frame[SETTINGS].itertuples(index=False, name=None))
+
+
+def _main_settings(frame: pd.DataFrame) -> tuple:
+    """The settings most runs share (the first such on a tie): the baseline of a sweep."""
+    return Counter(_settings(frame)).most_common(1)[0][0]
+
+
+def accuracy_table(records: Iterable, base: RunConfig | None = None) -> pd.DataFrame:
+    """Per task and L: mean and min over seeds of the per-token and per-sequence accuracy.
+
+    Only runs with the settings of `base` count (default: the settings most runs share), so the
+    ablations of a sweep stay out of it; they are ablation_table's.
+    """
+    frame = runs_frame(records)
+    columns = ["task", "length", "seeds", "token_accuracy_mean", "token_accuracy_min"]
+    columns += ["sequence_accuracy_mean", "sequence_accuracy_min"]
+    if frame.empty:
+        return pd.DataFrame(columns=columns)
+    settings = _main_settings(frame) if base is None else tuple(_flat_config(base)[k] for k in SETTINGS)
+    keep = [s == settings for s in _settings(frame)]
+    table = (
+        frame[keep]
+        .groupby(["task", "length"], sort=False)
+        .agg(
+            seeds=("seed", "nunique"),
+            token_accuracy_mean=("token_accuracy", "mean"),
+            token_accuracy_min=("token_accuracy", "min"),
+            sequence_accuracy_mean=("sequence_accuracy", "mean"),
+            sequence_accuracy_min=("sequence_accuracy", "min"),
+        )
+        .reset_index()
+    )
+    return table[columns]
+
+
+def ablation_base(records: Iterable) -> RunConfig:
+    """The reference run of a sweep's ablations: the run of the most common settings in the (task, L, seed)
+    with the most runs (copy, L = 6, seed 0 in the article sweep)."""
+    records = list(records)
+    frame = runs_frame(records)
+    sizes = frame.groupby(["task", "length", "seed"], sort=False).size()
+    task, length, seed = sizes.idxmax()
+    main, settings = _main_settings(frame), _settings(frame)
+    same = (frame["task"] == task) & (frame["length"] == length) & (frame["seed"] == seed)
+    rows = np.flatnonzero(same.to_numpy())
+    return _config(records[next((i for i in rows if settings[i] == main), rows[0])])
+
+
+def ablation_table(records: Iterable, base: RunConfig | None = None) -> pd.DataFrame:
+    """The runs of base's task, L and seed: variant name, final loss, accuracies and their difference to base.
+
+    base defaults to ablation_base(records). Base comes first, then the others in input order.
+    """
+    records = list(records)
+    frame = runs_frame(records)
+    metrics = ["final_loss", "token_accuracy", "sequence_accuracy", "distinct_accuracy", "repeated_accuracy"]
+    columns = ["variant"] + metrics + [f"{m}_diff" for m in ("final_loss", "token_accuracy", "sequence_accuracy")]
+    if frame.empty:
+        return pd.DataFrame(columns=columns)
+    configs = [_config(r) for r in records]
+    base = ablation_base(records) if base is None else base
+    same = [(c.task, c.train.seed) == (base.task, base.train.seed) for c in configs]
+    order = sorted(np.flatnonzero(same), key=lambda i: configs[i] != base)  # stable: base first
+    table = frame.iloc[order][metrics].reset_index(drop=True)
+    table.insert(0, "variant", [variant_name(configs[i], base) for i in order])
+    base_rows = [i for i in order if configs[i] == base]
+    if base_rows:
+        reference = frame.iloc[base_rows[0]]
+        for m in ("final_loss", "token_accuracy", "sequence_accuracy"):
+            table[f"{m}_diff"] = table[m] - reference[m]
+    else:  # base itself was not run: differences are unknown
+        for m in ("final_loss", "token_accuracy", "sequence_accuracy"):
+            table[f"{m}_diff"] = np.nan
+    return table[columns]
+
+
+def _format_lr(lr: float) -> str:
+    return np.format_float_scientific(lr, trim="-", exp_digits=1)  # 0.01 -> '1e-2', 0.0015 -> '1.5e-3'
+
+
+def variant_name(run: RunConfig, base: RunConfig) -> str:
+    """How `run` differs from `base`, in the article's words: 'no position', 'pre-LN, lr 1e-2', 'full' if not."""
+    r, b = _flat_config(_config(run)), _flat_config(_config(base))
+    differs = {k for k in r if r[k] != b[k]}
+    parts = []
+    if "scaling" in differs:
+        parts.append("scaling" if r["scaling"] else "no scaling")
+    if "position" in differs:
+        parts.append("no position" if r["position"] == "none" else f"{r['position']} position")
+    if "norm" in differs or "lr" in differs:  # an lr change names the norm, as the article does
+        parts.append(f"{r['norm']}-LN")
+    if "lr" in differs:
+        parts.append(f"lr {_format_lr(r['lr'])}")
+    if "task" in differs:
+        parts.append(r["task"])
+    named = {
+        "length": "L {}",
+        "seed": "seed {}",
+        "d_model": "d {}",
+        "n_heads": "{} heads",
+        "n_layers": "{} layers",
+        "steps": "{} steps",
+        "batch_size": "batch {}",
+        "dtype": "{}",
+        "beta1": "beta1 {:g}",
+        "beta2": "beta2 {:g}",
+        "eps": "eps {:g}",
+    }
+    parts += [fmt.format(r[k]) for k, fmt in named.items() if k in differs]
+    if "d_ff" in differs and not ("d_model" in differs and r["d_ff"] == 4 * r["d_model"]):
+        parts.append(f"d_ff {r['d_ff']}")
+    return ", ".join(parts) or "full"

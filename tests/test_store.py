@@ -1,0 +1,197 @@
+"""The run store: keys, hits, content, listing, corruption and two processes racing for one run."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from attncore.config import make_run
+from attncore.model import count_params, param_shapes
+from lab import store
+
+REPO = Path(__file__).resolve().parents[1]
+STEPS = 50
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    location = tmp_path / "cache"
+    monkeypatch.setenv(store.ENV_VAR, str(location))
+    return location
+
+
+def counting():
+    steps = []
+    return steps, lambda step, loss: steps.append(step)
+
+
+def assert_same_record(a: store.RunRecord, b: store.RunRecord) -> None:
+    assert a.config == b.config
+    assert np.array_equal(a.loss_history, b.loss_history)
+    assert a.params.keys() == b.params.keys()
+    assert all(np.array_equal(a.params[k], b.params[k]) for k in a.params)
+    assert np.array_equal(a.probe_attention, b.probe_attention)
+    assert (a.eval.token_accuracy, a.eval.sequence_accuracy) == (b.eval.token_accuracy, b.eval.sequence_accuracy)
+
+
+def subprocess_env(cache: Path) -> dict:
+    return os.environ | {"PYTHONPATH": str(REPO), store.ENV_VAR: str(cache)}
+
+
+def test_cache_dir_reads_the_environment_at_call_time(monkeypatch, tmp_path):
+    monkeypatch.delenv(store.ENV_VAR, raising=False)
+    assert store.cache_dir() == REPO / "cache"
+    monkeypatch.setenv(store.ENV_VAR, str(tmp_path))
+    assert store.cache_dir() == tmp_path
+
+
+def test_second_call_is_served_from_the_cache_without_training(cache):
+    run = make_run(steps=STEPS)
+    assert not store.is_cached(run)
+    steps, callback = counting()
+    first = store.get_run(run, callback)
+    assert steps == list(range(STEPS))
+    assert store.is_cached(run)
+    steps.clear()
+    second = store.get_run(run, callback)
+    assert steps == []
+    assert_same_record(first, second)
+    assert (cache / "joblib").is_dir()
+
+
+def test_record_holds_what_the_pages_need(cache):
+    run = make_run("sort", 4, 1, steps=STEPS)
+    record = store.get_run(run)
+    assert record.loss_history.shape == (STEPS,)
+    assert record.final_loss == record.loss_history[-1]
+    assert record.params.keys() == param_shapes(run.model).keys()
+    assert record.n_params == count_params(run.model)
+    assert record.probe_tokens.shape == (2 * 4,)
+    assert record.probe_attention.shape == (2, 4, 8, 8)
+    np.testing.assert_allclose(record.probe_attention.sum(axis=-1), 1.0, rtol=1e-5)
+    assert record.eval.n_distinct + record.eval.n_repeated == 500
+    # the store adds nothing to the numbers: the same as computing without it
+    assert_same_record(record, store.compute_run(run))
+    summary = record.summary()
+    assert "loss_history" not in summary
+    assert json.loads(json.dumps(summary)) == summary
+    assert summary["config"] == run.to_dict()
+    assert summary["sequence_accuracy"] == record.eval.sequence_accuracy
+    assert len(pickle.dumps(record)) < 300_000  # the weights dominate: 27k float32
+
+
+def test_key_changes_with_the_config_and_the_numerics_version(cache, monkeypatch):
+    run = make_run(steps=STEPS)
+    store.get_run(run)
+    assert store.is_cached(run)
+    for other in (make_run(steps=STEPS, seed=1), make_run(steps=STEPS, lr=1e-2), make_run(steps=STEPS, norm="post")):
+        assert not store.is_cached(other)
+    monkeypatch.setattr(store, "NUMERICS_VERSION", store.NUMERICS_VERSION + 1)
+    assert not store.is_cached(run)
+    steps, callback = counting()
+    store.get_run(run, callback)
+    assert len(steps) == STEPS
+    assert store.is_cached(run)
+
+
+def test_list_cached_reads_summaries_and_clear_empties_the_store(cache, monkeypatch):
+    runs = [make_run(steps=STEPS), make_run("sort", 4, steps=STEPS)]
+    records = [store.get_run(run) for run in runs]
+    listed = store.list_cached()
+    assert [s["config"] for s in listed] == [r.to_dict() for r in runs]
+    assert listed == [r.summary() for r in records]
+    # a damaged sidecar hides that entry from the list and breaks nothing; the next hit repairs it
+    sidecar = next((cache / "joblib").rglob(store.SUMMARY_FILE))
+    sidecar.unlink()
+    assert len(store.list_cached()) == 1
+    for run in runs:
+        store.get_run(run)
+    assert len(store.list_cached()) == 2
+    sidecar.write_text("{not json")
+    assert len(store.list_cached()) == 1
+    # entries of another numerics version are not listed
+    version = store.NUMERICS_VERSION
+    monkeypatch.setattr(store, "NUMERICS_VERSION", version + 1)
+    assert store.list_cached() == []
+    monkeypatch.setattr(store, "NUMERICS_VERSION", version)
+    assert len(store.list_cached()) == 1
+    assert store.clear_cache() == 2
+    assert store.list_cached() == []
+    assert not any(store.is_cached(run) for run in runs)
+
+
+def test_truncated_entry_is_recomputed_with_a_warning(cache):
+    run = make_run(steps=STEPS)
+    original = store.get_run(run)
+    (pkl,) = (cache / "joblib").rglob("output.pkl")
+    data = pkl.read_bytes()
+    pkl.write_bytes(data[: len(data) // 2])
+    steps, callback = counting()
+    with pytest.warns(store.CacheWarning, match="unreadable"):
+        again = store.get_run(run, callback)
+    assert len(steps) == STEPS
+    assert_same_record(original, again)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # repaired: a clean hit
+        assert_same_record(original, store.get_run(run))
+    pkl.write_bytes(b"not a pickle at all")
+    with pytest.warns(store.CacheWarning):
+        assert_same_record(original, store.get_run(run))
+
+
+def test_cache_hit_is_fast(cache):
+    run = make_run(steps=STEPS)
+    store.get_run(run)
+    times = []
+    for _ in range(5):
+        start = time.perf_counter()
+        store.get_run(run)
+        times.append(time.perf_counter() - start)
+    assert np.median(times) < 0.1
+
+
+RACER = """
+import pickle, sys, time
+from pathlib import Path
+from attncore.config import make_run
+from lab.store import get_run
+
+tmp, name = Path(sys.argv[1]), sys.argv[2]
+(tmp / f"ready-{name}").touch()
+while not (tmp / "go").exists():  # both processes start get_run within a millisecond
+    time.sleep(0.001)
+steps = []
+record = get_run(make_run(steps=int(sys.argv[3])), lambda step, loss: steps.append(step))
+(tmp / f"out-{name}.pkl").write_bytes(pickle.dumps({"trained": len(steps), "record": record}))
+"""
+
+
+def test_two_processes_asking_for_one_run_compute_it_once(cache, tmp_path):
+    script = tmp_path / "racer.py"
+    script.write_text(RACER)
+    procs = [
+        subprocess.Popen([sys.executable, str(script), str(tmp_path), name, str(STEPS)], env=subprocess_env(cache))
+        for name in ("a", "b")
+    ]
+    deadline = time.monotonic() + 60
+    while not all((tmp_path / f"ready-{n}").exists() for n in "ab"):
+        assert time.monotonic() < deadline and all(p.poll() is None for p in procs)
+        time.sleep(0.01)
+    (tmp_path / "go").touch()
+    assert [p.wait(timeout=60) for p in procs] == [0, 0]
+    outs = [pickle.loads((tmp_path / f"out-{n}.pkl").read_bytes()) for n in "ab"]
+    assert sorted(o["trained"] for o in outs) == [0, STEPS]  # one trained, the other waited and read
+    assert_same_record(outs[0]["record"], outs[1]["record"])
+    steps, callback = counting()
+    assert_same_record(outs[0]["record"], store.get_run(make_run(steps=STEPS), callback))
+    assert steps == []
+    assert len(list((cache / "joblib").rglob("output.pkl"))) == 1
