@@ -1,0 +1,59 @@
+"""Home: what the lab is, what is cached, the article's sweep in one click, links to every page."""
+
+import streamlit as st
+
+from attncore import ConfigError
+from lab.store import list_cached
+from lab.sweep import preset
+from lab.tables import ablation_table, accuracy_table, runs_frame
+from ui import nav, runs, sidebar, tables
+
+st.title("Attention Lab")
+st.markdown(
+    "A two-block Transformer decoder written in NumPy, with its backward pass by hand, learns to **copy** or "
+    "**sort** a short sequence of symbols. Every training is a pure function of its configuration: it runs once, "
+    "lands in a cache, and is served from there in milliseconds. Pick a configuration in the sidebar, then train "
+    "it, compare it across seeds and ablations, and look inside its attention heads."
+)
+
+summaries = list_cached()
+article = preset("article")
+records, missing = runs.cached_summaries(article)
+c1, c2, c3 = st.columns(3)
+c1.metric("Runs in the cache", len(summaries))
+c2.metric("Article runs cached", f"{len(records)} of {len(article)}")
+try:
+    current = sidebar.make()
+    c3.metric("Sidebar run", "cached" if runs.cached(current) else "not trained yet")
+    st.caption(f"Sidebar run: {sidebar.describe(current)}")
+except ConfigError as e:
+    sidebar.show_config_error(e)
+
+st.header("Reproduce the article")
+st.caption(
+    "The 23 runs of the article (SPEC §7): copy and sort at L = 4, 6, 8 with seeds 0, 1, 2, and five ablations of "
+    "copy at L = 6. Cached runs load at once; the others train in parallel worker processes (about 4 s each)."
+)
+done = records
+if missing:
+    go = st.button(f"Reproduce the article ({len(missing)} runs to train)", type="primary", key="reproduce")
+    done = runs.sweep(article, "Article sweep") if go else None
+if done:
+    st.subheader("Accuracy by task and length")
+    tables.show(accuracy_table(done))
+    st.caption("Mean and minimum over seeds 0, 1, 2: per token, and per sequence (all L symbols right).")
+    st.subheader("Ablations: copy, L = 6, seed 0")
+    tables.show(ablation_table(done)[["variant", "final_loss", "token_accuracy", "sequence_accuracy"]])
+    st.caption("Final loss and accuracies of the full model and its five ablations (details: Ablations page).")
+
+st.header("Pages")
+nav.page_links()
+
+with st.expander(f"What is cached ({len(summaries)} runs)"):
+    if summaries:
+        frame = runs_frame(summaries)
+        columns = ["task", "length", "seed", "position", "norm", "scaling", "lr", "steps", "d_model", "n_heads"]
+        columns += ["n_layers", "final_loss", "token_accuracy", "sequence_accuracy", "train_seconds"]
+        tables.show(frame[columns])
+    else:
+        st.info("Nothing yet: train a run on the Train page, or reproduce the article above.")

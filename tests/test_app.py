@@ -1,0 +1,342 @@
+"""AppTest for every page: renders, reacts to the sidebar, restores state from the URL, shows bad input as a message.
+
+Runs are short (30 steps) and live in a temporary run store (ATTNCORE_CACHE_DIR).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from attncore import make_run
+from attncore.inspect import evaluate_ablated
+from lab.store import get_run, is_cached
+from lab.tables import variant_name
+from ui.nav import PAGES
+
+STEPS = 30
+SHORT = {"steps": str(STEPS)}
+TIMEOUT = 120
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """A temporary run store with the default configuration (30 steps) and its no-position ablation."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("ATTNCORE_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    for run in (make_run(steps=STEPS), make_run(steps=STEPS, position="none")):
+        get_run(run)
+    yield
+    mp.undo()
+
+
+def app(page: str = "", **query) -> AppTest:
+    """The dashboard opened at `page` (a file under app_pages/) with these query parameters."""
+    at = AppTest.from_file("../dashboard.py", default_timeout=TIMEOUT)
+    at.query_params.update(SHORT | query)
+    at.run()
+    if page:
+        at.switch_page(f"app_pages/{page}.py").run()
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+def texts(elements) -> str:
+    return "\n".join(str(e.value) for e in elements)
+
+
+def metric(at: AppTest, label: str) -> str:
+    return next(m.value for m in at.metric if m.label == label)
+
+
+def charts(at: AppTest) -> list[dict]:
+    return [json.loads(c.proto.spec) for c in at.get("vega_lite_chart")]
+
+
+def test_no_pages_folder_beside_the_entry_point():
+    """A folder named pages/ next to dashboard.py turns on Streamlit's legacy navigation for a server's first run
+    (and for every AppTest run): page scripts live in app_pages/ and are registered in ui/nav.py."""
+    root = Path(__file__).resolve().parents[1]
+    assert not (root / "pages").exists()
+    assert all((root / spec.path).is_file() for spec in PAGES)
+
+
+@pytest.mark.parametrize("spec", [p for p in PAGES if not p.uses_run], ids=lambda p: p.url_path)
+def test_other_registered_pages_render_inside_the_dashboard(store, spec):
+    """Calculators and mechanism pages under dashboard.py: no exception, and the run configuration folded away."""
+    at = app(spec.path.removeprefix("app_pages/").removesuffix(".py"))
+    assert at.title and not at.error
+    assert "Run configuration (Lab pages)" in [e.label for e in at.sidebar.expander]
+
+
+# --- Home ----------------------------------------------------------------------------------------
+
+
+def test_home_renders_cache_state_and_links(store):
+    at = app()
+    assert at.title[0].value == "Attention Lab"
+    assert metric(at, "Runs in the cache") == "2"
+    assert metric(at, "Article runs cached") == "0 of 23"
+    assert metric(at, "Sidebar run") == "cached"
+    links = [link.proto.page for link in at.get("page_link")]
+    assert {"train", "results", "ablations", "attention"} <= set(links)
+
+
+def test_home_reflects_a_sidebar_change(store):
+    at = app()
+    at.number_input(key="seed").set_value(9).run()
+    assert metric(at, "Sidebar run") == "not trained yet"
+    assert "seed 9" in texts(at.caption)
+
+
+def test_home_reproduce_button_runs_the_sweep_with_progress(store, monkeypatch):
+    import lab.sweep
+
+    short = [make_run("copy", 4, s, steps=STEPS) for s in (0, 1)] + [make_run("copy", 4, 0, steps=STEPS, scaling=False)]
+    monkeypatch.setattr(lab.sweep, "preset", lambda name: short)  # the article's 23 full runs take minutes
+    at = app()
+    assert metric(at, "Article runs cached") == "0 of 3"
+    at.button(key="reproduce").click().run()
+    assert not at.exception
+    accuracy, ablation = (d.value for d in at.dataframe[:2])
+    assert accuracy[["task", "length", "seeds"]].values.tolist() == [["copy", 4, 2]]
+    assert list(ablation["variant"]) == ["full", "no scaling"]
+    assert all(is_cached(r) for r in short)
+    again = app()  # now from the cache: no button, the same tables at once
+    assert metric(again, "Article runs cached") == "3 of 3"
+    assert not [b for b in again.button if b.key == "reproduce"]
+    assert again.dataframe[0].value.equals(accuracy)
+
+
+def test_home_invalid_sidebar_shows_error(store):
+    at = app(d="30")
+    assert "n_heads" in texts(at.error) and not at.exception
+
+
+# --- Train ---------------------------------------------------------------------------------------
+
+
+def test_train_cached_run_appears_at_once(store):
+    at = app("train")
+    record = get_run(make_run(steps=STEPS))
+    assert metric(at, "Final loss") == f"{record.final_loss:.4f}"
+    assert metric(at, "Per-sequence accuracy") == f"{record.eval.sequence_accuracy:.3f}"
+    assert metric(at, "Parameters") == "27,253"
+    assert len(charts(at)) == 1
+
+
+def test_train_uncached_run_trains_on_demand(store):
+    at = app("train", seed="5")
+    assert not at.metric and "Not trained yet" in texts(at.info)
+    at.button(key="train").click().run()
+    assert not at.exception
+    assert is_cached(make_run(seed=5, steps=STEPS))
+    record = get_run(make_run(seed=5, steps=STEPS))
+    assert metric(at, "Final loss") == f"{record.final_loss:.4f}"
+
+
+def test_train_sidebar_change_changes_what_is_shown(store):
+    at = app("train")
+    before = metric(at, "Final loss")
+    at.selectbox(key="pos").set_value("none").run()
+    assert "none position" in texts(at.caption)
+    assert metric(at, "Final loss") != before  # the no-position run is cached too, with its own loss
+
+
+def test_train_invalid_combination_shows_error_not_traceback(store):
+    at = app("train")
+    at.number_input(key="d").set_value(30).run()
+    assert not at.exception
+    assert "n_heads" in texts(at.error) and "must divide d_model=30" in texts(at.error)
+    assert not at.metric
+
+
+def test_query_params_restore_the_whole_sidebar(store):
+    query = dict(task="sort", L="4", seed="2", pos="RoPE", norm="post-LN", scaling="false", lr="0.01")
+    query |= dict(d="16", heads="2", layers="1", batch="16")
+    at = app("train", **query)
+    assert at.radio(key="task").value == "sort" and at.radio(key="norm").value == "post"
+    assert at.selectbox(key="pos").value == "rope" and at.selectbox(key="lr").value == 0.01
+    assert at.toggle(key="scaling").value is False
+    values = {k: at.number_input(key=k).value for k in ("L", "seed", "steps", "d", "heads", "layers", "batch")}
+    assert values == dict(L=4, seed=2, steps=STEPS, d=16, heads=2, layers=1, batch=16)
+    caption = texts(at.caption)
+    assert "sort · L=4 · seed 2 · RoPE position · post-LN · scaling off · lr 0.01" in caption
+
+
+def test_reset_restores_the_defaults(store):
+    at = app("train", task="sort", L="4", d="16")
+    next(b for b in at.button if b.label == "Reset to defaults").click().run()
+    assert at.radio(key="task").value == "copy"
+    assert (at.number_input(key="L").value, at.number_input(key="d").value) == (6, 32)
+
+
+def test_sidebar_settings_persist_across_pages(store):
+    at = app("train")
+    at.number_input(key="L").set_value(4).run()
+    at.switch_page("app_pages/attention.py").run()
+    assert at.number_input(key="L").value == 4
+    assert "copy · L=4" in texts(at.caption)
+
+
+def test_hosted_caps_from_environment_and_secrets(store, monkeypatch):
+    monkeypatch.setenv("ATTNLAB_MAX_STEPS", "200")
+    at = AppTest.from_file("../dashboard.py", default_timeout=TIMEOUT)
+    at.secrets["limits"] = {"max_layers": 3}
+    at.query_params.update({"steps": "5000", "layers": "4"})  # beyond the caps: ignored
+    at.run()
+    steps, layers = at.number_input(key="steps"), at.number_input(key="layers")
+    assert (steps.max, steps.value) == (200, 200)  # the default 1500 clamped to the cap
+    assert (layers.max, layers.value) == (3, 2)
+
+
+def _hold_all_slots(monkeypatch, seconds: float):
+    """Cap trainings at one, take that slot in another thread for `seconds`; returns the thread."""
+    import threading
+
+    from ui.limits import training_slot
+
+    monkeypatch.setenv("ATTNLAB_MAX_CONCURRENT", "1")
+    monkeypatch.setenv("ATTNLAB_SLOT_WAIT_SECONDS", "1")
+    taken = threading.Event()
+
+    def hold():
+        with training_slot():
+            taken.set()
+            threading.Event().wait(seconds)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    assert taken.wait(5)
+    return thread
+
+
+def test_training_slots_cap_concurrent_trainings(monkeypatch):
+    from ui.limits import BusyError, training_slot
+
+    thread = _hold_all_slots(monkeypatch, 3)
+    with pytest.raises(BusyError, match="1 trainings at once"):
+        with training_slot():
+            pass
+    thread.join()
+    with training_slot():  # free again once the other training is done
+        pass
+
+
+def test_train_when_the_server_is_busy_shows_a_message(store, monkeypatch):
+    thread = _hold_all_slots(monkeypatch, 4)
+    at = app("train", seed="6")
+    at.button(key="train").click().run()
+    thread.join()
+    assert not at.exception
+    assert "The server is busy" in texts(at.error)
+    assert not is_cached(make_run(seed=6, steps=STEPS))
+
+
+# --- Results -------------------------------------------------------------------------------------
+
+RESULTS = {"res_tasks": "copy", "res_L": ["4", "6"], "res_seeds": ["0", "1"]}
+
+
+def test_results_trains_missing_runs_then_shows_tables_and_charts(store):
+    at = app("results", **RESULTS)
+    assert "of 4 runs are not trained yet" in texts(at.info)
+    at.button(key="train_missing").click().run()
+    assert not at.exception
+    table = at.dataframe[0].value
+    assert table[["task", "length", "seeds"]].values.tolist() == [["copy", 4, 2], ["copy", 6, 2]]
+    records = [get_run(make_run("copy", L, s, steps=STEPS)) for L in (4, 6) for s in (0, 1)]
+    expected = [np.mean([r.eval.sequence_accuracy for r in records[i : i + 2]]) for i in (0, 2)]
+    assert np.allclose(table["sequence_accuracy_mean"], expected)
+    assert len(charts(at)) == 2
+    assert [b.proto.label for b in at.get("download_button")][0].startswith("Download the accuracy table")
+
+
+def test_results_follow_the_sidebar(store):
+    at = app("results", **RESULTS)
+    at.number_input(key="steps").set_value(40).run()  # other runs: none cached at 40 steps
+    assert "4 of 4 runs are not trained yet" in texts(at.info)
+    assert not at.dataframe
+
+
+def test_results_invalid_sidebar_shows_error(store):
+    at = app("results", heads="5", **RESULTS)
+    assert "n_heads" in texts(at.error) and not at.exception
+
+
+# --- Ablations -----------------------------------------------------------------------------------
+
+
+def test_ablations_table_has_base_first_and_differences(store):
+    at = app("ablations", abl_variants="no position")
+    table = at.dataframe[0].value
+    assert list(table["variant"]) == ["full", "no position"]
+    base, ablated = get_run(make_run(steps=STEPS)), get_run(make_run(steps=STEPS, position="none"))
+    assert table["sequence_accuracy_diff"].iloc[0] == 0
+    assert np.isclose(table["final_loss_diff"].iloc[1], ablated.final_loss - base.final_loss)
+    assert len(charts(at)) == 2  # loss curves and the distinct/repeated breakdown
+
+
+def test_ablations_follow_the_sidebar_and_train_missing(store):
+    at = app("ablations", abl_variants="no scaling")
+    assert "1 of 2 runs are not trained yet" in texts(at.info)
+    at.button(key="train_missing").click().run()
+    assert list(at.dataframe[0].value["variant"]) == ["full", "no scaling"]
+    at.radio(key="norm").set_value("post").run()  # a new base: post-LN, nothing cached
+    assert "2 of 2 runs are not trained yet" in texts(at.info)
+
+
+def test_ablations_skip_impossible_variants_with_a_note(store):
+    at = app("ablations", d="12", heads="4", abl_variants=["RoPE position"])  # d_head 3 is odd
+    assert "RoPE position: not possible" in texts(at.caption)
+    assert not at.exception
+
+
+def test_ablation_labels_match_the_store_tables():
+    base = make_run(steps=STEPS)
+    assert variant_name(make_run(steps=STEPS, position="none"), base) == "no position"
+
+
+# --- Attention -----------------------------------------------------------------------------------
+
+
+def test_attention_heatmaps_table_and_head_ablation(store):
+    at = app("attention", att_ablate="L0H1")
+    record = get_run(make_run(steps=STEPS))
+    heads = at.dataframe[0].value
+    assert list(heads["head"]) == [f"L{layer}H{h}" for layer in range(2) for h in range(4)]
+    spec = charts(at)[0]
+    assert spec["facet"]["row"]["field"] == "layer" and spec["facet"]["column"]["field"] == "head"
+    ablated = evaluate_ablated(record.params, record.config, [(0, 1)])
+    assert metric(at, "Per-sequence") == f"{ablated.sequence_accuracy:.3f}"
+    assert metric(at, "Heads zeroed") == "1 of 8"
+    assert "Weights are not explanations" in texts(at.info)
+
+
+def test_attention_typed_sequence_changes_the_input(store):
+    at = app("attention")
+    at.text_input(key="seq").set_value("1 2 3 4 5 6").run()
+    assert "Input `1 2 3 4 5 6 SEP 1 2 3 4 5`" in texts(at.markdown)
+    assert not at.error
+
+
+@pytest.mark.parametrize("text", ["1 2 3", "1 2 3 4 5 99", "a b c d e f"])
+def test_attention_invalid_sequence_shows_error(store, text):
+    at = app("attention", seq=text)
+    assert not at.exception
+    assert "Not a valid input" in texts(at.error) and "sequence" in texts(at.error)
+
+
+def test_attention_follows_the_sidebar(store):
+    at = app("attention")
+    assert "Input `17 3 0 12 7 9 SEP" in texts(at.markdown)
+    at.selectbox(key="pos").set_value("none").run()
+    assert "none position" in texts(at.caption)
+    assert (
+        at.dataframe[0].value["mean max weight"].tolist()
+        != app("attention").dataframe[0].value["mean max weight"].tolist()
+    )

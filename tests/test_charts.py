@@ -1,0 +1,187 @@
+"""The dashboard's pure pieces without a browser: frames (shaping) and charts (DataFrame -> Altair spec)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from attncore import make_run
+from attncore.config import SEP
+from attncore.evaluate import EvalResult
+from attncore.inspect import attention_maps, head_summary
+from attncore.model import init_params
+from attncore.tasks import probe_sequence
+from ui import charts, frames
+
+
+@pytest.fixture(scope="module")
+def maps_and_tokens():
+    run = make_run(length=4, n_layers=2, n_heads=2, d_model=16)
+    params = init_params(run.model, np.random.default_rng(0))
+    tokens = probe_sequence(run.task)  # (2L,)
+    return attention_maps(params, run, tokens), tokens  # (n_layers, H, T, T)
+
+
+def _eval(distinct: float, repeated: float) -> EvalResult:
+    return EvalResult(0.9, 0.5, distinct, 220, repeated, 280, 0.01)
+
+
+# --- frames --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n, cap", [(5, 10), (1500, 400), (401, 400)])
+def test_thin_keeps_first_and_last_and_stays_under_the_cap(n, cap):
+    keep = frames.thin(n, cap)
+    assert keep[0] == 0 and keep[-1] == n - 1
+    assert len(keep) <= cap and np.all(np.diff(keep) > 0)
+    assert len(keep) == min(n, cap)
+
+
+def test_history_frame_smooths_with_a_trailing_mean():
+    losses = np.array([4.0, 2.0, 6.0, 0.0, 2.0])
+    raw = frames.history_frame(losses)
+    assert raw["step"].tolist() == [1, 2, 3, 4, 5] and raw["loss"].tolist() == losses.tolist()
+    smooth = frames.history_frame(losses, smooth=2)
+    assert smooth["loss"].tolist() == [4.0, 3.0, 4.0, 3.0, 1.0]
+
+
+def test_loss_frame_keeps_label_order():
+    df = frames.loss_frame({"full": np.ones(3), "no position": np.ones(3) * 2})
+    assert list(dict.fromkeys(df["label"])) == ["full", "no position"]
+    assert df.groupby("label")["loss"].first().to_dict() == {"full": 1.0, "no position": 2.0}
+
+
+def test_attention_frame_drops_masked_keys_and_rows_sum_to_one(maps_and_tokens):
+    maps, tokens = maps_and_tokens
+    n_layers, H, T, _ = maps.shape
+    df = frames.attention_frame(maps, tokens)
+    assert len(df) == n_layers * H * T * (T + 1) // 2  # causal: keys 0..query only
+    assert (df["key"] <= df["query"]).all()
+    sums = df.groupby(["layer", "head", "query"])["weight"].sum()
+    assert np.allclose(sums, 1.0, atol=1e-5)
+    row = df[(df["layer"] == 1) & (df["head"] == 0) & (df["query"] == 5) & (df["key"] == 2)].iloc[0]
+    assert row.weight == pytest.approx(float(maps[1, 0, 5, 2]))
+    assert row.query_token == str(tokens[5]) and row.key_label == f"2 · {tokens[2]}"
+    assert (df.loc[df.key == 4, "key_token"] == "SEP").all() and tokens[4] == SEP
+
+
+def test_accuracy_long_maps_both_metrics():
+    table = pd.DataFrame(
+        {
+            "task": ["copy", "sort"],
+            "length": [4, 4],
+            "seeds": [3, 3],
+            "token_accuracy_mean": [1.0, 0.99],
+            "token_accuracy_min": [1.0, 0.98],
+            "sequence_accuracy_mean": [1.0, 0.95],
+            "sequence_accuracy_min": [1.0, 0.9],
+        }
+    )
+    long = frames.accuracy_long(table)
+    sort_seq = long[(long.task == "sort") & (long.metric == "per-sequence")].iloc[0]
+    assert (sort_seq["mean"], sort_seq["min"]) == (0.95, 0.9)
+    assert sorted(long.metric.unique()) == ["per-sequence", "per-token"] and len(long) == 4
+
+
+def test_heads_frame_drop_is_base_minus_zeroed(maps_and_tokens):
+    maps, _ = maps_and_tokens
+    summary = head_summary(maps, 4)
+    zeroed = {(s["layer"], s["head"]): 0.25 * i for i, s in enumerate(summary)}
+    df = frames.heads_frame(summary, zeroed, base_accuracy=0.9)
+    assert df["head"].tolist() == ["L0H0", "L0H1", "L1H0", "L1H1"]
+    assert np.allclose(df["drop"], [0.9 - 0.25 * i for i in range(4)])
+    assert df["mean max weight"].tolist() == [s["mean_max_weight"] for s in summary]
+
+
+def test_breakdown_frame_has_both_groups_per_variant():
+    df = frames.breakdown_frame({"full": _eval(1.0, 1.0), "no position": _eval(0.246, 0.170)})
+    row = df[(df.variant == "no position") & (df.symbols == "some repeated")].iloc[0]
+    assert (row.accuracy, row.n) == (0.170, 280)
+    assert len(df) == 4
+
+
+# --- charts --------------------------------------------------------------------------------------
+
+
+def _layers(spec: dict) -> list[dict]:
+    inner = spec.get("spec", spec)
+    return inner.get("layer", [inner])
+
+
+def test_loss_curve_is_a_log_scale_line():
+    spec = charts.loss_curve(frames.history_frame(np.linspace(3, 0.01, 50))).to_dict()
+    assert spec["mark"]["type"] == "line"
+    assert spec["encoding"]["y"]["scale"]["type"] == "log"
+    assert charts.loss_curve(frames.history_frame(np.ones(5)), log=False).to_dict()["encoding"]["y"]["scale"] == {
+        "zero": False
+    }
+
+
+def test_loss_overlay_draws_the_base_in_black_first():
+    df = frames.loss_frame({"full": np.ones(4), "no scaling": np.ones(4), "no position": np.ones(4)})
+    color = charts.loss_overlay(df).to_dict()["encoding"]["color"]
+    assert color["scale"]["domain"] == ["full", "no scaling", "no position"]
+    assert color["scale"]["range"][:3] == [charts.BASE_COLOR, *charts.VARIANT_COLORS[:2]]
+
+
+def test_seed_curves_band_min_to_max_and_mean_line():
+    records_like = pd.DataFrame(
+        {"run": ["copy, L=4"] * 6, "seed": [0, 0, 0, 1, 1, 1], "step": [1, 2, 3] * 2, "loss": [3, 2, 1, 4, 3, 2.0]}
+    )
+    spec = charts.seed_curves(records_like).to_dict()
+    assert spec["facet"]["field"] == "run"
+    band, seeds, mean = _layers(spec)
+    assert (band["encoding"]["y"]["aggregate"], band["encoding"]["y2"]["aggregate"]) == ("min", "max")
+    assert seeds["encoding"]["color"]["field"] == "seed"
+    assert mean["encoding"]["y"]["aggregate"] == "mean"
+
+
+def _marks(spec: dict) -> dict[str, dict]:
+    """Every leaf chart of a (nested) layer spec, by mark type (a shape-specific key for points)."""
+    found = {}
+    for layer in spec.get("layer", []):
+        if "layer" in layer:
+            found |= _marks(layer)
+        else:
+            mark = layer["mark"]
+            found[mark["type"] + ("-" + mark["shape"] if "shape" in mark else "")] = layer
+    return found
+
+
+def test_accuracy_vs_length_colours_metrics_consistently():
+    long = pd.DataFrame(
+        {"task": ["copy"] * 2 + ["sort"] * 2, "length": [4, 4, 4, 4], "seeds": 3}
+        | {"metric": ["per-token", "per-sequence"] * 2, "mean": [1.0, 0.9, 0.95, 0.8], "min": [1.0, 0.8, 0.9, 0.7]}
+    )
+    marks = _marks(charts.accuracy_vs_length(long).to_dict())
+    line, worst, names = marks["line"], marks["point-triangle-down"], marks["text"]
+    assert line["encoding"]["color"]["scale"] == {
+        "domain": ["per-token", "per-sequence"],
+        "range": [charts.TOKEN_COLOR, charts.SEQUENCE_COLOR],
+    }
+    assert line["encoding"]["strokeDash"]["field"] == "task"
+    assert worst["encoding"]["y"]["field"] == "min"
+    assert names["encoding"]["text"]["field"] == "task"  # tasks named at the line ends
+
+
+def test_attention_heatmaps_facet_layers_by_heads_with_tooltips(maps_and_tokens):
+    maps, tokens = maps_and_tokens
+    spec = charts.attention_heatmaps(frames.attention_frame(maps, tokens)).to_dict()
+    assert spec["facet"]["row"]["field"] == "layer" and spec["facet"]["column"]["field"] == "head"
+    enc = spec["spec"]["encoding"]
+    assert enc["color"]["scale"]["domain"] == [0, 1]  # every heatmap on the same scale
+    tips = {t["field"] for t in enc["tooltip"]}
+    assert {"query", "key", "query_token", "key_token", "weight"} <= tips
+    assert enc["x"]["sort"][:2] == [f"0 · {tokens[0]}", f"1 · {tokens[1]}"]  # positions in order, not text order
+
+
+def test_breakdown_bars_and_head_effects_build(maps_and_tokens):
+    bars = charts.breakdown_bars(frames.breakdown_frame({"full": _eval(1, 1)})).to_dict()
+    assert bars["encoding"]["y"]["scale"]["domain"] == [0, 1] and bars["encoding"]["xOffset"]["field"] == "symbols"
+    maps, _ = maps_and_tokens
+    heads = frames.heads_frame(head_summary(maps, 4), {}, 1.0)
+    spec = charts.head_effects(heads.assign(drop=[0.5, -0.1, 0.0, 0.2])).to_dict()
+    assert spec["encoding"]["xOffset"]["field"] == "measure"
+    assert spec["encoding"]["y"]["scale"]["domain"] == [-0.1, 1]  # a head whose removal helps stays visible
+    assert spec["encoding"]["color"]["scale"]["range"] == [charts.WEIGHT_COLOR, charts.SEQUENCE_COLOR]

@@ -1,0 +1,5 @@
+"""The dashboard's building blocks: the only package besides app_pages/ that imports streamlit.
+
+nav (page registry), sidebar (shared run configuration), params (URL-mirrored widgets), limits
+(hosted-mode caps), runs (bridge to lab.store), frames and charts (pure DataFrame -> Altair).
+"""

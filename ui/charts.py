@@ -1,0 +1,187 @@
+"""Altair charts as pure functions: a long DataFrame (ui.frames) in, an alt.Chart out; no streamlit.
+
+One palette for the whole app: per-token accuracy blue, per-sequence orange, the base run black,
+attention weights on a single-hue scale fixed to [0, 1] so every heatmap reads the same.
+"""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+TOKEN_COLOR = "#4C78A8"
+SEQUENCE_COLOR = "#F58518"
+BASE_COLOR = "#222222"
+SEED_COLORS = ["#72B7B2", "#B279A2", "#9D755D", "#EECA3B", "#54A24B", "#FF9DA6", "#79706E", "#E45756"]
+VARIANT_COLORS = ["#E45756", "#54A24B", "#B279A2", "#72B7B2", "#EECA3B", "#9D755D", "#FF9DA6", "#79706E"]
+METRICS = alt.Scale(domain=["per-token", "per-sequence"], range=[TOKEN_COLOR, SEQUENCE_COLOR])
+SYMBOLS = alt.Scale(domain=["all distinct", "some repeated"], range=["#54A24B", "#E45756"])
+WEIGHTS = alt.Scale(domain=[0, 1], scheme="blues")
+WEIGHT_COLOR = "#2171B5"  # a dark step of the heatmaps' "blues"
+HEATMAPS_WIDTH = 640  # pixels shared by one row of heatmaps (one per head)
+
+
+def _loss_axis(log: bool = True) -> alt.Y:
+    scale = alt.Scale(type="log") if log else alt.Scale(zero=False)
+    return alt.Y("loss:Q", title="training loss" + (" (log scale)" if log else ""), scale=scale)
+
+
+def loss_curve(df: pd.DataFrame, log: bool = True, height: int = 280, steps: int | None = None) -> alt.Chart:
+    """One curve: columns step, loss; `steps` fixes the x axis to the whole run, so a live curve grows into it."""
+    x_scale = alt.Scale(domain=[0, steps]) if steps else alt.Undefined
+    return (
+        alt.Chart(df)
+        .mark_line(color=TOKEN_COLOR, strokeWidth=1.8)
+        .encode(
+            x=alt.X("step:Q", title="training step", scale=x_scale),
+            y=_loss_axis(log),
+            tooltip=[alt.Tooltip("step:Q"), alt.Tooltip("loss:Q", format=".4f")],
+        )
+        .properties(height=height)
+    )
+
+
+def seed_curves(df: pd.DataFrame, log: bool = True, columns: int = 3) -> alt.FacetChart:
+    """Columns run, seed, step, loss: per run a min-max band over seeds, every seed thin, the mean bold."""
+    x = alt.X("step:Q", title="training step", scale=alt.Scale(nice=False))
+    scale = alt.Scale(type="log") if log else alt.Scale(zero=False)
+    band = (
+        alt.Chart()
+        .mark_area(opacity=0.25, color=TOKEN_COLOR)
+        .encode(x=x, y=alt.Y("min(loss):Q", title="training loss", scale=scale), y2=alt.Y2("max(loss):Q"))
+    )
+    seeds = (
+        alt.Chart()
+        .mark_line(strokeWidth=0.8, opacity=0.6)
+        .encode(
+            x=x,
+            y=alt.Y("loss:Q", scale=scale),
+            color=alt.Color("seed:N", title="seed", scale=alt.Scale(range=SEED_COLORS)),
+            tooltip=["run:N", "seed:N", "step:Q", alt.Tooltip("loss:Q", format=".4f")],
+        )
+    )
+    mean = alt.Chart().mark_line(color=BASE_COLOR, strokeWidth=2).encode(x=x, y=alt.Y("mean(loss):Q", scale=scale))
+    return (
+        alt.layer(band, seeds, mean, data=df)
+        .properties(width=230, height=170)
+        .facet(facet=alt.Facet("run:N", title=None, header=alt.Header(labelFontSize=13)), columns=columns)
+    )
+
+
+def accuracy_vs_length(df: pd.DataFrame, height: int = 260) -> alt.Chart:
+    """Columns task, length, metric, mean, min: mean over seeds as lines (sort: dashed, squares), ▼ the worst seed."""
+    x = alt.X("length:O", title="sequence length L", axis=alt.Axis(labelAngle=0))
+    color = alt.Color("metric:N", title=None, scale=METRICS, legend=alt.Legend(orient="bottom"))
+    dash = alt.StrokeDash("task:N", title=None, legend=None)  # tasks are named at the end of their lines
+    shape = alt.Shape("task:N", title=None, legend=None)
+    tooltip = [
+        "task:N",
+        "length:O",
+        "metric:N",
+        alt.Tooltip("mean:Q", format=".3f"),
+        alt.Tooltip("min:Q", format=".3f", title="worst seed"),
+        "seeds:Q",
+    ]
+    y = alt.Y("mean:Q", title="accuracy", scale=alt.Scale(zero=False, domainMax=1))
+    line = alt.Chart().mark_line(point=alt.OverlayMarkDef(size=60, filled=True))
+    line = line.encode(x=x, y=y, color=color, strokeDash=dash, shape=shape, tooltip=tooltip)
+    worst = alt.Chart().mark_point(shape="triangle-down", filled=True, size=45, opacity=0.7)
+    worst = worst.encode(x=x, y="min:Q", color=color, tooltip=tooltip)
+    last = df[df["length"] == df["length"].max()] if len(df) else df
+    names = alt.Chart(last).mark_text(align="left", dx=8, fontSize=12).encode(x=x, y=y, color=color, text="task:N")
+    return alt.layer(line, worst, data=df).properties(height=height) + names
+
+
+def loss_overlay(df: pd.DataFrame, log: bool = True, height: int = 340) -> alt.Chart:
+    """Columns label, step, loss; the first label (the base) black, the variants in the palette."""
+    labels = list(dict.fromkeys(df["label"]))
+    colors = [BASE_COLOR] + VARIANT_COLORS * (1 + len(labels) // len(VARIANT_COLORS))
+    return (
+        alt.Chart(df)
+        .mark_line(strokeWidth=1.6)
+        .encode(
+            x=alt.X("step:Q", title="training step"),
+            y=_loss_axis(log),
+            color=alt.Color("label:N", title="run", sort=labels, scale=alt.Scale(domain=labels, range=colors)),
+            tooltip=["label:N", "step:Q", alt.Tooltip("loss:Q", format=".4f")],
+        )
+        .properties(height=height)
+    )
+
+
+def breakdown_bars(df: pd.DataFrame) -> alt.Chart:
+    """Columns variant, symbols, accuracy, n: per-sequence accuracy split by distinct vs repeated symbols."""
+    variants = list(dict.fromkeys(df["variant"]))
+    return (
+        alt.Chart(df)
+        .mark_bar()
+        .encode(
+            x=alt.X("variant:N", title=None, sort=variants, axis=alt.Axis(labelAngle=0, labelLimit=140)),
+            xOffset=alt.XOffset("symbols:N", sort=SYMBOLS.domain),
+            y=alt.Y("accuracy:Q", title="per-sequence accuracy", scale=alt.Scale(domain=[0, 1])),
+            color=alt.Color("symbols:N", title=None, scale=SYMBOLS, legend=alt.Legend(orient="bottom")),
+            tooltip=["variant:N", "symbols:N", alt.Tooltip("accuracy:Q", format=".3f"), "n:Q"],
+        )
+        .properties(height=260)
+    )
+
+
+def attention_heatmaps(df: pd.DataFrame) -> alt.FacetChart:
+    """ui.frames.attention_frame rows -> one heatmap per layer (rows) and head (columns)."""
+    keys = list(df.sort_values("key")["key_label"].unique())
+    queries = list(df.sort_values("query")["query_label"].unique())
+    n_heads = max(df["head"].nunique(), 1)
+    cell = min(max(HEATMAPS_WIDTH // (n_heads * max(len(keys), 1)), 6), 24)
+    size = cell * max(len(keys), 1)
+    axis = {"labelOverlap": "greedy", "labelFontSize": 9 if cell < 14 else 10}
+    return (
+        alt.Chart(df)
+        .mark_rect(stroke="white", strokeWidth=0.5)
+        .encode(
+            x=alt.X("key_label:O", sort=keys, title="key (position · token)", axis=alt.Axis(labelAngle=-90, **axis)),
+            y=alt.Y("query_label:O", sort=queries, title="query (position · token)", axis=alt.Axis(**axis)),
+            color=alt.Color("weight:Q", scale=WEIGHTS, title="weight"),
+            tooltip=[
+                alt.Tooltip("layer:O"),
+                alt.Tooltip("head:O"),
+                alt.Tooltip("query:O", title="query position"),
+                alt.Tooltip("query_token:N", title="query token"),
+                alt.Tooltip("key:O", title="key position"),
+                alt.Tooltip("key_token:N", title="key token"),
+                alt.Tooltip("weight:Q", format=".3f"),
+            ],
+        )
+        .properties(width=size, height=size)
+        .facet(
+            row=alt.Row("layer:O", header=alt.Header(labelExpr="'layer ' + datum.value", labelFontSize=13), title=None),
+            column=alt.Column(
+                "head:O", header=alt.Header(labelExpr="'head ' + datum.value", labelFontSize=13), title=None
+            ),
+            spacing=6,
+        )
+    )
+
+
+def head_effects(df: pd.DataFrame) -> alt.Chart:
+    """Columns head, mean max weight, drop: per head, how sharp its weights look beside what zeroing it costs."""
+    measures = {"mean max weight": "mean max weight (how sharp it looks)", "drop": "per-seq accuracy lost when zeroed"}
+    long = df.melt(id_vars="head", value_vars=list(measures), var_name="measure", value_name="value")
+    long["measure"] = long["measure"].map(measures)
+    low = min(0.0, float(long["value"].min())) if len(long) else 0.0
+    return (
+        alt.Chart(long)
+        .mark_bar()
+        .encode(
+            x=alt.X("head:N", title=None, sort=list(df["head"]), axis=alt.Axis(labelAngle=0)),
+            xOffset=alt.XOffset("measure:N", sort=list(measures.values())),
+            y=alt.Y("value:Q", title=None, scale=alt.Scale(domain=[low, 1])),
+            color=alt.Color(
+                "measure:N",
+                title=None,
+                scale=alt.Scale(domain=list(measures.values()), range=[WEIGHT_COLOR, SEQUENCE_COLOR]),
+                legend=alt.Legend(orient="bottom", direction="vertical", labelLimit=400),
+            ),
+            tooltip=["head:N", "measure:N", alt.Tooltip("value:Q", format=".3f")],
+        )
+        .properties(height=260)
+    )

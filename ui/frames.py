@@ -1,0 +1,130 @@
+"""Long-format DataFrames the charts draw, shaped from run records and arrays (pandas only, no streamlit).
+
+Reshaping, thinning and smoothing for display; every number shown comes from attncore or lab.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from attncore.config import SEP
+
+MAX_POINTS = 400  # points per curve sent to the browser
+
+
+def thin(n: int, max_points: int = MAX_POINTS) -> np.ndarray:
+    """Indices of at most max_points evenly spread steps out of n, always with the first and the last."""
+    if n <= max_points:
+        return np.arange(n)
+    return np.unique(np.linspace(0, n - 1, max_points).round().astype(int))
+
+
+def history_frame(losses: Sequence[float], smooth: int = 1, max_points: int = MAX_POINTS) -> pd.DataFrame:
+    """One loss curve: columns step (1-based), loss; optionally a trailing rolling mean over `smooth` steps."""
+    loss = pd.Series(np.asarray(losses, dtype=float))
+    if smooth > 1:
+        loss = loss.rolling(smooth, min_periods=1).mean()
+    keep = thin(len(loss), max_points)
+    return pd.DataFrame({"step": keep + 1, "loss": loss.to_numpy()[keep]})
+
+
+def loss_frame(histories: dict[str, np.ndarray], smooth: int = 1, max_points: int = MAX_POINTS) -> pd.DataFrame:
+    """Several labelled loss curves: columns label, step, loss (labels keep their order)."""
+    parts = [history_frame(h, smooth, max_points).assign(label=label) for label, h in histories.items()]
+    if not parts:
+        return pd.DataFrame(columns=["label", "step", "loss"])
+    return pd.concat(parts, ignore_index=True)[["label", "step", "loss"]]
+
+
+def seed_loss_frame(records, smooth: int = 1, max_points: int = 300) -> pd.DataFrame:
+    """Loss curves of many runs: columns run ('copy, L=6'), seed, step, loss (optionally smoothed)."""
+    parts = []
+    for r in records:
+        c = r.config
+        part = history_frame(r.loss_history, smooth, max_points)
+        parts.append(part.assign(run=f"{c.task.name}, L={c.task.length}", seed=c.train.seed))
+    if not parts:
+        return pd.DataFrame(columns=["run", "seed", "step", "loss"])
+    return pd.concat(parts, ignore_index=True)[["run", "seed", "step", "loss"]]
+
+
+def accuracy_long(table: pd.DataFrame) -> pd.DataFrame:
+    """lab.tables.accuracy_table -> columns task, length, metric ('per-token'/'per-sequence'), mean, min."""
+    parts = []
+    for metric, prefix in (("per-token", "token_accuracy"), ("per-sequence", "sequence_accuracy")):
+        part = table[["task", "length", "seeds"]].copy()
+        part["metric"] = metric
+        part["mean"] = table[f"{prefix}_mean"].astype(float)
+        part["min"] = table[f"{prefix}_min"].astype(float)
+        parts.append(part)
+    if not parts or table.empty:
+        return pd.DataFrame(columns=["task", "length", "seeds", "metric", "mean", "min"])
+    return pd.concat(parts, ignore_index=True)
+
+
+def token_name(token: int) -> str:
+    return "SEP" if token == SEP else str(int(token))
+
+
+def attention_frame(maps: np.ndarray, tokens: np.ndarray) -> pd.DataFrame:
+    """maps (n_layers, H, T, T), tokens (T,) -> one row per allowed (query, key) pair of every head.
+
+    Keys after the query are masked by causality and left out, so they show as blank cells.
+    """
+    n_layers, n_heads, T, _ = maps.shape
+    layer, head, query, key = np.indices(maps.shape).reshape(4, -1)
+    keep = key <= query
+    names = np.array([token_name(t) for t in tokens])
+    frame = pd.DataFrame(
+        {
+            "layer": layer[keep],
+            "head": head[keep],
+            "query": query[keep],
+            "key": key[keep],
+            "query_token": names[query[keep]],
+            "key_token": names[key[keep]],
+            "weight": maps.reshape(-1)[keep].astype(float),
+        }
+    )
+    frame["query_label"] = frame["query"].astype(str) + " · " + frame["query_token"]
+    frame["key_label"] = frame["key"].astype(str) + " · " + frame["key_token"]
+    return frame
+
+
+def head_label(layer: int, head: int) -> str:
+    return f"L{layer}H{head}"
+
+
+def heads_frame(summary: list[dict], accuracy_zeroed: dict[tuple[int, int], float], base_accuracy: float):
+    """attncore.inspect.head_summary rows + each head's per-sequence accuracy when zeroed alone."""
+    rows = []
+    for s in summary:
+        zeroed = accuracy_zeroed.get((s["layer"], s["head"]), np.nan)
+        rows.append(
+            {
+                "head": head_label(s["layer"], s["head"]),
+                "layer": s["layer"],
+                "most-weighted keys": " ".join(map(str, s["keys"])),
+                "offsets": " ".join(f"{o:+d}" for o in s["offsets"]),
+                "constant offset": s["constant_offset"],
+                "mean max weight": s["mean_max_weight"],
+                "per-seq acc. zeroed": zeroed,
+                "drop": base_accuracy - zeroed,
+            }
+        )
+    frame = pd.DataFrame(rows)
+    if not frame.empty:
+        frame["constant offset"] = frame["constant offset"].astype("Int64")  # None -> <NA>, shown blank
+    return frame
+
+
+def breakdown_frame(evals: dict) -> pd.DataFrame:
+    """{label: EvalResult} -> columns variant, symbols ('all distinct'/'some repeated'), accuracy, n."""
+    rows = []
+    for label, e in evals.items():
+        rows.append({"variant": label, "symbols": "all distinct", "accuracy": e.distinct_accuracy, "n": e.n_distinct})
+        rows.append({"variant": label, "symbols": "some repeated", "accuracy": e.repeated_accuracy, "n": e.n_repeated})
+    return pd.DataFrame(rows, columns=["variant", "symbols", "accuracy", "n"])

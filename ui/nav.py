@@ -1,0 +1,86 @@
+"""The page registry: every page of the app, grouped into sections, and the navigation built from it.
+
+To add a page: write app_pages/<name>.py (a thin script) and add one PageSpec line to PAGES below.
+`uses_run=True` keeps the shared run configuration open in the sidebar on that page; other pages
+get it folded away. Home lists every registered page with its blurb, so new pages appear there too.
+
+The folder is app_pages/, not pages/: a folder named pages/ beside dashboard.py switches Streamlit
+to its legacy automatic navigation for the first script run of a server (and for every AppTest
+run), so a first visitor opening /train would get the page without dashboard.py's sidebar.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import streamlit as st
+from streamlit.navigation.page import StreamlitPage
+
+
+@dataclass(frozen=True)
+class PageSpec:
+    section: str  # "Lab", "Calculators" or "Mechanisms"
+    path: str  # script relative to dashboard.py
+    title: str
+    icon: str  # a Material Symbol, e.g. ":material/home:"
+    url_path: str  # the page's URL is /<url_path> ("" for the default page)
+    blurb: str  # one sentence for Home's links
+    uses_run: bool = True  # reads the sidebar's run configuration
+
+
+SECTIONS = ("Lab", "Calculators", "Mechanisms")
+PAGES = [
+    PageSpec("Lab", "app_pages/home.py", "Home", ":material/home:", "",
+             "What the lab is, what is cached, the article's sweep."),
+    PageSpec("Lab", "app_pages/train.py", "Train", ":material/model_training:", "train",
+             "Train one configuration and watch its loss fall."),
+    PageSpec("Lab", "app_pages/results.py", "Results", ":material/table_chart:", "results",
+             "Accuracy by task and length over seeds."),
+    PageSpec("Lab", "app_pages/ablations.py", "Ablations", ":material/compare_arrows:", "ablations",
+             "Remove scaling, position or pre-LN and compare."),
+    PageSpec("Lab", "app_pages/attention.py", "Attention", ":material/grid_on:", "attention",
+             "Every head's weights, and what zeroing a head does."),
+    PageSpec("Calculators", "app_pages/parameters.py", "Parameters", ":material/calculate:", "parameters",
+             "Parameter counts of real models and of this lab's, component by component.", uses_run=False),
+    PageSpec("Calculators", "app_pages/kv_cache.py", "KV cache", ":material/memory:", "kv-cache",
+             "Key-value cache memory, what fits on a GPU, and the cache's speed-up measured.", uses_run=False),
+    PageSpec("Mechanisms", "app_pages/scaling.py", "Scaling", ":material/straighten:", "scaling",
+             "Why the scores are divided by √d_k, measured against the theory.", uses_run=False),
+    PageSpec("Mechanisms", "app_pages/masks.py", "Masks", ":material/visibility_off:", "masks",
+             "The causal mask before vs after the softmax, and padding.", uses_run=False),
+    PageSpec("Mechanisms", "app_pages/heads_position.py", "Heads and position", ":material/view_week:",
+             "heads-and-position", "Parameters independent of h, the permutation test, four encodings.",
+             uses_run=False),
+    PageSpec("Mechanisms", "app_pages/cost.py", "Cost", ":material/speed:", "cost",
+             "Attention's time and memory against the sequence length, timed live.", uses_run=False),
+    PageSpec("Mechanisms", "app_pages/gradient_check.py", "Gradient check", ":material/rule:", "gradient-check",
+             "Finite differences against the hand-written backward pass.", uses_run=False),
+]  # fmt: skip
+
+
+def _page(spec: PageSpec) -> StreamlitPage:
+    return st.Page(
+        spec.path, title=spec.title, icon=spec.icon, url_path=spec.url_path or None, default=not spec.url_path
+    )
+
+
+def navigation() -> tuple[StreamlitPage, PageSpec]:
+    """Register the pages; returns the navigation (call .run() after the sidebar) and the current page's spec."""
+    grouped = {s: [_page(p) for p in PAGES if p.section == s] for s in SECTIONS}
+    nav = st.navigation({s: pages for s, pages in grouped.items() if pages})
+    current = next((p for p in PAGES if p.url_path == nav.url_path), PAGES[0])
+    return nav, current
+
+
+def page_links() -> None:
+    """Links to every page but Home, by section, each with its blurb; the sidebar's settings travel along."""
+    for section in SECTIONS:
+        specs = [p for p in PAGES if p.section == section and p.url_path]
+        if not specs:
+            continue
+        st.subheader(section)
+        cols = st.columns(min(len(specs), 4))
+        for i, spec in enumerate(specs):
+            with cols[i % len(cols)].container(border=True):
+                st.page_link(spec.path, label=f"**{spec.title}**", icon=spec.icon)
+                st.caption(spec.blurb)

@@ -1,0 +1,47 @@
+"""The Attention page's input: the probe or a typed sequence (validated by attncore), and the model's answer."""
+
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from attncore import ConfigError, RunConfig
+from attncore.inspect import parse_sequence
+from attncore.model import generate
+from attncore.tasks import make_sequences
+from lab.store import RunRecord
+from ui.frames import token_name
+from ui.params import url_text
+
+
+def chosen_tokens(run: RunConfig, record: RunRecord) -> np.ndarray:
+    """A text input mirrored in the URL (?seq=...); invalid text shows st.error and falls back to the probe."""
+    L, probe = run.task.length, record.probe_tokens
+    text = url_text(
+        "Input symbols",
+        "seq",
+        "",
+        placeholder=" ".join(map(str, probe[:L])),
+        help=f"{L} symbols from 0 to 19, separated by spaces. Empty: the probe sequence.",
+    )
+    if not text.strip():
+        return probe
+    try:
+        return parse_sequence(text, run)
+    except ConfigError as e:
+        st.error(
+            f"**Not a valid input** ({e.field}): {e}. Showing the probe sequence instead.", icon=":material/error:"
+        )
+        return probe
+
+
+def answer_line(run: RunConfig, record: RunRecord, tokens: np.ndarray) -> str:
+    """Markdown: the input (2L,), the task's answer, and the trained model's greedy answer."""
+    L = run.task.length
+    expected = make_sequences(tokens[None, :L], run.task.name)[0, L + 1 :]  # (L,)
+    answer = generate(record.params, tokens[None, : L + 1], L, run.model)[0][0]  # (L,)
+    verdict = "right" if (answer == expected).all() else "wrong"
+    return (
+        f"Input `{' '.join(token_name(t) for t in tokens)}` · expected answer `{' '.join(map(str, expected))}` · "
+        f"the model's greedy answer `{' '.join(map(str, answer))}` (**{verdict}**)"
+    )

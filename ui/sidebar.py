@@ -1,0 +1,105 @@
+"""The shared sidebar: the run configuration every Lab page reads, mirrored in the URL.
+
+dashboard.py draws it once per script run (before the page), so its values persist across pages
+and its query parameters (task, L, seed, scaling, pos, norm, lr, steps, d, heads, layers, batch)
+stay in the URL on every page. Pages call `selected_run()` or `make(**overrides)`.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from attncore import ConfigError, RunConfig, make_run
+from attncore.config import POSITIONS, TASKS
+from ui.limits import limits
+from ui.params import url_number, url_radio, url_select, url_toggle
+
+POSITION_LABELS = {"learned": "learned", "sinusoidal": "sinusoidal", "rope": "RoPE", "none": "none"}
+NORM_LABELS = {"pre": "pre-LN", "post": "post-LN"}
+LEARNING_RATES = [1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2]
+# query-parameter key -> (make_run argument, default)
+DEFAULTS = {
+    "task": ("task", "copy"),
+    "L": ("length", 6),
+    "seed": ("seed", 0),
+    "scaling": ("scaling", True),
+    "pos": ("position", "learned"),
+    "norm": ("norm", "pre"),
+    "lr": ("lr", 3e-3),
+    "steps": ("steps", 1500),
+    "d": ("d_model", 32),
+    "heads": ("n_heads", 4),
+    "layers": ("n_layers", 2),
+    "batch": ("batch_size", 32),
+}
+
+
+def _reset() -> None:
+    for key, (_, default) in DEFAULTS.items():
+        st.session_state[key] = default
+
+
+def _widgets() -> None:
+    lim = limits()
+    url_radio("Task", "task", TASKS, "copy", help="copy: repeat the L symbols; sort: write them in order.")
+    url_number("Sequence length L", "L", 6, 1, lim.max_length, help="Symbols before the separator.")
+    url_number("Seed", "seed", 0, 0, 9999, help="Seeds the initial weights and the training batches.")
+    url_select("Position encoding", "pos", POSITIONS, "learned", format_func=POSITION_LABELS.get)
+    url_radio("LayerNorm", "norm", ("pre", "post"), "pre", format_func=NORM_LABELS.get)
+    url_toggle("Scale scores by 1/√d_head", "scaling", True)
+    with st.expander("Advanced", expanded=False):
+        url_select("Learning rate", "lr", LEARNING_RATES, 3e-3, format_func=lambda v: f"{v:g}")
+        url_number("Training steps", "steps", 1500, 10, lim.max_steps, step=100)
+        url_number("Model width d", "d", 32, 4, lim.max_d_model, step=4)
+        url_number("Heads", "heads", 4, 1, lim.max_heads, help="Must divide d.")
+        url_number("Layers (blocks)", "layers", 2, 1, lim.max_layers)
+        url_number("Batch size", "batch", 32, 1, lim.max_batch, step=8)
+    st.button("Reset to defaults", on_click=_reset, width="stretch")
+    st.caption("The URL holds these settings: copy it to share this exact view.")
+
+
+def render(expanded: bool = True) -> None:
+    """Draw the run configuration in the sidebar; folded into an expander on pages that don't use it."""
+    with st.sidebar:
+        if expanded:
+            st.header("Run configuration")
+            _widgets()
+        else:
+            with st.expander("Run configuration (Lab pages)", expanded=False):
+                _widgets()
+
+
+def settings() -> dict:
+    """The sidebar's values as make_run keyword arguments."""
+    return {arg: st.session_state.get(key, default) for key, (arg, default) in DEFAULTS.items()}
+
+
+def make(**overrides) -> RunConfig:
+    """The sidebar's RunConfig with some fields replaced (make_run names); raises ConfigError."""
+    kw = settings() | overrides
+    return make_run(kw.pop("task"), kw.pop("length"), kw.pop("seed"), **kw)
+
+
+def selected_run(**overrides) -> RunConfig:
+    """Like make(), but an invalid combination shows one clear message in place and stops the page."""
+    try:
+        return make(**overrides)
+    except ConfigError as e:
+        show_config_error(e)
+        st.stop()
+
+
+def show_config_error(e: ConfigError) -> None:
+    st.error(
+        f"**This configuration is not valid** ({e.field}): {e}. Change it in the sidebar.", icon=":material/error:"
+    )
+
+
+def describe(run: RunConfig) -> str:
+    """One line naming a run, e.g. for captions and titles."""
+    m, t, k = run.model, run.train, run.task
+    return (
+        f"{k.name} · L={k.length} · seed {t.seed} · {POSITION_LABELS[m.position]} position · "
+        f"{NORM_LABELS[m.norm]} · scaling {'on' if m.scaling else 'off'} · lr {t.lr:g} · {t.steps} steps · "
+        f"d={m.d_model}, {m.n_heads} heads, {m.n_layers} layers · batch {t.batch_size}"
+    )

@@ -1,0 +1,36 @@
+"""How the lab's tables are shown: short column labels and number formats (display only; CSVs keep lab's names)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+_LABELS = {
+    "length": ("L", "%d"),
+    "seeds": ("seeds", "%d"),
+    "token_accuracy_mean": ("per-token mean", "%.3f"),
+    "token_accuracy_min": ("per-token min", "%.3f"),
+    "sequence_accuracy_mean": ("per-seq mean", "%.3f"),
+    "sequence_accuracy_min": ("per-seq min", "%.3f"),
+    "final_loss": ("final loss", "%.4f"),
+    "token_accuracy": ("per-token", "%.3f"),
+    "sequence_accuracy": ("per-seq", "%.3f"),
+    "distinct_accuracy": ("distinct", "%.3f"),
+    "repeated_accuracy": ("repeated", "%.3f"),
+    "final_loss_diff": ("Δ loss", "%+.4f"),
+    "token_accuracy_diff": ("Δ per-token", "%+.3f"),
+    "sequence_accuracy_diff": ("Δ per-seq", "%+.3f"),
+    "train_seconds": ("train s", "%.1f"),
+    "mean max weight": ("mean max weight", "%.3f"),
+    "per-seq acc. zeroed": ("per-seq, zeroed", "%.3f"),
+    "drop": ("drop", "%+.3f"),
+    "constant offset": ("constant offset", "%d"),
+}
+
+
+def show(frame: pd.DataFrame, **kw) -> None:
+    """st.dataframe with the lab's short labels and formats for the columns it knows."""
+    config = {
+        c: st.column_config.NumberColumn(label, format=fmt) for c, (label, fmt) in _LABELS.items() if c in frame.columns
+    }
+    st.dataframe(frame, hide_index=True, width="stretch", column_config=config, **kw)

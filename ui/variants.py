@@ -1,0 +1,39 @@
+"""The ablation variants offered on the Ablations page: named changes to the sidebar's base run."""
+
+from __future__ import annotations
+
+from attncore import ConfigError, RunConfig
+from lab.sweep import ABLATIONS
+from lab.tables import variant_name
+
+# name -> make_run overrides; the article's five (lab.sweep.ABLATIONS) first
+VARIANTS = dict(ABLATIONS) | {
+    "scaling on": {"scaling": True},
+    "learned position": {"position": "learned"},
+    "sinusoidal position": {"position": "sinusoidal"},
+    "RoPE position": {"position": "rope"},
+    "pre-LN": {"norm": "pre"},
+    "lr 1e-3": {"lr": 1e-3},
+    "lr 3e-2": {"lr": 3e-2},
+}
+DEFAULT = list(ABLATIONS)
+
+
+def variant_runs(base: RunConfig, names, make) -> tuple[dict[str, RunConfig], list[str]]:
+    """{label: run} for the chosen variants (base first, labelled as in lab.tables), and notes on the skipped ones.
+
+    `make(**overrides)` builds a run from the base settings (ui.sidebar.make). A variant equal to the base
+    or to an earlier one is skipped; an invalid one (e.g. RoPE with an odd head size) is reported.
+    """
+    chosen, notes = {variant_name(base, base): base}, []
+    for name in names:
+        try:
+            run = make(**VARIANTS[name])
+        except ConfigError as e:
+            notes.append(f"{name}: not possible with this base ({e})")
+            continue
+        if run in chosen.values():
+            notes.append(f"{name}: same as {'the base' if run == base else 'another variant'}, shown once")
+            continue
+        chosen[variant_name(run, base)] = run
+    return chosen, notes
