@@ -17,22 +17,28 @@ LN_EPS = 1e-5
 # express them as matrix products or a few vectorised maximum ops instead.
 
 
-@lru_cache(maxsize=64)
-def _ones(n: int, dtype: np.dtype, value: float = 1.0) -> np.ndarray:
-    ones = np.full((n, 1), value, dtype=dtype)
-    ones.flags.writeable = False
+_ONES: dict[tuple, np.ndarray] = {}
+
+
+def _ones(shape: tuple[int, ...], dtype: np.dtype, value: float = 1.0) -> np.ndarray:
+    """A cached read-only array of `value` (a plain dict: this sits on the hot path)."""
+    key = (shape, dtype.char, value)
+    ones = _ONES.get(key)
+    if ones is None:
+        ones = _ONES[key] = np.full(shape, value, dtype=dtype)
+        ones.flags.writeable = False
     return ones
 
 
 def row_sum(a: np.ndarray, scale: float = 1.0) -> np.ndarray:
     """scale * a.sum(axis=-1, keepdims=True), as one matrix-vector product."""
     n = a.shape[-1]
-    return (a.reshape(-1, n) @ _ones(n, a.dtype, scale)).reshape(*a.shape[:-1], 1)
+    return (a.reshape(-1, n) @ _ones((n, 1), a.dtype, scale)).reshape(a.shape[:-1] + (1,))
 
 
 def col_sum(a2d: np.ndarray) -> np.ndarray:
     """a2d.sum(axis=0) of an (N, D) array, as one vector-matrix product."""
-    return _ones(a2d.shape[0], a2d.dtype)[:, 0] @ a2d
+    return _ones((a2d.shape[0],), a2d.dtype) @ a2d
 
 
 def row_max(a: np.ndarray) -> np.ndarray:
@@ -279,11 +285,11 @@ def embedding_backward(dy, idx, n_rows):
 
 def cross_entropy_forward(logits, targets):
     """Mean negative log-likelihood of targets (N,) under logits (N, V), via log-sum-exp."""
-    z = logits - logits.max(axis=-1, keepdims=True)
+    z = logits - row_max(logits)
     e = np.exp(z)
-    total = e.sum(axis=-1, keepdims=True)  # (N, 1)
-    rows = np.arange(len(targets))
-    loss = np.mean(np.log(total[:, 0]) - z[rows, targets])
+    total = row_sum(e)  # (N, 1)
+    n = len(targets)
+    loss = (np.log(total).sum() - z[np.arange(n), targets].sum()) / n
     e /= total
     return float(loss), (e, targets)
 

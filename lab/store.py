@@ -32,7 +32,7 @@ except ImportError:  # no flock (Windows): joblib's atomic rename still lets the
 
 # Bump whenever the numbers a run produces would change (model, training, tasks, evaluation).
 # joblib only hashes the source of the cached function itself, never of the helpers it calls.
-NUMERICS_VERSION = 1
+NUMERICS_VERSION = 2  # 2: the cross-entropy sums its rows as a matrix product
 
 ENV_VAR = "ATTNCORE_CACHE_DIR"
 REPO_ROOT = Path(__file__).resolve().parents[1]
