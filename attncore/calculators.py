@@ -8,11 +8,10 @@ Cache memory and GPU fit live in kvcache.py, real-model presets in presets.py.
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import asdict, dataclass, replace
 from typing import NamedTuple
 
-from .config import ConfigError, ModelConfig
+from .config import ConfigError, ModelConfig, check_choice, check_int
 
 COMPONENTS = ("embeddings", "position", "attention", "ffn", "norms", "output_head")
 FFN_KINDS = ("relu", "gelu", "swiglu")  # two matrices, two matrices, three (gate w1, up w3, down w2)
@@ -23,19 +22,6 @@ CHOICES = {"ffn": FFN_KINDS, "bias": BIAS_KINDS, "norm": NORM_KINDS, "position":
 
 
 # --- validation --------------------------------------------------------------
-
-
-def check_int(field: str, value, low: int = 1, high: int | None = 10**9) -> None:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ConfigError(field, f"must be an integer, got {value!r}")
-    if value < low or (high is not None and value > high):
-        allowed = f">= {low:,}" if high is None else f"from {low:,} to {high:,}"
-        raise ConfigError(field, f"must be {allowed}, got {value:,}")
-
-
-def check_choice(field: str, value, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise ConfigError(field, f"must be one of {', '.join(choices)}; got {value!r}")
 
 
 # --- the architecture --------------------------------------------------------

@@ -7,6 +7,7 @@ field and the allowed values, so the CLI and the dashboard show one clear line.
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from dataclasses import dataclass
 
 POSITIONS = ("learned", "sinusoidal", "rope", "none")
@@ -27,15 +28,17 @@ class ConfigError(ValueError):
         self.field, self.message = field, message
 
 
-def _int_in(field: str, value, low: int, high: int | None = None) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
+def check_int(field: str, value, low: int = 1, high: int | None = 10**9) -> None:
+    """Raise ConfigError unless value is an integer in [low, high] (high None: unbounded)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise ConfigError(field, f"must be an integer, got {value!r}")
     if value < low or (high is not None and value > high):
-        allowed = f">= {low}" if high is None else f"from {low} to {high}"
-        raise ConfigError(field, f"must be {allowed}, got {value}")
+        allowed = f">= {low:,}" if high is None else f"from {low:,} to {high:,}"
+        raise ConfigError(field, f"must be {allowed}, got {value:,}")
 
 
-def _choice(field: str, value, choices: tuple[str, ...]) -> None:
+def check_choice(field: str, value, choices: tuple[str, ...]) -> None:
+    """Raise ConfigError unless value is one of choices."""
     if value not in choices:
         raise ConfigError(field, f"must be one of {', '.join(choices)}; got {value!r}")
 
@@ -63,9 +66,9 @@ class ModelConfig:
     dtype: str = "float32"
 
     def __post_init__(self):
-        _int_in("vocab_size", self.vocab_size, 2, 1_000_000)
-        _int_in("d_model", self.d_model, 1, 4096)
-        _int_in("n_heads", self.n_heads, 1, 256)
+        check_int("vocab_size", self.vocab_size, 2, 1_000_000)
+        check_int("d_model", self.d_model, 1, 4096)
+        check_int("n_heads", self.n_heads, 1, 256)
         if self.d_model % self.n_heads:
             raise ConfigError(
                 "n_heads",
@@ -74,14 +77,14 @@ class ModelConfig:
             )
         if self.position == "rope" and self.d_head % 2:
             raise ConfigError("n_heads", f"rope needs an even head size, got d_head={self.d_head}")
-        _int_in("n_layers", self.n_layers, 1, 64)
-        _int_in("d_ff", self.d_ff, 1, 65536)
-        _int_in("max_len", self.max_len, 1, 1_000_000)
-        _choice("position", self.position, POSITIONS)
-        _choice("norm", self.norm, NORMS)
+        check_int("n_layers", self.n_layers, 1, 64)
+        check_int("d_ff", self.d_ff, 1, 65536)
+        check_int("max_len", self.max_len, 1, 1_000_000)
+        check_choice("position", self.position, POSITIONS)
+        check_choice("norm", self.norm, NORMS)
         if not isinstance(self.scaling, bool):
             raise ConfigError("scaling", f"must be true or false, got {self.scaling!r}")
-        _choice("dtype", self.dtype, DTYPES)
+        check_choice("dtype", self.dtype, DTYPES)
 
     @property
     def d_head(self) -> int:
@@ -99,13 +102,13 @@ class TrainConfig:
     seed: int = 0
 
     def __post_init__(self):
-        _int_in("steps", self.steps, 1, 1_000_000)
-        _int_in("batch_size", self.batch_size, 1, 65536)
+        check_int("steps", self.steps, 1, 1_000_000)
+        check_int("batch_size", self.batch_size, 1, 65536)
         _float_in("lr", self.lr, 0.0, 1.0)
         _float_in("beta1", self.beta1, 0.0, 1.0, open_low=False)
         _float_in("beta2", self.beta2, 0.0, 1.0, open_low=False)
         _float_in("eps", self.eps, 0.0, 1.0)
-        _int_in("seed", self.seed, 0, 2**32 - 1)
+        check_int("seed", self.seed, 0, 2**32 - 1)
 
 
 @dataclass(frozen=True)
@@ -114,8 +117,8 @@ class TaskConfig:
     length: int = 6  # L: symbols to copy or sort
 
     def __post_init__(self):
-        _choice("task", self.name, TASKS)
-        _int_in("length", self.length, 1, MAX_LENGTH)
+        check_choice("task", self.name, TASKS)
+        check_int("length", self.length, 1, MAX_LENGTH)
 
     @property
     def seq_len(self) -> int:

@@ -1,17 +1,20 @@
 """Time single-head causal attention (d_k 64, float64) against T and print the log-log slope (SPEC §9).
 
-Run from the repository root: python -m benchmarks.attention_cost [--trials 5] [--lengths 128 256 512 1024 2048]
+Run: python benchmarks/attention_cost.py [--trials 5] [--lengths 128 256 512 1024 2048]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
+from pathlib import Path
 
 # One BLAS thread unless the caller says otherwise: on a shared 2-core machine a
 # multi-threaded matmul waits on busy cores and the minimum over trials stops meaning much.
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from attncore.attention_cost import loglog_slope, time_attention  # noqa: E402  (after the BLAS settings)
 

@@ -5,11 +5,11 @@ Runs are short (30 steps) and live in a temporary run store (ATTNCORE_CACHE_DIR)
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 import pytest
+from apptest_helpers import charts, metric, texts
 from streamlit.testing.v1 import AppTest
 
 from attncore import make_run
@@ -43,18 +43,6 @@ def app(page: str = "", **query) -> AppTest:
         at.switch_page(f"app_pages/{page}.py").run()
     assert not at.exception, [e.message for e in at.exception]
     return at
-
-
-def texts(elements) -> str:
-    return "\n".join(str(e.value) for e in elements)
-
-
-def metric(at: AppTest, label: str) -> str:
-    return next(m.value for m in at.metric if m.label == label)
-
-
-def charts(at: AppTest) -> list[dict]:
-    return [json.loads(c.proto.spec) for c in at.get("vega_lite_chart")]
 
 
 def test_no_pages_folder_beside_the_entry_point():

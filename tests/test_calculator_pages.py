@@ -4,39 +4,18 @@ from the URL and shows bad input as an error message, not a traceback. Expected 
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
+from apptest_helpers import charts, page, texts
 from streamlit.testing.v1 import AppTest
 
-PAGES = Path(__file__).resolve().parents[1] / "app_pages"
-TIMEOUT = 120
 GPT2 = 124_439_808
 LLAMA3_8B = 8_030_261_248
-
-
-def page(name: str, **query) -> AppTest:
-    """The page script run on its own, opened with these query parameters."""
-    at = AppTest.from_file(str(PAGES / f"{name}.py"), default_timeout=TIMEOUT)
-    at.query_params.update(query)
-    at.run()
-    assert not at.exception, [e.message for e in at.exception]
-    return at
-
-
-def texts(elements) -> str:
-    return "\n".join(str(e.value) for e in elements)
 
 
 def metric(at: AppTest, label: str):
     """(value, the small line under it) of the metric whose label starts with `label`."""
     m = next(m for m in at.metric if m.label.startswith(label))
     return m.value, m.proto.delta
-
-
-def charts(at: AppTest) -> list[dict]:
-    return [json.loads(c.proto.spec) for c in at.get("vega_lite_chart")]
 
 
 def rerun(element) -> AppTest:

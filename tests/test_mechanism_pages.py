@@ -3,42 +3,16 @@ and shows bad input as an error message rather than a traceback. Every number ch
 
 from __future__ import annotations
 
-import json
 import math
-from pathlib import Path
 
 import pytest
+from apptest_helpers import charts, metric, page, texts
 from streamlit.testing.v1 import AppTest
 
 from attncore import mechanisms as mech
 from attncore.attention_cost import attention_memory
 from attncore.gradcheck import gradient_check, gradient_check_summary
 from ui.mechanism_charts import eps_comparison
-
-PAGES = Path(__file__).resolve().parents[1] / "app_pages"
-TIMEOUT = 120
-
-
-def page(name: str, **query) -> AppTest:
-    """The page script run on its own, opened with these query parameters."""
-    at = AppTest.from_file(str(PAGES / f"{name}.py"), default_timeout=TIMEOUT)
-    at.query_params.update(query)
-    at.run()
-    assert not at.exception, [e.message for e in at.exception]
-    return at
-
-
-def texts(elements) -> str:
-    return "\n".join(str(e.value) for e in elements)
-
-
-def metric(at: AppTest, label: str) -> str:
-    return next(m.value for m in at.metric if m.label == label)
-
-
-def charts(at: AppTest) -> list[dict]:
-    return [json.loads(c.proto.spec) for c in at.get("vega_lite_chart")]
-
 
 # --- Scaling -------------------------------------------------------------------------------------
 
