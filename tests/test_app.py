@@ -102,7 +102,7 @@ def test_home_reproduce_button_runs_the_sweep_with_progress(store, monkeypatch):
 
 def test_home_invalid_sidebar_shows_error(store):
     at = app(d="30")
-    assert "n_heads" in texts(at.error) and not at.exception
+    assert "Heads: must divide" in texts(at.error) and not at.exception
 
 
 # --- Train ---------------------------------------------------------------------------------------
@@ -139,7 +139,7 @@ def test_train_invalid_combination_shows_error_not_traceback(store):
     at = app("train")
     at.number_input(key="d").set_value(30).run()
     assert not at.exception
-    assert "n_heads" in texts(at.error) and "must divide d_model=30" in texts(at.error)
+    assert "Heads: must divide" in texts(at.error) and "must divide d_model=30" in texts(at.error)
     assert not at.metric
 
 
@@ -253,7 +253,7 @@ def test_results_follow_the_sidebar(store):
 
 def test_results_invalid_sidebar_shows_error(store):
     at = app("results", heads="5", **RESULTS)
-    assert "n_heads" in texts(at.error) and not at.exception
+    assert "Heads: must divide" in texts(at.error) and not at.exception
 
 
 # --- Ablations -----------------------------------------------------------------------------------

@@ -30,7 +30,8 @@ def chosen_tokens(run: RunConfig, record: RunRecord) -> np.ndarray:
         return parse_sequence(text, run)
     except ConfigError as e:
         st.error(
-            f"**Not a valid input** ({e.field}): {e}. Showing the probe sequence instead.", icon=":material/error:"
+            f"**Not a valid input.** Input symbols: {e.message}. Showing the probe sequence instead.",
+            icon=":material/error:",
         )
         return probe
 

@@ -89,9 +89,27 @@ def selected_run(**overrides) -> RunConfig:
         st.stop()
 
 
+# config field -> the sidebar's label for it, so the message names what the visitor can change
+FIELD_LABELS = {
+    "task": "Task",
+    "length": "Sequence length L",
+    "seed": "Seed",
+    "position": "Position encoding",
+    "norm": "LayerNorm",
+    "lr": "Learning rate",
+    "steps": "Training steps",
+    "d_model": "Model width d",
+    "n_heads": "Heads",
+    "n_layers": "Layers",
+    "batch_size": "Batch size",
+}
+
+
 def show_config_error(e: ConfigError) -> None:
+    label = FIELD_LABELS.get(e.field, e.field)
     st.error(
-        f"**This configuration is not valid** ({e.field}): {e}. Change it in the sidebar.", icon=":material/error:"
+        f"**This configuration is not valid.** {label}: {e.message}. Change it in the sidebar.",
+        icon=":material/error:",
     )
 
 
