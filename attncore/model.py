@@ -159,9 +159,8 @@ def forward(params, idx, cfg: ModelConfig, *, out_from: int = 0, head_mask=None,
     out_from skips the output head on positions that carry no loss; head_mask
     (n_layers, H) of 0/1 zeroes chosen heads' outputs; padding (B, T) bool masks keys.
     """
-    T = idx.shape[1]
+    B, T = idx.shape
     mask = L.causal_bias(T, T, cfg.dtype) if padding is None else L.attention_mask(L.causal_mask(T), padding)
-    B = idx.shape[0]
     x = _embed(params, idx, cfg)  # (B*T, D)
     blocks = []
     for i in range(cfg.n_layers):
