@@ -56,14 +56,16 @@ def seed_curves(df: pd.DataFrame, log: bool = True, columns: int = 3) -> alt.Fac
         .encode(
             x=x,
             y=alt.Y("loss:Q", scale=scale),
-            color=alt.Color("seed:N", title="seed", scale=alt.Scale(range=SEED_COLORS)),
+            color=alt.Color(
+                "seed:N", title="seed", scale=alt.Scale(range=SEED_COLORS), legend=alt.Legend(orient="bottom")
+            ),
             tooltip=["run:N", "seed:N", "step:Q", alt.Tooltip("loss:Q", format=".4f")],
         )
     )
     mean = alt.Chart().mark_line(color=BASE_COLOR, strokeWidth=2).encode(x=x, y=alt.Y("mean(loss):Q", scale=scale))
     return (
         alt.layer(band, seeds, mean, data=df)
-        .properties(width=230, height=170)
+        .properties(width=215, height=170)
         .facet(facet=alt.Facet("run:N", title=None, header=alt.Header(labelFontSize=13)), columns=columns)
     )
 
