@@ -59,26 +59,27 @@ def add_model_args(p: argparse.ArgumentParser, many: bool = False) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
-def run_from_args(a, **overrides):
-    """A RunConfig from parsed train flags (overrides replace single values)."""
+# flags that set the same value for every run of a sweep (argparse dest -> make_run keyword)
+SETTING_FLAGS = {
+    "steps": "steps",
+    "batch": "batch_size",
+    "d_model": "d_model",
+    "heads": "n_heads",
+    "layers": "n_layers",
+    "d_ff": "d_ff",
+}
+
+
+def run_settings(a) -> dict:
+    """make_run keywords from the parsed flags that every run of a sweep shares."""
+    return {key: getattr(a, flag) for flag, key in SETTING_FLAGS.items()} | {"scaling": not a.no_scaling}
+
+
+def run_from_args(a):
+    """A RunConfig from parsed `train` flags."""
     from .config import make_run
 
-    v = vars(a) | overrides
-    return make_run(
-        v["task"],
-        v["length"],
-        v["seed"],
-        steps=v["steps"],
-        batch_size=v["batch"],
-        lr=v["lr"],
-        d_model=v["d_model"],
-        n_heads=v["heads"],
-        n_layers=v["layers"],
-        d_ff=v["d_ff"],
-        position=v["position"],
-        norm=v["norm"],
-        scaling=not v["no_scaling"],
-    )
+    return make_run(a.task, a.length, a.seed, lr=a.lr, position=a.position, norm=a.norm, **run_settings(a))
 
 
 def print_summary(s: dict) -> None:

@@ -10,12 +10,8 @@ import sys
 import time
 from pathlib import Path
 
-from attncore.cli import add_model_args
+from attncore.cli import SETTING_FLAGS, add_model_args, run_settings
 from attncore.config import ConfigError
-
-# Flags of `train` that apply to every run of a preset when given with a non-default value.
-PRESET_OVERRIDES = {"steps": "steps", "batch": "batch_size", "d_model": "d_model", "heads": "n_heads"}
-PRESET_OVERRIDES |= {"layers": "n_layers", "d_ff": "d_ff"}
 
 
 def register(sub) -> None:
@@ -43,26 +39,14 @@ def sweep_runs(a) -> list:
         given = [f"--{flag.replace('_', '-')}" for flag in grid_flags if getattr(a, flag) != a.parser.get_default(flag)]
         if given:
             raise ConfigError("preset", f"a preset fixes its runs; drop {', '.join(given)} or drop --preset")
-        defaults = {flag: a.parser.get_default(flag) for flag in PRESET_OVERRIDES}
+        # the shared flags given with a non-default value apply to every run of the preset
         changed = {
-            key: getattr(a, flag) for flag, key in PRESET_OVERRIDES.items() if getattr(a, flag) != defaults[flag]
+            key: getattr(a, flag)
+            for flag, key in SETTING_FLAGS.items()
+            if getattr(a, flag) != a.parser.get_default(flag)
         }
         return [with_settings(run, **changed) for run in preset(a.preset)]
-    return grid(
-        a.task,
-        a.length,
-        a.seed,
-        a.position,
-        a.norm,
-        a.lr,
-        steps=a.steps,
-        batch_size=a.batch,
-        d_model=a.d_model,
-        n_heads=a.heads,
-        n_layers=a.layers,
-        d_ff=a.d_ff,
-        scaling=not a.no_scaling,
-    )
+    return grid(a.task, a.length, a.seed, a.position, a.norm, a.lr, **run_settings(a))
 
 
 class ProgressBar:

@@ -54,14 +54,14 @@ def grid(
     **common,
 ) -> list[RunConfig]:
     """The product of the listed values (seeds vary fastest), each a make_run(..., **common); no duplicates."""
-    runs = []
-    for task, length, position, norm, lr, seed in itertools.product(
+    product = itertools.product(
         _listed(tasks), _listed(lengths), _listed(positions), _listed(norms), _listed(lrs), _listed(seeds)
-    ):
-        run = make_run(task, length, seed, position=position, norm=norm, lr=lr, **common)
-        if run not in runs:
-            runs.append(run)
-    return runs
+    )
+    runs = (
+        make_run(task, length, seed, position=position, norm=norm, lr=lr, **common)
+        for task, length, position, norm, lr, seed in product
+    )
+    return list(dict.fromkeys(runs))  # RunConfig is hashable: duplicates dropped, order kept
 
 
 def ablations(task: str = "copy", length: int = 6, seed: int = 0, **common) -> list[RunConfig]:
