@@ -8,7 +8,7 @@ from attncore import ConfigError
 from attncore.attention_cost import attention_memory, loglog_slope, time_attention
 from ui.limits import BusyError, limits, training_slot
 from ui.mechanism_charts import cost_frame, memory_chart, parse_ints, time_chart
-from ui.params import url_number, url_text
+from ui.params import show_invalid, url_number, url_text
 
 
 def max_length() -> int:
@@ -41,7 +41,7 @@ try:
     if max(lengths) > cap or min(lengths) < 1:
         raise ConfigError("lengths", f"each T must be from 1 to {cap} on this server, got {lengths}")
 except ConfigError as e:
-    st.error(f"**Not a valid input**: {e}", icon="⚠️")
+    show_invalid(e)
     st.stop()
 
 key = (tuple(lengths), d_k, trials, seed)

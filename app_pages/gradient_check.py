@@ -4,7 +4,7 @@ import streamlit as st
 
 from attncore.gradcheck import gradient_check, gradient_check_summary
 from ui.mechanism_charts import NORM_LABELS, PASS_MARK, eps_comparison, eps_label, gradcheck_chart, gradcheck_table
-from ui.params import url_multiselect, url_number
+from ui.params import show_invalid, url_multiselect, url_number
 
 EPS_OPTIONS = [1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2]
 check = st.cache_data(show_spinner="Nudging every sampled weight by ±ε...")(gradient_check)
@@ -26,7 +26,7 @@ with c2:
 with c3:
     coords = url_number("Coordinates per tensor", "gc_coords", 24, 1, 64, help="Sampled among |gradient| > 1e-6.")
 if not eps:
-    st.error("**Not a valid input**: choose at least one ε.", icon="⚠️")
+    show_invalid("choose at least one ε.")
     st.stop()
 rows = [r for norm in NORM_LABELS for r in check(norm, tuple(sorted(eps)), seed, coords)]
 summary = gradient_check_summary(rows)

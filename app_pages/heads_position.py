@@ -15,7 +15,7 @@ from ui.mechanism_charts import (
     permutation_frame,
     rope_offset_table,
 )
-from ui.params import url_number, url_radio
+from ui.params import show_invalid, url_number, url_radio
 
 ENCODINGS = {"sinusoidal": "sinusoidal", "learned": "learned", "rope": "RoPE", "none": "none"}
 NOTES = {
@@ -57,7 +57,7 @@ with c3:
 try:
     perm = permutation_frame(permutation_test(t, 16, heads, seed))
 except ConfigError as e:
-    st.error(f"**Not a valid input**: {e}", icon="⚠️")
+    show_invalid(e)
 else:
     left, right = st.columns(2)
     left.altair_chart(permutation_chart(perm), width="stretch")
@@ -98,7 +98,7 @@ st.subheader("RoPE: q_m · k_n depends only on m − n")
 try:
     rope = rope_relative_dots(t=min(t_enc, 24), d_head=d_enc, offsets=(0, 1, 3, -2), seed=seed)
 except ConfigError as e:
-    st.error(f"**Not a valid input**: {e}", icon="⚠️")
+    show_invalid(e)
     st.stop()
 m1, m2 = st.columns(2)
 m1.metric("RoPE: largest spread along a diagonal m − n", f"{rope['spread']:.1e}", border=True)

@@ -8,7 +8,7 @@ from attncore.kvbench import benchmark_generation
 from attncore.presets import GPUS, PRESETS
 from ui import calculator_charts as cc
 from ui.limits import BusyError, training_slot
-from ui.params import url_number, url_select, url_toggle
+from ui.params import show_invalid, url_number, url_select, url_toggle
 
 CUSTOM = "custom"  # keeps the geometry as it is; a fresh URL starts it from the lab's model
 GEOMETRY = {"n_layers": ("Layers", None), "n_heads": ("Query heads", None), "kv_heads": ("KV heads", "1: MQA")}
@@ -61,7 +61,7 @@ if base and base.position == "learned" and context > base.max_len:
 try:
     cache = kv.workload(base, geometry, context, batch, dtype, weight_params=params or None)
 except ConfigError as e:
-    st.error(f"**Not a valid workload**: {e}", icon=":material/error:")
+    show_invalid(e, "workload")
     st.stop()
 
 show(cc.cache_metrics(cache))

@@ -13,7 +13,7 @@ from ui.mechanism_charts import (
     row_sum_summary,
     weights_with_row_sums,
 )
-from ui.params import url_number, url_text
+from ui.params import show_invalid, url_number, url_text
 
 st.title("Masks")
 st.caption(
@@ -55,7 +55,7 @@ with c2:
 try:
     pad = padding_demo(parse_ints(text, "lengths", max_count=6), t_pad, seed)
 except ConfigError as e:
-    st.error(f"**Not a valid input**: {e}", icon="⚠️")
+    show_invalid(e)
     st.stop()
 summary = padding_summary(pad)
 m1, m2, m3, m4 = st.columns(4)

@@ -6,7 +6,7 @@ from attncore import ConfigError
 from attncore import calculators as calc
 from attncore.presets import PRESETS
 from ui import calculator_charts as cc
-from ui.params import url_number, url_select, url_toggle
+from ui.params import show_invalid, url_number, url_select, url_toggle
 
 CUSTOM = "custom"  # keeps the fields as they are; a fresh URL starts it from the lab's model
 MAIN = {"d_model": "Width d_model", "n_layers": "Layers", "n_heads": "Query heads", "n_kv_heads": "KV heads (0: MHA)"}
@@ -66,7 +66,7 @@ with st.expander("Latent attention (MLA) and mixture of experts (MoE): 0 switche
 try:
     arch = calc.with_form_values(base, values)
 except ConfigError as e:
-    st.error(f"**Not a valid architecture**: {e}", icon=":material/error:")
+    show_invalid(e, "architecture")
     st.stop()
 
 count = calc.count_parameters(arch)

@@ -5,7 +5,7 @@ import streamlit as st
 from attncore import ConfigError
 from attncore.mechanisms import scaling_statistics
 from ui.mechanism_charts import STATISTICS, scaling_long, scaling_table, statistic_chart
-from ui.params import url_multiselect, url_number
+from ui.params import show_invalid, url_multiselect, url_number
 
 D_K_OPTIONS = [2**i for i in range(12)]  # 1 .. 2048
 MAX_DRAWS = 10**8  # sum(d_k) * T * repetitions normal draws: ~2 s on a shared core
@@ -39,7 +39,7 @@ if sum(d_ks) * n_keys * reps > MAX_DRAWS:
 try:
     rows = statistics(tuple(sorted(d_ks)), n_keys, reps, seed)
 except ConfigError as e:
-    st.error(f"**Not a valid input**: {e}", icon="⚠️")
+    show_invalid(e)
     st.stop()
 
 m1, m2, m3 = st.columns(3)

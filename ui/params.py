@@ -54,6 +54,11 @@ def url_text(label: str, key: str, default: str = "", **kw) -> str:
     return st.text_input(label, default, key=key, bind=BIND, **kw)
 
 
+def show_invalid(e: Exception | str, what: str = "input") -> None:
+    """One error box for a page input the library rejected (a ConfigError names the field and the range)."""
+    st.error(f"**Not a valid {what}**: {e}", icon=":material/error:")
+
+
 def url_toggle(label: str, key: str, default: bool = False, **kw) -> bool:
     """An on/off switch."""
     return st.toggle(label, default, key=key, bind=BIND, **kw)
