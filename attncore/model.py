@@ -89,8 +89,7 @@ def _mha_forward(h, params, p, cfg, B, t0=0, mask=None, kv=None, head_mask=None,
     """
     N, D = h.shape  # activations stay 2-D (B*T, D): a 2-D matrix product is one BLAS call
     T, H, Dh = N // B, cfg.n_heads, cfg.d_head
-    qkv = h @ params[p + "attn.w_qkv"]
-    qkv += params[p + "attn.b_qkv"]  # (B*T, 3D)
+    qkv, _ = L.linear_forward(h, params[p + "attn.w_qkv"], params[p + "attn.b_qkv"])  # (B*T, 3D)
     q, k, v = qkv.reshape(B, T, 3, H, Dh).transpose(2, 0, 3, 1, 4)  # each (B, H, T, Dh)
     q = q[:, :, q_from:]  # (B, H, Tq, Dh)
     if cfg.position == "rope":
@@ -107,9 +106,8 @@ def _mha_forward(h, params, p, cfg, B, t0=0, mask=None, kv=None, head_mask=None,
     y, attn_cache = L.attention_forward(q, k, v, mask, cfg.scaling)  # (B, H, Tq, Dh)
     if head_mask is not None:
         y = y * head_mask[:, None, None]
-    merged = y.transpose(0, 2, 1, 3).reshape(-1, D)  # (B*Tq, D)
-    out = merged @ params[p + "attn.w_out"]
-    out += params[p + "attn.b_out"]
+    merged = L.merge_heads(y).reshape(-1, D)  # (B*Tq, D)
+    out, _ = L.linear_forward(merged, params[p + "attn.w_out"], params[p + "attn.b_out"])
     return out, (h, merged, attn_cache, head_mask, q_from)
 
 
@@ -169,8 +167,7 @@ def forward(params, idx, cfg: ModelConfig, *, out_from: int = 0, head_mask=None,
         x, c = _block_forward(x, params, i, cfg, B, mask=mask, head_mask=hm, q_from=q_from)
         blocks.append(c)
     xf, c_lnf = L.layernorm_forward(x, params["ln_f.gamma"], params["ln_f.beta"])  # (B*(T-out_from), D)
-    logits = xf @ params["head.w"]
-    logits += params["head.b"]
+    logits, _ = L.linear_forward(xf, params["head.w"], params["head.b"])
     return logits.reshape(B, T - out_from, -1), (idx, out_from, blocks, c_lnf, xf)
 
 
@@ -282,7 +279,7 @@ def _forward_cached(params, idx, cfg, kv_cache, t0, head_mask=None):
         hm = None if head_mask is None else head_mask[i]
         x, _ = _block_forward(x, params, i, cfg, B, t0=t0, kv=kv_cache[i], head_mask=hm)
     xf, _ = L.layernorm_forward(x, params["ln_f.gamma"], params["ln_f.beta"])
-    return (xf @ params["head.w"] + params["head.b"]).reshape(B, T, -1)
+    return L.linear_forward(xf, params["head.w"], params["head.b"])[0].reshape(B, T, -1)
 
 
 def generate(params, prompt, n_new: int, cfg: ModelConfig, *, use_cache=True, head_mask=None):
