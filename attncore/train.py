@@ -38,33 +38,51 @@ def seeded_rngs(seed: int) -> tuple[np.random.Generator, np.random.Generator]:
     return np.random.default_rng(init_seq), np.random.default_rng(data_seq)
 
 
+class Trainer:
+    """One training run's state: weights and gradients (views of flat buffers), Adam, the batch stream.
+
+    `step()` draws a fresh batch and takes one Adam step; `train` runs it `steps` times (the speed
+    benchmark drives it in chunks, interleaved with PyTorch).
+    """
+
+    def __init__(self, run: RunConfig):
+        keep_freed_memory()
+        self.run = run
+        cfg, tc = run.model, run.train
+        init_rng, self.data_rng = seeded_rngs(tc.seed)
+        shapes = param_shapes(cfg)
+        flat = flatten(init_params(cfg, init_rng), shapes)
+        self.params = unflatten(flat, shapes)
+        self.grad_flat = np.empty_like(flat)
+        self.grads = unflatten(self.grad_flat, shapes)
+        self.opt = Adam(flat, tc.lr, tc.beta1, tc.beta2, tc.eps)
+
+    def step(self) -> float:
+        """One step on a fresh batch; returns its loss."""
+        run = self.run
+        batch = sample_batch(run.task, run.train.batch_size, self.data_rng)
+        loss, _ = loss_and_grads(self.params, batch, run.model, run.task.length, self.grads)
+        self.opt.step(self.grad_flat)
+        return loss
+
+
 def train(run: RunConfig, callback: Callable[[int, float], object] | None = None) -> TrainResult:
     """Train the model of `run` on fresh batches every step with Adam.
 
     callback(step, loss) is called after every step (a progress bar, a live curve).
     """
-    keep_freed_memory()
-    cfg, tc = run.model, run.train
-    init_rng, data_rng = seeded_rngs(tc.seed)
-    shapes = param_shapes(cfg)
-    flat = flatten(init_params(cfg, init_rng), shapes)
-    params = unflatten(flat, shapes)
-    grad_flat = np.empty_like(flat)
-    grads = unflatten(grad_flat, shapes)
-    opt = Adam(flat, tc.lr, tc.beta1, tc.beta2, tc.eps)
-    history = np.empty(tc.steps)
+    trainer = Trainer(run)
+    history = np.empty(run.train.steps)
     start = time.perf_counter()
     gc_was_enabled = gc.isenabled()
     gc.disable()  # a step makes no reference cycles; collections would only cost time
     try:
-        for step in range(tc.steps):
-            batch = sample_batch(run.task, tc.batch_size, data_rng)
-            history[step], _ = loss_and_grads(params, batch, cfg, run.task.length, grads)
-            opt.step(grad_flat)
+        for step in range(run.train.steps):
+            history[step] = trainer.step()
             if callback is not None:
                 callback(step, history[step])
     finally:
         if gc_was_enabled:
             gc.enable()
     seconds = time.perf_counter() - start
-    return TrainResult(run, history, {k: v.copy() for k, v in params.items()}, seconds)
+    return TrainResult(run, history, {k: v.copy() for k, v in trainer.params.items()}, seconds)

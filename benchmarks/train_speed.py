@@ -27,34 +27,21 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from torch_reference import TorchModel, torch_loss  # noqa: E402
 
-from attncore._malloc import keep_freed_memory  # noqa: E402
 from attncore.config import make_run  # noqa: E402
-from attncore.model import flatten, init_params, loss_and_grads, param_shapes, unflatten  # noqa: E402
-from attncore.optim import Adam  # noqa: E402
+from attncore.model import init_params, loss_and_grads  # noqa: E402
 from attncore.tasks import sample_batch  # noqa: E402
-from attncore.train import seeded_rngs  # noqa: E402
+from attncore.train import Trainer, seeded_rngs  # noqa: E402
 
 
 class AttncoreTrainer:
-    """attncore's training step exactly as attncore.train.train runs it, in resumable chunks."""
+    """attncore.train's own Trainer, driven in resumable chunks."""
 
     def __init__(self, dtype: str):
-        self.run = make_run("copy", 6, 0, dtype=dtype)
-        cfg = self.run.model
-        init_rng, self.data_rng = seeded_rngs(0)
-        shapes = param_shapes(cfg)
-        self.flat = flatten(init_params(cfg, init_rng), shapes)
-        self.params = unflatten(self.flat, shapes)
-        self.grad_flat = np.empty_like(self.flat)
-        self.grads = unflatten(self.grad_flat, shapes)
-        self.opt = Adam(self.flat, self.run.train.lr)
-        keep_freed_memory()
+        self.trainer = Trainer(make_run("copy", 6, 0, dtype=dtype))
 
     def steps(self, n: int) -> float:
         for _ in range(n):
-            batch = sample_batch(self.run.task, 32, self.data_rng)
-            loss, _ = loss_and_grads(self.params, batch, self.run.model, 6, self.grads)
-            self.opt.step(self.grad_flat)
+            loss = self.trainer.step()
         return loss
 
 
@@ -109,7 +96,7 @@ class MatmulReplay:
     """Every matrix product of one attncore training step, replayed on fresh arrays."""
 
     def __init__(self, dtype: str):
-        t = AttncoreTrainer(dtype)
+        t = Trainer(make_run("copy", 6, 0, dtype=dtype))
         params = {k: v.view(MatmulRecorder) for k, v in t.params.items()}
         MatmulRecorder.log = []
         loss_and_grads(params, sample_batch(t.run.task, 32, t.data_rng), t.run.model, 6)
