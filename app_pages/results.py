@@ -49,8 +49,9 @@ st.caption(
 st.subheader("Accuracy against L")
 st.altair_chart(charts.accuracy_vs_length(frames.accuracy_long(table)), width="stretch")
 st.caption(
-    "Lines: mean over seeds (dashed: sort); ▼: the worst seed. Per-sequence accuracy compounds per-token errors, "
-    "so it falls first as sequences get longer."
+    "Lines: mean over seeds (dashed: sort); ▼: the worst seed. Per-sequence accuracy compounds per-token errors "
+    "(L tokens each right with probability p make a right sequence about p^L of the time), so it sits below "
+    "per-token accuracy and shows a weaker model first."
 )
 
 st.subheader("Loss curves of every seed")

@@ -178,9 +178,8 @@ def _mha_backward(dout, cache, params, p, cfg, grads):
     h, merged, attn_cache, head_mask, q_from = cache
     B, H, T, Dh = attn_cache[1].shape  # from k: every position
     D, Tq = H * Dh, T - q_from
-    dmerged, grads[p + "attn.w_out"][...], grads[p + "attn.b_out"][...] = L.linear_backward(
-        dout, merged, params[p + "attn.w_out"]
-    )
+    out_grads = grads[p + "attn.w_out"], grads[p + "attn.b_out"]
+    dmerged, *_ = L.linear_backward(dout, merged, params[p + "attn.w_out"], out=out_grads)
     dy = dmerged.reshape(B, Tq, H, Dh).transpose(0, 2, 1, 3)  # (B, H, Tq, Dh)
     if head_mask is not None:
         dy = dy * head_mask[:, None, None]
@@ -196,8 +195,8 @@ def _mha_backward(dout, cache, params, p, cfg, grads):
     else:
         L.attention_backward(dy, attn_cache, out=(dq, dk, dv))
     dqkv = dqkv.reshape(B * T, 3 * D)
-    dh, grads[p + "attn.w_qkv"][...], grads[p + "attn.b_qkv"][...] = L.linear_backward(
-        dqkv, h, params[p + "attn.w_qkv"]
+    dh, *_ = L.linear_backward(
+        dqkv, h, params[p + "attn.w_qkv"], out=(grads[p + "attn.w_qkv"], grads[p + "attn.b_qkv"])
     )
     return dh
 
@@ -216,23 +215,22 @@ def _block_backward(dx2, cache, params, i, cfg, grads):
     c_ln1, c_attn, c_ln2, c_ffn = cache
     q_from, B = c_attn[4], c_attn[2][1].shape[0]  # k is (B, H, T, Dh)
     w1, w2 = params[p + "ffn.w1"], params[p + "ffn.w2"]
-    ffn_names = [p + n for n in ("ffn.w1", "ffn.b1", "ffn.w2", "ffn.b2")]
+    g_ffn = tuple(grads[p + n] for n in ("ffn.w1", "ffn.b1", "ffn.w2", "ffn.b2"))
+    g_ln1, g_ln2 = (grads[p + "ln1.gamma"], grads[p + "ln1.beta"]), (grads[p + "ln2.gamma"], grads[p + "ln2.beta"])
     if cfg.norm == "pre":
-        dh2, *g_ffn = L.ffn_backward(dx2, c_ffn, w1, w2)
-        dx1, grads[p + "ln2.gamma"][...], grads[p + "ln2.beta"][...] = L.layernorm_backward(dh2, c_ln2)
+        dh2, *_ = L.ffn_backward(dx2, c_ffn, w1, w2, out=g_ffn)
+        dx1, *_ = L.layernorm_backward(dh2, c_ln2, out=g_ln2)
         dx1 += dx2
         dh = _mha_backward(dx1, c_attn, params, p, cfg, grads)
-        dx, grads[p + "ln1.gamma"][...], grads[p + "ln1.beta"][...] = L.layernorm_backward(dh, c_ln1)
+        dx, *_ = L.layernorm_backward(dh, c_ln1, out=g_ln1)
         _add_query_rows(dx, dx1, B, q_from)
     else:
-        dz2, grads[p + "ln2.gamma"][...], grads[p + "ln2.beta"][...] = L.layernorm_backward(dx2, c_ln2)
-        dx1, *g_ffn = L.ffn_backward(dz2, c_ffn, w1, w2)
+        dz2, *_ = L.layernorm_backward(dx2, c_ln2, out=g_ln2)
+        dx1, *_ = L.ffn_backward(dz2, c_ffn, w1, w2, out=g_ffn)
         dx1 += dz2
-        dz1, grads[p + "ln1.gamma"][...], grads[p + "ln1.beta"][...] = L.layernorm_backward(dx1, c_ln1)
+        dz1, *_ = L.layernorm_backward(dx1, c_ln1, out=g_ln1)
         dx = _mha_backward(dz1, c_attn, params, p, cfg, grads)
         _add_query_rows(dx, dz1, B, q_from)
-    for name, g in zip(ffn_names, g_ffn, strict=True):
-        grads[name][...] = g
     return dx
 
 
@@ -241,11 +239,11 @@ def backward(dlogits, cache, params, cfg: ModelConfig, grads: dict[str, np.ndarr
     idx, out_from, blocks, c_lnf, xf = cache
     (B, T), D = idx.shape, cfg.d_model
     dlogits = dlogits.reshape(-1, dlogits.shape[-1])
-    dxf, grads["head.w"][...], grads["head.b"][...] = L.linear_backward(dlogits, xf, params["head.w"])
-    dx, grads["ln_f.gamma"][...], grads["ln_f.beta"][...] = L.layernorm_backward(dxf, c_lnf)  # (B*(T-out_from), D)
+    dxf, *_ = L.linear_backward(dlogits, xf, params["head.w"], out=(grads["head.w"], grads["head.b"]))
+    dx, *_ = L.layernorm_backward(dxf, c_lnf, out=(grads["ln_f.gamma"], grads["ln_f.beta"]))  # (B*(T-out_from), D)
     for i in reversed(range(cfg.n_layers)):  # the last block widens dx back to every position
         dx = _block_backward(dx, blocks[i], params, i, cfg, grads)
-    grads["tok_emb"][...] = L.embedding_backward(dx, idx, cfg.vocab_size)
+    L.embedding_backward(dx, idx, cfg.vocab_size, out=grads["tok_emb"])
     if cfg.position == "learned":
         grads["pos_emb"][...] = 0.0
         grads["pos_emb"][:T] = dx.reshape(B, T, D).sum(axis=0)
