@@ -1,0 +1,52 @@
+"""The speed benchmark's yardstick: its replay of "attncore's own matrix products" must hold all of them.
+
+An earlier recorder lost arrays after in-place operations and replayed 50 products of the wrong set
+(missing 19 gradient products, counting some sums); the ratio it printed was then wrong. Timings are
+not asserted here (benchmarks print them); only what is being timed.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from conftest import ROOT
+
+from attncore.config import make_run
+
+pytest.importorskip("torch")  # train_speed imports the PyTorch peer
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import train_speed  # noqa: E402
+
+
+def model_matmul_flops(run) -> int:
+    """FLOPs of one training step's matrix products, from the model's shapes.
+
+    Forward: QKV on every position; scores, weights x values, output projection and the FFN only on
+    the positions that ask queries (the last block: the answer positions); the head on the answers.
+    Backward: two products (input and weight gradients) of the same size for each, plus the
+    embedding's one-hot product.
+    """
+    m, B, L = run.model, run.train.batch_size, run.task.length
+    T, D, F, V = 2 * L, m.d_model, m.d_ff, m.vocab_size
+    forward = 0
+    for block in range(m.n_layers):
+        tq = L if block == m.n_layers - 1 else T
+        forward += 2 * B * T * D * 3 * D  # fused QKV
+        forward += 2 * (2 * B * tq * T * D)  # Q K^T and P V over all heads
+        forward += 2 * B * tq * D * D + 2 * (2 * B * tq * D * F)  # output projection, FFN in and out
+    forward += 2 * B * L * D * V  # output head
+    return 3 * forward + 2 * B * T * V * D
+
+
+@pytest.mark.parametrize("batch_size", [1, 32])
+def test_replay_holds_every_matrix_product_of_a_step(batch_size):
+    replay = train_speed.MatmulReplay("float32", batch_size=batch_size)
+    run = make_run("copy", 6, 0, batch_size=batch_size)
+    assert len(replay.operands) == 18 * run.model.n_layers + 4
+    assert replay.flops == model_matmul_flops(run)
+
+
+def test_sums_written_as_products_are_kept_apart():
+    sums = train_speed.MatmulReplay("float32", model=False)
+    assert sums.operands and all(train_speed._is_reduction(a.shape, b.shape) for a, b in sums.operands)
