@@ -210,20 +210,22 @@ def softmax_backward(dp, p):
 def attention_forward(q, k, v, mask=None, scale=True):
     """softmax(Q K^T / sqrt(d_k)) V over (..., T, D) arrays; mask broadcasts to (..., T_q, T_k)."""
     s = q @ np.ascontiguousarray(k.swapaxes(-1, -2))  # (..., T_q, T_k)
-    if scale:
-        s *= 1.0 / math.sqrt(q.shape[-1])  # a Python float: a NumPy float64 would run float32 arrays in float64
+    # A Python float: a NumPy float64 scalar would make float32 scores compute in float64.
+    factor = 1.0 / math.sqrt(q.shape[-1]) if scale else None
+    if factor is not None:
+        s *= factor
     p = softmax_forward(s, mask, inplace=True)
-    return p @ v, (q, k, v, p, scale)
+    return p @ v, (q, k, v, p, factor)
 
 
 def attention_backward(dy, cache, out=None):
     """Returns dq, dk, dv; `out` = (dq, dk, dv) arrays to write into, if given."""
-    q, k, v, p, scale = cache
+    q, k, v, p, factor = cache  # factor: the forward's score scale, or None
     dq, dk, dv = (None, None, None) if out is None else out
     dv = np.matmul(p.swapaxes(-1, -2), dy, out=dv)
     ds = softmax_backward(dy @ v.swapaxes(-1, -2), p)
-    if scale:
-        ds *= 1.0 / math.sqrt(q.shape[-1])
+    if factor is not None:
+        ds *= factor
     dq = np.matmul(ds, k, out=dq)
     dk = np.matmul(ds.swapaxes(-1, -2), q, out=dk)
     return dq, dk, dv
