@@ -7,6 +7,8 @@ the same names. Shapes: B batch, T time, D model width, H heads, Dh = D / H.
 
 from __future__ import annotations
 
+import zlib
+
 import numpy as np
 
 from . import layers as L
@@ -60,17 +62,32 @@ def flatten(tensors: dict[str, np.ndarray], shapes: dict[str, tuple[int, ...]]) 
     return np.concatenate([tensors[name].ravel() for name in shapes])
 
 
-def init_params(cfg: ModelConfig, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """SPEC §4: weights N(0, 1)/sqrt(fan_in), biases 0, LN gamma 1 beta 0, embeddings N(0, 1)*0.1."""
+def tensor_rng(seed: int, name: str) -> np.random.Generator:
+    """The random stream of one initial tensor: a function of (seed, name) only.
+
+    Spawn key (0, crc32(name)) under the run's seed: the initial-weights branch (0) of the
+    SeedSequence whose branch 1 draws the training batches. A stable hash (never the salted hash()).
+    """
+    key = zlib.crc32(name.encode("utf-8"))
+    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(0, key)))
+
+
+def init_params(cfg: ModelConfig, rng: np.random.Generator | int) -> dict[str, np.ndarray]:
+    """SPEC §4: weights N(0, 1)/sqrt(fan_in), biases 0, LN gamma 1 beta 0, embeddings N(0, 1)*0.1.
+
+    rng an int seed: every tensor draws from its own stream `tensor_rng(seed, name)`, so variants
+    at one seed (no position table, post-LN, ...) start bit-identical on every tensor they share.
+    rng a Generator: the tensors draw from it one after another, in `param_shapes` order.
+    """
     shapes = param_shapes(cfg)
     flat = np.zeros(sum(int(np.prod(s)) for s in shapes.values()), dtype=cfg.dtype)
     params = unflatten(flat, shapes)
+    seeded = not isinstance(rng, np.random.Generator)
     for name, shape in shapes.items():
         leaf = name.rsplit(".", 1)[-1]
-        if name in ("tok_emb", "pos_emb"):
-            params[name][...] = rng.standard_normal(shape) * 0.1
-        elif leaf.startswith("w"):
-            params[name][...] = rng.standard_normal(shape) / np.sqrt(shape[0])
+        if name in ("tok_emb", "pos_emb") or leaf.startswith("w"):
+            draw = (tensor_rng(rng, name) if seeded else rng).standard_normal(shape)
+            params[name][...] = draw * 0.1 if name in ("tok_emb", "pos_emb") else draw / np.sqrt(shape[0])
         elif leaf == "gamma":
             params[name][...] = 1.0
     return params

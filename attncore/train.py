@@ -32,10 +32,14 @@ class TrainResult:
         return sum(a.size for a in self.params.values())
 
 
-def seeded_rngs(seed: int) -> tuple[np.random.Generator, np.random.Generator]:
-    """Independent streams for the initial weights and for the training batches."""
-    init_seq, data_seq = np.random.SeedSequence(seed).spawn(2)
-    return np.random.default_rng(init_seq), np.random.default_rng(data_seq)
+def batch_rng(seed: int) -> np.random.Generator:
+    """The training batches' stream: branch 1 of the seed, independent of the model variant."""
+    return np.random.default_rng(np.random.SeedSequence(seed).spawn(2)[1])
+
+
+def initial_params(run: RunConfig) -> dict[str, np.ndarray]:
+    """A run's initial weights (name -> array): each tensor from its own (seed, name) stream."""
+    return init_params(run.model, run.train.seed)
 
 
 class Trainer:
@@ -49,9 +53,9 @@ class Trainer:
         keep_freed_memory()
         self.run = run
         cfg, tc = run.model, run.train
-        init_rng, self.data_rng = seeded_rngs(tc.seed)
+        self.data_rng = batch_rng(tc.seed)
         shapes = param_shapes(cfg)
-        flat = flatten(init_params(cfg, init_rng), shapes)
+        flat = flatten(initial_params(run), shapes)
         self.params = unflatten(flat, shapes)
         self.grad_flat = np.empty_like(flat)
         self.grads = unflatten(self.grad_flat, shapes)

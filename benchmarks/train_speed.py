@@ -29,9 +29,9 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from torch_reference import TorchModel, torch_loss  # noqa: E402
 
 from attncore.config import make_run  # noqa: E402
-from attncore.model import init_params, loss_and_grads  # noqa: E402
+from attncore.model import loss_and_grads  # noqa: E402
 from attncore.tasks import sample_batch  # noqa: E402
-from attncore.train import Trainer, seeded_rngs  # noqa: E402
+from attncore.train import Trainer, batch_rng, initial_params  # noqa: E402
 
 
 class AttncoreTrainer:
@@ -51,8 +51,8 @@ class TorchTrainer:
 
     def __init__(self, dtype: str):
         self.run = make_run("copy", 6, 0)
-        init_rng, self.data_rng = seeded_rngs(0)
-        self.model = TorchModel(self.run.model, init_params(self.run.model, init_rng), dtype)
+        self.data_rng = batch_rng(0)
+        self.model = TorchModel(self.run.model, initial_params(self.run), dtype)
         self.opt = torch.optim.Adam(self.model.parameters(), lr=self.run.train.lr)
 
     def steps(self, n: int) -> float:

@@ -32,7 +32,8 @@ except ImportError:  # no flock (Windows): joblib's atomic rename still lets the
 
 # Bump whenever the numbers a run produces would change (model, training, tasks, evaluation).
 # joblib only hashes the source of the cached function itself, never of the helpers it calls.
-NUMERICS_VERSION = 3  # 2: cross-entropy row sums as a matrix product; 3: float32 scores scaled by a float32 1/sqrt(d_k)
+NUMERICS_VERSION = 4  # 2: cross-entropy row sums as a matrix product; 3: float32 scores scaled by a float32 1/sqrt(d_k)
+# 4: each initial tensor drawn from its own (seed, name) stream (issue 13); batches unchanged
 
 ENV_VAR = "ATTNCORE_CACHE_DIR"
 REPO_ROOT = Path(__file__).resolve().parents[1]

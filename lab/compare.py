@@ -1,0 +1,148 @@
+"""Groups of runs over seeds (issue 13): mean/min/max per group, loss curves as a band, and paired
+differences to a baseline group with a verdict on whether each difference exceeds the seed noise.
+
+Groups are {label: records} with the baseline first; a record is a RunRecord or its summary() dict
+(curves need RunRecords: summaries carry no loss history). Pure functions: records in, DataFrame out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import numpy as np
+import pandas as pd
+
+from .store import RunRecord
+
+METRICS = ("final_loss", "token_accuracy", "sequence_accuracy")
+BEYOND, WITHIN = "beyond seed noise", "within seed noise"
+MIN_SEEDS = 2  # one seed has no spread to compare with
+RULE = (
+    "A difference is beyond seed noise when every paired delta (variant minus baseline, same seed) has "
+    "the same sign, none is zero, and the mean |delta| exceeds the baseline's spread across seeds "
+    f"(max minus min); otherwise it is within seed noise. It takes at least {MIN_SEEDS} seeds."
+)
+GROUP_COLUMNS = ["level", "n"] + [f"{m}_{s}" for m in METRICS for s in ("mean", "min", "max")]
+COMPARISON_COLUMNS = ["level", "baseline", "metric", "seeds", "delta_mean", "delta_min", "delta_max"]
+COMPARISON_COLUMNS += ["mean_abs_delta", "baseline_spread", "verdict"]
+CURVE_COLUMNS = ["level", "step", "seeds", "mean", "min", "max"]
+
+
+def _summary(record) -> dict:
+    return record.summary() if isinstance(record, RunRecord) else record
+
+
+def _by_seed(label: str, records: Iterable) -> dict[int, dict]:
+    """{seed: summary} of one group; a seed twice in a group is an error (pairing would be ambiguous)."""
+    out = {}
+    for record in records:
+        s = _summary(record)
+        seed = s["config"]["train"]["seed"]
+        if seed in out:
+            raise ValueError(f"group {label!r}: seed {seed} appears twice")
+        out[seed] = s
+    return out
+
+
+def verdict(deltas: np.ndarray, baseline_values: np.ndarray) -> str:
+    """RULE on the paired deltas (variant - baseline, by seed) and the baseline's values over those seeds."""
+    deltas, baseline_values = np.asarray(deltas, dtype=float), np.asarray(baseline_values, dtype=float)
+    if deltas.size < MIN_SEEDS or not (np.all(np.isfinite(deltas)) and np.all(np.isfinite(baseline_values))):
+        return WITHIN
+    signs = np.sign(deltas)
+    same_sign = signs[0] != 0 and np.all(signs == signs[0])
+    spread = baseline_values.max() - baseline_values.min()
+    return BEYOND if same_sign and np.abs(deltas).mean() > spread else WITHIN
+
+
+def group_summary(groups: Mapping[str, Iterable]) -> pd.DataFrame:
+    """One row per group: level, n (runs), and mean, min, max over its seeds of each metric."""
+    rows = []
+    for label, records in groups.items():
+        by_seed = _by_seed(label, records)
+        row = {"level": label, "n": len(by_seed)}
+        for m in METRICS:
+            values = np.array([s[m] for s in by_seed.values()], dtype=float)
+            stats = (values.mean(), values.min(), values.max()) if values.size else (np.nan,) * 3
+            row |= {f"{m}_{name}": float(v) for name, v in zip(("mean", "min", "max"), stats, strict=True)}
+        rows.append(row)
+    return pd.DataFrame(rows, columns=GROUP_COLUMNS)
+
+
+def paired_differences(groups: Mapping[str, Iterable], baseline: str | None = None) -> pd.DataFrame:
+    """Every other group against the baseline (default: the first), paired by seed, one row per metric.
+
+    Columns: level, baseline, metric, seeds, delta_mean, delta_min, delta_max, mean_abs_delta,
+    baseline_spread (max - min over the paired seeds), verdict (RULE). Every group must hold the
+    baseline's seeds exactly; otherwise a ValueError names the group and the seeds that differ.
+    """
+    if not groups:
+        return pd.DataFrame(columns=COMPARISON_COLUMNS)
+    baseline = next(iter(groups)) if baseline is None else baseline
+    if baseline not in groups:
+        raise ValueError(f"baseline {baseline!r} is not one of the groups: {', '.join(map(repr, groups))}")
+    base = _by_seed(baseline, groups[baseline])
+    seeds = sorted(base)
+    rows = []
+    for label, records in groups.items():
+        if label == baseline:
+            continue
+        other = _by_seed(label, records)
+        if set(other) != set(base):
+            missing, extra = sorted(set(base) - set(other)), sorted(set(other) - set(base))
+            raise ValueError(f"group {label!r} is not over the baseline's seeds: missing {missing}, extra {extra}")
+        for m in METRICS:
+            base_values = np.array([base[s][m] for s in seeds], dtype=float)
+            deltas = np.array([other[s][m] for s in seeds], dtype=float) - base_values
+            empty = not deltas.size
+            rows.append(
+                {
+                    "level": label,
+                    "baseline": baseline,
+                    "metric": m,
+                    "seeds": len(seeds),
+                    "delta_mean": np.nan if empty else float(deltas.mean()),
+                    "delta_min": np.nan if empty else float(deltas.min()),
+                    "delta_max": np.nan if empty else float(deltas.max()),
+                    "mean_abs_delta": np.nan if empty else float(np.abs(deltas).mean()),
+                    "baseline_spread": np.nan if empty else float(base_values.max() - base_values.min()),
+                    "verdict": verdict(deltas, base_values),
+                }
+            )
+    return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
+
+
+def curve_bands(groups: Mapping[str, Iterable[RunRecord]], smooth: int = 1) -> pd.DataFrame:
+    """Loss curves over seeds: per group and step (1-based), the mean, min and max of the training loss.
+
+    smooth > 1 takes a trailing rolling mean over that many steps of each run before the band.
+    The runs of one group must have the same number of steps.
+    """
+    if isinstance(smooth, bool) or not isinstance(smooth, int) or smooth < 1:
+        raise ValueError(f"smooth must be an integer >= 1, got {smooth!r}")
+    parts = []
+    for label, records in groups.items():
+        histories = [np.asarray(r.loss_history, dtype=float) for r in records]
+        if not histories:
+            continue
+        if len({h.size for h in histories}) > 1:
+            raise ValueError(f"group {label!r}: runs of different lengths {sorted({h.size for h in histories})}")
+        curves = pd.DataFrame(np.stack(histories, axis=1))  # (steps, seeds)
+        if smooth > 1:
+            curves = curves.rolling(smooth, min_periods=1).mean()
+        values = curves.to_numpy()
+        parts.append(
+            pd.DataFrame(
+                {
+                    "level": label,
+                    "step": np.arange(1, len(values) + 1),
+                    "seeds": values.shape[1],
+                    "mean": values.mean(axis=1),
+                    "min": values.min(axis=1),
+                    "max": values.max(axis=1),
+                }
+            )
+        )
+    if not parts:
+        return pd.DataFrame(columns=CURVE_COLUMNS)
+    return pd.concat(parts, ignore_index=True)[CURVE_COLUMNS]
