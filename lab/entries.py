@@ -94,9 +94,14 @@ class RunBackend(FileSystemStoreBackend):
 
         meta, data = records.encode(item)
         meta["numerics_version"] = NUMERICS_VERSION
+        path = Path(self.location, *call_id)
         try:
-            write_entry(Path(self.location, *call_id), meta, data)
+            write_entry(path, meta, data)
         except OSError as exc:  # disk full, read-only: the caller still gets its run
+            try:
+                path.rmdir()  # only if empty: write_entry leaves no partial file behind
+            except OSError:
+                pass
             warnings.warn(
                 f"could not store {_describe(item.config)} in {self.location} ({exc.strerror or exc}); "
                 "the run is returned but not stored",
@@ -113,6 +118,8 @@ class RunBackend(FileSystemStoreBackend):
         return Path(self.location, *call_id, SIDECAR_FILE).exists()
 
     def store_metadata(self, call_id, metadata):
+        if not self.contains_item(call_id):
+            return  # the entry could not be written: no note about it either
         try:
             super().store_metadata(call_id, metadata)
         except OSError:

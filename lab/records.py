@@ -33,7 +33,7 @@ class RecordError(ValueError):
 
 
 def _canonical(meta: dict) -> bytes:
-    return json.dumps(meta, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
+    return json.dumps(meta, sort_keys=True, separators=(",", ":")).encode()
 
 
 def _key() -> bytes | None:
@@ -48,7 +48,7 @@ def seal(meta: dict) -> str:
     key = _key()
     if key:
         sealed["hmac"] = hmac.new(key, body, hashlib.sha256).hexdigest()
-    return json.dumps(sealed, sort_keys=True, allow_nan=False)
+    return json.dumps(sealed, sort_keys=True)
 
 
 def unseal(text: str | bytes) -> dict:
@@ -120,9 +120,9 @@ def expected_arrays(run: RunConfig) -> dict[str, tuple[tuple[int, ...], tuple[st
 def check_meta(meta: dict, numerics_version: int, config: dict | None = None) -> RunConfig:
     """The RunConfig of a sidecar's meta, after checking format, version, config and declared arrays."""
     if meta.get("format") != FORMAT:
-        raise RecordError(f"format must be {FORMAT!r}, got {str(meta.get('format'))[:40]!r}")
+        raise RecordError(f"the format is not {FORMAT}")
     if meta.get("numerics_version") != numerics_version:
-        raise RecordError(f"numerics version {meta.get('numerics_version')!r}, this code computes {numerics_version}")
+        raise RecordError(f"computed by another numerics version (this code computes version {numerics_version})")
     if config is not None and meta.get("config") != config:
         raise RecordError("the entry holds another run's config")
     try:
@@ -135,7 +135,7 @@ def check_meta(meta: dict, numerics_version: int, config: dict | None = None) ->
         scalars = [meta["final_loss"], meta["train_seconds"], meta["n_params"]]
         eval_values = [meta["eval"][k] for k in EVAL_FIELDS]
     except ConfigError as exc:
-        raise RecordError(f"invalid config: {exc}") from None
+        raise RecordError(f"invalid config ({exc.field})") from None
     except (KeyError, TypeError, ValueError, AttributeError):
         raise RecordError("the sidecar lacks a field or has one of the wrong type") from None
     if not all(x is None or (isinstance(x, (int, float)) and not isinstance(x, bool)) for x in scalars + eval_values):
@@ -145,7 +145,7 @@ def check_meta(meta: dict, numerics_version: int, config: dict | None = None) ->
         raise RecordError("the arrays do not match the config's model")
     for name, (shape, dtypes) in expected.items():
         if declared[name][0] != shape or declared[name][1] not in dtypes:
-            raise RecordError(f"array {name}: {declared[name]} does not fit the config (expected {shape})")
+            raise RecordError(f"array {name} does not fit the config (expected shape {shape})")
     return run
 
 
@@ -164,13 +164,16 @@ def decode(meta: dict, data: bytes, numerics_version: int, config: dict | None =
             names = {info.filename.removesuffix(".npy"): info for info in z.infolist()}
         if names.keys() != expected.keys():
             raise RecordError("the array file holds other arrays than its sidecar declares")
+        for name, (shape, _) in expected.items():  # no member may inflate beyond its array (a zip bomb)
+            if names[name].file_size > 4096 + 8 * math.prod(shape):
+                raise RecordError(f"array {name} is larger than its shape allows")
         with np.load(io.BytesIO(data), allow_pickle=False) as npz:
             arrays = {name: npz[name] for name in expected}
     except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:
         raise RecordError(f"unreadable array file ({type(exc).__name__})") from None
     for name, (shape, dtypes) in expected.items():
         if arrays[name].shape != shape or arrays[name].dtype.str not in dtypes:
-            raise RecordError(f"array {name} has shape {arrays[name].shape}, expected {shape}")
+            raise RecordError(f"array {name} does not have the shape {shape} its config needs")
     ev = {k: float("nan") if meta["eval"][k] is None else meta["eval"][k] for k in EVAL_FIELDS}
     return RunRecord(
         config=run,

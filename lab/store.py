@@ -258,6 +258,18 @@ def get_run(
     return record
 
 
+def put_run(record: RunRecord, *, location: Path | str | None = None) -> None:
+    """Store a record checked elsewhere (a bundle's), as joblib would have; OSError if the store refuses it."""
+    from . import entries, records, store_index
+
+    entry = _Entry(record.config, location)
+    meta, data = records.encode(record)
+    meta["numerics_version"] = NUMERICS_VERSION
+    with entries.locked(entry.lock_path):
+        entries.write_entry(entry.path, meta, data)
+    store_index.update(entry.location, entry.func_dir, {entry.path.name: store_index.describe_entry(entry.path, meta)})
+
+
 def is_cached(run: RunConfig, *, location: Path | str | None = None) -> bool:
     """True when get_run(run) would answer from the store: the sidecar holds and the arrays' digest matches."""
     try:
