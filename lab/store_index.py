@@ -7,6 +7,7 @@ sidecar mtime (touched on every hit), read only when something must be evicted.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
@@ -75,11 +76,11 @@ def _load(location: Path, func_dir: Path) -> dict | None:
     if ident is not None and memo is not None and memo[0] == ident:
         return memo[1]
     try:
-        meta = records.unseal(path.read_bytes())
+        meta = json.loads(records.unseal_bytes(path.read_bytes()))
         found = meta["entries"]
         if meta.get("format") != "attnlab-index/1" or not isinstance(found, dict):
             raise records.RecordError("not an index")
-    except (OSError, records.RecordError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
     _memo[str(path)] = (ident, found)
     return found
@@ -88,7 +89,8 @@ def _load(location: Path, func_dir: Path) -> dict | None:
 def _save(location: Path, found: dict) -> None:
     path = location / INDEX_FILE
     try:
-        entries.write_atomic(path, records.seal({"format": "attnlab-index/1", "entries": found}).encode())
+        body = json.dumps({"format": "attnlab-index/1", "entries": found}).encode()
+        entries.write_atomic(path, records.seal_bytes(body))
     except OSError:
         return  # a read-only store: the in-memory index still answers
     _memo[str(path)] = (_identity(path), found)
