@@ -35,7 +35,8 @@ with share:  # an upload lands in the store before anything below is counted
     bundles.share_section()
 _, missing = runs.cached_summaries(article)
 swept = None
-if missing and button.button(f"Reproduce the article ({len(missing)} runs to train)", type="primary", key="reproduce"):
+label = f"Reproduce the article ({len(missing)} {'run' if len(missing) == 1 else 'runs'} to train)"
+if missing and button.button(label, type="primary", key="reproduce"):
     swept = runs.sweep(article, "Article sweep")
     if swept is not None:
         bundles.enforce_store_cap()

@@ -38,6 +38,13 @@ def _entry_problem(path: Path, version: int, key_of) -> str | None:
     return None
 
 
+def _mtime(path: Path) -> float:
+    try:
+        return max([path.stat().st_mtime] + [f.stat().st_mtime for f in path.iterdir()])
+    except OSError:
+        return 0.0
+
+
 def _unused_lock(path: Path) -> bool:
     if fcntl is None:
         return False
@@ -56,8 +63,11 @@ def _unused_lock(path: Path) -> bool:
 def check(location: Path, func_dir: Path, version: int, repair: bool, key_of) -> dict:
     """The check's report; with repair, damaged entries deleted, leftovers removed, the index rebuilt."""
     report = {"ok": 0, "other_version": 0, "damaged": [], "leftovers": 0}
+    old = time.time() - TMP_AGE_SECONDS
     for path in store_index.entry_dirs(func_dir):
         problem = _entry_problem(path, version, key_of)
+        if problem and problem.startswith("no sidecar") and _mtime(path) > old:
+            continue  # a write in progress (arrays first, sidecar last)
         if problem is None:
             report["ok"] += 1
         elif problem == "other":
@@ -66,7 +76,6 @@ def check(location: Path, func_dir: Path, version: int, repair: bool, key_of) ->
             report["damaged"].append((str(path), problem))
             if repair:
                 shutil.rmtree(path, ignore_errors=True)
-    old = time.time() - TMP_AGE_SECONDS
     for tmp in list(func_dir.glob(f"*/.*{entries.TMP_SUFFIX}")) + list(location.glob(f".*{entries.TMP_SUFFIX}")):
         try:
             stale = tmp.stat().st_mtime < old

@@ -87,3 +87,14 @@ def test_a_shipped_bundle_makes_a_fresh_server_start_warm(bundle_file, empty_sto
     at = app()
     assert_shows_three_runs(at)
     assert not at.warning
+
+
+def test_a_damaged_entry_cannot_leave_home_stuck_at_two_of_three(empty_store):
+    for run in SHORT:
+        store.get_run(run)
+    (store._Entry(SHORT[1]).path / "record.json").write_text("{damaged")
+    at = app()  # the server's first view checks the store (cache check --repair) once
+    assert metric(at, "Article runs cached") == "2 of 3"
+    assert at.button(key="reproduce").label == "Reproduce the article (1 run to train)"
+    at.button(key="reproduce").click().run()
+    assert_shows_three_runs(at)

@@ -40,10 +40,23 @@ def _warm(path: str, location: str) -> str | None:
     return message
 
 
+@st.cache_resource(show_spinner="Checking the run store...")
+def _checked(location: str) -> None:
+    """`cache check --repair` once per server process and store: damaged entries go, so no count sticks."""
+    try:
+        report = store.check_store(repair=True)
+    except OSError:
+        return
+    for path, problem in report["damaged"]:
+        print(f"run store: deleted a damaged entry {path}: {problem}", file=sys.stderr)
+
+
 def warm_start() -> str | None:
-    """Import $ATTNLAB_BUNDLE (once per process and store) so a fresh server shows the article's tables at once."""
+    """Check the store, then import $ATTNLAB_BUNDLE, once per process and store (a fresh server starts warm)."""
+    location = str(store.cache_dir())
+    _checked(location)
     path = os.environ.get(BUNDLE_VAR)
-    return _warm(path, str(store.cache_dir())) if path else None
+    return _warm(path, location) if path else None
 
 
 def _all_runs() -> bytes:
