@@ -50,10 +50,20 @@ def write_entry(path: Path, meta: dict, data: bytes) -> None:
     write_atomic(path / SIDECAR_FILE, records.seal(meta).encode())
 
 
+MAX_SIDECAR_BYTES = 2**20  # a real sidecar is a few kB
+
+
+def _read_capped(path: Path, limit: int) -> bytes:
+    """The file's bytes, refused (RecordError) before reading when it is larger than `limit`."""
+    if path.stat().st_size > limit:
+        raise records.RecordError(f"{path.name} is larger than its sidecar allows")
+    return path.read_bytes()
+
+
 def read_meta(path: Path, numerics_version: int, config: dict | None = None) -> dict:
     """The entry's checked sidecar meta (seal, format, version, config, declared shapes); RecordError otherwise."""
     try:
-        text = (path / SIDECAR_FILE).read_bytes()
+        text = _read_capped(path / SIDECAR_FILE, MAX_SIDECAR_BYTES)
     except OSError as exc:
         raise records.RecordError(f"no readable sidecar ({exc.strerror or type(exc).__name__})") from None
     meta = records.unseal(text)
@@ -65,7 +75,7 @@ def read_entry(path: Path, numerics_version: int, config: dict | None = None):
     """(RunRecord, meta) of the entry, every check passed before any array is parsed; RecordError otherwise."""
     meta = read_meta(path, numerics_version, config)
     try:
-        data = (path / RECORD_FILE).read_bytes()
+        data = _read_capped(path / RECORD_FILE, meta["npz_bytes"])
     except OSError as exc:
         raise records.RecordError(f"no readable array file ({exc.strerror or type(exc).__name__})") from None
     return records.decode(meta, data, numerics_version, config), meta
@@ -78,7 +88,7 @@ def verify_entry(path: Path, numerics_version: int, config: dict | None = None) 
 
     meta = read_meta(path, numerics_version, config)
     try:
-        data = (path / RECORD_FILE).read_bytes()
+        data = _read_capped(path / RECORD_FILE, meta["npz_bytes"])
     except OSError:
         raise records.RecordError("no readable array file") from None
     if not hmac.compare_digest(hashlib.sha256(data).hexdigest(), str(meta["npz_sha256"])):

@@ -162,10 +162,12 @@ class _Entry:
         from . import store_index
 
         store_index.touch(self.func_dir, self.path.name)
-        if self.path.name not in store_index.read(self.location, self.func_dir):
-            store_index.update(
-                self.location, self.func_dir, {self.path.name: store_index.describe_entry(self.path, meta)}
-            )
+        try:
+            if self.path.name not in store_index.read(self.location, self.func_dir):
+                line = store_index.describe_entry(self.path, meta)
+                store_index.update(self.location, self.func_dir, {self.path.name: line})
+        except OSError:
+            pass  # evicted meanwhile, or a read-only store: the record in hand is whole
 
     def compute(self, callback) -> RunRecord:
         import shutil
