@@ -6,9 +6,10 @@ drawn once here before the page so its settings persist across pages and stay in
 
 import streamlit as st
 
-from ui import nav, sidebar
+from ui import bundles, nav, sidebar
 
 st.set_page_config(page_title="Attention Lab", page_icon="🔬", layout="wide")
+bundles.warm_start()  # ATTNLAB_BUNDLE: imported once per server process
 page, spec = nav.navigation()
 sidebar.render(expanded=spec.uses_run)
 page.run()

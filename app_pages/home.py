@@ -1,4 +1,8 @@
-"""Home: what the lab is, what is cached, the article's sweep in one click, links to every page."""
+"""Home: what the lab is, what is cached, the article's sweep in one click, run bundles, links to every page.
+
+The page lays out its sections first and fills the figures last, so after a reproduce or an upload every
+metric, button and table in the same view shows the store as it now is.
+"""
 
 import streamlit as st
 
@@ -6,7 +10,7 @@ from attncore import ConfigError
 from lab.store import list_cached
 from lab.sweep import preset
 from lab.tables import ablation_table, accuracy_table, runs_frame
-from ui import nav, runs, sidebar, tables
+from ui import bundles, nav, runs, sidebar, tables
 
 st.title("Attention Lab")
 st.markdown(
@@ -15,41 +19,58 @@ st.markdown(
     "lands in a cache, and is served from there in milliseconds. Pick a configuration in the sidebar, then train "
     "it, compare it across seeds and ablations, and look inside its attention heads."
 )
-
-summaries = list_cached()
-article = preset("article")
-records, missing = runs.cached_summaries(article)
-c1, c2, c3 = st.columns(3)
-c1.metric("Runs in the cache", len(summaries))
-c2.metric("Article runs cached", f"{len(records)} of {len(article)}")
-try:
-    current = sidebar.make()
-    c3.metric("Sidebar run", "cached" if runs.cached(current) else "not trained yet")
-    st.caption(f"Sidebar run: {sidebar.describe(current)}")
-except ConfigError as e:
-    sidebar.show_config_error(e)
-
+metrics = st.container()
 st.header("Reproduce the article")
 st.caption(
     "The 23 runs of the article (SPEC §7): copy and sort at L = 4, 6, 8 with seeds 0, 1, 2, and five ablations of "
     "copy at L = 6. Cached runs load at once; the others train in parallel worker processes (about 4 s each)."
 )
-done = records
-if missing:
-    go = st.button(f"Reproduce the article ({len(missing)} runs to train)", type="primary", key="reproduce")
-    done = runs.sweep(article, "Article sweep") if go else None
+button, results = st.empty(), st.container()
+st.header("Share runs")
+share = st.container()
+
+article = preset("article")
+with share:  # an upload lands in the store before anything below is counted
+    st.caption("Every stored run in one file (JSON and plain arrays, no pickle), to load on another machine.")
+    bundles.share_section()
+_, missing = runs.cached_summaries(article)
+swept = None
+label = f"Reproduce the article ({len(missing)} {'run' if len(missing) == 1 else 'runs'} to train)"
+if missing and button.button(label, type="primary", key="reproduce"):
+    swept = runs.sweep(article, "Article sweep")
+    if swept is not None:
+        bundles.enforce_store_cap()
+        button.empty()
+
+summaries = list_cached()  # after any action: the figures below are the store's state now
+done, missing = runs.cached_summaries(article)
+if swept and missing:  # trained but not stored (a full or read-only store): show what was computed
+    done = swept
+if warm_error := bundles.warm_start():
+    metrics.warning(warm_error, icon=":material/warning:")
+c1, c2, c3 = metrics.columns(3)
+c1.metric("Runs in the cache", f"{len(summaries):,}")
+c2.metric("Article runs cached", f"{len(done)} of {len(article)}")
+try:
+    current = sidebar.make()
+    c3.metric("Sidebar run", "cached" if runs.cached(current) else "not trained yet")
+    metrics.caption(f"Sidebar run: {sidebar.describe(current)}")
+except ConfigError as e:
+    with metrics:
+        sidebar.show_config_error(e)
 if done:
-    st.subheader("Accuracy by task and length")
-    tables.show(accuracy_table(done))
-    st.caption("Mean and minimum over seeds 0, 1, 2: per token, and per sequence (all L symbols right).")
-    st.subheader("Ablations: copy, L = 6, seed 0")
-    tables.show(ablation_table(done)[["variant", "final_loss", "token_accuracy", "sequence_accuracy"]])
-    st.caption("Final loss and accuracies of the full model and its five ablations (details: Ablations page).")
+    with results:
+        st.subheader("Accuracy by task and length")
+        tables.show(accuracy_table(done))
+        st.caption("Mean and minimum over seeds 0, 1, 2: per token, and per sequence (all L symbols right).")
+        st.subheader("Ablations: copy, L = 6, seed 0")
+        tables.show(ablation_table(done)[["variant", "final_loss", "token_accuracy", "sequence_accuracy"]])
+        st.caption("Final loss and accuracies of the full model and its five ablations (details: Ablations page).")
 
 st.header("Pages")
 nav.page_links()
 
-with st.expander(f"What is cached ({len(summaries)} runs)"):
+with st.expander(f"What is cached ({len(summaries):,} {'run' if len(summaries) == 1 else 'runs'})"):
     if summaries:
         frame = runs_frame(summaries)
         columns = ["task", "length", "seed", "position", "norm", "scaling", "lr", "steps", "d_model", "n_heads"]

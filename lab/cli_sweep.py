@@ -24,10 +24,9 @@ def register(sub) -> None:
     p.add_argument("--csv", metavar="DIR", help="also write runs.csv, accuracy.csv and ablations.csv to DIR")
     p.set_defaults(func=cmd_sweep, parser=p)
 
-    c = sub.add_parser("cache", help="list or clear the stored runs")
-    c.add_argument("action", choices=("list", "clear"))
-    c.add_argument("--json", action="store_true", help="list: print the summaries as one JSON list")
-    c.set_defaults(func=cmd_cache)
+    from .cli_cache import register as register_cache
+
+    register_cache(sub)
 
 
 def sweep_runs(a) -> list:
@@ -131,21 +130,6 @@ def write_csv(records, directory: Path) -> None:
 
 
 def cmd_cache(a) -> int:
-    from .store import cache_dir, clear_cache, list_cached
+    from .cli_cache import cmd_cache
 
-    if a.action == "clear":
-        print(f"removed {clear_cache()} runs from {cache_dir()}")
-        return 0
-    summaries = list_cached()
-    if a.json:
-        print(json.dumps(summaries))
-        return 0
-    from .tables import runs_frame
-
-    frame = runs_frame(summaries)
-    columns = ["task", "length", "seed", "position", "norm", "scaling", "lr", "steps", "d_model", "final_loss"]
-    columns += ["token_accuracy", "sequence_accuracy", "train_seconds"]
-    print(f"{len(frame)} runs in {cache_dir()}")
-    if len(frame):
-        print(frame[columns].to_string(index=False))
-    return 0
+    return cmd_cache(a)

@@ -16,7 +16,7 @@ import pytest
 
 from attncore.config import make_run
 from attncore.model import count_params, param_shapes
-from lab import store
+from lab import entries, store
 
 REPO = Path(__file__).resolve().parents[1]
 STEPS = 50
@@ -109,22 +109,32 @@ def test_list_cached_reads_summaries_and_clear_empties_the_store(cache, monkeypa
     listed = store.list_cached()
     assert [s["config"] for s in listed] == [r.to_dict() for r in runs]
     assert listed == [r.summary() for r in records]
-    # a damaged sidecar hides that entry from the list and breaks nothing; the next hit repairs it
-    sidecar = next((cache / "joblib").rglob(store.SUMMARY_FILE))
-    sidecar.unlink()
-    assert len(store.list_cached()) == 1
-    for run in runs:
-        store.get_run(run)
-    assert len(store.list_cached()) == 2
+    # a damaged sidecar: the run no longer counts as stored, breaks nothing, and `check --repair` drops it
+    sidecar = next((cache / "joblib").rglob(entries.SIDECAR_FILE))
     sidecar.write_text("{not json")
+    assert sum(store.is_cached(run) for run in runs) == 1
+    report = store.check_store(repair=True)
+    assert report["ok"] == 1 and len(report["damaged"]) == 1
     assert len(store.list_cached()) == 1
+    for run in runs:  # the next request recomputes and stores it again
+        store.get_run(run)
+    listed = store.list_cached()
+    assert sorted(json.dumps(s["config"], sort_keys=True) for s in listed) == sorted(
+        json.dumps(r.to_dict(), sort_keys=True) for r in runs
+    )
+    (cache / "index.json").write_text("garbage")  # a damaged index is rebuilt from the sidecars
+    assert store.list_cached() == listed
+    (cache / "index.json").unlink()
+    assert store.list_cached() == listed
+    sidecar.write_text("{not json")
+    store.check_store(repair=True)
     # entries of another numerics version are not listed
     version = store.NUMERICS_VERSION
     monkeypatch.setattr(store, "NUMERICS_VERSION", version + 1)
     assert store.list_cached() == []
     monkeypatch.setattr(store, "NUMERICS_VERSION", version)
     assert len(store.list_cached()) == 1
-    assert store.clear_cache() == 2
+    assert store.clear_cache() == 1
     assert store.list_cached() == []
     assert not any(store.is_cached(run) for run in runs)
 
@@ -132,11 +142,11 @@ def test_list_cached_reads_summaries_and_clear_empties_the_store(cache, monkeypa
 def test_truncated_entry_is_recomputed_with_a_warning(cache):
     run = make_run(steps=STEPS)
     original = store.get_run(run)
-    (pkl,) = (cache / "joblib").rglob("output.pkl")
+    (pkl,) = (cache / "joblib").rglob(entries.RECORD_FILE)
     data = pkl.read_bytes()
     pkl.write_bytes(data[: len(data) // 2])
     steps, callback = counting()
-    with pytest.warns(store.CacheWarning, match="unreadable"):
+    with pytest.warns(store.CacheWarning, match="failed its checks"):
         again = store.get_run(run, callback)
     assert len(steps) == STEPS
     assert_same_record(original, again)
@@ -194,4 +204,5 @@ def test_two_processes_asking_for_one_run_compute_it_once(cache, tmp_path):
     steps, callback = counting()
     assert_same_record(outs[0]["record"], store.get_run(make_run(steps=STEPS), callback))
     assert steps == []
-    assert len(list((cache / "joblib").rglob("output.pkl"))) == 1
+    assert len(list((cache / "joblib").rglob(entries.RECORD_FILE))) == 1
+    assert not list((cache / "locks").glob("*.lock")) or [p.name for p in (cache / "locks").iterdir()] == ["index.lock"]

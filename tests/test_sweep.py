@@ -111,7 +111,7 @@ def test_killed_sweep_resumes_without_recomputing_finished_runs(cache, tmp_path,
     proc.wait()
     finished = [r for r in runs if store.is_cached(r)]
     assert 2 <= len(finished) < len(runs)
-    stamps = {p: (p.stat().st_ino, p.stat().st_mtime_ns) for p in (cache / "joblib").rglob("output.pkl")}
+    stamps = {p: (p.stat().st_ino, p.stat().st_mtime_ns) for p in (cache / "joblib").rglob("record.npz")}
     assert len(stamps) == len(finished)
 
     computed = []

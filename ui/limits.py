@@ -26,6 +26,15 @@ class Limits:
     max_sweep_runs: int = 30  # runs one button press may train
     sweep_jobs: int = 2  # worker processes of a sweep
     slot_wait_seconds: int = 120  # how long a training waits for a free slot
+    max_store_mb: int = 512  # the run store's size cap; least-recently-used runs beyond it are evicted
+    max_bundle_mb: int = 50  # largest run bundle a visitor may upload on Home
+    bundle_upload: bool | None = None  # Home's "Load a bundle": None = on with a display, off when headless
+
+    def upload_allowed(self) -> bool:
+        """Whether Home offers to load a bundle: the switch if set, else only for a desktop (non-headless) server."""
+        if self.bundle_upload is not None:
+            return self.bundle_upload
+        return not st.get_option("server.headless")
 
 
 def _secrets_section() -> dict:
@@ -41,6 +50,13 @@ def _from_environment() -> Limits:
     for f in fields(Limits):
         raw = os.environ.get(f"ATTNLAB_{f.name.upper()}", secrets.get(f.name))
         if raw is None:
+            continue
+        if f.name == "bundle_upload":  # a switch, not a cap
+            switch = {"1": True, "true": True, "on": True, "0": False, "false": False, "off": False}
+            if str(raw).strip().lower() in switch:
+                values[f.name] = switch[str(raw).strip().lower()]
+            else:
+                st.warning(f"Ignoring the limit {f.name}: it must be 1 or 0 (on or off).")
             continue
         try:
             values[f.name] = max(1, int(raw))

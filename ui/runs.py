@@ -22,7 +22,7 @@ from attncore.evaluate import EvalResult
 from attncore.inspect import evaluate_ablated
 from lab.store import RunRecord, cache_dir, get_run, is_cached, list_cached
 from lab.sweep import run_sweep
-from ui import charts, frames, worker
+from ui import bundles, charts, frames, worker
 from ui.limits import BusyError, limits, training_slot
 
 LIVE_REFRESH_SECONDS = 0.25  # redraw the live loss curve at most this often
@@ -87,6 +87,7 @@ def train_live(run: RunConfig) -> RunRecord | None:
                     bar.progress(len(done) / steps, text=text)
                     curve.altair_chart(charts.loss_curve(frames.history_frame(done), steps=steps), width="stretch")
             record = job.result()
+        bundles.enforce_store_cap()
     except BusyError as e:
         bar.empty()
         st.error(str(e), icon=":material/hourglass_top:")

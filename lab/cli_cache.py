@@ -1,0 +1,130 @@
+"""The `cache` command: list, clear, check [--repair], export FILE [filters], import FILE.
+
+Every failure is one line on stderr with exit code 2 (a check that finds damage without --repair exits 1).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+
+def register(sub) -> None:
+    c = sub.add_parser("cache", help="list, clear, check, export or import the stored runs")
+    actions = c.add_subparsers(dest="action", required=True, metavar="{list,clear,check,export,import}")
+    ls = actions.add_parser("list", help="the stored runs of this numerics version")
+    ls.add_argument("--json", action="store_true", help="print the summaries as one JSON list")
+    actions.add_parser("clear", help="delete every stored run")
+    check = actions.add_parser("check", help="verify every entry's digests; --repair deletes what fails")
+    check.add_argument("--repair", action="store_true", help="delete damaged entries and leftovers, rebuild the index")
+    export = actions.add_parser("export", help="write stored runs to one bundle file (no pickle)")
+    export.add_argument("file", help="the bundle to write, e.g. runs.zip ('-' for stdout)")
+    export.add_argument("--preset", help="only the stored runs of this preset: article, accuracy, ablations, smoke")
+    export.add_argument("--task", nargs="+", choices=("copy", "sort"), help="only runs of these tasks")
+    export.add_argument("--length", nargs="+", type=int, help="only runs of these lengths L")
+    export.add_argument("--seed", nargs="+", type=int, help="only runs of these seeds")
+    imp = actions.add_parser("import", help="check a bundle file and store its runs")
+    imp.add_argument("file", help="a bundle written by `cache export`")
+    imp.add_argument("--max-mb", type=float, default=200.0, help="refuse bundles larger than this (default 200)")
+    c.set_defaults(func=cmd_cache)
+
+
+def _fail(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+def _selected(a) -> list:
+    from attncore.config import RunConfig
+
+    from .store import list_cached
+    from .sweep import preset
+
+    configs = [s["config"] for s in list_cached()]
+    if a.preset:
+        wanted = {json.dumps(r.to_dict(), sort_keys=True) for r in preset(a.preset)}
+        configs = [c for c in configs if json.dumps(c, sort_keys=True) in wanted]
+    runs = [RunConfig.from_dict(c) for c in configs]
+    return [
+        r
+        for r in runs
+        if (a.task is None or r.task.name in a.task)
+        and (a.length is None or r.task.length in a.length)
+        and (a.seed is None or r.train.seed in a.seed)
+    ]
+
+
+def cmd_export(a) -> int:
+    from .bundle import export_bundle
+
+    runs = _selected(a)
+    try:
+        if a.file == "-":
+            n = export_bundle(sys.stdout.buffer, runs)
+        else:
+            with open(a.file, "wb") as fh:
+                n = export_bundle(fh, runs)
+    except OSError as exc:
+        return _fail(f"FILE: cannot write {a.file!r} ({exc.strerror or type(exc).__name__})")
+    print(f"exported {n} runs to {a.file}", file=sys.stderr)
+    return 0
+
+
+def cmd_import(a) -> int:
+    from .bundle import BundleError, import_bundle
+
+    if not 0 < a.max_mb <= 100_000:
+        return _fail("--max-mb: must be from 0 to 100,000 MB (exclusive of 0)")
+    try:
+        stored, kept = import_bundle(a.file, int(a.max_mb * 2**20))
+    except BundleError as exc:
+        return _fail(f"FILE: {exc}")
+    except OSError as exc:
+        return _fail(f"the store cannot be written ({exc.strerror or type(exc).__name__}); nothing was lost")
+    print(f"imported {stored} runs ({kept} were already stored)")
+    return 0
+
+
+def cmd_check(a) -> int:
+    from .store import cache_dir, check_store
+
+    report = check_store(repair=a.repair)
+    verb = "deleted (recomputed when next asked for)" if a.repair else "found"
+    print(f"{report['ok']} runs whole in {cache_dir()}; {report['other_version']} of other numerics versions")
+    for path, problem in report["damaged"]:
+        print(f"damaged, {verb}: {path}: {problem}")
+    if report["leftovers"]:
+        print(f"{report['leftovers']} leftover temporary or lock files{' removed' if a.repair else ''}")
+    if report["func_code"]:
+        print("rewrote joblib's func_code.py")
+    return 1 if report["damaged"] and not a.repair else 0
+
+
+def cmd_cache(a) -> int:
+    from .store import cache_dir, clear_cache, list_cached
+
+    if a.action == "export":
+        return cmd_export(a)
+    if a.action == "import":
+        return cmd_import(a)
+    if a.action == "check":
+        return cmd_check(a)
+    if a.action == "clear":
+        try:
+            print(f"removed {clear_cache()} runs from {cache_dir()}")
+        except OSError as exc:
+            return _fail(f"cannot clear {cache_dir()} ({exc.strerror or type(exc).__name__})")
+        return 0
+    summaries = list_cached()
+    if a.json:
+        print(json.dumps(summaries))
+        return 0
+    from .tables import runs_frame
+
+    frame = runs_frame(summaries)
+    columns = ["task", "length", "seed", "position", "norm", "scaling", "lr", "steps", "d_model", "final_loss"]
+    columns += ["token_accuracy", "sequence_accuracy", "train_seconds"]
+    print(f"{len(frame)} runs in {cache_dir()}")
+    if len(frame):
+        print(frame[columns].to_string(index=False))
+    return 0

@@ -1,0 +1,199 @@
+"""One run's entry on disk: joblib's store backend writing record.npz + record.json, per-run locks, joblib's code file.
+
+Writes go to temporary files renamed into place (sidecar last), and are removed again if the disk refuses
+them, so a reader sees a whole entry or none. Nothing here unpickles: see lab.records.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+import warnings
+from contextlib import contextmanager
+from pathlib import Path
+
+from joblib import register_store_backend
+from joblib._store_backends import FileSystemStoreBackend
+from joblib.memory import extract_first_line
+
+from . import records
+
+try:
+    import fcntl
+except ImportError:  # no flock (Windows): atomic renames still let the last writer win whole
+    fcntl = None
+
+BACKEND = "attnlab"
+RECORD_FILE = "record.npz"
+SIDECAR_FILE = "record.json"
+TMP_SUFFIX = ".tmp"
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write `data` to `path` through a temporary file in the same folder; no partial file on any error."""
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}-{os.getpid()}-{threading.get_ident()}{TMP_SUFFIX}")
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_entry(path: Path, meta: dict, data: bytes) -> None:
+    """Store (meta, npz bytes) in the entry folder `path`: arrays first, sealed sidecar last; OSError if refused."""
+    path.mkdir(parents=True, exist_ok=True)
+    (path / SIDECAR_FILE).unlink(missing_ok=True)  # no moment where an old sidecar vouches for new arrays
+    write_atomic(path / RECORD_FILE, data)
+    write_atomic(path / SIDECAR_FILE, records.seal(meta).encode())
+
+
+MAX_SIDECAR_BYTES = 2**20  # a real sidecar is a few kB
+
+
+def _read_capped(path: Path, limit: int) -> bytes:
+    """The file's bytes, refused (RecordError) before reading when it is larger than `limit`."""
+    if path.stat().st_size > limit:
+        raise records.RecordError(f"{path.name} is larger than its sidecar allows")
+    return path.read_bytes()
+
+
+def read_meta(path: Path, numerics_version: int, config: dict | None = None) -> dict:
+    """The entry's checked sidecar meta (seal, format, version, config, declared shapes); RecordError otherwise."""
+    try:
+        text = _read_capped(path / SIDECAR_FILE, MAX_SIDECAR_BYTES)
+    except OSError as exc:
+        raise records.RecordError(f"no readable sidecar ({exc.strerror or type(exc).__name__})") from None
+    meta = records.unseal(text)
+    records.check_meta(meta, numerics_version, config)
+    return meta
+
+
+def read_entry(path: Path, numerics_version: int, config: dict | None = None):
+    """(RunRecord, meta) of the entry, every check passed before any array is parsed; RecordError otherwise."""
+    meta = read_meta(path, numerics_version, config)
+    try:
+        data = _read_capped(path / RECORD_FILE, meta["npz_bytes"])
+    except OSError as exc:
+        raise records.RecordError(f"no readable array file ({exc.strerror or type(exc).__name__})") from None
+    return records.decode(meta, data, numerics_version, config), meta
+
+
+def verify_entry(path: Path, numerics_version: int, config: dict | None = None) -> dict:
+    """The meta when the sidecar holds and the array file's digest matches it (no parsing); RecordError otherwise."""
+    import hashlib
+    import hmac
+
+    meta = read_meta(path, numerics_version, config)
+    try:
+        data = _read_capped(path / RECORD_FILE, meta["npz_bytes"])
+    except OSError:
+        raise records.RecordError("no readable array file") from None
+    if not hmac.compare_digest(hashlib.sha256(data).hexdigest(), str(meta["npz_sha256"])):
+        raise records.RecordError("the array file's SHA-256 does not match its sidecar")
+    return meta
+
+
+class RunBackend(FileSystemStoreBackend):
+    """joblib's file-system backend with RunRecords stored as lab.records data instead of output.pkl."""
+
+    def dump_item(self, call_id, item, verbose=1):
+        from .store import NUMERICS_VERSION, CacheWarning, _describe
+
+        meta, data = records.encode(item)
+        meta["numerics_version"] = NUMERICS_VERSION
+        path = Path(self.location, *call_id)
+        try:
+            write_entry(path, meta, data)
+        except OSError as exc:  # disk full, read-only: the caller still gets its run
+            try:
+                path.rmdir()  # only if empty: write_entry leaves no partial file behind
+            except OSError:
+                pass
+            warnings.warn(
+                f"could not store {_describe(item.config)} in {self.location} ({exc.strerror or exc}); "
+                "the run is returned but not stored",
+                CacheWarning,
+                stacklevel=2,
+            )
+
+    def load_item(self, call_id, verbose=1, timestamp=None, metadata=None):
+        from .store import NUMERICS_VERSION
+
+        return read_entry(Path(self.location, *call_id), NUMERICS_VERSION)[0]
+
+    def contains_item(self, call_id):
+        return Path(self.location, *call_id, SIDECAR_FILE).exists()
+
+    def store_metadata(self, call_id, metadata):
+        if not self.contains_item(call_id):
+            return  # the entry could not be written: no note about it either
+        try:
+            super().store_metadata(call_id, metadata)
+        except OSError:
+            pass  # joblib's timing note only; the entry is whole without it
+
+    def get_cached_func_code(self, call_id):
+        try:
+            return super().get_cached_func_code(call_id)
+        except UnicodeDecodeError:  # damaged: joblib rewrites it on OSError instead of failing every call
+            raise OSError("func_code.py is not text") from None
+
+
+register_store_backend(BACKEND, RunBackend)
+
+
+def repair_func_code(func) -> bool:
+    """Rewrite joblib's func_code.py if it is missing, damaged or stale; True if it was rewritten.
+
+    The store never asks joblib to compare it (keys carry NUMERICS_VERSION), so a bad file cannot make
+    joblib wipe the stored runs; it is kept right for anyone who calls the memoized function directly.
+    """
+    code, _, first_line = func.func_code_info
+    try:
+        old, old_first = extract_first_line(func.store_backend.get_cached_func_code([func.func_id]))
+        if (old, old_first) == (code, first_line):
+            return False
+    except OSError:
+        pass
+    try:
+        func._write_func_code(code, first_line)
+    except OSError:
+        return False
+    return True
+
+
+@contextmanager
+def locked(path: Path, remove: bool = True):
+    """An exclusive flock on `path` for the duration (True), or no lock where none can be made (False).
+
+    With remove, the lock file is deleted before release; a waiter that then wakes on the deleted file
+    notices (its inode is gone from the path) and takes the lock again on a fresh file.
+    """
+    fh = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        while True:
+            fh = open(path, "a")
+            if fcntl is None:
+                break
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                if os.stat(path).st_ino == os.fstat(fh.fileno()).st_ino:
+                    break
+            except FileNotFoundError:
+                pass
+            fh.close()
+    except OSError:  # a read-only store: compute without a lock (writes fail whole and are reported)
+        if fh is not None:
+            fh.close()
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        if remove:
+            path.unlink(missing_ok=True)
+        fh.close()  # closing releases the flock

@@ -1,0 +1,207 @@
+"""A run record as data, never pickle: arrays in an .npz (allow_pickle=False) and a sealed JSON sidecar.
+
+The sidecar carries the config, the numerics version, the scalars, the arrays' shapes and the SHA-256 of
+the .npz bytes; it is sealed by a SHA-256 of its own canonical text, and by an HMAC when ATTNCORE_CACHE_KEY
+is set. Everything read back is treated as untrusted: digests first, then schema and shapes against the config.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import io
+import json
+import math
+import os
+import zipfile
+
+import numpy as np
+
+from attncore.config import ConfigError, RunConfig
+from attncore.evaluate import EvalResult
+from attncore.model import param_shapes
+
+FORMAT = "attnlab-run/1"
+KEY_VAR = "ATTNCORE_CACHE_KEY"
+PARAM_PREFIX = "params."
+EVAL_FIELDS = ("token_accuracy", "sequence_accuracy", "distinct_accuracy", "n_distinct")
+EVAL_FIELDS += ("repeated_accuracy", "n_repeated", "eval_seconds")
+
+
+class RecordError(ValueError):
+    """Stored or uploaded run data that is damaged, forged, or not what it claims to be."""
+
+
+def _canonical(meta: dict) -> bytes:
+    return json.dumps(meta, sort_keys=True, separators=(",", ":")).encode()
+
+
+def _key() -> bytes | None:
+    key = os.environ.get(KEY_VAR)
+    return key.encode() if key else None
+
+
+def seal(meta: dict) -> str:
+    """The sidecar text: meta plus its own SHA-256, and an HMAC-SHA256 when ATTNCORE_CACHE_KEY is set."""
+    body = _canonical(meta)
+    sealed = {"meta": meta, "sha256": hashlib.sha256(body).hexdigest()}
+    key = _key()
+    if key:
+        sealed["hmac"] = hmac.new(key, body, hashlib.sha256).hexdigest()
+    return json.dumps(sealed, sort_keys=True)
+
+
+def unseal(text: str | bytes) -> dict:
+    """The meta of a sidecar whose seal holds (and whose HMAC holds, when a key is set); else RecordError."""
+    try:
+        sealed = json.loads(text)
+        meta, digest = sealed["meta"], sealed["sha256"]
+        body = _canonical(meta)
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+        raise RecordError(f"unreadable sidecar ({type(exc).__name__})") from None
+    if not isinstance(digest, str) or not hmac.compare_digest(digest, hashlib.sha256(body).hexdigest()):
+        raise RecordError("the sidecar's digest does not match its content")
+    key = _key()
+    if key:
+        mac = sealed.get("hmac")
+        if not isinstance(mac, str) or not hmac.compare_digest(mac, hmac.new(key, body, hashlib.sha256).hexdigest()):
+            raise RecordError(f"the sidecar is not signed with this store's {KEY_VAR}")
+    if not isinstance(meta, dict):
+        raise RecordError("the sidecar's meta is not an object")
+    return meta
+
+
+def seal_bytes(body: bytes) -> bytes:
+    """`body` behind a header line with its SHA-256 (and HMAC when a key is set): fast to check for large files."""
+    key = _key()
+    mac = hmac.new(key, body, hashlib.sha256).hexdigest() if key else "-"
+    return f"{hashlib.sha256(body).hexdigest()} {mac}\n".encode() + body
+
+
+def unseal_bytes(data: bytes) -> bytes:
+    """The body of seal_bytes' output if its digest (and HMAC, when a key is set) holds; else RecordError."""
+    header, _, body = data.partition(b"\n")
+    parts = header.decode("ascii", "replace").split(" ")
+    if len(parts) != 2 or not hmac.compare_digest(parts[0], hashlib.sha256(body).hexdigest()):
+        raise RecordError("the file's digest does not match its content")
+    key = _key()
+    if key and not hmac.compare_digest(parts[1], hmac.new(key, body, hashlib.sha256).hexdigest()):
+        raise RecordError(f"the file is not signed with this store's {KEY_VAR}")
+    return body
+
+
+def _number(x: float) -> float | None:
+    return None if math.isnan(x) else float(x)
+
+
+def encode(record) -> tuple[dict, bytes]:
+    """(meta, npz bytes) of a RunRecord; meta holds the npz's SHA-256."""
+    arrays = {
+        "loss_history": record.loss_history,
+        "probe_tokens": record.probe_tokens,
+        "probe_attention": record.probe_attention,
+    }
+    arrays |= {PARAM_PREFIX + name: value for name, value in record.params.items()}
+    buffer = io.BytesIO()
+    np.savez(buffer, **{name: np.ascontiguousarray(a) for name, a in arrays.items()})
+    data = buffer.getvalue()
+    e = record.eval.to_dict()
+    meta = {
+        "format": FORMAT,
+        "numerics_version": None,  # filled by the caller (lab.store owns NUMERICS_VERSION)
+        "config": record.config.to_dict(),
+        "summary": record.summary(),
+        "final_loss": float(record.final_loss),
+        "train_seconds": float(record.train_seconds),
+        "n_params": int(record.n_params),
+        "eval": {k: _number(v) if isinstance(v, float) else v for k, v in e.items()},
+        "arrays": {name: {"shape": list(a.shape), "dtype": a.dtype.str} for name, a in arrays.items()},
+        "npz_sha256": hashlib.sha256(data).hexdigest(),
+        "npz_bytes": len(data),
+    }
+    return meta, data
+
+
+def expected_arrays(run: RunConfig) -> dict[str, tuple[tuple[int, ...], tuple[str, ...]]]:
+    """name -> (shape, allowed dtypes) of every array a record of this run must hold, and nothing else."""
+    m, L = run.model, run.task.length
+    floats = (np.dtype(m.dtype).str,)
+    out = {
+        "loss_history": ((run.train.steps,), (np.dtype(np.float64).str, np.dtype(np.float32).str)),
+        "probe_tokens": ((2 * L,), (np.dtype(np.int64).str, np.dtype(np.int32).str)),
+        "probe_attention": ((m.n_layers, m.n_heads, 2 * L, 2 * L), floats),
+    }
+    for name, shape in param_shapes(m).items():
+        out[PARAM_PREFIX + name] = (tuple(shape), floats)
+    return out
+
+
+def check_meta(meta: dict, numerics_version: int, config: dict | None = None) -> RunConfig:
+    """The RunConfig of a sidecar's meta, after checking format, version, config and declared arrays."""
+    if meta.get("format") != FORMAT:
+        raise RecordError(f"the format is not {FORMAT}")
+    if meta.get("numerics_version") != numerics_version:
+        raise RecordError(f"computed by another numerics version (this code computes version {numerics_version})")
+    if config is not None and meta.get("config") != config:
+        raise RecordError("the entry holds another run's config")
+    try:
+        run = RunConfig.from_dict(meta["config"])
+        declared = {name: (tuple(a["shape"]), a["dtype"]) for name, a in meta["arrays"].items()}
+        if not isinstance(meta["npz_sha256"], str) or not isinstance(meta["npz_bytes"], int):
+            raise TypeError
+        if not isinstance(meta["summary"], dict) or meta["summary"].get("config") != meta["config"]:
+            raise TypeError
+        scalars = [meta["final_loss"], meta["train_seconds"], meta["n_params"]]
+        eval_values = [meta["eval"][k] for k in EVAL_FIELDS]
+    except ConfigError as exc:
+        raise RecordError(f"invalid config ({exc.field})") from None
+    except (KeyError, TypeError, ValueError, AttributeError):
+        raise RecordError("the sidecar lacks a field or has one of the wrong type") from None
+    if not all(x is None or (isinstance(x, (int, float)) and not isinstance(x, bool)) for x in scalars + eval_values):
+        raise RecordError("a scalar of the record is not a number")
+    expected = expected_arrays(run)
+    if declared.keys() != expected.keys():
+        raise RecordError("the arrays do not match the config's model")
+    for name, (shape, dtypes) in expected.items():
+        if declared[name][0] != shape or declared[name][1] not in dtypes:
+            raise RecordError(f"array {name} does not fit the config (expected shape {shape})")
+    return run
+
+
+def decode(meta: dict, data: bytes, numerics_version: int, config: dict | None = None):
+    """The RunRecord stored as (meta, npz bytes), checked: digest of the bytes, then schema, then every array."""
+    from .store import RunRecord  # the record class lives with the store
+
+    if len(data) != meta.get("npz_bytes") or not hmac.compare_digest(
+        hashlib.sha256(data).hexdigest(), str(meta.get("npz_sha256"))
+    ):
+        raise RecordError("the array file's SHA-256 does not match its sidecar")
+    run = check_meta(meta, numerics_version, config)
+    expected = expected_arrays(run)
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
+            names = {info.filename.removesuffix(".npy"): info for info in z.infolist()}
+        if names.keys() != expected.keys():
+            raise RecordError("the array file holds other arrays than its sidecar declares")
+        for name, (shape, _) in expected.items():  # no member may inflate beyond its array (a zip bomb)
+            if names[name].file_size > 4096 + 8 * math.prod(shape):
+                raise RecordError(f"array {name} is larger than its shape allows")
+        with np.load(io.BytesIO(data), allow_pickle=False) as npz:
+            arrays = {name: npz[name] for name in expected}
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:
+        raise RecordError(f"unreadable array file ({type(exc).__name__})") from None
+    for name, (shape, dtypes) in expected.items():
+        if arrays[name].shape != shape or arrays[name].dtype.str not in dtypes:
+            raise RecordError(f"array {name} does not have the shape {shape} its config needs")
+    ev = {k: float("nan") if meta["eval"][k] is None else meta["eval"][k] for k in EVAL_FIELDS}
+    return RunRecord(
+        config=run,
+        loss_history=arrays["loss_history"],
+        final_loss=meta["final_loss"],
+        eval=EvalResult(**ev),
+        train_seconds=meta["train_seconds"],
+        n_params=meta["n_params"],
+        probe_tokens=arrays["probe_tokens"],
+        probe_attention=arrays["probe_attention"],
+        params={name.removeprefix(PARAM_PREFIX): a for name, a in arrays.items() if name.startswith(PARAM_PREFIX)},
+    )

@@ -1,0 +1,93 @@
+"""`cache check [--repair]`: verify every stored entry, delete what fails (it is recomputed on demand), tidy up.
+
+Tidying removes temporary files older than TMP_AGE_SECONDS, lock files nobody holds, and rebuilds the index.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+from . import entries, records, store_index
+
+try:
+    import fcntl
+except ImportError:
+    fcntl = None
+
+TMP_AGE_SECONDS = 600  # a temporary file this old belongs to no write in progress
+
+
+def _entry_problem(path: Path, version: int, key_of) -> str | None:
+    """None for a whole entry of this version, 'other' for another version, else what is wrong."""
+    try:
+        meta = records.unseal((path / entries.SIDECAR_FILE).read_bytes())
+    except OSError:
+        return "no sidecar (an older layout, or a write that never finished)"
+    except records.RecordError as exc:
+        return str(exc)
+    if meta.get("numerics_version") != version:
+        return "other"
+    try:
+        meta = entries.verify_entry(path, version)
+    except records.RecordError as exc:
+        return str(exc)
+    if key_of(meta["config"]) != path.name:
+        return "the entry holds another run's config"
+    return None
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return max([path.stat().st_mtime] + [f.stat().st_mtime for f in path.iterdir()])
+    except OSError:
+        return 0.0
+
+
+def _unused_lock(path: Path) -> bool:
+    if fcntl is None:
+        return False
+    try:
+        with open(path, "a") as fh:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                return False  # held: a run is computing
+            path.unlink(missing_ok=True)  # unlinked while held, the protocol of entries.locked
+            return True
+    except OSError:
+        return False
+
+
+def check(location: Path, func_dir: Path, version: int, repair: bool, key_of) -> dict:
+    """The check's report; with repair, damaged entries deleted, leftovers removed, the index rebuilt."""
+    report = {"ok": 0, "other_version": 0, "damaged": [], "leftovers": 0}
+    old = time.time() - TMP_AGE_SECONDS
+    for path in store_index.entry_dirs(func_dir):
+        problem = _entry_problem(path, version, key_of)
+        if problem and problem.startswith("no sidecar") and _mtime(path) > old:
+            continue  # a write in progress (arrays first, sidecar last)
+        if problem is None:
+            report["ok"] += 1
+        elif problem == "other":
+            report["other_version"] += 1
+        else:
+            report["damaged"].append((str(path), problem))
+            if repair:
+                shutil.rmtree(path, ignore_errors=True)
+    for tmp in list(func_dir.glob(f"*/.*{entries.TMP_SUFFIX}")) + list(location.glob(f".*{entries.TMP_SUFFIX}")):
+        try:
+            stale = tmp.stat().st_mtime < old
+        except OSError:
+            continue
+        if stale:
+            report["leftovers"] += 1
+            if repair:
+                tmp.unlink(missing_ok=True)
+    for lock in (location / "locks").glob("*.lock"):
+        if lock.name != store_index.LOCK_FILE and repair and _unused_lock(lock):
+            report["leftovers"] += 1
+    if repair:
+        store_index.rebuild_saved(location, func_dir)
+    return report

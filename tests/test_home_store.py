@@ -1,0 +1,100 @@
+"""Home after an action that changes the store (reproduce, upload, ATTNLAB_BUNDLE): every figure in the same view."""
+
+from __future__ import annotations
+
+import pytest
+from apptest_helpers import metric, texts
+from test_app import STEPS, app
+
+import lab.sweep
+from attncore import make_run
+from lab import bundle, store
+
+SHORT = [make_run("copy", 4, s, steps=STEPS) for s in (0, 1)] + [make_run("copy", 4, 0, steps=STEPS, scaling=False)]
+
+
+@pytest.fixture
+def empty_store(tmp_path, monkeypatch):
+    """An empty run store, the article's preset cut to three 30-step runs, uploads allowed."""
+    monkeypatch.setenv(store.ENV_VAR, str(tmp_path / "cache"))
+    monkeypatch.setattr(lab.sweep, "preset", lambda name: SHORT)
+    monkeypatch.setenv("ATTNLAB_BUNDLE_UPLOAD", "1")
+    return tmp_path
+
+
+@pytest.fixture
+def bundle_file(tmp_path, monkeypatch):
+    """A bundle of the three runs, made in a store of its own."""
+    monkeypatch.setenv(store.ENV_VAR, str(tmp_path / "source"))
+    for run in SHORT:
+        store.get_run(run)
+    path = tmp_path / "runs.zip"
+    assert bundle.export_bundle(path) == 3
+    return path
+
+
+def expander_label(at) -> str:
+    return next(e.label for e in at.expander if e.label.startswith("What is cached"))
+
+
+def assert_shows_three_runs(at) -> None:
+    assert metric(at, "Runs in the cache") == "3"
+    assert metric(at, "Article runs cached") == "3 of 3"
+    assert not [b for b in at.button if b.key == "reproduce"]
+    assert expander_label(at) == "What is cached (3 runs)"
+    accuracy = at.dataframe[0].value
+    assert accuracy[["task", "length", "seeds"]].values.tolist() == [["copy", 4, 2]]
+
+
+def test_reproduce_updates_every_figure_in_the_same_view(empty_store):
+    at = app()
+    assert metric(at, "Runs in the cache") == "0" and metric(at, "Article runs cached") == "0 of 3"
+    assert expander_label(at) == "What is cached (0 runs)"
+    at.button(key="reproduce").click().run()
+    assert not at.exception
+    assert_shows_three_runs(at)
+
+
+def test_uploading_a_bundle_updates_every_figure_in_the_same_view(bundle_file, empty_store):
+    at = app()
+    assert metric(at, "Article runs cached") == "0 of 3"
+    at.file_uploader(key="bundle_upload").set_value(("runs.zip", bundle_file.read_bytes(), "application/zip")).run()
+    assert not at.exception
+    assert "Loaded 3 runs" in texts(at.success)
+    assert_shows_three_runs(at)
+    steps = []
+    assert store.get_run(SHORT[0], lambda step, loss: steps.append(step)).config == SHORT[0] and steps == []
+
+
+def test_a_hostile_upload_is_one_message_and_changes_nothing(empty_store):
+    at = app()
+    at.file_uploader(key="bundle_upload").set_value(("x.zip", b"[click](https://evil.example)", "application/zip"))
+    at.run()
+    assert not at.exception
+    assert texts(at.error) == "The bundle was not loaded: not a bundle: the file is not a zip archive"
+    assert metric(at, "Runs in the cache") == "0"
+
+
+def test_uploads_can_be_switched_off_and_download_is_always_offered(empty_store, monkeypatch):
+    monkeypatch.setenv("ATTNLAB_BUNDLE_UPLOAD", "0")
+    at = app()
+    assert not at.file_uploader
+    assert [b.label for b in at.get("download_button")] == ["Download all runs"]
+
+
+def test_a_shipped_bundle_makes_a_fresh_server_start_warm(bundle_file, empty_store, monkeypatch):
+    monkeypatch.setenv("ATTNLAB_BUNDLE", str(bundle_file))
+    at = app()
+    assert_shows_three_runs(at)
+    assert not at.warning
+
+
+def test_a_damaged_entry_cannot_leave_home_stuck_at_two_of_three(empty_store):
+    for run in SHORT:
+        store.get_run(run)
+    (store._Entry(SHORT[1]).path / "record.json").write_text("{damaged")
+    at = app()  # the server's first view checks the store (cache check --repair) once
+    assert metric(at, "Article runs cached") == "2 of 3"
+    assert at.button(key="reproduce").label == "Reproduce the article (1 run to train)"
+    at.button(key="reproduce").click().run()
+    assert_shows_three_runs(at)

@@ -1,0 +1,101 @@
+"""Runs in and out of the store from the dashboard: the ATTNLAB_BUNDLE warm start, download and upload, the size cap.
+
+Uploads are checked by lab.bundle like any untrusted file; messages never quote the file's content.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import streamlit as st
+
+from lab import bundle, store
+from ui.limits import limits
+
+BUNDLE_VAR = "ATTNLAB_BUNDLE"
+
+
+def enforce_store_cap() -> None:
+    """Evict least-recently-used runs beyond the server's max_store_mb (never the article's)."""
+    try:
+        store.enforce_cap(limits().max_store_mb * 2**20)
+    except OSError:
+        pass  # a read-only store cannot grow either
+
+
+@st.cache_resource(show_spinner="Loading the runs shipped with this app...")
+def _warm(path: str, location: str) -> str | None:
+    """Import the bundle once per server process and store; an error line for the server log and Home, or None."""
+    try:
+        stored, kept = bundle.import_bundle(path)  # the operator's own file: the default cap
+    except bundle.BundleError as exc:
+        message = f"{BUNDLE_VAR} was not loaded: {exc}"
+    except OSError as exc:
+        message = f"{BUNDLE_VAR} was not loaded: the run store cannot be written ({exc.strerror or exc})"
+    else:
+        print(f"{BUNDLE_VAR}: stored {stored} runs ({kept} were already stored) from {path}", file=sys.stderr)
+        return None
+    print(message, file=sys.stderr)
+    return message
+
+
+@st.cache_resource(show_spinner="Checking the run store...")
+def _checked(location: str) -> None:
+    """`cache check --repair` once per server process and store: damaged entries go, so no count sticks."""
+    try:
+        report = store.check_store(repair=True)
+    except OSError:
+        return
+    for path, problem in report["damaged"]:
+        print(f"run store: deleted a damaged entry {path}: {problem}", file=sys.stderr)
+
+
+def warm_start() -> str | None:
+    """Check the store, then import $ATTNLAB_BUNDLE, once per process and store (a fresh server starts warm)."""
+    location = str(store.cache_dir())
+    _checked(location)
+    path = os.environ.get(BUNDLE_VAR)
+    return _warm(path, location) if path else None
+
+
+def _all_runs() -> bytes:
+    return bundle.bundle_bytes()
+
+
+def share_section() -> bool:
+    """'Download all runs' and, where the server allows it, 'Load a bundle'; True when an upload stored runs."""
+    lim = limits()
+    st.download_button(
+        "Download all runs",
+        data=_all_runs,
+        file_name="attention-lab-runs.zip",
+        mime="application/zip",
+        icon=":material/download:",
+        on_click="ignore",
+        key="bundle_download",
+    )
+    if not lim.upload_allowed():
+        return False
+    upload = st.file_uploader(
+        f"Load a bundle (a .zip from Download all runs or `cache export`, up to {lim.max_bundle_mb} MB)",
+        type=["zip"],
+        key="bundle_upload",
+    )
+    if upload is None or st.session_state.get("bundle_done") == upload.file_id:
+        return False
+    st.session_state["bundle_done"] = upload.file_id  # one import per uploaded file, not one per rerun
+    if upload.size > lim.max_bundle_mb * 2**20:
+        st.error(f"The bundle is larger than {lim.max_bundle_mb} MB.", icon=":material/block:")
+        return False
+    try:
+        stored, kept = bundle.import_bundle(upload.getvalue(), lim.max_bundle_mb * 2**20)
+    except bundle.BundleError as exc:
+        st.error(f"The bundle was not loaded: {exc}", icon=":material/block:")
+        return False
+    except OSError as exc:
+        st.error(f"The run store cannot be written ({exc.strerror or 'error'}); nothing was loaded.")
+        return False
+    enforce_store_cap()
+    st.success(f"Loaded {stored:,} runs from the bundle ({kept:,} were already stored).", icon=":material/check:")
+    return stored > 0
