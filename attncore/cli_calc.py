@@ -14,7 +14,7 @@ from contextlib import contextmanager
 
 from . import calculators as calc
 from . import kvcache
-from .config import ConfigError, ModelConfig
+from .config import ConfigError, ModelConfig, check_int
 from .flags import ArgumentError, finite_float
 from .presets import GPUS, PRESETS, get_preset, gpu_memory_gb
 
@@ -176,6 +176,8 @@ def cache_from_args(a) -> tuple[kvcache.KVCache, str, list[str]]:
             if arch.position == "learned" and a.context > arch.max_len:
                 warnings.append(f"context {a.context:,} exceeds the model's {arch.max_len:,} learned positions")
             return cache, a.preset or "custom", warnings
+        if a.n_heads is not None:  # checked first: --heads also stands in for a missing --kv-heads
+            check_int("n_heads", a.n_heads, 1, 100_000)
         kv_heads = a.n_heads if a.n_kv_heads is None else a.n_kv_heads  # 0 is checked, not replaced
         if a.n_layers is None or (not a.kv_lora_rank and (kv_heads is None or a.head_dim is None)):
             raise ArgumentError("kv-cache needs --preset NAME, or --layers, --kv-heads and --head-dim, or --d")
