@@ -6,6 +6,7 @@ pipe exits quietly; a killed sweep takes its workers with it; attncore.cli loads
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -241,6 +242,13 @@ def test_parse_size():
 # --- a killed sweep ----------------------------------------------------------------
 
 
+def command_line(p: psutil.Process) -> str:
+    try:
+        return " ".join(p.cmdline())
+    except psutil.Error:  # gone meanwhile
+        return ""
+
+
 def test_a_killed_sweep_takes_its_workers_with_it(tmp_path):
     argv = ["sweep", "--length", "4", "--seed", "0", "1", "2", "3", "--steps", "20000", "--jobs", "2"]
     cmd = [sys.executable, "-m", "attncore", *argv]
@@ -254,18 +262,15 @@ def test_a_killed_sweep_takes_its_workers_with_it(tmp_path):
         while True:  # two workers busy training: each has spent a second of CPU (imports take less)
             assert proc.poll() is None and time.monotonic() < deadline, "the sweep never started two workers"
             children = sweep.children(recursive=True)
-            workers = [
-                c
-                for c in children
-                if "loky" in " ".join(c.cmdline()) and "resource_tracker" not in " ".join(c.cmdline())
-            ]
-            if len(workers) == 2 and all(sum(w.cpu_times()[:2]) > 1.0 for w in workers):
-                break
+            workers = [c for c in children if "popen_loky" in command_line(c)]
+            with contextlib.suppress(psutil.Error):
+                if len(workers) == 2 and all(sum(w.cpu_times()[:2]) > 1.0 for w in workers):
+                    break
             time.sleep(0.2)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         gone, alive = psutil.wait_procs(children, timeout=30)
-        assert alive == [], f"still running 30 s after the sweep was killed: {[p.cmdline() for p in alive]}"
+        assert alive == [], f"still running 30 s after the sweep was killed: {[command_line(p) for p in alive]}"
     finally:
         for child in children:
             try:
