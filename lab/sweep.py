@@ -171,7 +171,7 @@ def _exit_with_parent(parent_pid: int, interval: float = 0.5) -> None:
     """loky worker initializer: end this worker within `interval` seconds of the sweep's process dying.
 
     loky workers do not watch their parent on POSIX: after a `kill -9` of the sweep they finished their run
-    and stayed, idle, for over 20 minutes. A daemon thread polls the parent pid (reparenting changes it) and
+    and stayed, idle, for over 30 minutes. A daemon thread polls the parent pid (reparenting changes it) and
     ends the process at once; the run it was computing is not stored (a resumed sweep computes it).
     """
 
