@@ -1,78 +1,21 @@
 """The command line: `python -m attncore train|sweep|cache|params|kv-cache ...`.
 
-Bad arguments exit with code 2 and one line on stderr, never a traceback. The
-sweep and cache commands load the run store in lab/ (joblib, pandas) lazily, so
-the core stays numpy-only.
+Bad or dangerous input (a value out of range, a run too big for memory) exits with code 2 and one line
+on stderr, never a traceback; output into a closed pipe exits 141 quietly. The flags live in flags.py;
+lab/ (the run store: joblib, pandas) is imported only inside the commands that use it.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
+import os
 import sys
 
-from .config import NORMS, POSITIONS, TASKS, ConfigError
+from .config import ConfigError
+from .flags import ArgumentError, Parser, add_model_args, flag_of, run_settings
 
-# config field -> the train/sweep flag that sets it, so errors name what the user typed
-FLAGS = {
-    "d_model": "--d",
-    "n_heads": "--heads",
-    "n_layers": "--layers",
-    "d_ff": "--d-ff",
-    "batch_size": "--batch",
-    "name": "--task",
-    "task": "--task",
-}
-
-
-class ArgumentError(Exception):
-    pass
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse that raises instead of printing usage, so every error is one line."""
-
-    def error(self, message):
-        raise ArgumentError(message)
-
-
-def add_model_args(p: argparse.ArgumentParser, many: bool = False) -> None:
-    """The flags of `train`; with many=True the sweepable ones take several values."""
-    nargs = "+" if many else None
-
-    def listed(v):  # a default that is a list when several values are allowed
-        return [v] if many else v
-
-    p.add_argument("--task", choices=TASKS, default=listed("copy"), nargs=nargs)
-    p.add_argument("--length", type=int, default=listed(6), nargs=nargs, metavar="L")
-    p.add_argument("--seed", type=int, default=listed(0), nargs=nargs)
-    p.add_argument("--position", choices=POSITIONS, default=listed("learned"), nargs=nargs)
-    p.add_argument("--norm", choices=NORMS, default=listed("pre"), nargs=nargs)
-    p.add_argument("--lr", type=float, default=listed(3e-3), nargs=nargs)
-    p.add_argument("--steps", type=int, default=1500)
-    p.add_argument("--batch", type=int, default=32)
-    p.add_argument("--d", type=int, default=32, dest="d_model")
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--layers", type=int, default=2)
-    p.add_argument("--d-ff", type=int, default=None, help="default 4d")
-    p.add_argument("--no-scaling", action="store_true", help="do not divide scores by sqrt(d_head)")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-
-
-# flags that set the same value for every run of a sweep (argparse dest -> make_run keyword)
-SETTING_FLAGS = {
-    "steps": "steps",
-    "batch": "batch_size",
-    "d_model": "d_model",
-    "heads": "n_heads",
-    "layers": "n_layers",
-    "d_ff": "d_ff",
-}
-
-
-def run_settings(a) -> dict:
-    """make_run keywords from the parsed flags that every run of a sweep shares."""
-    return {key: getattr(a, flag) for flag, key in SETTING_FLAGS.items()} | {"scaling": not a.no_scaling}
+OWN_COMMANDS = ("train", "params", "kv-cache")  # the others (sweep, cache) are registered by lab.cli_sweep
+BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a writer whose reader went away
 
 
 def run_from_args(a):
@@ -98,10 +41,14 @@ def print_summary(s: dict) -> None:
 
 
 def cmd_train(a) -> int:
+    from .memory import check_fits
+
     run = run_from_args(a)
-    from lab.store import get_run, is_cached
+    from lab.store import get_run, is_cached  # the run store (joblib) loads only for this command
 
     cached = is_cached(run)
+    if not cached:
+        check_fits([run], cap=a.max_memory)
     record = get_run(run)
     summary = record.summary() | {"cached": cached}
     if a.json:
@@ -111,7 +58,8 @@ def cmd_train(a) -> int:
     return 0
 
 
-def build_parser() -> Parser:
+def build_parser(argv=None) -> Parser:
+    """The parser of every command; lab's sweep and cache commands are imported only when argv may need them."""
     parser = Parser(prog="python -m attncore", description="Attention Lab: train and inspect a tiny decoder.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     p = sub.add_parser("train", help="train one configuration (served from cache/ when known)")
@@ -120,23 +68,44 @@ def build_parser() -> Parser:
     from . import cli_calc
 
     cli_calc.register(sub)
-    from lab import cli_sweep
+    command = next((word for word in argv if not word.startswith("-")), None) if argv is not None else None
+    if command not in OWN_COMMANDS:  # sweep, cache, a typo (its error lists every command) or --help
+        from lab import cli_sweep
 
-    cli_sweep.register(sub)
+        cli_sweep.register(sub)
     return parser
 
 
-def main(argv=None) -> int:
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's last flush does not raise again into a closed pipe."""
     try:
-        args = build_parser().parse_args(argv)
-        return args.func(args)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # stdout without a file descriptor (a test's capture)
+        pass
+
+
+def main(argv=None) -> int:
+    """Run a command; 0 on success, 2 with one line on stderr for bad input, 141 if stdout's reader left."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        parser = build_parser(argv)
+        if not argv:
+            parser.print_help(sys.stderr)
+            return 2
+        args = parser.parse_args(argv)
+        code = args.func(args)
+        sys.stdout.flush()  # a closed pipe shows here, inside the try, not at interpreter exit
+        return code
     except ConfigError as e:
-        flag = e.field if e.field.startswith("-") else FLAGS.get(e.field, "--" + e.field.replace("_", "-"))
-        print(f"error: {flag}: {e.message}", file=sys.stderr)
+        print(f"error: {flag_of(e.field)}: {e.message}", file=sys.stderr)
         return 2
     except ArgumentError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `... | head -1`: the reader has what it wanted
+        _quiet_stdout()
+        return BROKEN_PIPE
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

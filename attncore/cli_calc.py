@@ -14,8 +14,8 @@ from contextlib import contextmanager
 
 from . import calculators as calc
 from . import kvcache
-from .cli import ArgumentError
-from .config import ConfigError, ModelConfig
+from .config import ConfigError, ModelConfig, check_int
+from .flags import ArgumentError, finite_float
 from .presets import GPUS, PRESETS, get_preset, gpu_memory_gb
 
 # flag, Decoder field, type or choices, help
@@ -176,11 +176,14 @@ def cache_from_args(a) -> tuple[kvcache.KVCache, str, list[str]]:
             if arch.position == "learned" and a.context > arch.max_len:
                 warnings.append(f"context {a.context:,} exceeds the model's {arch.max_len:,} learned positions")
             return cache, a.preset or "custom", warnings
-        kv_heads = a.n_kv_heads or a.n_heads
+        if a.n_heads is not None:  # checked first: --heads also stands in for a missing --kv-heads
+            check_int("n_heads", a.n_heads, 1, 100_000)
+        kv_heads = a.n_heads if a.n_kv_heads is None else a.n_kv_heads  # 0 is checked, not replaced
         if a.n_layers is None or (not a.kv_lora_rank and (kv_heads is None or a.head_dim is None)):
             raise ArgumentError("kv-cache needs --preset NAME, or --layers, --kv-heads and --head-dim, or --d")
         cache = kvcache.kv_cache(
-            a.n_layers, kv_heads or 1, a.head_dim or 1, a.context, a.batch, a.dtype,
+            a.n_layers, 1 if kv_heads is None else kv_heads, 1 if a.head_dim is None else a.head_dim,
+            a.context, a.batch, a.dtype,
             window=a.sliding_window, n_heads=a.n_heads, kv_lora_rank=a.kv_lora_rank or 0,
             rope_head_dim=a.rope_head_dim or 0, group_size=a.group_size, weight_params=a.params,
             weight_dtype=a.weights_dtype,
@@ -231,6 +234,8 @@ def cmd_kv_cache(a) -> int:
     if gpu is not None:
         with flag_names():
             gb = gpu_memory_gb(gpu) if isinstance(gpu, str) else gpu
+            if a.gpu is not None and not 0 < gb <= 100_000:  # nan, inf or 0 typed as --gpu, not --gpu-gb
+                raise ConfigError("gpu", f"must be a card or a size in GB from 0 (excluded) to 100000, got {a.gpu!r}")
             result = kvcache.fit(cache, gb, a.reserve)
     if a.json:
         out = {"name": name, "units": {"GiB": kvcache.GIB, "GB": kvcache.GB}, "warnings": warnings} | cache.to_dict()
@@ -262,6 +267,8 @@ def register(sub) -> None:
     k.add_argument("--params", type=int, help="weights' parameter count when no preset or --d describes them")
     gpu = k.add_mutually_exclusive_group()
     gpu.add_argument("--gpu", help=f"a card ({', '.join(GPUS)}) or a size in GB")
-    gpu.add_argument("--gpu-gb", type=float, help="GPU memory in GB (10^9 bytes)")
-    k.add_argument("--reserve", type=float, default=kvcache.DEFAULT_RESERVE, help="fraction kept for the runtime")
+    gpu.add_argument("--gpu-gb", type=finite_float, help="GPU memory in GB (10^9 bytes)")
+    k.add_argument(
+        "--reserve", type=finite_float, default=kvcache.DEFAULT_RESERVE, help="fraction kept for the runtime"
+    )
     k.set_defaults(func=cmd_kv_cache)

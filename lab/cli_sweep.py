@@ -1,27 +1,35 @@
 """The `sweep` and `cache` commands: run a preset or a grid through the store, print the article's tables.
 
-joblib and pandas are imported inside the handlers, so other commands start without them.
+joblib and pandas are imported inside the handlers, so other commands start without them. Every check
+(jobs, grid size, --csv, memory, the dask scheduler) runs before the first run is trained.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
-from attncore.cli import SETTING_FLAGS, add_model_args, run_settings
 from attncore.config import ConfigError
+from attncore.flags import MAX_GRID, MAX_JOBS, SETTING_FLAGS, add_model_args, jobs, run_settings
+
+CSV_FILES = ("runs.csv", "accuracy.csv", "ablations.csv")
 
 
 def register(sub) -> None:
     p = sub.add_parser("sweep", help="train a grid or a preset of runs in parallel (served from cache/ when known)")
     add_model_args(p, many=True)
     p.add_argument("--preset", help="a named set of runs instead of the grid: article, accuracy, ablations, smoke")
-    p.add_argument("--jobs", type=int, default=-1, help="parallel workers (default: all cores)")
+    p.add_argument(
+        "--jobs", type=jobs, default=-1, help=f"parallel workers: -1 (all cores, the default) or 1-{MAX_JOBS}"
+    )
     p.add_argument("--backend", choices=("loky", "dask"), default="loky")
     p.add_argument("--scheduler", help="dask scheduler address, e.g. tcp://127.0.0.1:8786 (with --backend dask)")
     p.add_argument("--csv", metavar="DIR", help="also write runs.csv, accuracy.csv and ablations.csv to DIR")
+    p.add_argument("--yes", action="store_true", help=f"run a grid of more than {MAX_GRID:,} runs")
     p.set_defaults(func=cmd_sweep, parser=p)
 
     from .cli_cache import register as register_cache
@@ -31,7 +39,7 @@ def register(sub) -> None:
 
 def sweep_runs(a) -> list:
     """The runs a parsed `sweep` command asks for: the preset (with overridden flags) or the grid."""
-    from .sweep import grid, preset, with_settings
+    from .sweep import grid, grid_size, preset, with_settings
 
     if a.preset:
         grid_flags = ("task", "length", "seed", "position", "norm", "lr", "no_scaling")
@@ -45,7 +53,26 @@ def sweep_runs(a) -> list:
             if getattr(a, flag) != a.parser.get_default(flag)
         }
         return [with_settings(run, **changed) for run in preset(a.preset)]
+    size = grid_size(a.task, a.length, a.seed, a.position, a.norm, a.lr)  # counted before any is built
+    if size > MAX_GRID:
+        if not a.yes:
+            raise ConfigError("yes", f"the grid has {size:,} runs, more than {MAX_GRID:,}; add --yes to run them all")
+        print(f"{size:,} runs in the grid", file=sys.stderr)
     return grid(a.task, a.length, a.seed, a.position, a.norm, a.lr, **run_settings(a))
+
+
+def check_csv_dir(directory: Path) -> None:
+    """Make `directory` and try a file in it, so a --csv that cannot be written fails before any training."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=directory):
+            pass
+        for name in CSV_FILES:
+            path = directory / name
+            if path.exists() and not (path.is_file() and os.access(path, os.W_OK)):
+                raise PermissionError(f"{path} is not a writable file")
+    except OSError as e:
+        raise ConfigError("csv", f"must be a directory this user can write; {directory}: {e.strerror or e}") from None
 
 
 class ProgressBar:
@@ -93,15 +120,33 @@ def print_tables(records) -> None:
 
 
 def cmd_sweep(a) -> int:
+    from attncore.memory import check_fits
+
     from .store import is_cached
-    from .sweep import run_sweep
+    from .sweep import check_scheduler_address, connect, loky_workers, run_sweep
 
     if a.scheduler and a.backend != "dask":
         raise ConfigError("scheduler", "is only used with --backend dask")
+    if a.backend == "dask":
+        check_scheduler_address(a.scheduler)
     runs = sweep_runs(a)
+    if a.csv:
+        check_csv_dir(Path(a.csv))
     cached = [is_cached(run) for run in runs]
+    missing = list(dict.fromkeys(run for run, c in zip(runs, cached, strict=True) if not c))
+    if a.backend == "loky":  # dask workers are other machines: only the --max-memory cap applies to them
+        check_fits(missing, loky_workers(a.jobs, len(missing)), a.max_memory)
+    elif a.max_memory:
+        check_fits(missing, 1, a.max_memory)
+    client = connect(a.scheduler) if a.backend == "dask" and missing else None
     start = time.perf_counter()
-    records = run_sweep(runs, n_jobs=a.jobs, backend=a.backend, scheduler=a.scheduler, progress=ProgressBar())
+    try:
+        records = run_sweep(
+            runs, n_jobs=a.jobs, backend=a.backend, scheduler=client or a.scheduler, progress=ProgressBar()
+        )
+    finally:
+        if client is not None:
+            client.close()
     seconds = time.perf_counter() - start
     print(f"{len(runs)} runs ({sum(cached)} from the cache) in {seconds:.1f} s", file=sys.stderr)
     if a.csv:
@@ -123,10 +168,13 @@ def cmd_sweep(a) -> int:
 def write_csv(records, directory: Path) -> None:
     from .tables import ablation_table, accuracy_table, runs_frame
 
-    directory.mkdir(parents=True, exist_ok=True)
-    runs_frame(records).to_csv(directory / "runs.csv", index=False)
-    accuracy_table(records).to_csv(directory / "accuracy.csv", index=False)
-    ablation_table(records).to_csv(directory / "ablations.csv", index=False)
+    frames = runs_frame(records), accuracy_table(records), ablation_table(records)
+    try:  # checked before the sweep; the disk can still fill up or the directory vanish since
+        directory.mkdir(parents=True, exist_ok=True)
+        for frame, name in zip(frames, CSV_FILES, strict=True):
+            frame.to_csv(directory / name, index=False)
+    except OSError as e:
+        raise ConfigError("csv", f"could not write {directory}: {e.strerror or e} (the runs are stored)") from None
 
 
 def cmd_cache(a) -> int:

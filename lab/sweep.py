@@ -12,16 +12,25 @@ must be a shared filesystem mounted at the same path (set ATTNCORE_CACHE_DIR on 
 from __future__ import annotations
 
 import itertools
+import math
+import os
+import re
+import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from joblib import Parallel, delayed, parallel_config
+from joblib import Parallel, cpu_count, delayed, parallel_config
 
 from attncore.config import ConfigError, RunConfig, make_run
+from attncore.flags import MAX_JOBS
 
 from .store import RunRecord, cache_dir, get_run, is_cached
 
 BACKENDS = ("loky", "dask")
+CONNECT_SECONDS = 5  # how long a dask scheduler may take to answer before the sweep gives up
+# a dask address: protocol://host:port (host a name, IPv4 or [IPv6]), e.g. tcp://127.0.0.1:8786
+SCHEDULER_ADDRESS = re.compile(r"(tcp|tls|ws|wss)://([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\]):([0-9]{1,5})")
 
 # SPEC §7: the five ablations of copy, L = 6, seed 0, as make_run overrides.
 ABLATIONS = {
@@ -62,6 +71,11 @@ def grid(
         for task, length, position, norm, lr, seed in product
     )
     return list(dict.fromkeys(runs))  # RunConfig is hashable: duplicates dropped, order kept
+
+
+def grid_size(tasks=("copy",), lengths=(6,), seeds=(0,), positions=("learned",), norms=("pre",), lrs=(3e-3,)) -> int:
+    """How many runs grid() would return for these lists, without building them."""
+    return math.prod(len(set(_listed(v))) for v in (tasks, lengths, seeds, positions, norms, lrs))
 
 
 def ablations(task: str = "copy", length: int = 6, seed: int = 0, **common) -> list[RunConfig]:
@@ -111,13 +125,65 @@ def _sweep_one(index: int, run: RunConfig, location: str) -> tuple[int, RunRecor
     return index, get_run(run, location=location)
 
 
+def check_jobs(n_jobs) -> None:
+    """Raise ConfigError unless n_jobs is -1 (all cores) or 1..MAX_JOBS."""
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or not (n_jobs == -1 or 1 <= n_jobs <= MAX_JOBS):
+        raise ConfigError("jobs", f"must be -1 (all cores) or from 1 to {MAX_JOBS}, got {n_jobs!r}")
+
+
+def loky_workers(n_jobs: int, missing: int) -> int:
+    """Processes a loky sweep of `missing` runs starts: n_jobs (-1: every core), never more than the runs."""
+    return max(1, min(cpu_count() if n_jobs == -1 else n_jobs, missing))
+
+
+def check_scheduler_address(address) -> None:
+    """Raise ConfigError unless address looks like protocol://host:port."""
+    if not address:
+        raise ConfigError("scheduler", "the dask backend needs a scheduler address, e.g. tcp://127.0.0.1:8786")
+    match = isinstance(address, str) and SCHEDULER_ADDRESS.fullmatch(address)
+    if not match or not 1 <= int(match.group(3)) <= 65535:
+        raise ConfigError(
+            "scheduler", f"must be an address like tcp://HOST:PORT (tcp, tls, ws or wss; port 1-65535), got {address!r}"
+        )
+
+
+def connect(address: str, timeout: float = CONNECT_SECONDS):
+    """A distributed.Client on the scheduler at address, or ConfigError within about `timeout` seconds."""
+    from distributed import Client
+
+    check_scheduler_address(address)
+    try:
+        return Client(address, timeout=f"{timeout}s")
+    except (OSError, TimeoutError) as e:
+        raise ConfigError("scheduler", f"no dask scheduler answered at {address} within {timeout:g} s") from e
+
+
 def _client(scheduler):
     """A distributed.Client for an address, or the Client passed in; the caller closes only its own."""
     from distributed import Client
 
     if isinstance(scheduler, Client):
         return scheduler, False
-    return Client(scheduler), True
+    return connect(scheduler), True
+
+
+def _exit_with_parent(parent_pid: int, interval: float = 0.5) -> None:
+    """loky worker initializer: end this worker within `interval` seconds of the sweep's process dying.
+
+    loky workers do not watch their parent on POSIX: after a `kill -9` of the sweep they finished their run
+    and stayed, idle, for over 30 minutes. A daemon thread polls the parent pid (reparenting changes it) and
+    ends the process at once; the run it was computing is not stored (a resumed sweep computes it).
+    """
+
+    if os.getpid() == parent_pid:  # joblib ran the runs in this process (one worker): nothing to watch
+        return
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(interval)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
 def _check_cluster(client) -> None:
@@ -152,6 +218,7 @@ def run_sweep(
     cache location as the caller (`location`, default cache_dir()), so it must be a path they can reach.
     progress(done, total) is called in this process after every finished run.
     """
+    check_jobs(n_jobs)
     if backend not in BACKENDS:
         raise ConfigError("backend", f"must be one of {', '.join(BACKENDS)}; got {backend!r}")
     if backend == "dask" and (scheduler is None or scheduler == ""):
@@ -173,8 +240,10 @@ def run_sweep(
             missing.append(run)
     tasks = (delayed(_sweep_one)(i, run, location) for i, run in enumerate(missing))
     if missing and backend == "loky":
-        for i, record in Parallel(n_jobs=n_jobs, backend="loky", return_as="generator_unordered")(tasks):
-            finished(missing[i], record)
+        with parallel_config(backend="loky", initializer=_exit_with_parent, initargs=(os.getpid(),)):
+            workers = loky_workers(n_jobs, len(missing))  # no idle processes
+            for i, record in Parallel(n_jobs=workers, return_as="generator_unordered")(tasks):
+                finished(missing[i], record)
     elif missing:
         client, own = _client(scheduler)
         try:

@@ -1,0 +1,118 @@
+"""The command line's flag table: the flags of `train` (several values each in `sweep`), the value checks
+argparse runs on them, and the config field -> flag names that error lines use.
+
+attncore.cli and lab.cli_sweep both import this module; neither imports the other at import time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+from .config import NORMS, POSITIONS, TASKS
+from .memory import parse_size
+
+MAX_JOBS = 256  # --jobs: -1 (all cores) or 1..MAX_JOBS
+MAX_GRID = 1000  # a sweep grid of more runs needs --yes
+
+# config field -> the train/sweep flag that sets it, so errors name what the user typed
+FLAGS = {
+    "d_model": "--d",
+    "n_heads": "--heads",
+    "n_layers": "--layers",
+    "d_ff": "--d-ff",
+    "batch_size": "--batch",
+    "name": "--task",
+    "task": "--task",
+}
+
+
+def flag_of(field: str) -> str:
+    """The flag a ConfigError's field stands for: itself if it is one, else FLAGS or --field-name."""
+    return field if field.startswith("-") else FLAGS.get(field, "--" + field.replace("_", "-"))
+
+
+class ArgumentError(Exception):
+    pass
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that raises instead of printing usage, so every error is one line."""
+
+    def error(self, message):
+        raise ArgumentError(message.removeprefix("argument "))
+
+
+def finite_float(text: str) -> float:
+    """argparse type: a finite number (no nan, inf)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+    return value
+
+
+def jobs(text: str) -> int:
+    """argparse type: -1 (all cores) or 1..MAX_JOBS."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or not (value == -1 or 1 <= value <= MAX_JOBS):
+        raise argparse.ArgumentTypeError(f"must be -1 (all cores) or from 1 to {MAX_JOBS}, got {text!r}")
+    return value
+
+
+def memory_size(text: str) -> int:
+    """argparse type: a byte count like 512M, 2G, 1.5GiB."""
+    try:
+        return parse_size(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def add_model_args(p: argparse.ArgumentParser, many: bool = False) -> None:
+    """The flags of `train`; with many=True the sweepable ones take several values."""
+    nargs = "+" if many else None
+
+    def listed(v):  # a default that is a list when several values are allowed
+        return [v] if many else v
+
+    p.add_argument("--task", choices=TASKS, default=listed("copy"), nargs=nargs)
+    p.add_argument("--length", type=int, default=listed(6), nargs=nargs, metavar="L")
+    p.add_argument("--seed", type=int, default=listed(0), nargs=nargs)
+    p.add_argument("--position", choices=POSITIONS, default=listed("learned"), nargs=nargs)
+    p.add_argument("--norm", choices=NORMS, default=listed("pre"), nargs=nargs)
+    p.add_argument("--lr", type=finite_float, default=listed(3e-3), nargs=nargs)
+    p.add_argument("--steps", type=int, default=1500)
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--d", type=int, default=32, dest="d_model")
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--d-ff", type=int, default=None, help="default 4d")
+    p.add_argument("--no-scaling", action="store_true", help="do not divide scores by sqrt(d_head)")
+    p.add_argument(
+        "--max-memory",
+        type=memory_size,
+        metavar="SIZE",
+        help="refuse to train runs estimated to need more (e.g. 2G); the machine's available memory always caps",
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+# flags that set the same value for every run of a sweep (argparse dest -> make_run keyword)
+SETTING_FLAGS = {
+    "steps": "steps",
+    "batch": "batch_size",
+    "d_model": "d_model",
+    "heads": "n_heads",
+    "layers": "n_layers",
+    "d_ff": "d_ff",
+}
+
+
+def run_settings(a) -> dict:
+    """make_run keywords from the parsed flags that every run of a sweep shares."""
+    return {key: getattr(a, flag) for flag, key in SETTING_FLAGS.items()} | {"scaling": not a.no_scaling}

@@ -1,0 +1,279 @@
+"""The command line as a user runs it: `python -m attncore ...` in a subprocess, with its own cache directory.
+
+Bad or dangerous input exits 2 with one line naming the flag, before anything is trained or stored; a closed
+pipe exits quietly; a killed sweep takes its workers with it; attncore.cli loads no lab, joblib or pandas.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from attncore.config import ConfigError, make_run
+from attncore.memory import parse_size, training_bytes
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def env_for(cache: Path) -> dict:
+    return os.environ | {"PYTHONPATH": str(REPO), "ATTNCORE_CACHE_DIR": str(cache)}
+
+
+def attncore(cache: Path, *argv, **kwargs) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "attncore", *argv]
+    kwargs = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE} | kwargs
+    return subprocess.run(cmd, cwd=REPO, env=env_for(cache), text=True, timeout=120, **kwargs)
+
+
+def stored(cache: Path) -> list[Path]:
+    """Every stored run's file under the cache directory (joblib writes output.pkl per run)."""
+    return [p for p in cache.rglob("*") if p.is_file() and p.name.startswith("output.pkl")]
+
+
+def closed_port() -> int:
+    """A local TCP port nothing listens on (bound, then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+SMALL = ["--length", "4", "--steps", "5"]
+HUGE = ["--d", "4096", "--layers", "64", "--d-ff", "65536", "--batch", "65536"]
+SEEDS_1000 = ["--seed", *map(str, range(1000))]
+
+BAD_INPUT = {
+    "jobs 0": (["sweep", *SMALL, "--jobs", "0"], "--jobs", "-1 (all cores) or from 1 to 256"),
+    "jobs 100000": (["sweep", *SMALL, "--jobs", "100000"], "--jobs", "from 1 to 256"),
+    "csv under a file": (["sweep", *SMALL, "--csv", "{tmp}/a-file/out"], "--csv", "directory"),
+    "csv is a file": (["sweep", *SMALL, "--csv", "{tmp}/a-file"], "--csv", "directory"),
+    "unreachable scheduler": (
+        ["sweep", *SMALL, "--backend", "dask", "--scheduler", "tcp://127.0.0.1:{port}"],
+        "--scheduler",
+        "no dask scheduler answered",
+    ),
+    "malformed scheduler": (["sweep", *SMALL, "--backend", "dask", "--scheduler", "tcp//x"], "--scheduler", "tcp://"),
+    "no scheduler": (["sweep", *SMALL, "--backend", "dask"], "--scheduler", "address"),
+    "kv-cache head-dim 0": (
+        ["kv-cache", "--layers", "24", "--kv-heads", "8", "--head-dim", "0"],
+        "--head-dim",
+        "from 1",
+    ),
+    "kv-cache kv-heads 0": (
+        ["kv-cache", "--layers", "24", "--kv-heads", "0", "--head-dim", "64"],
+        "--kv-heads",
+        "from 1",
+    ),
+    "kv-cache heads 0": (["kv-cache", "--layers", "2", "--heads", "0", "--head-dim", "64"], "--heads", "from 1"),
+    "kv-cache window 0": (
+        ["kv-cache", "--layers", "2", "--kv-heads", "2", "--head-dim", "8", "--window", "0"],
+        "--window",
+        "from 1",
+    ),
+    "params kv-heads 0": (["params", "--kv-heads", "0"], "--kv-heads", "from 1"),
+    "params vocab 0": (["params", "--vocab", "0"], "--vocab", "from 1"),
+    "gpu-gb inf": (["kv-cache", "--preset", "gpt2", "--gpu-gb", "inf"], "--gpu-gb", "finite"),
+    "gpu nan": (["kv-cache", "--preset", "gpt2", "--gpu", "nan"], "--gpu", "size in GB"),
+    "reserve nan": (["kv-cache", "--preset", "gpt2", "--reserve", "nan"], "--reserve", "finite"),
+    "lr inf": (["train", *SMALL, "--lr", "inf"], "--lr", "finite"),
+    "lr nan in a sweep": (["sweep", *SMALL, "--lr", "0.01", "nan"], "--lr", "finite"),
+    "train beyond memory": (["train", *SMALL, *HUGE], "--max-memory", "GiB"),
+    "sweep beyond memory": (["sweep", *SMALL, *HUGE, "--jobs", "1"], "--max-memory", "GiB"),
+    "train over the cap": (["train", *SMALL, "--max-memory", "1M"], "--max-memory", "estimated"),
+    "bad cap": (["train", *SMALL, "--max-memory", "lots"], "--max-memory", "512M"),
+    "1,000-run grid": (["sweep", *SMALL, *SEEDS_1000, "--lr", "0.01", "0.02"], "--yes", "2,000 runs"),
+    "1,000,000-run grid": (
+        ["sweep", "--steps", "5", *SEEDS_1000, "--length", *map(str, range(1, 11)), "--lr"]
+        + [f"{k / 1000:g}" for k in range(1, 101)],
+        "--yes",
+        "1,000,000 runs",
+    ),
+}
+
+
+@pytest.mark.parametrize("argv, flag, allowed", BAD_INPUT.values(), ids=BAD_INPUT.keys())
+def test_bad_input_exits_2_with_one_line_before_training(tmp_path, argv, flag, allowed):
+    (tmp_path / "a-file").write_text("not a directory")
+    argv = [a.format(tmp=tmp_path, port=closed_port()) for a in argv]
+    cache = tmp_path / "cache"
+    r = attncore(cache, *argv)
+    assert r.returncode == 2, r.stderr
+    assert "Traceback" not in r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith(f"error: {flag}: ") and allowed in lines[0]
+    assert r.stdout == ""
+    assert stored(cache) == []
+
+
+def test_a_big_grid_with_yes_shows_its_count_first(tmp_path):
+    cache = tmp_path / "cache"
+    r = attncore(cache, "sweep", *SMALL, *SEEDS_1000, "--lr", "0.01", "0.02", "--yes", "--max-memory", "1K")
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert lines[0] == "2,000 runs in the grid"
+    assert lines[-1].startswith("error: --max-memory: ")
+    assert stored(cache) == []
+
+
+def test_no_command_prints_usage(tmp_path):
+    r = attncore(
+        tmp_path,
+    )
+    assert r.returncode == 2 and r.stderr.startswith("usage: python -m attncore") and r.stdout == ""
+    assert "sweep" in r.stderr and "kv-cache" in r.stderr
+
+
+def test_the_library_checks_jobs_too():
+    from lab.sweep import run_sweep
+
+    for n_jobs in (0, -2, 257, 10**5, 1.5):
+        with pytest.raises(ConfigError) as e:
+            run_sweep([make_run(steps=5)], n_jobs=n_jobs)
+        assert e.value.field == "jobs"
+
+
+# --- pipes -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["params", "--preset", "list"], ["cache", "list"], ["sweep", "--preset", "smoke", "--steps", "5", "--jobs", "1"]],
+    ids=["params", "cache", "sweep"],
+)
+def test_output_into_a_closed_pipe_exits_quietly(tmp_path, argv):
+    read, write = os.pipe()
+    os.close(read)  # like `| head -1` once head has its line: every write fails
+    try:
+        r = attncore(tmp_path / "cache", *argv, stdout=write, stderr=subprocess.PIPE)
+    finally:
+        os.close(write)
+    assert r.returncode == 141, r.stderr
+    assert "Traceback" not in r.stderr and "BrokenPipe" not in r.stderr
+
+
+# --- imports -----------------------------------------------------------------------
+
+
+def test_attncore_cli_imports_no_lab_joblib_or_pandas():
+    code = """
+import json, sys
+import attncore.cli
+after_import = sorted(m for m in ("lab", "joblib", "pandas") if m in sys.modules)
+attncore.cli.main(["params", "--preset", "gpt2", "--json"])
+after_params = sorted(m for m in ("lab", "joblib", "pandas") if m in sys.modules)
+import lab.cli_sweep
+print(json.dumps([after_import, after_params, "joblib" in sys.modules]))
+"""
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        env=os.environ | {"PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+    )
+    after_import, after_params, joblib_after_lab = json.loads(r.stdout.splitlines()[-1])
+    assert after_import == [] and after_params == []
+    assert not joblib_after_lab  # lab.cli_sweep loads joblib only inside its commands
+    lab_cli = (REPO / "lab" / "cli_sweep.py").read_text()
+    assert "attncore.cli " not in lab_cli and "from attncore.cli import" not in lab_cli
+
+
+# --- memory estimate -----------------------------------------------------------------
+
+PEAK = """
+import json, sys, tracemalloc
+from attncore.config import make_run
+from attncore.memory import training_bytes
+from lab.store import compute_run
+
+run = make_run(*json.loads(sys.argv[1]), steps=2, **json.loads(sys.argv[2]))
+tracemalloc.start()
+compute_run(run)
+print(json.dumps([tracemalloc.get_traced_memory()[1], training_bytes(run)]))
+"""
+
+
+@pytest.mark.parametrize(
+    "task, settings",
+    [
+        (("copy", 6), {}),  # the article's model: evaluation on 500 sequences dominates
+        (("copy", 8), {"batch_size": 1024}),  # training activations dominate
+        (("sort", 12), {"d_model": 128, "n_heads": 8, "d_ff": 1024, "batch_size": 64, "position": "rope"}),
+        (("copy", 4), {"d_model": 256, "n_layers": 3, "batch_size": 8, "dtype": "float64"}),  # weights dominate
+    ],
+)
+def test_memory_estimate_is_within_2x_of_the_measured_peak(task, settings):
+    # a fresh process per run: layers.py keeps a zeros array per shape, which a warm process already has
+    r = subprocess.run(
+        [sys.executable, "-c", PEAK, json.dumps(task), json.dumps(settings)],
+        cwd=REPO,
+        env=os.environ | {"PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+    )
+    peak, estimate = json.loads(r.stdout)
+    assert peak <= estimate <= 2 * peak, (peak, estimate)
+
+
+def test_memory_estimate_grows_with_every_shape():
+    base = training_bytes(make_run())
+    for change in ({"batch_size": 4096}, {"d_model": 512}, {"n_layers": 16}, {"d_ff": 8192}, {"dtype": "float64"}):
+        assert training_bytes(make_run(**change)) > base, change
+    assert training_bytes(make_run(d_model=4096, n_layers=64, d_ff=65536, batch_size=65536)) > 2**40
+
+
+def test_parse_size():
+    assert parse_size("512M") == 512 * 2**20 and parse_size("1.5GiB") == 3 * 2**29 and parse_size("100") == 100
+    for bad in ("", "0", "-1G", "lots", "1X", "nan"):
+        with pytest.raises(ValueError):
+            parse_size(bad)
+
+
+# --- a killed sweep ----------------------------------------------------------------
+
+
+def command_line(p: psutil.Process) -> str:
+    try:
+        return " ".join(p.cmdline())
+    except psutil.Error:  # gone meanwhile
+        return ""
+
+
+def test_a_killed_sweep_takes_its_workers_with_it(tmp_path):
+    argv = ["sweep", "--length", "4", "--seed", "0", "1", "2", "3", "--steps", "20000", "--jobs", "2"]
+    cmd = [sys.executable, "-m", "attncore", *argv]
+    proc = subprocess.Popen(
+        cmd, cwd=REPO, env=env_for(tmp_path / "cache"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    sweep = psutil.Process(proc.pid)
+    children: list[psutil.Process] = []
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # two workers busy training: each has spent a second of CPU (imports take less)
+            assert proc.poll() is None and time.monotonic() < deadline, "the sweep never started two workers"
+            children = sweep.children(recursive=True)
+            workers = [c for c in children if "popen_loky" in command_line(c)]
+            with contextlib.suppress(psutil.Error):
+                if len(workers) == 2 and all(sum(w.cpu_times()[:2]) > 1.0 for w in workers):
+                    break
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        gone, alive = psutil.wait_procs(children, timeout=30)
+        assert alive == [], f"still running 30 s after the sweep was killed: {[command_line(p) for p in alive]}"
+    finally:
+        for child in children:
+            try:
+                child.kill()
+            except psutil.NoSuchProcess:
+                pass
