@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import sys
 
-FAULT = {"at": 0, "seen": 0, "kind": "stop"}  # set by the test; read in the script thread
+FAULT = {"at": 0, "seen": 0, "kind": "stop", "text": None}  # set by the test; read in the script thread
 
 
 def worker_state() -> tuple[bool, int]:
@@ -14,8 +14,9 @@ def worker_state() -> tuple[bool, int]:
     return "streamlit" in sys.modules, os.getpid()
 
 
-def arm(at: int, kind: str) -> None:
-    FAULT.update(at=at, seen=0, kind=kind)
+def arm(at: int, kind: str, text: str | None = None) -> None:
+    """Fault at the at-th message, or (text given) at the first message that contains `text`."""
+    FAULT.update(at=at, seen=0, kind=kind, text=text)
 
 
 def inject_faults() -> None:
@@ -31,8 +32,9 @@ def inject_faults() -> None:
 
     def enqueue(msg) -> None:
         FAULT["seen"] += 1
-        if FAULT["seen"] == FAULT["at"]:
-            FAULT["at"] = 0
+        hit = FAULT["text"] in str(msg) if FAULT["text"] else FAULT["seen"] == FAULT["at"]
+        if hit:
+            FAULT.update(at=0, text=None)
             raise StopException() if FAULT["kind"] == "stop" else RerunException(RerunData())
         real(msg)
 
