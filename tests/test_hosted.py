@@ -18,6 +18,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from attncore import make_run
+from attncore.inspect import evaluate_ablated
 from lab.store import cache_dir, get_run, is_cached
 from ui import limits as limits_module
 from ui import live, worker
@@ -212,3 +213,105 @@ def test_a_killed_worker_shows_one_message_and_the_next_training_works(store, mo
     assert not is_cached(make_run(steps=3000, d_model=64, n_layers=3)) and _free_slots(1) == 1
     at = _train_app(20)
     assert [s.value for s in at.success] == ["trained"] and is_cached(make_run(steps=20))
+
+
+# --- metered page work ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def trained(store):
+    """The default run at 30 steps in a fresh store; the server's memo of page work emptied."""
+    from ui import metered
+
+    metered.memo.clear()
+    get_run(make_run(steps=30))
+    yield
+    metered.memo.clear()
+
+
+def _dashboard(page: str, **query) -> AppTest:
+    at = AppTest.from_file(str(DASHBOARD), default_timeout=TIMEOUT)
+    at.query_params.update({"steps": "30"} | query)
+    at.run()
+    at.switch_page(f"app_pages/{page}.py").run()
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+def _hold_every_slot(monkeypatch) -> threading.BoundedSemaphore:
+    monkeypatch.setenv("ATTNLAB_MAX_CONCURRENT", "1")
+    monkeypatch.setenv("ATTNLAB_SLOT_WAIT_SECONDS", "1")
+    slots = limits_module._slots(1)
+    assert slots.acquire(blocking=False)  # another visitor's training holds the only slot
+    return slots
+
+
+def test_attention_head_ablations_wait_for_a_slot_and_are_capped(trained, monkeypatch):
+    slots = _hold_every_slot(monkeypatch)
+    at = _dashboard("attention", att_ablate="L0H1")
+    assert "The server is busy" in " ".join(w.value for w in at.warning)
+    assert at.dataframe[0].value["per-seq acc. zeroed"].isna().all()  # nothing evaluated without a slot
+    assert not [m for m in at.metric if m.label == "Per-sequence"]
+    slots.release()
+    monkeypatch.setenv("ATTNLAB_MAX_ABLATION_HEADS", "3")
+    at = _dashboard("attention")
+    zeroed = at.dataframe[0].value["per-seq acc. zeroed"]
+    record = get_run(make_run(steps=30))
+    expected = [evaluate_ablated(record.params, record.config, [(0, h)]).sequence_accuracy for h in range(3)]
+    assert zeroed[:3].tolist() == expected and zeroed[3:].isna().all()
+    assert "Only the first 3 of 8 heads are zeroed one by one" in " ".join(c.value for c in at.caption)
+    assert _free_slots(1) == 1
+    slots = _hold_every_slot(monkeypatch)  # from the memo now: no slot needed, nothing to wait for
+    at = _dashboard("attention")
+    assert at.dataframe[0].value["per-seq acc. zeroed"][:3].tolist() == expected and not at.warning
+    slots.release()
+
+
+def test_a_new_gradient_check_waits_for_a_slot_and_a_known_one_does_not(trained, monkeypatch):
+    query = {"gc_coords": "3", "gc_seed": "7"}
+    slots = _hold_every_slot(monkeypatch)
+    at = _dashboard("gradient_check", **query)
+    assert "The server is busy" in " ".join(w.value for w in at.warning) and not at.metric
+    slots.release()
+    at = _dashboard("gradient_check", **query)
+    shown = [m.value for m in at.metric]
+    assert shown and _free_slots(1) == 1
+    slots = _hold_every_slot(monkeypatch)
+    assert [m.value for m in _dashboard("gradient_check", **query).metric] == shown
+    slots.release()
+
+
+def test_gradient_check_coordinates_are_capped(trained, monkeypatch):
+    monkeypatch.setenv("ATTNLAB_MAX_GRADCHECK_COORDS", "5")
+    at = _dashboard("gradient_check", gc_coords="40")
+    assert at.number_input(key="gc_coords").max == 5 and at.number_input(key="gc_coords").value <= 5
+
+
+# --- the caps' parser -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "raw", ["inf", "-inf", "nan", "1e309", "1e3", "-3", "0", "abc", "", "12abc", float("inf"), float("nan"), 2.5, True]
+)
+def test_a_bad_cap_is_rejected_with_its_name_and_range(raw):
+    environ = {"ATTNLAB_MAX_STEPS": raw} if isinstance(raw, str) else {}
+    lim, problems = limits_module.parse_limits(environ, {"max_steps": raw})
+    assert lim.max_steps == limits_module.Limits().max_steps
+    assert problems == [
+        f"Limit ignored: max_steps must be a whole number from 1 to 1,000,000,000, got {raw!r}; using the default 3000."
+    ]
+
+
+@pytest.mark.parametrize("raw, value", [("200", 200), (" 7 ", 7), (64, 64), (64.0, 64)])
+def test_a_good_cap_is_read(raw, value):
+    assert limits_module.parse_limits({}, {"max_d_model": raw})[0].max_d_model == value
+
+
+def test_a_non_finite_cap_in_secrets_shows_a_warning_not_a_traceback(trained):
+    at = AppTest.from_file(str(DASHBOARD), default_timeout=TIMEOUT)
+    at.secrets["limits"] = {"max_steps": float("inf"), "max_layers": 3}
+    at.query_params["steps"] = "30"
+    at.run()
+    assert not at.exception
+    assert "max_steps must be a whole number from 1 to 1,000,000,000, got inf" in " ".join(w.value for w in at.warning)
+    assert at.number_input(key="steps").max == 3000 and at.number_input(key="layers").max == 3

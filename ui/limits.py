@@ -53,7 +53,7 @@ def parse_limit(name: str, raw) -> int:
         value = int(raw)
     if value is None or not low <= value <= high:
         shown = repr(raw) if len(repr(raw)) <= 40 else repr(raw)[:37] + "..."
-        raise ValueError(f"the limit {name} must be a whole number from {low:,} to {high:,}, got {shown}")
+        raise ValueError(f"{name} must be a whole number from {low:,} to {high:,}, got {shown}")
     return value
 
 
@@ -67,7 +67,7 @@ def parse_limits(environ: Mapping[str, str], secrets: Mapping) -> tuple[Limits, 
         try:
             values[f.name] = parse_limit(f.name, raw)
         except ValueError as e:
-            problems.append(f"Ignoring {e}; using the default {f.default}.")
+            problems.append(f"Limit ignored: {e}; using the default {f.default}.")
     return Limits(**values), problems
 
 

@@ -19,6 +19,7 @@ from lab.store import RunRecord, get_run, is_cached, list_cached
 from lab.sweep import run_sweep
 from ui import live
 from ui.limits import BusyError, limits, training_slot
+from ui.metered import memo, metered
 
 run_key = live.run_key
 
@@ -76,17 +77,52 @@ def sweep(runs: Sequence[RunConfig], what: str) -> list[RunRecord] | None:
     return records
 
 
-@st.cache_data(max_entries=512, show_spinner=False)
-def _ablated(key: str, heads: tuple[tuple[int, int], ...]) -> EvalResult:
-    run = RunConfig.from_dict(json.loads(key))
-    return evaluate_ablated(_load(key).params, run, list(heads))
+def _ablation_key(record: RunRecord, heads) -> tuple[str, tuple[tuple[int, int], ...]]:
+    return run_key(record.config), tuple(sorted(heads))
 
 
-def head_ablation(record: RunRecord, heads: Sequence[tuple[int, int]]) -> EvalResult:
-    """Evaluation of the trained run with the given (layer, head) outputs zeroed (memoised)."""
+def _evaluate_ablated(record: RunRecord, key) -> EvalResult:
+    return evaluate_ablated(record.params, record.config, list(key[1]))
+
+
+def head_ablation(record: RunRecord, heads: Sequence[tuple[int, int]]) -> EvalResult | None:
+    """Evaluation with the given (layer, head) outputs zeroed: memoised, else computed under a slot.
+
+    None (with the reason shown) when the server stayed busy.
+    """
     if not heads:
         return record.eval
-    return _ablated(run_key(record.config), tuple(sorted(heads)))
+    key = _ablation_key(record, heads)
+    try:
+        return metered("ablation", key, lambda: _evaluate_ablated(record, key), "this head ablation")
+    except BusyError as e:
+        st.warning(str(e), icon=":material/hourglass_top:")
+        return None
+
+
+def single_head_ablations(record: RunRecord, heads: Sequence[tuple[int, int]]) -> dict[tuple[int, int], float]:
+    """Per-sequence accuracy with each head zeroed alone, for the first `max_ablation_heads` heads.
+
+    Memoised per head; the missing ones are evaluated under one slot, with a progress bar. Empty when
+    the server stayed busy (the reason is shown).
+    """
+    keys = {h: _ablation_key(record, [h]) for h in heads[: limits().max_ablation_heads]}
+    found = {h: memo("ablation").get(k) for h, k in keys.items()}
+    missing = [h for h in keys if not isinstance(found[h], EvalResult)]
+    if missing:
+        bar = st.progress(0.0, text=f"Zeroing each head alone: 0 of {len(missing)}")
+        try:
+            with training_slot("zeroing each head"):
+                for i, h in enumerate(missing):
+                    found[h] = _evaluate_ablated(record, keys[h])
+                    memo("ablation").put(keys[h], found[h])
+                    bar.progress((i + 1) / len(missing), text=f"Zeroing each head alone: {i + 1} of {len(missing)}")
+        except BusyError as e:
+            st.warning(str(e), icon=":material/hourglass_top:")
+            return {}
+        finally:
+            bar.empty()
+    return {h: e.sequence_accuracy for h, e in found.items()}
 
 
 def require(run: RunConfig, describe: str) -> RunRecord:
