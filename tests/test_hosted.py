@@ -57,6 +57,16 @@ def _free_slots(n: int) -> int:
     return taken
 
 
+def _settled_free_slots(n: int) -> int:
+    """_free_slots once a finished job's done-callback has given its slot back (it runs just after the
+    job's waiters wake up); polls for at most 10 s, then answers whatever it sees."""
+    for _ in range(200):
+        if _free_slots(n) == n:
+            break
+        threading.Event().wait(0.05)
+    return _free_slots(n)
+
+
 def _run_slot_script(fault_at: int, kind: str, contended: bool) -> int:
     """Run the script with Streamlit's stop/rerun raised at its fault_at-th message; returns messages seen."""
     hosted_probe.arm(fault_at, kind)
@@ -184,18 +194,24 @@ def _train_app(steps: int, d_model: int = 32, n_layers: int = 2) -> AppTest:
     return at
 
 
-def test_a_rerun_mid_training_cancels_it_frees_the_slot_and_says_where_it_stopped(store, monkeypatch):
+@pytest.mark.parametrize("kind", ["rerun", "stop"])
+def test_leaving_mid_training_cancels_it_frees_the_slot_and_says_where_it_stopped(store, monkeypatch, kind):
+    """A Cancel click or a sidebar change mid-training: Streamlit raises a rerun in the running page, or,
+    with fast reruns (the default), stops it and starts a new run of the same session at once."""
     monkeypatch.setenv("ATTNLAB_MAX_CONCURRENT", "1")
-    hosted_probe.arm(0, "rerun", text="Step ")  # what a Cancel click (or a sidebar change) does mid-training
-    at = _train_app(3000, 64, 3)
+    hosted_probe.arm(0, kind, text="Step ")
+    at = AppTest.from_function(_train_script, default_timeout=TIMEOUT, args=(3000, 64, 3)).run()
+    if kind == "stop":
+        at.run()  # the new run of the same session
+    assert not at.exception, [e.message for e in at.exception]
     warning = " ".join(w.value for w in at.warning)
     assert re.search(r"Cancelled after [\d,]+ of 3,000 steps; nothing was stored", warning), warning
     assert not is_cached(make_run(steps=3000, d_model=64, n_layers=3))
-    assert _free_slots(1) == 1
+    assert _settled_free_slots(1) == 1
     hosted_probe.arm(0, "stop")
     at = _train_app(20)  # the next training works
     assert [s.value for s in at.success] == ["trained"] and is_cached(make_run(steps=20))
-    assert _free_slots(1) == 1
+    assert _settled_free_slots(1) == 1
 
 
 def test_a_killed_worker_shows_one_message_and_the_next_training_works(store, monkeypatch):
@@ -210,7 +226,7 @@ def test_a_killed_worker_shows_one_message_and_the_next_training_works(store, mo
         "The training worker stopped unexpectedly (killed, or out of memory); nothing was stored. "
         "A new worker starts with the next training: press Train again."
     ]
-    assert not is_cached(make_run(steps=3000, d_model=64, n_layers=3)) and _free_slots(1) == 1
+    assert not is_cached(make_run(steps=3000, d_model=64, n_layers=3)) and _settled_free_slots(1) == 1
     at = _train_app(20)
     assert [s.value for s in at.success] == ["trained"] and is_cached(make_run(steps=20))
 
@@ -260,7 +276,7 @@ def test_attention_head_ablations_wait_for_a_slot_and_are_capped(trained, monkey
     expected = [evaluate_ablated(record.params, record.config, [(0, h)]).sequence_accuracy for h in range(3)]
     assert zeroed[:3].tolist() == expected and zeroed[3:].isna().all()
     assert "Only the first 3 of 8 heads are zeroed one by one" in " ".join(c.value for c in at.caption)
-    assert _free_slots(1) == 1
+    assert _settled_free_slots(1) == 1
     slots = _hold_every_slot(monkeypatch)  # from the memo now: no slot needed, nothing to wait for
     at = _dashboard("attention")
     assert at.dataframe[0].value["per-seq acc. zeroed"][:3].tolist() == expected and not at.warning
@@ -275,7 +291,7 @@ def test_a_new_gradient_check_waits_for_a_slot_and_a_known_one_does_not(trained,
     slots.release()
     at = _dashboard("gradient_check", **query)
     shown = [m.value for m in at.metric]
-    assert shown and _free_slots(1) == 1
+    assert shown and _settled_free_slots(1) == 1
     slots = _hold_every_slot(monkeypatch)
     assert [m.value for m in _dashboard("gradient_check", **query).metric] == shown
     slots.release()

@@ -128,8 +128,8 @@ class Slot:
 
 def _wait_text(lim: Limits, what: str, waited: float) -> str:
     return (
-        f"The server runs at most {lim.max_concurrent} heavy jobs at once and all are busy: {what} waits for a "
-        f"free slot ({waited:.0f} s of at most {lim.slot_wait_seconds} s)."
+        f"The server runs at most {lim.max_concurrent} heavy job{'s' * (lim.max_concurrent != 1)} at once and all "
+        f"are busy: {what} waits for a free slot ({waited:.0f} s of at most {lim.slot_wait_seconds} s)."
     )
 
 

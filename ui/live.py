@@ -9,6 +9,7 @@ import statistics
 import tempfile
 import threading
 import time
+import uuid
 from concurrent.futures import BrokenExecutor, Future
 from pathlib import Path
 
@@ -19,10 +20,11 @@ from attncore import RunConfig
 from lab.store import RunRecord, cache_dir, list_cached
 from ui import charts, frames, worker
 from ui.limits import BusyError, limits, training_slot
+from ui.metered import Memo
 
 REFRESH_SECONDS = 0.25  # redraw the live loss curve at most this often
 CANCEL_WAIT_SECONDS = 3.0  # after Cancel, how long the page waits to learn at which step the worker stopped
-CANCELLED_KEY = "_train_cancelled"  # session_state: (run key, steps done) of the last cancelled training
+TOKEN_KEY = "_live_token"  # session_state: this visitor's key into _last_jobs
 
 
 class WorkerPool:
@@ -140,21 +142,30 @@ def _follow(job: Future, progress, steps: int, bar, curve) -> RunRecord:
     return job.result()
 
 
-def _stop(job: Future, progress, key: str) -> None:
-    """The page is leaving mid-training (Cancel, a rerun, the visitor gone): stop the worker too."""
+def _stop(job: Future, progress) -> None:
+    """The page is leaving mid-training (Cancel, a rerun, the visitor gone): stop the worker too.
+
+    No Streamlit call here: under fast reruns the page was stopped, and every call would raise again.
+    """
     worker.request_cancel(progress)
     job.cancel()  # if it had not started yet
-    try:
-        job.result(timeout=CANCEL_WAIT_SECONDS)
-    except worker.Cancelled as e:
-        st.session_state[CANCELLED_KEY] = (key, e.steps_done)
-    except BaseException:  # finished, failed or still evaluating: nothing to report
-        pass
+
+
+@st.cache_resource
+def _last_jobs() -> Memo:
+    return Memo(1024)  # visitor token -> (run key, job, progress) of that visitor's latest training
+
+
+def _forget_unless_cancelled(jobs: Memo, token: str, job: Future) -> None:
+    """Keep only what report_cancelled needs: a finished job's record is not held for the visitor."""
+    if job.cancelled() or not isinstance(job.exception(), worker.Cancelled):
+        jobs.pop(token, only_if=lambda found: found[1] is job)
 
 
 def train_live(run: RunConfig) -> RunRecord | None:
     """Train (or fetch) one run in a worker, with progress, time left, a live loss curve and Cancel."""
     steps, key = run.train.steps, run_key(run)
+    token = st.session_state.setdefault(TOKEN_KEY, uuid.uuid4().hex)
     bar, curve, cancel = st.empty(), st.empty(), st.empty()
     try:
         with training_slot() as slot, tempfile.TemporaryDirectory() as tmp:
@@ -164,12 +175,15 @@ def train_live(run: RunConfig) -> RunRecord | None:
                 worker.train_with_progress, run, str(cache_dir()), str(progress_path)
             )
             slot.hand_to(job)  # the slot is free again when the worker is, not when this page leaves
+            jobs = _last_jobs()
+            jobs.put(token, (key, job, progress))
+            job.add_done_callback(lambda done: _forget_unless_cancelled(jobs, token, done))
             try:
                 cancel.button("Cancel", key="train_cancel", icon=":material/stop_circle:")  # a click reruns
                 record = _follow(job, progress, steps, bar, curve)
             finally:
                 if not job.done():
-                    _stop(job, progress, key)
+                    _stop(job, progress)
     except BusyError as e:
         _clear(bar, curve, cancel)
         st.error(str(e), icon=":material/hourglass_top:")
@@ -200,10 +214,25 @@ def _clear(*placeholders) -> None:
 
 
 def report_cancelled(run: RunConfig) -> None:
-    """After a Cancel (which reruns the page), say where that training stopped, once."""
-    found = st.session_state.pop(CANCELLED_KEY, None)
-    if found is not None and found[0] == run_key(run):
-        st.warning(
-            f"Cancelled after {found[1]:,} of {run.train.steps:,} steps; nothing was stored.",
-            icon=":material/stop_circle:",
-        )
+    """After a Cancel (which reruns the page), say where this visitor's training of `run` stopped, once.
+
+    The new run may start while the stopped one is still unwinding (Streamlit's fast reruns), so the
+    cancel is requested here too, and the worker's answer awaited for a moment.
+    """
+    token = st.session_state.get(TOKEN_KEY)
+    found = _last_jobs().pop(token) if token else None
+    if found is None:
+        return
+    key, job, progress = found
+    if not job.done():
+        _stop(job, progress)
+    try:
+        job.result(timeout=CANCEL_WAIT_SECONDS)
+    except worker.Cancelled as e:
+        if key == run_key(run):
+            st.warning(
+                f"Cancelled after {e.steps_done:,} of {run.train.steps:,} steps; nothing was stored.",
+                icon=":material/stop_circle:",
+            )
+    except Exception:  # finished or failed (its own run reported it), or still evaluating: nothing to say
+        pass

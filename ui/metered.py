@@ -31,6 +31,13 @@ class Memo:
             self._items.move_to_end(key)
             return self._items[key]
 
+    def pop(self, key: Hashable, default=None, *, only_if: Callable[[object], bool] | None = None):
+        """Remove and return the value of `key` (when only_if(value) holds, if given); else default."""
+        with self._lock:
+            if key in self._items and (only_if is None or only_if(self._items[key])):
+                return self._items.pop(key)
+            return default
+
     def put(self, key: Hashable, value) -> None:
         with self._lock:
             self._items[key] = value
