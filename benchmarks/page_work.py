@@ -1,6 +1,6 @@
 """CPU seconds of the page work a visitor can trigger, at the default and at the hosted caps (ui/limits.py).
 
-Usage: python benchmarks/page_work.py [--only NAME ...]   (NAME: ablation, gradcheck, cost, kv)
+Usage: python benchmarks/page_work.py [--only NAME ...]   (NAME: ablation, gradcheck, scaling, cost, kv)
 Prints process CPU time and wall time of each piece; nothing is stored. The machine's other load shows
 in the wall time, not in the CPU time.
 """
@@ -22,6 +22,7 @@ from attncore.config import make_run  # noqa: E402
 from attncore.gradcheck import gradient_check  # noqa: E402
 from attncore.inspect import evaluate_ablated  # noqa: E402
 from attncore.kvbench import benchmark_generation  # noqa: E402
+from attncore.mechanisms import scaling_statistics  # noqa: E402
 from attncore.model import init_params  # noqa: E402
 
 DEFAULT = dict(d_model=32, n_layers=2, n_heads=4)  # the sidebar's defaults (L = 6)
@@ -45,7 +46,7 @@ def ablation(length: int, model: dict, heads: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", nargs="*", default=["ablation", "gradcheck", "cost", "kv"])
+    parser.add_argument("--only", nargs="*", default=["ablation", "gradcheck", "scaling", "cost", "kv"])
     only = parser.parse_args().only
     with threadpool_limits(limits=1, user_api="blas"):  # as the server's heavy work runs: one core each
         if "ablation" in only:
@@ -57,6 +58,14 @@ def main() -> None:
             for coords, eps in ((24, (1e-6, 1e-4)), (64, (1e-8, 1e-6, 1e-4, 1e-2))):
                 label = f"Gradient check: one seed, {coords} coords, {len(eps)} eps, both norms"
                 measured(label, lambda c=coords, e=eps: [gradient_check(n, e, 1, c) for n in ("pre", "post")])
+        if "scaling" in only:
+            measured(
+                "Scaling: default (d_k 8, 64, 512; T 64; 400 draws)",
+                lambda: scaling_statistics((8, 64, 512), 64, 400, 1),
+            )
+            measured(
+                "Scaling: at the 10^8-draw cap (d_k 2048, T 1024, 47)", lambda: scaling_statistics((2048,), 1024, 47, 1)
+            )
         if "cost" in only:
             default = (128, 256, 512, 1024)
             measured("Cost: default (4 lengths to 1024, d_k 64, 3 trials)", lambda: time_attention(default, 64, 3))

@@ -303,6 +303,16 @@ def test_gradient_check_coordinates_are_capped(trained, monkeypatch):
     assert at.number_input(key="gc_coords").max == 5 and at.number_input(key="gc_coords").value <= 5
 
 
+def test_scaling_draws_are_capped_and_a_new_draw_waits_for_a_slot(trained, monkeypatch):
+    slots = _hold_every_slot(monkeypatch)
+    at = _dashboard("scaling", scal_seed="3")
+    assert "The server is busy" in " ".join(w.value for w in at.warning) and not at.metric
+    slots.release()
+    monkeypatch.setenv("ATTNLAB_MAX_SCALING_DRAWS", "1000")
+    at = _dashboard("scaling", scal_seed="3")
+    assert "must stay under 1e+03" in " ".join(e.value for e in at.error) and not at.metric
+
+
 # --- the caps' parser -----------------------------------------------------------------------------
 
 

@@ -39,6 +39,7 @@ class Limits:
     max_ablation_heads: int = 16  # Attention: heads zeroed one by one for the per-head table
     max_gradcheck_coords: int = 64  # Gradient check: sampled coordinates per tensor
     max_kv_new_tokens: int = 128  # KV cache: tokens generated per timed run
+    max_scaling_draws: int = 10**8  # Scaling: sum(d_k) * T * repetitions normal draws of one input set
 
 
 def parse_limit(name: str, raw) -> int:
