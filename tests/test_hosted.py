@@ -168,6 +168,18 @@ def test_cancel_stops_the_worker_and_stores_nothing(store):
     pool.discard(pool._current())
 
 
+def test_the_expected_duration_is_measured_from_stored_runs_of_the_same_size(store):
+    run = make_run(steps=100, seed=9)
+    assert live.expected_seconds(run) is None
+    assert "No run of this size is stored yet" in live.expectation(run)
+    records = [get_run(make_run(steps=steps, seed=seed)) for steps, seed in ((20, 0), (30, 1), (40, 2))]
+    get_run(make_run(steps=20, d_model=16))  # another size: not used
+    per_step = sorted(r.train_seconds / r.config.train.steps for r in records)[1]
+    evaluation = sorted(r.eval.eval_seconds for r in records)[1]
+    assert live.expected_seconds(run) == (pytest.approx(per_step * 100 + evaluation), 3)
+    assert "the median pace of the 3 stored runs of this model size" in live.expectation(run)
+
+
 # --- the Train flow in a script run ---------------------------------------------------------------
 
 

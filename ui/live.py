@@ -83,26 +83,26 @@ def duration(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 90 else f"{seconds // 60:.0f} min {seconds % 60:02.0f} s"
 
 
+def _size(run: RunConfig) -> tuple:
+    m = run.model
+    return m.d_model, m.n_layers, m.n_heads, m.d_ff, m.dtype, run.train.batch_size, run.task.length
+
+
 def expected_seconds(run: RunConfig) -> tuple[float, int] | None:
     """(seconds to train and evaluate `run`, how many stored runs it is measured from), or None.
 
     Measured: the median time per step and the median evaluation time of the stored runs with the same
     model, batch and length (their JSON summaries), times this run's steps.
     """
-    m, t = run.model, run.train
-    shape = (m.d_model, m.n_layers, m.n_heads, m.d_ff, m.dtype, t.batch_size, run.task.length)
     similar = []
     for s in list_cached():
-        c = RunConfig.from_dict(s["config"])
-        if (c.model.d_model, c.model.n_layers, c.model.n_heads, c.model.d_ff, c.model.dtype) + (
-            c.train.batch_size,
-            c.task.length,
-        ) == shape:
-            similar.append((s["train_seconds"] / c.train.steps, s["eval_seconds"]))
+        stored = RunConfig.from_dict(s["config"])
+        if _size(stored) == _size(run):
+            similar.append((s["train_seconds"] / stored.train.steps, s["eval_seconds"]))
     if not similar:
         return None
     per_step = statistics.median(p for p, _ in similar)
-    return per_step * t.steps + statistics.median(e for _, e in similar), len(similar)
+    return per_step * run.train.steps + statistics.median(e for _, e in similar), len(similar)
 
 
 def expectation(run: RunConfig) -> str:
@@ -117,12 +117,15 @@ def expectation(run: RunConfig) -> str:
     )
 
 
-def _show_progress(bar, done, steps: int, started: float, first: tuple[float, int] | None) -> None:
+def _show_progress(bar, done, steps: int, started: float, first: tuple[float, int]) -> None:
+    """Step, loss, elapsed time, and the time left at the pace measured since the first step seen."""
     now = time.monotonic()
     text = f"Step {len(done):,} of {steps:,}, loss {done[-1]:.4f} · {duration(now - started)} elapsed"
-    if first is not None and len(done) > first[1] and now > first[0]:
-        rate = (len(done) - first[1]) / (now - first[0])  # steps per second since the first step seen
-        text += f", about {duration((steps - len(done)) / rate)} left" if len(done) < steps else ", evaluating"
+    if len(done) >= steps:
+        text += " · evaluating on the test sequences"
+    elif len(done) > first[1] and now > first[0]:
+        rate = (len(done) - first[1]) / (now - first[0])  # steps per second
+        text += f", about {duration((steps - len(done)) / rate)} left"
     bar.progress(len(done) / steps, text=text)
 
 
