@@ -9,7 +9,7 @@ import signal
 import sys
 import threading
 import types
-from concurrent.futures import BrokenExecutor
+from concurrent.futures import BrokenExecutor, Future
 from pathlib import Path
 
 import hosted_probe
@@ -93,6 +93,26 @@ def test_training_slot_is_released_when_streamlit_stops_or_reruns_at_any_point(m
     for fault_at in range(1, messages + 1):
         _run_slot_script(fault_at, kind, contended)
         assert _free_slots(1) == 1, f"slot leaked when Streamlit raised {kind} at message {fault_at}"
+
+
+def test_an_error_in_the_body_gives_the_slot_back(monkeypatch):
+    monkeypatch.setenv("ATTNLAB_MAX_CONCURRENT", "1")
+    with pytest.raises(ValueError, match="between acquire and use"):
+        with limits_module.training_slot():
+            raise ValueError("between acquire and use")
+    assert _free_slots(1) == 1
+
+
+def test_a_slot_handed_to_a_job_is_held_until_the_job_ends(monkeypatch):
+    monkeypatch.setenv("ATTNLAB_MAX_CONCURRENT", "1")
+    job = Future()
+    with pytest.raises(KeyboardInterrupt):  # the page goes away while the job still runs
+        with limits_module.training_slot() as slot:
+            slot.hand_to(job)
+            raise KeyboardInterrupt
+    assert _free_slots(1) == 0
+    job.set_exception(worker.Cancelled(3))
+    assert _free_slots(1) == 1
 
 
 # --- the training worker ------------------------------------------------------------------------
