@@ -25,13 +25,15 @@ st.caption(
 
 summary = head_summary(maps, L)
 heads = [(s["layer"], s["head"]) for s in summary]
-zeroed = {h: runs.head_ablation(record, [h]).sequence_accuracy for h in heads}
+zeroed = runs.single_head_ablations(record, heads)
+capped = f" Only the first {len(zeroed)} of {len(heads)} heads are zeroed one by one on this server."
 table = frames.heads_frame(summary, zeroed, record.eval.sequence_accuracy)
 st.subheader("Per head: where it looks, and what zeroing it alone costs")
 tables.show(table.drop(columns="layer"))
 st.caption(
     "Most-weighted key and its offset for each answer query of this input; mean max weight over those queries; "
     "per-sequence accuracy on the 500 test sequences with only this head's output zeroed."
+    + (capped if 0 < len(zeroed) < len(heads) else "")
 )
 
 
@@ -42,6 +44,8 @@ def head_ablation() -> None:
     with left:
         picked = url_multiselect("Zero these heads", "att_ablate", list(labels), [])
         ablated, base = runs.head_ablation(record, [labels[p] for p in picked]), record.eval
+        if ablated is None:
+            return
         c1, c2, c3 = st.columns(3)
         for col, label, field in ((c1, "Per-sequence", "sequence_accuracy"), (c2, "Per-token", "token_accuracy")):
             now = getattr(ablated, field)

@@ -1,7 +1,5 @@
 """Cost: attention's time and memory against the sequence length T, timed live on this machine (SPEC §9)."""
 
-import os
-
 import streamlit as st
 
 from attncore import ConfigError
@@ -10,23 +8,13 @@ from ui.limits import BusyError, limits, training_slot
 from ui.mechanism_charts import cost_frame, memory_chart, parse_ints, time_chart
 from ui.params import show_invalid, url_number, url_text
 
-
-def max_length() -> int:
-    """The hosted cap on T: ui.limits' max_cost_t if it has one, else $ATTNLAB_MAX_COST_T, else 2048."""
-    cap = getattr(limits(), "max_cost_t", None)
-    try:
-        return int(cap or os.environ.get("ATTNLAB_MAX_COST_T", 2048))
-    except ValueError:
-        return 2048
-
-
 st.title("Cost of attention")
 st.caption(
     "The scores form a T × T matrix, so time grows like T²·d and memory like T² per head and sequence, while "
     "Q, K and V grow only like T: on log-log axes time approaches a line of slope 2 at large T. Timed live: "
     "single-head causal attention in float64, the minimum over trials after one warm-up call."
 )
-cap = max_length()
+cap = limits().max_cost_t
 c1, c2, c3, c4 = st.columns([3, 1, 1, 1])
 with c1:
     text = url_text("Lengths T", "cost_T", "128 256 512 1024", help=f"Up to 12 lengths, each from 1 to {cap}.")
@@ -49,7 +37,7 @@ results = st.session_state.setdefault("cost_results", {})
 if st.button("Run the timings", type="primary", key="cost_run", icon=":material/timer:"):
     bar = st.progress(0.0, text="Timing...")
     try:
-        with training_slot():  # timings share the CPU with trainings: take turns
+        with training_slot("these timings"):  # timings share the CPU with trainings: take turns
             rows = time_attention(
                 lengths,
                 d_k,

@@ -3,11 +3,17 @@
 import streamlit as st
 
 from attncore.gradcheck import gradient_check, gradient_check_summary
+from ui.limits import BusyError, limits
 from ui.mechanism_charts import NORM_LABELS, PASS_MARK, eps_comparison, eps_label, gradcheck_chart, gradcheck_table
+from ui.metered import metered
 from ui.params import show_invalid, url_multiselect, url_number
 
 EPS_OPTIONS = [1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2]
-check = st.cache_data(show_spinner="Nudging every sampled weight by ±ε...")(gradient_check)
+
+
+def check(eps: tuple[float, ...], seed: int, coords: int) -> list[dict]:
+    return [r for norm in NORM_LABELS for r in gradient_check(norm, eps, seed, coords)]
+
 
 st.title("Gradient check")
 st.caption(
@@ -24,11 +30,18 @@ with c1:
 with c2:
     seed = url_number("Seed", "gc_seed", 0, 0, 9999, help="Seeds the weights, the sequences and the coordinates.")
 with c3:
-    coords = url_number("Coordinates per tensor", "gc_coords", 24, 1, 64, help="Sampled among |gradient| > 1e-6.")
+    cap = min(64, limits().max_gradcheck_coords)
+    coords = url_number("Coordinates per tensor", "gc_coords", 24, 1, cap, help="Sampled among |gradient| > 1e-6.")
 if not eps:
     show_invalid("choose at least one ε.")
     st.stop()
-rows = [r for norm in NORM_LABELS for r in check(norm, tuple(sorted(eps)), seed, coords)]
+key = (tuple(sorted(eps)), seed, coords)
+try:
+    with st.spinner("Nudging every sampled weight by ±ε..."):
+        rows = metered("gradcheck", key, lambda: check(*key), "this gradient check")
+except BusyError as e:
+    st.warning(str(e), icon=":material/hourglass_top:")
+    st.stop()
 summary = gradient_check_summary(rows)
 verdicts = {v["norm"]: v for v in eps_comparison(rows)}
 

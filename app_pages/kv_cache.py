@@ -7,7 +7,7 @@ from attncore import kvcache as kv
 from attncore.kvbench import benchmark_generation
 from attncore.presets import GPUS, PRESETS
 from ui import calculator_charts as cc
-from ui.limits import BusyError, training_slot
+from ui.limits import BusyError, limits, training_slot
 from ui.params import show_invalid, url_number, url_select, url_toggle
 
 CUSTOM = "custom"  # keeps the geometry as it is; a fresh URL starts it from the lab's model
@@ -120,14 +120,15 @@ with cols[1]:
 with cols[2]:
     heads = url_select("Heads", "kv_m_heads", [2, 4, 8], 8)
 with cols[3]:
-    n_new = url_select("New tokens", "kv_m_new", [16, 32, 64, 128], 64)
+    cap = limits().max_kv_new_tokens
+    n_new = url_select("New tokens", "kv_m_new", [n for n in (16, 32, 64, 128) if n <= cap] or [cap], 64)
 with cols[4]:
     repeats = url_number("Repeats (median)", "kv_m_repeats", 3, 1, 5)
 key, measured = (layers, width, heads, n_new, repeats), st.session_state.setdefault("kv_measured", {})
 if st.button("Measure", type="primary", key="kv_measure", icon=":material/timer:"):
     bar = st.progress(0.0, text="Generating with and without the cache...")
     try:
-        with training_slot():
+        with training_slot("this measurement"):
             measured[key] = benchmark_generation(
                 n_layers=layers, d_model=width, n_heads=heads, n_new=n_new, repeats=repeats,
                 progress=lambda done, total: bar.progress(done / total, text=f"timed run {done} of {total}"),

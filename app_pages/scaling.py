@@ -4,12 +4,13 @@ import streamlit as st
 
 from attncore import ConfigError
 from attncore.mechanisms import scaling_statistics
+from ui.limits import BusyError, limits
 from ui.mechanism_charts import STATISTICS, scaling_long, scaling_table, statistic_chart
+from ui.metered import metered
 from ui.params import show_invalid, url_multiselect, url_number
 
 D_K_OPTIONS = [2**i for i in range(12)]  # 1 .. 2048
-MAX_DRAWS = 10**8  # sum(d_k) * T * repetitions normal draws: ~2 s on a shared core
-statistics = st.cache_data(show_spinner="Drawing queries and keys...")(scaling_statistics)
+MAX_DRAWS = limits().max_scaling_draws  # sum(d_k) * T * repetitions normal draws: ~1.5 s of CPU at 10^8
 
 st.title("Scaling: why divide by √d_k")
 st.caption(
@@ -37,9 +38,14 @@ if sum(d_ks) * n_keys * reps > MAX_DRAWS:
     )
     st.stop()
 try:
-    rows = statistics(tuple(sorted(d_ks)), n_keys, reps, seed)
+    key = (tuple(sorted(d_ks)), n_keys, reps, seed)
+    with st.spinner("Drawing queries and keys..."):
+        rows = metered("scaling", key, lambda: scaling_statistics(*key), "this draw")
 except ConfigError as e:
     show_invalid(e)
+    st.stop()
+except BusyError as e:
+    st.warning(str(e), icon=":material/hourglass_top:")
     st.stop()
 
 m1, m2, m3 = st.columns(3)

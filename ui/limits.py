@@ -1,4 +1,4 @@
-"""Hosted-mode caps: the largest run a visitor may ask for, and how many trainings run at once.
+"""Hosted-mode caps (the largest work a visitor may ask for) and the server's slots for heavy work.
 
 Each cap is read from an environment variable (e.g. ATTNLAB_MAX_STEPS=2000), else from
 `.streamlit/secrets.toml` under `[limits]` (e.g. `max_steps = 2000`), else the default below.
@@ -6,12 +6,21 @@ Each cap is read from an environment variable (e.g. ATTNLAB_MAX_STEPS=2000), els
 
 from __future__ import annotations
 
+import logging
+import math
 import os
+import re
 import threading
+import time
+from collections.abc import Callable, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
 
 import streamlit as st
+
+LIMIT_RANGE = (1, 10**9)  # every cap is a whole number in this range
+WAIT_REFRESH_SECONDS = 0.25  # how often a waiting page checks for a free slot (and for the visitor leaving)
+_LOG = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -22,10 +31,15 @@ class Limits:
     max_layers: int = 4
     max_heads: int = 16
     max_batch: int = 128
-    max_concurrent: int = 2  # trainings (or sweeps) running at once on this server
+    max_concurrent: int = 2  # heavy jobs (trainings, sweeps, timings, ablations) running at once on this server
     max_sweep_runs: int = 30  # runs one button press may train
     sweep_jobs: int = 2  # worker processes of a sweep
-    slot_wait_seconds: int = 120  # how long a training waits for a free slot
+    slot_wait_seconds: int = 120  # how long a job waits for a free slot
+    max_cost_t: int = 2048  # Cost: longest sequence timed
+    max_ablation_heads: int = 16  # Attention: heads zeroed one by one for the per-head table
+    max_gradcheck_coords: int = 64  # Gradient check: sampled coordinates per tensor
+    max_kv_new_tokens: int = 128  # KV cache: tokens generated per timed run
+    max_scaling_draws: int = 10**8  # Scaling: sum(d_k) * T * repetitions normal draws of one input set
     max_store_mb: int = 512  # the run store's size cap; least-recently-used runs beyond it are evicted
     max_bundle_mb: int = 50  # largest run bundle a visitor may upload on Home
     bundle_upload: bool | None = None  # Home's "Load a bundle": None = on with a display, off when headless
@@ -37,37 +51,76 @@ class Limits:
         return not st.get_option("server.headless")
 
 
+def parse_limit(name: str, raw) -> int:
+    """One cap's value from the environment (text) or secrets.toml (int, float, text); ValueError names it."""
+    low, high = LIMIT_RANGE
+    value = None
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        value = raw
+    elif isinstance(raw, float) and math.isfinite(raw) and raw.is_integer():
+        value = int(raw)
+    elif isinstance(raw, str) and re.fullmatch(r"\s*\+?[0-9]{1,10}\s*", raw):
+        value = int(raw)
+    if value is None or not low <= value <= high:
+        shown = repr(raw) if len(repr(raw)) <= 40 else repr(raw)[:37] + "..."
+        raise ValueError(f"{name} must be a whole number from {low:,} to {high:,}, got {shown}")
+    return value
+
+
+SWITCH = {"1": True, "true": True, "on": True, "0": False, "false": False, "off": False}
+
+
+def parse_switch(name: str, raw) -> bool:
+    """An on/off setting (bundle_upload) from the environment or secrets.toml; ValueError names it."""
+    if isinstance(raw, bool):
+        return raw
+    key = str(raw).strip().lower() if isinstance(raw, (str, int)) else None
+    if key not in SWITCH:
+        raise ValueError(f"{name} must be on or off (1/0, true/false)")
+    return SWITCH[key]
+
+
+def parse_limits(environ: Mapping[str, str], secrets: Mapping) -> tuple[Limits, list[str]]:
+    """(the caps, one message per value rejected); a rejected value leaves that cap at its default."""
+    values, problems = {}, []
+    for f in fields(Limits):
+        raw = environ.get(f"ATTNLAB_{f.name.upper()}", secrets.get(f.name))
+        if raw is None:
+            continue
+        parse = parse_switch if f.name == "bundle_upload" else parse_limit
+        try:
+            values[f.name] = parse(f.name, raw)
+        except ValueError as e:
+            problems.append(f"Limit ignored: {e}; using the default {f.default}.")
+    return Limits(**values), problems
+
+
 def _secrets_section() -> dict:
     try:
-        return dict(st.secrets.get("limits", {}))
+        section = st.secrets.get("limits", {})
+        return dict(section) if isinstance(section, Mapping) else {}
     except Exception:  # no secrets.toml at all: Streamlit raises rather than returning empty
         return {}
 
 
-def _from_environment() -> Limits:
-    secrets = _secrets_section()
-    values = {}
-    for f in fields(Limits):
-        raw = os.environ.get(f"ATTNLAB_{f.name.upper()}", secrets.get(f.name))
-        if raw is None:
-            continue
-        if f.name == "bundle_upload":  # a switch, not a cap
-            switch = {"1": True, "true": True, "on": True, "0": False, "false": False, "off": False}
-            if str(raw).strip().lower() in switch:
-                values[f.name] = switch[str(raw).strip().lower()]
-            else:
-                st.warning(f"Ignoring the limit {f.name}: it must be 1 or 0 (on or off).")
-            continue
-        try:
-            values[f.name] = max(1, int(raw))
-        except (TypeError, ValueError):
-            st.warning(f"Ignoring the limit {f.name}={raw!r}: it must be a positive integer.")
-    return Limits(**values)
+_reported: set[str] = set()
 
 
 def limits() -> Limits:
     """The caps in force (environment > secrets > defaults), read on every script run."""
-    return _from_environment()
+    lim, problems = parse_limits(os.environ, _secrets_section())
+    for message in problems:  # an operator's typo: once in the server log, once per visitor session
+        if message not in _reported:
+            _reported.add(message)
+            _LOG.warning(message)
+        try:
+            shown = st.session_state.setdefault("_limits_reported", set())
+            if message not in shown:
+                shown.add(message)
+                st.warning(message.replace("`", "'"), icon=":material/settings:")
+        except Exception:  # no script run (a thread or a test): the log line is enough
+            pass
+    return lim
 
 
 @st.cache_resource
@@ -76,21 +129,65 @@ def _slots(n: int) -> threading.BoundedSemaphore:
 
 
 class BusyError(RuntimeError):
-    """All training slots stayed taken for longer than the wait allowed."""
+    """All slots stayed taken for longer than the wait allowed."""
+
+
+class Slot:
+    """One taken slot. Released once: at the end of the `with`, or, after hand_to(job), when the job ends."""
+
+    def __init__(self, slots: threading.BoundedSemaphore):
+        self._slots, self._lock, self._held, self.handed = slots, threading.Lock(), True, False
+
+    def release(self, *_) -> None:
+        with self._lock:
+            if self._held:
+                self._held = False
+                self._slots.release()
+
+    def hand_to(self, job) -> None:
+        """Keep the slot until `job` (a concurrent.futures.Future) is done, even if the page stops first."""
+        self.handed = True
+        job.add_done_callback(self.release)
+
+
+def _wait_text(lim: Limits, what: str, waited: float) -> str:
+    return (
+        f"The server runs at most {lim.max_concurrent} heavy job{'s' * (lim.max_concurrent != 1)} at once and all "
+        f"are busy: {what} waits for a free slot ({waited:.0f} s of at most {lim.slot_wait_seconds} s)."
+    )
 
 
 @contextmanager
-def training_slot():
-    """Hold one of the server's `max_concurrent` training slots; wait for one if all are taken."""
+def training_slot(what: str = "this training", clock: Callable[[], float] = time.monotonic):
+    """Hold one of the server's `max_concurrent` slots for the `with` body (yields the Slot).
+
+    A message shows only while really waiting; it is redrawn every WAIT_REFRESH_SECONDS, which is where
+    Streamlit stops or reruns a page whose visitor left or changed a widget. Whatever is raised where,
+    a slot that was taken is given back (or, after Slot.hand_to, when the job it was handed to ends).
+    """
     lim = limits()
     slots = _slots(lim.max_concurrent)
-    if not slots.acquire(blocking=False):
-        with st.spinner(f"{lim.max_concurrent} trainings are already running on this server: waiting for a slot..."):
-            if not slots.acquire(timeout=lim.slot_wait_seconds):
-                raise BusyError(
-                    f"The server is busy ({lim.max_concurrent} trainings at once is the cap). Try again in a minute."
-                )
+    slot, notice = None, None
     try:
-        yield
+        if slots.acquire(blocking=False):
+            slot = Slot(slots)
+        else:
+            start = clock()
+            notice = st.empty()
+            while slot is None:
+                waited = clock() - start
+                if waited >= lim.slot_wait_seconds:
+                    raise BusyError(
+                        f"The server is busy ({lim.max_concurrent} trainings at once is the cap). "
+                        "Try again in a minute."
+                    )
+                notice.info(_wait_text(lim, what, waited), icon=":material/hourglass_top:")
+                if slots.acquire(timeout=WAIT_REFRESH_SECONDS):
+                    slot = Slot(slots)
+            notice.empty()
+        yield slot
     finally:
-        slots.release()
+        if slot is not None and not slot.handed:
+            slot.release()
+        if notice is not None:
+            notice.empty()

@@ -1,6 +1,7 @@
 """Training in a worker process, so a run never holds the server's GIL (no streamlit import: workers stay light).
 
-The worker writes each step's loss into a shared memory-mapped file; the page reads it to draw the live curve.
+The page and the worker share a memory-mapped progress file: slot 0 is the page's cancel flag, slot
+1 + step the loss of each step as it trains (NaN: not trained yet).
 """
 
 from __future__ import annotations
@@ -13,28 +14,53 @@ from attncore import RunConfig
 from lab.store import RunRecord, get_run
 
 
+class Cancelled(Exception):
+    """The page asked the worker to stop; raised out of training, so the store keeps nothing."""
+
+    def __init__(self, steps_done: int):
+        super().__init__(steps_done)
+        self.steps_done = steps_done
+
+    def __str__(self) -> str:
+        return f"cancelled after {self.steps_done:,} steps"
+
+
 def open_progress(path: Path, steps: int, create: bool = False) -> np.memmap:
-    """The (steps,) float64 losses file; NaN marks steps not trained yet."""
-    losses = np.memmap(path, dtype=np.float64, mode="w+" if create else "r+", shape=(steps,))
+    """The (1 + steps,) float64 progress file: [cancel flag, loss of step 0, loss of step 1, ...]."""
+    progress = np.memmap(path, dtype=np.float64, mode="w+" if create else "r+", shape=(1 + steps,))
     if create:
-        losses[:] = np.nan
-    return losses
+        progress[0] = 0.0
+        progress[1:] = np.nan
+    return progress
 
 
-def losses_so_far(losses: np.memmap) -> np.ndarray:
-    """The trained prefix of the progress file (steps are written in order)."""
+def request_cancel(progress: np.memmap) -> None:
+    """Ask the worker training into this file to stop at its next step."""
+    progress[0] = 1.0
+    progress.flush()
+
+
+def losses_so_far(progress: np.memmap) -> np.ndarray:
+    """The trained prefix of the losses (steps are written in order)."""
+    losses = progress[1:]
     missing = np.isnan(losses)
     return np.array(losses[: missing.argmax() if missing.any() else len(losses)])
 
 
 def train_with_progress(run: RunConfig, location: str, progress_path: str) -> RunRecord:
-    """lab.store.get_run in this process, each step's loss written to progress_path as it trains."""
+    """lab.store.get_run in this process, each step's loss written to progress_path as it trains.
+
+    Raises Cancelled once the page sets the flag (or when its progress file is already gone: the page
+    that asked went away before this started).
+    """
     try:
-        losses = open_progress(Path(progress_path), run.train.steps)
-    except OSError:  # the page that asked went away before we started: train all the same, for the cache
-        losses = np.full(run.train.steps, np.nan)
+        progress = open_progress(Path(progress_path), run.train.steps)
+    except OSError:
+        raise Cancelled(0) from None
 
     def on_step(step: int, loss: float) -> None:
-        losses[step] = loss
+        progress[1 + step] = loss
+        if progress[0] != 0.0:
+            raise Cancelled(step + 1)
 
     return get_run(run, callback=on_step, location=location)

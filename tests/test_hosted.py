@@ -1,0 +1,375 @@
+"""Hosted mode: training slots released on every path, a dead worker pool replaced, a worker without
+Streamlit, Cancel on Train, metered page work and the caps' parser."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import sys
+import threading
+import types
+from concurrent.futures import BrokenExecutor, Future
+from pathlib import Path
+
+import hosted_probe
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from attncore import make_run
+from attncore.inspect import evaluate_ablated
+from lab.store import cache_dir, get_run, is_cached
+from ui import limits as limits_module
+from ui import live, worker
+
+TIMEOUT = 60
+
+
+@pytest.fixture(autouse=True)
+def fresh_slots():
+    """Every test starts with the server's slots all free (a leak in one test must not fail the next)."""
+    limits_module._slots.clear()
+    yield
+    limits_module._slots.clear()
+
+
+def _slot_script() -> None:
+    import hosted_probe
+    import streamlit as st
+
+    from ui.limits import training_slot
+
+    hosted_probe.inject_faults()
+    st.write("before")
+    with training_slot():
+        st.write("inside")
+    st.write("after")
+
+
+def _free_slots(n: int) -> int:
+    """How many of the server's n slots can be taken right now (all given back again)."""
+    slots, taken = limits_module._slots(n), 0
+    while slots.acquire(blocking=False):
+        taken += 1
+    for _ in range(taken):
+        slots.release()
+    return taken
+
+
+def _settled_free_slots(n: int) -> int:
+    """_free_slots once a finished job's done-callback has given its slot back (it runs just after the
+    job's waiters wake up); polls for at most 10 s, then answers whatever it sees."""
+    for _ in range(200):
+        if _free_slots(n) == n:
+            break
+        threading.Event().wait(0.05)
+    return _free_slots(n)
+
+
+def _run_slot_script(fault_at: int, kind: str, contended: bool) -> int:
+    """Run the script with Streamlit's stop/rerun raised at its fault_at-th message; returns messages seen."""
+    hosted_probe.arm(fault_at, kind)
+    holder = None
+    if contended:  # another session trains: the script must wait, then get the slot
+        slots = limits_module._slots(1)
+        assert slots.acquire(blocking=False)
+        holder = threading.Timer(0.8, slots.release)
+        holder.start()
+    at = AppTest.from_function(_slot_script, default_timeout=TIMEOUT).run()
+    if holder is not None:
+        holder.join()
+    assert not at.exception, [e.message for e in at.exception]
+    return hosted_probe.FAULT["seen"]
+
+
+@pytest.mark.parametrize("contended", [False, True], ids=["free", "waiting"])
+@pytest.mark.parametrize("kind", ["stop", "rerun"])
+def test_training_slot_is_released_when_streamlit_stops_or_reruns_at_any_point(monkeypatch, kind, contended):
+    monkeypatch.setenv("ATTNLAB_MAX_CONCURRENT", "1")
+    monkeypatch.setenv("ATTNLAB_SLOT_WAIT_SECONDS", "30")
+    messages = _run_slot_script(0, kind, contended)  # no fault: count the messages of a clean run
+    assert messages >= 3 and _free_slots(1) == 1
+    for fault_at in range(1, messages + 1):
+        _run_slot_script(fault_at, kind, contended)
+        assert _free_slots(1) == 1, f"slot leaked when Streamlit raised {kind} at message {fault_at}"
+
+
+def test_an_error_in_the_body_gives_the_slot_back(monkeypatch):
+    monkeypatch.setenv("ATTNLAB_MAX_CONCURRENT", "1")
+    with pytest.raises(ValueError, match="between acquire and use"):
+        with limits_module.training_slot():
+            raise ValueError("between acquire and use")
+    assert _free_slots(1) == 1
+
+
+def test_a_slot_handed_to_a_job_is_held_until_the_job_ends(monkeypatch):
+    monkeypatch.setenv("ATTNLAB_MAX_CONCURRENT", "1")
+    job = Future()
+    with pytest.raises(KeyboardInterrupt):  # the page goes away while the job still runs
+        with limits_module.training_slot() as slot:
+            slot.hand_to(job)
+            raise KeyboardInterrupt
+    assert _free_slots(1) == 0
+    job.set_exception(worker.Cancelled(3))
+    assert _free_slots(1) == 1
+
+
+# --- the training worker ------------------------------------------------------------------------
+
+DASHBOARD = Path(__file__).resolve().parents[1] / "dashboard.py"
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTNCORE_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path
+
+
+@pytest.fixture
+def streamlit_main(monkeypatch):
+    """sys.modules['__main__'] as Streamlit leaves it while serving: a module whose file is the page script."""
+    main = types.ModuleType("__main__")
+    main.__file__ = str(DASHBOARD)
+    monkeypatch.setitem(sys.modules, "__main__", main)
+
+
+def test_training_worker_imports_no_streamlit(streamlit_main):
+    pool = live.WorkerPool(1)
+    has_streamlit, pid = pool.submit(hosted_probe.worker_state).result(timeout=TIMEOUT)
+    assert not has_streamlit and pid != os.getpid()
+    pool.discard(pool._current())
+
+
+def _wait_for_steps(progress, n: int = 1) -> None:
+    while len(worker.losses_so_far(progress)) < n:
+        threading.Event().wait(0.05)
+
+
+def test_a_killed_worker_fails_its_run_and_the_next_training_gets_a_new_pool(store):
+    pool = live.WorkerPool(1)
+    _, pid = pool.submit(hosted_probe.worker_state).result(timeout=TIMEOUT)  # the pool's only worker
+    run = make_run(steps=3000, d_model=64, n_layers=3)
+    progress = worker.open_progress(store / "progress.f64", 3000, create=True)
+    job = pool.submit(worker.train_with_progress, run, str(cache_dir()), str(store / "progress.f64"))
+    _wait_for_steps(progress)
+    os.kill(pid, signal.SIGKILL)
+    with pytest.raises(BrokenExecutor):
+        job.result(timeout=TIMEOUT)
+    assert not is_cached(run)
+    short = make_run(steps=20)
+    again = worker.open_progress(store / "again.f64", 20, create=True)
+    record = pool.submit(worker.train_with_progress, short, str(cache_dir()), str(store / "again.f64")).result(
+        timeout=TIMEOUT
+    )
+    assert is_cached(short) and len(worker.losses_so_far(again)) == 20
+    np.testing.assert_array_equal(record.loss_history, get_run(short).loss_history)
+    _, new_pid = pool.submit(hosted_probe.worker_state).result(timeout=TIMEOUT)
+    assert new_pid != pid
+    pool.discard(pool._current())
+
+
+def test_cancel_stops_the_worker_and_stores_nothing(store):
+    pool = live.WorkerPool(1)
+    run = make_run(steps=3000, d_model=64, n_layers=3)
+    progress = worker.open_progress(store / "progress.f64", 3000, create=True)
+    job = pool.submit(worker.train_with_progress, run, str(cache_dir()), str(store / "progress.f64"))
+    _wait_for_steps(progress, 5)
+    worker.request_cancel(progress)
+    with pytest.raises(worker.Cancelled) as stopped:
+        job.result(timeout=TIMEOUT)
+    assert 5 <= stopped.value.steps_done < 3000
+    assert len(worker.losses_so_far(progress)) == stopped.value.steps_done
+    assert not is_cached(run)
+    short = make_run(steps=20)
+    worker.open_progress(store / "again.f64", 20, create=True)
+    pool.submit(worker.train_with_progress, short, str(cache_dir()), str(store / "again.f64")).result(TIMEOUT)
+    assert is_cached(short)
+    pool.discard(pool._current())
+
+
+def test_the_expected_duration_is_measured_from_stored_runs_of_the_same_size(store):
+    run = make_run(steps=100, seed=9)
+    assert live.expected_seconds(run) is None
+    assert "No run of this size is stored yet" in live.expectation(run)
+    records = [get_run(make_run(steps=steps, seed=seed)) for steps, seed in ((20, 0), (30, 1), (40, 2))]
+    get_run(make_run(steps=20, d_model=16))  # another size: not used
+    per_step = sorted(r.train_seconds / r.config.train.steps for r in records)[1]
+    evaluation = sorted(r.eval.eval_seconds for r in records)[1]
+    assert live.expected_seconds(run) == (pytest.approx(per_step * 100 + evaluation), 3)
+    assert "the median pace of the 3 stored runs of this model size" in live.expectation(run)
+
+
+# --- the Train flow in a script run ---------------------------------------------------------------
+
+
+def _train_script(steps: int, d_model: int, n_layers: int) -> None:
+    import hosted_probe
+    import streamlit as st
+
+    from attncore import make_run
+    from ui import live
+
+    hosted_probe.inject_faults()
+    run = make_run(steps=steps, d_model=d_model, n_layers=n_layers)
+    live.report_cancelled(run)
+    if not st.session_state.get("trained"):
+        st.session_state.trained = True
+        if live.train_live(run) is not None:
+            st.success("trained")
+
+
+def _train_app(steps: int, d_model: int = 32, n_layers: int = 2) -> AppTest:
+    at = AppTest.from_function(_train_script, default_timeout=TIMEOUT, args=(steps, d_model, n_layers))
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+@pytest.mark.parametrize("kind", ["rerun", "stop"])
+def test_leaving_mid_training_cancels_it_frees_the_slot_and_says_where_it_stopped(store, monkeypatch, kind):
+    """A Cancel click or a sidebar change mid-training: Streamlit raises a rerun in the running page, or,
+    with fast reruns (the default), stops it and starts a new run of the same session at once."""
+    monkeypatch.setenv("ATTNLAB_MAX_CONCURRENT", "1")
+    hosted_probe.arm(0, kind, text="Step ")
+    at = AppTest.from_function(_train_script, default_timeout=TIMEOUT, args=(3000, 64, 3)).run()
+    if kind == "stop":
+        at.run()  # the new run of the same session
+    assert not at.exception, [e.message for e in at.exception]
+    warning = " ".join(w.value for w in at.warning)
+    assert re.search(r"Cancelled after [\d,]+ of 3,000 steps; nothing was stored", warning), warning
+    assert not is_cached(make_run(steps=3000, d_model=64, n_layers=3))
+    assert _settled_free_slots(1) == 1
+    hosted_probe.arm(0, "stop")
+    at = _train_app(20)  # the next training works
+    assert [s.value for s in at.success] == ["trained"] and is_cached(make_run(steps=20))
+    assert _settled_free_slots(1) == 1
+
+
+def test_a_killed_worker_shows_one_message_and_the_next_training_works(store, monkeypatch):
+    monkeypatch.setenv("ATTNLAB_MAX_CONCURRENT", "1")
+    hosted_probe.arm(0, "stop")
+    _, pid = live.pool(1).submit(hosted_probe.worker_state).result(timeout=TIMEOUT)
+    killer = threading.Timer(3.0, os.kill, (pid, signal.SIGKILL))  # the run below takes far longer than 3 s
+    killer.start()
+    at = _train_app(3000, 64, 3)
+    killer.join()
+    assert [e.value for e in at.error] == [
+        "The training worker stopped unexpectedly (killed, or out of memory); nothing was stored. "
+        "A new worker starts with the next training: press Train again."
+    ]
+    assert not is_cached(make_run(steps=3000, d_model=64, n_layers=3)) and _settled_free_slots(1) == 1
+    at = _train_app(20)
+    assert [s.value for s in at.success] == ["trained"] and is_cached(make_run(steps=20))
+
+
+# --- metered page work ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def trained(store):
+    """The default run at 30 steps in a fresh store; the server's memo of page work emptied."""
+    from ui import metered
+
+    metered.memo.clear()
+    get_run(make_run(steps=30))
+    yield
+    metered.memo.clear()
+
+
+def _dashboard(page: str, **query) -> AppTest:
+    at = AppTest.from_file(str(DASHBOARD), default_timeout=TIMEOUT)
+    at.query_params.update({"steps": "30"} | query)
+    at.run()
+    at.switch_page(f"app_pages/{page}.py").run()
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+def _hold_every_slot(monkeypatch) -> threading.BoundedSemaphore:
+    monkeypatch.setenv("ATTNLAB_MAX_CONCURRENT", "1")
+    monkeypatch.setenv("ATTNLAB_SLOT_WAIT_SECONDS", "1")
+    slots = limits_module._slots(1)
+    assert slots.acquire(blocking=False)  # another visitor's training holds the only slot
+    return slots
+
+
+def test_attention_head_ablations_wait_for_a_slot_and_are_capped(trained, monkeypatch):
+    slots = _hold_every_slot(monkeypatch)
+    at = _dashboard("attention", att_ablate="L0H1")
+    assert "The server is busy" in " ".join(w.value for w in at.warning)
+    assert at.dataframe[0].value["per-seq acc. zeroed"].isna().all()  # nothing evaluated without a slot
+    assert not [m for m in at.metric if m.label == "Per-sequence"]
+    slots.release()
+    monkeypatch.setenv("ATTNLAB_MAX_ABLATION_HEADS", "3")
+    at = _dashboard("attention")
+    zeroed = at.dataframe[0].value["per-seq acc. zeroed"]
+    record = get_run(make_run(steps=30))
+    expected = [evaluate_ablated(record.params, record.config, [(0, h)]).sequence_accuracy for h in range(3)]
+    assert zeroed[:3].tolist() == expected and zeroed[3:].isna().all()
+    assert "Only the first 3 of 8 heads are zeroed one by one" in " ".join(c.value for c in at.caption)
+    assert _settled_free_slots(1) == 1
+    slots = _hold_every_slot(monkeypatch)  # from the memo now: no slot needed, nothing to wait for
+    at = _dashboard("attention")
+    assert at.dataframe[0].value["per-seq acc. zeroed"][:3].tolist() == expected and not at.warning
+    slots.release()
+
+
+def test_a_new_gradient_check_waits_for_a_slot_and_a_known_one_does_not(trained, monkeypatch):
+    query = {"gc_coords": "3", "gc_seed": "7"}
+    slots = _hold_every_slot(monkeypatch)
+    at = _dashboard("gradient_check", **query)
+    assert "The server is busy" in " ".join(w.value for w in at.warning) and not at.metric
+    slots.release()
+    at = _dashboard("gradient_check", **query)
+    shown = [m.value for m in at.metric]
+    assert shown and _settled_free_slots(1) == 1
+    slots = _hold_every_slot(monkeypatch)
+    assert [m.value for m in _dashboard("gradient_check", **query).metric] == shown
+    slots.release()
+
+
+def test_gradient_check_coordinates_are_capped(trained, monkeypatch):
+    monkeypatch.setenv("ATTNLAB_MAX_GRADCHECK_COORDS", "5")
+    at = _dashboard("gradient_check", gc_coords="40")
+    assert at.number_input(key="gc_coords").max == 5 and at.number_input(key="gc_coords").value <= 5
+
+
+def test_scaling_draws_are_capped_and_a_new_draw_waits_for_a_slot(trained, monkeypatch):
+    slots = _hold_every_slot(monkeypatch)
+    at = _dashboard("scaling", scal_seed="3")
+    assert "The server is busy" in " ".join(w.value for w in at.warning) and not at.metric
+    slots.release()
+    monkeypatch.setenv("ATTNLAB_MAX_SCALING_DRAWS", "1000")
+    at = _dashboard("scaling", scal_seed="3")
+    assert "must stay under 1e+03" in " ".join(e.value for e in at.error) and not at.metric
+
+
+# --- the caps' parser -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "raw", ["inf", "-inf", "nan", "1e309", "1e3", "-3", "0", "abc", "", "12abc", float("inf"), float("nan"), 2.5, True]
+)
+def test_a_bad_cap_is_rejected_with_its_name_and_range(raw):
+    environ = {"ATTNLAB_MAX_STEPS": raw} if isinstance(raw, str) else {}
+    lim, problems = limits_module.parse_limits(environ, {"max_steps": raw})
+    assert lim.max_steps == limits_module.Limits().max_steps
+    assert problems == [
+        f"Limit ignored: max_steps must be a whole number from 1 to 1,000,000,000, got {raw!r}; using the default 3000."
+    ]
+
+
+@pytest.mark.parametrize("raw, value", [("200", 200), (" 7 ", 7), (64, 64), (64.0, 64)])
+def test_a_good_cap_is_read(raw, value):
+    assert limits_module.parse_limits({}, {"max_d_model": raw})[0].max_d_model == value
+
+
+def test_a_non_finite_cap_in_secrets_shows_a_warning_not_a_traceback(trained):
+    at = AppTest.from_file(str(DASHBOARD), default_timeout=TIMEOUT)
+    at.secrets["limits"] = {"max_steps": float("inf"), "max_layers": 3}
+    at.query_params["steps"] = "30"
+    at.run()
+    assert not at.exception
+    assert "max_steps must be a whole number from 1 to 1,000,000,000, got inf" in " ".join(w.value for w in at.warning)
+    assert at.number_input(key="steps").max == 3000 and at.number_input(key="layers").max == 3
