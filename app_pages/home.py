@@ -39,7 +39,6 @@ label = f"Reproduce the article ({len(missing)} {'run' if len(missing) == 1 else
 if missing and button.button(label, type="primary", key="reproduce"):
     swept = runs.sweep(article, "Article sweep")
     if swept is not None:
-        bundles.enforce_store_cap()
         button.empty()
 
 summaries = list_cached()  # after any action: the figures below are the store's state now
