@@ -8,7 +8,7 @@ import streamlit as st
 
 from ui import nav, sidebar
 
-st.set_page_config(page_title="Attention Lab", page_icon="🔬", layout="wide")
+st.set_page_config(page_title="Attention Lab", page_icon=":material/biotech:", layout="wide")
 page, spec = nav.navigation()
 sidebar.render(expanded=spec.uses_run)
 page.run()

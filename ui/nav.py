@@ -40,6 +40,8 @@ PAGES = [
              "Remove scaling, position or pre-LN and compare."),
     PageSpec("Lab", "app_pages/attention.py", "Attention", ":material/grid_on:", "attention",
              "Every head's weights, and what zeroing a head does."),
+    PageSpec("Lab", "app_pages/science.py", "Science", ":material/menu_book:", "science",
+             "The model, the tasks and each experiment explained, beside the article's figures.", uses_run=False),
     PageSpec("Calculators", "app_pages/parameters.py", "Parameters", ":material/calculate:", "parameters",
              "Parameter counts of real models and of this lab's, component by component.", uses_run=False),
     PageSpec("Calculators", "app_pages/kv_cache.py", "KV cache", ":material/memory:", "kv-cache",
