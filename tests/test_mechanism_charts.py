@@ -222,6 +222,30 @@ def test_time_and_memory_charts_are_log_log():
     assert spec(memory)["encoding"]["y"]["scale"]["type"] == "log"
 
 
+def test_log_axes_use_one_notation_and_ticks_on_the_lengths():
+    """Deviations span 1e-16 to 1: one notation (".0e"), not "1e-7" beside "0.000001"; the time and memory
+    axes tick exactly at the lengths timed, over a range that fits them."""
+    perm = spec(mc.permutation_chart(mc.permutation_frame(mech.permutation_test(t=6, d_model=16, n_heads=2))))
+    assert perm["encoding"]["x"]["axis"]["format"] == ".0e"
+    grad = spec(mc.gradcheck_chart(fake_rows({("pre", 1e-6): [1e-7, 1e-6], ("pre", 1e-4): [1e-3, 1e-2]})))
+    assert grad["spec"]["layer"][0]["encoding"]["x"]["axis"]["format"] == ".0e"
+    frame = pd.DataFrame({"T": [256, 512, 1024, 2048], "ms": [1.0, 4.0, 16.0, 64.0]})
+    frame["T × T scores (MiB)"], frame["Q, K, V (MiB)"] = [0.5, 2, 8, 32], [0.375, 0.75, 1.5, 3]
+    for chart in (mc.time_chart(frame, 2.0), mc.memory_chart(frame)):
+        s = spec(chart)
+        x = (s["layer"][0] if "layer" in s else s)["encoding"]["x"]
+        assert x["axis"]["values"] == [256, 512, 1024, 2048] and x["scale"] == {"type": "log", "nice": False}
+
+
+def test_heatmap_labels_at_most_16_positions_on_an_axis():
+    """32 positions: every 4th labelled, not 32 overlapping labels; a short axis keeps every label."""
+    table = mech.position_encodings(t=32, d_model=16)["sinusoidal"]
+    s = spec(mc.heatmap(mc.grid_frame(table.T, ("dimension", "position"), "v"), "position", "dimension", "v"))
+    enc = s["layer"][0]["encoding"]
+    assert enc["x"]["axis"]["values"] == list(range(0, 32, 4))
+    assert "values" not in enc["y"]["axis"]  # 16 dimensions: all labelled
+
+
 # --- gradient check ------------------------------------------------------------------------------
 
 

@@ -129,6 +129,12 @@ def chart_contexts(context: int) -> list[int]:
     return sorted(set(grid) | {context})
 
 
+def context_ticks(contexts, max_ticks: int = 8) -> list[int]:
+    """Ticks of a log context axis on the data: its powers of two, every other one when there are many."""
+    powers = sorted({int(c) for c in contexts if int(c) & (int(c) - 1) == 0}) or sorted({int(c) for c in contexts})
+    return powers[:: -(-len(powers) // max_ticks)]
+
+
 def curves_frame(rows: list[dict]) -> pd.DataFrame:
     """kvcache.cache_curves / dtype_curves rows -> columns context, variant, attention, dtype, bytes, gib."""
     return pd.DataFrame(rows, columns=["context", "variant", "attention", "dtype", "bytes", "gib"])
@@ -149,11 +155,13 @@ def memory_chart(
         legend=alt.Legend(orient="bottom", columns=2, labelLimit=320),
     )
     scale = alt.Scale(type="log") if log else alt.Scale()
+    x_scale = alt.Scale(type="log" if log else "linear", domain=[int(df["context"].min()), int(df["context"].max())])
+    x_axis = alt.Axis(values=context_ticks(df["context"]), format=",", labelOverlap=True) if log else alt.Axis()
     lines = (
         alt.Chart(df)
         .mark_line(point=alt.OverlayMarkDef(size=30), strokeWidth=2)
         .encode(
-            x=alt.X("context:Q", title="context (tokens)" + (", log" if log else ""), scale=scale),
+            x=alt.X("context:Q", title="context (tokens)" + (", log" if log else ""), scale=x_scale, axis=x_axis),
             y=alt.Y("gib:Q", title="KV cache (GiB)" + (", log" if log else ""), scale=scale),
             color=color,
             tooltip=[
@@ -257,7 +265,12 @@ def timing_chart(df: pd.DataFrame) -> alt.Chart:
         alt.Chart(df)
         .mark_line(point=alt.OverlayMarkDef(size=50), strokeWidth=2)
         .encode(
-            x=alt.X("generated:Q", title="generated tokens"),
+            x=alt.X(
+                "generated:Q",
+                title="generated tokens",
+                scale=alt.Scale(domain=[0, int(df["generated"].max())] if len(df) else alt.Undefined),
+                axis=alt.Axis(values=sorted({int(n) for n in df["generated"]})),  # ticks on the lengths timed
+            ),
             y=alt.Y("seconds:Q", title="seconds (median)"),
             color=alt.Color("mode:N", title=None, scale=MODE_COLORS, legend=alt.Legend(orient="bottom")),
             tooltip=["mode:N", "generated:Q", alt.Tooltip("seconds:Q", format=".4f")],
