@@ -116,7 +116,7 @@ def fit_metrics(f: Fit, c: KVCache) -> list[Metric]:
     longest = "any" if f.max_context is None else f"{f.max_context:,}"
     return [
         ("Cached tokens that fit", f"{f.tokens_that_fit:,}", "over all sequences"),
-        (f"Longest context at batch {c.batch:,}", longest, "tokens per sequence"),
+        (f"Longest context at batch {c.batch:,}", longest, "tokens per sequence, by memory alone"),
         (f"Largest batch at context {c.context:,}", f"{f.max_batch:,}", "sequences"),
         ("Left for the cache", decimal_size(max(f.budget_bytes, 0)), f"of {f.gpu_gb:g} GB"),
     ]
