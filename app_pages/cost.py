@@ -90,7 +90,8 @@ st.dataframe(
     frame,
     hide_index=True,
     width="stretch",
-    column_config={c: st.column_config.NumberColumn(format="%.3f") for c in frame.columns[1:]},
+    column_config={"T": st.column_config.NumberColumn(format="localized")}
+    | {c: st.column_config.NumberColumn(format="%.3f") for c in frame.columns[1:]},
 )
 st.caption(
     f"Memory is arithmetic, float64, one head and one sequence, d_k = {d_k}. At small T fixed overheads hide "

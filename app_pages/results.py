@@ -30,7 +30,7 @@ st.title("Results")
 line, differs = applied_settings()
 st.caption(
     f"Every run below uses the sidebar's settings except task, length and seed, which are chosen here: **{line}**"
-    + ("" if differs else " (the article's settings).")
+    + ("." if differs else " (the article's settings).")
 )
 if differs:
     left, right = st.columns([3, 1], vertical_alignment="center")

@@ -118,7 +118,7 @@ def loss_overlay(df: pd.DataFrame, log: bool = True, height: int = 340) -> alt.C
         alt.Chart(df)
         .mark_line(strokeWidth=1.6)
         .encode(
-            x=alt.X("step:Q", title="training step"),
+            x=alt.X("step:Q", title="training step", scale=alt.Scale(nice=False)),  # ends at the last step
             y=_loss_axis(log),
             color=alt.Color("label:N", title="run", sort=labels, scale=alt.Scale(domain=labels, range=colors)),
             tooltip=["label:N", "step:Q", alt.Tooltip("loss:Q", format=".4f")],

@@ -126,6 +126,6 @@ def describe(run: RunConfig) -> str:
     m, t, k = run.model, run.train, run.task
     return (
         f"{k.name} · L={k.length} · seed {t.seed} · {POSITION_LABELS[m.position]} position · "
-        f"{NORM_LABELS[m.norm]} · scaling {'on' if m.scaling else 'off'} · lr {t.lr:g} · {t.steps} steps · "
+        f"{NORM_LABELS[m.norm]} · scaling {'on' if m.scaling else 'off'} · lr {t.lr:g} · {t.steps:,} steps · "
         f"d={m.d_model}, {m.n_heads} heads, {m.n_layers} layers · batch {t.batch_size}"
     )
