@@ -87,7 +87,9 @@ def test_statistic_chart_draws_both_cases_on_a_log_axis_with_the_limit(scaling_r
     chart = mc.statistic_chart(long, "entropy")
     s = spec(chart)
     line = next(layer for layer in s["layer"] if layer["mark"]["type"] == "line")
-    assert line["encoding"]["x"]["scale"] == {"type": "log", "base": 2}
+    assert line["encoding"]["x"]["scale"] == {"type": "log", "base": 2, "domain": [4, 64], "nice": False}
+    assert line["encoding"]["x"]["axis"]["values"] == [4, 64]  # ticks on the d_k measured, no others
+    assert data(chart)[-1][0]["text"] == "ln T = 3.4657"  # four decimals, like the page's metrics and table
     assert line["encoding"]["color"]["scale"]["domain"] == [mc.SCALED, mc.UNSCALED]
     assert line["encoding"]["color"]["scale"]["range"] == [mc.GOOD, mc.BAD]
     drawn = [d for d in data(chart) if d and "statistic" in d[0]]
@@ -185,6 +187,8 @@ def test_encoding_lines_draw_the_chosen_columns():
     table = mech.position_encodings(t=10, d_model=8)["sinusoidal"]
     (frame,) = data(mc.encoding_lines(table, [0, 2], "added value"))
     assert len(frame) == 20 and {r["dimension"] for r in frame} == {"0", "2"}
+    x = spec(mc.encoding_lines(table, [0, 2]))["encoding"]["x"]
+    assert x["scale"] == {"domain": [0, 9], "nice": False}  # positions 0..9, not a 0..10 axis
     for r in frame:
         assert r["added value"] == table[r["position"], int(r["dimension"])]
 

@@ -116,7 +116,7 @@ def fit_metrics(f: Fit, c: KVCache) -> list[Metric]:
     longest = "any" if f.max_context is None else f"{f.max_context:,}"
     return [
         ("Cached tokens that fit", f"{f.tokens_that_fit:,}", "over all sequences"),
-        (f"Longest context at batch {c.batch:,}", longest, "tokens per sequence, by memory alone"),
+        (f"Longest context at batch {c.batch:,}", longest, "per sequence; memory bound only"),
         (f"Largest batch at context {c.context:,}", f"{f.max_batch:,}", "sequences"),
         ("Left for the cache", decimal_size(max(f.budget_bytes, 0)), f"of {f.gpu_gb:g} GB"),
     ]
@@ -155,7 +155,8 @@ def memory_chart(
         legend=alt.Legend(orient="bottom", columns=2, labelLimit=320),
     )
     scale = alt.Scale(type="log") if log else alt.Scale()
-    x_scale = alt.Scale(type="log" if log else "linear", domain=[int(df["context"].min()), int(df["context"].max())])
+    x_domain = [int(df["context"].min()), int(df["context"].max())]
+    x_scale = alt.Scale(type="log" if log else "linear", domain=x_domain, nice=False)  # nice would widen it
     x_axis = alt.Axis(values=context_ticks(df["context"]), format=",", labelOverlap=True) if log else alt.Axis()
     lines = (
         alt.Chart(df)

@@ -92,7 +92,9 @@ def statistic_chart(long: pd.DataFrame, statistic: str, height: int = 260) -> al
     """One statistic against d_k (log 2 axis), scaled blue and unscaled orange, ±2 se bars, its limit as a rule."""
     label, _, _ = STATISTICS[statistic]
     df = long[long["statistic"] == statistic]
-    x = alt.X("d_k:Q", title="d_k (log scale)", scale=alt.Scale(type="log", base=2), axis=alt.Axis(tickCount=8))
+    d_ks = sorted(int(d) for d in df["d_k"].unique())
+    scale = alt.Scale(type="log", base=2, domain=[d_ks[0], d_ks[-1]] if len(d_ks) > 1 else alt.Undefined, nice=False)
+    x = alt.X("d_k:Q", title="d_k (log scale)", scale=scale, axis=alt.Axis(values=d_ks))  # ticks on the d_k drawn
     color = alt.Color("scores:N", title=None, scale=SCALING, legend=alt.Legend(orient="bottom"))
     tooltip = [
         "d_k:Q",
@@ -106,7 +108,7 @@ def statistic_chart(long: pd.DataFrame, statistic: str, height: int = 260) -> al
     limit = df.head(1)
     rule = alt.Chart(limit).mark_rule(color=BASE_COLOR, strokeDash=[6, 4]).encode(y="limit:Q")
     text = (
-        alt.Chart(limit.assign(text=limit["limit_name"] + " = " + limit["limit"].map("{:.4g}".format)))
+        alt.Chart(limit.assign(text=limit["limit_name"] + " = " + limit["limit"].map("{:.4f}".format)))
         .mark_text(align="left", dx=4, dy=-7, color=BASE_COLOR)
         .encode(y="limit:Q", x=alt.value(0), text="text:N")
     )
@@ -324,7 +326,7 @@ def encoding_lines(table: np.ndarray, columns: list[int], value: str = "value", 
         alt.Chart(frame)
         .mark_line(strokeWidth=2)
         .encode(
-            x=alt.X("position:Q"),
+            x=alt.X("position:Q", scale=alt.Scale(domain=[0, len(table) - 1], nice=False)),  # the positions drawn
             y=alt.Y(f"{value}:Q", title=value),
             color=alt.Color("dimension:N", sort=[str(c) for c in columns], scale=alt.Scale(range=palette)),
             tooltip=["position:Q", "dimension:N", alt.Tooltip(f"{value}:Q", format=".3f")],
