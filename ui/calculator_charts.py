@@ -85,7 +85,7 @@ def share_chart(df: pd.DataFrame, height: int = 230) -> alt.Chart:
     )
     bars = base.mark_bar(cornerRadiusEnd=3).encode(color=alt.Color("component:N", scale=COMPONENT_COLORS, legend=None))
     labels = base.mark_text(align="left", dx=4, fontSize=12, color=BASE_COLOR).encode(
-        text=alt.Text("share:Q", format=".1%")
+        text=alt.Text("share:Q", format=".2%")  # as in the table beside it
     )
     return (bars + labels).properties(height=height)
 
