@@ -25,7 +25,13 @@ docs.link("gradient-check", "The gradient check explained, and what the article 
 c1, c2, c3 = st.columns([2, 1, 1])
 with c1:
     eps = url_multiselect(
-        "ε values", "gc_eps", EPS_OPTIONS, [1e-6, 1e-4], format_func="{:.0e}".format, max_selections=4
+        "ε values",
+        "gc_eps",
+        EPS_OPTIONS,
+        [1e-6, 1e-4],
+        format_func="{:.0e}".format,
+        max_selections=4,
+        placeholder="Pick ε values",
     )
 with c2:
     seed = url_number("Seed", "gc_seed", DEFAULT_SEED, 0, 9999, help="Seeds the weights, sequences and coordinates.")

@@ -21,7 +21,9 @@ st.caption(
 docs.link("why-divide-by-d_k", "Why divide by √d_k, and the article's measurements")
 c1, c2, c3, c4 = st.columns([3, 1, 1, 1])
 with c1:
-    d_ks = url_multiselect("d_k (key and query size)", "scal_dk", D_K_OPTIONS, [8, 64, 512])
+    d_ks = url_multiselect(
+        "d_k (key and query size)", "scal_dk", D_K_OPTIONS, [8, 64, 512], placeholder="Pick d_k values"
+    )
 with c2:
     n_keys = url_number("Keys T", "scal_T", 64, 2, 1024, help="Keys per query: the softmax runs over T scores.")
 with c3:
