@@ -69,7 +69,8 @@ def _page(spec: PageSpec) -> StreamlitPage:
 def navigation() -> tuple[StreamlitPage, PageSpec]:
     """Register the pages; returns the navigation (call .run() after the sidebar) and the current page's spec."""
     grouped = {s: [_page(p) for p in PAGES if p.section == s] for s in SECTIONS}
-    nav = st.navigation({s: pages for s, pages in grouped.items() if pages})
+    # expanded: all 13 pages listed; by default Streamlit folds a long menu after 10 behind "View more"
+    nav = st.navigation({s: pages for s, pages in grouped.items() if pages}, expanded=True)
     current = next((p for p in PAGES if p.url_path == nav.url_path), PAGES[0])
     return nav, current
 
