@@ -4,11 +4,16 @@ Page config, the navigation over app_pages/ (the registry lives in ui/nav.py), a
 drawn once here before the page so its settings persist across pages and stay in the URL.
 """
 
+from pathlib import Path
+
 import streamlit as st
 
 from ui import bundles, nav, sidebar
 
-st.set_page_config(page_title="Attention Lab", page_icon="🔬", layout="wide")
+# a file, not a Material icon or an emoji: Streamlit fetches Material favicons from the network, and emoji
+# render as empty boxes in a browser without an emoji font
+FAVICON = Path(__file__).resolve().parent / "ui" / "favicon.png"
+st.set_page_config(page_title="Attention Lab", page_icon=str(FAVICON), layout="wide")
 bundles.warm_start()  # ATTNLAB_BUNDLE: imported once per server process
 page, spec = nav.navigation()
 sidebar.render(expanded=spec.uses_run)

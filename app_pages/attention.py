@@ -3,7 +3,7 @@
 import streamlit as st
 
 from attncore.inspect import attention_maps, head_summary
-from ui import charts, frames, probe, runs, sidebar, tables
+from ui import charts, docs, frames, probe, runs, sidebar, tables
 from ui.params import url_multiselect
 
 st.title("Attention")
@@ -42,14 +42,21 @@ def head_ablation() -> None:
     labels = {frames.head_label(*h): h for h in heads}
     left, right = st.columns(2)
     with left:
-        picked = url_multiselect("Zero these heads", "att_ablate", list(labels), [])
+        picked = url_multiselect("Zero these heads", "att_ablate", list(labels), [], placeholder="Pick heads to zero")
         ablated, base = runs.head_ablation(record, [labels[p] for p in picked]), record.eval
         if ablated is None:
             return
         c1, c2, c3 = st.columns(3)
         for col, label, field in ((c1, "Per-sequence", "sequence_accuracy"), (c2, "Per-token", "token_accuracy")):
-            now = getattr(ablated, field)
-            col.metric(label, f"{now:.3f}", f"{now - getattr(base, field):+.3f}")
+            now, change = getattr(ablated, field), getattr(ablated, field) - getattr(base, field)
+            neutral = round(change, 3) == 0  # no change (e.g. no head zeroed): no green arrow for +0.000
+            col.metric(
+                label,
+                f"{now:.3f}",
+                "no change" if neutral else f"{change:+.3f}",
+                delta_color="off" if neutral else "normal",
+                delta_arrow="off" if neutral else "auto",
+            )
         c3.metric("Heads zeroed", f"{len(picked)} of {len(heads)}")
         st.caption(
             "Accuracy on the 500 test sequences with the chosen heads' outputs zeroed; the change is "
@@ -68,3 +75,4 @@ st.info(
     "the intervention that does.",
     icon=":material/lightbulb:",
 )
+docs.link("attention-maps-and-head-ablation", "Attention maps, head ablation, and what the article found")

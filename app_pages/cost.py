@@ -1,12 +1,19 @@
-"""Cost: attention's time and memory against the sequence length T, timed live on this machine (SPEC §9)."""
+"""Cost: attention's time and memory against the sequence length T, timed live on this machine."""
 
 import streamlit as st
 
 from attncore import ConfigError
 from attncore.attention_cost import attention_memory, loglog_slope, time_attention
+from ui import docs
 from ui.limits import BusyError, limits, training_slot
 from ui.mechanism_charts import cost_frame, memory_chart, parse_ints, time_chart
 from ui.params import show_invalid, url_number, url_text
+
+
+def default_lengths(cap: int) -> str:
+    """256 to 2048 in powers of two, those within the cap (small T would bend the fitted slope)."""
+    return " ".join(str(t) for t in (256, 512, 1024, 2048) if t <= cap) or str(cap)
+
 
 st.title("Cost of attention")
 st.caption(
@@ -14,10 +21,11 @@ st.caption(
     "Q, K and V grow only like T: on log-log axes time approaches a line of slope 2 at large T. Timed live: "
     "single-head causal attention in float64, the minimum over trials after one warm-up call."
 )
+docs.link("cost-of-attention", "Why attention costs T², and the article's timings")
 cap = limits().max_cost_t
 c1, c2, c3, c4 = st.columns([3, 1, 1, 1])
 with c1:
-    text = url_text("Lengths T", "cost_T", "128 256 512 1024", help=f"Up to 12 lengths, each from 1 to {cap}.")
+    text = url_text("Lengths T", "cost_T", default_lengths(cap), help=f"Up to 12 lengths, each from 1 to {cap}.")
 with c2:
     d_k = url_number("d_k", "cost_dk", 64, 8, 256, step=8)
 with c3:
@@ -48,7 +56,7 @@ if st.button("Run the timings", type="primary", key="cost_run", icon=":material/
             )
         results[key] = rows
     except (ConfigError, BusyError) as e:
-        st.error(f"**Could not time**: {e}", icon="⚠️")
+        st.error(f"**Could not time**: {e}", icon=":material/error:")
     bar.empty()
 
 rows = results.get(key)  # None until Run is pressed for exactly these inputs
@@ -63,7 +71,7 @@ m3.metric(f"T × T scores at T = {lengths[-1]}", f"{last['T × T scores (MiB)']:
 m4.metric(f"Q, K, V at T = {lengths[-1]}", f"{last['Q, K, V (MiB)']:.3g} MiB", border=True)
 left, right = st.columns(2)
 if rows is None:
-    left.info("Press **Run the timings**: from a fraction of a second to a few seconds.", icon="⏱️")
+    left.info("Press **Run the timings** to time these lengths on this server.", icon=":material/timer:")
 else:
     left.altair_chart(time_chart(frame, slope), width="stretch")
 right.altair_chart(memory_chart(frame), width="stretch")
@@ -71,10 +79,11 @@ st.dataframe(
     frame,
     hide_index=True,
     width="stretch",
-    column_config={c: st.column_config.NumberColumn(format="%.3f") for c in frame.columns[1:]},
+    column_config={"T": st.column_config.NumberColumn(format="localized")}
+    | {c: st.column_config.NumberColumn(format="%.3f") for c in frame.columns[1:]},
 )
 st.caption(
     f"Memory is arithmetic, float64, one head and one sequence, d_k = {d_k}. At small T fixed overheads hide "
-    "the T², so fit the slope over lengths of 256 and more; another program on the machine adds noise to "
-    "the times (the minimum over trials removes most of it)."
+    "the T², so the default lengths start at 256 and the slope is fitted over exactly the lengths shown; another "
+    "program on the machine adds noise to the times (the minimum over trials removes most of it)."
 )

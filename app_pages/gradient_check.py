@@ -1,12 +1,15 @@
-"""Gradient check: finite differences against the hand-written backward pass, per tensor, pre- and post-LN (SPEC §5)."""
+"""Gradient check: finite differences against the hand-written backward pass, per tensor, pre- and post-LN."""
 
 import streamlit as st
 
 from attncore.gradcheck import gradient_check, gradient_check_summary
+from ui import docs
 from ui.limits import BusyError, limits
 from ui.mechanism_charts import NORM_LABELS, PASS_MARK, eps_comparison, eps_label, gradcheck_chart, gradcheck_table
 from ui.metered import metered
 from ui.params import show_invalid, url_multiselect, url_number
+
+DEFAULT_SEED = 4  # a seed where eps = 1e-4 crosses a ReLU kink under both placements (so the lesson shows)
 
 EPS_OPTIONS = [1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2]
 
@@ -19,16 +22,25 @@ st.title("Gradient check")
 st.caption(
     "Each sampled weight is moved by ±ε and (loss₊ − loss₋) / 2ε is compared with the gradient of the "
     "hand-written backward pass, in float64 on a small model (d = 16, 2 blocks, 3 sequences). At ε = 1e-6 "
-    f"they should agree to better than {PASS_MARK:.0e}. A large ε typically makes the check worse, not better: "
-    "its step can cross a ReLU kink, where the loss bends sharply."
+    "they usually agree to 1e-5 or better, though on some seeds a coordinate reaches about 2e-4. "
+    "A large ε can make the check worse, not better: its step can cross a ReLU kink, where the loss bends "
+    "sharply. Whether a sampled coordinate sits near a kink depends on the seed, so on some seeds ε = 1e-4 "
+    "looks as good as 1e-6."
 )
+docs.link("gradient-check", "The gradient check explained, and what the article reported")
 c1, c2, c3 = st.columns([2, 1, 1])
 with c1:
     eps = url_multiselect(
-        "ε values", "gc_eps", EPS_OPTIONS, [1e-6, 1e-4], format_func="{:.0e}".format, max_selections=4
+        "ε values",
+        "gc_eps",
+        EPS_OPTIONS,
+        [1e-6, 1e-4],
+        format_func="{:.0e}".format,
+        max_selections=4,
+        placeholder="Pick ε values",
     )
 with c2:
-    seed = url_number("Seed", "gc_seed", 0, 0, 9999, help="Seeds the weights, the sequences and the coordinates.")
+    seed = url_number("Seed", "gc_seed", DEFAULT_SEED, 0, 9999, help="Seeds the weights, sequences and coordinates.")
 with c3:
     cap = min(64, limits().max_gradcheck_coords)
     coords = url_number("Coordinates per tensor", "gc_coords", 24, 1, cap, help="Sampled among |gradient| > 1e-6.")
@@ -70,7 +82,7 @@ for col, (norm, label) in zip(st.columns(2), NORM_LABELS.items(), strict=True):
         col.warning(
             f"With seed {seed}, {sizes} is **not clearly worse** (worst {v['worst_large']:.1e} against "
             f"{v['worst_small']:.1e}, {v['ratio']:.3g}×; {counts}): no sampled coordinate sat near enough to a "
-            "ReLU kink for the large step to cross it. Try another seed.",
+            "ReLU kink for the large step to cross it. Try another seed (the default is one that shows it).",
             icon=":material/warning:",
         )
 
@@ -78,7 +90,8 @@ st.subheader("Per tensor")
 st.altair_chart(gradcheck_chart(rows))
 st.caption(
     f"Max of |numeric − analytic| / max(|numeric|, |analytic|) over the sampled coordinates of each tensor, seed "
-    f"{seed}; dashed: {PASS_MARK:.0e}. Two errors compete: rounding, about 1e-16 · loss / ε, which favours a large "
+    f"{seed}; dashed: {PASS_MARK:.0e}, a usual bar for a passing check. Two errors compete: rounding, about "
+    "1e-16 · loss / ε, which favours a large "
     "ε, and the step itself, which across a ReLU kink or strong curvature ruins a large one. A tensor without a "
     "coordinate above 1e-6 in gradient has no point."
 )

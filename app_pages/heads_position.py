@@ -1,9 +1,10 @@
-"""Heads and position: parameters independent of h, the permutation test, the four encodings (SPEC §1, §3, §4)."""
+"""Heads and position: parameters independent of h, the permutation test, the four encodings."""
 
 import streamlit as st
 
 from attncore import ConfigError
 from attncore.mechanisms import attention_param_counts, permutation_test, position_encodings, rope_relative_dots
+from ui import docs
 from ui.mechanism_charts import (
     DIVERGING,
     encoding_lines,
@@ -22,7 +23,8 @@ NOTES = {
     "sinusoidal": "Added to the token embeddings: sin and cos waves whose wavelength grows along the dimensions.",
     "learned": "Added: a trained (T, d) table, here at its initialisation N(0, 1)·0.1; undefined past its last row.",
     "rope": "Nothing added: q and k are rotated pair by pair by an angle growing with the position (here its cos).",
-    "none": "Nothing added (the ablation). A causal decoder still counts its keys: row t sees t + 1 of them.",
+    "none": "Nothing added (the ablation). A causal decoder may still infer position, since row t averages over "
+    "exactly t + 1 keys: a plausible explanation of what it recovers, not tested in this lab.",
 }
 number = st.column_config.NumberColumn
 
@@ -32,6 +34,7 @@ st.caption(
     "information attention sees what a token is, not where it sits: permuting the tokens permutes the output "
     "(equivariance). Each position encoding breaks that symmetry in its own way."
 )
+docs.link("multi-head-attention", "Heads, the permutation test and position encodings explained")
 
 st.subheader("Parameters against the number of heads")
 left, right = st.columns([1, 2])

@@ -22,8 +22,9 @@ st.markdown(
 metrics = st.container()
 st.header("Reproduce the article")
 st.caption(
-    "The 23 runs of the article (SPEC §7): copy and sort at L = 4, 6, 8 with seeds 0, 1, 2, and five ablations of "
-    "copy at L = 6. Cached runs load at once; the others train in parallel worker processes (about 4 s each)."
+    'The 23 runs of the article "Attention, Derived in Full" (the Science page explains them): copy and sort at '
+    "L = 4, 6, 8 with seeds 0, 1, 2, and five ablations of copy at L = 6. Cached runs load at once; the others "
+    "train in parallel worker processes (about 4 s each)."
 )
 button, results = st.empty(), st.container()
 st.header("Share runs")

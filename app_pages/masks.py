@@ -1,9 +1,10 @@
-"""Masks: the causal mask before vs after the softmax, and padding combined with causality (SPEC §1)."""
+"""Masks: the causal mask before vs after the softmax, and padding combined with causality."""
 
 import streamlit as st
 
 from attncore import ConfigError
 from attncore.mechanisms import mask_order_demo, padding_demo
+from ui import docs
 from ui.mechanism_charts import (
     grid_frame,
     heatmap,
@@ -21,6 +22,7 @@ st.caption(
     "Zeroing the weights after the softmax is the classic silent bug: the output looks plausible, but rows that "
     "miss keys sum to less than 1. Padding is a (B, T) mask on the keys, combined with the causal one by AND."
 )
+docs.link("masks", "Masks explained: why before the softmax, and padding")
 
 st.subheader("Causal mask: before or after the softmax")
 c1, c2, _ = st.columns([1, 1, 2])
@@ -41,9 +43,10 @@ for col, when, title in (
     a.metric("Rows summing to 1", f"{summary['ones']} of {summary['rows']}", border=True)
     b.metric("Smallest row sum", f"{summary['smallest']:.3f}", border=True)
 st.caption(
-    "Same random scores on both sides. Row = query, column = key; the bars are the row sums. After the softmax "
-    "the first query keeps only its own weight out of all T, so its row sums to far less than 1; only the last "
-    "row, which may see every key, is untouched."
+    "Same random scores on both sides. Row = query, column = key; the bars are the row sums. Zeroed after the "
+    "softmax, each row keeps only the weights of the keys it may see and loses the rest: the first query keeps "
+    f"only its own weight out of all {t} (here {demo['row_sums_after'][0]:.3f}; how much depends on the random "
+    "scores), and only the last row, which may see every key, is untouched."
 )
 
 st.subheader("Padding and causality in one batch")

@@ -6,6 +6,7 @@ from attncore import ConfigError
 from attncore import calculators as calc
 from attncore.presets import PRESETS
 from ui import calculator_charts as cc
+from ui import docs
 from ui.params import show_invalid, url_number, url_select, url_toggle
 
 CUSTOM = "custom"  # keeps the fields as they are; a fresh URL starts it from the lab's model
@@ -53,6 +54,7 @@ st.caption(
     "totals (✓); change any field to see where the parameters go: mostly the FFN, and the embeddings "
     "when the vocabulary is large for the width."
 )
+docs.link("parameter-count", "Where 12d² + 13d per block comes from")
 left, right = st.columns([1, 2], vertical_alignment="bottom")
 with left:
     preset = url_select("Preset", "par_preset", [CUSTOM, *PRESETS], "gpt2", on_change=load_preset)

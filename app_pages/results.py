@@ -1,26 +1,57 @@
-"""Results: accuracy by task and length over seeds (SPEC §7), loss curves of every seed, CSV export."""
+"""Results: accuracy by task and length over seeds, loss curves of every seed, CSV export."""
 
 import streamlit as st
 
 from attncore import ConfigError
 from attncore.config import TASKS
 from lab.tables import accuracy_table, runs_frame
-from ui import charts, frames, runs, sidebar, tables
+from ui import charts, docs, frames, runs, sidebar, tables
 from ui.limits import limits
 from ui.params import url_multiselect, url_number
 
+# the sidebar settings Results applies (all but task, L and seed), at the article's values (the defaults)
+ARTICLE = {key: default for key, (_, default) in sidebar.DEFAULTS.items() if key not in ("task", "L", "seed")}
+
+
+def applied_settings() -> tuple[str, list[str]]:
+    """The sidebar's settings that Results applies, as one line, and the names of those not at the article's."""
+    now = {key: sidebar.settings()[arg] for key, (arg, _) in sidebar.DEFAULTS.items() if key in ARTICLE}
+    names = {"pos": "position", "norm": "LayerNorm", "scaling": "scaling", "lr": "learning rate", "steps": "steps"}
+    names |= {"d": "width d", "heads": "heads", "layers": "layers", "batch": "batch"}
+    line = (
+        f"{sidebar.POSITION_LABELS.get(now['pos'], now['pos'])} position · {sidebar.NORM_LABELS.get(now['norm'])} · "
+        f"scaling {'on' if now['scaling'] else 'off'} · lr {now['lr']:g} · {now['steps']:,} steps · d = {now['d']}, "
+        f"{now['heads']} heads, {now['layers']} layers · batch {now['batch']}"
+    )
+    return line, [names.get(k, k) for k, v in now.items() if v != ARTICLE[k]]
+
+
 st.title("Results")
+line, differs = applied_settings()
 st.caption(
-    "The sidebar's settings (position, LayerNorm, scaling, learning rate, model size, steps) for every "
-    "task, length and seed chosen here. Tasks, lengths and seeds below replace the sidebar's own."
+    f"Every run below uses the sidebar's settings except task, length and seed, which are chosen here: **{line}**"
+    + ("." if differs else " (the article's settings).")
 )
+if differs:
+    left, right = st.columns([3, 1], vertical_alignment="center")
+    left.info(f"The sidebar differs from the article's settings in: {', '.join(differs)}.", icon=":material/tune:")
+    right.button(
+        "Use the article's settings",
+        on_click=sidebar.set_values,
+        kwargs=ARTICLE,
+        icon=":material/restart_alt:",
+        key="use_article",
+    )
+docs.link("accuracy-by-task-and-length", "What this experiment measures, and what the article reported")
 c1, c2, c3 = st.columns(3)
 with c1:
-    tasks = url_multiselect("Tasks", "res_tasks", TASKS, TASKS)
+    tasks = url_multiselect("Tasks", "res_tasks", TASKS, TASKS, placeholder="Pick copy, sort or both")
 with c2:
-    lengths = url_multiselect("Lengths L", "res_L", range(1, limits().max_length + 1), [4, 6, 8])
+    lengths = url_multiselect(
+        "Lengths L", "res_L", range(1, limits().max_length + 1), [4, 6, 8], placeholder="Pick lengths"
+    )
 with c3:
-    seeds = url_multiselect("Seeds", "res_seeds", range(10), [0, 1, 2])
+    seeds = url_multiselect("Seeds", "res_seeds", range(10), [0, 1, 2], placeholder="Pick seeds")
 try:
     grid = [sidebar.make(task=t, length=L, seed=s) for t in tasks for L in sorted(lengths) for s in sorted(seeds)]
 except ConfigError as e:
@@ -32,8 +63,11 @@ if not grid:
 
 records, missing = runs.cached_many(grid)
 if missing:
-    st.info(f"**{len(missing)} of {len(grid)} runs are not trained yet**; the tables below use the cached ones.")
-    if st.button(f"Train the {len(missing)} missing runs", type="primary", key="train_missing"):
+    st.info(
+        f"**{len(missing)} of {tables.count(len(grid), 'run')} {'is' if len(missing) == 1 else 'are'} not trained "
+        "yet**; the tables below use the cached ones."
+    )
+    if st.button(f"Train the {tables.count(len(missing), 'missing run')}", type="primary", key="train_missing"):
         if runs.sweep(missing, "Training the missing runs") is not None:
             records, missing = runs.cached_many(grid)
 if not records:
@@ -49,9 +83,10 @@ st.caption(
 st.subheader("Accuracy against L")
 st.altair_chart(charts.accuracy_vs_length(frames.accuracy_long(table)), width="stretch")
 st.caption(
-    "Lines: mean over seeds (dashed: sort); ▼: the worst seed. Per-sequence accuracy compounds per-token errors "
-    "(L tokens each right with probability p make a right sequence about p^L of the time), so it sits below "
-    "per-token accuracy and shows a weaker model first."
+    "Lines: mean over seeds (dashed: sort); ▼: the worst seed; the wide pale line is per-token, so it stays "
+    "visible where per-sequence lies on it. Per-sequence accuracy sits at or below per-token accuracy p, and "
+    "shows a weaker model first. It lies between 1 − L(1 − p) and p; independent errors would give about p^L, "
+    "but errors cluster in the same sequences, so it usually lands above p^L."
 )
 
 st.subheader("Loss curves of every seed")

@@ -1,9 +1,10 @@
-"""Scaling: why the scores are divided by √d_k, measured live against the theory (SPEC §2)."""
+"""Scaling: why the scores are divided by √d_k, measured live against the theory."""
 
 import streamlit as st
 
 from attncore import ConfigError
 from attncore.mechanisms import scaling_statistics
+from ui import docs
 from ui.limits import BusyError, limits
 from ui.mechanism_charts import STATISTICS, scaling_long, scaling_table, statistic_chart
 from ui.metered import metered
@@ -18,9 +19,12 @@ st.caption(
     "saturation (one weight near 1, entropy and sensitivity Σp(1−p) near 0, so almost no gradient flows back). "
     "Dividing by √d_k keeps the scores at sd 1 and the softmax equally soft at every d_k."
 )
+docs.link("why-divide-by-d_k", "Why divide by √d_k, and the article's measurements")
 c1, c2, c3, c4 = st.columns([3, 1, 1, 1])
 with c1:
-    d_ks = url_multiselect("d_k (key and query size)", "scal_dk", D_K_OPTIONS, [8, 64, 512])
+    d_ks = url_multiselect(
+        "d_k (key and query size)", "scal_dk", D_K_OPTIONS, [8, 64, 512], placeholder="Pick d_k values"
+    )
 with c2:
     n_keys = url_number("Keys T", "scal_T", 64, 2, 1024, help="Keys per query: the softmax runs over T scores.")
 with c3:
@@ -34,7 +38,7 @@ if sum(d_ks) * n_keys * reps > MAX_DRAWS:
     st.error(
         f"**Too much work**: Σd_k · T · repetitions must stay under {MAX_DRAWS:.0e}. Use fewer or smaller "
         "d_k, fewer keys or fewer repetitions.",
-        icon="⚠️",
+        icon=":material/error:",
     )
     st.stop()
 try:

@@ -110,7 +110,7 @@ PRESETS: dict[str, Preset] = {
             "attncore",
             describe_attncore(ModelConfig()),
             27_253,
-            "SPEC §4: the default experiment model",
+            'this lab\'s experiment model, as in the article "Attention, Derived in Full" (see the Science page)',
             "vocab 21, d 32, 4 heads, 2 blocks, d_ff 128, 13 learned positions",
         ),
     )

@@ -1,4 +1,6 @@
-"""Time single-head causal attention (d_k 64, float64) against T and print the log-log slope (SPEC §9).
+"""Time single-head causal attention (d_k 64, float64) against T and print the log-log slope.
+
+The article's timings are printed beside (docs/experiments.md, "Cost of attention").
 
 Run: python benchmarks/attention_cost.py [--trials 5] [--lengths 128 256 512 1024 2048]
 """
@@ -18,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from attncore.attention_cost import loglog_slope, time_attention  # noqa: E402  (after the BLAS settings)
 
-REFERENCE_MS = {128: 1.3, 512: 25.0, 2048: 350.0}  # SPEC §9, a shared CPU
+REFERENCE_MS = {128: 1.3, 512: 25.0, 2048: 350.0}  # the article's timings, a shared CPU
 
 
 def main() -> None:
@@ -28,16 +30,16 @@ def main() -> None:
     args = parser.parse_args()
     rows = time_attention(args.lengths, d_k=64, trials=args.trials)
     print(f"BLAS threads: OPENBLAS_NUM_THREADS={os.environ['OPENBLAS_NUM_THREADS']}, min over {args.trials} trials")
-    print(f"{'T':>6} {'ms':>10} {'SPEC ms':>8} {'ratio':>6} {'T x T MiB':>10} {'Q,K,V MiB':>10}")
+    print(f"{'T':>6} {'ms':>10} {'article ms':>11} {'ratio':>6} {'T x T MiB':>10} {'Q,K,V MiB':>10}")
     for r in rows:
         ms = r["seconds"] * 1e3
         ref = REFERENCE_MS.get(r["T"])
-        ref_cols = f"{ref:8.1f} {ms / ref:6.2f}" if ref else f"{'':8} {'':6}"
+        ref_cols = f"{ref:11.1f} {ms / ref:6.2f}" if ref else f"{'':11} {'':6}"
         print(f"{r['T']:6d} {ms:10.3f} {ref_cols} {r['scores_mib']:10.3f} {r['qkv_mib']:10.3f}")
     for a, b in zip(rows, rows[1:], strict=False):
         print(f"T {a['T']} -> {b['T']}: time x{b['seconds'] / a['seconds']:.2f} for T x{b['T'] / a['T']:.2f}")
     slope = loglog_slope([r["T"] for r in rows], [r["seconds"] for r in rows])
-    print(f"log-log slope {slope:.2f} (SPEC: 1.99-2.04)")
+    print(f"log-log slope {slope:.2f} (the article: 1.99-2.04)")
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ ABLATIONS = {
 }
 
 PRESETS = {
-    "article": "SPEC §7: copy and sort x L 4, 6, 8 x seeds 0, 1, 2 plus the five ablations of copy L=6 (23 runs)",
+    "article": "the article's: copy and sort x L 4, 6, 8 x seeds 0, 1, 2 plus five ablations of copy L=6 (23 runs)",
     "accuracy": "copy and sort x L 4, 6, 8 x seeds 0, 1, 2 (18 runs)",
     "ablations": "copy L=6 seed 0: full, no scaling, no position, post-LN, pre-LN lr 1e-2, post-LN lr 1e-2 (6 runs)",
     "smoke": "copy and sort x L 4 x seeds 0, 1 at 200 steps: tries the pipeline in seconds (4 runs)",

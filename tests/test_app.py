@@ -5,6 +5,7 @@ Runs are short (30 steps) and live in a temporary run store (ATTNCORE_CACHE_DIR)
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ from attncore.inspect import evaluate_ablated
 from lab.store import get_run, is_cached
 from lab.tables import variant_name
 from ui.nav import PAGES
+from ui.variants import base_label
 
 STEPS = 30
 SHORT = {"steps": str(STEPS)}
@@ -232,7 +234,7 @@ RESULTS = {"res_tasks": "copy", "res_L": ["4", "6"], "res_seeds": ["0", "1"]}
 
 def test_results_trains_missing_runs_then_shows_tables_and_charts(store):
     at = app("results", **RESULTS)
-    assert "of 4 runs are not trained yet" in texts(at.info)
+    assert re.search(r"\d of 4 runs (is|are) not trained yet", texts(at.info))  # "1 of 4 runs is", "3 of 4 are"
     at.button(key="train_missing").click().run()
     assert not at.exception
     table = at.dataframe[0].value
@@ -251,6 +253,21 @@ def test_results_follow_the_sidebar(store):
     assert not at.dataframe
 
 
+def test_results_say_which_sidebar_settings_apply_and_offer_the_articles(store):
+    """Results applies the sidebar's settings but task, L and seed: it names them, and one click restores the
+    article's, e.g. after the article was reproduced while the sidebar held other settings."""
+    at = app("results", **RESULTS)
+    assert "learned position · pre-LN · scaling on · lr 0.003 · 30 steps" in texts(at.caption)
+    assert "differs from the article's settings in: steps" in texts(at.info)
+    at.radio(key="norm").set_value("post").run()
+    assert "differs from the article's settings in: LayerNorm, steps" in texts(at.info)
+    at.button(key="use_article").click().run()
+    assert at.session_state["norm"] == "pre" and at.session_state["steps"] == 1500
+    assert at.session_state["task"] == "copy" and "differs from" not in texts(at.info)
+    assert "30 steps" not in texts(at.caption) and "(the article's settings)" in texts(at.caption)
+    assert "18 runs" not in texts(at.info)  # the grid is still this page's: 1 task x 2 L x 2 seeds
+
+
 def test_results_invalid_sidebar_shows_error(store):
     at = app("results", heads="5", **RESULTS)
     assert "Heads: must divide" in texts(at.error) and not at.exception
@@ -262,7 +279,7 @@ def test_results_invalid_sidebar_shows_error(store):
 def test_ablations_table_has_base_first_and_differences(store):
     at = app("ablations", abl_variants="no position")
     table = at.dataframe[0].value
-    assert list(table["variant"]) == ["full", "no position"]
+    assert list(table["variant"]) == [base_label(make_run(steps=STEPS)), "no position"]
     base, ablated = get_run(make_run(steps=STEPS)), get_run(make_run(steps=STEPS, position="none"))
     assert table["sequence_accuracy_diff"].iloc[0] == 0
     assert np.isclose(table["final_loss_diff"].iloc[1], ablated.final_loss - base.final_loss)
@@ -271,11 +288,24 @@ def test_ablations_table_has_base_first_and_differences(store):
 
 def test_ablations_follow_the_sidebar_and_train_missing(store):
     at = app("ablations", abl_variants="no scaling")
-    assert "1 of 2 runs are not trained yet" in texts(at.info)
+    assert "1 of 2 runs is not trained yet" in texts(at.info)
     at.button(key="train_missing").click().run()
-    assert list(at.dataframe[0].value["variant"]) == ["full", "no scaling"]
+    assert list(at.dataframe[0].value["variant"]) == [base_label(make_run(steps=STEPS)), "no scaling"]
     at.radio(key="norm").set_value("post").run()  # a new base: post-LN, nothing cached
     assert "2 of 2 runs are not trained yet" in texts(at.info)
+
+
+def test_ablations_name_the_base_row_for_what_it_is_and_note_repeats_once():
+    """A no-position post-LN base is not 'full'; the variants it already is are listed in one note."""
+    assert base_label(make_run()) == "base: the full model"
+    assert base_label(make_run(position="none", norm="post")) == "base: no position, post-LN"
+    at = app("ablations", pos="none")  # the article's five variants against this base
+    at.radio(key="norm").set_value("post").run()
+    skipped = [c for c in texts(at.caption).splitlines() if "shown once" in c]
+    assert skipped == [
+        "Skipped no position; post-LN; post-LN, lr 1e-2: already the base or another variant, shown once."
+    ]
+    assert "full" not in texts(at.caption).replace("the full model", "")
 
 
 def test_ablations_skip_impossible_variants_with_a_note(store):

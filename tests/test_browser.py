@@ -84,7 +84,7 @@ def cache(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def server(cache):
-    port = _free_port()
+    port = int(os.environ.get("BROWSER_TEST_PORT") or _free_port())  # a fixed port where ports are assigned
     env = os.environ | {"ATTNCORE_CACHE_DIR": str(cache), "PYTHONUNBUFFERED": "1"}
     cmd = [sys.executable, "-m", "streamlit", "run", "dashboard.py", "--server.headless", "true"]
     cmd += ["--server.address", "127.0.0.1", "--server.port", str(port), "--server.fileWatcherType", "none"]

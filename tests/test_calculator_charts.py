@@ -84,7 +84,7 @@ def test_breakdown_frame_and_share_chart():
     assert df["share"].sum() == pytest.approx(1.0)
     bars, labels = layers(cc.share_chart(df))
     assert bars["mark"]["type"] == "bar" and color_scale(bars)["domain"] == list(calc.COMPONENTS)
-    assert labels["mark"]["type"] == "text" and labels["encoding"]["text"]["format"] == ".1%"
+    assert labels["mark"]["type"] == "text" and labels["encoding"]["text"]["format"] == ".2%"
 
 
 def test_crosscheck_frame_marks_equality():
@@ -115,6 +115,24 @@ def test_memory_chart_colours_by_attention_kind_with_rules():
     assert len(chart) == 4  # lines, the chosen context, the GPU's room for the cache and its label
     assert len(layers(cc.memory_chart(df, log=False))) == 1
     assert len(layers(cc.memory_chart(df, budget_gib=-1.0))) == 1  # weights alone do not fit: no room to draw
+
+
+def test_memory_chart_axis_fits_the_contexts_with_ticks_on_them():
+    """Contexts 256 to 32,768: the axis spans exactly them (not 100 to 100k) with ticks on powers of two."""
+    geometry = kvcache.cache_geometry(get_preset("llama-3-8b").arch)
+    contexts = cc.chart_contexts(8192)
+    df = cc.curves_frame(kvcache.cache_curves(contexts=contexts, **geometry))
+    x = layers(cc.memory_chart(df, context=8192, log=True))[0]["encoding"]["x"]
+    assert x["scale"] == {"type": "log", "domain": [256, 32768], "nice": False}
+    assert set(x["axis"]["values"]) <= set(contexts) and x["axis"]["values"][0] == 256
+    assert len(x["axis"]["values"]) <= 8 and x["axis"]["format"] == ","
+
+
+def test_timing_chart_ticks_on_the_generated_lengths():
+    cfg = ModelConfig(d_model=32, n_heads=4, n_layers=2, max_len=96, dtype="float64")
+    bench = CacheBenchmark(cfg, 32, 1, (8, 16, 32, 64), (0.1,) * 4, (0.2,) * 4, 1e-15, True, 1)
+    x = layers(cc.timing_chart(cc.timing_frame(bench)))[0]["encoding"]["x"]
+    assert x["axis"]["values"] == [8, 16, 32, 64] and x["scale"]["domain"] == [0, 64]
 
 
 def test_dtype_bars_highlight_the_chosen_type():

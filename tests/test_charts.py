@@ -94,6 +94,15 @@ def test_heads_frame_drop_is_base_minus_zeroed(maps_and_tokens):
     assert df["mean max weight"].tolist() == [s["mean_max_weight"] for s in summary]
 
 
+def test_heads_frame_shows_a_constant_offset_signed_and_otherwise_says_it_varies():
+    summary = [
+        {"layer": 0, "head": 0, "keys": [0, 1], "offsets": [-6, -6], "constant_offset": -6, "mean_max_weight": 0.9},
+        {"layer": 0, "head": 1, "keys": [3, 1], "offsets": [-3, -6], "constant_offset": None, "mean_max_weight": 0.4},
+    ]
+    df = frames.heads_frame(summary, {}, base_accuracy=1.0)
+    assert df["constant offset"].tolist() == ["-6", "varies"]  # no raw None or <NA> on the page
+
+
 def test_breakdown_frame_has_both_groups_per_variant():
     df = frames.breakdown_frame({"full": _eval(1.0, 1.0), "no position": _eval(0.246, 0.170)})
     row = df[(df.variant == "no position") & (df.symbols == "some repeated")].iloc[0]
@@ -163,6 +172,29 @@ def test_accuracy_vs_length_colours_metrics_consistently():
     assert line["encoding"]["strokeDash"]["field"] == "task"
     assert worst["encoding"]["y"]["field"] == "min"
     assert names["encoding"]["text"]["field"] == "task"  # tasks named at the line ends
+
+
+def test_accuracy_vs_length_with_one_perfect_run_has_a_range_and_both_metrics_visible():
+    """One copy run at one L: every value is 1. The axis must still span a range with fixed decimals (not a
+    single "1.000000" tick), and per-token must not hide under per-sequence."""
+    long = pd.DataFrame(
+        {"task": ["copy"] * 2, "length": [6, 6], "seeds": 1}
+        | {"metric": ["per-token", "per-sequence"], "mean": [1.0, 1.0], "min": [1.0, 1.0]}
+    )
+    spec = charts.accuracy_vs_length(long).to_dict()
+    lines = [layer for layer in spec["layer"] if layer.get("mark", {}).get("type") == "line"]
+    assert len(lines) == 2
+    token, sequence = lines  # per-token first, so it is drawn beneath, and wider
+    assert token["mark"]["strokeWidth"] > sequence["mark"]["strokeWidth"]
+    assert {r["metric"] for r in spec["datasets"][token["data"]["name"]]} == {"per-token"}
+    y = sequence["encoding"]["y"]
+    assert y["scale"]["domain"] == [0.95, 1] and y["axis"]["format"] == ".2f"
+
+
+def test_accuracy_floor_sits_below_the_data_on_a_round_step():
+    frame = pd.DataFrame({"mean": [0.97, 0.99], "min": [0.918, 1.0]})
+    assert charts.accuracy_floor(frame) == pytest.approx(0.9)
+    assert charts.accuracy_floor(frame.assign(min=0.3, mean=0.656)) == pytest.approx(0.25)
 
 
 def test_attention_heatmaps_facet_layers_by_heads_with_tooltips(maps_and_tokens):

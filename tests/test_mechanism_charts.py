@@ -87,7 +87,9 @@ def test_statistic_chart_draws_both_cases_on_a_log_axis_with_the_limit(scaling_r
     chart = mc.statistic_chart(long, "entropy")
     s = spec(chart)
     line = next(layer for layer in s["layer"] if layer["mark"]["type"] == "line")
-    assert line["encoding"]["x"]["scale"] == {"type": "log", "base": 2}
+    assert line["encoding"]["x"]["scale"] == {"type": "log", "base": 2, "domain": [4, 64], "nice": False}
+    assert line["encoding"]["x"]["axis"]["values"] == [4, 64]  # ticks on the d_k measured, no others
+    assert data(chart)[-1][0]["text"] == "ln T = 3.4657"  # four decimals, like the page's metrics and table
     assert line["encoding"]["color"]["scale"]["domain"] == [mc.SCALED, mc.UNSCALED]
     assert line["encoding"]["color"]["scale"]["range"] == [mc.GOOD, mc.BAD]
     drawn = [d for d in data(chart) if d and "statistic" in d[0]]
@@ -185,6 +187,8 @@ def test_encoding_lines_draw_the_chosen_columns():
     table = mech.position_encodings(t=10, d_model=8)["sinusoidal"]
     (frame,) = data(mc.encoding_lines(table, [0, 2], "added value"))
     assert len(frame) == 20 and {r["dimension"] for r in frame} == {"0", "2"}
+    x = spec(mc.encoding_lines(table, [0, 2]))["encoding"]["x"]
+    assert x["scale"] == {"domain": [0, 9], "nice": False}  # positions 0..9, not a 0..10 axis
     for r in frame:
         assert r["added value"] == table[r["position"], int(r["dimension"])]
 
@@ -220,6 +224,30 @@ def test_time_and_memory_charts_are_log_log():
     (long,) = data(memory)
     assert len(long) == 6 and {r["tensor"] for r in long} == {"T × T scores", "Q, K, V"}
     assert spec(memory)["encoding"]["y"]["scale"]["type"] == "log"
+
+
+def test_log_axes_use_one_notation_and_ticks_on_the_lengths():
+    """Deviations span 1e-16 to 1: one notation (".0e"), not "1e-7" beside "0.000001"; the time and memory
+    axes tick exactly at the lengths timed, over a range that fits them."""
+    perm = spec(mc.permutation_chart(mc.permutation_frame(mech.permutation_test(t=6, d_model=16, n_heads=2))))
+    assert perm["encoding"]["x"]["axis"]["format"] == ".0e"
+    grad = spec(mc.gradcheck_chart(fake_rows({("pre", 1e-6): [1e-7, 1e-6], ("pre", 1e-4): [1e-3, 1e-2]})))
+    assert grad["spec"]["layer"][0]["encoding"]["x"]["axis"]["format"] == ".0e"
+    frame = pd.DataFrame({"T": [256, 512, 1024, 2048], "ms": [1.0, 4.0, 16.0, 64.0]})
+    frame["T × T scores (MiB)"], frame["Q, K, V (MiB)"] = [0.5, 2, 8, 32], [0.375, 0.75, 1.5, 3]
+    for chart in (mc.time_chart(frame, 2.0), mc.memory_chart(frame)):
+        s = spec(chart)
+        x = (s["layer"][0] if "layer" in s else s)["encoding"]["x"]
+        assert x["axis"]["values"] == [256, 512, 1024, 2048] and x["scale"] == {"type": "log", "nice": False}
+
+
+def test_heatmap_labels_at_most_16_positions_on_an_axis():
+    """32 positions: every 4th labelled, not 32 overlapping labels; a short axis keeps every label."""
+    table = mech.position_encodings(t=32, d_model=16)["sinusoidal"]
+    s = spec(mc.heatmap(mc.grid_frame(table.T, ("dimension", "position"), "v"), "position", "dimension", "v"))
+    enc = s["layer"][0]["encoding"]
+    assert enc["x"]["axis"]["values"] == list(range(0, 32, 4))
+    assert "values" not in enc["y"]["axis"]  # 16 dimensions: all labelled
 
 
 # --- gradient check ------------------------------------------------------------------------------

@@ -85,7 +85,7 @@ def share_chart(df: pd.DataFrame, height: int = 230) -> alt.Chart:
     )
     bars = base.mark_bar(cornerRadiusEnd=3).encode(color=alt.Color("component:N", scale=COMPONENT_COLORS, legend=None))
     labels = base.mark_text(align="left", dx=4, fontSize=12, color=BASE_COLOR).encode(
-        text=alt.Text("share:Q", format=".1%")
+        text=alt.Text("share:Q", format=".2%")  # as in the table beside it
     )
     return (bars + labels).properties(height=height)
 
@@ -116,7 +116,7 @@ def fit_metrics(f: Fit, c: KVCache) -> list[Metric]:
     longest = "any" if f.max_context is None else f"{f.max_context:,}"
     return [
         ("Cached tokens that fit", f"{f.tokens_that_fit:,}", "over all sequences"),
-        (f"Longest context at batch {c.batch:,}", longest, "tokens per sequence"),
+        (f"Longest context at batch {c.batch:,}", longest, "per sequence; memory bound only"),
         (f"Largest batch at context {c.context:,}", f"{f.max_batch:,}", "sequences"),
         ("Left for the cache", decimal_size(max(f.budget_bytes, 0)), f"of {f.gpu_gb:g} GB"),
     ]
@@ -127,6 +127,12 @@ def chart_contexts(context: int) -> list[int]:
     top, start = max(4 * context, 4096), min(256, context)
     grid = [2**k for k in range(64) if start <= 2**k < 2 * top]  # the last power of two is >= top
     return sorted(set(grid) | {context})
+
+
+def context_ticks(contexts, max_ticks: int = 8) -> list[int]:
+    """Ticks of a log context axis on the data: its powers of two, every other one when there are many."""
+    powers = sorted({int(c) for c in contexts if int(c) & (int(c) - 1) == 0}) or sorted({int(c) for c in contexts})
+    return powers[:: -(-len(powers) // max_ticks)]
 
 
 def curves_frame(rows: list[dict]) -> pd.DataFrame:
@@ -149,11 +155,14 @@ def memory_chart(
         legend=alt.Legend(orient="bottom", columns=2, labelLimit=320),
     )
     scale = alt.Scale(type="log") if log else alt.Scale()
+    x_domain = [int(df["context"].min()), int(df["context"].max())]
+    x_scale = alt.Scale(type="log" if log else "linear", domain=x_domain, nice=False)  # nice would widen it
+    x_axis = alt.Axis(values=context_ticks(df["context"]), format=",", labelOverlap=True) if log else alt.Axis()
     lines = (
         alt.Chart(df)
         .mark_line(point=alt.OverlayMarkDef(size=30), strokeWidth=2)
         .encode(
-            x=alt.X("context:Q", title="context (tokens)" + (", log" if log else ""), scale=scale),
+            x=alt.X("context:Q", title="context (tokens)" + (", log" if log else ""), scale=x_scale, axis=x_axis),
             y=alt.Y("gib:Q", title="KV cache (GiB)" + (", log" if log else ""), scale=scale),
             color=color,
             tooltip=[
@@ -257,7 +266,12 @@ def timing_chart(df: pd.DataFrame) -> alt.Chart:
         alt.Chart(df)
         .mark_line(point=alt.OverlayMarkDef(size=50), strokeWidth=2)
         .encode(
-            x=alt.X("generated:Q", title="generated tokens"),
+            x=alt.X(
+                "generated:Q",
+                title="generated tokens",
+                scale=alt.Scale(domain=[0, int(df["generated"].max())] if len(df) else alt.Undefined),
+                axis=alt.Axis(values=sorted({int(n) for n in df["generated"]})),  # ticks on the lengths timed
+            ),
             y=alt.Y("seconds:Q", title="seconds (median)"),
             color=alt.Color("mode:N", title=None, scale=MODE_COLORS, legend=alt.Legend(orient="bottom")),
             tooltip=["mode:N", "generated:Q", alt.Tooltip("seconds:Q", format=".4f")],

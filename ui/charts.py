@@ -6,6 +6,8 @@ attention weights on a single-hue scale fixed to [0, 1] so every heatmap reads t
 
 from __future__ import annotations
 
+import math
+
 import altair as alt
 import pandas as pd
 
@@ -70,8 +72,17 @@ def seed_curves(df: pd.DataFrame, log: bool = True, columns: int = 3) -> alt.Fac
     )
 
 
-def accuracy_vs_length(df: pd.DataFrame, height: int = 260) -> alt.Chart:
-    """Columns task, length, metric, mean, min: mean over seeds as lines (sort: dashed, squares), ▼ the worst seed."""
+def accuracy_floor(df: pd.DataFrame, step: float = 0.05) -> float:
+    """The bottom of an accuracy axis: a multiple of `step` below every mean and min, at most 1 - step (so a
+    chart of perfect runs still has a range, not one "1.000000" tick)."""
+    values = pd.concat([df["mean"], df["min"]]).astype(float) if len(df) else pd.Series([1.0])
+    return max(0.0, min(1 - step, math.floor((float(values.min()) - step / 10) / step) * step))
+
+
+def accuracy_vs_length(df: pd.DataFrame, height: int = 260) -> alt.LayerChart:
+    """Columns task, length, metric, mean, min: mean over seeds as lines (sort: dashed, squares), ▼ the worst seed.
+
+    Per-token is drawn wide and pale beneath per-sequence, so it stays visible where the two coincide."""
     x = alt.X("length:O", title="sequence length L", axis=alt.Axis(labelAngle=0))
     color = alt.Color("metric:N", title=None, scale=METRICS, legend=alt.Legend(orient="bottom"))
     dash = alt.StrokeDash("task:N", title=None, legend=None)  # tasks are named at the end of their lines
@@ -84,14 +95,19 @@ def accuracy_vs_length(df: pd.DataFrame, height: int = 260) -> alt.Chart:
         alt.Tooltip("min:Q", format=".3f", title="worst seed"),
         "seeds:Q",
     ]
-    y = alt.Y("mean:Q", title="accuracy", scale=alt.Scale(zero=False, domainMax=1))
-    line = alt.Chart().mark_line(point=alt.OverlayMarkDef(size=60, filled=True))
-    line = line.encode(x=x, y=y, color=color, strokeDash=dash, shape=shape, tooltip=tooltip)
-    worst = alt.Chart().mark_point(shape="triangle-down", filled=True, size=45, opacity=0.7)
-    worst = worst.encode(x=x, y="min:Q", color=color, tooltip=tooltip)
+    axis = alt.Axis(format=".2f", tickMinStep=0.01)
+    y = alt.Y("mean:Q", title="accuracy", scale=alt.Scale(domain=[accuracy_floor(df), 1]), axis=axis)
+    layers = []
+    for metric, width, size, opacity in (("per-token", 6, 170, 0.45), ("per-sequence", 2, 60, 1.0)):
+        line = alt.Chart(df[df["metric"] == metric] if len(df) else df).mark_line(
+            strokeWidth=width, opacity=opacity, point=alt.OverlayMarkDef(size=size, filled=True, opacity=opacity)
+        )
+        layers.append(line.encode(x=x, y=y, color=color, strokeDash=dash, shape=shape, tooltip=tooltip))
+    worst = alt.Chart(df).mark_point(shape="triangle-down", filled=True, size=45, opacity=0.7)
+    layers.append(worst.encode(x=x, y="min:Q", color=color, tooltip=tooltip))
     last = df[df["length"] == df["length"].max()] if len(df) else df
     names = alt.Chart(last).mark_text(align="left", dx=8, fontSize=12).encode(x=x, y=y, color=color, text="task:N")
-    return alt.layer(line, worst, data=df).properties(height=height) + names
+    return alt.layer(*layers, names).properties(height=height)
 
 
 def loss_overlay(df: pd.DataFrame, log: bool = True, height: int = 340) -> alt.Chart:
@@ -102,7 +118,7 @@ def loss_overlay(df: pd.DataFrame, log: bool = True, height: int = 340) -> alt.C
         alt.Chart(df)
         .mark_line(strokeWidth=1.6)
         .encode(
-            x=alt.X("step:Q", title="training step"),
+            x=alt.X("step:Q", title="training step", scale=alt.Scale(nice=False)),  # ends at the last step
             y=_loss_axis(log),
             color=alt.Color("label:N", title="run", sort=labels, scale=alt.Scale(domain=labels, range=colors)),
             tooltip=["label:N", "step:Q", alt.Tooltip("loss:Q", format=".4f")],

@@ -109,16 +109,13 @@ def heads_frame(summary: list[dict], accuracy_zeroed: dict[tuple[int, int], floa
                 "layer": s["layer"],
                 "most-weighted keys": " ".join(map(str, s["keys"])),
                 "offsets": " ".join(f"{o:+d}" for o in s["offsets"]),
-                "constant offset": s["constant_offset"],
+                "constant offset": "varies" if s["constant_offset"] is None else f"{s['constant_offset']:+d}",
                 "mean max weight": s["mean_max_weight"],
                 "per-seq acc. zeroed": zeroed,
                 "drop": base_accuracy - zeroed,
             }
         )
-    frame = pd.DataFrame(rows)
-    if not frame.empty:
-        frame["constant offset"] = frame["constant offset"].astype("Int64")  # None -> <NA>, shown blank
-    return frame
+    return pd.DataFrame(rows)
 
 
 def breakdown_frame(evals: dict) -> pd.DataFrame:

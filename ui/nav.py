@@ -40,6 +40,8 @@ PAGES = [
              "Remove scaling, position or pre-LN and compare."),
     PageSpec("Lab", "app_pages/attention.py", "Attention", ":material/grid_on:", "attention",
              "Every head's weights, and what zeroing a head does."),
+    PageSpec("Lab", "app_pages/science.py", "Science", ":material/menu_book:", "science",
+             "The model, the tasks and each experiment explained, beside the article's figures.", uses_run=False),
     PageSpec("Calculators", "app_pages/parameters.py", "Parameters", ":material/calculate:", "parameters",
              "Parameter counts of real models and of this lab's, component by component.", uses_run=False),
     PageSpec("Calculators", "app_pages/kv_cache.py", "KV cache", ":material/memory:", "kv-cache",
@@ -67,7 +69,8 @@ def _page(spec: PageSpec) -> StreamlitPage:
 def navigation() -> tuple[StreamlitPage, PageSpec]:
     """Register the pages; returns the navigation (call .run() after the sidebar) and the current page's spec."""
     grouped = {s: [_page(p) for p in PAGES if p.section == s] for s in SECTIONS}
-    nav = st.navigation({s: pages for s, pages in grouped.items() if pages})
+    # expanded: all 13 pages listed; by default Streamlit folds a long menu after 10 behind "View more"
+    nav = st.navigation({s: pages for s, pages in grouped.items() if pages}, expanded=True)
     current = next((p for p in PAGES if p.url_path == nav.url_path), PAGES[0])
     return nav, current
 

@@ -39,6 +39,14 @@ def _reset() -> None:
         st.session_state[key] = default
 
 
+def set_values(**values) -> None:
+    """Set sidebar settings by query-parameter key (e.g. pos="learned"), e.g. as a button's on_click callback."""
+    for key, value in values.items():
+        if key not in DEFAULTS:
+            raise KeyError(f"no sidebar setting {key!r}")
+        st.session_state[key] = value
+
+
 def _widgets() -> None:
     lim = limits()
     url_radio("Task", "task", TASKS, "copy", help="copy: repeat the L symbols; sort: write them in order.")
@@ -118,6 +126,6 @@ def describe(run: RunConfig) -> str:
     m, t, k = run.model, run.train, run.task
     return (
         f"{k.name} · L={k.length} · seed {t.seed} · {POSITION_LABELS[m.position]} position · "
-        f"{NORM_LABELS[m.norm]} · scaling {'on' if m.scaling else 'off'} · lr {t.lr:g} · {t.steps} steps · "
+        f"{NORM_LABELS[m.norm]} · scaling {'on' if m.scaling else 'off'} · lr {t.lr:g} · {t.steps:,} steps · "
         f"d={m.d_model}, {m.n_heads} heads, {m.n_layers} layers · batch {t.batch_size}"
     )

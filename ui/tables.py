@@ -24,7 +24,6 @@ _LABELS = {
     "mean max weight": ("mean max weight", "%.3f"),
     "per-seq acc. zeroed": ("per-seq, zeroed", "%.3f"),
     "drop": ("drop", "%+.3f"),
-    "constant offset": ("constant offset", "%d"),
 }
 
 
@@ -34,3 +33,8 @@ def show(frame: pd.DataFrame, **kw) -> None:
         c: st.column_config.NumberColumn(label, format=fmt) for c, (label, fmt) in _LABELS.items() if c in frame.columns
     }
     st.dataframe(frame, hide_index=True, width="stretch", column_config=config, **kw)
+
+
+def count(n: int, noun: str, plural: str | None = None) -> str:
+    """'1 run', '3 runs'; `plural` for irregular nouns."""
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from attncore import ConfigError, RunConfig
+from attncore import ConfigError, RunConfig, make_run
 from lab.sweep import ABLATIONS
 from lab.tables import variant_name
 
@@ -19,13 +19,22 @@ VARIANTS = dict(ABLATIONS) | {
 DEFAULT = list(ABLATIONS)
 
 
+def base_label(base: RunConfig) -> str:
+    """The base row's name: what it is against the article's model of the same task, L and seed."""
+    article = make_run(base.task.name, base.task.length, base.train.seed)
+    name = variant_name(base, article)
+    return "base: the full model" if name == "full" else f"base: {name}"
+
+
 def variant_runs(base: RunConfig, names, make) -> tuple[dict[str, RunConfig], list[str]]:
-    """{label: run} for the chosen variants (base first, labelled as in lab.tables), and notes on the skipped ones.
+    """{label: run} for the chosen variants (base first, named by base_label; the others as in lab.tables), and
+    notes on the skipped ones.
 
     `make(**overrides)` builds a run from the base settings (ui.sidebar.make). A variant equal to the base
-    or to an earlier one is skipped; an invalid one (e.g. RoPE with an odd head size) is reported.
+    or to an earlier one is skipped (one note lists them); an invalid one (e.g. RoPE with an odd head size) is
+    reported.
     """
-    chosen, notes = {variant_name(base, base): base}, []
+    chosen, notes, repeats = {base_label(base): base}, [], []
     for name in names:
         try:
             run = make(**VARIANTS[name])
@@ -33,7 +42,9 @@ def variant_runs(base: RunConfig, names, make) -> tuple[dict[str, RunConfig], li
             notes.append(f"{name}: not possible with this base ({e})")
             continue
         if run in chosen.values():
-            notes.append(f"{name}: same as {'the base' if run == base else 'another variant'}, shown once")
+            repeats.append(name)
             continue
         chosen[variant_name(run, base)] = run
+    if repeats:
+        notes.append(f"{'; '.join(repeats)}: already the base or another variant, shown once")
     return chosen, notes

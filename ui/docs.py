@@ -1,0 +1,75 @@
+"""The science pages of docs/ inside the app: the Science page renders them, other pages link their sections.
+
+Headings get GitHub's anchors (so a section has the same address on GitHub and in the app), and links
+between the docs files become links within the Science page, which shows every file in order.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import streamlit as st
+
+DOCS_DIR = Path(__file__).resolve().parents[1] / "docs"
+FILES = ("README.md", "model.md", "training.md", "experiments.md")  # the Science page's order
+PAGE = "science"  # the Science page's URL path (ui/nav.py)
+_HEADING = re.compile(r"^(#{1,3}) (.+)$")
+_DOC_LINK = re.compile(r"\]\(([\w-]+\.md)(#[\w-]+)?\)")
+
+
+def slug(title: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces to hyphens ('Why divide by √d_k'
+    -> 'why-divide-by-d_k')."""
+    return re.sub(r"[^\w\- ]", "", title.strip().lower(), flags=re.ASCII).replace(" ", "-")
+
+
+def read(name: str) -> str:
+    return (DOCS_DIR / name).read_text(encoding="utf-8")
+
+
+def anchors(text: str) -> list[str]:
+    """The anchors of a docs file's headings, in order."""
+    return [slug(m.group(2)) for line in text.splitlines() if (m := _HEADING.match(line))]
+
+
+def all_anchors() -> set[str]:
+    return {a for name in FILES for a in anchors(read(name))}
+
+
+def in_page_links(text: str) -> str:
+    """'(model.md#masks)' -> '(#masks)', '(model.md)' -> '(#the-model)': every docs file is on one page."""
+
+    def target(m: re.Match) -> str:
+        return f"]({m.group(2) or '#' + anchors(read(m.group(1)))[0]})"
+
+    return _DOC_LINK.sub(target, text)
+
+
+def sections(text: str) -> list[tuple[int, str, str]]:
+    """A docs file as (level, heading, markdown body) triples; level 0 for text before the first heading."""
+    out, level, title, body = [], 0, "", []
+    for line in text.splitlines():
+        m = _HEADING.match(line)
+        if m:
+            if title or any(s.strip() for s in body):
+                out.append((level, title, "\n".join(body).strip()))
+            level, title, body = len(m.group(1)), m.group(2), []
+        else:
+            body.append(line)
+    out.append((level, title, "\n".join(body).strip()))
+    return out
+
+
+def render(name: str) -> None:
+    """One docs file: headings with their GitHub anchors, bodies as markdown with in-page links."""
+    for level, title, body in sections(in_page_links(read(name))):
+        if title:
+            (st.header if level <= 2 else st.subheader)(title, anchor=slug(title), divider=level == 1)
+        if body:
+            st.markdown(body)
+
+
+def link(anchor: str, label: str) -> None:
+    """A line linking a section of the Science page (opens in a new tab, scrolled to the section)."""
+    st.markdown(f":material/menu_book: [{label}]({PAGE}#{anchor})")
