@@ -28,7 +28,7 @@ from browser_helpers import CHROMIUM, CHROMIUM_ARGS, streamlit_server, sync_api,
 
 SLOT_WAIT_SECONDS = 60  # the holder must finish within it, even on a loaded machine
 SHORT = "steps=300"  # about a second of training at the default size
-HOLD = "steps=300&d=64&layers=4&batch=64"  # the slot holder: several seconds, so others queue behind it
+HOLD = "steps=300&d=64&layers=4&batch=64"  # the slot holder: ~10 s quiet, ~40 s under load; others queue
 WAITERS = ("leaves", "reloads", "changes the seed", "switches page")
 TRAIN_BUTTON = "Train this configuration"
 BUSY = "The server is busy"
@@ -84,7 +84,9 @@ WATCH = """
       window.soakSaw('busy', document.body.textContent.match(/BUSY_TEXT[^.]*\\./)[0]);
     }
   };
-  new MutationObserver(check).observe(document, {subtree: true, childList: true, attributes: true});
+  new MutationObserver(check).observe(document, {
+    subtree: true, childList: true, characterData: true, attributeFilter: ['src', 'href', 'data-testid'],
+  });
 })();
 """.replace("BUSY_TEXT", BUSY)
 
