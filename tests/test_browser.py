@@ -10,65 +10,24 @@ For the README's screenshots with real runs:
 from __future__ import annotations
 
 import os
-import re
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import pytest
+from browser_helpers import CHROMIUM, CHROMIUM_ARGS, ROOT, console_error, streamlit_server, sync_api, wait_for_app
 
-CHROMIUM = "/usr/bin/chromium"
-if os.environ.get("CI"):  # CI installs both (.ci/run): there a missing browser is a failure, not a skip
-    import playwright.sync_api as sync_api
+from ui.nav import PAGES as NAV_PAGES
 
-    assert Path(CHROMIUM).exists(), f"CI needs Debian's chromium at {CHROMIUM}"
-else:
-    sync_api = pytest.importorskip("playwright.sync_api")
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install -y chromium)", allow_module_level=True)
-
-from ui.nav import PAGES as NAV_PAGES  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[1]
 STEPS = int(os.environ.get("ATTNLAB_BROWSER_STEPS", "30"))  # short runs keep the test fast
 QUERY = "" if STEPS == 1500 else f"steps={STEPS}"
 # every page registered in ui/nav.py: name -> (URL path, title in the navigation, shows the run store's runs)
 PAGES = {(p.url_path or "home"): (p.url_path, p.title, p.uses_run) for p in NAV_PAGES}
 CACHED_RENDER_SECONDS = 2.0
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
-
-# Streamlit probes <page>/_stcore/{health,host-config} before the app root when a page is opened by
-# its URL, and logs the 404s (streamlit/streamlit#7074): the only console errors tolerated.
-KNOWN_PROBE = re.compile(r"^http://127\.0\.0\.1:\d+/[a-z0-9_-]+/_stcore/(health|host-config|allowed-message-origins)$")
-
-
-def _console_error(message) -> str | None:
-    if message.type != "error" or KNOWN_PROBE.match(message.location.get("url", "")):
-        return None
-    return f"console: {message.text} ({message.location.get('url')})"
 
 
 def _url(base: str, path: str, query: str = QUERY) -> str:
     return f"{base}/{path}" + (f"?{query}" if query else "")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -83,30 +42,10 @@ def cache(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def server(cache):
-    port = int(os.environ.get("BROWSER_TEST_PORT") or _free_port())  # a fixed port where ports are assigned
-    env = os.environ | {"ATTNCORE_CACHE_DIR": str(cache), "PYTHONUNBUFFERED": "1"}
-    cmd = [sys.executable, "-m", "streamlit", "run", "dashboard.py", "--server.headless", "true"]
-    cmd += ["--server.address", "127.0.0.1", "--server.port", str(port), "--server.fileWatcherType", "none"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if urllib.request.urlopen(f"{base}/_stcore/health", timeout=2).read() == b"ok":
-                break
-        except OSError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail(f"streamlit did not start:\n{proc.stdout.read()}")
-        time.sleep(0.3)
-    yield base
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+def server(cache, tmp_path_factory):
+    log = tmp_path_factory.mktemp("server") / "streamlit.log"
+    with streamlit_server({"ATTNCORE_CACHE_DIR": str(cache)}, log) as (base, _):
+        yield base
 
 
 @pytest.fixture(scope="module")
@@ -143,26 +82,10 @@ def page(browser):
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     tab = context.new_page()
     tab.errors = []
-    tab.on("console", lambda m: tab.errors.append(_console_error(m)) if _console_error(m) else None)
+    tab.on("console", lambda m: tab.errors.append(console_error(m)) if console_error(m) else None)
     tab.on("pageerror", lambda e: tab.errors.append(f"page error: {e}"))
     yield tab
     context.close()
-
-
-def wait_for_app(tab, timeout: float = 60.0) -> None:
-    """Until the script has finished running and every chart has drawn."""
-    tab.wait_for_selector("[data-testid=stApp][data-test-connection-state=CONNECTED]", timeout=timeout * 1000)
-    tab.wait_for_function(
-        """() => {
-            const app = document.querySelector('[data-testid=stApp]');
-            if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
-            if (document.querySelector('[data-testid=stSkeleton]')) return false;
-            const charts = [...document.querySelectorAll('[data-testid=stVegaLiteChart]')];
-            return charts.every(c => c.querySelector('canvas, svg'));
-        }""",
-        timeout=timeout * 1000,
-        polling=50,
-    )
 
 
 def assert_clean(tab) -> None:
