@@ -19,6 +19,7 @@ LN_EPS = 1e-5
 
 
 _ONES: dict[tuple, np.ndarray] = {}
+_ONES_MAX = 64  # a long-lived process (the dashboard's worker) meets many shapes: keep the cache bounded
 
 
 def _ones(shape: tuple[int, ...], dtype: np.dtype, value: float = 1.0) -> np.ndarray:
@@ -26,6 +27,8 @@ def _ones(shape: tuple[int, ...], dtype: np.dtype, value: float = 1.0) -> np.nda
     key = (shape, dtype.char, value)
     ones = _ONES.get(key)
     if ones is None:
+        if len(_ONES) >= _ONES_MAX:
+            _ONES.clear()
         ones = _ONES[key] = np.full(shape, value, dtype=dtype)
         ones.flags.writeable = False
     return ones

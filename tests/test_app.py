@@ -209,7 +209,7 @@ def test_training_slots_cap_concurrent_trainings(monkeypatch):
     from ui.limits import BusyError, training_slot
 
     thread = _hold_all_slots(monkeypatch, 3)
-    with pytest.raises(BusyError, match="1 trainings at once"):
+    with pytest.raises(BusyError, match=r"The server is busy: its 1 slot for heavy jobs stayed taken"):
         with training_slot():
             pass
     thread.join()

@@ -178,8 +178,8 @@ def training_slot(what: str = "this training", clock: Callable[[], float] = time
                 waited = clock() - start
                 if waited >= lim.slot_wait_seconds:
                     raise BusyError(
-                        f"The server is busy ({lim.max_concurrent} trainings at once is the cap). "
-                        "Try again in a minute."
+                        f"The server is busy: its {lim.max_concurrent} slot{'s' * (lim.max_concurrent != 1)} for "
+                        f"heavy jobs stayed taken for {lim.slot_wait_seconds} s. Try again in a minute."
                     )
                 notice.info(_wait_text(lim, what, waited), icon=":material/hourglass_top:")
                 if slots.acquire(timeout=WAIT_REFRESH_SECONDS):
