@@ -1,0 +1,234 @@
+"""Hostile links and typed text: every registered page, every URL-bound key, never a traceback or live markdown.
+
+Covering design (about 70 script runs, not keys x payloads x pages): each page is opened once with every
+sidebar key hostile at once (payloads rotated by the page's index, so each sidebar key meets a dozen kinds of
+bad value across the pages), and twice with every one of its own keys hostile at once (two rotations). The keys
+come from the widgets a clean run of the page draws (their `query_param_key`), so a new page or widget is
+covered without editing this file; keys a page draws only in some state (KV cache's custom preset and 'other'
+GPU) are revealed by REVEAL. Each run must: raise nothing, render the page (its title), show exactly one
+notice per hostile key naming it, and put no payload into any markdown unescaped.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from apptest_helpers import shown, texts
+from streamlit.testing.v1 import AppTest
+from streamlit.util import calc_hash
+
+from attncore import make_run
+from lab.store import get_run
+from ui.nav import PAGES
+from ui.sidebar import DEFAULTS
+
+DASHBOARD = "../dashboard.py"
+STEPS = 30  # the sidebar's valid baseline: a short run the store fixture trains once
+VALID = {"steps": str(STEPS)}
+REVEAL = {"kv-cache": {"kv_preset": "custom", "kv_gpu": "other"}}  # keys that show further widgets
+
+LINK = "[Session expired - log in again](https://evil.example/login)"
+IMAGE = "![p](http://127.0.0.1:9/x.png)"
+HTML = "<img src=x onerror=alert(1)>"
+DIRECTIVES = ":red[pwned] :material/skull: $x^2$ www.evil.example"
+MARKDOWN = [LINK, IMAGE, HTML, DIRECTIVES]
+MARKERS = ["evil.example", "127.0.0.1:9", "<img", ":red[pwned", ":material/skull", "$x^2$"]
+
+NUMBERS = ["inf", "-inf", "nan", "1e309", "99999999999999999999", "abc", "", "1,5", "0x10", "OUT_OF_RANGE"]
+PAYLOADS = {  # every one invalid for its kind of widget
+    "number": NUMBERS + MARKDOWN,
+    "choice": ["no-such-option", "", "1e309", *MARKDOWN],
+    "multi": [["no-such-option"], "nan,inf", *MARKDOWN],
+    "toggle": ["maybe", "", "2", *MARKDOWN],
+    "text": ["x" * 201, *MARKDOWN],
+}
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """A temporary run store holding the sidebar's default run at 30 steps, so Lab pages draw everything."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("ATTNCORE_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    get_run(make_run(steps=STEPS))
+    yield
+    mp.undo()
+
+
+def open_page(spec, query: dict) -> AppTest:
+    """The dashboard opened at this page's URL with these query parameters, as a browser's first request.
+
+    AppTest's public switch_page needs a finished run first, which would bind the sidebar on Home; a first
+    request for /<url_path> runs that page at once, and st.Page identifies a page by the hash of its url_path.
+    """
+    at = AppTest.from_file(DASHBOARD, default_timeout=120)
+    at.query_params.update(query)
+    at._page_hash = calc_hash(spec.url_path) if spec.url_path else ""
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+def bound_widgets(at: AppTest) -> dict[str, tuple[str, object]]:
+    """query key -> (kind, proto) for every widget on the page bound to the URL."""
+    kinds = {"number_input": "number", "selectbox": "choice", "radio": "choice", "multiselect": "multi"}
+    kinds |= {"text_input": "text", "toggle": "toggle"}
+    found = {}
+    for element_type, kind in kinds.items():
+        for w in at.get(element_type):
+            if w.proto.query_param_key:
+                found[w.proto.query_param_key] = (kind, w.proto)
+    return found
+
+
+def payload(kind: str, proto, i: int):
+    value = PAYLOADS[kind][i % len(PAYLOADS[kind])]
+    if value == "OUT_OF_RANGE":
+        return str(proto.max + 1)
+    return value
+
+
+def noticed(at: AppTest) -> list[str]:
+    """The query keys named by the page's URL notices (one entry per notice)."""
+    return [m.group(1) for w in at.warning if (m := re.match(r"URL parameter (\w+)=", shown(w.value)))]
+
+
+def advanced(at: AppTest):
+    """The sidebar's Advanced expander (its proto: .expanded)."""
+    return next(e for e in at.sidebar.expander if e.label == "Advanced").proto
+
+
+def markdown_bodies(at: AppTest) -> list[str]:
+    """Every string Streamlit renders as markdown on this page (not widget values, which are plain)."""
+    bodies = [e.value for kind in ("markdown", "caption", "title", "header", "subheader") for e in at.get(kind)]
+    bodies += [e.value for kind in ("error", "warning", "info", "success") for e in at.get(kind)]
+    bodies += [m.label for m in at.metric] + [e.label for e in at.expander]
+    for kind in ("number_input", "selectbox", "radio", "multiselect", "text_input", "toggle", "button"):
+        bodies += [w.proto.label for w in at.get(kind)] + [w.proto.help for w in at.get(kind)]
+    return bodies
+
+
+def assert_no_live_markdown(at: AppTest) -> None:
+    """No payload survives in a markdown body once escaped characters are dropped: no link, image, tag,
+    directive or formula can come of it."""
+    for body in markdown_bodies(at):
+        unescaped = re.sub(r"\\[!-/:-@\[-`{-~]", "", body)
+        assert not [m for m in MARKERS if m in unescaped], body
+
+
+# --- discovery: a clean run of every page ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def clean(store):
+    """url_path -> (title, every bound widget at the baseline, the page's own keys there, and with REVEAL)."""
+    out = {}
+    for spec in PAGES:
+        at = open_page(spec, VALID)
+        assert at.title and not noticed(at), spec.url_path
+        assert not advanced(at).expanded
+        widgets = bound_widgets(at)
+        own = revealed = {k: v for k, v in widgets.items() if k not in DEFAULTS}
+        if spec.url_path in REVEAL:
+            shown_more = bound_widgets(open_page(spec, VALID | REVEAL[spec.url_path]))
+            revealed = {k: v for k, v in shown_more.items() if k not in DEFAULTS and k not in REVEAL[spec.url_path]}
+        out[spec.url_path] = at.title[0].value, widgets, own, revealed
+    return out
+
+
+def test_every_page_binds_every_sidebar_key(clean):
+    assert all(set(widgets) >= set(DEFAULTS) for _, widgets, _, _ in clean.values())
+
+
+# --- hostile links ---------------------------------------------------------------------------------------
+
+
+def check_hostile(spec, title: str, hostile: dict, extra: dict) -> None:
+    at = open_page(spec, extra | hostile)
+    assert at.title and at.title[0].value == title
+    assert sorted(noticed(at)) == sorted(hostile), (spec.url_path, hostile, [shown(w.value) for w in at.warning])
+    assert_no_live_markdown(at)
+
+
+@pytest.mark.parametrize("index", range(len(PAGES)), ids=[p.url_path or "home" for p in PAGES])
+def test_hostile_sidebar_keys_on_every_page(clean, index):
+    """All twelve sidebar keys bad at once: twelve notices at the top of the page, the defaults in use."""
+    spec = PAGES[index]
+    title, widgets, _, _ = clean[spec.url_path]
+    widgets = {k: v for k, v in widgets.items() if k in DEFAULTS}
+    hostile = {k: payload(kind, proto, index + j) for j, (k, (kind, proto)) in enumerate(sorted(widgets.items()))}
+    check_hostile(spec, title, hostile, {})
+
+
+PAGE_ROUNDS = [(p, r) for p in PAGES for r in range(2)]
+
+
+@pytest.mark.parametrize("spec, round_", PAGE_ROUNDS, ids=[f"{p.url_path or 'home'}-{r}" for p, r in PAGE_ROUNDS])
+def test_hostile_page_keys(clean, spec, round_):
+    """Every key of the page's own bad at once (round 1 with the keys that REVEAL shows): one notice each."""
+    title, _, base, revealed = clean[spec.url_path]
+    widgets, extra = (base, VALID) if round_ == 0 else (revealed, VALID | REVEAL.get(spec.url_path, {}))
+    if not widgets:
+        pytest.skip("no URL-bound keys of its own")
+    hostile = {k: payload(kind, proto, 3 * round_ + j) for j, (k, (kind, proto)) in enumerate(sorted(widgets.items()))}
+    check_hostile(spec, title, hostile, extra)
+
+
+def test_other_spellings_are_accepted_without_a_notice(store):
+    query = {"pos": "rope", "norm": "post", "task": "SORT", "scaling": "0", "lr": "3e-2", "L": "4.0", "d": "1.6e1"}
+    at = open_page(next(p for p in PAGES if p.url_path == "train"), VALID | query | {"heads": "2"})
+    assert not noticed(at) and not at.error
+    assert (at.selectbox(key="pos").value, at.radio(key="norm").value, at.radio(key="task").value) == (
+        "rope",
+        "post",
+        "sort",
+    )
+    assert (at.toggle(key="scaling").value, at.selectbox(key="lr").value) == (False, 0.03)
+    assert (at.number_input(key="L").value, at.number_input(key="d").value) == (4, 16)
+    assert at.query_params["pos"] == "RoPE" and at.query_params["norm"] == "post-LN"  # rewritten as the widget spells
+    spec = next(p for p in PAGES if p.url_path == "results")
+    at = open_page(spec, VALID | {"res_L": "4,6", "res_tasks": ["copy", "copy"]})
+    assert not noticed(at)
+    assert at.multiselect(key="res_L").value == [4, 6] and at.multiselect(key="res_tasks").value == ["copy"]
+    spec = next(p for p in PAGES if p.url_path == "heads-and-position")
+    at = open_page(spec, {"hp_enc": "rope"})
+    assert not noticed(at) and at.radio(key="hp_enc").value == "rope"
+
+
+def test_a_notice_is_plain_text_and_names_the_range(store):
+    at = open_page(PAGES[0], {"steps": "inf", "task": LINK})
+    notices = {re.match(r"URL parameter (\w+)=", shown(w.value)).group(1): shown(w.value) for w in at.warning}
+    assert "Training steps must be a whole number from 10 to 3,000. Using the default, 1,500." in notices["steps"]
+    assert "Task must be one of copy, sort" in notices["task"]
+    assert at.number_input(key="steps").value == 1500 and "steps" not in at.query_params
+    assert_no_live_markdown(at)
+    at.number_input(key="seed").set_value(3).run()  # said once: the next run has nothing to say
+    assert not noticed(at)
+
+
+# --- typed text ------------------------------------------------------------------------------------------
+
+FREE_TEXT = [("cost", "cost_T"), ("masks", "mask_lengths"), ("attention", "seq")]
+
+
+@pytest.mark.parametrize("url_path, key", FREE_TEXT)
+def test_typed_markdown_is_shown_literally(store, url_path, key):
+    at = open_page(next(p for p in PAGES if p.url_path == url_path), VALID)
+    for text in MARKDOWN:
+        at.text_input(key=key).set_value(text).run()
+        assert not at.exception
+        assert "Not a valid input" in texts(at.error), text
+        assert_no_live_markdown(at)
+
+
+# --- a field named by an error is in view ----------------------------------------------------------------
+
+
+def test_an_error_in_an_advanced_field_unfolds_advanced(store):
+    train = next(p for p in PAGES if p.url_path == "train")
+    at = open_page(train, VALID | {"heads": "5"})
+    assert "Heads: must divide" in texts(at.error) and advanced(at).expanded
+    at = open_page(train, VALID)
+    assert not advanced(at).expanded
+    at.number_input(key="d").set_value(30).run()  # typed: heads 4 no longer divides d
+    assert "Heads: must divide" in texts(at.error) and advanced(at).expanded
