@@ -31,9 +31,11 @@ REVEAL = {"kv-cache": {"kv_preset": "custom", "kv_gpu": "other"}}  # keys that s
 LINK = "[Session expired - log in again](https://evil.example/login)"
 IMAGE = "![p](http://127.0.0.1:9/x.png)"
 HTML = "<img src=x onerror=alert(1)>"
-DIRECTIVES = ":red[pwned] :material/skull: $x^2$ www.evil.example"
+DIRECTIVES = ":red[pwned] :material/skull: $x^2$ www.evil.example admin@evil.example"
 MARKDOWN = [LINK, IMAGE, HTML, DIRECTIVES]
-MARKERS = ["evil.example", "127.0.0.1:9", "<img", ":red[pwned", ":material/skull", "$x^2$"]
+# micromark-level syntax (an escaped character starts none of it), and GitHub's autolinks, found after parsing
+SYNTAX = ["](https://evil", "](http://127", "<img", ":red[pwned", ":material/skull", "$x^2$"]
+AUTOLINK = re.compile(r"(https?://|www(?=\.))[-.\w]+|[-.\w+]+@[-\w]+(\.[-\w]+)+", re.IGNORECASE | re.ASCII)
 
 NUMBERS = ["inf", "-inf", "nan", "1e309", "99999999999999999999", "abc", "", "1,5", "0x10", "OUT_OF_RANGE"]
 PAYLOADS = {  # every one invalid for its kind of widget
@@ -109,11 +111,12 @@ def markdown_bodies(at: AppTest) -> list[str]:
 
 
 def assert_no_live_markdown(at: AppTest) -> None:
-    """No payload survives in a markdown body once escaped characters are dropped: no link, image, tag,
-    directive or formula can come of it."""
+    """No payload can become live markdown: once escaped characters are dropped none of its syntax is left,
+    and the text as shown holds no bare URL or address that GitHub markdown would turn into a link."""
     for body in markdown_bodies(at):
         unescaped = re.sub(r"\\[!-/:-@\[-`{-~]", "", body)
-        assert not [m for m in MARKERS if m in unescaped], body
+        assert not [m for m in SYNTAX if m in unescaped], body
+        assert not [m.group() for m in AUTOLINK.finditer(shown(body)) if re.search("evil|127", m.group())], body
 
 
 # --- discovery: a clean run of every page ------------------------------------------------------------------

@@ -1,9 +1,11 @@
-"""Text shown literally: `plain()` escapes everything Streamlit's markdown would interpret in visitor text.
+"""Text shown literally: `plain()` neutralises everything Streamlit's markdown would interpret in visitor text.
 
 Streamlit renders the body of st.error/warning/info/markdown/caption as GitHub markdown plus its own
-directives (`:red[...]`, `:material/icon:`), LaTeX between `$` and autolinked `www.`/`http://` text. CommonMark
-lets every ASCII punctuation character be escaped with a backslash, and an escaped character starts nothing:
-no link, image, HTML tag, entity, directive, formula or autolink. Line breaks become spaces (no block syntax).
+directives (`:red[...]`, `:material/icon:`) and LaTeX between `$`. CommonMark lets every ASCII punctuation
+character be escaped with a backslash, and an escaped character starts nothing: no link, image, HTML tag,
+entity, directive or formula. GitHub's autolinks of bare `http://`, `www.` and `a@b.c` are found after
+parsing, in the unescaped text, so a zero-width space breaks each of those patterns instead (the text looks
+the same). Line breaks become spaces (no block syntax).
 """
 
 from __future__ import annotations
@@ -15,11 +17,14 @@ import streamlit as st
 
 _PUNCTUATION = re.compile("([" + re.escape(string.punctuation) + "])")
 _SPACES = re.compile(r"\s+")
+_AUTOLINK = re.compile(r"(?i)(?<=:)(?=//)|(?<=www)(?=\.)|(?<=@)")  # where GitHub's autolinks would start
+ZERO_WIDTH_SPACE = "\u200b"
 
 
 def plain(text: object) -> str:
     """`text` escaped so that st.markdown and the alert boxes show it exactly as written, on one line."""
-    return _PUNCTUATION.sub(r"\\\1", _SPACES.sub(" ", str(text)).strip())
+    text = _AUTOLINK.sub(ZERO_WIDTH_SPACE, _SPACES.sub(" ", str(text)).strip())
+    return _PUNCTUATION.sub(r"\\\1", text)
 
 
 def clip(text: str, n: int = 40) -> str:
