@@ -176,7 +176,7 @@ def checked(key: str, label: str, parse: Parser, default_text: str) -> tuple[boo
     except Rejected as e:
         _rewrite(key, None)
         shown = clip(",".join(raw))
-        notice(f"URL parameter {key}={shown} ignored: {label} must be {e}. Using the default, {default_text}.")
+        notice(f"URL parameter {key}={shown} ignored. {label}: {e}. Using the default, {default_text}.")
         return False, None
     if url != (raw[-1] if isinstance(url, str) else raw) and url != []:  # [] : leave ?k= to Streamlit
         _rewrite(key, url)
