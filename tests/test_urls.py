@@ -1,12 +1,15 @@
 """Hostile links and typed text: every registered page, every URL-bound key, never a traceback or live markdown.
 
-Covering design (about 70 script runs, not keys x payloads x pages): each page is opened once with every
-sidebar key hostile at once (payloads rotated by the page's index, so each sidebar key meets a dozen kinds of
-bad value across the pages), and twice with every one of its own keys hostile at once (two rotations). The keys
-come from the widgets a clean run of the page draws (their `query_param_key`), so a new page or widget is
+Covering design (about 70 script runs, not keys x payloads x pages). Each page is opened once with all twelve
+sidebar keys hostile at once: even pages give each key a bad value of its kind (rotated by the page's index),
+odd pages a markdown payload (link, image, HTML, directives/LaTeX/autolinks, rotated), so every sidebar key
+meets six bad values and all four payloads across the pages. Each page is opened twice more with every one of
+its own keys hostile at once: round 0 bad values of each kind, round 1 a markdown payload for every key. The
+keys come from the widgets a clean run of the page draws (their `query_param_key`), so a new page or widget is
 covered without editing this file; keys a page draws only in some state (KV cache's custom preset and 'other'
 GPU) are revealed by REVEAL. Each run must: raise nothing, render the page (its title), show exactly one
-notice per hostile key naming it, and put no payload into any markdown unescaped.
+notice per hostile key naming it, and put no payload into any markdown where it could become live. Typed text
+(the three free-text inputs) gets all four payloads each.
 """
 
 from __future__ import annotations
@@ -38,12 +41,12 @@ SYNTAX = ["](https://evil", "](http://127", "<img", ":red[pwned", ":material/sku
 AUTOLINK = re.compile(r"(https?://|www(?=\.))[-.\w]+|[-.\w+]+@[-\w]+(\.[-\w]+)+", re.IGNORECASE | re.ASCII)
 
 NUMBERS = ["inf", "-inf", "nan", "1e309", "99999999999999999999", "abc", "", "1,5", "0x10", "OUT_OF_RANGE"]
-PAYLOADS = {  # every one invalid for its kind of widget
-    "number": NUMBERS + MARKDOWN,
-    "choice": ["no-such-option", "", "1e309", *MARKDOWN],
-    "multi": [["no-such-option"], "nan,inf", *MARKDOWN],
-    "toggle": ["maybe", "", "2", *MARKDOWN],
-    "text": ["x" * 201, *MARKDOWN],
+BAD = {  # every one invalid for its kind of widget; MARKDOWN is invalid for every kind too
+    "number": NUMBERS,
+    "choice": ["no-such-option", "", "1e309"],
+    "multi": [["no-such-option"], "nan,inf", ["4", "no-such-option"]],
+    "toggle": ["maybe", "", "2"],
+    "text": ["x" * 201],
 }
 
 
@@ -83,11 +86,10 @@ def bound_widgets(at: AppTest) -> dict[str, tuple[str, object]]:
     return found
 
 
-def payload(kind: str, proto, i: int):
-    value = PAYLOADS[kind][i % len(PAYLOADS[kind])]
-    if value == "OUT_OF_RANGE":
-        return str(proto.max + 1)
-    return value
+def payload(kind: str, proto, i: int, markdown: bool):
+    """The i-th bad value for this kind of widget (rotating), or the i-th markdown payload."""
+    value = MARKDOWN[i % len(MARKDOWN)] if markdown else BAD[kind][i % len(BAD[kind])]
+    return str(proto.max + 1) if value == "OUT_OF_RANGE" else value
 
 
 def noticed(at: AppTest) -> list[str]:
@@ -159,7 +161,8 @@ def test_hostile_sidebar_keys_on_every_page(clean, index):
     spec = PAGES[index]
     title, widgets, _, _ = clean[spec.url_path]
     widgets = {k: v for k, v in widgets.items() if k in DEFAULTS}
-    hostile = {k: payload(kind, proto, index + j) for j, (k, (kind, proto)) in enumerate(sorted(widgets.items()))}
+    i, markdown = index // 2, index % 2 == 1  # odd pages: markdown, so each key meets all four payloads
+    hostile = {k: payload(kind, proto, i + j, markdown) for j, (k, (kind, proto)) in enumerate(sorted(widgets.items()))}
     check_hostile(spec, title, hostile, {})
 
 
@@ -168,12 +171,15 @@ PAGE_ROUNDS = [(p, r) for p in PAGES for r in range(2)]
 
 @pytest.mark.parametrize("spec, round_", PAGE_ROUNDS, ids=[f"{p.url_path or 'home'}-{r}" for p, r in PAGE_ROUNDS])
 def test_hostile_page_keys(clean, spec, round_):
-    """Every key of the page's own bad at once (round 1 with the keys that REVEAL shows): one notice each."""
+    """Every key of the page's own bad at once (round 1 with the keys REVEAL shows too): one notice each."""
     title, _, base, revealed = clean[spec.url_path]
     widgets, extra = (base, VALID) if round_ == 0 else (revealed, VALID | REVEAL.get(spec.url_path, {}))
     if not widgets:
         pytest.skip("no URL-bound keys of its own")
-    hostile = {k: payload(kind, proto, 3 * round_ + j) for j, (k, (kind, proto)) in enumerate(sorted(widgets.items()))}
+    i = PAGES.index(spec)  # round 0: bad values of each kind, round 1: a markdown payload for every key
+    hostile = {
+        k: payload(kind, proto, i + j, round_ == 1) for j, (k, (kind, proto)) in enumerate(sorted(widgets.items()))
+    }
     check_hostile(spec, title, hostile, extra)
 
 
