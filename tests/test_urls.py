@@ -241,3 +241,12 @@ def test_an_error_in_an_advanced_field_unfolds_advanced(store):
     assert not advanced(at).expanded
     at.number_input(key="d").set_value(30).run()  # typed: heads 4 no longer divides d
     assert "Heads: must divide" in texts(at.error) and advanced(at).expanded
+
+
+def test_an_error_in_a_folded_parameters_field_unfolds_its_section(store):
+    parameters = next(p for p in PAGES if p.url_path == "parameters")
+    at = open_page(parameters, {"par_preset": "custom", "par_n_experts": "4"})  # MoE without an expert width
+    section = next(e for e in at.expander if e.label.startswith("Latent attention")).proto
+    assert "moe_d_ff" in texts(at.error) and section.expanded
+    at = open_page(parameters, {})
+    assert not next(e for e in at.expander if e.label.startswith("Latent attention")).proto.expanded

@@ -21,10 +21,11 @@ drawing it (the sidebar checks its configuration before it draws the section hol
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 import streamlit as st
 
+from attncore import ConfigError
 from ui import plain, urls
 
 BIND = "query-params"
@@ -92,7 +93,25 @@ def show_invalid(e: Exception | str, what: str = "input") -> None:
     plain.error(f"Not a valid {what}:", e)
 
 
-def url_toggle(label: str, key: str, default: bool = False, **kw) -> bool:
+def url_toggle(label: str, key: str, default: bool = False, *, peek=False, **kw) -> bool:
     """An on/off switch (the URL says true or false; 1/0, yes/no, on/off are accepted too)."""
-    _checked(key, urls.flag, label, default, str(default).lower())
+    value = _checked(key, urls.flag, label, default, str(default).lower())
+    if peek:
+        return value
     return st.toggle(label, default, key=key, bind=BIND, **kw)
+
+
+def folded(label: str, key: str, check: Callable[[], object] | None = None, fields: Collection[str] = ()):
+    """A folded expander that unfolds itself when check() raises a ConfigError naming one of `fields` (the
+    fields inside it), so the field an error names is in view; once per distinct error, so it can be folded
+    again. Call it before the expander's widgets exist: check() reads them with peek=True."""
+    opened_for = f"_{key}_opened_for"
+    try:
+        if check is not None:
+            check()
+        st.session_state.pop(opened_for, None)
+    except ConfigError as e:
+        if e.field in fields and st.session_state.get(opened_for) != str(e):
+            st.session_state[opened_for] = str(e)
+            st.session_state[key] = True
+    return st.expander(label, key=key, on_change="rerun")

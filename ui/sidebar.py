@@ -15,7 +15,7 @@ from attncore import ConfigError, RunConfig, make_run
 from attncore.config import POSITIONS, TASKS
 from ui import plain, urls
 from ui.limits import limits
-from ui.params import url_number, url_radio, url_select, url_toggle
+from ui.params import folded, url_number, url_radio, url_select, url_toggle
 
 POSITION_LABELS = {"learned": "learned", "sinusoidal": "sinusoidal", "rope": "RoPE", "none": "none"}
 NORM_LABELS = {"pre": "pre-LN", "post": "post-LN"}
@@ -35,7 +35,7 @@ DEFAULTS = {
     "layers": ("n_layers", 2),
     "batch": ("batch_size", 32),
 }
-ADVANCED, OPENED_FOR = "sidebar_advanced", "_sidebar_advanced_opened_for"  # session-state keys
+ADVANCED = "sidebar_advanced"  # session-state key of the Advanced expander
 ADVANCED_FIELDS = {"lr", "steps", "d_model", "n_heads", "n_layers", "batch_size"}  # make_run fields under Advanced
 
 
@@ -60,19 +60,6 @@ def _advanced(lim) -> dict:
     }
 
 
-def _open_advanced_for(advanced: dict) -> None:
-    """Unfold Advanced when the configuration's error names a field inside it (once per distinct error)."""
-    try:
-        make(**{DEFAULTS[key][0]: draw(peek=True) for key, draw in advanced.items()})
-        st.session_state.pop(OPENED_FOR, None)
-        return
-    except ConfigError as e:
-        if e.field not in ADVANCED_FIELDS or st.session_state.get(OPENED_FOR) == str(e):
-            return
-        st.session_state[OPENED_FOR] = str(e)
-    st.session_state[ADVANCED] = True
-
-
 def _widgets(check: bool) -> None:
     lim = limits()
     url_radio("Task", "task", TASKS, "copy", help="copy: repeat the L symbols; sort: write them in order.")
@@ -82,9 +69,11 @@ def _widgets(check: bool) -> None:
     url_radio("LayerNorm", "norm", ("pre", "post"), "pre", format_func=NORM_LABELS.get)
     url_toggle("Scale scores by 1/√d_head", "scaling", True)
     advanced = _advanced(lim)
-    if check:  # before the expander exists, while its state can still be set
-        _open_advanced_for(advanced)
-    with st.expander("Advanced", key=ADVANCED, on_change="rerun"):
+
+    def check_config() -> None:  # with the folded fields' values before their widgets exist
+        make(**{DEFAULTS[key][0]: draw(peek=True) for key, draw in advanced.items()})
+
+    with folded("Advanced", ADVANCED, check_config if check else None, ADVANCED_FIELDS):
         for draw in advanced.values():
             draw()
     st.button("Reset to defaults", on_click=_reset, width="stretch")
