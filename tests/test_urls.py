@@ -250,3 +250,10 @@ def test_an_error_in_a_folded_parameters_field_unfolds_its_section(store):
     assert "moe_d_ff" in texts(at.error) and section.expanded
     at = open_page(parameters, {})
     assert not next(e for e in at.expander if e.label.startswith("Latent attention")).proto.expanded
+
+
+def test_plain_text_cannot_reorder_hide_or_break_lines():
+    from ui.plain import plain
+
+    assert plain("a\u202eb\u200dc\n# d") == "abc \\# d"  # no bidi override, no zero-width joiner, no heading
+    assert plain("see https://x.io") == "see https\\:\u200b\\/\\/x\\.io"  # looks the same; no autolink

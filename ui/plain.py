@@ -5,13 +5,15 @@ directives (`:red[...]`, `:material/icon:`) and LaTeX between `$`. CommonMark le
 character be escaped with a backslash, and an escaped character starts nothing: no link, image, HTML tag,
 entity, directive or formula. GitHub's autolinks of bare `http://`, `www.` and `a@b.c` are found after
 parsing, in the unescaped text, so a zero-width space breaks each of those patterns instead (the text looks
-the same). Line breaks become spaces (no block syntax).
+the same). Line breaks become spaces (no block syntax); control and format characters (bidi overrides,
+zero-width joiners) are dropped, so the text cannot reorder or hide itself.
 """
 
 from __future__ import annotations
 
 import re
 import string
+import unicodedata
 
 import streamlit as st
 
@@ -23,7 +25,8 @@ ZERO_WIDTH_SPACE = "\u200b"
 
 def plain(text: object) -> str:
     """`text` escaped so that st.markdown and the alert boxes show it exactly as written, on one line."""
-    text = _AUTOLINK.sub(ZERO_WIDTH_SPACE, _SPACES.sub(" ", str(text)).strip())
+    text = "".join(c for c in _SPACES.sub(" ", str(text)) if unicodedata.category(c) not in ("Cc", "Cf"))
+    text = _AUTOLINK.sub(ZERO_WIDTH_SPACE, text.strip())
     return _PUNCTUATION.sub(r"\\\1", text)
 
 

@@ -123,7 +123,7 @@ def text(max_chars: int, check: Callable[[str], object] | None = None) -> Parser
             if check is not None:
                 check(raw)
         except ConfigError as e:
-            raise Rejected(e.message) from None
+            raise Rejected(clip(e.message, 80)) from None  # it may quote the text: the notice quotes it already
         return raw, raw
 
     return parse
