@@ -23,9 +23,21 @@ st.caption(
 )
 docs.link("cost-of-attention", "Why attention costs T², and the article's timings")
 cap = limits().max_cost_t
+
+
+def parse_lengths(text: str) -> list[int]:
+    """The typed lengths, sorted without repeats; ConfigError unless each is from 1 to the cap."""
+    lengths = sorted(set(parse_ints(text, "lengths")))
+    if max(lengths) > cap or min(lengths) < 1:
+        raise ConfigError("lengths", f"each T must be from 1 to {cap} on this server, got {lengths}")
+    return lengths
+
+
 c1, c2, c3, c4 = st.columns([3, 1, 1, 1])
 with c1:
-    text = url_text("Lengths T", "cost_T", default_lengths(cap), help=f"Up to 12 lengths, each from 1 to {cap}.")
+    text = url_text(
+        "Lengths T", "cost_T", default_lengths(cap), check=parse_lengths, help=f"Up to 12 lengths, each from 1 to {cap}."
+    )
 with c2:
     d_k = url_number("d_k", "cost_dk", 64, 8, 256, step=8)
 with c3:
@@ -33,9 +45,7 @@ with c3:
 with c4:
     seed = url_number("Seed", "cost_seed", 0, 0, 9999)
 try:
-    lengths = sorted(set(parse_ints(text, "lengths")))
-    if max(lengths) > cap or min(lengths) < 1:
-        raise ConfigError("lengths", f"each T must be from 1 to {cap} on this server, got {lengths}")
+    lengths = parse_lengths(text)
 except ConfigError as e:
     show_invalid(e)
     st.stop()

@@ -16,6 +16,17 @@ from ui.mechanism_charts import (
 )
 from ui.params import show_invalid, url_number, url_text
 
+MAX_PAD_T = 16
+
+
+def check_lengths(text: str) -> list[int]:
+    """Up to 6 lengths, each from 0 to the largest padded length (the library checks them against T)."""
+    lengths = parse_ints(text, "lengths", max_count=6)
+    if not all(0 <= n <= MAX_PAD_T for n in lengths):
+        raise ConfigError("lengths", f"each length must be from 0 to {MAX_PAD_T}")
+    return lengths
+
+
 st.title("Masks")
 st.caption(
     "A mask belongs on the scores, before the softmax: forbidden scores become −∞ and every row still sums to 1. "
@@ -52,11 +63,13 @@ st.caption(
 st.subheader("Padding and causality in one batch")
 c1, c2, _ = st.columns([2, 1, 1])
 with c1:
-    text = url_text("Sequence lengths", "mask_lengths", "5 3 0", help="One length per sequence, from 0 to T.")
+    text = url_text(
+        "Sequence lengths", "mask_lengths", "5 3 0", check=check_lengths, help="One length per sequence, from 0 to T."
+    )
 with c2:
-    t_pad = url_number("Padded length T", "mask_pad_T", 6, 1, 16)
+    t_pad = url_number("Padded length T", "mask_pad_T", 6, 1, MAX_PAD_T)
 try:
-    pad = padding_demo(parse_ints(text, "lengths", max_count=6), t_pad, seed)
+    pad = padding_demo(check_lengths(text), t_pad, seed)
 except ConfigError as e:
     show_invalid(e)
     st.stop()

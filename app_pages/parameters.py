@@ -7,7 +7,7 @@ from attncore import calculators as calc
 from attncore.presets import PRESETS
 from ui import calculator_charts as cc
 from ui import docs
-from ui.params import show_invalid, url_number, url_select, url_toggle
+from ui.params import folded, show_invalid, url_number, url_select, url_toggle
 
 CUSTOM = "custom"  # keeps the fields as they are; a fresh URL starts it from the lab's model
 MAIN = {"d_model": "Width d_model", "n_layers": "Layers", "n_heads": "Query heads", "n_kv_heads": "KV heads (0: MHA)"}
@@ -33,18 +33,20 @@ def load_preset() -> None:
     st.session_state.update({k: values[f] for k, f in keys.items()})
 
 
-def inputs(labels: dict, default: dict, n_cols: int = 5) -> dict:
+def field(f: str, label: str, d, peek: bool = False):
     """One URL-mirrored widget per Decoder field: a toggle for a flag, a select for a choice, else a whole number."""
+    if isinstance(d, bool):
+        return url_toggle(label, f"par_{f}", d, peek=peek)
+    if f in calc.CHOICES:
+        return url_select(label, f"par_{f}", calc.CHOICES[f], d, peek=peek)
+    return url_number(label, f"par_{f}", d, 0, 10**8, peek=peek)  # the Decoder rejects a bad 0, with a message
+
+
+def inputs(labels: dict, default: dict, n_cols: int = 5) -> dict:
     cols, out = st.columns(n_cols), {}
     for i, (f, label) in enumerate(labels.items()):
-        key, d = f"par_{f}", default[f]
         with cols[i % n_cols]:
-            if isinstance(d, bool):
-                out[f] = url_toggle(label, key, d)
-            elif f in calc.CHOICES:
-                out[f] = url_select(label, key, calc.CHOICES[f], d)
-            else:
-                out[f] = url_number(label, key, d, 0, 10**8)  # the Decoder rejects a bad 0, with a message
+            out[f] = field(f, label, default[f])
     return out
 
 
@@ -63,7 +65,9 @@ right.caption("Fields start from the lab's model." if preset == CUSTOM else f"**
 default = calc.form_values(base)
 with st.container(border=True):
     values = inputs(MAIN, default)
-with st.expander("Latent attention (MLA) and mixture of experts (MoE): 0 switches them off"):
+more = {f: field(f, label, default[f], peek=True) for f, label in MORE.items()}
+with folded("Latent attention (MLA) and mixture of experts (MoE): 0 switches them off", "par_more",
+            lambda: calc.with_form_values(base, values | more), MORE):  # fmt: skip
     values |= inputs(MORE, default)
 try:
     arch = calc.with_form_values(base, values)

@@ -120,10 +120,11 @@ def padding_demo(lengths=(5, 3, 0), t: int | None = None, seed: int = 0) -> dict
     mask, their row sums (B, T), which rows have no key at all (B, T), and
     whether every weight is finite (a length-0 sequence masks whole rows).
     """
+    lengths = [int(n) for n in lengths]  # Python ints: a huge one is rejected below, not overflowed
+    t = max([1, *lengths]) if t is None else t
+    if t < 1 or any(not 0 <= n <= t for n in lengths):
+        raise ConfigError("lengths", f"each length must be from 0 to T={t}, got {lengths}")
     lengths = np.asarray(lengths, dtype=int)
-    t = int(lengths.max(initial=1)) if t is None else t
-    if t < 1 or np.any(lengths < 0) or np.any(lengths > t):
-        raise ConfigError("lengths", f"each length must be from 0 to T={t}, got {lengths.tolist()}")
     padding = L.padding_mask(lengths, t)
     causal = np.array(L.causal_mask(t))
     combined = L.attention_mask(causal, padding)[:, 0]  # (B, 1, T, T) -> (B, T, T)

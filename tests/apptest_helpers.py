@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
@@ -20,8 +21,13 @@ def page(name: str, **query) -> AppTest:
     return at
 
 
+def shown(markdown: str) -> str:
+    """What a markdown body reads as on screen where it escapes punctuation (ui.plain): the backslashes dropped."""
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", markdown)
+
+
 def texts(elements) -> str:
-    return "\n".join(str(e.value) for e in elements)
+    return "\n".join(shown(str(e.value)) for e in elements)
 
 
 def metric(at: AppTest, label: str) -> str:

@@ -344,7 +344,8 @@ def test_attention_typed_sequence_changes_the_input(store):
 
 @pytest.mark.parametrize("text", ["1 2 3", "1 2 3 4 5 99", "a b c d e f"])
 def test_attention_invalid_sequence_shows_error(store, text):
-    at = app("attention", seq=text)
+    at = app("attention")
+    at.text_input(key="seq").set_value(text).run()  # typed; a link's invalid ?seq= is tests/test_urls.py's
     assert not at.exception
     assert "Not a valid input" in texts(at.error) and "sequence" in texts(at.error)
 

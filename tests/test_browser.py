@@ -209,6 +209,11 @@ def test_a_training_does_not_block_another_visitor(warm_server, browser, page):
 
 def test_invalid_sequence_shows_a_message_not_a_traceback(warm_server, page):
     page.goto(_url(warm_server, "attention", f"{QUERY}&seq=1+2+99".lstrip("&")))
-    wait_for_app(page)
+    wait_for_app(page)  # a link's invalid value: the probe instead, and a notice naming the parameter
+    assert "URL parameter seq=1 2 99 ignored" in page.get_by_test_id("stAlertContentWarning").first.inner_text()
+    field = page.get_by_test_id("stTextInputField")  # typed: the library's message
+    field.fill("1 2 99")
+    field.press("Enter")
+    page.get_by_test_id("stAlertContentError").first.wait_for()
     assert "Not a valid input" in page.get_by_test_id("stAlertContentError").first.inner_text()
     assert_clean(page)

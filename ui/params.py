@@ -6,59 +6,112 @@ Every page author uses these instead of bare `st.*` widgets for inputs that chan
 
     n = url_number("Keys T", "scal_T", 64, 2, 4096)                  # ?scal_T=128
     mode = url_select("Mask", "mask_mode", ["before", "after"], "before")
-    d_ks = url_multiselect("d_k", "scal_dk", [8, 64, 512], [8, 64])  # ?scal_dk=8&scal_dk=512
+    d_ks = url_multiselect("d_k", "scal_dk", [8, 64, 512], [8, 64])  # ?scal_dk=8&scal_dk=512 or ?scal_dk=8,512
 
 Rules: `key` is the query-parameter name, so it must be unique in the whole app (prefix it with
 the page, e.g. `kv_`, `scal_`); the sidebar owns the short names task, L, seed, scaling, pos, norm,
-lr, steps, d, heads, layers, batch. A value equal to the default is left out of the URL, and a
-value in the URL that the widget cannot take (out of range, unknown option) is ignored. Built on
-Streamlit's own binding (`bind="query-params"`): widgets drawn by dashboard.py keep their
-parameters on every page, a page's own parameters are dropped when the visitor leaves the page.
+lr, steps, d, heads, layers, batch. A value equal to the default is left out of the URL. Before a
+widget is created, ui.urls checks its URL value: a choice may be named by its label or its value
+(`RoPE` or `rope`), a number must be finite and in range; anything else is replaced by the default
+and the page says so in one plain-text notice. Built on Streamlit's own binding (`bind="query-params"`):
+widgets drawn by dashboard.py keep their parameters on every page, a page's own parameters are
+dropped when the visitor leaves the page. `peek=True` returns the value a widget will show without
+drawing it (the sidebar checks its configuration before it draws the section holding a field).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 import streamlit as st
 
+from attncore import ConfigError
+from ui import plain, urls
+
 BIND = "query-params"
+MAX_TEXT = 200  # characters in a typed or linked text input
 
 
-def url_number(label: str, key: str, default, min_value, max_value, *, step=None, fmt: str | None = None, **kw):
+def _checked(key: str, parse: urls.Parser, label: str, default, default_text: str):
+    """Check the URL's value for `key` (ui.urls); returns the value the widget will show (its state wins)."""
+    in_url, value = urls.checked(key, label, parse, default_text)
+    return st.session_state[key] if key in st.session_state else value if in_url else default
+
+
+def url_number(label: str, key: str, default, min_value, max_value, *, step=None, fmt=None, peek=False, **kw):
     """A number input; int if `default` is an int, float otherwise. A default outside a (capped) range is clamped."""
     default = min(max(default, min_value), max_value)
+    integer = all(isinstance(v, int) for v in (default, min_value, max_value, step or 1))
+    parse = urls.number(min_value, max_value, integer)
+    value = _checked(key, parse, label, default, f"{default:,}" if integer else f"{default:,g}")
+    if peek:
+        return value
     return st.number_input(label, min_value, max_value, default, step=step, format=fmt, key=key, bind=BIND, **kw)
 
 
-def url_select(label: str, key: str, options: Sequence, default=None, *, format_func: Callable = str, **kw):
-    """A selectbox; the URL holds format_func(option), so keep labels unique and short."""
-    index = list(options).index(default) if default in options else 0
+def _default(options: Sequence, default):
+    return default if default in options else list(options)[0]
+
+
+def url_select(label: str, key: str, options: Sequence, default=None, *, format_func: Callable = str, peek=False, **kw):
+    """A selectbox; the URL holds format_func(option) (a choice's value is accepted too), so keep labels unique."""
+    default = _default(options, default)
+    value = _checked(key, urls.choice(options, format_func), label, default, str(format_func(default)))
+    if peek:
+        return value
+    index = list(options).index(default)
     return st.selectbox(label, options, index=index, format_func=format_func, key=key, bind=BIND, **kw)
 
 
 def url_radio(label: str, key: str, options: Sequence, default=None, *, format_func: Callable = str, **kw):
     """A horizontal segmented choice (radio buttons)."""
-    index = list(options).index(default) if default in options else 0
+    default = _default(options, default)
+    _checked(key, urls.choice(options, format_func), label, default, str(format_func(default)))
+    index = list(options).index(default)
     return st.radio(label, options, index=index, format_func=format_func, key=key, bind=BIND, horizontal=True, **kw)
 
 
 def url_multiselect(label: str, key: str, options: Sequence, default: Sequence = (), *, format_func=str, **kw):
-    """A multiselect; the URL repeats the key once per chosen option."""
+    """A multiselect; the URL repeats the key once per chosen option (a comma list is accepted too)."""
     default = [d for d in default if d in options]  # a cap may have removed a default
+    parse = urls.choices(options, format_func, kw.get("max_selections"))
+    _checked(key, parse, label, default, ", ".join(str(format_func(d)) for d in default) or "none")
     return st.multiselect(label, list(options), default=default, format_func=format_func, key=key, bind=BIND, **kw)
 
 
-def url_text(label: str, key: str, default: str = "", **kw) -> str:
-    """A one-line text input (validate the text in the library, show ConfigError with st.error)."""
-    return st.text_input(label, default, key=key, bind=BIND, **kw)
+def url_text(label: str, key: str, default: str = "", *, check: Callable[[str], object] | None = None, **kw) -> str:
+    """A one-line text input. A URL value that `check(text)` rejects (ConfigError) is replaced by the default;
+    validate typed text in the library too and show its ConfigError with show_invalid."""
+    _checked(key, urls.text(MAX_TEXT, check), label, default, repr(default))
+    return st.text_input(label, default, max_chars=MAX_TEXT, key=key, bind=BIND, **kw)
 
 
 def show_invalid(e: Exception | str, what: str = "input") -> None:
-    """One error box for a page input the library rejected (a ConfigError names the field and the range)."""
-    st.error(f"**Not a valid {what}**: {e}", icon=":material/error:")
+    """One error box for a page input the library rejected (a ConfigError names the field and the range).
+
+    The message may quote the visitor's text: it is shown literally, never as markdown."""
+    plain.error(f"Not a valid {what}:", e)
 
 
-def url_toggle(label: str, key: str, default: bool = False, **kw) -> bool:
-    """An on/off switch."""
+def url_toggle(label: str, key: str, default: bool = False, *, peek=False, **kw) -> bool:
+    """An on/off switch (the URL says true or false; 1/0, yes/no, on/off are accepted too)."""
+    value = _checked(key, urls.flag, label, default, str(default).lower())
+    if peek:
+        return value
     return st.toggle(label, default, key=key, bind=BIND, **kw)
+
+
+def folded(label: str, key: str, check: Callable[[], object] | None = None, fields: Collection[str] = ()):
+    """A folded expander that unfolds itself when check() raises a ConfigError naming one of `fields` (the
+    fields inside it), so the field an error names is in view; once per distinct error, so it can be folded
+    again. Call it before the expander's widgets exist: check() reads them with peek=True."""
+    opened_for = f"_{key}_opened_for"
+    try:
+        if check is not None:
+            check()
+        st.session_state.pop(opened_for, None)
+    except ConfigError as e:
+        if e.field in fields and st.session_state.get(opened_for) != str(e):
+            st.session_state[opened_for] = str(e)
+            st.session_state[key] = True
+    return st.expander(label, key=key, on_change="rerun")

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
-import streamlit as st
 
 from attncore import ConfigError, RunConfig
 from attncore.inspect import parse_sequence
 from attncore.model import generate
 from attncore.tasks import make_sequences
 from lab.store import RunRecord
+from ui import plain
 from ui.frames import token_name
 from ui.params import url_text
 
@@ -21,6 +21,7 @@ def chosen_tokens(run: RunConfig, record: RunRecord) -> np.ndarray:
         "Input symbols",
         "seq",
         "",
+        check=lambda text: text.strip() and parse_sequence(text, run),
         placeholder=" ".join(map(str, probe[:L])),
         help=f"{L} symbols from 0 to 19, separated by spaces. Empty: the probe sequence.",
     )
@@ -29,10 +30,7 @@ def chosen_tokens(run: RunConfig, record: RunRecord) -> np.ndarray:
     try:
         return parse_sequence(text, run)
     except ConfigError as e:
-        st.error(
-            f"**Not a valid input.** Input symbols: {e.message}. Showing the probe sequence instead.",
-            icon=":material/error:",
-        )
+        plain.error("Not a valid input.", f"Input symbols: {e.message}. Showing the probe sequence instead.")
         return probe
 
 

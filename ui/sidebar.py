@@ -7,12 +7,15 @@ stay in the URL on every page. Pages call `selected_run()` or `make(**overrides)
 
 from __future__ import annotations
 
+from functools import partial
+
 import streamlit as st
 
 from attncore import ConfigError, RunConfig, make_run
 from attncore.config import POSITIONS, TASKS
+from ui import plain, urls
 from ui.limits import limits
-from ui.params import url_number, url_radio, url_select, url_toggle
+from ui.params import folded, url_number, url_radio, url_select, url_toggle
 
 POSITION_LABELS = {"learned": "learned", "sinusoidal": "sinusoidal", "rope": "RoPE", "none": "none"}
 NORM_LABELS = {"pre": "pre-LN", "post": "post-LN"}
@@ -32,6 +35,8 @@ DEFAULTS = {
     "layers": ("n_layers", 2),
     "batch": ("batch_size", 32),
 }
+ADVANCED = "sidebar_advanced"  # session-state key of the Advanced expander
+ADVANCED_FIELDS = {"lr", "steps", "d_model", "n_heads", "n_layers", "batch_size"}  # make_run fields under Advanced
 
 
 def _reset() -> None:
@@ -47,7 +52,23 @@ def set_values(**values) -> None:
         st.session_state[key] = value
 
 
-def _widgets() -> None:
+def _lr_label(v: float) -> str:
+    return f"{v:g}"
+
+
+def _advanced(lim) -> dict:
+    """The folded fields: query key -> a call drawing its widget (or, with peek=True, returning its value)."""
+    return {
+        "lr": partial(url_select, "Learning rate", "lr", LEARNING_RATES, 3e-3, format_func=_lr_label),
+        "steps": partial(url_number, "Training steps", "steps", 1500, 10, lim.max_steps, step=100),
+        "d": partial(url_number, "Model width d", "d", 32, 4, lim.max_d_model, step=4),
+        "heads": partial(url_number, "Heads", "heads", 4, 1, lim.max_heads, help="Must divide d."),
+        "layers": partial(url_number, "Layers (blocks)", "layers", 2, 1, lim.max_layers),
+        "batch": partial(url_number, "Batch size", "batch", 32, 1, lim.max_batch, step=8),
+    }
+
+
+def _widgets(check: bool) -> None:
     lim = limits()
     url_radio("Task", "task", TASKS, "copy", help="copy: repeat the L symbols; sort: write them in order.")
     url_number("Sequence length L", "L", 6, 1, lim.max_length, help="Symbols before the separator.")
@@ -55,26 +76,30 @@ def _widgets() -> None:
     url_select("Position encoding", "pos", POSITIONS, "learned", format_func=POSITION_LABELS.get)
     url_radio("LayerNorm", "norm", ("pre", "post"), "pre", format_func=NORM_LABELS.get)
     url_toggle("Scale scores by 1/√d_head", "scaling", True)
-    with st.expander("Advanced", expanded=False):
-        url_select("Learning rate", "lr", LEARNING_RATES, 3e-3, format_func=lambda v: f"{v:g}")
-        url_number("Training steps", "steps", 1500, 10, lim.max_steps, step=100)
-        url_number("Model width d", "d", 32, 4, lim.max_d_model, step=4)
-        url_number("Heads", "heads", 4, 1, lim.max_heads, help="Must divide d.")
-        url_number("Layers (blocks)", "layers", 2, 1, lim.max_layers)
-        url_number("Batch size", "batch", 32, 1, lim.max_batch, step=8)
+    advanced = _advanced(lim)
+
+    def check_config() -> None:  # with the folded fields' values before their widgets exist
+        make(**{DEFAULTS[key][0]: draw(peek=True) for key, draw in advanced.items()})
+
+    with folded("Advanced", ADVANCED, check_config if check else None, ADVANCED_FIELDS):
+        for draw in advanced.values():
+            draw()
     st.button("Reset to defaults", on_click=_reset, width="stretch")
     st.caption("The URL holds these settings: copy it to share this exact view.")
 
 
 def render(expanded: bool = True) -> None:
-    """Draw the run configuration in the sidebar; folded into an expander on pages that don't use it."""
-    with st.sidebar:
+    """Draw the run configuration in the sidebar; folded into an expander on pages that don't use it.
+
+    Notices about invalid URL values are shown at the top of the page, where the visitor looks."""
+    with urls.collect_notices() as notices, st.sidebar:
         if expanded:
             st.header("Run configuration")
-            _widgets()
+            _widgets(check=True)
         else:
             with st.expander("Run configuration (Lab pages)", expanded=False):
-                _widgets()
+                _widgets(check=False)
+    urls.show(notices)
 
 
 def settings() -> dict:
@@ -114,10 +139,10 @@ FIELD_LABELS = {
 
 
 def show_config_error(e: ConfigError) -> None:
-    label = FIELD_LABELS.get(e.field, e.field)
-    st.error(
-        f"**This configuration is not valid.** {label}: {e.message}. Change it in the sidebar.",
-        icon=":material/error:",
+    """The library's message, shown literally; the field is in view (render unfolds Advanced for it)."""
+    where = "the sidebar's Advanced section" if e.field in ADVANCED_FIELDS else "the sidebar"
+    plain.error(
+        "This configuration is not valid.", f"{FIELD_LABELS.get(e.field, e.field)}: {e.message}. Change it in {where}."
     )
 
 
