@@ -36,7 +36,11 @@ def parse_lengths(text: str) -> list[int]:
 c1, c2, c3, c4 = st.columns([3, 1, 1, 1])
 with c1:
     text = url_text(
-        "Lengths T", "cost_T", default_lengths(cap), check=parse_lengths, help=f"Up to 12 lengths, each from 1 to {cap}."
+        "Lengths T",
+        "cost_T",
+        default_lengths(cap),
+        check=parse_lengths,
+        help=f"Up to 12 lengths, each from 1 to {cap}.",
     )
 with c2:
     d_k = url_number("d_k", "cost_dk", 64, 8, 256, step=8)
