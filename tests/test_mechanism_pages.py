@@ -214,9 +214,13 @@ def test_cost_bad_lengths_and_the_hosted_cap_show_errors(monkeypatch):
     at.text_input(key="cost_T").set_value("64 abc").run()  # typed; a link's bad value is tests/test_urls.py's
     assert "lengths" in texts(at.error) and not at.button
     monkeypatch.setenv("ATTNLAB_MAX_COST_T", "100")
-    at = page("cost", cost_T="64 256")
+    at = page("cost")
+    at.text_input(key="cost_T").set_value("64 256").run()  # typed past the cap: the page's error
     assert "from 1 to 100" in texts(at.error) and not at.button
     assert "each from 1 to 100" in at.text_input(key="cost_T").help
+    at = page("cost", cost_T="64 256")  # a link past the cap: a notice naming it, and the default within the cap
+    assert "cost_T" in texts(at.warning) and "from 1 to 100" in texts(at.warning)
+    assert at.text_input(key="cost_T").value == "100"
 
 
 # --- Gradient check ------------------------------------------------------------------------------
