@@ -1,13 +1,14 @@
-"""Evaluation by true greedy generation on the fixed test set (SPEC §7)."""
+"""Evaluation by true greedy generation on the fixed test set (SPEC §7), at the trained length or at
+other test lengths (length generalisation, issue 14.3)."""
 
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-from .config import RunConfig
+from .config import MAX_LENGTH, ConfigError, RunConfig, TaskConfig, check_int
 from .model import generate
 from .tasks import N_TEST, all_distinct, test_set
 
@@ -48,3 +49,83 @@ def evaluate(params, run: RunConfig, *, head_mask=None, n: int = N_TEST) -> Eval
         n_repeated=int((~distinct).sum()),
         eval_seconds=time.perf_counter() - start,
     )
+
+
+# --- length generalisation (issue 14.3) --------------------------------------
+
+MAX_TEST_LENGTHS = 16  # test lengths asked at once; each from 1 to MAX_LENGTH (64)
+
+
+@dataclass(frozen=True)
+class LengthResult:
+    """Greedy generation at one test length L on that L's own fixed test set (N_TEST sequences).
+
+    token_accuracy and sequence_accuracy are None where the model cannot run at that length; `note`
+    says why, or warns about a number that was computed (None when there is nothing to say).
+    """
+
+    length: int
+    token_accuracy: float | None
+    sequence_accuracy: float | None
+    note: str | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def check_test_lengths(lengths) -> list[int]:
+    """Validated test lengths (a list of 1 to 16 distinct integers, each 1 to 64), in the order given.
+
+    Raises ConfigError naming the field 'test_lengths' and the allowed range.
+    """
+    if isinstance(lengths, (str, bytes)) or not hasattr(lengths, "__iter__"):
+        raise ConfigError("test_lengths", f"must be a list of integers from 1 to {MAX_LENGTH}, got {lengths!r}")
+    lengths = list(lengths)
+    if not 1 <= len(lengths) <= MAX_TEST_LENGTHS:
+        raise ConfigError("test_lengths", f"must hold 1 to {MAX_TEST_LENGTHS} lengths, got {len(lengths)}")
+    for length in lengths:
+        check_int("test_lengths", length, 1, MAX_LENGTH)
+    if len(set(lengths)) != len(lengths):
+        raise ConfigError("test_lengths", f"must not repeat a length, got {lengths}")
+    return [int(length) for length in lengths]
+
+
+def run_at_length(run: RunConfig, length: int) -> tuple[RunConfig | None, str | None]:
+    """The config that evaluates `run`'s weights at test length `length`, and a note.
+
+    (None, why) when learned positions would need rows past their table. At the trained length the
+    run itself. Sinusoidal tables are extended past max_len (their rows do not depend on the table's
+    size); RoPE and no positions need no table. Learned rows the training never reached give a note.
+    """
+    if length == run.task.length:
+        return run, None
+    model, task = run.model, TaskConfig(run.task.name, length)
+    need, trained = 2 * length, 2 * run.task.length  # inputs at positions 0..2L-1
+    note = None
+    if model.position == "learned":
+        if need > model.max_len:
+            return None, (
+                f"learned positions: L={length} needs positions 0-{need - 1} but the table has "
+                f"{model.max_len} rows (0-{model.max_len - 1}); a learned table cannot reach past its rows"
+            )
+        if need > trained:
+            note = f"positions {trained}-{need - 1} are rows of the table that training never updated"
+    elif model.position == "sinusoidal" and need > model.max_len:
+        model = replace(model, max_len=need)
+    return RunConfig(model, run.train, task), note
+
+
+def evaluate_lengths(params, run: RunConfig, lengths) -> list[LengthResult]:
+    """Evaluate trained weights at each test length, in the order given (see run_at_length).
+
+    At run.task.length the numbers are exactly those of evaluate(params, run).
+    """
+    results = []
+    for length in check_test_lengths(lengths):
+        at, note = run_at_length(run, length)
+        if at is None:
+            results.append(LengthResult(length, None, None, note))
+            continue
+        scores = evaluate(params, at)
+        results.append(LengthResult(length, scores.token_accuracy, scores.sequence_accuracy, note))
+    return results

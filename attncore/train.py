@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -13,6 +13,7 @@ from ._malloc import keep_freed_memory
 from .config import RunConfig
 from .model import flatten, init_params, loss_and_grads, param_shapes, unflatten
 from .optim import Adam
+from .snapshots import Snapshot, snapshot_steps, take_snapshot
 from .tasks import sample_batch
 
 
@@ -21,7 +22,9 @@ class TrainResult:
     config: RunConfig
     loss_history: np.ndarray  # (steps,) float64, the training loss at every step
     params: dict[str, np.ndarray]
-    train_seconds: float
+    train_seconds: float  # the training steps only, without the snapshots
+    snapshots: list[Snapshot] = field(default_factory=list)  # in step order; empty with snapshots=False
+    snapshot_seconds: float = 0.0  # time spent taking the snapshots
 
     @property
     def final_loss(self) -> float:
@@ -70,23 +73,36 @@ class Trainer:
         return loss
 
 
-def train(run: RunConfig, callback: Callable[[int, float], object] | None = None) -> TrainResult:
+def train(
+    run: RunConfig, callback: Callable[[int, float], object] | None = None, *, snapshots: bool = True
+) -> TrainResult:
     """Train the model of `run` on fresh batches every step with Adam.
 
-    callback(step, loss) is called after every step (a progress bar, a live curve).
+    callback(step, loss) is called after every step (a progress bar, a live curve). With snapshots
+    (the default) the weights after each step of `snapshot_steps(steps)` are scored and their probe
+    attention kept (attncore.snapshots); that reads the weights only and draws no batch, so the loss
+    history and the final weights are bit-identical with snapshots=False.
     """
     trainer = Trainer(run)
     history = np.empty(run.train.steps)
+    at = set(snapshot_steps(run.train.steps)) if snapshots else set()
+    taken: list[Snapshot] = []
+    snapshot_seconds = 0.0
     start = time.perf_counter()
     gc_was_enabled = gc.isenabled()
     gc.disable()  # a step makes no reference cycles; collections would only cost time
     try:
         for step in range(run.train.steps):
             history[step] = trainer.step()
+            if step + 1 in at:  # the weights after step + 1 Adam steps
+                t0 = time.perf_counter()
+                taken.append(take_snapshot(trainer.params, run, step + 1))
+                snapshot_seconds += time.perf_counter() - t0
             if callback is not None:
                 callback(step, history[step])
     finally:
         if gc_was_enabled:
             gc.enable()
-    seconds = time.perf_counter() - start
-    return TrainResult(run, history, {k: v.copy() for k, v in trainer.params.items()}, seconds)
+    seconds = time.perf_counter() - start - snapshot_seconds
+    params = {k: v.copy() for k, v in trainer.params.items()}
+    return TrainResult(run, history, params, seconds, taken, snapshot_seconds)
