@@ -153,7 +153,7 @@ class Slot:
 def _wait_text(lim: Limits, what: str, waited: float) -> str:
     return (
         f"The server runs at most {lim.max_concurrent} heavy job{'s' * (lim.max_concurrent != 1)} at once and all "
-        f"are busy: {what} waits for a free slot ({waited:.0f} s of at most {lim.slot_wait_seconds} s)."
+        f"are busy: {what} is waiting for a free slot ({waited:.0f} s of at most {lim.slot_wait_seconds} s)."
     )
 
 
