@@ -1,29 +1,17 @@
 """Hostile links in a real browser: what Chromium renders from markdown, the oracle AppTest can only model.
 
-Opens pages by links carrying markdown, HTML, directive and autolink payloads (a server on 127.0.0.1, port
-$ATTNLAB_BROWSER_PORT or a free one) and asserts: no exception box, one notice per bad parameter, and no
+Opens pages by links carrying markdown, HTML, directive and autolink payloads (a server on 127.0.0.1, see
+browser_helpers.free_port) and asserts: no exception box, one notice per bad parameter, and no
 link, image or formula anywhere in the page that the payload made.
 """
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
-from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
+from browser_helpers import CHROMIUM, CHROMIUM_ARGS, streamlit_server, sync_api  # skips locally, fails in CI
 
-CHROMIUM = "/usr/bin/chromium"
-sync_api = pytest.importorskip("playwright.sync_api")
-if not Path(CHROMIUM).exists():
-    pytest.skip(f"no Chromium at {CHROMIUM}", allow_module_level=True)
-
-ROOT = Path(__file__).resolve().parents[1]
 LINK = "[Session expired - log in again](https://evil.example/login)"
 IMAGE = "![p](http://127.0.0.1:9/x.png)"
 HTML = "<img src=x onerror=alert(1)>"
@@ -35,40 +23,17 @@ LINKS = {  # page -> hostile query; every value is invalid for its widget, so ea
 }
 
 
-def _port() -> int:
-    if os.environ.get("ATTNLAB_BROWSER_PORT"):
-        return int(os.environ["ATTNLAB_BROWSER_PORT"])
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def base(tmp_path_factory):
-    port = _port()
-    env = os.environ | {"ATTNCORE_CACHE_DIR": str(tmp_path_factory.mktemp("cache"))}
-    cmd = [sys.executable, "-m", "streamlit", "run", "dashboard.py", "--server.headless", "true"]
-    cmd += ["--server.address", "127.0.0.1", "--server.port", str(port), "--server.fileWatcherType", "none"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 60
-    try:
-        while True:
-            try:
-                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
-                    break
-            except OSError:
-                time.sleep(0.3)
-            assert proc.poll() is None and time.monotonic() < deadline, "the server did not start"
+    cache, log = tmp_path_factory.mktemp("cache"), tmp_path_factory.mktemp("server") / "streamlit.log"
+    with streamlit_server({"ATTNCORE_CACHE_DIR": str(cache)}, log) as (url, _):
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 @pytest.fixture(scope="module")
 def browser():
     with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield b
         b.close()
 
