@@ -93,6 +93,8 @@ def add_model_args(p: argparse.ArgumentParser, many: bool = False) -> None:
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--d-ff", type=int, default=None, help="default 4d")
     p.add_argument("--no-scaling", action="store_true", help="do not divide scores by sqrt(d_head)")
+    if many:
+        p.add_argument("--scaling", choices=("on", "off"), nargs="+", help="scaling by 1/sqrt(d_head): on, off or both")
     p.add_argument(
         "--max-memory",
         type=memory_size,
