@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from attncore import RunConfig
+from attncore import ConfigError, RunConfig
 
 from . import compare
 from .store import RunRecord
@@ -84,8 +84,12 @@ def comparison_runs(
     for facet_name, facet_value in facets:
         extra = {FACTORS[facet_name].arg: facet_value} if facet_name else {}
         for value in levels:
-            for seed in seeds:
-                runs.append(make(**(extra | {FACTORS[factor].arg: value, "seed": seed})))
+            try:
+                runs += [make(**(extra | {FACTORS[factor].arg: value, "seed": seed})) for seed in seeds]
+            except ConfigError as e:
+                where = f"{factor} {level_label(factor, value)}"
+                where += f", {facet_name} {level_label(facet_name, facet_value)}" if facet_name else ""
+                raise ConfigError(e.field, f"{e.message} (asked for by {where})") from None
     return list(dict.fromkeys(runs))
 
 
