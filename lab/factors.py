@@ -20,7 +20,7 @@ from .store import RunRecord
 class Factor:
     name: str  # the CLI's --group-by name
     arg: str  # the make_run keyword
-    label: str  # what the dashboard calls it
+    label: str  # what the dashboard calls it (short: its URL holds it)
     section: str  # where it lives in RunConfig.to_dict(): model, train or task
     key: str  # the field in that section
 
@@ -28,17 +28,17 @@ class Factor:
 FACTORS = {
     f.name: f
     for f in (
-        Factor("task", "task", "Task", "task", "name"),
-        Factor("length", "length", "Sequence length L", "task", "length"),
-        Factor("position", "position", "Position encoding", "model", "position"),
+        Factor("task", "task", "task", "task", "name"),
+        Factor("length", "length", "L", "task", "length"),
+        Factor("position", "position", "position", "model", "position"),
         Factor("norm", "norm", "LayerNorm", "model", "norm"),
-        Factor("scaling", "scaling", "Scaling by 1/√d_head", "model", "scaling"),
-        Factor("lr", "lr", "Learning rate", "train", "lr"),
-        Factor("d", "d_model", "Model width d", "model", "d_model"),
-        Factor("heads", "n_heads", "Heads", "model", "n_heads"),
-        Factor("layers", "n_layers", "Layers", "model", "n_layers"),
-        Factor("steps", "steps", "Training steps", "train", "steps"),
-        Factor("batch", "batch_size", "Batch size", "train", "batch_size"),
+        Factor("scaling", "scaling", "scaling", "model", "scaling"),
+        Factor("lr", "lr", "learning rate", "train", "lr"),
+        Factor("d", "d_model", "d", "model", "d_model"),
+        Factor("heads", "n_heads", "heads", "model", "n_heads"),
+        Factor("layers", "n_layers", "layers", "model", "n_layers"),
+        Factor("steps", "steps", "steps", "train", "steps"),
+        Factor("batch", "batch_size", "batch", "train", "batch_size"),
     )
 }
 GRID_FACTORS = ("task", "length", "position", "norm", "scaling", "lr")  # what a CLI sweep grid can vary

@@ -68,8 +68,8 @@ def ensure_trained(wanted: Sequence[RunConfig], what: str, key: str) -> dict[Run
     missing ones as one sweep (within max_sweep_runs, or a message saying what is over it), and None."""
     records, missing = runs.cached_many(wanted)
     if missing:
-        lim = limits()
-        st.info(
+        lim, notice = limits(), st.empty()
+        notice.info(
             f"**{len(wanted) - len(missing)} of {tables.count(len(wanted), 'run')} cached**; "
             f"{tables.count(len(missing), 'run')} still to train. The results appear once all are trained.",
             icon=":material/science:",
@@ -88,6 +88,7 @@ def ensure_trained(wanted: Sequence[RunConfig], what: str, key: str) -> dict[Run
         records, missing = runs.cached_many(wanted)
         if missing:
             return None
+        notice.empty()
     return {r.config: r for r in records}
 
 
