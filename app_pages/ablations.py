@@ -17,8 +17,11 @@ st.caption(
     "batches, so a paired difference isolates the change."
 )
 docs.link("ablations", "What the article's ablations showed")
-names = url_multiselect("Variants", "abl_variants", list(VARIANTS), DEFAULT, placeholder="Pick variants to compare")
-seeds = compare_view.seeds_input("abl_seeds")
+c1, c2 = st.columns([5, 1])
+with c1:
+    names = url_multiselect("Variants", "abl_variants", list(VARIANTS), DEFAULT, placeholder="Pick variants to compare")
+with c2:
+    seeds = compare_view.seeds_input("abl_seeds")
 chosen, notes = variant_runs(base, names, sidebar.make)
 for note in notes:
     st.caption(f"Skipped {note}.")

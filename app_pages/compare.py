@@ -89,8 +89,11 @@ loss_panel()
 
 st.subheader(f"Accuracy against {label(factor).lower()}")
 st.altair_chart(compare_charts.accuracy_by_level(summary, label(factor)), width="stretch")
-st.caption("Per-token and per-sequence accuracy by greedy generation on 500 test sequences per run.")
+st.caption(
+    "Per-token and per-sequence accuracy by greedy generation on 500 test sequences per run: the dot is the mean "
+    "over the seeds, the bar runs from the lowest to the highest seed."
+)
 
 st.subheader(f"Each level against {compare_view.format_level(factor)(levels[0])}, paired by seed")
-compare_view.show_tables(summary, comparisons, level=factor)
+compare_view.show_tables(summary, comparisons, level=factor, facet=f"panel: {facet}" if facet else "facet")
 compare_view.downloads(summary, comparisons, f"compare-{factor}")

@@ -136,7 +136,9 @@ def tables(parts, smooth: int = 1, curves: bool = True) -> tuple[pd.DataFrame, p
         made = (compare.group_summary(groups), compare.paired_differences(groups))
         made += (compare.curve_bands(groups, smooth) if curves else pd.DataFrame(columns=compare.CURVE_COLUMNS),)
         for out, frame in zip(frames, made, strict=True):
-            out.append(frame.assign(facet=facet) if facet is not None else frame)
+            if facet is not None:
+                frame.insert(0, "facet", facet)
+            out.append(frame)
     return tuple(pd.concat(f, ignore_index=True) if f else pd.DataFrame() for f in frames)
 
 

@@ -373,7 +373,7 @@ def test_compare_trains_missing_runs_as_one_sweep_then_shows_groups_and_verdicts
     assert np.isclose(summary["final_loss_max"].iloc[1], max(off))
     specs = charts(at)
     assert [layer["mark"]["type"] for layer in specs[0]["layer"]] == ["area", "line"]  # loss: mean in a band
-    assert [layer["mark"]["type"] for layer in specs[1]["layer"]] == ["rule", "point"]  # accuracy vs the level
+    assert [layer["mark"]["type"] for layer in specs[1]["layer"]] == ["rule", "line"]  # accuracy vs the level
     downloads = [b.proto.label for b in at.get("download_button")]
     assert downloads == ["Download the grouped table (CSV)", "Download the comparisons (CSV)"]
     assert RULE in texts(at.caption)
@@ -393,7 +393,7 @@ def test_compare_facets_by_a_second_setting(store):
     if [b for b in at.button if b.key == "cmp_train"]:
         at.button(key="cmp_train").click().run()
     summary = at.dataframe[0].value
-    assert list(zip(summary["facet"], summary["position"], strict=True)) == [
+    assert list(zip(summary["panel: scaling"], summary["position"], strict=True)) == [
         ("on", "learned"),
         ("on", "none"),
         ("off", "learned"),

@@ -97,6 +97,7 @@ def test_band_curves_draw_the_mean_in_a_min_max_band_base_black_and_thinned():
     marks = [layer["mark"]["type"] for layer in spec["layer"]]
     assert marks == ["area", "line"]
     area = spec["layer"][0]["encoding"]
+    assert area["fill"]["legend"] is None and "color" not in area  # the lines alone carry the legend
     assert area["y"]["field"] == "min" and area["y2"]["field"] == "max"
     assert spec["layer"][1]["encoding"]["y"]["field"] == "mean"
     assert spec["layer"][1]["encoding"]["color"]["scale"]["range"][0] == "#222222"
@@ -117,7 +118,7 @@ def test_accuracy_by_level_is_mean_dot_and_min_max_rule_per_metric():
     seq = long[long["metric"] == "per-sequence"].set_index("level")
     assert seq.loc["a", ["mean", "min", "max"]].tolist() == pytest.approx([0.5, 0.4, 0.6])
     spec = compare_charts.accuracy_by_level(groups, "position").to_dict()
-    assert [layer["mark"]["type"] for layer in spec["layer"]] == ["rule", "point"]
+    assert [layer["mark"]["type"] for layer in spec["layer"]] == ["rule", "line"]
     assert spec["layer"][0]["encoding"]["y2"]["field"] == "max"
     assert spec["layer"][1]["encoding"]["x"]["sort"] == ["a", "b"]
     assert set(FACTORS) >= {"task", "length", "position", "norm", "scaling", "lr", "d", "heads", "layers", "steps"}

@@ -36,16 +36,14 @@ def thin_bands(df: pd.DataFrame, max_points: int = BAND_POINTS) -> pd.DataFrame:
 def band_curves(df: pd.DataFrame, log: bool = True, height: int = 300, columns: int = 2):
     """Columns level, step, seeds, mean, min, max (and facet): the mean loss over seeds as a line in a min-max band."""
     levels = [str(v) for v in dict.fromkeys(df["level"])]
-    df = thin_bands(df).assign(level=lambda d: d["level"].astype(str))
+    df = thin_bands(df).assign(level=lambda d: d["level"].astype(str), band=lambda d: d["level"].astype(str))
     scale = alt.Scale(type="log") if log else alt.Scale(zero=False)
     x = alt.X("step:Q", title="training step", scale=alt.Scale(nice=False))
     color = alt.Color("level:N", title=None, sort=levels, scale=_colors(levels), legend=alt.Legend(orient="bottom"))
-    band = (
-        alt.Chart()
-        .mark_area(opacity=0.18)
-        .encode(x=x, y=alt.Y("min:Q", scale=scale), y2="max:Q", color=color, detail="level:N")
-    )
-    title = "training loss, mean over seeds" + (" (log scale)" if log else "")
+    # the band fills by a copy of the level, so its scale is not merged with the lines' (which carry the legend)
+    fill = alt.Fill("band:N", sort=levels, scale=_colors(levels), legend=None)
+    band = alt.Chart().mark_area(opacity=0.18).encode(x=x, y=alt.Y("min:Q", scale=scale), y2="max:Q", fill=fill)
+    title = "mean training loss" + (" (log scale)" if log else "")
     tooltip = ["level:N", "step:Q", alt.Tooltip("mean:Q", format=".4f"), alt.Tooltip("min:Q", format=".4f")]
     tooltip += [alt.Tooltip("max:Q", format=".4f"), "seeds:Q"]
     line = (
@@ -73,22 +71,26 @@ def accuracy_long(groups: pd.DataFrame) -> pd.DataFrame:
     return out.assign(level=out["level"].astype(str)) if len(out) else out
 
 
-def accuracy_by_level(groups: pd.DataFrame, factor_label: str, height: int = 260, columns: int = 2):
-    """Per-token and per-sequence accuracy against the factor's levels: the mean over seeds (dot), min to max (bar)."""
+def accuracy_by_level(groups: pd.DataFrame, factor_label: str, height: int = 320, columns: int = 2):
+    """Per-token and per-sequence accuracy against the factor's levels: the mean over seeds (dots on a line, in
+    the levels' order), min to max over seeds (bar)."""
     df = accuracy_long(groups)
     levels = [str(v) for v in dict.fromkeys(groups["level"])]
     x = alt.X("level:N", title=factor_label, sort=levels, axis=alt.Axis(labelAngle=0, labelLimit=140))
     color = alt.Color("metric:N", title=None, scale=METRICS, legend=alt.Legend(orient="bottom"))
-    offset = alt.XOffset("metric:N", sort=METRICS.domain)
-    title = "accuracy: mean over seeds, bar min to max"
-    y = alt.Y("mean:Q", title=title, scale=alt.Scale(domain=[accuracy_floor(df), 1]))
+    scale = alt.Scale(domain=[accuracy_floor(df), 1], clamp=True)
+    y = alt.Y("mean:Q", title="accuracy", scale=scale, axis=alt.Axis(format=".2f", tickMinStep=0.01))
     tooltip = ["level:N", "metric:N", alt.Tooltip("mean:Q", format=".3f"), alt.Tooltip("min:Q", format=".3f")]
     tooltip += [alt.Tooltip("max:Q", format=".3f"), alt.Tooltip("n:Q", title="seeds")]
-    rule = alt.Chart().mark_rule(strokeWidth=2).encode(x=x, xOffset=offset, y="min:Q", y2="max:Q", color=color)
+    rule = (
+        alt.Chart()
+        .mark_rule(strokeWidth=3, opacity=0.5)
+        .encode(x=x, y=alt.Y("min:Q", scale=scale), y2="max:Q", color=color)
+    )
     dots = (
         alt.Chart()
-        .mark_point(filled=True, size=70, opacity=1)
-        .encode(x=x, xOffset=offset, y=y, color=color, tooltip=tooltip)
+        .mark_line(strokeWidth=1.5, point=alt.OverlayMarkDef(size=70, filled=True))
+        .encode(x=x, y=y, color=color, tooltip=tooltip)
     )
     chart = alt.layer(rule, dots, data=df)
     if "facet" in df.columns:

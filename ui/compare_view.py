@@ -97,13 +97,14 @@ def grouped(by_run: dict[RunConfig, RunRecord], labelled: dict[str, RunConfig], 
     return {label: [by_run[with_seed(run, s)] for s in seeds] for label, run in labelled.items()}
 
 
-def show_tables(summary: pd.DataFrame, comparisons: pd.DataFrame, level: str = "level") -> None:
+def show_tables(summary: pd.DataFrame, comparisons: pd.DataFrame, level: str = "level", facet: str = "facet") -> None:
     """The grouped table and the paired differences with their verdicts, and the rule they follow."""
-    tables.show(summary.rename(columns={"level": level}))
+    names = {"level": level, "facet": facet}
+    tables.show(summary.rename(columns=names))
     st.caption("Mean, min and max over the seeds of each setting.")
     if len(comparisons):
-        shown = comparisons.rename(columns={"level": level}).drop(columns=["mean_abs_delta"])
-        tables.show(shown.replace({"metric": METRIC_NAMES}))
+        shown = comparisons.rename(columns=names).drop(columns=["mean_abs_delta"])
+        tables.show(shown.replace({"metric": METRIC_NAMES}), height=min(35 * (len(shown) + 1) + 3, 800))
     st.caption(RULE)
 
 
