@@ -14,6 +14,7 @@ from .memory import parse_size
 
 MAX_JOBS = 256  # --jobs: -1 (all cores) or 1..MAX_JOBS
 MAX_GRID = 1000  # a sweep grid of more runs needs --yes
+GRID_FACTORS = ("task", "length", "position", "norm", "scaling", "lr")  # what a sweep grid varies: --group-by
 
 # config field -> the train/sweep flag that sets it, so errors name what the user typed
 FLAGS = {

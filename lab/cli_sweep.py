@@ -14,9 +14,7 @@ import time
 from pathlib import Path
 
 from attncore.config import ConfigError
-from attncore.flags import MAX_GRID, MAX_JOBS, SETTING_FLAGS, add_model_args, jobs, run_settings
-
-from .factors import GRID_FACTORS
+from attncore.flags import GRID_FACTORS, MAX_GRID, MAX_JOBS, SETTING_FLAGS, add_model_args, jobs, run_settings
 
 CSV_FILES = ("runs.csv", "accuracy.csv", "ablations.csv")
 

@@ -41,7 +41,6 @@ FACTORS = {
         Factor("batch", "batch_size", "batch", "train", "batch_size"),
     )
 }
-GRID_FACTORS = ("task", "length", "position", "norm", "scaling", "lr")  # what a CLI sweep grid can vary
 
 
 def _config(record) -> dict:

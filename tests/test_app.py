@@ -300,8 +300,9 @@ def test_ablations_follow_the_sidebar_and_train_missing(store):
 def test_ablations_over_seeds_show_bands_paired_differences_and_the_rule(store):
     """Two seeds by default-free URL: the base and no position at seeds 0 and 1, trained as one sweep, compared
     pair by pair: each delta is the stored runs' own difference at that seed, the verdict is the library's."""
+    wanted = [make_run(steps=STEPS, seed=s, position=p) for p in ("learned", "none") for s in (0, 1)]
     at = app("ablations", abl_variants="no position", abl_seeds="2")
-    assert "2 of 4 runs cached" in texts(at.info)  # seed 0 of both is in the store
+    assert f"{sum(map(is_cached, wanted))} of 4 runs cached" in texts(at.info)  # seed 1 of no position is not
     at.button(key="train_missing").click().run()
     assert not at.exception
     summary, comparisons = at.dataframe[0].value, at.dataframe[1].value
