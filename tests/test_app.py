@@ -411,6 +411,13 @@ def test_compare_invalid_combination_names_the_field_and_the_allowed_values(stor
     assert not at.dataframe
 
 
+def test_compare_view_of_more_runs_than_the_cap_is_refused_before_loading(store, monkeypatch):
+    monkeypatch.setenv("ATTNLAB_MAX_COMPARE_RUNS", "5")
+    at = app("compare", cmp_factor="scaling", cmp_seeds="3")  # 6 runs
+    assert "This view has 6 runs; this server shows at most 5 at once" in texts(at.warning)
+    assert not at.dataframe and not [b for b in at.button if b.key == "cmp_train"]
+
+
 def test_compare_needs_two_levels(store):
     at = app("compare", cmp_factor="task", cmp_lv_task="copy")
     assert "Pick at least two levels of task" in texts(at.info)

@@ -65,10 +65,19 @@ def show_invalid_combination(e: ConfigError) -> None:
 
 def ensure_trained(wanted: Sequence[RunConfig], what: str, key: str) -> dict[RunConfig, RunRecord] | None:
     """{run: record} once every run is in the store; else the count of what is cached, a button that trains the
-    missing ones as one sweep (within max_sweep_runs, or a message saying what is over it), and None."""
+    missing ones as one sweep (within max_sweep_runs, or a message saying what is over it), and None.
+    A view of more than max_compare_runs runs is refused with a message before anything is loaded."""
+    lim = limits()
+    if len(wanted) > lim.max_compare_runs:
+        st.warning(
+            f"This view has {len(wanted)} runs; this server shows at most {lim.max_compare_runs} at once: "
+            "choose fewer levels, panels, variants or seeds.",
+            icon=":material/block:",
+        )
+        return None
     records, missing = runs.cached_many(wanted)
     if missing:
-        lim, notice = limits(), st.empty()
+        notice = st.empty()
         notice.info(
             f"**{len(wanted) - len(missing)} of {tables.count(len(wanted), 'run')} cached**; "
             f"{tables.count(len(missing), 'run')} still to train. The results appear once all are trained.",
