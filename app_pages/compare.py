@@ -51,8 +51,8 @@ if facet not in ("none", factor):
         f_default,
         format_func=compare_view.format_level(facet),
     )
-facet = facet if facet_levels else None
-if len(levels) < 2 or (facet is not None and not facet_levels):
+facet = facet if facet_levels else None  # no panel levels chosen: one panel
+if len(levels) < 2:
     st.info(f"Pick at least two levels of {label(factor)} to compare.", icon=":material/touch_app:")
     st.stop()
 
