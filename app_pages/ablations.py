@@ -1,34 +1,37 @@
-"""Ablations: the sidebar's run as the base against any set of variants."""
+"""Ablations: the sidebar's run as the base against any set of variants, each over N seeds, paired by seed."""
 
+import pandas as pd
 import streamlit as st
 
-from lab.tables import ablation_table, variant_name
-from ui import charts, docs, frames, runs, sidebar, tables
+from lab import compare
+from lab.factors import tables as grouped_tables
+from ui import charts, compare_charts, compare_view, docs, frames, sidebar
 from ui.params import url_multiselect, url_number, url_toggle
-from ui.variants import DEFAULT, VARIANTS, base_label, variant_runs
+from ui.variants import DEFAULT, VARIANTS, variant_runs
 
 st.title("Ablations")
 base = sidebar.selected_run()
-st.caption(f"Base: {sidebar.describe(base)}. Each variant changes one or two settings of the base.")
+st.caption(
+    f"Base: {sidebar.describe(base)}. Each variant changes one or two settings of the base. At a given seed every "
+    "variant starts from the same initial values as the base for every tensor they share, and trains on the same "
+    "batches, so a paired difference isolates the change."
+)
 docs.link("ablations", "What the article's ablations showed")
-names = url_multiselect("Variants", "abl_variants", list(VARIANTS), DEFAULT, placeholder="Pick variants to compare")
+c1, c2 = st.columns([5, 1])
+with c1:
+    names = url_multiselect("Variants", "abl_variants", list(VARIANTS), DEFAULT, placeholder="Pick variants to compare")
+with c2:
+    seeds = compare_view.seeds_input("abl_seeds")
 chosen, notes = variant_runs(base, names, sidebar.make)
 for note in notes:
     st.caption(f"Skipped {note}.")
 
-records, missing = runs.cached_many(list(chosen.values()))
-if missing:
-    st.info(
-        f"**{len(missing)} of {tables.count(len(chosen), 'run')} {'is' if len(missing) == 1 else 'are'} not trained "
-        "yet**; only the cached ones are shown."
-    )
-    if st.button(f"Train the {tables.count(len(missing), 'missing run')}", type="primary", key="train_missing"):
-        if runs.sweep(missing, "Training the variants") is not None:
-            records, missing = runs.cached_many(list(chosen.values()))
-labels = {run: label for label, run in chosen.items()}
-named = {labels[r.config]: r for r in records}
-if not named:
+wanted = [compare_view.with_seed(run, s) for run in chosen.values() for s in seeds]
+by_run = compare_view.ensure_trained(wanted, "Training the variants", "train_missing")
+if by_run is None:
     st.stop()
+groups = compare_view.grouped(by_run, chosen, seeds)
+summary, comparisons, _ = grouped_tables([(None, groups)], curves=False)
 
 
 @st.fragment
@@ -38,29 +41,34 @@ def loss_panel() -> None:
         log = url_toggle("Log scale", "abl_log", True)
         smooth = url_number("Smoothing (steps)", "abl_smooth", 25, 1, 500, help="Trailing moving average.")
     with c2:
-        curves = frames.loss_frame({label: r.loss_history for label, r in named.items()}, smooth=smooth)
-        st.altair_chart(charts.loss_overlay(curves, log=log), width="stretch")
-    st.caption("Training loss of the base (black) and each variant on the same batches (same seed).")
+        bands = compare.curve_bands(groups, smooth=smooth)
+        st.altair_chart(compare_charts.band_curves(bands, log=log), width="stretch")
+    st.caption(
+        f"Training loss over {compare_view.seeds_text(seeds)}: the line is the mean, the band runs from the lowest "
+        "to the highest seed. The base is black."
+    )
 
 
 st.subheader("Loss curves")
 loss_panel()
 
-st.subheader("Final loss and accuracy, with the difference to the base")
-table = ablation_table(records, base=base)
-table["variant"] = table["variant"].replace({variant_name(base, base): base_label(base)})  # lab names it "full"
-tables.show(table)
+st.subheader("Final loss and accuracy over seeds, and each variant against the base")
+compare_view.show_tables(summary, comparisons, level="variant")
 st.caption(
-    "Per-token and per-sequence accuracy by greedy generation on 500 test sequences; Δ columns are "
-    "variant minus base. At this size (d_head 8, two blocks) the article found that only removing position "
+    "Per-token and per-sequence accuracy by greedy generation on 500 test sequences; Δ is variant minus base at "
+    "the same seed. At this size (d_head 8, two blocks) the article found that only removing position "
     "information matters: a finding, not a bug."
 )
+compare_view.downloads(summary, comparisons, "ablations")
 
 st.subheader("Distinct vs repeated symbols")
-st.altair_chart(charts.breakdown_bars(frames.breakdown_frame({k: r.eval for k, r in named.items()})), width="stretch")
+per_seed = [frames.breakdown_frame({label: rs[i].eval for label, rs in groups.items()}) for i in range(len(seeds))]
+breakdown = pd.concat(per_seed).groupby(["variant", "symbols"], sort=False, as_index=False)
+breakdown = breakdown.agg(accuracy=("accuracy", "mean"), n=("n", "sum"))
+st.altair_chart(charts.breakdown_bars(breakdown), width="stretch")
 st.caption(
-    "Per-sequence accuracy on test sequences whose symbols are all distinct vs those with a repeat. "
-    "Without position information two equal symbols look the same wherever they sit: expect the 'no position' "
-    "run to fail more often when a symbol repeats (the article: 0.246 on 224 all-distinct sequences, 0.170 on "
-    "276 with a repeat)."
+    f"Per-sequence accuracy, mean over {compare_view.seeds_text(seeds)}, on test sequences whose symbols are all "
+    "distinct vs those with a repeat. Without position information two equal symbols look the same wherever they "
+    "sit: expect the 'no position' run to fail more often when a symbol repeats (the article, one seed: 0.246 on "
+    "224 all-distinct sequences, 0.170 on 276 with a repeat)."
 )

@@ -14,6 +14,7 @@ from .memory import parse_size
 
 MAX_JOBS = 256  # --jobs: -1 (all cores) or 1..MAX_JOBS
 MAX_GRID = 1000  # a sweep grid of more runs needs --yes
+GRID_FACTORS = ("task", "length", "position", "norm", "scaling", "lr")  # what a sweep grid varies: --group-by
 
 # config field -> the train/sweep flag that sets it, so errors name what the user typed
 FLAGS = {
@@ -93,6 +94,8 @@ def add_model_args(p: argparse.ArgumentParser, many: bool = False) -> None:
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--d-ff", type=int, default=None, help="default 4d")
     p.add_argument("--no-scaling", action="store_true", help="do not divide scores by sqrt(d_head)")
+    if many:
+        p.add_argument("--scaling", choices=("on", "off"), nargs="+", help="scaling by 1/sqrt(d_head): on, off or both")
     p.add_argument(
         "--max-memory",
         type=memory_size,

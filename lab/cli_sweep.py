@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from attncore.config import ConfigError
-from attncore.flags import MAX_GRID, MAX_JOBS, SETTING_FLAGS, add_model_args, jobs, run_settings
+from attncore.flags import GRID_FACTORS, MAX_GRID, MAX_JOBS, SETTING_FLAGS, add_model_args, jobs, run_settings
 
 CSV_FILES = ("runs.csv", "accuracy.csv", "ablations.csv")
 
@@ -30,6 +30,13 @@ def register(sub) -> None:
     p.add_argument("--scheduler", help="dask scheduler address, e.g. tcp://127.0.0.1:8786 (with --backend dask)")
     p.add_argument("--csv", metavar="DIR", help="also write runs.csv, accuracy.csv and ablations.csv to DIR")
     p.add_argument("--yes", action="store_true", help=f"run a grid of more than {MAX_GRID:,} runs")
+    p.add_argument(
+        "--group-by",
+        choices=GRID_FACTORS,
+        metavar="FACTOR",
+        help=f"group the runs by one factor ({', '.join(GRID_FACTORS)}) over seeds and compare each level with "
+        "the first, paired by seed",
+    )
     p.set_defaults(func=cmd_sweep, parser=p)
 
     from .cli_cache import register as register_cache
@@ -42,7 +49,7 @@ def sweep_runs(a) -> list:
     from .sweep import grid, grid_size, preset, with_settings
 
     if a.preset:
-        grid_flags = ("task", "length", "seed", "position", "norm", "lr", "no_scaling")
+        grid_flags = ("task", "length", "seed", "position", "norm", "lr", "no_scaling", "scaling")
         given = [f"--{flag.replace('_', '-')}" for flag in grid_flags if getattr(a, flag) != a.parser.get_default(flag)]
         if given:
             raise ConfigError("preset", f"a preset fixes its runs; drop {', '.join(given)} or drop --preset")
@@ -53,12 +60,18 @@ def sweep_runs(a) -> list:
             if getattr(a, flag) != a.parser.get_default(flag)
         }
         return [with_settings(run, **changed) for run in preset(a.preset)]
-    size = grid_size(a.task, a.length, a.seed, a.position, a.norm, a.lr)  # counted before any is built
+    if a.scaling and a.no_scaling:
+        raise ConfigError("scaling", "give --scaling on/off or --no-scaling, not both")
+    scalings = [v == "on" for v in a.scaling] if a.scaling else None
+    size = grid_size(a.task, a.length, a.seed, a.position, a.norm, a.lr, scalings)  # counted before any is built
     if size > MAX_GRID:
         if not a.yes:
             raise ConfigError("yes", f"the grid has {size:,} runs, more than {MAX_GRID:,}; add --yes to run them all")
         print(f"{size:,} runs in the grid", file=sys.stderr)
-    return grid(a.task, a.length, a.seed, a.position, a.norm, a.lr, **run_settings(a))
+    settings = run_settings(a)
+    if scalings is not None:
+        del settings["scaling"]
+    return grid(a.task, a.length, a.seed, a.position, a.norm, a.lr, scalings, **settings)
 
 
 def check_csv_dir(directory: Path) -> None:
@@ -119,6 +132,38 @@ def print_tables(records) -> None:
         print(abl.to_string(index=False, formatters=_formatters(abl.columns)))
 
 
+def check_group_by(runs, factor: str) -> None:
+    """--group-by needs a grid that varies only that factor and the seed (pairs are matched by seed)."""
+    from .factors import varied_besides
+
+    others = varied_besides(runs, factor)
+    if others:
+        raise ConfigError(
+            "group-by",
+            f"{factor} over seeds needs a grid varying only --{factor} and --seed; it also varies "
+            + ", ".join(f"--{o}" if o in GRID_FACTORS else o for o in others),
+        )
+
+
+def print_groups(records, factor: str, as_json: bool) -> None:
+    """The grouped table (mean, min, max over seeds per level) and each level against the first, paired by seed."""
+    from .compare import RULE
+    from .factors import group_by, tables, to_json
+
+    groups = group_by(records, factor)
+    table, comparisons, _ = tables([(None, groups)], curves=False)
+    if as_json:
+        print(json.dumps(to_json(factor, groups, table, comparisons)))
+        return
+    print(f"Runs grouped by {factor} (mean, min, max over seeds)")
+    print(table.to_string(index=False, formatters=_formatters(table.columns)))
+    if len(comparisons):
+        print(f"\nEach {factor} against {next(iter(groups))}, paired by seed (delta: level minus baseline)")
+        signed = {c: "{:+.4f}".format for c in ("delta_mean", "delta_min", "delta_max")}
+        print(comparisons.to_string(index=False, float_format="{:.4f}".format, formatters=signed))
+    print(f"\n{RULE}")
+
+
 def cmd_sweep(a) -> int:
     from attncore.memory import check_fits
 
@@ -130,6 +175,8 @@ def cmd_sweep(a) -> int:
     if a.backend == "dask":
         check_scheduler_address(a.scheduler)
     runs = sweep_runs(a)
+    if a.group_by:
+        check_group_by(runs, a.group_by)
     if a.csv:
         check_csv_dir(Path(a.csv))
     cached = [is_cached(run) for run in runs]
@@ -151,7 +198,9 @@ def cmd_sweep(a) -> int:
     print(f"{len(runs)} runs ({sum(cached)} from the cache) in {seconds:.1f} s", file=sys.stderr)
     if a.csv:
         write_csv(records, Path(a.csv))
-    if a.json:
+    if a.group_by:
+        print_groups(records, a.group_by, a.json)
+    elif a.json:
         print(
             json.dumps(
                 [

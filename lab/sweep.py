@@ -60,22 +60,29 @@ def grid(
     positions=("learned",),
     norms=("pre",),
     lrs=(3e-3,),
+    scalings=None,
     **common,
 ) -> list[RunConfig]:
-    """The product of the listed values (seeds vary fastest), each a make_run(..., **common); no duplicates."""
+    """The product of the listed values (seeds vary fastest), each a make_run(..., **common); no duplicates.
+
+    scalings (e.g. (True, False)) varies scaling too; None leaves it to `common` (default on).
+    """
+    scaled = [{}] if scalings is None else [{"scaling": bool(s)} for s in _listed(scalings)]
     product = itertools.product(
-        _listed(tasks), _listed(lengths), _listed(positions), _listed(norms), _listed(lrs), _listed(seeds)
+        _listed(tasks), _listed(lengths), _listed(positions), _listed(norms), _listed(lrs), scaled, _listed(seeds)
     )
     runs = (
-        make_run(task, length, seed, position=position, norm=norm, lr=lr, **common)
-        for task, length, position, norm, lr, seed in product
+        make_run(task, length, seed, position=position, norm=norm, lr=lr, **(common | scaling))
+        for task, length, position, norm, lr, scaling, seed in product
     )
     return list(dict.fromkeys(runs))  # RunConfig is hashable: duplicates dropped, order kept
 
 
-def grid_size(tasks=("copy",), lengths=(6,), seeds=(0,), positions=("learned",), norms=("pre",), lrs=(3e-3,)) -> int:
+def grid_size(
+    tasks=("copy",), lengths=(6,), seeds=(0,), positions=("learned",), norms=("pre",), lrs=(3e-3,), scalings=(True,)
+) -> int:
     """How many runs grid() would return for these lists, without building them."""
-    return math.prod(len(set(_listed(v))) for v in (tasks, lengths, seeds, positions, norms, lrs))
+    return math.prod(len(set(_listed(v))) for v in (tasks, lengths, seeds, positions, norms, lrs, scalings or (True,)))
 
 
 def ablations(task: str = "copy", length: int = 6, seed: int = 0, **common) -> list[RunConfig]:

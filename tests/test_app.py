@@ -15,6 +15,7 @@ from streamlit.testing.v1 import AppTest
 
 from attncore import make_run
 from attncore.inspect import evaluate_ablated
+from lab.compare import RULE, verdict
 from lab.store import get_run, is_cached
 from lab.tables import variant_name
 from ui.nav import PAGES
@@ -277,22 +278,57 @@ def test_results_invalid_sidebar_shows_error(store):
 
 
 def test_ablations_table_has_base_first_and_differences(store):
-    at = app("ablations", abl_variants="no position")
-    table = at.dataframe[0].value
+    at = app("ablations", abl_variants="no position", abl_seeds="1")
+    table, comparisons = at.dataframe[0].value, at.dataframe[1].value
     assert list(table["variant"]) == [base_label(make_run(steps=STEPS)), "no position"]
     base, ablated = get_run(make_run(steps=STEPS)), get_run(make_run(steps=STEPS, position="none"))
-    assert table["sequence_accuracy_diff"].iloc[0] == 0
-    assert np.isclose(table["final_loss_diff"].iloc[1], ablated.final_loss - base.final_loss)
+    loss = comparisons[comparisons["metric"] == "final loss"].iloc[0]
+    assert loss["variant"] == "no position" and np.isclose(loss["delta_mean"], ablated.final_loss - base.final_loss)
+    assert set(comparisons["verdict"]) == {"within seed noise"}  # one seed has no spread to beat
     assert len(charts(at)) == 2  # loss curves and the distinct/repeated breakdown
 
 
 def test_ablations_follow_the_sidebar_and_train_missing(store):
-    at = app("ablations", abl_variants="no scaling")
-    assert "1 of 2 runs is not trained yet" in texts(at.info)
+    at = app("ablations", abl_variants="no scaling", abl_seeds="1")
+    assert "1 of 2 runs cached" in texts(at.info)
     at.button(key="train_missing").click().run()
     assert list(at.dataframe[0].value["variant"]) == [base_label(make_run(steps=STEPS)), "no scaling"]
     at.radio(key="norm").set_value("post").run()  # a new base: post-LN, nothing cached
-    assert "2 of 2 runs are not trained yet" in texts(at.info)
+    assert "0 of 2 runs cached" in texts(at.info)
+
+
+def test_ablations_over_seeds_show_bands_paired_differences_and_the_rule(store):
+    """Two seeds by default-free URL: the base and no position at seeds 0 and 1, trained as one sweep, compared
+    pair by pair: each delta is the stored runs' own difference at that seed, the verdict is the library's."""
+    wanted = [make_run(steps=STEPS, seed=s, position=p) for p in ("learned", "none") for s in (0, 1)]
+    at = app("ablations", abl_variants="no position", abl_seeds="2")
+    assert f"{sum(map(is_cached, wanted))} of 4 runs cached" in texts(at.info)  # seed 1 of no position is not
+    at.button(key="train_missing").click().run()
+    assert not at.exception
+    summary, comparisons = at.dataframe[0].value, at.dataframe[1].value
+    assert list(summary["n"]) == [2, 2]
+    runs = {
+        (p, s): get_run(make_run(steps=STEPS, seed=s, position=p)).eval for p in ("learned", "none") for s in (0, 1)
+    }
+    deltas = [runs["none", s].sequence_accuracy - runs["learned", s].sequence_accuracy for s in (0, 1)]
+    row = comparisons[comparisons["metric"] == "per-sequence"].iloc[0]
+    assert np.isclose(row["delta_min"], min(deltas)) and np.isclose(row["delta_max"], max(deltas))
+    base_values = [runs["learned", s].sequence_accuracy for s in (0, 1)]
+    assert row["verdict"] == verdict(np.array(deltas), np.array(base_values))
+    assert RULE in texts(at.caption)
+    layers = [layer["mark"]["type"] for layer in charts(at)[0]["layer"]]
+    assert layers == ["area", "line"]  # the min-max band under the mean
+    assert "seeds 0-1" in texts(at.caption)
+    assert at.number_input(key="abl_seeds").max == 5  # the default hosted cap
+
+
+def test_ablations_seeds_and_runs_are_capped(store, monkeypatch):
+    monkeypatch.setenv("ATTNLAB_MAX_SEEDS", "2")
+    monkeypatch.setenv("ATTNLAB_MAX_SWEEP_RUNS", "3")
+    at = app("ablations", abl_variants=["lr 1e-3", "lr 3e-2"], abl_seeds="5")  # 4 runs nobody else trains
+    assert at.number_input(key="abl_seeds").value == 2  # 5 is beyond the cap: the default, clamped to it
+    assert "more than this server trains at once (3)" in texts(at.warning)
+    assert not [b for b in at.button if b.key == "train_missing"]
 
 
 def test_ablations_name_the_base_row_for_what_it_is_and_note_repeats_once():
@@ -317,6 +353,74 @@ def test_ablations_skip_impossible_variants_with_a_note(store):
 def test_ablation_labels_match_the_store_tables():
     base = make_run(steps=STEPS)
     assert variant_name(make_run(steps=STEPS, position="none"), base) == "no position"
+
+
+# --- Compare -------------------------------------------------------------------------------------
+
+
+def test_compare_trains_missing_runs_as_one_sweep_then_shows_groups_and_verdicts(store):
+    at = app("compare", cmp_factor="scaling", cmp_seeds="2")
+    info = texts(at.info)
+    assert re.search(r"\d of 4 runs cached", info) and "still to train" in info
+    at.button(key="cmp_train").click().run()
+    assert not at.exception and not at.info
+    summary, comparisons = at.dataframe[0].value, at.dataframe[1].value
+    assert list(summary["scaling"]) == ["on", "off"] and list(summary["n"]) == [2, 2]
+    assert list(comparisons["metric"]) == ["final loss", "per-token", "per-sequence"]
+    assert set(comparisons["baseline"]) == {"on"} and set(comparisons["scaling"]) == {"off"}
+    on = [get_run(make_run(steps=STEPS, seed=s, scaling=True)).final_loss for s in (0, 1)]
+    off = [get_run(make_run(steps=STEPS, seed=s, scaling=False)).final_loss for s in (0, 1)]
+    assert np.isclose(comparisons["delta_mean"].iloc[0], np.mean(np.subtract(off, on)))
+    assert np.isclose(summary["final_loss_max"].iloc[1], max(off))
+    specs = charts(at)
+    assert [layer["mark"]["type"] for layer in specs[0]["layer"]] == ["area", "line"]  # loss: mean in a band
+    assert [layer["mark"]["type"] for layer in specs[1]["layer"]] == ["rule", "line"]  # accuracy vs the level
+    downloads = [b.proto.label for b in at.get("download_button")]
+    assert downloads == ["Download the grouped table (CSV)", "Download the comparisons (CSV)"]
+    assert RULE in texts(at.caption)
+
+
+def test_compare_view_is_restored_from_the_url(store):
+    at = app("compare", cmp_factor="learning rate", cmp_lv_lr=["0.01", "0.003"], cmp_seeds="4", cmp_facet="LayerNorm")
+    assert at.selectbox(key="cmp_factor").value == "lr"
+    assert at.multiselect(key="cmp_lv_lr").value == [0.01, 0.003]  # the order too: the first is the baseline
+    assert at.number_input(key="cmp_seeds").value == 4
+    assert at.multiselect(key="cmp_fv_norm").value == ["pre", "post"]
+    assert "of 16 runs cached" in texts(at.info)  # 2 levels x 2 panels x 4 seeds
+
+
+def test_compare_facets_by_a_second_setting(store):
+    at = app("compare", cmp_factor="position", cmp_facet="scaling", cmp_fv_scaling=["on", "off"], cmp_seeds="1")
+    if [b for b in at.button if b.key == "cmp_train"]:
+        at.button(key="cmp_train").click().run()
+    summary = at.dataframe[0].value
+    assert list(zip(summary["panel: scaling"], summary["position"], strict=True)) == [
+        ("on", "learned"),
+        ("on", "none"),
+        ("off", "learned"),
+        ("off", "none"),
+    ]
+    assert "facet" in charts(at)[0] and "facet" in charts(at)[1]
+
+
+def test_compare_invalid_combination_names_the_field_and_the_allowed_values(store):
+    at = app("compare", d="12", cmp_factor="heads", cmp_lv_heads=["4", "8"])
+    assert not at.exception
+    (error,) = at.error
+    assert "Heads: must divide d_model=12; allowed: 1, 2, 3, 4, 6, 12 (asked for by heads 8)" in error.value
+    assert not at.dataframe
+
+
+def test_compare_view_of_more_runs_than_the_cap_is_refused_before_loading(store, monkeypatch):
+    monkeypatch.setenv("ATTNLAB_MAX_COMPARE_RUNS", "5")
+    at = app("compare", cmp_factor="scaling", cmp_seeds="3")  # 6 runs
+    assert "This view has 6 runs; this server shows at most 5 at once" in texts(at.warning)
+    assert not at.dataframe and not [b for b in at.button if b.key == "cmp_train"]
+
+
+def test_compare_needs_two_levels(store):
+    at = app("compare", cmp_factor="task", cmp_lv_task="copy")
+    assert "Pick at least two levels of task" in texts(at.info)
 
 
 # --- Attention -----------------------------------------------------------------------------------

@@ -32,11 +32,12 @@ def _url(base: str, path: str, query: str = QUERY) -> str:
 
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory) -> Path:
-    """A run store holding every run the pages show by default (the article's runs at STEPS steps)."""
+    """A run store holding every run the pages show by default: the article's runs and the ablations over seeds
+    0-2 (Ablations and Compare show 3 seeds by default), at STEPS steps."""
     location = Path(os.environ.get("ATTNLAB_BROWSER_CACHE") or tmp_path_factory.mktemp("cache")).resolve()
-    from lab.sweep import preset, run_sweep, with_settings
+    from lab.sweep import ablations, preset, run_sweep, with_settings
 
-    runs = [with_settings(r, steps=STEPS) for r in preset("article")]
+    runs = [with_settings(r, steps=STEPS) for r in preset("article") + ablations(seed=1) + ablations(seed=2)]
     run_sweep(runs, n_jobs=2, location=location)
     return location
 

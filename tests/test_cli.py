@@ -97,6 +97,14 @@ BAD_INPUT = {
         "--yes",
         "1,000,000 runs",
     ),
+    "group-by unknown": (["sweep", *SMALL, "--group-by", "colour"], "--group-by", "'task', 'length', 'position'"),
+    "group-by with another factor varied": (
+        ["sweep", *SMALL, "--task", "copy", "sort", "--group-by", "position"],
+        "--group-by",
+        "it also varies --task",
+    ),
+    "scaling and no-scaling": (["sweep", *SMALL, "--scaling", "on", "--no-scaling"], "--scaling", "not both"),
+    "scaling maybe": (["sweep", *SMALL, "--scaling", "maybe"], "--scaling", "'on', 'off'"),
 }
 
 
@@ -277,3 +285,43 @@ def test_a_killed_sweep_takes_its_workers_with_it(tmp_path):
                 child.kill()
             except psutil.NoSuchProcess:
                 pass
+
+
+def test_sweep_group_by_prints_groups_and_paired_comparisons_as_json(tmp_path):
+    """--group-by scaling over seeds 0-2: one group per level, each metric's mean/min/max over the seeds as the
+    runs' own summaries give them, and one comparison per metric against the first level, paired by seed."""
+    cache = tmp_path / "cache"
+    argv = ["sweep", *SMALL, "--seed", "0", "1", "2", "--scaling", "off", "on", "--jobs", "1"]
+    runs = json.loads(attncore(cache, *argv, "--json").stdout)  # the plain sweep: one summary per run
+    r = attncore(cache, *argv, "--group-by", "scaling", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert [(g["factor"], g["level"], g["value"], g["n"]) for g in out["groups"]] == [
+        ("scaling", "off", False, 3),
+        ("scaling", "on", True, 3),
+    ]
+    by = {(run["config"]["model"]["scaling"], run["config"]["train"]["seed"]): run for run in runs}
+    for g in out["groups"]:
+        for m in ("final_loss", "token_accuracy", "sequence_accuracy"):
+            values = [by[(g["value"], seed)][m] for seed in (0, 1, 2)]
+            assert g[m] == pytest.approx({"mean": sum(values) / 3, "min": min(values), "max": max(values)})
+    assert [(c["level"], c["baseline"], c["metric"]) for c in out["comparisons"]] == [
+        ("on", "off", m) for m in ("final_loss", "token_accuracy", "sequence_accuracy")
+    ]
+    for c in out["comparisons"]:
+        deltas = [by[(True, seed)][c["metric"]] - by[(False, seed)][c["metric"]] for seed in (0, 1, 2)]
+        assert (c["delta_mean"], c["delta_min"], c["delta_max"]) == pytest.approx(
+            (sum(deltas) / 3, min(deltas), max(deltas))
+        )
+        assert c["verdict"] in ("beyond seed noise", "within seed noise")
+    text = attncore(cache, *argv, "--group-by", "scaling").stdout
+    assert "Runs grouped by scaling" in text and "Each scaling against off, paired by seed" in text
+
+
+def test_sweep_no_scaling_still_works_and_scaling_on_off_is_a_grid_flag(tmp_path):
+    cache = tmp_path / "cache"
+    off = json.loads(attncore(cache, "sweep", *SMALL, "--no-scaling", "--json").stdout)
+    both = json.loads(attncore(cache, "sweep", *SMALL, "--scaling", "on", "off", "--json").stdout)
+    assert [r["config"]["model"]["scaling"] for r in off] == [False]
+    assert [r["config"]["model"]["scaling"] for r in both] == [True, False]
+    assert both[1]["cached"] and both[1]["final_loss"] == off[0]["final_loss"]

@@ -37,7 +37,9 @@ PAGES = [
     PageSpec("Lab", "app_pages/results.py", "Results", ":material/table_chart:", "results",
              "Accuracy by task and length over seeds."),
     PageSpec("Lab", "app_pages/ablations.py", "Ablations", ":material/compare_arrows:", "ablations",
-             "Remove scaling, position or pre-LN and compare."),
+             "Remove scaling, position or pre-LN and compare, over seeds."),
+    PageSpec("Lab", "app_pages/compare.py", "Compare", ":material/stacked_line_chart:", "compare",
+             "Vary any one setting over seeds: curves, accuracy, and which differences beat seed noise."),
     PageSpec("Lab", "app_pages/attention.py", "Attention", ":material/grid_on:", "attention",
              "Every head's weights, and what zeroing a head does."),
     PageSpec("Lab", "app_pages/science.py", "Science", ":material/menu_book:", "science",
@@ -69,7 +71,7 @@ def _page(spec: PageSpec) -> StreamlitPage:
 def navigation() -> tuple[StreamlitPage, PageSpec]:
     """Register the pages; returns the navigation (call .run() after the sidebar) and the current page's spec."""
     grouped = {s: [_page(p) for p in PAGES if p.section == s] for s in SECTIONS}
-    # expanded: all 13 pages listed; by default Streamlit folds a long menu after 10 behind "View more"
+    # expanded: all 14 pages listed; by default Streamlit folds a long menu after 10 behind "View more"
     nav = st.navigation({s: pages for s, pages in grouped.items() if pages}, expanded=True)
     current = next((p for p in PAGES if p.url_path == nav.url_path), PAGES[0])
     return nav, current

@@ -1,0 +1,99 @@
+"""Compare: vary one setting (optionally a second, as panels) over seeds; every other setting from the sidebar."""
+
+import streamlit as st
+
+from attncore import ConfigError
+from lab.factors import FACTORS, comparison_runs, faceted
+from lab.factors import tables as grouped_tables
+from ui import compare_charts, compare_view, sidebar
+from ui.limits import limits
+from ui.params import url_multiselect, url_number, url_select, url_toggle
+
+st.title("Compare")
+st.caption(
+    "Vary one setting over several seeds, optionally a second one as side-by-side panels; every other setting "
+    "comes from the sidebar. At a given seed the runs start from the same initial values for every tensor of the "
+    "same name and shape, and draw their batches from the same random stream: they are compared seed by seed."
+)
+sidebar.selected_run()  # an invalid sidebar shows its message and stops here
+lim = limits()
+label = compare_view.factor_label
+c1, c2, c3 = st.columns([2, 2, 1])
+with c1:
+    factor = url_select("Setting to vary", "cmp_factor", list(FACTORS), "position", format_func=label)
+with c2:
+    facet = url_select(
+        "Panels by (optional)",
+        "cmp_facet",
+        ["none", *FACTORS],
+        "none",
+        format_func=lambda f: f if f == "none" else label(f),
+    )
+with c3:
+    seeds = compare_view.seeds_input("cmp_seeds")
+options, default = compare_view.level_options(factor, lim)
+levels = url_multiselect(
+    f"{label(factor)}: levels (the first is the baseline)",
+    f"cmp_lv_{factor}",
+    options,
+    default,
+    format_func=compare_view.format_level(factor),
+)
+facet_levels = []
+if facet == factor:
+    st.caption("The panels must be by another setting than the one varied: showing one panel.")
+if facet not in ("none", factor):
+    f_options, f_default = compare_view.level_options(facet, lim)
+    facet_levels = url_multiselect(
+        f"{label(facet)}: one panel each",
+        f"cmp_fv_{facet}",
+        f_options,
+        f_default,
+        format_func=compare_view.format_level(facet),
+    )
+facet = facet if facet_levels else None  # no panel levels chosen: one panel
+if len(levels) < 2:
+    st.info(f"Pick at least two levels of {label(factor)} to compare.", icon=":material/touch_app:")
+    st.stop()
+
+try:
+    wanted = comparison_runs(sidebar.make, factor, levels, seeds, facet, facet_levels)
+except ConfigError as e:
+    compare_view.show_invalid_combination(e)
+    st.stop()
+by_run = compare_view.ensure_trained(wanted, "Training the comparison", "cmp_train")
+if by_run is None:
+    st.stop()
+parts = faceted(by_run.values(), factor, levels, facet, facet_levels)
+summary, comparisons, _ = grouped_tables(parts, curves=False)
+st.caption(f"{len(wanted)} runs over {compare_view.seeds_text(seeds)}, all from the run store.")
+
+
+@st.fragment
+def loss_panel() -> None:
+    c1, c2 = st.columns([1, 4])
+    with c1:
+        log = url_toggle("Log scale", "cmp_log", True)
+        smooth = url_number("Smoothing (steps)", "cmp_smooth", 25, 1, 500, help="Trailing moving average.")
+    with c2:
+        bands = grouped_tables(parts, smooth=smooth)[2]
+        st.altair_chart(compare_charts.band_curves(bands, log=log), width="stretch")
+    st.caption(
+        "Training loss: the line is the mean over the seeds, the band runs from the lowest to the highest seed. "
+        "The baseline (first level) is black."
+    )
+
+
+st.subheader("Loss curves")
+loss_panel()
+
+st.subheader(f"Accuracy against {label(factor).lower()}")
+st.altair_chart(compare_charts.accuracy_by_level(summary, label(factor)), width="stretch")
+st.caption(
+    "Per-token and per-sequence accuracy by greedy generation on 500 test sequences per run: the dot is the mean "
+    "over the seeds, the bar runs from the lowest to the highest seed."
+)
+
+st.subheader(f"Each level against {compare_view.format_level(factor)(levels[0])}, paired by seed")
+compare_view.show_tables(summary, comparisons, level=factor, facet=f"panel: {facet}" if facet else "facet")
+compare_view.downloads(summary, comparisons, f"compare-{factor}")

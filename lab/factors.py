@@ -1,0 +1,163 @@
+"""The factors a comparison may vary (task, L, position, ...), the runs of a comparison over seeds, and its
+records grouped by factor level into lab.compare's groups, tables and JSON. Pure: no streamlit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+
+from attncore import ConfigError, RunConfig
+
+from . import compare
+from .store import RunRecord
+
+
+@dataclass(frozen=True)
+class Factor:
+    name: str  # the CLI's --group-by name
+    arg: str  # the make_run keyword
+    label: str  # what the dashboard calls it (short: its URL holds it)
+    section: str  # where it lives in RunConfig.to_dict(): model, train or task
+    key: str  # the field in that section
+
+
+FACTORS = {
+    f.name: f
+    for f in (
+        Factor("task", "task", "task", "task", "name"),
+        Factor("length", "length", "L", "task", "length"),
+        Factor("position", "position", "position", "model", "position"),
+        Factor("norm", "norm", "LayerNorm", "model", "norm"),
+        Factor("scaling", "scaling", "scaling", "model", "scaling"),
+        Factor("lr", "lr", "learning rate", "train", "lr"),
+        Factor("d", "d_model", "d", "model", "d_model"),
+        Factor("heads", "n_heads", "heads", "model", "n_heads"),
+        Factor("layers", "n_layers", "layers", "model", "n_layers"),
+        Factor("steps", "steps", "steps", "train", "steps"),
+        Factor("batch", "batch_size", "batch", "train", "batch_size"),
+    )
+}
+
+
+def _config(record) -> dict:
+    """The config dict of a RunConfig, a RunRecord or a summary() dict."""
+    if isinstance(record, RunConfig):
+        return record.to_dict()
+    return record.config.to_dict() if isinstance(record, RunRecord) else record["config"]
+
+
+def value_of(record_or_run, factor: str):
+    """The factor's value in a run (RunConfig), a RunRecord or a summary() dict."""
+    f = FACTORS[factor]
+    return _config(record_or_run)[f.section][f.key]
+
+
+def level_label(factor: str, value) -> str:
+    """How a level is named in tables, charts and JSON: on/off for scaling, lr as 0.003, the value otherwise."""
+    if factor == "scaling":
+        return "on" if value else "off"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def with_seed(run: RunConfig, seed: int) -> RunConfig:
+    """The same run at another seed (every other field unchanged, so it is as valid as `run`)."""
+    return dataclasses.replace(run, train=dataclasses.replace(run.train, seed=seed))
+
+
+def comparison_runs(
+    make: Callable[..., RunConfig], factor: str, levels: Sequence, seeds: Sequence[int], facet=None, facet_levels=()
+) -> list[RunConfig]:
+    """The runs of a comparison: every (facet level, level, seed), each make(**{arg: value, "seed": seed}).
+
+    `make` is ui.sidebar.make or make_run-like; it raises ConfigError for an invalid combination.
+    Duplicates are dropped (order kept).
+    """
+    facets = [(facet, v) for v in facet_levels] if facet else [(None, None)]
+    runs = []
+    for facet_name, facet_value in facets:
+        extra = {FACTORS[facet_name].arg: facet_value} if facet_name else {}
+        for value in levels:
+            try:
+                runs += [make(**(extra | {FACTORS[factor].arg: value, "seed": seed})) for seed in seeds]
+            except ConfigError as e:
+                where = f"{factor} {level_label(factor, value)}"
+                where += f", {facet_name} {level_label(facet_name, facet_value)}" if facet_name else ""
+                raise ConfigError(e.field, f"{e.message} (asked for by {where})") from None
+    return list(dict.fromkeys(runs))
+
+
+def varied_besides(records: Iterable, factor: str) -> list[str]:
+    """What differs between the records besides the factor and the seed: factor names, else section.key."""
+    f = FACTORS[factor]
+    names = {(g.section, g.key): g.name for g in FACTORS.values()}
+    seen: dict[str, set] = {}
+    for record in records:
+        for section, fields in _config(record).items():
+            for key, value in fields.items():
+                if (section, key) not in ((f.section, f.key), ("train", "seed")):
+                    seen.setdefault(names.get((section, key), f"{section}.{key}"), set()).add(repr(value))
+    return [name for name, values in seen.items() if len(values) > 1]
+
+
+def group_by(records: Iterable, factor: str, levels: Sequence | None = None) -> dict[str, list]:
+    """{level label: records} in the order of `levels` (default: first appearance); the first is the baseline."""
+    records = list(records)
+    order = list(levels) if levels is not None else list(dict.fromkeys(value_of(r, factor) for r in records))
+    groups = {level_label(factor, v): [] for v in order}
+    for record in records:
+        label = level_label(factor, value_of(record, factor))
+        if label in groups:
+            groups[label].append(record)
+    return groups
+
+
+def faceted(records: Iterable, factor: str, levels: Sequence, facet: str | None, facet_levels: Sequence = ()):
+    """[(facet label or None, groups)]: one group_by per facet level (or one for all records)."""
+    records = list(records)
+    if not facet:
+        return [(None, group_by(records, factor, levels))]
+    return [
+        (level_label(facet, v), group_by([r for r in records if value_of(r, facet) == v], factor, levels))
+        for v in facet_levels
+    ]
+
+
+def tables(parts, smooth: int = 1, curves: bool = True) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(groups, comparisons, curve bands) over every facet of faceted(); a `facet` column when faceted."""
+    frames = ([], [], [])
+    for facet, groups in parts:
+        made = (compare.group_summary(groups), compare.paired_differences(groups))
+        made += (compare.curve_bands(groups, smooth) if curves else pd.DataFrame(columns=compare.CURVE_COLUMNS),)
+        for out, frame in zip(frames, made, strict=True):
+            if facet is not None:
+                frame.insert(0, "facet", facet)
+            out.append(frame)
+    return tuple(pd.concat(f, ignore_index=True) if f else pd.DataFrame() for f in frames)
+
+
+def to_json(factor: str, groups: dict[str, list], table: pd.DataFrame, comparisons: pd.DataFrame) -> dict:
+    """The CLI's --group-by --json object: `groups` (level, value, n, each metric's mean/min/max) and
+    `comparisons` (level, baseline, metric, delta_mean/min/max, verdict)."""
+    values = {label: value_of(records[0], factor) for label, records in groups.items() if records}
+    out_groups = [
+        {"factor": factor, "level": row.level, "value": values.get(row.level), "n": int(row.n)}
+        | {m: {s: _number(getattr(row, f"{m}_{s}")) for s in ("mean", "min", "max")} for m in compare.METRICS}
+        for row in table.itertuples()
+    ]
+    keys = ("level", "baseline", "metric", "delta_mean", "delta_min", "delta_max", "verdict")
+    out_comparisons = [
+        {k: _number(v) if k.startswith("delta") else v for k, v in zip(keys, row, strict=True)}
+        for row in comparisons[list(keys)].itertuples(index=False)
+    ]
+    return {"factor": factor, "groups": out_groups, "comparisons": out_comparisons}
+
+
+def _number(value) -> float | None:
+    value = float(value)
+    return value if value == value else None  # NaN (an empty group) is null in JSON
