@@ -1,4 +1,4 @@
-"""Shared test setup: the repository root on sys.path, and parameters with every tensor random."""
+"""Shared test setup: the repository root on sys.path, parameters with every tensor random, an empty run store."""
 
 from __future__ import annotations
 
@@ -38,3 +38,15 @@ def _random_params(cfg, seed: int = 0) -> dict[str, np.ndarray]:
 def random_params():
     """random_params(cfg, seed) -> an attncore params dict with no tensor at its trivial init value."""
     return _random_params
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """An empty run store of this test's own (no HMAC key, no size cap from the environment)."""
+    from lab import records, store
+
+    location = tmp_path / "cache"
+    monkeypatch.setenv(store.ENV_VAR, str(location))
+    monkeypatch.delenv(records.KEY_VAR, raising=False)
+    monkeypatch.delenv(store.MAX_STORE_VAR, raising=False)
+    return location

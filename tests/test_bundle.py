@@ -13,16 +13,7 @@ from test_store_integrity import Marker
 
 from attncore.cli import main
 from attncore.config import make_run
-from lab import bundle, records, store
-
-
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    location = tmp_path / "cache"
-    monkeypatch.setenv(store.ENV_VAR, str(location))
-    monkeypatch.delenv(records.KEY_VAR, raising=False)
-    return location
-
+from lab import bundle, store
 
 RUNS = [make_run(steps=STEPS), make_run("sort", 4, 1, steps=STEPS), make_run(steps=STEPS, position="none")]
 

@@ -22,13 +22,6 @@ REPO = Path(__file__).resolve().parents[1]
 STEPS = 50
 
 
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    location = tmp_path / "cache"
-    monkeypatch.setenv(store.ENV_VAR, str(location))
-    return location
-
-
 def counting():
     steps = []
     return steps, lambda step, loss: steps.append(step)

@@ -19,14 +19,6 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import store_listing  # noqa: E402
 
 
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    location = tmp_path / "cache"
-    monkeypatch.setenv(store.ENV_VAR, str(location))
-    monkeypatch.delenv(store.MAX_STORE_VAR, raising=False)
-    return location
-
-
 def test_thousands_of_entries_are_listed_from_the_index_without_walking(cache, monkeypatch):
     runs = store_listing.fill_store(cache, 2000)
     assert len(store.list_cached()) == 2000

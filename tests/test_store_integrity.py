@@ -18,14 +18,6 @@ from attncore.config import make_run
 from lab import entries, records, store
 
 
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    location = tmp_path / "cache"
-    monkeypatch.setenv(store.ENV_VAR, str(location))
-    monkeypatch.delenv(records.KEY_VAR, raising=False)
-    return location
-
-
 def entry_dir(run):
     return store._Entry(run).path
 
