@@ -20,13 +20,6 @@ from lab import store, sweep, tables
 REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    location = tmp_path / "cache"
-    monkeypatch.setenv(store.ENV_VAR, str(location))
-    return location
-
-
 def assert_same_record(a: store.RunRecord, b: store.RunRecord) -> None:
     assert a.config == b.config
     assert np.array_equal(a.loss_history, b.loss_history)
