@@ -203,3 +203,50 @@ def head_effects(df: pd.DataFrame) -> alt.Chart:
         )
         .properties(height=260)
     )
+
+
+def _step_rule(step: int) -> alt.Chart:
+    """A vertical line at `step` (the training step chosen on the page)."""
+    return alt.Chart(pd.DataFrame({"step": [step]})).mark_rule(color=BASE_COLOR, strokeDash=[4, 3]).encode(x="step:Q")
+
+
+def loss_curve_at(df: pd.DataFrame, step: int, steps: int, height: int = 240) -> alt.LayerChart:
+    """loss_curve over the whole run (columns step, loss) with a dashed vertical marker at `step`."""
+    return alt.layer(loss_curve(df, height=height, steps=steps), _step_rule(step))
+
+
+def snapshot_accuracy(df: pd.DataFrame, step: int, steps: int, height: int = 200) -> alt.LayerChart:
+    """Columns step, metric, accuracy (ui.frames.snapshot_frame): one line per metric with a point per snapshot,
+    on the x axis of loss_curve_at (0 to `steps`), with the same marker at `step`."""
+    lines = (
+        alt.Chart(df)
+        .mark_line(point=True, strokeWidth=1.8)
+        .encode(
+            x=alt.X("step:Q", title="training step", scale=alt.Scale(domain=[0, steps])),
+            y=alt.Y("accuracy:Q", title="accuracy", scale=alt.Scale(domain=[0, 1])),
+            color=alt.Color("metric:N", title=None, scale=METRICS, legend=alt.Legend(orient="bottom")),
+            tooltip=["step:Q", "metric:N", alt.Tooltip("accuracy:Q", format=".3f")],
+        )
+    )
+    return alt.layer(lines, _step_rule(step)).properties(height=height)
+
+
+def length_curves(df: pd.DataFrame, trained: int, columns: int = 4) -> alt.FacetChart:
+    """Columns encoding, length, metric, mean, min, max, seeds (ui.frames.length_frame): per encoding a panel,
+    per metric the mean over seeds with a min-max band; a dashed rule at the trained length."""
+    x = alt.X(
+        "length:Q", title="test length L′", scale=alt.Scale(domainMin=0, nice=False), axis=alt.Axis(tickMinStep=1)
+    )
+    y = alt.Y("mean:Q", title="accuracy", scale=alt.Scale(domain=[0, 1]))
+    color = alt.Color("metric:N", title=None, scale=METRICS, legend=alt.Legend(orient="bottom"))
+    tooltip = ["encoding:N", "length:Q", "metric:N", alt.Tooltip("mean:Q", format=".3f")]
+    tooltip += [alt.Tooltip("min:Q", format=".3f"), alt.Tooltip("max:Q", format=".3f"), "seeds:Q"]
+    band = alt.Chart().mark_area(opacity=0.2).encode(x=x, y="min:Q", y2="max:Q", color=color)
+    line = alt.Chart().mark_line(point=True, strokeWidth=1.8).encode(x=x, y=y, color=color, tooltip=tooltip)
+    rule = alt.Chart().mark_rule(color=BASE_COLOR, strokeDash=[4, 3]).encode(x=alt.datum(trained))
+    encodings = list(dict.fromkeys(df["encoding"]))
+    return (
+        alt.layer(band, line, rule, data=df)
+        .properties(width=190 if len(encodings) > 1 else 520, height=220)
+        .facet(facet=alt.Facet("encoding:N", title=None, sort=encodings), columns=columns)
+    )

@@ -1,0 +1,76 @@
+"""Length generalisation: the sidebar's run tested at other lengths, then the four position encodings side by side."""
+
+import pandas as pd
+import streamlit as st
+
+from attncore import ConfigError
+from attncore.config import POSITIONS
+from attncore.evaluate import MAX_TEST_LENGTHS
+from ui import charts, docs, frames, runs, sidebar, tables
+from ui.limits import limits
+from ui.params import show_invalid, url_multiselect, url_number
+
+st.title("Length generalisation")
+run = sidebar.selected_run()
+st.caption(sidebar.describe(run))
+record = runs.require(run, sidebar.describe(run))
+L, lim = run.task.length, limits()
+longest = min(lim.max_test_length, 64)
+lengths = url_multiselect(
+    "Test lengths L′",
+    "len_L",
+    list(range(1, longest + 1)),
+    list(range(1, min(2 * L, longest, MAX_TEST_LENGTHS) + 1)),
+    max_selections=MAX_TEST_LENGTHS,
+    help=f"Up to {MAX_TEST_LENGTHS} lengths from 1 to {longest}; each has its own fixed 500 test sequences.",
+)
+if not lengths:
+    st.info("Pick at least one test length.", icon=":material/straighten:")
+    st.stop()
+lengths = sorted(lengths)
+results = runs.length_results([record], lengths)
+if results is None:
+    st.stop()
+label = sidebar.POSITION_LABELS[run.model.position]
+st.altair_chart(charts.length_curves(frames.length_frame({f"{label} position": results}), L))
+table = pd.DataFrame([r.to_dict() for r in results[0]]).rename(columns={"length": "test L′"})
+tables.show(table)
+st.caption(
+    f"Trained at L = {L} (dashed line), then evaluated by greedy generation at each test length L′ on that "
+    f"length's own 500 test sequences; at L′ = {L} the numbers are the run's own evaluation. A length without a "
+    "number is a gap in the curve; the table's note says why."
+)
+
+st.subheader("The four position encodings side by side")
+n_seeds = url_number("Seeds per encoding", "len_seeds", 3, 1, max(1, lim.max_sweep_runs // len(POSITIONS)))
+try:
+    compare = [sidebar.make(position=p, seed=s) for p in POSITIONS for s in range(n_seeds)]
+except ConfigError as e:
+    show_invalid(e, "configuration for this comparison")
+    st.stop()
+wanted = tuple(runs.run_key(r) for r in compare)
+if st.session_state.get("_len_compared") != wanted:
+    st.caption(
+        f"The sidebar's configuration with each position encoding, seeds 0 to {n_seeds - 1}: "
+        f"{len(compare)} runs, trained first where missing, then evaluated at the lengths above."
+    )
+    if not st.button(f"Compare the four encodings over {tables.count(n_seeds, 'seed')}", key="len_compare"):
+        st.stop()
+    st.session_state["_len_compared"] = wanted
+found, missing = runs.cached_many(compare)
+if missing and runs.sweep(missing, "Training the position encodings") is None:
+    st.stop()
+found, _ = runs.cached_many(compare)
+per_run = runs.length_results(found, lengths)
+if per_run is None:
+    st.stop()
+by_encoding = {sidebar.POSITION_LABELS[p]: [] for p in POSITIONS}
+for r, res in zip(found, per_run, strict=True):
+    by_encoding[sidebar.POSITION_LABELS[r.config.model.position]].append(res)
+st.altair_chart(charts.length_curves(frames.length_frame(by_encoding), L))
+st.caption(
+    f"Mean over seeds 0 to {n_seeds - 1} (line) and the range from the worst to the best seed (band); "
+    f"the dashed line marks the trained length L = {L}."
+)
+st.markdown(EXPLAIN := "")
+docs.link("length-generalisation", "Length generalisation: what each encoding can and cannot reach")
