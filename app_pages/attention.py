@@ -30,8 +30,9 @@ step = url_select_slider(
 step = step if on_probe else steps
 shown = snapshots[step].probe_attention if on_probe else maps  # the last snapshot's maps are the final maps
 st.altair_chart(charts.attention_heatmaps(frames.attention_frame(shown, tokens)))
+then = f" (per-sequence accuracy then: {snapshots[step].sequence_accuracy:.3f} on 100 test sequences)"
 st.caption(
-    f"After step {step:,} of {steps:,}{' (the final weights)' if step == steps else ''}. Row: a query position, "
+    f"After step {step:,} of {steps:,}{' (the final weights)' if step == steps else then}. Row: a query position, "
     f"column: a key position; each row sums to 1 over the keys it may see (later keys are masked: blank). The "
     f"answer queries {L}..{2 * L - 1} must read the symbols at 0..{L - 1}: on copy, a head that does so looks a "
     f"constant {L} positions back. The table below is of the final weights."

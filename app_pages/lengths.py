@@ -32,8 +32,8 @@ results = runs.length_results([record], lengths)
 if results is None:
     st.stop()
 label = sidebar.POSITION_LABELS[run.model.position]
-st.altair_chart(charts.length_curves(frames.length_frame({f"{label} position": results}), L))
-table = pd.DataFrame([r.to_dict() for r in results[0]]).rename(columns={"length": "test L′"})
+st.altair_chart(charts.length_curves(frames.length_frame({f"{label} position": results}), L, lengths[-1]))
+table = pd.DataFrame([r.to_dict() for r in results[0]]).rename(columns={"length": "test L′"}).fillna({"note": ""})
 tables.show(table)
 st.caption(
     f"Trained at L = {L} (dashed line), then evaluated by greedy generation at each test length L′ on that "
@@ -82,7 +82,7 @@ if per_run is None:
 by_encoding = {sidebar.POSITION_LABELS[p]: [] for p in POSITIONS}
 for r, res in zip(found, per_run, strict=True):
     by_encoding[sidebar.POSITION_LABELS[r.config.model.position]].append(res)
-st.altair_chart(charts.length_curves(frames.length_frame(by_encoding), L))
+st.altair_chart(charts.length_curves(frames.length_frame(by_encoding), L, lengths[-1]))
 st.caption(
     f"Mean over seeds 0 to {n_seeds - 1} (line) and the range from the worst to the best seed (band); "
     f"the dashed line marks the trained length L = {L}."

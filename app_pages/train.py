@@ -38,7 +38,7 @@ step = url_select_slider("Training step", "train_step", snapshot_steps, steps, f
 st.altair_chart(charts.loss_curve_at(curve, step, steps), width="stretch")
 st.caption(
     "Cross-entropy on the answer tokens only, averaged over them, at every step on a fresh batch "
-    "(there is no fixed training set to overfit). Log scale: a straight fall is an exponential one."
+    "(there is no fixed training set to overfit). Both axes log scale: on the loss, a straight fall is a power law."
 )
 st.altair_chart(charts.snapshot_accuracy(frames.snapshot_frame(record.snapshots), step, steps), width="stretch")
 at = next(s for s in record.snapshots if s.step == step)

@@ -235,7 +235,7 @@ def test_snapshot_frame_and_accuracy_chart_share_the_loss_curves_step_axis():
     loss = charts.loss_curve_at(frames.history_frame(np.linspace(3, 0.1, 50)), 10, 50).to_dict()
     for spec in (acc, loss):
         line, rule = spec["layer"]
-        assert line["encoding"]["x"]["scale"]["domain"] == [0, 50]  # the same step axis on both charts
+        assert line["encoding"]["x"]["scale"] == {"type": "log", "domain": [1, 50], "nice": False}  # one step axis
         assert rule["mark"]["type"] == "rule" and spec["datasets"][rule["data"]["name"]] == [{"step": 10}]
     assert acc["layer"][0]["encoding"]["color"]["scale"]["range"] == [charts.TOKEN_COLOR, charts.SEQUENCE_COLOR]
     assert acc["layer"][0]["encoding"]["y"]["scale"]["domain"] == [0, 1]
@@ -251,9 +251,10 @@ def test_length_frame_averages_seeds_and_leaves_a_gap_where_there_is_no_number()
     assert rows.loc[("learned", 2, "per-token")]["mean"] == pytest.approx(0.6)
     assert ("learned", 8, "per-token") not in rows.index  # no number: no point, a gap in the curve
     assert rows.loc[("RoPE", 8, "per-token")]["mean"] == 0.3
-    spec = charts.length_curves(df, trained=6).to_dict()
+    spec = charts.length_curves(df, trained=6, longest=8).to_dict()
     assert spec["facet"]["field"] == "encoding" and spec["facet"]["sort"] == ["learned", "RoPE"]
     band, line, rule = spec["spec"]["layer"]
     assert band["mark"]["type"] == "area" and band["encoding"]["y"]["field"] == "min"
     assert band["encoding"]["y2"]["field"] == "max"
     assert line["encoding"]["y"]["field"] == "mean" and rule["encoding"]["x"]["datum"] == 6
+    assert line["encoding"]["x"]["scale"]["domain"] == [0, 8]  # up to the longest length tested: learned's gap shows
