@@ -34,11 +34,13 @@ if results is None:
 label = sidebar.POSITION_LABELS[run.model.position]
 st.altair_chart(charts.length_curves(frames.length_frame({f"{label} position": results}), L, lengths[-1]))
 table = pd.DataFrame([r.to_dict() for r in results[0]]).rename(columns={"length": "test L′"}).fillna({"note": ""})
-tables.show(table)
+number = st.column_config.NumberColumn
+columns = {"token_accuracy": number("per-token", format="%.3f"), "sequence_accuracy": number("per-seq", format="%.3f")}
+st.dataframe(table, hide_index=True, column_config=columns | {"note": st.column_config.TextColumn(width="large")})
 st.caption(
-    f"Trained at L = {L} (dashed line), then evaluated by greedy generation at each test length L′ on that "
-    f"length's own 500 test sequences; at L′ = {L} the numbers are the run's own evaluation. A length without a "
-    "number is a gap in the curve; the table's note says why."
+    f"Blue: per-token accuracy, orange: per-sequence. Trained at L = {L} (dashed line), then evaluated by greedy "
+    f"generation at each test length L′ on that length's own 500 test sequences; at L′ = {L} the numbers are the "
+    "run's own evaluation. A length without a number is a gap in the curve; the table's note says why."
 )
 
 st.markdown(
@@ -84,7 +86,7 @@ for r, res in zip(found, per_run, strict=True):
     by_encoding[sidebar.POSITION_LABELS[r.config.model.position]].append(res)
 st.altair_chart(charts.length_curves(frames.length_frame(by_encoding), L, lengths[-1]))
 st.caption(
-    f"Mean over seeds 0 to {n_seeds - 1} (line) and the range from the worst to the best seed (band); "
-    f"the dashed line marks the trained length L = {L}."
+    f"Blue: per-token, orange: per-sequence. Mean over seeds 0 to {n_seeds - 1} (line) and the range from the "
+    f"worst to the best seed (band); the dashed line marks the trained length L = {L}."
 )
 docs.link("length-generalisation", "Length generalisation: what each encoding can and cannot reach")
