@@ -31,7 +31,7 @@ NUMERICS_VERSION = 5  # 2: cross-entropy row sums as a matrix product; 3: float3
 ENV_VAR = "ATTNCORE_CACHE_DIR"
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MAX_STORE_VAR = "ATTNLAB_MAX_STORE_MB"
-DEFAULT_MAX_STORE_MB = 512  # a 1 GB container: ~150 hosted-maximum runs (3.3 MB each), ~3,500 default ones
+DEFAULT_MAX_STORE_MB = 512  # a 1 GB container: ~85 hosted-maximum runs (~6 MB each), ~2,300 default ones (228 kB)
 
 
 class CacheWarning(UserWarning):

@@ -24,7 +24,7 @@ from ui.metered import memo, metered
 run_key = live.run_key
 
 
-@st.cache_resource(max_entries=64, show_spinner=False)  # up to 3.3 MB each at the hosted maximum
+@st.cache_resource(max_entries=64, show_spinner=False)  # up to ~6 MB each at the hosted maximum
 def _load(key: str) -> RunRecord:
     return get_run(RunConfig.from_dict(json.loads(key)))
 
