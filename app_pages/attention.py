@@ -4,7 +4,7 @@ import streamlit as st
 
 from attncore.inspect import attention_maps, head_summary
 from ui import charts, docs, frames, probe, runs, sidebar, tables
-from ui.params import url_multiselect
+from ui.params import url_multiselect, url_select_slider
 
 st.title("Attention")
 run = sidebar.selected_run()
@@ -12,15 +12,30 @@ st.caption(sidebar.describe(run))
 record = runs.require(run, sidebar.describe(run))
 L = run.task.length
 tokens = probe.chosen_tokens(run, record)
-maps = record.probe_attention if tokens is record.probe_tokens else attention_maps(record.params, run, tokens)
+on_probe, steps = tokens is record.probe_tokens, run.train.steps
+maps = record.probe_attention if on_probe else attention_maps(record.params, run, tokens)
 st.markdown(probe.answer_line(run, record, tokens))
 
 st.subheader("Attention weights of every layer and head")
-st.altair_chart(charts.attention_heatmaps(frames.attention_frame(maps, tokens)))
+snapshots = {s.step: s for s in record.snapshots}
+step = url_select_slider(
+    "Training step",
+    "attn_step",
+    list(snapshots),
+    steps,
+    format_func=str,
+    disabled=not on_probe,
+    help="Maps during training are stored for the probe sequence only (clear the input above to see them).",
+)
+step = step if on_probe else steps
+shown = snapshots[step].probe_attention if on_probe else maps  # the last snapshot's maps are the final maps
+st.altair_chart(charts.attention_heatmaps(frames.attention_frame(shown, tokens)))
+then = f" (per-sequence accuracy then: {snapshots[step].sequence_accuracy:.3f} on 100 test sequences)"
 st.caption(
-    f"Row: a query position, column: a key position; each row sums to 1 over the keys it may see (later keys "
-    f"are masked: blank). The answer queries {L}..{2 * L - 1} must read the symbols at 0..{L - 1}: on copy, a "
-    f"head that does so looks a constant {L} positions back."
+    f"After step {step:,} of {steps:,}{' (the final weights)' if step == steps else then}. Row: a query position, "
+    f"column: a key position; each row sums to 1 over the keys it may see (later keys are masked: blank). The "
+    f"answer queries {L}..{2 * L - 1} must read the symbols at 0..{L - 1}: on copy, a head that does so looks a "
+    f"constant {L} positions back. The table below is of the final weights."
 )
 
 summary = head_summary(maps, L)

@@ -2,7 +2,9 @@
 
 import streamlit as st
 
+from attncore.snapshots import SNAPSHOT_N_TEST
 from ui import charts, frames, runs, sidebar
+from ui.params import url_select_slider
 
 st.title("Train")
 run = sidebar.selected_run()
@@ -29,12 +31,22 @@ st.caption(
     f"Evaluation took {e.eval_seconds:.2f} s."
 )
 
-st.subheader("Loss curve")
-curve = frames.history_frame(record.loss_history)
-st.altair_chart(charts.loss_curve(curve, steps=run.train.steps), width="stretch")
+st.subheader("Loss curve, and accuracy during training")
+curve, steps = frames.history_frame(record.loss_history), run.train.steps
+snapshot_steps = [s.step for s in record.snapshots]
+step = url_select_slider("Training step", "train_step", snapshot_steps, steps, format_func=str)
+st.altair_chart(charts.loss_curve_at(curve, step, steps), width="stretch")
 st.caption(
     "Cross-entropy on the answer tokens only, averaged over them, at every step on a fresh batch "
-    "(there is no fixed training set to overfit). Log scale: a straight fall is an exponential one."
+    "(there is no fixed training set to overfit). Both axes log scale: on the loss, a straight fall is a power law."
+)
+st.altair_chart(charts.snapshot_accuracy(frames.snapshot_frame(record.snapshots), step, steps), width="stretch")
+at = next(s for s in record.snapshots if s.step == step)
+st.caption(
+    f"Greedy accuracy at {len(snapshot_steps)} steps spaced evenly on a log scale, on the first {SNAPSHOT_N_TEST} of "
+    f"the 500 test sequences (the final numbers above use all 500). After step {step:,}: per-token "
+    f"{at.token_accuracy:.3f}, per-sequence {at.sequence_accuracy:.3f}. The Attention page shows the maps of "
+    "each of these steps."
 )
 
 st.subheader("Where it goes wrong")

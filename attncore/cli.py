@@ -1,4 +1,4 @@
-"""The command line: `python -m attncore train|sweep|cache|params|kv-cache ...`.
+"""The command line: `python -m attncore train|evaluate|sweep|cache|params|kv-cache ...`.
 
 Bad or dangerous input (a value out of range, a run too big for memory) exits with code 2 and one line
 on stderr, never a traceback; output into a closed pipe exits 141 quietly. The flags live in flags.py;
@@ -7,14 +7,15 @@ lab/ (the run store: joblib, pandas) is imported only inside the commands that u
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
 
-from .config import ConfigError
+from .config import MAX_LENGTH, ConfigError
 from .flags import ArgumentError, Parser, add_model_args, flag_of, run_settings
 
-OWN_COMMANDS = ("train", "params", "kv-cache")  # the others (sweep, cache) are registered by lab.cli_sweep
+OWN_COMMANDS = ("train", "evaluate", "params", "kv-cache")  # the others (sweep, cache) are registered by lab.cli_sweep
 BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a writer whose reader went away
 
 
@@ -52,9 +53,42 @@ def cmd_train(a) -> int:
     record = get_run(run)
     summary = record.summary() | {"cached": cached}
     if a.json:
-        print(json.dumps(summary | {"loss_history": record.loss_history.tolist()}))
+        snapshots = [s.summary() for s in record.snapshots]  # in step order
+        print(json.dumps(summary | {"snapshots": snapshots, "loss_history": record.loss_history.tolist()}))
     else:
         print_summary(summary)
+    return 0
+
+
+def test_length(text: str) -> int:
+    """argparse type of --test-lengths: an integer (its range is checked with the whole list)."""
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be integers from 1 to {MAX_LENGTH}, got {text[:20]!r}") from None
+
+
+def cmd_evaluate(a) -> int:
+    """The run of the flags (from the store, trained first if needed) evaluated at each --test-lengths."""
+    from .evaluate import check_test_lengths, evaluate_lengths
+    from .memory import check_fits
+
+    lengths = check_test_lengths(a.test_lengths)
+    run = run_from_args(a)
+    from lab.store import get_run, is_cached  # the run store (joblib) loads only for this command
+
+    if not is_cached(run):
+        check_fits([run], cap=a.max_memory)
+    results = evaluate_lengths(get_run(run).params, run, lengths)
+    if a.json:
+        print(json.dumps({"config": run.to_dict(), "lengths": [r.to_dict() for r in results]}))
+        return 0
+    k, m = run.task, run.model
+    print(f"{k.name} trained at L={k.length} seed={run.train.seed} position={m.position} steps={run.train.steps}")
+    print(f"{'test L':>6}  {'per-token':>9}  {'per-sequence':>12}  note")
+    for r in results:
+        tok, seq = (f"{x:.3f}" if x is not None else "-" for x in (r.token_accuracy, r.sequence_accuracy))
+        print(f"{r.length:>6}  {tok:>9}  {seq:>12}  {r.note or ''}".rstrip())
     return 0
 
 
@@ -65,6 +99,10 @@ def build_parser(argv=None) -> Parser:
     p = sub.add_parser("train", help="train one configuration (served from cache/ when known)")
     add_model_args(p)
     p.set_defaults(func=cmd_train)
+    p = sub.add_parser("evaluate", help="evaluate one configuration's trained run at other test lengths")
+    add_model_args(p)
+    p.add_argument("--test-lengths", type=test_length, nargs="+", required=True, metavar="L")
+    p.set_defaults(func=cmd_evaluate)
     from . import cli_calc
 
     cli_calc.register(sub)

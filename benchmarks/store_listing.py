@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from attncore.config import RunConfig, make_run  # noqa: E402
 from attncore.evaluate import EvalResult  # noqa: E402
+from attncore.snapshots import snapshot_steps, unstack  # noqa: E402
 from lab import entries, records, store, store_index  # noqa: E402
 
 SMALL = dict(steps=10, d_model=8, n_heads=2, n_layers=1, d_ff=8)  # a fake entry of about 6 kB
@@ -31,6 +32,8 @@ def fake_record(run: RunConfig) -> store.RunRecord:
     """A record with the right shapes for `run` and made-up numbers (nothing is trained)."""
     arrays = {name: np.zeros(shape, dtype=dtypes[0]) for name, (shape, dtypes) in records.expected_arrays(run).items()}
     ev = EvalResult(0.5, 0.25, 0.25, 250, 0.25, 250, 0.01)
+    snaps = {k.removeprefix(records.SNAPSHOT_PREFIX): arrays.pop(k) for k in list(arrays) if k.startswith("snapshots.")}
+    snaps["step"] = np.array(snapshot_steps(run.train.steps))
     return store.RunRecord(
         config=run,
         loss_history=arrays.pop("loss_history"),
@@ -41,6 +44,7 @@ def fake_record(run: RunConfig) -> store.RunRecord:
         probe_tokens=arrays.pop("probe_tokens"),
         probe_attention=arrays.pop("probe_attention"),
         params={k.removeprefix(records.PARAM_PREFIX): v for k, v in arrays.items()},
+        snapshots=unstack(snaps),
     )
 
 

@@ -20,10 +20,12 @@ import numpy as np
 from attncore.config import ConfigError, RunConfig
 from attncore.evaluate import EvalResult
 from attncore.model import param_shapes
+from attncore.snapshots import snapshot_steps, stack, unstack
 
 FORMAT = "attnlab-run/1"
 KEY_VAR = "ATTNCORE_CACHE_KEY"
 PARAM_PREFIX = "params."
+SNAPSHOT_PREFIX = "snapshots."  # step, token_accuracy, sequence_accuracy, probe_attention (attncore.snapshots.stack)
 EVAL_FIELDS = ("token_accuracy", "sequence_accuracy", "distinct_accuracy", "n_distinct")
 EVAL_FIELDS += ("repeated_accuracy", "n_repeated", "eval_seconds")
 
@@ -102,6 +104,7 @@ def encode(record) -> tuple[dict, bytes]:
         "probe_attention": record.probe_attention,
     }
     arrays |= {PARAM_PREFIX + name: value for name, value in record.params.items()}
+    arrays |= {SNAPSHOT_PREFIX + name: value for name, value in stack(record.snapshots).items()}
     buffer = io.BytesIO()
     np.savez(buffer, **{name: np.ascontiguousarray(a) for name, a in arrays.items()})
     data = buffer.getvalue()
@@ -133,6 +136,11 @@ def expected_arrays(run: RunConfig) -> dict[str, tuple[tuple[int, ...], tuple[st
     }
     for name, shape in param_shapes(m).items():
         out[PARAM_PREFIX + name] = (tuple(shape), floats)
+    n = len(snapshot_steps(run.train.steps))
+    out[SNAPSHOT_PREFIX + "step"] = ((n,), (np.dtype(np.int64).str,))
+    for name in ("token_accuracy", "sequence_accuracy"):
+        out[SNAPSHOT_PREFIX + name] = ((n,), (np.dtype(np.float64).str,))
+    out[SNAPSHOT_PREFIX + "probe_attention"] = ((n, m.n_layers, m.n_heads, 2 * L, 2 * L), floats)
     return out
 
 
@@ -193,6 +201,11 @@ def decode(meta: dict, data: bytes, numerics_version: int, config: dict | None =
     for name, (shape, dtypes) in expected.items():
         if arrays[name].shape != shape or arrays[name].dtype.str not in dtypes:
             raise RecordError(f"array {name} does not have the shape {shape} its config needs")
+    snaps = {name.removeprefix(SNAPSHOT_PREFIX): a for name, a in arrays.items() if name.startswith(SNAPSHOT_PREFIX)}
+    if snaps["step"].tolist() != snapshot_steps(run.train.steps):
+        raise RecordError("the snapshots were not taken at the steps the config's training takes them")
+    if not all(np.all((a >= 0) & (a <= 1)) for a in (snaps["token_accuracy"], snaps["sequence_accuracy"])):
+        raise RecordError("a snapshot's accuracy is not a number from 0 to 1")
     ev = {k: float("nan") if meta["eval"][k] is None else meta["eval"][k] for k in EVAL_FIELDS}
     return RunRecord(
         config=run,
@@ -204,4 +217,5 @@ def decode(meta: dict, data: bytes, numerics_version: int, config: dict | None =
         probe_tokens=arrays["probe_tokens"],
         probe_attention=arrays["probe_attention"],
         params={name.removeprefix(PARAM_PREFIX): a for name, a in arrays.items() if name.startswith(PARAM_PREFIX)},
+        snapshots=unstack(snaps),
     )

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -18,18 +18,20 @@ from threadpoolctl import threadpool_limits
 from attncore.config import RunConfig
 from attncore.evaluate import EvalResult, evaluate
 from attncore.inspect import attention_maps
+from attncore.snapshots import Snapshot
 from attncore.tasks import probe_sequence
 from attncore.train import train
 
 # Bump whenever the numbers a run produces would change (model, training, tasks, evaluation).
 # joblib only hashes the source of the cached function itself, never of the helpers it calls.
-NUMERICS_VERSION = 4  # 2: cross-entropy row sums as a matrix product; 3: float32 scores scaled by a float32 1/sqrt(d_k)
+NUMERICS_VERSION = 5  # 2: cross-entropy row sums as a matrix product; 3: float32 scores scaled by a float32 1/sqrt(d_k)
 # 4: each initial tensor drawn from its own (seed, name) stream (issue 13); batches unchanged
+# 5: records carry training snapshots (issue 14): accuracy and probe attention at ~20 log-spaced steps
 
 ENV_VAR = "ATTNCORE_CACHE_DIR"
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MAX_STORE_VAR = "ATTNLAB_MAX_STORE_MB"
-DEFAULT_MAX_STORE_MB = 512  # a 1 GB container: ~150 hosted-maximum runs (3.3 MB each), ~3,500 default ones
+DEFAULT_MAX_STORE_MB = 512  # a 1 GB container: ~85 hosted-maximum runs (~6 MB each), ~2,300 default ones (228 kB)
 
 
 class CacheWarning(UserWarning):
@@ -54,6 +56,7 @@ class RunRecord:
     probe_tokens: np.ndarray  # (2L,) the probe input of SPEC §8
     probe_attention: np.ndarray  # (n_layers, H, 2L, 2L) attention weights on the probe
     params: dict[str, np.ndarray]  # the trained weights, for head ablation and custom sequences
+    snapshots: list[Snapshot] = field(default_factory=list)  # at snapshot_steps(steps), in step order
 
     def summary(self) -> dict:
         """JSON-able scalars (no loss history, no arrays): the keys of `train --json`; NaN becomes None."""
@@ -96,6 +99,7 @@ def compute_run(run: RunConfig, callback: Callable[[int, float], object] | None 
             probe_tokens=tokens,
             probe_attention=attention_maps(result.params, run, tokens),
             params=result.params,
+            snapshots=result.snapshots,
         )
 
 

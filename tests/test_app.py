@@ -117,7 +117,8 @@ def test_train_cached_run_appears_at_once(store):
     assert metric(at, "Final loss") == f"{record.final_loss:.4f}"
     assert metric(at, "Per-sequence accuracy") == f"{record.eval.sequence_accuracy:.3f}"
     assert metric(at, "Parameters") == "27,253"
-    assert len(charts(at)) == 1
+    assert len(charts(at)) == 2  # the loss curve, and accuracy over the training snapshots (issue 14)
+    assert "accuracy" in str(charts(at)[1]["layer"][0]["encoding"]["y"])
 
 
 def test_train_uncached_run_trains_on_demand(store):

@@ -217,3 +217,44 @@ def test_breakdown_bars_and_head_effects_build(maps_and_tokens):
     assert spec["encoding"]["xOffset"]["field"] == "measure"
     assert spec["encoding"]["y"]["scale"]["domain"] == [-0.1, 1]  # a head whose removal helps stays visible
     assert spec["encoding"]["color"]["scale"]["range"] == [charts.WEIGHT_COLOR, charts.SEQUENCE_COLOR]
+
+
+# --- training dynamics and length generalisation (issue 14) ---------------------------------------
+
+
+def test_snapshot_frame_and_accuracy_chart_share_the_loss_curves_step_axis():
+    from attncore.snapshots import Snapshot
+
+    snaps = [Snapshot(s, t, q, np.zeros((1, 1, 2, 2))) for s, t, q in ((1, 0.1, 0.0), (10, 0.6, 0.2), (50, 1.0, 1.0))]
+    df = frames.snapshot_frame(snaps)
+    assert df.values.tolist() == [
+        [1, "per-token", 0.1], [1, "per-sequence", 0.0], [10, "per-token", 0.6],
+        [10, "per-sequence", 0.2], [50, "per-token", 1.0], [50, "per-sequence", 1.0],
+    ]  # fmt: skip
+    acc = charts.snapshot_accuracy(df, 10, 50).to_dict()
+    loss = charts.loss_curve_at(frames.history_frame(np.linspace(3, 0.1, 50)), 10, 50).to_dict()
+    for spec in (acc, loss):
+        line, rule = spec["layer"]
+        assert line["encoding"]["x"]["scale"] == {"type": "log", "domain": [1, 50], "nice": False}  # one step axis
+        assert rule["mark"]["type"] == "rule" and spec["datasets"][rule["data"]["name"]] == [{"step": 10}]
+    assert acc["layer"][0]["encoding"]["color"]["scale"]["range"] == [charts.TOKEN_COLOR, charts.SEQUENCE_COLOR]
+    assert acc["layer"][0]["encoding"]["y"]["scale"]["domain"] == [0, 1]
+
+
+def test_length_frame_averages_seeds_and_leaves_a_gap_where_there_is_no_number():
+    from attncore.evaluate import LengthResult
+
+    seeds = [[LengthResult(2, 0.5, 0.25), LengthResult(8, None, None, "past the table")], [LengthResult(2, 0.7, 0.75)]]
+    df = frames.length_frame({"learned": seeds, "RoPE": [[LengthResult(8, 0.3, 0.0)]]})
+    rows = df.set_index(["encoding", "length", "metric"])
+    assert rows.loc[("learned", 2, "per-sequence")][["mean", "min", "max", "seeds"]].tolist() == [0.5, 0.25, 0.75, 2]
+    assert rows.loc[("learned", 2, "per-token")]["mean"] == pytest.approx(0.6)
+    assert ("learned", 8, "per-token") not in rows.index  # no number: no point, a gap in the curve
+    assert rows.loc[("RoPE", 8, "per-token")]["mean"] == 0.3
+    spec = charts.length_curves(df, trained=6, longest=8).to_dict()
+    assert spec["facet"]["field"] == "encoding" and spec["facet"]["sort"] == ["learned", "RoPE"]
+    band, line, rule = spec["spec"]["layer"]
+    assert band["mark"]["type"] == "area" and band["encoding"]["y"]["field"] == "min"
+    assert band["encoding"]["y2"]["field"] == "max"
+    assert line["encoding"]["y"]["field"] == "mean" and rule["encoding"]["x"]["datum"] == 6
+    assert line["encoding"]["x"]["scale"]["domain"] == [0, 8]  # up to the longest length tested: learned's gap shows

@@ -90,6 +90,14 @@ BAD_INPUT = {
     "sweep beyond memory": (["sweep", *SMALL, *HUGE, "--jobs", "1"], "--max-memory", "GiB"),
     "train over the cap": (["train", *SMALL, "--max-memory", "1M"], "--max-memory", "estimated"),
     "bad cap": (["train", *SMALL, "--max-memory", "lots"], "--max-memory", "512M"),
+    "evaluate at length 0": (["evaluate", *SMALL, "--test-lengths", "0", "3"], "--test-lengths", "from 1 to 64"),
+    "evaluate at length 65": (["evaluate", *SMALL, "--test-lengths", "65"], "--test-lengths", "from 1 to 64"),
+    "evaluate at 17 lengths": (
+        ["evaluate", *SMALL, "--test-lengths", *map(str, range(1, 18))],
+        "--test-lengths",
+        "1 to 16 lengths",
+    ),
+    "evaluate at a word": (["evaluate", *SMALL, "--test-lengths", "six"], "--test-lengths", "from 1 to 64"),
     "1,000-run grid": (["sweep", *SMALL, *SEEDS_1000, "--lr", "0.01", "0.02"], "--yes", "2,000 runs"),
     "1,000,000-run grid": (
         ["sweep", "--steps", "5", *SEEDS_1000, "--length", *map(str, range(1, 11)), "--lr"]
@@ -121,6 +129,35 @@ def test_bad_input_exits_2_with_one_line_before_training(tmp_path, argv, flag, a
     assert lines[0].startswith(f"error: {flag}: ") and allowed in lines[0]
     assert r.stdout == ""
     assert stored(cache) == []
+
+
+def test_train_json_prints_the_snapshots_and_evaluate_matches_it_at_the_trained_length(tmp_path):
+    from attncore.snapshots import snapshot_steps
+
+    cache = tmp_path / "cache"
+    flags = ["--length", "4", "--steps", "40"]
+    trained = json.loads(attncore(cache, "train", *flags, "--json").stdout)
+    assert [s["step"] for s in trained["snapshots"]] == snapshot_steps(40)
+    assert all(s.keys() == {"step", "token_accuracy", "sequence_accuracy"} for s in trained["snapshots"])
+    r = attncore(cache, "evaluate", *flags, "--test-lengths", "2", "4", "9", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["config"] == trained["config"]
+    short, own, past = out["lengths"]
+    assert [x["length"] for x in out["lengths"]] == [2, 4, 9]
+    assert (own["token_accuracy"], own["sequence_accuracy"]) == (
+        trained["token_accuracy"],
+        trained["sequence_accuracy"],
+    )
+    assert own["note"] is None and short["note"] is None and 0 <= short["sequence_accuracy"] <= 1
+    # learned positions (a table of 2L + 1 = 9 rows): L = 9 needs 18 positions, no number and a note saying why
+    assert past["token_accuracy"] is None and past["sequence_accuracy"] is None
+    assert "learned" in past["note"] and "9 rows" in past["note"]
+    rope = json.loads(attncore(cache, "evaluate", *flags, "--position", "rope", "--test-lengths", "9", "--json").stdout)
+    (far,) = rope["lengths"]
+    assert far["note"] is None and 0 <= far["sequence_accuracy"] <= 1 and 0 <= far["token_accuracy"] <= 1
+    text = attncore(cache, "evaluate", *flags, "--test-lengths", "4", "9")
+    assert text.returncode == 0 and "per-sequence" in text.stdout and "cannot reach past its rows" in text.stdout
 
 
 def test_a_big_grid_with_yes_shows_its_count_first(tmp_path):

@@ -16,6 +16,7 @@ import pytest
 
 from attncore.config import make_run
 from attncore.model import count_params, param_shapes
+from attncore.snapshots import snapshot_steps
 from lab import entries, store
 
 REPO = Path(__file__).resolve().parents[1]
@@ -34,6 +35,10 @@ def assert_same_record(a: store.RunRecord, b: store.RunRecord) -> None:
     assert all(np.array_equal(a.params[k], b.params[k]) for k in a.params)
     assert np.array_equal(a.probe_attention, b.probe_attention)
     assert (a.eval.token_accuracy, a.eval.sequence_accuracy) == (b.eval.token_accuracy, b.eval.sequence_accuracy)
+    assert [s.summary() for s in a.snapshots] == [s.summary() for s in b.snapshots]
+    assert all(
+        np.array_equal(s.probe_attention, t.probe_attention) for s, t in zip(a.snapshots, b.snapshots, strict=True)
+    )
 
 
 def subprocess_env(cache: Path) -> dict:
@@ -71,6 +76,9 @@ def test_record_holds_what_the_pages_need(cache):
     assert record.probe_tokens.shape == (2 * 4,)
     assert record.probe_attention.shape == (2, 4, 8, 8)
     np.testing.assert_allclose(record.probe_attention.sum(axis=-1), 1.0, rtol=1e-5)
+    assert [s.step for s in record.snapshots] == snapshot_steps(STEPS)  # stored, read back from the .npz
+    assert record.snapshots[-1].probe_attention.shape == (2, 4, 8, 8)
+    assert np.array_equal(record.snapshots[-1].probe_attention, record.probe_attention)  # the last is the final
     assert record.eval.n_distinct + record.eval.n_repeated == 500
     # the store adds nothing to the numbers: the same as computing without it
     assert_same_record(record, store.compute_run(run))

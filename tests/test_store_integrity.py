@@ -9,6 +9,7 @@ import json
 import pickle
 import shutil
 import warnings
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -129,6 +130,40 @@ def test_a_planted_pickle_never_runs(cache, tmp_path, monkeypatch, key):
         with pytest.warns(store.CacheWarning):
             assert_same_record(original, store.get_run(run))
         assert not marker.exists()
+
+
+def _fewer_snapshots(record):
+    record.snapshots = record.snapshots[:-1]
+
+
+def _shifted_steps(record):
+    record.snapshots = [replace(s, step=s.step + 1) for s in record.snapshots]
+
+
+def _wrong_probe_shape(record):
+    record.snapshots = [replace(s, probe_attention=s.probe_attention[:, :2]) for s in record.snapshots]
+
+
+def _accuracy_out_of_range(record):
+    record.snapshots = [replace(s, token_accuracy=2.0) for s in record.snapshots]
+
+
+@pytest.mark.parametrize("change", [_fewer_snapshots, _shifted_steps, _wrong_probe_shape, _accuracy_out_of_range])
+def test_sealed_snapshots_that_do_not_fit_the_config_are_refused(cache, monkeypatch, change):
+    """A consistent, sealed entry whose snapshot arrays do not fit the config is recomputed like any other."""
+    run = make_run(steps=STEPS)
+    genuine = store.get_run(run)
+    forged = store.get_run(run)
+    change(forged)
+    meta, data = records.encode(forged)
+    meta["numerics_version"] = store.NUMERICS_VERSION
+    forge(entry_dir(run), meta, data, None, monkeypatch)
+    assert not store.is_cached(run) or change in (_shifted_steps, _accuracy_out_of_range)  # shapes: refused early
+    steps, callback = counting()
+    with pytest.warns(store.CacheWarning, match="failed its checks"):
+        again = store.get_run(run, callback)
+    assert len(steps) == STEPS
+    assert_same_record(genuine, again)
 
 
 def test_with_a_key_a_forged_entry_is_refused_without_it_it_is_served(cache, monkeypatch):

@@ -203,3 +203,73 @@ def head_effects(df: pd.DataFrame) -> alt.Chart:
         )
         .properties(height=260)
     )
+
+
+STEP_CHARTS_Y_EXTENT = 45  # pixels of y axis labels on both step charts, so their step axes line up
+
+
+def _step_axis(steps: int) -> alt.X:
+    """Training steps 1..steps on a log scale: the snapshots are spaced evenly on it, and the early fall shows."""
+    scale = alt.Scale(type="log", domain=[1, steps], nice=False)
+    return alt.X("step:Q", title="training step (log scale)", scale=scale, axis=alt.Axis(format=",d"))
+
+
+def _step_rule(step: int, steps: int) -> alt.Chart:
+    """A vertical line at `step` (the training step chosen on the page)."""
+    rule = alt.Chart(pd.DataFrame({"step": [step]})).mark_rule(color=BASE_COLOR, strokeDash=[4, 3])
+    return rule.encode(x=_step_axis(steps))
+
+
+def loss_curve_at(df: pd.DataFrame, step: int, steps: int, height: int = 240) -> alt.LayerChart:
+    """The loss (columns step, loss) over steps 1..steps on a log step axis, a dashed marker at `step`."""
+    line = (
+        alt.Chart(df)
+        .mark_line(color=TOKEN_COLOR, strokeWidth=1.8)
+        .encode(
+            x=_step_axis(steps),
+            y=_loss_axis(True).axis(minExtent=STEP_CHARTS_Y_EXTENT),
+            tooltip=[alt.Tooltip("step:Q"), alt.Tooltip("loss:Q", format=".4f")],
+        )
+    )
+    return alt.layer(line, _step_rule(step, steps)).properties(height=height)
+
+
+def snapshot_accuracy(df: pd.DataFrame, step: int, steps: int, height: int = 200) -> alt.LayerChart:
+    """Columns step, metric, accuracy (ui.frames.snapshot_frame): one line per metric with a point per snapshot,
+    on the step axis of loss_curve_at, with the same marker at `step`."""
+    lines = (
+        alt.Chart(df)
+        .mark_line(point=True, strokeWidth=1.8)
+        .encode(
+            x=_step_axis(steps),
+            y=alt.Y("accuracy:Q", title="accuracy", scale=alt.Scale(domain=[0, 1])).axis(
+                minExtent=STEP_CHARTS_Y_EXTENT
+            ),
+            color=alt.Color("metric:N", title=None, scale=METRICS, legend=alt.Legend(orient="top-left")),
+            tooltip=["step:Q", "metric:N", alt.Tooltip("accuracy:Q", format=".3f")],
+        )
+    )
+    return alt.layer(lines, _step_rule(step, steps)).properties(height=height)  # a bottom legend would squash it
+
+
+def length_curves(df: pd.DataFrame, trained: int, longest: int, columns: int = 4) -> alt.FacetChart:
+    """Columns encoding, length, metric, mean, min, max, seeds (ui.frames.length_frame): per encoding a panel,
+    per metric the mean over seeds with a min-max band (per-token blue, per-sequence orange: no legend, which a
+    facet squeezes out; the page names them); a dashed rule at the trained length. The x axis runs
+    to `longest` (the longest length tested), so a length without a number shows as a gap."""
+    scale = alt.Scale(domain=[0, longest], nice=False)
+    x = alt.X("length:Q", title="test length L′", scale=scale, axis=alt.Axis(tickMinStep=1))
+    y = alt.Y("mean:Q", title="accuracy", scale=alt.Scale(domain=[0, 1]))
+    color = alt.Color("metric:N", title=None, scale=METRICS, legend=None)  # named in the caption
+    tooltip = ["encoding:N", "length:Q", "metric:N", alt.Tooltip("mean:Q", format=".3f")]
+    tooltip += [alt.Tooltip("min:Q", format=".3f"), alt.Tooltip("max:Q", format=".3f"), "seeds:Q"]
+    shade = alt.Fill("metric:N", scale=METRICS, legend=None)  # fill, not color: the lines' legend stays whole
+    band = alt.Chart().mark_area(opacity=0.2).encode(x=x, y="min:Q", y2="max:Q", fill=shade)
+    line = alt.Chart().mark_line(point=True, strokeWidth=1.8).encode(x=x, y=y, color=color, tooltip=tooltip)
+    rule = alt.Chart().mark_rule(color=BASE_COLOR, strokeDash=[4, 3]).encode(x=alt.datum(trained))
+    encodings = list(dict.fromkeys(df["encoding"]))
+    return (
+        alt.layer(band, line, rule, data=df)
+        .properties(width=190 if len(encodings) > 1 else 520, height=220)
+        .facet(facet=alt.Facet("encoding:N", title=None, sort=encodings), columns=columns)
+    )

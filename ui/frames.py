@@ -125,3 +125,32 @@ def breakdown_frame(evals: dict) -> pd.DataFrame:
         rows.append({"variant": label, "symbols": "all distinct", "accuracy": e.distinct_accuracy, "n": e.n_distinct})
         rows.append({"variant": label, "symbols": "some repeated", "accuracy": e.repeated_accuracy, "n": e.n_repeated})
     return pd.DataFrame(rows, columns=["variant", "symbols", "accuracy", "n"])
+
+
+def snapshot_frame(snapshots) -> pd.DataFrame:
+    """Accuracy over training (attncore.snapshots.Snapshot list): columns step, metric, accuracy."""
+    rows = [
+        {"step": s.step, "metric": metric, "accuracy": getattr(s, field)}
+        for s in snapshots
+        for metric, field in (("per-token", "token_accuracy"), ("per-sequence", "sequence_accuracy"))
+    ]
+    return pd.DataFrame(rows, columns=["step", "metric", "accuracy"])
+
+
+def length_frame(results: dict[str, list[list]]) -> pd.DataFrame:
+    """Accuracy against test length over seeds: {encoding: [LengthResult list of one seed, ...]} -> columns
+    encoding, length, metric, mean, min, max, seeds (lengths without a number are left out: a gap)."""
+    rows = []
+    for encoding, per_seed in results.items():
+        for metric, field in (("per-token", "token_accuracy"), ("per-sequence", "sequence_accuracy")):
+            values: dict[int, list[float]] = {}
+            for seed_results in per_seed:
+                for r in seed_results:
+                    if getattr(r, field) is not None:
+                        values.setdefault(r.length, []).append(getattr(r, field))
+            for length, v in values.items():
+                rows.append(
+                    {"encoding": encoding, "length": length, "metric": metric}
+                    | {"mean": float(np.mean(v)), "min": min(v), "max": max(v), "seeds": len(v)}
+                )
+    return pd.DataFrame(rows, columns=["encoding", "length", "metric", "mean", "min", "max", "seeds"])

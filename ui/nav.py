@@ -42,6 +42,8 @@ PAGES = [
              "Vary any one setting over seeds: curves, accuracy, and which differences beat seed noise."),
     PageSpec("Lab", "app_pages/attention.py", "Attention", ":material/grid_on:", "attention",
              "Every head's weights, and what zeroing a head does."),
+    PageSpec("Lab", "app_pages/lengths.py", "Length generalisation", ":material/straighten:", "lengths",
+             "Test a trained run at other lengths; the four position encodings side by side."),
     PageSpec("Lab", "app_pages/science.py", "Science", ":material/menu_book:", "science",
              "The model, the tasks and each experiment explained, beside the article's figures.", uses_run=False),
     PageSpec("Calculators", "app_pages/parameters.py", "Parameters", ":material/calculate:", "parameters",

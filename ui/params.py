@@ -2,7 +2,7 @@
 
 Every page author uses these instead of bare `st.*` widgets for inputs that change what a page shows:
 
-    from ui.params import url_number, url_select, url_multiselect, url_text, url_toggle
+    from ui.params import url_number, url_select, url_multiselect, url_select_slider, url_text, url_toggle
 
     n = url_number("Keys T", "scal_T", 64, 2, 4096)                  # ?scal_T=128
     mode = url_select("Mask", "mask_mode", ["before", "after"], "before")
@@ -61,6 +61,13 @@ def url_select(label: str, key: str, options: Sequence, default=None, *, format_
         return value
     index = list(options).index(default)
     return st.selectbox(label, options, index=index, format_func=format_func, key=key, bind=BIND, **kw)
+
+
+def url_select_slider(label: str, key: str, options: Sequence, default=None, *, format_func: Callable = str, **kw):
+    """A slider over the given options (e.g. training steps); the URL holds format_func(option)."""
+    default = _default(options, default)
+    _checked(key, urls.choice(options, format_func), label, default, str(format_func(default)))
+    return st.select_slider(label, list(options), value=default, format_func=format_func, key=key, bind=BIND, **kw)
 
 
 def url_radio(label: str, key: str, options: Sequence, default=None, *, format_func: Callable = str, **kw):

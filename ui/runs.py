@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import streamlit as st
 
 from attncore import RunConfig
-from attncore.evaluate import EvalResult
+from attncore.evaluate import EvalResult, LengthResult, evaluate_lengths
 from attncore.inspect import evaluate_ablated
 from lab.store import RunRecord, get_run, is_cached, list_cached
 from lab.sweep import run_sweep
@@ -24,7 +24,7 @@ from ui.metered import memo, metered
 run_key = live.run_key
 
 
-@st.cache_resource(max_entries=64, show_spinner=False)  # up to 3.3 MB each at the hosted maximum
+@st.cache_resource(max_entries=64, show_spinner=False)  # up to ~6 MB each at the hosted maximum
 def _load(key: str) -> RunRecord:
     return get_run(RunConfig.from_dict(json.loads(key)))
 
@@ -124,6 +124,33 @@ def single_head_ablations(record: RunRecord, heads: Sequence[tuple[int, int]]) -
         finally:
             bar.empty()
     return {h: e.sequence_accuracy for h, e in found.items()}
+
+
+def length_results(records: Sequence[RunRecord], lengths: Sequence[int]) -> list[list[LengthResult]] | None:
+    """Each record evaluated at each test length (attncore.evaluate.evaluate_lengths), in input order.
+
+    Memoised server-wide per (run, length); the missing ones are evaluated under one slot, with a progress
+    bar. None when the server stayed busy (the reason is shown).
+    """
+    keys = [[(run_key(r.config), length) for length in lengths] for r in records]
+    found = {k: memo("length").get(k) for row in keys for k in row}
+    missing = [
+        (r, k) for r, row in zip(records, keys, strict=True) for k in row if not isinstance(found[k], LengthResult)
+    ]
+    if missing:
+        bar = st.progress(0.0, text=f"Evaluating at other lengths: 0 of {len(missing)}")
+        try:
+            with training_slot("evaluating at other lengths"):
+                for i, (record, key) in enumerate(missing):
+                    (found[key],) = evaluate_lengths(record.params, record.config, [key[1]])
+                    memo("length").put(key, found[key])
+                    bar.progress((i + 1) / len(missing), text=f"Evaluating at other lengths: {i + 1} of {len(missing)}")
+        except BusyError as e:
+            st.warning(str(e), icon=":material/hourglass_top:")
+            return None
+        finally:
+            bar.empty()
+    return [[found[k] for k in row] for row in keys]
 
 
 def require(run: RunConfig, describe: str) -> RunRecord:

@@ -1,0 +1,92 @@
+"""Length generalisation: the sidebar's run tested at other lengths, then the four position encodings side by side."""
+
+import pandas as pd
+import streamlit as st
+
+from attncore import ConfigError
+from attncore.config import POSITIONS
+from attncore.evaluate import MAX_TEST_LENGTHS
+from ui import charts, docs, frames, runs, sidebar, tables
+from ui.limits import limits
+from ui.params import show_invalid, url_multiselect, url_number
+
+st.title("Length generalisation")
+run = sidebar.selected_run()
+st.caption(sidebar.describe(run))
+record = runs.require(run, sidebar.describe(run))
+L, lim = run.task.length, limits()
+longest = min(lim.max_test_length, 64)
+lengths = url_multiselect(
+    "Test lengths L′",
+    "len_L",
+    list(range(1, longest + 1)),
+    list(range(1, min(2 * L, longest, MAX_TEST_LENGTHS) + 1)),
+    max_selections=MAX_TEST_LENGTHS,
+    help=f"Up to {MAX_TEST_LENGTHS} lengths from 1 to {longest}; each has its own fixed 500 test sequences.",
+)
+if not lengths:
+    st.info("Pick at least one test length.", icon=":material/straighten:")
+    st.stop()
+lengths = sorted(lengths)
+results = runs.length_results([record], lengths)
+if results is None:
+    st.stop()
+label = sidebar.POSITION_LABELS[run.model.position]
+st.altair_chart(charts.length_curves(frames.length_frame({f"{label} position": results}), L, lengths[-1]))
+table = pd.DataFrame([r.to_dict() for r in results[0]]).rename(columns={"length": "test L′"}).fillna({"note": ""})
+number = st.column_config.NumberColumn
+columns = {"token_accuracy": number("per-token", format="%.3f"), "sequence_accuracy": number("per-seq", format="%.3f")}
+st.dataframe(table, hide_index=True, column_config=columns | {"note": st.column_config.TextColumn(width="large")})
+st.caption(
+    f"Blue: per-token accuracy, orange: per-sequence. Trained at L = {L} (dashed line), then evaluated by greedy "
+    f"generation at each test length L′ on that length's own 500 test sequences; at L′ = {L} the numbers are the "
+    "run's own evaluation. A length without a number is a gap in the curve; the table's note says why."
+)
+
+st.markdown(
+    "**What the curves mean.** On copy the model answers by reading the input a fixed L positions back (see the "
+    "Attention page), a rule tied to the trained length. At the defaults (copy, L = 6, 1,500 steps, seeds 0 to 2) "
+    "every encoding that learns the task is perfect at L′ = 6 and collapses elsewhere: at most 0.41 of sequences "
+    "right at L′ = 2, at most 0.03 at L′ = 3 to 5 and 7 to 12 (L′ = 1, a single symbol, is easier). The encodings "
+    "differ in what can be asked at all:\n"
+    "- **Learned** positions are a table of 2L + 1 trained rows: past L the inputs need rows the table does not "
+    "have, so there is no number (a gap in the curve; the note says why).\n"
+    "- **Sinusoidal** and **RoPE** are computed from the position, so they can be evaluated at any length. Defined "
+    "is not generalised: at the defaults they get no sequence right at L′ = 7 to 12, and RoPE's per-token accuracy "
+    "there is near chance (1 in 20) up to L′ = 11; how high it gets at L′ = 12 depends on the seed.\n"
+    "- **None** has no position to reach past, and nothing to tell equal symbols apart: at the defaults it does "
+    "not learn copy even at L = 6 (0.24 to 0.27 of sequences right)."
+)
+
+st.subheader("The four position encodings side by side")
+n_seeds = url_number("Seeds per encoding", "len_seeds", 3, 1, max(1, lim.max_sweep_runs // len(POSITIONS)))
+try:
+    compare = [sidebar.make(position=p, seed=s) for p in POSITIONS for s in range(n_seeds)]
+except ConfigError as e:
+    show_invalid(e, "configuration for this comparison")
+    st.stop()
+wanted = tuple(runs.run_key(r) for r in compare)
+if st.session_state.get("_len_compared") != wanted:
+    st.caption(
+        f"The sidebar's configuration with each position encoding, seeds 0 to {n_seeds - 1}: "
+        f"{len(compare)} runs, trained first where missing, then evaluated at the lengths above."
+    )
+    if not st.button(f"Compare the four encodings over {tables.count(n_seeds, 'seed')}", key="len_compare"):
+        st.stop()
+    st.session_state["_len_compared"] = wanted
+found, missing = runs.cached_many(compare)
+if missing and runs.sweep(missing, "Training the position encodings") is None:
+    st.stop()
+found, _ = runs.cached_many(compare)
+per_run = runs.length_results(found, lengths)
+if per_run is None:
+    st.stop()
+by_encoding = {sidebar.POSITION_LABELS[p]: [] for p in POSITIONS}
+for r, res in zip(found, per_run, strict=True):
+    by_encoding[sidebar.POSITION_LABELS[r.config.model.position]].append(res)
+st.altair_chart(charts.length_curves(frames.length_frame(by_encoding), L, lengths[-1]))
+st.caption(
+    f"Blue: per-token, orange: per-sequence. Mean over seeds 0 to {n_seeds - 1} (line) and the range from the "
+    f"worst to the best seed (band); the dashed line marks the trained length L = {L}."
+)
+docs.link("length-generalisation", "Length generalisation: what each encoding can and cannot reach")

@@ -1,0 +1,125 @@
+"""Issue 14 on the pages: the training-step control of Train and Attention, and the Length generalisation page.
+
+Runs are short (30 steps) and live in a temporary run store (ATTNCORE_CACHE_DIR), as in test_app.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+from apptest_helpers import texts
+from streamlit.testing.v1 import AppTest
+
+from attncore import make_run
+from attncore.config import POSITIONS
+from attncore.evaluate import evaluate_lengths
+from attncore.snapshots import snapshot_steps
+from lab.store import get_run, is_cached
+
+STEPS = 30
+TIMEOUT = 180
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    mp = pytest.MonkeyPatch()
+    mp.setenv("ATTNCORE_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    get_run(make_run(steps=STEPS))
+    yield
+    mp.undo()
+
+
+def app(page: str, **query) -> AppTest:
+    at = AppTest.from_file("../dashboard.py", default_timeout=TIMEOUT)
+    at.query_params.update({"steps": str(STEPS)} | query)
+    at.run()
+    at.switch_page(f"app_pages/{page}.py").run()
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+def chart_data(at: AppTest) -> list[list[pd.DataFrame]]:
+    """Per chart on the page, the data frames it was sent (Streamlit ships them as Arrow, beside the spec)."""
+    return [
+        [pa.ipc.open_stream(d.data.data).read_pandas() for d in c.proto.datasets] for c in at.get("vega_lite_chart")
+    ]
+
+
+def frames_with(at: AppTest, column: str) -> list[pd.DataFrame]:
+    return [df for chart in chart_data(at) for df in chart if column in df.columns]
+
+
+def weights(at: AppTest) -> np.ndarray:
+    """The weights the attention heatmaps draw, in the order of ui.frames.attention_frame."""
+    (frame,) = frames_with(at, "weight")
+    return frame["weight"].to_numpy()
+
+
+def causal(maps: np.ndarray) -> np.ndarray:
+    return maps[np.broadcast_to(np.tril(np.ones(maps.shape[-2:], bool)), maps.shape)]
+
+
+def test_attention_step_control_shows_the_maps_of_that_step(store):
+    record = get_run(make_run(steps=STEPS))
+    at = app("attention")
+    slider = at.select_slider(key="attn_step")
+    assert list(slider.options) == [str(s) for s in snapshot_steps(STEPS)] and slider.value == STEPS
+    final = weights(at)
+    np.testing.assert_allclose(final, causal(record.probe_attention), rtol=1e-6)  # the final step: the final maps
+    early = record.snapshots[1]
+    at.select_slider(key="attn_step").set_value(early.step).run()
+    assert not at.exception
+    np.testing.assert_allclose(weights(at), causal(early.probe_attention), rtol=1e-6)
+    assert not np.allclose(weights(at), final)
+    assert f"After step {early.step} of {STEPS}" in texts(at.caption)
+    linked = app("attention", attn_step=str(early.step))  # a link restores the step
+    np.testing.assert_allclose(weights(linked), causal(early.probe_attention), rtol=1e-6)
+
+
+def test_train_step_control_marks_the_loss_curve_and_shows_accuracy_over_snapshots(store):
+    record = get_run(make_run(steps=STEPS))
+    at = app("train", train_step=str(record.snapshots[2].step))
+    assert at.select_slider(key="train_step").value == record.snapshots[2].step
+    rules = [df for df in frames_with(at, "step") if df.columns.tolist() == ["step"]]
+    assert [df["step"].tolist() for df in rules] == [[record.snapshots[2].step]] * 2  # on the loss and accuracy
+    (acc,) = frames_with(at, "accuracy")
+    assert acc["step"].tolist()[::2] == snapshot_steps(STEPS)
+    assert acc["accuracy"].tolist()[:2] == [record.snapshots[0].token_accuracy, record.snapshots[0].sequence_accuracy]
+    assert "first 100 of the 500 test sequences" in texts(at.caption)
+
+
+def test_length_page_shows_the_sidebar_run_at_each_test_length(store):
+    run = make_run(steps=STEPS)
+    at = app("lengths", len_L=["2", "6", "7"])
+    table = at.dataframe[0].value
+    expected = evaluate_lengths(get_run(run).params, run, [2, 6, 7])
+    assert table["test L′"].tolist() == [2, 6, 7]
+    assert table["token_accuracy"].iloc[1] == get_run(run).eval.token_accuracy  # L' = L: the run's own numbers
+    assert table["sequence_accuracy"].iloc[0] == expected[0].sequence_accuracy
+    assert np.isnan(table["sequence_accuracy"].iloc[2])  # learned: a table of 13 rows cannot reach L' = 7
+    assert "cannot reach past its rows" in table["note"].iloc[2]
+    assert "Compare the four encodings over 3 seeds" in [b.label for b in at.button]
+
+
+def test_length_page_default_lengths_and_bad_url_value(store):
+    at = app("lengths", len_L="99")
+    assert "Test lengths" in texts(at.warning)  # the URL's value is named and replaced by the default
+    assert at.dataframe[0].value["test L′"].tolist() == list(range(1, 13))  # 1..2L (L = 6), the default
+
+
+def test_length_page_compares_the_four_encodings_in_one_click(store):
+    at = app("lengths", len_L=["3", "6", "9"], len_seeds="1")
+    at.button(key="len_compare").click().run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert all(is_cached(make_run(steps=STEPS, position=p)) for p in POSITIONS)
+    rows = frames_with(at, "encoding")[-1].to_dict("records")
+    rope = get_run(make_run(steps=STEPS, position="rope"))
+    (far,) = evaluate_lengths(rope.params, rope.config, [9])
+    assert {r["encoding"] for r in rows} == {"learned", "sinusoidal", "RoPE", "none"}
+    got = [r["mean"] for r in rows if r["encoding"] == "RoPE" and r["length"] == 9 and r["metric"] == "per-sequence"]
+    assert got == [far.sequence_accuracy]  # RoPE: a number past the trained length
+    assert not [r for r in rows if r["encoding"] == "learned" and r["length"] == 9]  # learned: a gap
+    at.run()  # a rerun keeps the comparison without another click
+    assert len(at.get("vega_lite_chart")) == 2
