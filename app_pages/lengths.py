@@ -34,9 +34,11 @@ if results is None:
 label = sidebar.POSITION_LABELS[run.model.position]
 st.altair_chart(charts.length_curves(frames.length_frame({f"{label} position": results}), L, lengths[-1]))
 table = pd.DataFrame([r.to_dict() for r in results[0]]).rename(columns={"length": "test L′"}).fillna({"note": ""})
-number = st.column_config.NumberColumn
-columns = {"token_accuracy": number("per-token", format="%.3f"), "sequence_accuracy": number("per-seq", format="%.3f")}
-st.dataframe(table, hide_index=True, column_config=columns | {"note": st.column_config.TextColumn(width="large")})
+for column in ("token_accuracy", "sequence_accuracy"):  # out of reach: a dash (the note says why), never "None"
+    table[column] = [f"{v:.3f}" if v is not None and v == v else "–" for v in table[column]]
+text = st.column_config.TextColumn
+columns = {"token_accuracy": text("per-token"), "sequence_accuracy": text("per-seq"), "note": text(width="large")}
+st.dataframe(table, hide_index=True, column_config=columns)
 st.caption(
     f"Blue: per-token accuracy, orange: per-sequence. Trained at L = {L} (dashed line), then evaluated by greedy "
     f"generation at each test length L′ on that length's own 500 test sequences; at L′ = {L} the numbers are the "
@@ -51,9 +53,10 @@ st.markdown(
     "differ in what can be asked at all:\n"
     "- **Learned** positions are a table of 2L + 1 trained rows: past L the inputs need rows the table does not "
     "have, so there is no number (a gap in the curve; the note says why).\n"
-    "- **Sinusoidal** and **RoPE** are computed from the position, so they can be evaluated at any length. Defined "
-    "is not generalised: at the defaults they get no sequence right at L′ = 7 to 12, and RoPE's per-token accuracy "
-    "there is near chance (1 in 20) up to L′ = 11; how high it gets at L′ = 12 depends on the seed.\n"
+    "- **Sinusoidal** and **RoPE** are computed from the position, so they can be evaluated at any length, but "
+    "defined is not the same as generalised: at the defaults they get no sequence right at L′ = 7 to 12, and "
+    "RoPE's per-token accuracy there is near chance (1 in 20) up to L′ = 11; how high it gets at L′ = 12 "
+    "depends on the seed.\n"
     "- **None** has no position to reach past, and nothing to tell equal symbols apart: at the defaults it does "
     "not learn copy even at L = 6 (0.24 to 0.27 of sequences right)."
 )

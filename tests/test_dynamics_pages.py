@@ -96,9 +96,12 @@ def test_length_page_shows_the_sidebar_run_at_each_test_length(store):
     table = at.dataframe[0].value
     expected = evaluate_lengths(get_run(run).params, run, [2, 6, 7])
     assert table["test L′"].tolist() == [2, 6, 7]
-    assert table["token_accuracy"].iloc[1] == get_run(run).eval.token_accuracy  # L' = L: the run's own numbers
-    assert table["sequence_accuracy"].iloc[0] == expected[0].sequence_accuracy
-    assert np.isnan(table["sequence_accuracy"].iloc[2])  # learned: a table of 13 rows cannot reach L' = 7
+    curve = {(r["metric"], r["length"]): r["mean"] for r in frames_with(at, "encoding")[0].to_dict("records")}
+    assert curve[("per-token", 6)] == get_run(run).eval.token_accuracy  # L' = L: the run's own numbers, exactly
+    assert curve[("per-sequence", 2)] == expected[0].sequence_accuracy
+    assert ("per-sequence", 7) not in curve  # learned: a table of 13 rows cannot reach L' = 7 (a gap)
+    assert table["token_accuracy"].iloc[1] == f"{get_run(run).eval.token_accuracy:.3f}"  # shown as in the curve
+    assert table["sequence_accuracy"].iloc[2] == "–"  # out of reach: a dash, never "None"
     assert "cannot reach past its rows" in table["note"].iloc[2]
     assert "Compare the four encodings over 3 seeds" in [b.label for b in at.button]
 

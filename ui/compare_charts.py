@@ -39,7 +39,13 @@ def band_curves(df: pd.DataFrame, log: bool = True, height: int = 300, columns: 
     df = thin_bands(df).assign(level=lambda d: d["level"].astype(str), band=lambda d: d["level"].astype(str))
     scale = alt.Scale(type="log") if log else alt.Scale(zero=False)
     x = alt.X("step:Q", title="training step", scale=alt.Scale(nice=False))
-    color = alt.Color("level:N", title=None, sort=levels, scale=_colors(levels), legend=alt.Legend(orient="bottom"))
+    color = alt.Color(
+        "level:N",
+        title=None,
+        sort=levels,
+        scale=_colors(levels),
+        legend=alt.Legend(orient="bottom", columns=4, labelLimit=240),
+    )
     # the band fills by a copy of the level, so its scale is not merged with the lines' (which carry the legend)
     fill = alt.Fill("band:N", sort=levels, scale=_colors(levels), legend=None)
     band = alt.Chart().mark_area(opacity=0.18).encode(x=x, y=alt.Y("min:Q", scale=scale), y2="max:Q", fill=fill)
