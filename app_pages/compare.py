@@ -3,7 +3,7 @@
 import streamlit as st
 
 from attncore import ConfigError
-from lab.factors import FACTORS, comparison_runs, faceted
+from lab.factors import FACTORS, comparison_runs, faceted, snapshot_tables
 from lab.factors import tables as grouped_tables
 from ui import compare_charts, compare_view, sidebar
 from ui.limits import limits
@@ -86,6 +86,14 @@ def loss_panel() -> None:
 
 st.subheader("Loss curves")
 loss_panel()
+
+st.subheader("Accuracy during training")
+snapshots = snapshot_tables(parts)
+st.altair_chart(compare_charts.band_curves(snapshots, log=False, y_title="mean per-sequence accuracy"), width="stretch")
+st.caption(
+    "Per-sequence accuracy by greedy generation at each run's 20 training snapshots (log-spaced steps), on the "
+    "first 100 of the 500 test sequences: the line is the mean over the seeds, the band the lowest to the highest."
+)
 
 st.subheader(f"Accuracy against {label(factor).lower()}")
 st.altair_chart(compare_charts.accuracy_by_level(summary, label(factor)), width="stretch")

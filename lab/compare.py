@@ -146,3 +146,32 @@ def curve_bands(groups: Mapping[str, Iterable[RunRecord]], smooth: int = 1) -> p
     if not parts:
         return pd.DataFrame(columns=CURVE_COLUMNS)
     return pd.concat(parts, ignore_index=True)[CURVE_COLUMNS]
+
+
+def snapshot_bands(groups: Mapping[str, Iterable[RunRecord]], metric: str = "sequence_accuracy") -> pd.DataFrame:
+    """Accuracy during training over seeds: per group and snapshot step, the mean, min and max of `metric`
+    (token_accuracy or sequence_accuracy on the snapshots' test subset). Columns as curve_bands."""
+    if metric not in ("token_accuracy", "sequence_accuracy"):
+        raise ValueError(f"metric must be token_accuracy or sequence_accuracy, got {metric!r}")
+    parts = []
+    for label, records in groups.items():
+        runs = [r.snapshots for r in records if r.snapshots]
+        if not runs:
+            continue
+        steps = {tuple(s.step for s in snaps) for snaps in runs}
+        if len(steps) > 1:
+            raise ValueError(f"group {label!r}: runs with different snapshot steps")
+        values = np.array([[getattr(s, metric) for s in snaps] for snaps in runs], dtype=float).T  # (steps, seeds)
+        parts.append(
+            pd.DataFrame(
+                {
+                    "level": label,
+                    "step": list(steps.pop()),
+                    "seeds": values.shape[1],
+                    "mean": values.mean(axis=1),
+                    "min": values.min(axis=1),
+                    "max": values.max(axis=1),
+                }
+            )
+        )
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=CURVE_COLUMNS)

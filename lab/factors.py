@@ -128,6 +128,17 @@ def faceted(records: Iterable, factor: str, levels: Sequence, facet: str | None,
     ]
 
 
+def snapshot_tables(parts, metric: str = "sequence_accuracy") -> pd.DataFrame:
+    """compare.snapshot_bands over every facet of faceted(); a `facet` column when faceted."""
+    frames = []
+    for facet, groups in parts:
+        frame = compare.snapshot_bands(groups, metric)
+        if facet is not None:
+            frame.insert(0, "facet", facet)
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=compare.CURVE_COLUMNS)
+
+
 def tables(parts, smooth: int = 1, curves: bool = True) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(groups, comparisons, curve bands) over every facet of faceted(); a `facet` column when faceted."""
     frames = ([], [], [])

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from attncore.config import make_run
+from attncore.snapshots import Snapshot
 from lab import store
-from lab.compare import BEYOND, WITHIN, curve_bands, group_summary, paired_differences, verdict
+from lab.compare import BEYOND, WITHIN, curve_bands, group_summary, paired_differences, snapshot_bands, verdict
 
 
 def record(seed: int, sequence: float, token: float = 0.9, loss: float = 0.1, **overrides) -> dict:
@@ -166,3 +167,27 @@ def test_copy_6_over_three_seeds_no_position_is_beyond_seed_noise_and_no_scaling
     assert row(table, "no position", "sequence_accuracy")["verdict"] == BEYOND
     assert row(table, "no position", "sequence_accuracy")["delta_mean"] < -0.5
     assert row(table, "no scaling", "sequence_accuracy")["verdict"] == WITHIN
+
+
+def snapshotted(accuracies, steps=(10, 100, 1000)) -> SimpleNamespace:
+    """A hand-made record with only snapshots: (token, sequence) accuracy per step."""
+    empty = np.zeros((1, 1, 2, 2))
+    return SimpleNamespace(snapshots=[Snapshot(s, t, q, empty) for s, (t, q) in zip(steps, accuracies, strict=True)])
+
+
+def test_snapshot_bands_are_mean_min_max_over_seeds_at_each_snapshot_step():
+    groups = {
+        "a": [snapshotted([(0.5, 0.1), (0.9, 0.6), (1.0, 1.0)]), snapshotted([(0.3, 0.0), (0.8, 0.4), (1.0, 0.9)])],
+        "b": [snapshotted([(0.2, 0.0), (0.4, 0.1), (0.6, 0.2)])],
+    }
+    bands = snapshot_bands(groups)
+    a = bands[bands["level"] == "a"]
+    assert a["step"].tolist() == [10, 100, 1000] and a["seeds"].tolist() == [2, 2, 2]
+    assert np.allclose(a["mean"], [0.05, 0.5, 0.95]) and np.allclose(a["min"], [0.0, 0.4, 0.9])
+    assert np.allclose(a["max"], [0.1, 0.6, 1.0])
+    tokens = snapshot_bands(groups, "token_accuracy")
+    assert np.allclose(tokens[tokens["level"] == "b"]["mean"], [0.2, 0.4, 0.6])
+    with pytest.raises(ValueError, match="different snapshot steps"):
+        snapshot_bands({"c": [snapshotted([(1, 1)] * 3), snapshotted([(1, 1)] * 3, steps=(5, 50, 500))]})
+    with pytest.raises(ValueError, match="metric"):
+        snapshot_bands(groups, "final_loss")

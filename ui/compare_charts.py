@@ -33,8 +33,11 @@ def thin_bands(df: pd.DataFrame, max_points: int = BAND_POINTS) -> pd.DataFrame:
     return df[df["step"].isin(steps[thin(len(steps), max_points)])]
 
 
-def band_curves(df: pd.DataFrame, log: bool = True, height: int = 300, columns: int = 2):
-    """Columns level, step, seeds, mean, min, max (and facet): the mean loss over seeds as a line in a min-max band."""
+def band_curves(df: pd.DataFrame, log: bool = True, height: int = 300, columns: int = 2, y_title: str | None = None):
+    """Columns level, step, seeds, mean, min, max (and facet): the mean over seeds as a line in a min-max band.
+
+    The y axis is the training loss unless `y_title` names another quantity (e.g. accuracy over the snapshots).
+    """
     levels = [str(v) for v in dict.fromkeys(df["level"])]
     df = thin_bands(df).assign(level=lambda d: d["level"].astype(str), band=lambda d: d["level"].astype(str))
     scale = alt.Scale(type="log") if log else alt.Scale(zero=False)
@@ -49,7 +52,7 @@ def band_curves(df: pd.DataFrame, log: bool = True, height: int = 300, columns: 
     # the band fills by a copy of the level, so its scale is not merged with the lines' (which carry the legend)
     fill = alt.Fill("band:N", sort=levels, scale=_colors(levels), legend=None)
     band = alt.Chart().mark_area(opacity=0.18).encode(x=x, y=alt.Y("min:Q", scale=scale), y2="max:Q", fill=fill)
-    title = "mean training loss" + (" (log scale)" if log else "")
+    title = (y_title or "mean training loss") + (" (log scale)" if log else "")
     tooltip = ["level:N", "step:Q", alt.Tooltip("mean:Q", format=".4f"), alt.Tooltip("min:Q", format=".4f")]
     tooltip += [alt.Tooltip("max:Q", format=".4f"), "seeds:Q"]
     line = (
