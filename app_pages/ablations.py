@@ -5,8 +5,8 @@ import streamlit as st
 
 from lab import compare
 from lab.factors import tables as grouped_tables
-from ui import charts, compare_charts, compare_view, docs, frames, sidebar
-from ui.params import url_multiselect, url_number, url_toggle
+from ui import charts, compare_view, docs, frames, sidebar
+from ui.params import url_multiselect
 from ui.variants import DEFAULT, VARIANTS, variant_runs
 
 st.title("Ablations")
@@ -34,23 +34,13 @@ groups = compare_view.grouped(by_run, chosen, seeds)
 summary, comparisons, _ = grouped_tables([(None, groups)], curves=False)
 
 
-@st.fragment
-def loss_panel() -> None:
-    c1, c2 = st.columns([1, 4])
-    with c1:
-        log = url_toggle("Log scale", "abl_log", True)
-        smooth = url_number("Smoothing (steps)", "abl_smooth", 25, 1, 500, help="Trailing moving average.")
-    with c2:
-        bands = compare.curve_bands(groups, smooth=smooth)
-        st.altair_chart(compare_charts.band_curves(bands, log=log), width="stretch")
-    st.caption(
-        f"Training loss over {compare_view.seeds_text(seeds)}: the line is the mean, the band runs from the lowest "
-        "to the highest seed. The base is black."
-    )
-
-
 st.subheader("Loss curves")
-loss_panel()
+compare_view.loss_panel(
+    "abl",
+    lambda smooth: compare.curve_bands(groups, smooth=smooth),
+    f"Training loss over {compare_view.seeds_text(seeds)}: the line is the mean, the band runs from the lowest "
+    "to the highest seed. The base is black.",
+)
 
 st.subheader("Final loss and accuracy over seeds, and each variant against the base")
 compare_view.show_tables(summary, comparisons, level="variant")

@@ -7,7 +7,7 @@ from lab.factors import FACTORS, comparison_runs, faceted, snapshot_tables
 from lab.factors import tables as grouped_tables
 from ui import compare_charts, compare_view, sidebar
 from ui.limits import limits
-from ui.params import url_multiselect, url_number, url_select, url_toggle
+from ui.params import url_multiselect, url_select
 
 st.title("Compare")
 st.caption(
@@ -69,23 +69,13 @@ summary, comparisons, _ = grouped_tables(parts, curves=False)
 st.caption(f"{len(wanted)} runs over {compare_view.seeds_text(seeds)}, all from the run store.")
 
 
-@st.fragment
-def loss_panel() -> None:
-    c1, c2 = st.columns([1, 4])
-    with c1:
-        log = url_toggle("Log scale", "cmp_log", True)
-        smooth = url_number("Smoothing (steps)", "cmp_smooth", 25, 1, 500, help="Trailing moving average.")
-    with c2:
-        bands = grouped_tables(parts, smooth=smooth)[2]
-        st.altair_chart(compare_charts.band_curves(bands, log=log), width="stretch")
-    st.caption(
-        "Training loss: the line is the mean over the seeds, the band runs from the lowest to the highest seed. "
-        "The baseline (first level) is black."
-    )
-
-
 st.subheader("Loss curves")
-loss_panel()
+compare_view.loss_panel(
+    "cmp",
+    lambda smooth: grouped_tables(parts, smooth=smooth)[2],
+    "Training loss: the line is the mean over the seeds, the band runs from the lowest to the highest seed. "
+    "The baseline (first level) is black.",
+)
 
 st.subheader("Accuracy during training")
 snapshots = snapshot_tables(parts)

@@ -4,7 +4,7 @@ missing runs as one metered sweep, and the grouped results (tables with verdicts
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import pandas as pd
 import streamlit as st
@@ -14,9 +14,9 @@ from attncore.config import POSITIONS, TASKS
 from lab.compare import RULE
 from lab.factors import FACTORS, level_label, with_seed
 from lab.store import RunRecord
-from ui import runs, tables
+from ui import compare_charts, runs, tables
 from ui.limits import Limits, limits
-from ui.params import url_number
+from ui.params import url_number, url_toggle
 from ui.sidebar import FIELD_LABELS, LEARNING_RATES
 
 FIELD_LABELS = FIELD_LABELS | {"scaling": "Scaling"}
@@ -136,3 +136,16 @@ def factor_label(factor: str) -> str:
 
 def format_level(factor: str):
     return lambda v: level_label(factor, v)
+
+
+@st.fragment
+def loss_panel(prefix: str, bands_of: Callable[[int], pd.DataFrame], caption: str) -> None:
+    """Log scale and smoothing (URL keys <prefix>_log, <prefix>_smooth) beside the loss bands that
+    `bands_of(smooth)` returns; a fragment, so changing them redraws only this panel."""
+    c1, c2 = st.columns([1, 4])
+    with c1:
+        log = url_toggle("Log scale", f"{prefix}_log", True)
+        smooth = url_number("Smoothing (steps)", f"{prefix}_smooth", 25, 1, 500, help="Trailing moving average.")
+    with c2:
+        st.altair_chart(compare_charts.band_curves(bands_of(smooth), log=log), width="stretch")
+    st.caption(caption)
