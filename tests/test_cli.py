@@ -21,6 +21,7 @@ import pytest
 
 from attncore.config import ConfigError, make_run
 from attncore.memory import parse_size, training_bytes
+from lab import entries
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -36,8 +37,10 @@ def attncore(cache: Path, *argv, **kwargs) -> subprocess.CompletedProcess:
 
 
 def stored(cache: Path) -> list[Path]:
-    """Every stored run's file under the cache directory (joblib writes output.pkl per run)."""
-    return [p for p in cache.rglob("*") if p.is_file() and p.name.startswith("output.pkl")]
+    """Every stored run's file under the cache directory (the store writes record.npz and record.json per run;
+    joblib's own output.pkl counts too, so a regression to pickles is seen)."""
+    names = (entries.RECORD_FILE, entries.SIDECAR_FILE, "output.pkl")
+    return [p for p in cache.rglob("*") if p.is_file() and p.name.startswith(names)]
 
 
 def closed_port() -> int:
@@ -114,6 +117,13 @@ BAD_INPUT = {
     "scaling and no-scaling": (["sweep", *SMALL, "--scaling", "on", "--no-scaling"], "--scaling", "not both"),
     "scaling maybe": (["sweep", *SMALL, "--scaling", "maybe"], "--scaling", "'on', 'off'"),
 }
+
+
+def test_stored_sees_a_trained_run(tmp_path):
+    """The 'nothing was stored' checks below can fail: a run that trains leaves files stored() finds."""
+    cache = tmp_path / "cache"
+    assert attncore(cache, "train", "--steps", "10", "--json").returncode == 0
+    assert {p.name for p in stored(cache)} >= {entries.RECORD_FILE, entries.SIDECAR_FILE}
 
 
 @pytest.mark.parametrize("argv, flag, allowed", BAD_INPUT.values(), ids=BAD_INPUT.keys())
