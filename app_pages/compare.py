@@ -7,7 +7,7 @@ from lab.factors import FACTORS, comparison_runs, faceted, snapshot_tables
 from lab.factors import tables as grouped_tables
 from ui import compare_charts, compare_view, sidebar
 from ui.limits import limits
-from ui.params import url_multiselect, url_select
+from ui.params import url_select
 
 st.title("Compare")
 st.caption(
@@ -31,26 +31,14 @@ with c2:
     )
 with c3:
     seeds = compare_view.seeds_input("cmp_seeds")
-options, default = compare_view.level_options(factor, lim)
-levels = url_multiselect(
-    f"{label(factor)}: levels (the first is the baseline)",
-    f"cmp_lv_{factor}",
-    options,
-    default,
-    format_func=compare_view.format_level(factor),
+levels = compare_view.level_picker(
+    factor, f"{label(factor)}: levels (the first is the baseline)", f"cmp_lv_{factor}", lim
 )
 facet_levels = []
 if facet == factor:
     st.caption("The panels must be by another setting than the one varied: showing one panel.")
 if facet not in ("none", factor):
-    f_options, f_default = compare_view.level_options(facet, lim)
-    facet_levels = url_multiselect(
-        f"{label(facet)}: one panel each",
-        f"cmp_fv_{facet}",
-        f_options,
-        f_default,
-        format_func=compare_view.format_level(facet),
-    )
+    facet_levels = compare_view.level_picker(facet, f"{label(facet)}: one panel each", f"cmp_fv_{facet}", lim)
 facet = facet if facet_levels else None  # no panel levels chosen: one panel
 if len(levels) < 2:
     st.info(f"Pick at least two levels of {label(factor)} to compare.", icon=":material/touch_app:")

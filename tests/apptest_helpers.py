@@ -4,12 +4,30 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
 PAGES_DIR = Path(__file__).resolve().parents[1] / "app_pages"
 TIMEOUT = 120
+
+
+@contextmanager
+def temporary_store(tmp_path_factory, runs: Iterable) -> Iterator[None]:
+    """A fresh run store (ATTNCORE_CACHE_DIR) holding `runs`, trained once, for one test module's AppTests."""
+    from lab.store import get_run
+
+    mp = pytest.MonkeyPatch()
+    mp.setenv("ATTNCORE_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    try:
+        for run in runs:
+            get_run(run)
+        yield
+    finally:
+        mp.undo()
 
 
 def page(name: str, **query) -> AppTest:

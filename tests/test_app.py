@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from apptest_helpers import charts, metric, texts
+from apptest_helpers import charts, metric, temporary_store, texts
 from streamlit.testing.v1 import AppTest
 
 from attncore import make_run
@@ -29,12 +29,8 @@ TIMEOUT = 120
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     """A temporary run store with the default configuration (30 steps) and its no-position ablation."""
-    mp = pytest.MonkeyPatch()
-    mp.setenv("ATTNCORE_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
-    for run in (make_run(steps=STEPS), make_run(steps=STEPS, position="none")):
-        get_run(run)
-    yield
-    mp.undo()
+    with temporary_store(tmp_path_factory, [make_run(steps=STEPS), make_run(steps=STEPS, position="none")]):
+        yield
 
 
 def app(page: str = "", **query) -> AppTest:

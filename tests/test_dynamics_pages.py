@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
-from apptest_helpers import texts
+from apptest_helpers import temporary_store, texts
 from streamlit.testing.v1 import AppTest
 
 from attncore import make_run
@@ -24,11 +24,9 @@ TIMEOUT = 180
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
-    mp = pytest.MonkeyPatch()
-    mp.setenv("ATTNCORE_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
-    get_run(make_run(steps=STEPS))
-    yield
-    mp.undo()
+    """A temporary run store holding the sidebar's default run at 30 steps."""
+    with temporary_store(tmp_path_factory, [make_run(steps=STEPS)]):
+        yield
 
 
 def app(page: str, **query) -> AppTest:

@@ -17,12 +17,11 @@ from __future__ import annotations
 import re
 
 import pytest
-from apptest_helpers import shown, texts
+from apptest_helpers import shown, temporary_store, texts
 from streamlit.testing.v1 import AppTest
 from streamlit.util import calc_hash
 
 from attncore import make_run
-from lab.store import get_run
 from ui.nav import PAGES
 from ui.sidebar import DEFAULTS
 
@@ -53,11 +52,8 @@ BAD = {  # every one invalid for its kind of widget; MARKDOWN is invalid for eve
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     """A temporary run store holding the sidebar's default run at 30 steps, so Lab pages draw everything."""
-    mp = pytest.MonkeyPatch()
-    mp.setenv("ATTNCORE_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
-    get_run(make_run(steps=STEPS))
-    yield
-    mp.undo()
+    with temporary_store(tmp_path_factory, [make_run(steps=STEPS)]):
+        yield
 
 
 def open_page(spec, query: dict) -> AppTest:

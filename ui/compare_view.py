@@ -16,7 +16,7 @@ from lab.factors import FACTORS, level_label, with_seed
 from lab.store import RunRecord
 from ui import compare_charts, runs, tables
 from ui.limits import Limits, limits
-from ui.params import url_number, url_toggle
+from ui.params import url_multiselect, url_number, url_toggle
 from ui.sidebar import FIELD_LABELS, LEARNING_RATES
 
 FIELD_LABELS = FIELD_LABELS | {"scaling": "Scaling"}
@@ -43,6 +43,12 @@ def level_options(factor: str, lim: Limits) -> tuple[list, list]:
     }
     options, default = table[factor]
     return options, [v for v in default if v in options]
+
+
+def level_picker(factor: str, title: str, key: str, lim: Limits) -> list:
+    """A URL-bound multiselect of a factor's levels (within the hosted caps), its default levels preselected."""
+    options, default = level_options(factor, lim)
+    return url_multiselect(title, key, options, default, format_func=format_level(factor))
 
 
 def seeds_input(key: str) -> list[int]:
