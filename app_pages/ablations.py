@@ -5,7 +5,8 @@ import streamlit as st
 
 from lab import compare
 from lab.factors import tables as grouped_tables
-from ui import charts, compare_view, docs, frames, sidebar
+from ui import compare_view, docs, frames, sidebar
+from ui.charts import runs as charts
 from ui.params import url_multiselect
 from ui.variants import DEFAULT, VARIANTS, variant_runs
 

@@ -3,7 +3,8 @@
 import streamlit as st
 
 from attncore.inspect import attention_maps, head_summary
-from ui import charts, docs, frames, probe, runs, sidebar, tables
+from ui import docs, frames, probe, runs, sidebar, tables
+from ui.charts import runs as charts
 from ui.params import url_multiselect, url_select_slider
 
 st.title("Attention")

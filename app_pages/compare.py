@@ -5,7 +5,8 @@ import streamlit as st
 from attncore import ConfigError
 from lab.factors import FACTORS, comparison_runs, faceted, snapshot_tables
 from lab.factors import tables as grouped_tables
-from ui import compare_charts, compare_view, sidebar
+from ui import compare_view, sidebar
+from ui.charts import compare as compare_charts
 from ui.limits import limits
 from ui.params import url_select
 

@@ -3,13 +3,11 @@
 import streamlit as st
 
 from attncore import ConfigError
-from attncore.mechanisms import attention_param_counts, permutation_test, position_encodings, rope_relative_dots
+from attncore.mechanisms.demos import attention_param_counts, permutation_test, position_encodings, rope_relative_dots
 from ui import docs
-from ui.mechanism_charts import (
-    DIVERGING,
+from ui.charts.base import DIVERGING, grid_frame, heatmap
+from ui.charts.position import (
     encoding_lines,
-    grid_frame,
-    heatmap,
     param_chart,
     param_table,
     permutation_chart,

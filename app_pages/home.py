@@ -7,8 +7,8 @@ metric, button and table in the same view shows the store as it now is.
 import streamlit as st
 
 from attncore import ConfigError
+from lab.presets import preset
 from lab.store import list_cached
-from lab.sweep import preset
 from lab.tables import ablation_table, accuracy_table, runs_frame
 from ui import bundles, nav, runs, sidebar, tables
 

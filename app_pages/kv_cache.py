@@ -3,11 +3,11 @@
 import streamlit as st
 
 from attncore import ConfigError
-from attncore import kvcache as kv
-from attncore.kvbench import benchmark_generation
-from attncore.presets import GPUS, PRESETS
-from ui import calculator_charts as cc
+from attncore.serving import kvcache as kv
+from attncore.serving.kvbench import benchmark_generation
+from attncore.serving.presets import GPUS, PRESETS
 from ui import docs
+from ui.charts import calculators as cc
 from ui.limits import BusyError, limits, training_slot
 from ui.params import show_invalid, url_number, url_select, url_toggle
 

@@ -6,7 +6,8 @@ import streamlit as st
 from attncore import ConfigError
 from attncore.config import POSITIONS
 from attncore.evaluate import MAX_TEST_LENGTHS
-from ui import charts, docs, frames, runs, sidebar, tables
+from ui import docs, frames, runs, sidebar, tables
+from ui.charts import runs as charts
 from ui.limits import limits
 from ui.params import show_invalid, url_multiselect, url_number
 

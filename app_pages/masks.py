@@ -3,17 +3,11 @@
 import streamlit as st
 
 from attncore import ConfigError
-from attncore.mechanisms import mask_order_demo, padding_demo
+from attncore.mechanisms.demos import mask_order_demo, padding_demo
 from ui import docs
-from ui.mechanism_charts import (
-    grid_frame,
-    heatmap,
-    mask_heatmap,
-    padding_summary,
-    parse_ints,
-    row_sum_summary,
-    weights_with_row_sums,
-)
+from ui.charts.base import grid_frame, heatmap
+from ui.charts.masks import mask_heatmap, padding_summary, row_sum_summary, weights_with_row_sums
+from ui.frames import parse_ints
 from ui.params import show_invalid, url_number, url_text
 
 MAX_PAD_T = 16

@@ -3,10 +3,10 @@
 import streamlit as st
 
 from attncore import ConfigError
-from attncore import calculators as calc
-from attncore.presets import PRESETS
-from ui import calculator_charts as cc
+from attncore.serving import parameters as calc
+from attncore.serving.presets import PRESETS
 from ui import docs
+from ui.charts import calculators as cc
 from ui.params import folded, show_invalid, url_number, url_select, url_toggle
 
 CUSTOM = "custom"  # keeps the fields as they are; a fresh URL starts it from the lab's model

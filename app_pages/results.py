@@ -5,7 +5,8 @@ import streamlit as st
 from attncore import ConfigError
 from attncore.config import TASKS
 from lab.tables import accuracy_table, runs_frame
-from ui import charts, docs, frames, runs, sidebar, tables
+from ui import docs, frames, runs, sidebar, tables
+from ui.charts import runs as charts
 from ui.limits import limits
 from ui.params import url_multiselect, url_number
 

@@ -3,10 +3,10 @@
 import streamlit as st
 
 from attncore import ConfigError
-from attncore.mechanisms import scaling_statistics
+from attncore.mechanisms.demos import scaling_statistics
 from ui import docs
+from ui.charts.scaling import STATISTICS, scaling_long, scaling_table, statistic_chart
 from ui.limits import BusyError, limits
-from ui.mechanism_charts import STATISTICS, scaling_long, scaling_table, statistic_chart
 from ui.metered import metered
 from ui.params import show_invalid, url_multiselect, url_number
 

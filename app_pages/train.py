@@ -3,7 +3,8 @@
 import streamlit as st
 
 from attncore.snapshots import SNAPSHOT_N_TEST
-from ui import charts, frames, runs, sidebar
+from ui import frames, runs, sidebar
+from ui.charts import runs as charts
 from ui.params import url_select_slider
 
 st.title("Train")

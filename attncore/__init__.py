@@ -1,6 +1,10 @@
 """attncore: a tiny Transformer decoder in NumPy with a hand-written backward pass.
 
-numpy and the standard library only. See README.md for the map of modules.
+The top level is the model and its training, what everything else builds on: config, layers, model, optim,
+tasks, train, evaluate, inspect, snapshots, memory. Two subpackages measure with it and are independent of
+each other: attncore.serving (parameter counts, KV-cache sizing, GPU fit) and attncore.mechanisms (the √d_k
+statistics, masks, position, attention cost, the gradient check). It may import NumPy and the standard
+library only; nothing of lab, ui, cli or app_pages (`python -m attncore` is a script that hands over to cli).
 """
 
 from .config import ConfigError, ModelConfig, RunConfig, TaskConfig, TrainConfig, make_run

@@ -18,7 +18,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from attncore.attention_cost import loglog_slope, time_attention  # noqa: E402  (after the BLAS settings)
+from attncore.mechanisms.attention_cost import loglog_slope, time_attention  # noqa: E402  (after the BLAS settings)
 
 FIT_FROM = 256  # below it fixed per-call costs bend the line (the Cost page fits from 256 too)
 REFERENCE_MS = {128: 1.3, 512: 25.0, 2048: 350.0}  # the article's timings, a shared CPU

@@ -12,8 +12,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from attncore.kvbench import benchmark_generation  # noqa: E402
-from attncore.kvcache import human_bytes  # noqa: E402
+from attncore.serving.kvbench import benchmark_generation  # noqa: E402
+from attncore.serving.kvcache import human_bytes  # noqa: E402
 
 
 def main() -> None:

@@ -17,13 +17,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
-from attncore.attention_cost import time_attention  # noqa: E402
 from attncore.config import make_run  # noqa: E402
-from attncore.gradcheck import gradient_check  # noqa: E402
 from attncore.inspect import evaluate_ablated  # noqa: E402
-from attncore.kvbench import benchmark_generation  # noqa: E402
-from attncore.mechanisms import scaling_statistics  # noqa: E402
+from attncore.mechanisms.attention_cost import time_attention  # noqa: E402
+from attncore.mechanisms.demos import scaling_statistics  # noqa: E402
+from attncore.mechanisms.gradcheck import gradient_check  # noqa: E402
 from attncore.model import init_params  # noqa: E402
+from attncore.serving.kvbench import benchmark_generation  # noqa: E402
 
 DEFAULT = dict(d_model=32, n_layers=2, n_heads=4)  # the sidebar's defaults (L = 6)
 HOSTED_MAX = dict(d_model=128, n_layers=4, n_heads=16)  # max_d_model, max_layers, max_heads (L = 12)

@@ -23,16 +23,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from attncore.config import RunConfig, make_run  # noqa: E402
 from attncore.evaluate import EvalResult  # noqa: E402
 from attncore.snapshots import snapshot_steps, unstack  # noqa: E402
-from lab import entries, records, store, store_index  # noqa: E402
+from lab import store  # noqa: E402
+from lab.store import backend as entries
+from lab.store import codec
+from lab.store import index as store_index
 
 SMALL = dict(steps=10, d_model=8, n_heads=2, n_layers=1, d_ff=8)  # a fake entry of about 6 kB
 
 
 def fake_record(run: RunConfig) -> store.RunRecord:
     """A record with the right shapes for `run` and made-up numbers (nothing is trained)."""
-    arrays = {name: np.zeros(shape, dtype=dtypes[0]) for name, (shape, dtypes) in records.expected_arrays(run).items()}
+    arrays = {name: np.zeros(shape, dtype=dtypes[0]) for name, (shape, dtypes) in codec.expected_arrays(run).items()}
     ev = EvalResult(0.5, 0.25, 0.25, 250, 0.25, 250, 0.01)
-    snaps = {k.removeprefix(records.SNAPSHOT_PREFIX): arrays.pop(k) for k in list(arrays) if k.startswith("snapshots.")}
+    snaps = {k.removeprefix(codec.SNAPSHOT_PREFIX): arrays.pop(k) for k in list(arrays) if k.startswith("snapshots.")}
     snaps["step"] = np.array(snapshot_steps(run.train.steps))
     return store.RunRecord(
         config=run,
@@ -43,7 +46,7 @@ def fake_record(run: RunConfig) -> store.RunRecord:
         n_params=0,
         probe_tokens=arrays.pop("probe_tokens"),
         probe_attention=arrays.pop("probe_attention"),
-        params={k.removeprefix(records.PARAM_PREFIX): v for k, v in arrays.items()},
+        params={k.removeprefix(codec.PARAM_PREFIX): v for k, v in arrays.items()},
         snapshots=unstack(snaps),
     )
 
@@ -52,7 +55,7 @@ def write_fake(location: Path, run: RunConfig, template: tuple[dict, bytes] | No
     """Store a fake record of `run` (reusing `template`'s arrays when the shapes agree) without the index."""
     entry = store._Entry(run, location)
     if template is None:
-        meta, data = records.encode(fake_record(run))
+        meta, data = codec.encode(fake_record(run))
     else:
         meta, data = template
         meta = meta | {"config": run.to_dict(), "summary": meta["summary"] | {"config": run.to_dict()}}
@@ -63,7 +66,7 @@ def write_fake(location: Path, run: RunConfig, template: tuple[dict, bytes] | No
 def fill_store(location: Path, n: int) -> list[RunConfig]:
     """n fake small runs (copy, L = 4, seeds 0..n-1) written straight into the store, then the index rebuilt."""
     base = make_run("copy", 4, 0, **SMALL)
-    meta, data = records.encode(fake_record(base))
+    meta, data = codec.encode(fake_record(base))
     runs = [replace(base, train=replace(base.train, seed=seed)) for seed in range(n)]
     for run in runs:
         write_fake(location, run, (meta, data))

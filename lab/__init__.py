@@ -1,1 +1,7 @@
-"""lab: the experiment store and sweeps over attncore (joblib, pandas, dask)."""
+"""lab: experiments over attncore: the run store, sweeps, bundles, and the tables and comparisons built on them.
+
+Its layers, each importing only those below: factors (group runs by any factor) over compare, tables, sweep
+(joblib on local cores or Dask) and bundle (runs in one .zip), over store (lab.store: joblib.Memory on cache/),
+over presets (named sets of RunConfigs). It may import attncore, NumPy, pandas, joblib, threadpoolctl and Dask;
+nothing of ui, cli or app_pages, and no UI library.
+"""

@@ -12,8 +12,8 @@ import zipfile
 from pathlib import Path
 
 from attncore.config import RunConfig
-
-from . import records
+from lab import store
+from lab.store import codec
 
 FORMAT = "attnlab-bundle/1"
 MANIFEST = "manifest.json"
@@ -34,8 +34,6 @@ def export_bundle(target, runs=None, *, location=None) -> int:
 
     `target` is a path or a binary file. Each run is checked on the way out. Returns how many runs were written.
     """
-    from . import store
-
     configs = (
         [s["config"] for s in store.list_cached(location=location)] if runs is None else [r.to_dict() for r in runs]
     )
@@ -48,7 +46,7 @@ def export_bundle(target, runs=None, *, location=None) -> int:
             record = None
         if record is None:
             continue  # listed but damaged or gone: the store warned, the bundle leaves it out
-        meta, data = records.encode(record)
+        meta, data = codec.encode(record)
         meta["numerics_version"] = store.NUMERICS_VERSION
         metas.append(meta)
         blobs.append(data)
@@ -69,8 +67,6 @@ def bundle_bytes(runs=None, *, location=None) -> bytes:
 
 def read_bundle(source, max_bytes: int = MAX_BUNDLE_BYTES) -> list:
     """The RunRecords of a bundle (a path or bytes), every check passed; BundleError naming the first failure."""
-    from .store import NUMERICS_VERSION
-
     if isinstance(source, (str, Path)):
         try:
             size = Path(source).stat().st_size
@@ -99,9 +95,9 @@ def read_bundle(source, max_bytes: int = MAX_BUNDLE_BYTES) -> list:
             raise TypeError
     except (ValueError, KeyError, TypeError, zipfile.BadZipFile, OSError, EOFError):
         raise BundleError(f"not a bundle: {MANIFEST} is not a {FORMAT} manifest") from None
-    if manifest.get("numerics_version") != NUMERICS_VERSION:
+    if manifest.get("numerics_version") != store.NUMERICS_VERSION:
         raise BundleError(
-            f"the bundle was computed by another numerics version; this code computes version {NUMERICS_VERSION}"
+            f"the bundle was computed by another numerics version; this code computes version {store.NUMERICS_VERSION}"
         )
     if len(metas) > MAX_RUNS:
         raise BundleError(f"the bundle holds more than {MAX_RUNS} runs")
@@ -111,9 +107,9 @@ def read_bundle(source, max_bytes: int = MAX_BUNDLE_BYTES) -> list:
     for i, meta in enumerate(metas):
         try:
             if not isinstance(meta, dict):
-                raise records.RecordError("its entry in the manifest is not an object")
-            out.append(records.decode(meta, z.read(_member(i)), NUMERICS_VERSION))
-        except records.RecordError as exc:
+                raise codec.RecordError("its entry in the manifest is not an object")
+            out.append(codec.decode(meta, z.read(_member(i)), store.NUMERICS_VERSION))
+        except codec.RecordError as exc:
             raise BundleError(f"run {i + 1} of {len(metas)}: {exc}") from None
         except (zipfile.BadZipFile, OSError, EOFError, ValueError):
             raise BundleError(f"run {i + 1} of {len(metas)}: its array file cannot be read") from None
@@ -125,8 +121,6 @@ def import_bundle(source, max_bytes: int = MAX_BUNDLE_BYTES, *, location=None) -
 
     Nothing is stored unless every run of the bundle passes its checks.
     """
-    from . import store
-
     stored = kept = 0
     imported = read_bundle(source, max_bytes)
     for record in imported:

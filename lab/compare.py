@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from .store import RunRecord
+from lab.store import RunRecord
 
 METRICS = ("final_loss", "token_accuracy", "sequence_accuracy")
 BEYOND, WITHIN = "beyond seed noise", "within seed noise"

@@ -11,9 +11,8 @@ from dataclasses import dataclass
 import pandas as pd
 
 from attncore import ConfigError, RunConfig
-
-from . import compare
-from .store import RunRecord
+from lab import compare
+from lab.store import RunRecord
 
 
 @dataclass(frozen=True)

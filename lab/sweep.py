@@ -11,8 +11,6 @@ must be a shared filesystem mounted at the same path (set ATTNCORE_CACHE_DIR on 
 
 from __future__ import annotations
 
-import itertools
-import math
 import os
 import re
 import threading
@@ -22,109 +20,14 @@ from pathlib import Path
 
 from joblib import Parallel, cpu_count, delayed, parallel_config
 
-from attncore.config import ConfigError, RunConfig, make_run
-from attncore.flags import MAX_JOBS
-
-from .store import RunRecord, cache_dir, get_run, is_cached
+from attncore.config import ConfigError, RunConfig
+from lab.presets import MAX_JOBS
+from lab.store import RunRecord, cache_dir, get_run, is_cached
 
 BACKENDS = ("loky", "dask")
 CONNECT_SECONDS = 5  # how long a dask scheduler may take to answer before the sweep gives up
 # a dask address: protocol://host:port (host a name, IPv4 or [IPv6]), e.g. tcp://127.0.0.1:8786
 SCHEDULER_ADDRESS = re.compile(r"(tcp|tls|ws|wss)://([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\]):([0-9]{1,5})")
-
-# SPEC §7: the five ablations of copy, L = 6, seed 0, as make_run overrides.
-ABLATIONS = {
-    "no scaling": {"scaling": False},
-    "no position": {"position": "none"},
-    "post-LN": {"norm": "post"},
-    "pre-LN, lr 1e-2": {"lr": 1e-2},
-    "post-LN, lr 1e-2": {"norm": "post", "lr": 1e-2},
-}
-
-PRESETS = {
-    "article": "the article's: copy and sort x L 4, 6, 8 x seeds 0, 1, 2 plus five ablations of copy L=6 (23 runs)",
-    "accuracy": "copy and sort x L 4, 6, 8 x seeds 0, 1, 2 (18 runs)",
-    "ablations": "copy L=6 seed 0: full, no scaling, no position, post-LN, pre-LN lr 1e-2, post-LN lr 1e-2 (6 runs)",
-    "smoke": "copy and sort x L 4 x seeds 0, 1 at 200 steps: tries the pipeline in seconds (4 runs)",
-}
-
-
-def _listed(values) -> list:
-    return [values] if isinstance(values, (str, int, float)) else list(values)
-
-
-def grid(
-    tasks=("copy",),
-    lengths=(6,),
-    seeds=(0,),
-    positions=("learned",),
-    norms=("pre",),
-    lrs=(3e-3,),
-    scalings=None,
-    **common,
-) -> list[RunConfig]:
-    """The product of the listed values (seeds vary fastest), each a make_run(..., **common); no duplicates.
-
-    scalings (e.g. (True, False)) varies scaling too; None leaves it to `common` (default on).
-    """
-    scaled = [{}] if scalings is None else [{"scaling": bool(s)} for s in _listed(scalings)]
-    product = itertools.product(
-        _listed(tasks), _listed(lengths), _listed(positions), _listed(norms), _listed(lrs), scaled, _listed(seeds)
-    )
-    runs = (
-        make_run(task, length, seed, position=position, norm=norm, lr=lr, **(common | scaling))
-        for task, length, position, norm, lr, scaling, seed in product
-    )
-    return list(dict.fromkeys(runs))  # RunConfig is hashable: duplicates dropped, order kept
-
-
-def grid_size(
-    tasks=("copy",), lengths=(6,), seeds=(0,), positions=("learned",), norms=("pre",), lrs=(3e-3,), scalings=(True,)
-) -> int:
-    """How many runs grid() would return for these lists, without building them."""
-    return math.prod(len(set(_listed(v))) for v in (tasks, lengths, seeds, positions, norms, lrs, scalings or (True,)))
-
-
-def ablations(task: str = "copy", length: int = 6, seed: int = 0, **common) -> list[RunConfig]:
-    """The full run followed by its five ablations (SPEC §7)."""
-    return [make_run(task, length, seed, **common)] + [
-        make_run(task, length, seed, **(common | change)) for change in ABLATIONS.values()
-    ]
-
-
-def preset(name: str) -> list[RunConfig]:
-    """The runs of a named preset (see PRESETS)."""
-    if name not in PRESETS:
-        raise ConfigError("preset", f"must be one of {', '.join(PRESETS)}; got {name!r}")
-    accuracy = grid(("copy", "sort"), (4, 6, 8), (0, 1, 2))
-    if name == "article":
-        return accuracy + ablations()[1:]
-    if name == "accuracy":
-        return accuracy
-    if name == "ablations":
-        return ablations()
-    return grid(("copy", "sort"), (4,), (0, 1), steps=200)
-
-
-def with_settings(run: RunConfig, **overrides) -> RunConfig:
-    """`run` rebuilt by make_run with some of its arguments replaced (e.g. steps=300 for a quick preset)."""
-    m, t = run.model, run.train
-    kwargs = dict(
-        steps=t.steps,
-        batch_size=t.batch_size,
-        lr=t.lr,
-        d_model=m.d_model,
-        n_heads=m.n_heads,
-        n_layers=m.n_layers,
-        d_ff=m.d_ff,
-        position=m.position,
-        norm=m.norm,
-        scaling=m.scaling,
-        dtype=m.dtype,
-    )
-    if "d_model" in overrides and "d_ff" not in overrides and m.d_ff == 4 * m.d_model:
-        kwargs["d_ff"] = None  # keep d_ff = 4d for a new width
-    return make_run(run.task.name, run.task.length, run.train.seed, **(kwargs | overrides))
 
 
 def _sweep_one(index: int, run: RunConfig, location: str) -> tuple[int, RunRecord]:

@@ -13,8 +13,7 @@ import numpy as np
 import pandas as pd
 
 from attncore.config import RunConfig
-
-from .store import RunRecord
+from lab.store import RunRecord
 
 # The config columns that make two runs of one task, L and seed differ (max_len follows from L).
 SETTINGS = ["position", "norm", "scaling", "lr", "steps", "batch_size", "d_model", "n_heads", "n_layers", "d_ff"]

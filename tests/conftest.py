@@ -43,10 +43,11 @@ def random_params():
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
     """An empty run store of this test's own (no HMAC key, no size cap from the environment)."""
-    from lab import records, store
+    from lab import store
+    from lab.store import codec
 
     location = tmp_path / "cache"
     monkeypatch.setenv(store.ENV_VAR, str(location))
-    monkeypatch.delenv(records.KEY_VAR, raising=False)
+    monkeypatch.delenv(codec.KEY_VAR, raising=False)
     monkeypatch.delenv(store.MAX_STORE_VAR, raising=False)
     return location

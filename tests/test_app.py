@@ -81,10 +81,10 @@ def test_home_reflects_a_sidebar_change(store):
 
 
 def test_home_reproduce_button_runs_the_sweep_with_progress(store, monkeypatch):
-    import lab.sweep
+    import lab.presets
 
     short = [make_run("copy", 4, s, steps=STEPS) for s in (0, 1)] + [make_run("copy", 4, 0, steps=STEPS, scaling=False)]
-    monkeypatch.setattr(lab.sweep, "preset", lambda name: short)  # the article's 23 full runs take minutes
+    monkeypatch.setattr(lab.presets, "preset", lambda name: short)  # the article's 23 full runs take minutes
     at = app()
     assert metric(at, "Article runs cached") == "0 of 3"
     at.button(key="reproduce").click().run()

@@ -35,7 +35,8 @@ def cache(tmp_path_factory) -> Path:
     """A run store holding every run the pages show by default: the article's runs and the ablations over seeds
     0-2 (Ablations and Compare show 3 seeds by default), at STEPS steps."""
     location = Path(os.environ.get("ATTNLAB_BROWSER_CACHE") or tmp_path_factory.mktemp("cache")).resolve()
-    from lab.sweep import ablations, preset, run_sweep, with_settings
+    from lab.presets import ablations, preset, with_settings
+    from lab.sweep import run_sweep
 
     runs = [with_settings(r, steps=STEPS) for r in preset("article") + ablations(seed=1) + ablations(seed=2)]
     run_sweep(runs, n_jobs=2, location=location)

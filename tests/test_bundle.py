@@ -11,8 +11,8 @@ import pytest
 from test_store import STEPS, assert_same_record, counting
 from test_store_integrity import Marker
 
-from attncore.cli import main
 from attncore.config import make_run
+from cli.main import main
 from lab import bundle, store
 
 RUNS = [make_run(steps=STEPS), make_run("sort", 4, 1, steps=STEPS), make_run(steps=STEPS, position="none")]

@@ -6,12 +6,12 @@ import dataclasses
 
 import pytest
 
-from attncore import calculators as calc
-from attncore import kvcache
 from attncore.config import ModelConfig
-from attncore.kvbench import CacheBenchmark
-from attncore.presets import get_preset
-from ui import calculator_charts as cc
+from attncore.serving import kvcache
+from attncore.serving import parameters as calc
+from attncore.serving.kvbench import CacheBenchmark
+from attncore.serving.presets import get_preset
+from ui.charts import calculators as cc
 
 
 def layers(chart) -> list[dict]:

@@ -10,13 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attncore import calculators as calc
-from attncore import kvcache
-from attncore.cli import main
 from attncore.config import POSITIONS, ConfigError, ModelConfig
-from attncore.kvbench import benchmark_generation
 from attncore.model import count_params, init_params, param_shapes
-from attncore.presets import PRESETS, get_preset
+from attncore.serving import kvcache
+from attncore.serving import parameters as calc
+from attncore.serving.kvbench import benchmark_generation
+from attncore.serving.presets import PRESETS, get_preset
+from cli.main import main
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -12,7 +12,8 @@ from attncore.evaluate import EvalResult
 from attncore.inspect import attention_maps, head_summary
 from attncore.model import init_params
 from attncore.tasks import probe_sequence
-from ui import charts, frames
+from ui import frames
+from ui.charts import runs as charts
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,8 @@
 """The command line as a user runs it: `python -m attncore ...` in a subprocess, with its own cache directory.
 
 Bad or dangerous input exits 2 with one line naming the flag, before anything is trained or stored; a closed
-pipe exits quietly; a killed sweep takes its workers with it; attncore.cli loads no lab, joblib or pandas.
+pipe exits quietly; a killed sweep takes its workers with it; the command line loads no store, joblib or pandas
+until a command needs them.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import pytest
 
 from attncore.config import ConfigError, make_run
 from attncore.memory import parse_size, training_bytes
-from lab import entries
+from lab.store import backend as entries
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -219,14 +220,15 @@ def test_output_into_a_closed_pipe_exits_quietly(tmp_path, argv):
 # --- imports -----------------------------------------------------------------------
 
 
-def test_attncore_cli_imports_no_lab_joblib_or_pandas():
+def test_the_command_line_loads_no_store_joblib_or_pandas_until_a_command_needs_them():
     code = """
 import json, sys
-import attncore.cli
-after_import = sorted(m for m in ("lab", "joblib", "pandas") if m in sys.modules)
-attncore.cli.main(["params", "--preset", "gpt2", "--json"])
-after_params = sorted(m for m in ("lab", "joblib", "pandas") if m in sys.modules)
-import lab.cli_sweep
+HEAVY = ("lab.store", "lab.sweep", "joblib", "pandas")
+import cli.main
+after_import = sorted(m for m in HEAVY if m in sys.modules)
+cli.main.main(["params", "--preset", "gpt2", "--json"])
+after_params = sorted(m for m in HEAVY if m in sys.modules)
+import cli.sweep
 print(json.dumps([after_import, after_params, "joblib" in sys.modules]))
 """
     r = subprocess.run(
@@ -236,11 +238,9 @@ print(json.dumps([after_import, after_params, "joblib" in sys.modules]))
         capture_output=True,
         text=True,
     )
-    after_import, after_params, joblib_after_lab = json.loads(r.stdout.splitlines()[-1])
+    after_import, after_params, joblib_after_sweep = json.loads(r.stdout.splitlines()[-1])
     assert after_import == [] and after_params == []
-    assert not joblib_after_lab  # lab.cli_sweep loads joblib only inside its commands
-    lab_cli = (REPO / "lab" / "cli_sweep.py").read_text()
-    assert "attncore.cli " not in lab_cli and "from attncore.cli import" not in lab_cli
+    assert not joblib_after_sweep  # cli.sweep loads joblib only inside its commands
 
 
 # --- memory estimate -----------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Comparisons over a factor (lab.factors) and their charts (ui.compare_charts): pure, no browser."""
+"""Comparisons over a factor (lab.factors) and their charts (ui.charts.compare): pure, no browser."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from attncore import ConfigError, make_run
 from lab import compare
 from lab.factors import FACTORS, comparison_runs, faceted, group_by, tables, to_json, varied_besides, with_seed
-from ui import compare_charts
+from ui.charts import compare as compare_charts
 
 
 def summary(seed: int, seq: float, task: str = "copy", **overrides) -> dict:

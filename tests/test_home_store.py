@@ -6,7 +6,7 @@ import pytest
 from apptest_helpers import metric, texts
 from test_app import STEPS, app
 
-import lab.sweep
+import lab.presets
 from attncore import make_run
 from lab import bundle, store
 
@@ -17,7 +17,7 @@ SHORT = [make_run("copy", 4, s, steps=STEPS) for s in (0, 1)] + [make_run("copy"
 def empty_store(tmp_path, monkeypatch):
     """An empty run store, the article's preset cut to three 30-step runs, uploads allowed."""
     monkeypatch.setenv(store.ENV_VAR, str(tmp_path / "cache"))
-    monkeypatch.setattr(lab.sweep, "preset", lambda name: SHORT)
+    monkeypatch.setattr(lab.presets, "preset", lambda name: SHORT)
     monkeypatch.setenv("ATTNLAB_BUNDLE_UPLOAD", "1")
     return tmp_path
 

@@ -9,10 +9,10 @@ import pytest
 from apptest_helpers import charts, metric, page, texts
 from streamlit.testing.v1 import AppTest
 
-from attncore import mechanisms as mech
-from attncore.attention_cost import attention_memory
-from attncore.gradcheck import gradient_check, gradient_check_summary
-from ui.mechanism_charts import eps_comparison
+from attncore.mechanisms import demos as mech
+from attncore.mechanisms.attention_cost import attention_memory
+from attncore.mechanisms.gradcheck import gradient_check, gradient_check_summary
+from ui.charts.gradcheck import eps_comparison
 
 # --- Scaling -------------------------------------------------------------------------------------
 
@@ -177,7 +177,7 @@ def test_cost_shows_memory_at_once_and_times_only_on_run():
 
 
 def test_cost_run_times_the_lengths_and_keeps_the_result(monkeypatch):
-    import attncore.attention_cost as cost
+    import attncore.mechanisms.attention_cost as cost
 
     steps = []
 

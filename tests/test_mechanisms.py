@@ -7,10 +7,11 @@ import math
 import numpy as np
 import pytest
 
-from attncore import gradcheck, layers
-from attncore import mechanisms as mech
-from attncore.attention_cost import attention_memory, loglog_slope, time_attention
+from attncore import layers
 from attncore.config import ConfigError, ModelConfig
+from attncore.mechanisms import demos as mech
+from attncore.mechanisms import gradcheck
+from attncore.mechanisms.attention_cost import attention_memory, loglog_slope, time_attention
 from attncore.model import count_params, init_params, loss_and_grads, param_shapes
 
 # SPEC §2: (d_k, scaled) -> Var(q.k), sd of scores, mean max weight, entropy, sensitivity

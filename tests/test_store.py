@@ -17,7 +17,8 @@ import pytest
 from attncore.config import make_run
 from attncore.model import count_params, param_shapes
 from attncore.snapshots import snapshot_steps
-from lab import entries, store
+from lab import store
+from lab.store import backend as entries
 
 REPO = Path(__file__).resolve().parents[1]
 STEPS = 50

@@ -12,8 +12,9 @@ from conftest import ROOT
 from test_store import STEPS, counting
 
 from attncore.config import make_run
-from lab import store, store_index
-from lab.sweep import preset
+from lab import store
+from lab.presets import preset
+from lab.store import index as store_index
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import store_listing  # noqa: E402

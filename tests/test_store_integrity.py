@@ -16,7 +16,9 @@ import pytest
 from test_store import STEPS, assert_same_record, counting
 
 from attncore.config import make_run
-from lab import entries, records, store
+from lab import store
+from lab.store import backend as entries
+from lab.store import codec
 
 
 def entry_dir(run):
@@ -93,10 +95,10 @@ def forge(path, meta: dict, data: bytes, key: str | None, monkeypatch) -> None:
     meta = meta | {"npz_sha256": __import__("hashlib").sha256(data).hexdigest(), "npz_bytes": len(data)}
     with monkeypatch.context() as m:
         if key:
-            m.setenv(records.KEY_VAR, key)
+            m.setenv(codec.KEY_VAR, key)
         else:
-            m.delenv(records.KEY_VAR, raising=False)
-        sidecar = records.seal(meta)
+            m.delenv(codec.KEY_VAR, raising=False)
+        sidecar = codec.seal(meta)
     (path / entries.RECORD_FILE).write_bytes(data)
     (path / entries.SIDECAR_FILE).write_text(sidecar)
 
@@ -111,11 +113,11 @@ def pickle_payloads(marker) -> dict[str, bytes]:
 @pytest.mark.parametrize("key", [None, "secret"])
 def test_a_planted_pickle_never_runs(cache, tmp_path, monkeypatch, key):
     if key:
-        monkeypatch.setenv(records.KEY_VAR, key)
+        monkeypatch.setenv(codec.KEY_VAR, key)
     run = make_run(steps=STEPS)
     original = store.get_run(run)
     path = entry_dir(run)
-    meta = records.unseal((path / entries.SIDECAR_FILE).read_bytes())
+    meta = codec.unseal((path / entries.SIDECAR_FILE).read_bytes())
     marker = tmp_path / "pwned"
     for payload in pickle_payloads(marker).values():
         # joblib's own file name, with no sidecar: the old layout is never read
@@ -155,7 +157,7 @@ def test_sealed_snapshots_that_do_not_fit_the_config_are_refused(cache, monkeypa
     genuine = store.get_run(run)
     forged = store.get_run(run)
     change(forged)
-    meta, data = records.encode(forged)
+    meta, data = codec.encode(forged)
     meta["numerics_version"] = store.NUMERICS_VERSION
     forge(entry_dir(run), meta, data, None, monkeypatch)
     assert not store.is_cached(run) or change in (_shifted_steps, _accuracy_out_of_range)  # shapes: refused early
@@ -170,14 +172,14 @@ def test_with_a_key_a_forged_entry_is_refused_without_it_it_is_served(cache, mon
     """The threat model: without ATTNCORE_CACHE_KEY a writer of the folder can plant a consistent wrong run."""
     run, other = make_run(steps=STEPS), make_run(steps=STEPS, seed=1)
     genuine, other_record = store.get_run(run), store.get_run(other)
-    forged_meta, forged_data = records.encode(other_record)  # seed 1's numbers under seed 0's config
+    forged_meta, forged_data = codec.encode(other_record)  # seed 1's numbers under seed 0's config
     forged_meta |= {"numerics_version": store.NUMERICS_VERSION, "config": run.to_dict()}
     forged_meta["summary"] = forged_meta["summary"] | {"config": run.to_dict()}
     forge(entry_dir(run), forged_meta, forged_data, None, monkeypatch)
     served = store.get_run(run)  # no key: consistent and sealed, so served
     assert np.array_equal(served.loss_history, other_record.loss_history)
 
-    monkeypatch.setenv(records.KEY_VAR, "secret")
+    monkeypatch.setenv(codec.KEY_VAR, "secret")
     steps, callback = counting()
     with pytest.warns(store.CacheWarning, match="not signed"):
         assert_same_record(genuine, store.get_run(run, callback))

@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attncore.cli import main
 from attncore.config import ConfigError, make_run
 from attncore.evaluate import EvalResult
-from lab import store, sweep, tables
+from cli.main import main
+from lab import presets, store, sweep, tables
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -33,7 +33,7 @@ def assert_same_record(a: store.RunRecord, b: store.RunRecord) -> None:
 
 
 def test_article_preset_is_the_23_runs_of_the_spec():
-    runs = sweep.preset("article")
+    runs = presets.preset("article")
     assert len(runs) == len(set(runs)) == 23
     baseline = ("learned", "pre", True, 3e-3)
     grid_runs = [r for r in runs if (r.model.position, r.model.norm, r.model.scaling, r.train.lr) == baseline]
@@ -46,16 +46,16 @@ def test_article_preset_is_the_23_runs_of_the_spec():
     base = make_run("copy", 6, 0)
     names = [tables.variant_name(r, base) for r in runs if r not in grid_runs]
     assert names == ["no scaling", "no position", "post-LN", "pre-LN, lr 1e-2", "post-LN, lr 1e-2"]
-    assert set(sweep.PRESETS) >= {"article"}
-    for name in sweep.PRESETS:
-        assert sweep.preset(name)
+    assert set(presets.PRESETS) >= {"article"}
+    for name in presets.PRESETS:
+        assert presets.preset(name)
     with pytest.raises(ConfigError) as e:
-        sweep.preset("articel")
+        presets.preset("articel")
     assert e.value.field == "preset"
 
 
 def test_grid_is_the_product_with_seeds_fastest():
-    runs = sweep.grid(["copy", "sort"], [4, 6], [0, 1, 1], ["learned"], ["pre", "post"], [3e-3], steps=30)
+    runs = presets.grid(["copy", "sort"], [4, 6], [0, 1, 1], ["learned"], ["pre", "post"], [3e-3], steps=30)
     assert len(runs) == 2 * 2 * 2 * 2  # the repeated seed counts once
     assert [(r.task.name, r.task.length, r.model.norm, r.train.seed) for r in runs[:3]] == [
         ("copy", 4, "pre", 0),
@@ -64,14 +64,14 @@ def test_grid_is_the_product_with_seeds_fastest():
     ]
     assert all(r.train.steps == 30 for r in runs)
     with pytest.raises(ConfigError):
-        sweep.grid(["copy"], [6], [0], ["learned"], ["sideways"], [3e-3])
+        presets.grid(["copy"], [6], [0], ["learned"], ["sideways"], [3e-3])
 
 
 # --- running sweeps --------------------------------------------------------------
 
 
 def test_parallel_sweep_returns_records_in_input_order_and_reports_progress(cache):
-    runs = sweep.grid(["copy", "sort"], [4], [0, 1], steps=30)[::-1]
+    runs = presets.grid(["copy", "sort"], [4], [0, 1], steps=30)[::-1]
     calls = []
     records = sweep.run_sweep(runs + runs[:1], n_jobs=2, progress=lambda done, total: calls.append((done, total)))
     assert [r.config for r in records] == runs + runs[:1]
@@ -85,7 +85,8 @@ def test_parallel_sweep_returns_records_in_input_order_and_reports_progress(cach
 SWEEPER = """
 import sys
 from attncore.config import make_run
-from lab.sweep import grid, run_sweep
+from lab.presets import grid
+from lab.sweep import run_sweep
 
 run_sweep(grid(["copy"], [4], range(6), steps=int(sys.argv[1])), n_jobs=1)
 """
@@ -93,7 +94,7 @@ run_sweep(grid(["copy"], [4], range(6), steps=int(sys.argv[1])), n_jobs=1)
 
 def test_killed_sweep_resumes_without_recomputing_finished_runs(cache, tmp_path, monkeypatch):
     steps = 150
-    runs = sweep.grid(["copy"], [4], range(6), steps=steps)
+    runs = presets.grid(["copy"], [4], range(6), steps=steps)
     env = os.environ | {"PYTHONPATH": str(REPO), store.ENV_VAR: str(cache)}
     proc = subprocess.Popen([sys.executable, "-c", SWEEPER, str(steps)], env=env)
     deadline = time.monotonic() + 60
@@ -118,7 +119,7 @@ def test_killed_sweep_resumes_without_recomputing_finished_runs(cache, tmp_path,
 
 def test_dask_sweep_is_bit_identical_to_the_local_one(tmp_path):
     distributed = pytest.importorskip("distributed")
-    runs = sweep.grid(["copy", "sort"], [4], [0], ["learned", "rope"], steps=30)
+    runs = presets.grid(["copy", "sort"], [4], [0], ["learned", "rope"], steps=30)
     local = sweep.run_sweep(runs, n_jobs=2, location=tmp_path / "local")
     with distributed.LocalCluster(
         n_workers=2, threads_per_worker=1, host="127.0.0.1", processes=True, dashboard_address=None
@@ -143,7 +144,7 @@ def fake_record(run, token, sequence, loss=0.1) -> store.RunRecord:
 def test_accuracy_table_is_mean_and_min_over_seeds_without_the_ablations():
     records = [
         fake_record(r, token=0.9 + 0.01 * r.train.seed + 0.001 * r.task.length, sequence=0.5 + 0.1 * r.train.seed)
-        for r in sweep.preset("article")
+        for r in presets.preset("article")
     ]
     table = tables.accuracy_table(records)
     assert list(table[["task", "length"]].itertuples(index=False, name=None)) == [
@@ -165,7 +166,7 @@ def test_accuracy_table_is_mean_and_min_over_seeds_without_the_ablations():
 
 
 def test_ablation_table_names_variants_and_differences_to_full(tmp_path):
-    runs = sweep.preset("article")
+    runs = presets.preset("article")
     records = [fake_record(r, 1.0, 1.0, loss=0.001) for r in runs]
     no_position = runs.index(make_run("copy", 6, 0, position="none"))
     records[no_position] = fake_record(runs[no_position], 0.656, 0.204, loss=0.7342)
@@ -227,7 +228,7 @@ def test_sweep_command_prints_json_tables_and_manages_the_cache(cache, capsys):
 
 
 def test_cli_does_not_load_joblib_or_pandas_until_needed():
-    code = "import sys; from attncore.cli import build_parser; build_parser(); "
+    code = "import sys; from cli.main import build_parser; build_parser(); "
     code += "print(sorted({'joblib', 'pandas'} & set(sys.modules)))"
     out = subprocess.run(
         [sys.executable, "-c", code], env=os.environ | {"PYTHONPATH": str(REPO)}, capture_output=True, text=True

@@ -14,7 +14,8 @@ from attncore.config import POSITIONS, TASKS
 from lab.compare import RULE
 from lab.factors import FACTORS, level_label, with_seed
 from lab.store import RunRecord
-from ui import compare_charts, runs, tables
+from ui import runs, tables
+from ui.charts import compare as compare_charts
 from ui.limits import Limits, limits
 from ui.params import url_multiselect, url_number, url_toggle
 from ui.sidebar import FIELD_LABELS, LEARNING_RATES

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from attncore.config import SEP
+from attncore.config import SEP, ConfigError
 
 MAX_POINTS = 400  # points per curve sent to the browser
 
@@ -154,3 +154,16 @@ def length_frame(results: dict[str, list[list]]) -> pd.DataFrame:
                     | {"mean": float(np.mean(v)), "min": min(v), "max": max(v), "seeds": len(v)}
                 )
     return pd.DataFrame(rows, columns=["encoding", "length", "metric", "mean", "min", "max", "seeds"])
+
+
+def parse_ints(text: str, field: str, max_count: int = 12) -> list[int]:
+    """'5 3 0' or '5, 3, 0' -> [5, 3, 0]; ConfigError(field) for anything else (bounds are the library's)."""
+    parts = text.replace(",", " ").split()
+    if not parts:
+        raise ConfigError(field, "type at least one whole number")
+    if len(parts) > max_count:
+        raise ConfigError(field, f"at most {max_count} numbers, got {len(parts)}")
+    try:
+        return [int(p) for p in parts]
+    except ValueError:
+        raise ConfigError(field, f"whole numbers separated by spaces, got {text!r}") from None

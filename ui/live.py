@@ -18,7 +18,8 @@ from joblib.externals.loky import ProcessPoolExecutor
 
 from attncore import RunConfig
 from lab.store import RunRecord, cache_dir, list_cached
-from ui import charts, frames, worker
+from ui import frames, worker
+from ui.charts import runs as charts
 from ui.limits import BusyError, limits, training_slot
 from ui.metered import Memo
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from attncore import ConfigError, RunConfig, make_run
-from lab.sweep import ABLATIONS
+from lab.presets import ABLATIONS
 from lab.tables import variant_name
 
-# name -> make_run overrides; the article's five (lab.sweep.ABLATIONS) first
+# name -> make_run overrides; the article's five (lab.presets.ABLATIONS) first
 VARIANTS = dict(ABLATIONS) | {
     "scaling on": {"scaling": True},
     "learned position": {"position": "learned"},

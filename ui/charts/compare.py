@@ -1,5 +1,5 @@
 """Charts of groups over seeds (Ablations, Compare) as pure functions: lab.compare / lab.factors frames in,
-alt.Chart out; no streamlit. The baseline level is black, the others in ui.charts' variant palette.
+alt.Chart out; no streamlit. The baseline level is black, the others in the variant palette of ui.charts.base.
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from ui.charts import BASE_COLOR, METRICS, VARIANT_COLORS, accuracy_floor
+from ui.charts.runs import BASE_COLOR, METRICS, VARIANT_COLORS, accuracy_floor
 from ui.frames import thin
 
 BAND_POINTS = 300  # steps per band sent to the browser

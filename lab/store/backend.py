@@ -1,7 +1,7 @@
 """One run's entry on disk: joblib's store backend writing record.npz + record.json, per-run locks, joblib's code file.
 
 Writes go to temporary files renamed into place (sidecar last), and are removed again if the disk refuses
-them, so a reader sees a whole entry or none. Nothing here unpickles: see lab.records.
+them, so a reader sees a whole entry or none. Nothing here unpickles: see lab.codec.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from joblib import register_store_backend
 from joblib._store_backends import FileSystemStoreBackend
 from joblib.memory import extract_first_line
 
-from . import records
+from . import codec
+from .record import CacheWarning, describe
 
 try:
     import fcntl
@@ -47,7 +48,7 @@ def write_entry(path: Path, meta: dict, data: bytes) -> None:
     path.mkdir(parents=True, exist_ok=True)
     (path / SIDECAR_FILE).unlink(missing_ok=True)  # no moment where an old sidecar vouches for new arrays
     write_atomic(path / RECORD_FILE, data)
-    write_atomic(path / SIDECAR_FILE, records.seal(meta).encode())
+    write_atomic(path / SIDECAR_FILE, codec.seal(meta).encode())
 
 
 MAX_SIDECAR_BYTES = 2**20  # a real sidecar is a few kB
@@ -56,7 +57,7 @@ MAX_SIDECAR_BYTES = 2**20  # a real sidecar is a few kB
 def _read_capped(path: Path, limit: int) -> bytes:
     """The file's bytes, refused (RecordError) before reading when it is larger than `limit`."""
     if path.stat().st_size > limit:
-        raise records.RecordError(f"{path.name} is larger than its sidecar allows")
+        raise codec.RecordError(f"{path.name} is larger than its sidecar allows")
     return path.read_bytes()
 
 
@@ -65,9 +66,9 @@ def read_meta(path: Path, numerics_version: int, config: dict | None = None) -> 
     try:
         text = _read_capped(path / SIDECAR_FILE, MAX_SIDECAR_BYTES)
     except OSError as exc:
-        raise records.RecordError(f"no readable sidecar ({exc.strerror or type(exc).__name__})") from None
-    meta = records.unseal(text)
-    records.check_meta(meta, numerics_version, config)
+        raise codec.RecordError(f"no readable sidecar ({exc.strerror or type(exc).__name__})") from None
+    meta = codec.unseal(text)
+    codec.check_meta(meta, numerics_version, config)
     return meta
 
 
@@ -77,8 +78,8 @@ def read_entry(path: Path, numerics_version: int, config: dict | None = None):
     try:
         data = _read_capped(path / RECORD_FILE, meta["npz_bytes"])
     except OSError as exc:
-        raise records.RecordError(f"no readable array file ({exc.strerror or type(exc).__name__})") from None
-    return records.decode(meta, data, numerics_version, config), meta
+        raise codec.RecordError(f"no readable array file ({exc.strerror or type(exc).__name__})") from None
+    return codec.decode(meta, data, numerics_version, config), meta
 
 
 def verify_entry(path: Path, numerics_version: int, config: dict | None = None) -> dict:
@@ -90,20 +91,25 @@ def verify_entry(path: Path, numerics_version: int, config: dict | None = None) 
     try:
         data = _read_capped(path / RECORD_FILE, meta["npz_bytes"])
     except OSError:
-        raise records.RecordError("no readable array file") from None
+        raise codec.RecordError("no readable array file") from None
     if not hmac.compare_digest(hashlib.sha256(data).hexdigest(), str(meta["npz_sha256"])):
-        raise records.RecordError("the array file's SHA-256 does not match its sidecar")
+        raise codec.RecordError("the array file's SHA-256 does not match its sidecar")
     return meta
 
 
 class RunBackend(FileSystemStoreBackend):
-    """joblib's file-system backend with RunRecords stored as lab.records data instead of output.pkl."""
+    """joblib's file-system backend with RunRecords stored as lab.store.codec data instead of output.pkl."""
+
+    numerics_version: int | None = None  # set by the store through backend_options: what its keys carry
+
+    def configure(self, location, verbose=1, backend_options=None):
+        options = dict(backend_options or {})
+        self.numerics_version = options.pop("numerics_version", None)
+        super().configure(location, verbose, options)
 
     def dump_item(self, call_id, item, verbose=1):
-        from .store import NUMERICS_VERSION, CacheWarning, _describe
-
-        meta, data = records.encode(item)
-        meta["numerics_version"] = NUMERICS_VERSION
+        meta, data = codec.encode(item)
+        meta["numerics_version"] = self.numerics_version
         path = Path(self.location, *call_id)
         try:
             write_entry(path, meta, data)
@@ -113,16 +119,14 @@ class RunBackend(FileSystemStoreBackend):
             except OSError:
                 pass
             warnings.warn(
-                f"could not store {_describe(item.config)} in {self.location} ({exc.strerror or exc}); "
+                f"could not store {describe(item.config)} in {self.location} ({exc.strerror or exc}); "
                 "the run is returned but not stored",
                 CacheWarning,
                 stacklevel=2,
             )
 
     def load_item(self, call_id, verbose=1, timestamp=None, metadata=None):
-        from .store import NUMERICS_VERSION
-
-        return read_entry(Path(self.location, *call_id), NUMERICS_VERSION)[0]
+        return read_entry(Path(self.location, *call_id), self.numerics_version)[0]
 
     def contains_item(self, call_id):
         return Path(self.location, *call_id, SIDECAR_FILE).exists()

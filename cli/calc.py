@@ -2,7 +2,7 @@
 
 Both take a preset or architecture flags (defaults: this lab's model, d_ff = 4d);
 `kv-cache` also takes bare --layers/--kv-heads/--head-dim. Bad values raise
-ConfigError naming the flag, which attncore.cli turns into one line and exit code 2.
+ConfigError naming the flag, which cli.main turns into one line and exit code 2.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ import dataclasses
 import json
 from contextlib import contextmanager
 
-from . import calculators as calc
-from . import kvcache
-from .config import ConfigError, ModelConfig, check_int
-from .flags import ArgumentError, finite_float
-from .presets import GPUS, PRESETS, get_preset, gpu_memory_gb
+from attncore.config import ConfigError, ModelConfig, check_int
+from attncore.serving import kvcache
+from attncore.serving import parameters as calc
+from attncore.serving.presets import GPUS, PRESETS, get_preset, gpu_memory_gb
+from cli.flags import ArgumentError, finite_float
 
 # flag, Decoder field, type or choices, help
 ARCH_FLAGS = (
@@ -75,7 +75,7 @@ def flag_names():
 
 
 def add_arch_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--preset", help="a model from attncore/presets.py, or 'list'")
+    p.add_argument("--preset", help="a model from attncore/serving/presets.py, or 'list'")
     for flag, field, kind, text in ARCH_FLAGS:
         if isinstance(kind, tuple):
             p.add_argument(flag, dest=field, choices=kind, help=text)

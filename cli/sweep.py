@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from attncore.config import ConfigError
-from attncore.flags import GRID_FACTORS, MAX_GRID, MAX_JOBS, SETTING_FLAGS, add_model_args, jobs, run_settings
+from cli.flags import GRID_FACTORS, MAX_GRID, MAX_JOBS, SETTING_FLAGS, add_model_args, jobs, run_settings
 
 CSV_FILES = ("runs.csv", "accuracy.csv", "ablations.csv")
 
@@ -39,14 +39,14 @@ def register(sub) -> None:
     )
     p.set_defaults(func=cmd_sweep, parser=p)
 
-    from .cli_cache import register as register_cache
+    from cli.cache import register as register_cache
 
     register_cache(sub)
 
 
 def sweep_runs(a) -> list:
     """The runs a parsed `sweep` command asks for: the preset (with overridden flags) or the grid."""
-    from .sweep import grid, grid_size, preset, with_settings
+    from lab.presets import grid, grid_size, preset, with_settings
 
     if a.preset:
         grid_flags = ("task", "length", "seed", "position", "norm", "lr", "no_scaling", "scaling")
@@ -120,7 +120,7 @@ def _formatters(columns) -> dict:
 
 
 def print_tables(records) -> None:
-    from .tables import ablation_base, ablation_table, accuracy_table
+    from lab.tables import ablation_base, ablation_table, accuracy_table
 
     acc = accuracy_table(records)
     print("Accuracy by task and L over seeds (mean, min)")
@@ -134,7 +134,7 @@ def print_tables(records) -> None:
 
 def check_group_by(runs, factor: str) -> None:
     """--group-by needs a grid that varies only that factor and the seed (pairs are matched by seed)."""
-    from .factors import varied_besides
+    from lab.factors import varied_besides
 
     others = varied_besides(runs, factor)
     if others:
@@ -147,8 +147,8 @@ def check_group_by(runs, factor: str) -> None:
 
 def print_groups(records, factor: str, as_json: bool) -> None:
     """The grouped table (mean, min, max over seeds per level) and each level against the first, paired by seed."""
-    from .compare import RULE
-    from .factors import group_by, tables, to_json
+    from lab.compare import RULE
+    from lab.factors import group_by, tables, to_json
 
     groups = group_by(records, factor)
     table, comparisons, _ = tables([(None, groups)], curves=False)
@@ -166,9 +166,8 @@ def print_groups(records, factor: str, as_json: bool) -> None:
 
 def cmd_sweep(a) -> int:
     from attncore.memory import check_fits
-
-    from .store import is_cached
-    from .sweep import check_scheduler_address, connect, loky_workers, run_sweep
+    from lab.store import is_cached
+    from lab.sweep import check_scheduler_address, connect, loky_workers, run_sweep
 
     if a.scheduler and a.backend != "dask":
         raise ConfigError("scheduler", "is only used with --backend dask")
@@ -215,7 +214,7 @@ def cmd_sweep(a) -> int:
 
 
 def write_csv(records, directory: Path) -> None:
-    from .tables import ablation_table, accuracy_table, runs_frame
+    from lab.tables import ablation_table, accuracy_table, runs_frame
 
     frames = runs_frame(records), accuracy_table(records), ablation_table(records)
     try:  # checked before the sweep; the disk can still fill up or the directory vanish since
@@ -227,6 +226,6 @@ def write_csv(records, directory: Path) -> None:
 
 
 def cmd_cache(a) -> int:
-    from .cli_cache import cmd_cache
+    from cli.cache import cmd_cache
 
     return cmd_cache(a)

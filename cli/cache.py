@@ -36,9 +36,8 @@ def _fail(message: str) -> int:
 
 def _selected(a) -> list:
     from attncore.config import RunConfig
-
-    from .store import list_cached
-    from .sweep import preset
+    from lab.presets import preset
+    from lab.store import list_cached
 
     configs = [s["config"] for s in list_cached()]
     if a.preset:
@@ -55,7 +54,7 @@ def _selected(a) -> list:
 
 
 def cmd_export(a) -> int:
-    from .bundle import export_bundle
+    from lab.bundle import export_bundle
 
     runs = _selected(a)
     try:
@@ -71,7 +70,7 @@ def cmd_export(a) -> int:
 
 
 def cmd_import(a) -> int:
-    from .bundle import BundleError, import_bundle
+    from lab.bundle import BundleError, import_bundle
 
     if not 0 < a.max_mb <= 100_000:
         return _fail("--max-mb: must be from 0 to 100,000 MB (exclusive of 0)")
@@ -86,7 +85,7 @@ def cmd_import(a) -> int:
 
 
 def cmd_check(a) -> int:
-    from .store import cache_dir, check_store
+    from lab.store import cache_dir, check_store
 
     report = check_store(repair=a.repair)
     verb = "deleted (recomputed when next asked for)" if a.repair else "found"
@@ -101,7 +100,7 @@ def cmd_check(a) -> int:
 
 
 def cmd_cache(a) -> int:
-    from .store import cache_dir, clear_cache, list_cached
+    from lab.store import cache_dir, clear_cache, list_cached
 
     if a.action == "export":
         return cmd_export(a)
@@ -119,7 +118,7 @@ def cmd_cache(a) -> int:
     if a.json:
         print(json.dumps(summaries))
         return 0
-    from .tables import runs_frame
+    from lab.tables import runs_frame
 
     frame = runs_frame(summaries)
     columns = ["task", "length", "seed", "position", "norm", "scaling", "lr", "steps", "d_model", "final_loss"]

@@ -11,7 +11,7 @@ import math
 from dataclasses import asdict, dataclass, replace
 from typing import NamedTuple
 
-from .config import ConfigError, ModelConfig, check_choice, check_int
+from attncore.config import ConfigError, ModelConfig, check_choice, check_int
 
 COMPONENTS = ("embeddings", "position", "attention", "ffn", "norms", "output_head")
 FFN_KINDS = ("relu", "gelu", "swiglu")  # two matrices, two matrices, three (gate w1, up w3, down w2)
@@ -285,7 +285,7 @@ def crosscheck_attncore(cfg: ModelConfig, params: dict | None = None) -> list[di
     """Formula against an instantiated attncore model, per component (rows: component, formula, model, equal)."""
     import numpy as np
 
-    from .model import init_params
+    from attncore.model import init_params
 
     params = init_params(cfg, np.random.default_rng(0)) if params is None else params
     measured = dict.fromkeys(COMPONENTS, 0)

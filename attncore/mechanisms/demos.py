@@ -10,9 +10,9 @@ import math
 
 import numpy as np
 
-from . import layers as L
-from .config import ConfigError, ModelConfig
-from .model import init_params, param_shapes
+from attncore import layers as L
+from attncore.config import ConfigError, ModelConfig
+from attncore.model import init_params, param_shapes
 
 # --- scaling: why divide by sqrt(d_k) (SPEC §2) ------------------------------
 

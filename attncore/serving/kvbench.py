@@ -13,9 +13,9 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from .config import ModelConfig
-from .kvcache import kv_cache
-from .model import generate, init_params
+from attncore.config import ModelConfig
+from attncore.model import generate, init_params
+from attncore.serving.kvcache import kv_cache
 
 MODES = ("with cache", "recompute")
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .calculators import Decoder, describe_attncore
-from .config import ConfigError, ModelConfig
+from attncore.config import ConfigError, ModelConfig
+from attncore.serving.parameters import Decoder, describe_attncore
 
 
 @dataclass(frozen=True)

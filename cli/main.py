@@ -12,16 +12,16 @@ import json
 import os
 import sys
 
-from .config import MAX_LENGTH, ConfigError
-from .flags import ArgumentError, Parser, add_model_args, flag_of, run_settings
+from attncore.config import MAX_LENGTH, ConfigError
+from cli.flags import ArgumentError, Parser, add_model_args, flag_of, run_settings
 
-OWN_COMMANDS = ("train", "evaluate", "params", "kv-cache")  # the others (sweep, cache) are registered by lab.cli_sweep
+OWN_COMMANDS = ("train", "evaluate", "params", "kv-cache")  # the others (sweep, cache) are registered by cli.sweep
 BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a writer whose reader went away
 
 
 def run_from_args(a):
     """A RunConfig from parsed `train` flags."""
-    from .config import make_run
+    from attncore.config import make_run
 
     return make_run(a.task, a.length, a.seed, lr=a.lr, position=a.position, norm=a.norm, **run_settings(a))
 
@@ -42,7 +42,7 @@ def print_summary(s: dict) -> None:
 
 
 def cmd_train(a) -> int:
-    from .memory import check_fits
+    from attncore.memory import check_fits
 
     run = run_from_args(a)
     from lab.store import get_run, is_cached  # the run store (joblib) loads only for this command
@@ -70,8 +70,8 @@ def test_length(text: str) -> int:
 
 def cmd_evaluate(a) -> int:
     """The run of the flags (from the store, trained first if needed) evaluated at each --test-lengths."""
-    from .evaluate import check_test_lengths, evaluate_lengths
-    from .memory import check_fits
+    from attncore.evaluate import check_test_lengths, evaluate_lengths
+    from attncore.memory import check_fits
 
     lengths = check_test_lengths(a.test_lengths)
     run = run_from_args(a)
@@ -103,12 +103,12 @@ def build_parser(argv=None) -> Parser:
     add_model_args(p)
     p.add_argument("--test-lengths", type=test_length, nargs="+", required=True, metavar="L")
     p.set_defaults(func=cmd_evaluate)
-    from . import cli_calc
+    from cli import calc as cli_calc
 
     cli_calc.register(sub)
     command = next((word for word in argv if not word.startswith("-")), None) if argv is not None else None
     if command not in OWN_COMMANDS:  # sweep, cache, a typo (its error lists every command) or --help
-        from lab import cli_sweep
+        from cli import sweep as cli_sweep
 
         cli_sweep.register(sub)
     return parser

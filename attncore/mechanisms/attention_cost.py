@@ -9,8 +9,8 @@ import time
 
 import numpy as np
 
-from . import layers as L
-from .config import ConfigError
+from attncore import layers as L
+from attncore.config import ConfigError
 
 MIB = 2**20
 

@@ -22,6 +22,8 @@ from attncore.evaluate import EvalResult
 from attncore.model import param_shapes
 from attncore.snapshots import snapshot_steps, stack, unstack
 
+from .record import RunRecord
+
 FORMAT = "attnlab-run/1"
 KEY_VAR = "ATTNCORE_CACHE_KEY"
 PARAM_PREFIX = "params."
@@ -111,7 +113,7 @@ def encode(record) -> tuple[dict, bytes]:
     e = record.eval.to_dict()
     meta = {
         "format": FORMAT,
-        "numerics_version": None,  # filled by the caller (lab.store owns NUMERICS_VERSION)
+        "numerics_version": None,  # filled by the caller (lab.store.record owns NUMERICS_VERSION)
         "config": record.config.to_dict(),
         "summary": record.summary(),
         "final_loss": float(record.final_loss),
@@ -178,8 +180,6 @@ def check_meta(meta: dict, numerics_version: int, config: dict | None = None) ->
 
 def decode(meta: dict, data: bytes, numerics_version: int, config: dict | None = None):
     """The RunRecord stored as (meta, npz bytes), checked: digest of the bytes, then schema, then every array."""
-    from .store import RunRecord  # the record class lives with the store
-
     if len(data) != meta.get("npz_bytes") or not hmac.compare_digest(
         hashlib.sha256(data).hexdigest(), str(meta.get("npz_sha256"))
     ):

@@ -1,7 +1,5 @@
-"""Altair charts as pure functions: a long DataFrame (ui.frames) in, an alt.Chart out; no streamlit.
-
-One palette for the whole app: per-token accuracy blue, per-sequence orange, the base run black,
-attention weights on a single-hue scale fixed to [0, 1] so every heatmap reads the same.
+"""Charts of the run pages (Train, Results, Attention, Length, Ablations): a long DataFrame (ui.frames) in, an
+alt.Chart out; no streamlit. Colours from ui.charts.base.
 """
 
 from __future__ import annotations
@@ -11,16 +9,18 @@ import math
 import altair as alt
 import pandas as pd
 
-TOKEN_COLOR = "#4C78A8"
-SEQUENCE_COLOR = "#F58518"
-BASE_COLOR = "#222222"
-SEED_COLORS = ["#72B7B2", "#B279A2", "#9D755D", "#EECA3B", "#54A24B", "#FF9DA6", "#79706E", "#E45756"]
-VARIANT_COLORS = ["#E45756", "#54A24B", "#B279A2", "#72B7B2", "#EECA3B", "#9D755D", "#FF9DA6", "#79706E"]
-METRICS = alt.Scale(domain=["per-token", "per-sequence"], range=[TOKEN_COLOR, SEQUENCE_COLOR])
-SYMBOLS = alt.Scale(domain=["all distinct", "some repeated"], range=["#54A24B", "#E45756"])
-WEIGHTS = alt.Scale(domain=[0, 1], scheme="blues")
-WEIGHT_COLOR = "#2171B5"  # a dark step of the heatmaps' "blues"
-HEATMAPS_WIDTH = 640  # pixels shared by one row of heatmaps (one per head)
+from ui.charts.base import (
+    BASE_COLOR,
+    HEATMAPS_WIDTH,
+    METRICS,
+    SEED_COLORS,
+    SEQUENCE_COLOR,
+    SYMBOLS,
+    TOKEN_COLOR,
+    VARIANT_COLORS,
+    WEIGHT_COLOR,
+    WEIGHTS,
+)
 
 
 def _loss_axis(log: bool = True) -> alt.Y:

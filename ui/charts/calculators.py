@@ -9,10 +9,10 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from attncore.calculators import COMPONENTS, ParamCount
-from attncore.kvbench import MODES, CacheBenchmark
-from attncore.kvcache import GB, Fit, KVCache, weight_bytes
-from ui.charts import BASE_COLOR, SEQUENCE_COLOR, TOKEN_COLOR, VARIANT_COLORS
+from attncore.serving.kvbench import MODES, CacheBenchmark
+from attncore.serving.kvcache import GB, Fit, KVCache, weight_bytes
+from attncore.serving.parameters import COMPONENTS, ParamCount
+from ui.charts.runs import BASE_COLOR, SEQUENCE_COLOR, TOKEN_COLOR, VARIANT_COLORS
 
 COMPONENT_COLORS = alt.Scale(
     domain=list(COMPONENTS),

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .config import ConfigError, ModelConfig, TaskConfig
-from .layers import cross_entropy_forward
-from .model import forward, init_params, loss_and_grads
-from .tasks import sample_batch
+from attncore.config import ConfigError, ModelConfig, TaskConfig
+from attncore.layers import cross_entropy_forward
+from attncore.model import forward, init_params, loss_and_grads
+from attncore.tasks import sample_batch
 
 
 def small_model(norm: str = "pre", d_model: int = 16, n_layers: int = 2, n_heads: int = 4) -> ModelConfig:

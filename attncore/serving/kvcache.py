@@ -9,8 +9,8 @@ from __future__ import annotations
 import numbers
 from dataclasses import asdict, dataclass, replace
 
-from .calculators import Decoder, count_parameters
-from .config import ConfigError, check_choice, check_int
+from attncore.config import ConfigError, check_choice, check_int
+from attncore.serving.parameters import Decoder, count_parameters
 
 # --- units and bytes -------------------------------------------------------
 

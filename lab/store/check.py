@@ -9,7 +9,7 @@ import shutil
 import time
 from pathlib import Path
 
-from . import entries, records, store_index
+from . import backend, codec, index
 
 try:
     import fcntl
@@ -22,16 +22,16 @@ TMP_AGE_SECONDS = 600  # a temporary file this old belongs to no write in progre
 def _entry_problem(path: Path, version: int, key_of) -> str | None:
     """None for a whole entry of this version, 'other' for another version, else what is wrong."""
     try:
-        meta = records.unseal((path / entries.SIDECAR_FILE).read_bytes())
+        meta = codec.unseal((path / backend.SIDECAR_FILE).read_bytes())
     except OSError:
         return "no sidecar (an older layout, or a write that never finished)"
-    except records.RecordError as exc:
+    except codec.RecordError as exc:
         return str(exc)
     if meta.get("numerics_version") != version:
         return "other"
     try:
-        meta = entries.verify_entry(path, version)
-    except records.RecordError as exc:
+        meta = backend.verify_entry(path, version)
+    except codec.RecordError as exc:
         return str(exc)
     if key_of(meta["config"]) != path.name:
         return "the entry holds another run's config"
@@ -54,7 +54,7 @@ def _unused_lock(path: Path) -> bool:
                 fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
                 return False  # held: a run is computing
-            path.unlink(missing_ok=True)  # unlinked while held, the protocol of entries.locked
+            path.unlink(missing_ok=True)  # unlinked while held, the protocol of backend.locked
             return True
     except OSError:
         return False
@@ -64,7 +64,7 @@ def check(location: Path, func_dir: Path, version: int, repair: bool, key_of) ->
     """The check's report; with repair, damaged entries deleted, leftovers removed, the index rebuilt."""
     report = {"ok": 0, "other_version": 0, "damaged": [], "leftovers": 0}
     old = time.time() - TMP_AGE_SECONDS
-    for path in store_index.entry_dirs(func_dir):
+    for path in index.entry_dirs(func_dir):
         problem = _entry_problem(path, version, key_of)
         if problem and problem.startswith("no sidecar") and _mtime(path) > old:
             continue  # a write in progress (arrays first, sidecar last)
@@ -76,7 +76,7 @@ def check(location: Path, func_dir: Path, version: int, repair: bool, key_of) ->
             report["damaged"].append((str(path), problem))
             if repair:
                 shutil.rmtree(path, ignore_errors=True)
-    for tmp in list(func_dir.glob(f"*/.*{entries.TMP_SUFFIX}")) + list(location.glob(f".*{entries.TMP_SUFFIX}")):
+    for tmp in list(func_dir.glob(f"*/.*{backend.TMP_SUFFIX}")) + list(location.glob(f".*{backend.TMP_SUFFIX}")):
         try:
             stale = tmp.stat().st_mtime < old
         except OSError:
@@ -86,8 +86,8 @@ def check(location: Path, func_dir: Path, version: int, repair: bool, key_of) ->
             if repair:
                 tmp.unlink(missing_ok=True)
     for lock in (location / "locks").glob("*.lock"):
-        if lock.name != store_index.LOCK_FILE and repair and _unused_lock(lock):
+        if lock.name != index.LOCK_FILE and repair and _unused_lock(lock):
             report["leftovers"] += 1
     if repair:
-        store_index.rebuild_saved(location, func_dir)
+        index.rebuild_saved(location, func_dir)
     return report

@@ -13,7 +13,7 @@ import shutil
 import time
 from pathlib import Path
 
-from . import entries, records
+from . import backend, codec
 
 INDEX_FILE = "index.json"
 LOCK_FILE = "index.lock"
@@ -49,7 +49,7 @@ def _entry_bytes(path: Path) -> int:
 def describe_entry(path: Path, meta: dict) -> dict:
     """The index line of a stored entry."""
     try:
-        created = (path / entries.SIDECAR_FILE).stat().st_mtime
+        created = (path / backend.SIDECAR_FILE).stat().st_mtime
     except OSError:
         created = time.time()
     return {"v": meta.get("numerics_version"), "summary": meta.get("summary"), "bytes": _entry_bytes(path)} | {
@@ -62,8 +62,8 @@ def rebuild(func_dir: Path) -> dict:
     found = {}
     for path in entry_dirs(func_dir):
         try:
-            meta = records.unseal((path / entries.SIDECAR_FILE).read_bytes())
-        except (OSError, records.RecordError):
+            meta = codec.unseal((path / backend.SIDECAR_FILE).read_bytes())
+        except (OSError, codec.RecordError):
             continue
         found[path.name] = describe_entry(path, meta)
     return found
@@ -76,10 +76,10 @@ def _load(location: Path, func_dir: Path) -> dict | None:
     if ident is not None and memo is not None and memo[0] == ident:
         return memo[1]
     try:
-        meta = json.loads(records.unseal_bytes(path.read_bytes()))
+        meta = json.loads(codec.unseal_bytes(path.read_bytes()))
         found = meta["entries"]
         if meta.get("format") != "attnlab-index/1" or not isinstance(found, dict):
-            raise records.RecordError("not an index")
+            raise codec.RecordError("not an index")
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
     _memo[str(path)] = (ident, found)
@@ -90,7 +90,7 @@ def _save(location: Path, found: dict) -> None:
     path = location / INDEX_FILE
     try:
         body = json.dumps({"format": "attnlab-index/1", "entries": found}).encode()
-        entries.write_atomic(path, records.seal_bytes(body))
+        backend.write_atomic(path, codec.seal_bytes(body))
     except OSError:
         return  # a read-only store: the in-memory index still answers
     _memo[str(path)] = (_identity(path), found)
@@ -100,7 +100,7 @@ def read(location: Path, func_dir: Path) -> dict:
     """call hash -> {"v", "summary", "bytes", "created"}; rebuilt (and saved) when missing or damaged."""
     found = _load(location, func_dir)
     if found is None:
-        with entries.locked(location / "locks" / LOCK_FILE, remove=False):
+        with backend.locked(location / "locks" / LOCK_FILE, remove=False):
             found = _load(location, func_dir)
             if found is None:
                 found = rebuild(func_dir)
@@ -110,7 +110,7 @@ def read(location: Path, func_dir: Path) -> dict:
 
 def update(location: Path, func_dir: Path, add: dict | None = None, remove=()) -> dict:
     """Add or replace entries (call hash -> index line) and drop others, under the index lock."""
-    with entries.locked(location / "locks" / LOCK_FILE, remove=False):
+    with backend.locked(location / "locks" / LOCK_FILE, remove=False):
         found = _load(location, func_dir)
         found = dict(rebuild(func_dir) if found is None else found)
         found.update(add or {})
@@ -122,7 +122,7 @@ def update(location: Path, func_dir: Path, add: dict | None = None, remove=()) -
 
 def rebuild_saved(location: Path, func_dir: Path) -> dict:
     """Rebuild the index from the sidecars and save it, under the index lock."""
-    with entries.locked(location / "locks" / LOCK_FILE, remove=False):
+    with backend.locked(location / "locks" / LOCK_FILE, remove=False):
         found = rebuild(func_dir)
         _save(location, found)
     return found
@@ -133,7 +133,7 @@ def evict(location: Path, func_dir: Path, max_bytes: int, keep: set[str], versio
 
     Entries in `keep` are never deleted. Returns the call hashes removed.
     """
-    with entries.locked(location / "locks" / LOCK_FILE, remove=False):
+    with backend.locked(location / "locks" / LOCK_FILE, remove=False):
         found = _load(location, func_dir)
         found = dict(rebuild(func_dir) if found is None else found)
         total = sum(int(e.get("bytes") or 0) for e in found.values())
@@ -142,7 +142,7 @@ def evict(location: Path, func_dir: Path, max_bytes: int, keep: set[str], versio
 
         def last_used(key: str) -> float:
             try:
-                return (func_dir / key / entries.SIDECAR_FILE).stat().st_mtime
+                return (func_dir / key / backend.SIDECAR_FILE).stat().st_mtime
             except OSError:
                 return 0.0
 
@@ -163,6 +163,6 @@ def evict(location: Path, func_dir: Path, max_bytes: int, keep: set[str], versio
 def touch(func_dir: Path, key: str) -> None:
     """Mark an entry as just used (its sidecar's mtime), best effort."""
     try:
-        os.utime(func_dir / key / entries.SIDECAR_FILE)
+        os.utime(func_dir / key / backend.SIDECAR_FILE)
     except OSError:
         pass

@@ -1,7 +1,7 @@
 """The command line's flag table: the flags of `train` (several values each in `sweep`), the value checks
 argparse runs on them, and the config field -> flag names that error lines use.
 
-attncore.cli and lab.cli_sweep both import this module; neither imports the other at import time.
+cli.main and cli.sweep both import this module; neither imports the other at import time.
 """
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from __future__ import annotations
 import argparse
 import math
 
-from .config import NORMS, POSITIONS, TASKS
-from .memory import parse_size
+from attncore.config import NORMS, POSITIONS, TASKS
+from attncore.memory import parse_size
+from lab.presets import MAX_JOBS  # configs only: no store, no joblib
 
-MAX_JOBS = 256  # --jobs: -1 (all cores) or 1..MAX_JOBS
 MAX_GRID = 1000  # a sweep grid of more runs needs --yes
 GRID_FACTORS = ("task", "length", "position", "norm", "scaling", "lr")  # what a sweep grid varies: --group-by
 

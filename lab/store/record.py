@@ -1,0 +1,94 @@
+"""What one run is: its record (RunRecord), how it is computed (compute_run), and the numerics version.
+
+The bottom of the store: imports attncore only. The store's format, backend, index and checks build on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from attncore.config import RunConfig
+from attncore.evaluate import EvalResult, evaluate
+from attncore.inspect import attention_maps
+from attncore.snapshots import Snapshot
+from attncore.tasks import probe_sequence
+from attncore.train import train
+
+# Bump whenever the numbers a run produces would change (model, training, tasks, evaluation).
+# joblib only hashes the source of the cached function itself, never of the helpers it calls.
+NUMERICS_VERSION = 5  # 2: cross-entropy row sums as a matrix product; 3: float32 scores scaled by a float32 1/sqrt(d_k)
+# 4: each initial tensor drawn from its own (seed, name) stream (issue 13); batches unchanged
+# 5: records carry training snapshots (issue 14): accuracy and probe attention at ~20 log-spaced steps
+
+
+class CacheWarning(UserWarning):
+    """A cache entry failed its checks and was recomputed, or a run could not be stored."""
+
+
+@dataclass
+class RunRecord:
+    """What the pages need from one trained run, without retraining."""
+
+    config: RunConfig
+    loss_history: np.ndarray  # (steps,) training loss at every step
+    final_loss: float
+    eval: EvalResult
+    train_seconds: float
+    n_params: int
+    probe_tokens: np.ndarray  # (2L,) the probe input of SPEC §8
+    probe_attention: np.ndarray  # (n_layers, H, 2L, 2L) attention weights on the probe
+    params: dict[str, np.ndarray]  # the trained weights, for head ablation and custom sequences
+    snapshots: list[Snapshot] = field(default_factory=list)  # at snapshot_steps(steps), in step order
+
+    def summary(self) -> dict:
+        """JSON-able scalars (no loss history, no arrays): the keys of `train --json`; NaN becomes None."""
+        e = self.eval
+
+        def number(x: float) -> float | None:  # NaN (no sequence of a kind, e.g. L = 1) is not JSON
+            return None if np.isnan(x) else float(x)
+
+        return {
+            "config": self.config.to_dict(),
+            "final_loss": float(self.final_loss),
+            "token_accuracy": e.token_accuracy,
+            "sequence_accuracy": e.sequence_accuracy,
+            "distinct_accuracy": number(e.distinct_accuracy),
+            "n_distinct": e.n_distinct,
+            "repeated_accuracy": number(e.repeated_accuracy),
+            "n_repeated": e.n_repeated,
+            "n_params": int(self.n_params),
+            "train_seconds": float(self.train_seconds),
+            "eval_seconds": e.eval_seconds,
+        }
+
+
+def compute_run(run: RunConfig, callback: Callable[[int, float], object] | None = None) -> RunRecord:
+    """Train, evaluate by greedy generation, and record the probe's attention; no cache.
+
+    BLAS is pinned to one thread: at these sizes a second thread only adds contention (a 100-step
+    run took 0.3-0.4 s on one thread and 0.3-2.6 s on two), and a sweep runs one process per core.
+    """
+    with threadpool_limits(limits=1, user_api="blas"):
+        result = train(run, callback)
+        tokens = probe_sequence(run.task)  # (2L,)
+        return RunRecord(
+            config=run,
+            loss_history=result.loss_history,
+            final_loss=result.final_loss,
+            eval=evaluate(result.params, run),
+            train_seconds=result.train_seconds,
+            n_params=result.n_params,
+            probe_tokens=tokens,
+            probe_attention=attention_maps(result.params, run, tokens),
+            params=result.params,
+            snapshots=result.snapshots,
+        )
+
+
+def describe(run: RunConfig) -> str:
+    m, t = run.model, run.train
+    return f"{run.task.name} L={run.task.length} seed={t.seed} position={m.position} norm={m.norm} lr={t.lr:g}"

@@ -1,0 +1,96 @@
+"""The app's palette and the building blocks its charts share (heatmaps with readable ticks).
+
+One palette for the whole app: per-token accuracy blue, per-sequence orange, the base run black, the healthy
+case blue and the broken or unscaled one orange, attention weights on a single-hue scale fixed to [0, 1].
+"""
+
+from __future__ import annotations
+
+import altair as alt
+import numpy as np
+import pandas as pd
+
+TOKEN_COLOR = "#4C78A8"
+SEQUENCE_COLOR = "#F58518"
+BASE_COLOR = "#222222"
+SEED_COLORS = ["#72B7B2", "#B279A2", "#9D755D", "#EECA3B", "#54A24B", "#FF9DA6", "#79706E", "#E45756"]
+VARIANT_COLORS = ["#E45756", "#54A24B", "#B279A2", "#72B7B2", "#EECA3B", "#9D755D", "#FF9DA6", "#79706E"]
+METRICS = alt.Scale(domain=["per-token", "per-sequence"], range=[TOKEN_COLOR, SEQUENCE_COLOR])
+SYMBOLS = alt.Scale(domain=["all distinct", "some repeated"], range=["#54A24B", "#E45756"])
+WEIGHTS = alt.Scale(domain=[0, 1], scheme="blues")
+WEIGHT_COLOR = "#2171B5"  # a dark step of the heatmaps' "blues"
+HEATMAPS_WIDTH = 640  # pixels shared by one row of heatmaps (one per head)
+GOOD, BAD, MASKED = TOKEN_COLOR, SEQUENCE_COLOR, "#E6E6E6"
+DIVERGING = alt.Scale(range=[GOOD, "#F4F4F4", BAD], domainMid=0)  # negative blue, 0 pale, positive orange
+PAD = alt.AutoSizeParams(type="pad", contains="padding")  # a chart's width and height are its plot area
+
+
+def grid_frame(a: np.ndarray, axes: tuple[str, ...], value: str = "value", keep: np.ndarray | None = None):
+    """An n-d array -> one row per element: a column per axis (its index) and the value; only `keep` if given."""
+    a = np.asarray(a)
+    index = np.indices(a.shape).reshape(a.ndim, -1)
+    frame = pd.DataFrame({name: idx for name, idx in zip(axes, index, strict=True)})
+    frame[value] = a.reshape(-1)
+    if keep is not None:
+        frame = frame[np.broadcast_to(keep, a.shape).reshape(-1)].reset_index(drop=True)
+    return frame
+
+
+def tick_values(column: pd.Series, max_labels: int = 16):
+    """Every value of an ordinal axis when there are few; else every k-th (the first kept), so that 32 positions
+    get 8 labels rather than 32 overlapping ones. Undefined (all values) up to max_labels."""
+    values = sorted(pd.unique(column))
+    if len(values) <= max_labels:
+        return alt.Undefined
+    step = -(-len(values) // (max_labels // 2))  # about max_labels / 2 labels
+    return [v.item() if hasattr(v, "item") else v for v in values[::step]]
+
+
+def heatmap(
+    df: pd.DataFrame,
+    x: str,
+    y: str,
+    value: str = "weight",
+    *,
+    scale: alt.Scale = WEIGHTS,
+    text_format: str | None = ".2f",
+    cell: int | tuple[int, int] = 34,
+    facet: str | None = None,
+    title: str | None = None,
+    legend: bool = True,
+    fixed_size: bool = True,
+) -> alt.Chart:
+    """Cells coloured by `value` (nominal if it is a string column), optionally labelled, faceted by a column.
+
+    cell is the side of a cell in pixels, or (width, height) of a cell; fixed_size keeps it so in Streamlit
+    (whose default autosize "fit" squeezes axes and legend into width x height); False inside a concatenation.
+    """
+    n_x, n_y = df[x].nunique(), df[y].nunique()
+    cell_x, cell_y = (cell, cell) if isinstance(cell, int) else cell
+    kind = "Q" if pd.api.types.is_numeric_dtype(df[value]) else "N"
+    enc = dict(
+        x=alt.X(f"{x}:O", title=x, axis=alt.Axis(labelAngle=0, values=tick_values(df[x]))),
+        y=alt.Y(f"{y}:O", title=y, axis=alt.Axis(values=tick_values(df[y]))),
+    )
+    legend_ = alt.Legend() if legend else None
+    rect = (
+        alt.Chart()
+        .mark_rect(stroke="white", strokeWidth=1)
+        .encode(
+            color=alt.Color(f"{value}:{kind}", scale=scale, title=value, legend=legend_),
+            tooltip=list(df.columns),
+            **enc,
+        )
+    )
+    layers = [rect]
+    if text_format and kind == "Q":
+        contrast = alt.condition(f"abs(datum['{value}']) > 0.6", alt.value("white"), alt.value(BASE_COLOR))
+        text = alt.Chart().mark_text(fontSize=10).encode(text=alt.Text(f"{value}:Q", format=text_format), **enc)
+        layers.append(text.encode(color=contrast))
+    chart = alt.layer(*layers, data=df).properties(width=cell_x * n_x, height=cell_y * n_y)
+    if facet:
+        header = alt.Header(labelExpr=f"'{facet} ' + datum.value", labelFontSize=12)
+        return chart.facet(column=alt.Column(f"{facet}:O", header=header, title=None))
+    if fixed_size:
+        chart = chart.properties(autosize=PAD)
+    return chart.properties(title=title) if title else chart
