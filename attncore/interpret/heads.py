@@ -1,0 +1,68 @@
+"""Head detection scores (as TransformerLens's head_detector, error measure "mul"): the share of a head's
+attention that falls on a 0/1 pattern D, score = sum(A * D) / sum(A), over the answer queries L..2L-1
+(the rows with a loss; every row of A sums to 1, so the score is the mean weight on the pattern there).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..config import RunConfig
+from ..inspect import attention_maps
+from ..model import attention_weights
+from ..tasks import test_set
+
+PATTERNS = {
+    "previous token": "the key just before the query",
+    "same symbol earlier": "earlier keys holding the query's own symbol",
+    "L back": "the key L positions back: the symbol copy must write",
+    "k-th smallest": "the input position of the k-th smallest symbol: the one sort must write",
+}
+
+
+def detection_patterns(tokens: np.ndarray, length: int) -> dict[str, np.ndarray]:
+    """Each pattern (T, T) of 0/1 for the input tokens (T,), on the answer query rows only (others zero)."""
+    tokens = np.asarray(tokens)
+    T, L = len(tokens), length
+    rows = np.zeros((T, 1), dtype=bool)
+    rows[L:] = True
+    i, j = np.indices((T, T))
+    ordered = np.sort(tokens[:L])
+    kth = np.zeros((T, T), dtype=bool)
+    for k in range(L):  # query L + k writes the k-th smallest: every input position holding it
+        kth[L + k, :L] = tokens[:L] == ordered[k]
+    pats = {
+        "previous token": j == i - 1,
+        "same symbol earlier": (j < i) & (tokens[None, :] == tokens[:, None]),
+        "L back": j == i - L,
+        "k-th smallest": kth,
+    }
+    return {name: (p & rows).astype(np.float64) for name, p in pats.items()}
+
+
+def scores(maps: np.ndarray, tokens: np.ndarray, length: int) -> dict[str, np.ndarray]:
+    """{pattern: (..., n_layers, H) score} for maps (..., n_layers, H, T, T) on one input tokens (T,)."""
+    L = length
+    a = np.asarray(maps, dtype=np.float64)[..., L:, :]  # the answer queries
+    total = a.sum(axis=(-1, -2))
+    return {name: (a * d[L:]).sum(axis=(-1, -2)) / total for name, d in detection_patterns(tokens, L).items()}
+
+
+def probe_scores(params, run: RunConfig, tokens: np.ndarray) -> dict[str, np.ndarray]:
+    """{pattern: (n_layers, H)} on one input (2L,)."""
+    return scores(attention_maps(params, run, tokens), tokens, run.task.length)
+
+
+def test_scores(params, run: RunConfig, n_test: int = 100) -> dict[str, np.ndarray]:
+    """{pattern: (n_layers, H)} averaged over the first n_test fixed test sequences."""
+    seqs = test_set(run.task)[:n_test, :-1]  # (N, 2L)
+    maps = attention_weights(params, seqs, run.model)  # (n_layers, N, H, T, T)
+    per = [scores(maps[:, n], seqs[n], run.task.length) for n in range(len(seqs))]
+    return {name: np.mean([p[name] for p in per], axis=0) for name in PATTERNS}
+
+
+def snapshot_scores(snapshots, tokens: np.ndarray, length: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """(steps (S,), {pattern: (S, n_layers, H)}) from training snapshots' probe attention."""
+    steps = np.array([s.step for s in snapshots])
+    maps = np.stack([s.probe_attention for s in snapshots])  # (S, n_layers, H, T, T)
+    return steps, scores(maps, tokens, length)
