@@ -1,0 +1,240 @@
+"""attncore.interpret (issue 21): the hooked forward reproduces model.forward; patching, the logit lens, head
+detection and the attention-is-not-explanation measurements hold their defining properties."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from attncore import ConfigError, make_run
+from attncore.config import POSITIONS
+from attncore.interpret import explain, heads, lens, patching
+from attncore.interpret.hooked import SUPPORTED_POSITIONS, backward_to_pattern_row, run_with_hooks
+from attncore.model import forward
+from attncore.snapshots import Snapshot
+from attncore.tasks import probe_sequence
+from attncore.tasks import test_set as fixed_test_set
+from attncore.train import train
+
+STEPS = 60
+
+
+@pytest.fixture(scope="module")
+def trained():
+    run = make_run(steps=STEPS)
+    return run, train(run).params
+
+
+@pytest.mark.parametrize("norm", ["pre", "post"])
+@pytest.mark.parametrize("position", POSITIONS)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_hooked_forward_equals_model_forward(position, norm, dtype):
+    run = make_run(steps=5, position=position, norm=norm, dtype=dtype)
+    params = train(run).params
+    idx = fixed_test_set(run.task)[:4, :-1]
+    if position not in SUPPORTED_POSITIONS:  # a position encoding added later is refused, never run wrong
+        with pytest.raises(ConfigError):
+            run_with_hooks(params, idx, run.model)
+        return
+    logits, acts = run_with_hooks(params, idx, run.model)
+    assert np.array_equal(logits, forward(params, idx, run.model)[0])  # bit for bit, both dtypes
+    B, T, H = 4, idx.shape[1], run.model.n_heads
+    assert acts["blocks.1.attn.pattern"].shape == (B, H, T, T)
+    assert acts["blocks.0.attn.z"].shape == (B, T, H, run.model.d_head)
+    # the heads' results sum, with W_O's bias, to the attention sublayer's output
+    out = acts["blocks.0.attn.result"].sum(axis=2) + params["blocks.0.attn.b_out"]
+    assert np.allclose(out, acts["blocks.0.attn_out"], atol=1e-5 if dtype == "float32" else 1e-12)
+
+
+def test_unknown_hook_and_unsupported_fields_are_refused(trained):
+    run, params = trained
+    with pytest.raises(ConfigError, match="hook"):
+        run_with_hooks(params, probe_sequence(run.task)[None], run.model, {"blocks.9.mlp_out": lambda a: a})
+
+
+def test_a_hook_replaces_an_activation(trained):
+    run, params = trained
+    tokens = probe_sequence(run.task)[None]
+    logits, acts = run_with_hooks(params, tokens, run.model, {"blocks.1.mlp_out": np.zeros_like})
+    assert not acts["blocks.1.mlp_out"].any()
+    assert not np.array_equal(logits, run_with_hooks(params, tokens, run.model)[0])
+
+
+# --- patching --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("norm", ["pre", "post"])
+def test_patching_every_component_restores_clean_and_none_leaves_corrupted(norm):
+    run = make_run(steps=STEPS, norm=norm)
+    params = train(run).params
+    c = patching.contrast(run, probe_sequence(run.task), 2, 5)
+    cfg = run.model
+    clean_logits, clean = run_with_hooks(params, c.clean[None], cfg)
+    corrupt_logits, _ = run_with_hooks(params, c.corrupted[None], cfg)
+    every = slice(None)
+    hooks = {"embed": patching.copy_from(clean["embed"], (every,))}  # every summand of the residual stream
+    for i in range(cfg.n_layers):
+        hooks[f"blocks.{i}.attn.z"] = patching.copy_from(clean[f"blocks.{i}.attn.z"], (every,))
+        hooks[f"blocks.{i}.mlp_out"] = patching.copy_from(clean[f"blocks.{i}.mlp_out"], (every,))
+    assert np.array_equal(run_with_hooks(params, c.corrupted[None], cfg, hooks)[0], clean_logits)
+    assert np.array_equal(run_with_hooks(params, c.corrupted[None], cfg, {})[0], corrupt_logits)
+    r = patching.patch(params, run, c)
+    assert r.resid_by_position[0, c.position] == pytest.approx(1.0, abs=1e-6)  # the changed input, all of it
+    assert np.allclose(r.resid_by_position[0, np.arange(len(c.clean)) != c.position], 0.0, atol=1e-6)
+    assert np.allclose(r.head_by_position[..., c.query + 1 :], 0.0)  # causal: later positions cannot matter
+
+
+def test_patching_a_head_with_identical_outputs_changes_nothing(trained):
+    """Zero one head's value weights: its output is 0 on both inputs, so copying it restores nothing."""
+    run, params = trained
+    params = {k: v.copy() for k, v in params.items()}
+    D, Dh = run.model.d_model, run.model.d_head
+    params["blocks.0.attn.w_qkv"][:, 2 * D + Dh : 2 * D + 2 * Dh] = 0.0  # head 1's values
+    params["blocks.0.attn.b_qkv"][2 * D + Dh : 2 * D + 2 * Dh] = 0.0
+    c = patching.contrast(run, probe_sequence(run.task), 0, 1)
+    r = patching.patch(params, run, c)
+    assert r.head[0, 1] == 0.0 and not r.head_by_position[0, 1].any()
+    assert r.head[0, 0] != 0.0
+
+
+def test_contrast_validates_and_finds_the_affected_answer():
+    run = make_run(task="sort")
+    tokens = probe_sequence(run.task)  # symbols 17 3 0 12 7 9
+    c = patching.contrast(run, tokens, 0, 1)  # 17 -> 1: sorted answer 0 1 3 7 9 12 against 0 3 7 9 12 17
+    assert (c.answer_index, c.query, c.clean_token, c.corrupted_token) == (1, 7, 3, 1)
+    assert list(c.corrupted[6:]) == list(tokens[6:])  # the clean answer prefix (teacher forcing)
+    for position, symbol, field in ((6, 1, "position"), (0, 20, "symbol"), (0, 17, "symbol")):
+        with pytest.raises(ConfigError) as e:
+            patching.contrast(run, tokens, position, symbol)
+        assert e.value.field == field
+
+
+# --- logit lens ------------------------------------------------------------------------------------
+
+
+def test_logit_lens_last_layer_is_the_model_output(trained):
+    run, params = trained
+    tokens = probe_sequence(run.task)
+    probs = lens.lens_probabilities(params, run, tokens)[:, 0]  # (n_layers + 1, L)
+    logits = forward(params, tokens[None], run.model)[0][0, run.task.length :].astype(np.float64)
+    p = np.exp(logits - logits.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    answer = tokens[: run.task.length]  # copy
+    assert np.allclose(probs[-1], p[np.arange(run.task.length), answer], atol=1e-6)
+    assert probs.shape == (run.model.n_layers + 1, run.task.length)
+    assert lens.logit_lens(params, run, tokens)["test"].shape == probs.shape
+
+
+# --- head detection --------------------------------------------------------------------------------
+
+
+def test_detection_scores_on_constructed_maps():
+    L, T = 3, 6
+    tokens = np.array([5, 1, 5, 20, 5, 1])  # copy: answer rows 3, 4, 5
+    maps = np.zeros((1, 3, T, T))
+    for i in range(T):
+        maps[0, 0, i, max(i - L, 0)] = 1.0  # reads L back (rows before L: key 0)
+        maps[0, 1, i, max(i - 1, 0)] = 1.0  # previous token
+        maps[0, 2, i, : i + 1] = 1.0 / (i + 1)  # uniform
+    s = heads.scores(maps, tokens, L)
+    assert s["L back"][0].tolist() == [1.0, 0.0, pytest.approx(sum(1 / (i + 1) for i in (3, 4, 5)) / 3)]
+    assert s["previous token"][0, 1] == 1.0
+    # k-th smallest: row 3 wants symbol 1 (position 1), row 4 symbol 5 (positions 0, 2), row 5 symbol 5 too;
+    # reading L back, rows 3, 4, 5 read keys 0, 1, 2: only row 5 hits
+    assert s["k-th smallest"][0, 0] == pytest.approx(1 / 3)
+    # same symbol earlier under uniform weights: row 3 (SEP) none, row 4 (5) keys 0, 2 of 5, row 5 (1) key 1 of 6
+    assert s["same symbol earlier"][0, 2] == pytest.approx((0 + 2 / 5 + 1 / 6) / 3)
+    assert s["same symbol earlier"][0, 1] == 0.0
+
+
+def test_snapshot_scores_follow_the_stored_maps(trained):
+    run, params = trained
+    tokens = probe_sequence(run.task)
+    from attncore.inspect import attention_maps
+
+    maps = attention_maps(params, run, tokens)
+    snaps = [Snapshot(10, 0.0, 0.0, np.zeros_like(maps) + np.tri(len(tokens)) / np.arange(1, len(tokens) + 1)[:, None]),
+             Snapshot(60, 1.0, 1.0, maps)]  # fmt: skip
+    steps, s = heads.snapshot_scores(snaps, tokens, run.task.length)
+    assert steps.tolist() == [10, 60]
+    assert np.allclose(s["L back"][1], heads.probe_scores(params, run, tokens)["L back"])
+
+
+# --- attention is not explanation -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("norm,position", [("pre", "learned"), ("post", "rope"), ("pre", "none")])
+def test_pattern_row_gradient_matches_finite_differences(norm, position):
+    run = make_run(steps=20, norm=norm, position=position, dtype="float64")
+    params = train(run).params
+    tokens = probe_sequence(run.task)
+    for layer in range(run.model.n_layers):
+        t = explain.target(params, run, tokens, layer, 2, 8)
+        rng = np.random.default_rng(layer)
+        rows = rng.dirichlet(np.ones(len(t.row)), size=2)
+        dprobs = rng.normal(size=(2, run.model.vocab_size))
+        _, grad = explain.row_gradient(t, rows, dprobs)
+        eps = 1e-6
+        for key in range(len(t.row)):
+            bump = np.zeros_like(rows)
+            bump[:, key] = eps
+            up = (explain.outputs_with_rows(t, rows + bump) * dprobs).sum(-1)
+            down = (explain.outputs_with_rows(t, rows - bump) * dprobs).sum(-1)
+            assert np.allclose((up - down) / (2 * eps), grad[:, key], rtol=1e-5, atol=1e-8)
+
+
+def test_backward_to_pattern_row_is_zero_for_other_queries_logits(trained):
+    run, params = trained
+    t = explain.target(params, run, probe_sequence(run.task), 1, 0, 9)
+    _, logits, caches = explain.outputs_with_rows(t, t.row[None], keep_caches=True)
+    dlogits = np.zeros_like(logits)
+    dlogits[:, :9] = 1.0  # queries before 9 cannot see the row of query 9
+    assert not backward_to_pattern_row(dlogits, caches, t.params, t.run.model, 1, 0, 9).any()
+
+
+def test_divergences():
+    p, q = np.array([1.0, 0.0]), np.array([0.0, 1.0])
+    assert explain.jsd(p, q) == pytest.approx(np.log(2)) and explain.jsd(p, p) == 0.0
+    assert explain.tvd(p, q) == 1.0
+
+
+def test_explain_measurements(trained):
+    run, params = trained
+    tokens = probe_sequence(run.task)
+    t = explain.target(params, run, tokens, 0, 1, 9)
+    assert np.allclose(explain.outputs_with_rows(t, t.row[None])[0], t.output, atol=1e-12)  # no change: no change
+    perm = explain.permutation_tvd(t, 20)
+    assert perm.shape == (20,) and ((perm >= 0) & (perm <= 1)).all()
+    found = explain.adversarial(t, restarts=2, steps=50)
+    assert len(found) == 2
+    for a in found:
+        assert 0 <= a["jsd"] <= np.log(2) + 1e-12
+        assert a["tvd"] <= explain.TVD_MAX or not a["feasible"]
+    other = make_run(steps=STEPS, seed=1)
+    seeds = explain.seed_jsd(t, {0: (params, run), 1: (train(other).params, other)})
+    assert seeds[0]["jsd"] == pytest.approx(0.0, abs=1e-7)  # a model against itself
+    assert seeds[1]["closest_head_jsd"] <= seeds[1]["jsd"]
+    result = explain.explain(params, run, tokens, 0, 1, 9, permutations=10, restarts=2, steps=20)
+    assert set(result) >= {"permutation_tvd", "adversarial", "seed_jsd"}
+    assert explain.finding(result).startswith("At these settings")
+
+
+def test_explain_refuses_out_of_range(trained):
+    run, params = trained
+    for kw, field in (({"layer": 2}, "layer"), ({"head": 4}, "head"), ({"query": 5}, "query")):
+        args = {"layer": 0, "head": 0, "query": 8} | kw
+        with pytest.raises(ConfigError) as e:
+            explain.target(params, run, probe_sequence(run.task), **args)
+        assert e.value.field == field
+
+
+def test_unsupported_model_field_is_refused(trained, monkeypatch):
+    from attncore.interpret import hooked
+
+    run, params = trained
+    monkeypatch.setattr(hooked, "KNOWN_FIELDS", hooked.KNOWN_FIELDS - {"norm"})
+    with pytest.raises(ConfigError) as e:
+        run_with_hooks(params, probe_sequence(run.task)[None], dataclasses.replace(run.model, norm="post"))
+    assert e.value.field == "norm"
