@@ -1,4 +1,4 @@
-"""The command line: `python -m attncore train|evaluate|sweep|cache|params|kv-cache ...`.
+"""The command line: `python -m attncore train|evaluate|sweep|cache|params|kv-cache|patch|lens|heads|explain ...`.
 
 Bad or dangerous input (a value out of range, a run too big for memory) exits with code 2 and one line
 on stderr, never a traceback; output into a closed pipe exits 141 quietly. The flags live in flags.py;
@@ -15,7 +15,7 @@ import sys
 from attncore.config import MAX_LENGTH, ConfigError
 from cli.flags import ArgumentError, Parser, add_model_args, flag_of, run_settings
 
-OWN_COMMANDS = ("train", "evaluate", "params", "kv-cache")  # the others (sweep, cache) are registered by cli.sweep
+OWN_COMMANDS = ("train", "evaluate", "params", "kv-cache", "patch", "lens", "heads", "explain")  # not sweep, cache
 BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a writer whose reader went away
 
 
@@ -106,6 +106,9 @@ def build_parser(argv=None) -> Parser:
     from cli import calc as cli_calc
 
     cli_calc.register(sub)
+    from cli import interpret as cli_interpret
+
+    cli_interpret.register(sub)
     command = next((word for word in argv if not word.startswith("-")), None) if argv is not None else None
     if command not in OWN_COMMANDS:  # sweep, cache, a typo (its error lists every command) or --help
         from cli import sweep as cli_sweep

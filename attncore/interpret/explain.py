@@ -172,7 +172,8 @@ def finding(result: dict) -> str:
     """One sentence stating what the numbers show, decided from the numbers (no outcome presumed)."""
     perm = np.asarray(result["permutation_tvd"])
     feasible = [a["jsd"] for a in result["adversarial"] if a["feasible"]]
-    seeds = [s["jsd"] for s in result["seed_jsd"]]
+    seeds = [s["closest_head_jsd"] for s in result["seed_jsd"]]
+    same = [s["jsd"] for s in result["seed_jsd"]]
     head = f"L{result['layer']}H{result['head']}"
     moved = float(np.median(perm))
     part1 = f"shuffling {head}'s row moves the output by a median TVD of {moved:.3f} " + (
@@ -183,9 +184,14 @@ def finding(result: dict) -> str:
     else:
         best = max(feasible)
         part2 = f"an alternative row at JSD {best:.3f} (at most ln 2 = {LN2:.3f}) keeps the output within TVD {TVD_MAX}"
-        if seeds:
-            gap = "farther than" if best > max(seeds) else "no farther than"
-            part2 += f", {gap} the same head in other seeds ({min(seeds):.3f} to {max(seeds):.3f})"
+    if seeds:
+        part2 += (
+            f"; in other seeds the closest head of this layer reads within JSD {min(seeds):.3f} to {max(seeds):.3f} "
+            f"of this row (the same-numbered head: {min(same):.3f} to {max(same):.3f})"
+        )
+        if feasible:
+            further = "farther" if best > max(seeds) else "no farther"
+            part2 += f", so the search went {further} than a retrained model"
     return f"At these settings {part1}; {part2}."
 
 

@@ -66,3 +66,15 @@ def snapshot_scores(snapshots, tokens: np.ndarray, length: int) -> tuple[np.ndar
     steps = np.array([s.step for s in snapshots])
     maps = np.stack([s.probe_attention for s in snapshots])  # (S, n_layers, H, T, T)
     return steps, scores(maps, tokens, length)
+
+
+def task_pattern(run: RunConfig) -> str:
+    """The pattern a head that reads what the task needs would match: L back for copy, k-th smallest for sort."""
+    return "L back" if run.task.name == "copy" else "k-th smallest"
+
+
+def best_head(params, run: RunConfig, tokens: np.ndarray) -> tuple[int, int]:
+    """(layer, head) with the highest task-pattern score on the input: the map that reads best as an explanation."""
+    s = probe_scores(params, run, tokens)[task_pattern(run)]
+    layer, head = np.unravel_index(int(np.argmax(s)), s.shape)
+    return int(layer), int(head)

@@ -1,0 +1,214 @@
+"""The interventions on the command line (issue 21): `patch`, `lens`, `heads` and `explain` on a trained run.
+
+Each takes the run flags of `train` (the run is served from the store, or trained first after the memory
+check) and `--input` (L symbols; default the probe). Bad values raise ConfigError naming the flag, which
+cli.main turns into one line and exit code 2. lab (the store) is imported only inside the commands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+
+from attncore.config import ConfigError
+from attncore.inspect import parse_sequence
+from attncore.interpret import explain as ex
+from attncore.interpret import heads as hd
+from attncore.interpret import lens as ln
+from attncore.interpret import patching as pt
+from attncore.tasks import probe_sequence
+from cli.flags import add_model_args
+
+COMMANDS = ("patch", "lens", "heads", "explain")
+MAX_TEST = 500  # --n-test: the fixed test set's size
+
+
+def _record(run, cap):
+    from attncore.memory import check_fits
+    from lab.store import get_run, is_cached  # the run store (joblib) loads only here
+
+    if not is_cached(run):
+        check_fits([run], cap=cap)
+    return get_run(run)
+
+
+def _tokens(a, run) -> np.ndarray:
+    if a.input is None:
+        return probe_sequence(run.task)
+    try:
+        return parse_sequence(a.input, run)
+    except ConfigError as e:
+        raise ConfigError("--input", e.message) from None
+
+
+def _fmt(row) -> str:
+    return " ".join("   nan" if x is None or np.isnan(x) else f"{x:6.3f}" for x in row)
+
+
+def cmd_patch(a) -> int:
+    from cli.main import run_from_args
+
+    run = run_from_args(a)
+    tokens = _tokens(a, run)
+    L = run.task.length
+    if not 0 <= a.at < L:
+        raise ConfigError("--at", f"must be an input position from 0 to {L - 1}, got {a.at}")
+    symbol = pt.default_symbol(tokens, L, a.at) if a.symbol is None else a.symbol
+    try:
+        c = pt.contrast(run, tokens, a.at, symbol)
+    except ConfigError as e:
+        raise ConfigError("--" + e.field.replace("position", "at"), e.message) from None
+    result = pt.patch(_record(run, a.max_memory).params, run, c)
+    if a.json:
+        print(json.dumps({"config": run.to_dict()} | result.to_dict()))
+        return 0
+    print(f"clean {' '.join(map(str, c.clean))}  ->  corrupted {' '.join(map(str, c.corrupted))}")
+    print(
+        f"metric at query {c.query}: logit[{c.clean_token}] - logit[{c.corrupted_token}] "
+        f"(clean answer prefix): clean {result.clean_metric:.3f}, corrupted {result.corrupted_metric:.3f}; "
+        f"p(clean answer) {result.clean_prob:.3f} -> {result.corrupted_prob:.3f}"
+    )
+    print("restored fraction, each head's output at every position (rows: layers, columns: heads)")
+    for layer, row in enumerate(result.head):
+        print(f"  L{layer}  {_fmt(row)}")
+    print("restored fraction, residual stream entering each block, by position")
+    for layer, row in enumerate(result.resid_by_position):
+        print(f"  L{layer}  {_fmt(row)}")
+    print(f"each MLP at every position: {_fmt(result.mlp)}")
+    return 0
+
+
+def cmd_lens(a) -> int:
+    from cli.main import run_from_args
+
+    run = run_from_args(a)
+    tokens = _tokens(a, run)
+    found = ln.logit_lens(_record(run, a.max_memory).params, run, tokens, a.n_test)
+    names = ["embed"] + [f"block {i}" for i in range(run.model.n_layers)]
+    if a.json:
+        print(json.dumps({"config": run.to_dict(), "layers": names} | {k: v.tolist() for k, v in found.items()}))
+        return 0
+    print(f"probability of the correct token at answer queries {run.task.length}..{2 * run.task.length - 1}")
+    for key, title in (("probe", "this input"), ("test", f"mean over {a.n_test} test sequences")):
+        print(title)
+        for name, row in zip(names, found[key], strict=True):
+            print(f"  {name:>8}  {_fmt(row)}")
+    return 0
+
+
+def cmd_heads(a) -> int:
+    from cli.main import run_from_args
+
+    run = run_from_args(a)
+    tokens = _tokens(a, run)
+    record = _record(run, a.max_memory)
+    probe, test = hd.probe_scores(record.params, run, tokens), hd.test_scores(record.params, run, a.n_test)
+    steps, over = hd.snapshot_scores(record.snapshots, record.probe_tokens, run.task.length)
+    if a.json:
+        out = {"config": run.to_dict(), "patterns": list(hd.PATTERNS), "steps": steps.tolist()}
+        out |= {"probe": {k: v.tolist() for k, v in probe.items()}, "test": {k: v.tolist() for k, v in test.items()}}
+        print(json.dumps(out | {"snapshots": {k: v.tolist() for k, v in over.items()}}))
+        return 0
+    print(f"{'head':>6}  " + "  ".join(f"{name:>19}" for name in hd.PATTERNS) + "   (input / test mean)")
+    for layer in range(run.model.n_layers):
+        for h in range(run.model.n_heads):
+            cells = [f"{probe[n][layer, h]:8.3f} / {test[n][layer, h]:.3f}" for n in hd.PATTERNS]
+            print(f"  L{layer}H{h}  " + "  ".join(f"{c:>19}" for c in cells))
+    return 0
+
+
+def cmd_explain(a) -> int:
+    from cli.main import run_from_args
+
+    run = run_from_args(a)
+    tokens = _tokens(a, run)
+    L = run.task.length
+    record = _record(run, a.max_memory)
+    if (a.layer is None) != (a.head is None):
+        raise ConfigError("--head", "give --layer and --head together, or neither (the best-reading head)")
+    layer, head = hd.best_head(record.params, run, tokens) if a.layer is None else (a.layer, a.head)
+    query = 2 * L - 1 if a.query is None else a.query
+    ex.check_query(run, query)
+    t = ex.target(record.params, run, tokens, layer, head, query)  # checks layer and head before any training
+    seeds = [s for s in dict.fromkeys(a.baseline_seeds) if s != run.train.seed]
+    others = {}
+    for s in seeds:
+        other = _replace_seed(run, s)
+        others[s] = (_record(other, a.max_memory).params, other)
+    perm = ex.permutation_tvd(t, a.permutations)
+    result = {
+        "config": run.to_dict(),
+        "layer": layer,
+        "head": head,
+        "query": query,
+        "row": t.row.tolist(),
+        "permutation_tvd": perm.tolist(),
+        "adversarial": ex.adversarial(t, a.restarts, a.search_steps),
+        "seed_jsd": ex.seed_jsd(t, others),
+        "tvd_max": ex.TVD_MAX,
+        "jsd_ceiling": ex.LN2,
+    }
+    result["finding"] = ex.finding(result)
+    if a.json:
+        print(json.dumps(result))
+        return 0
+    print(f"head L{layer}H{head}, answer query {query}: row {_fmt(t.row)}")
+    print(f"permutation test ({a.permutations}): TVD median {np.median(perm):.4f}, max {perm.max():.4f}")
+    for k, r in enumerate(result["adversarial"]):
+        print(f"  restart {k}: JSD {r['jsd']:.4f} at TVD {r['tvd']:.4f}{'' if r['feasible'] else ' (not within)'}")
+    for s in result["seed_jsd"]:
+        print(f"  seed {s['seed']}: JSD {s['jsd']:.4f} (closest head of the layer {s['closest_head_jsd']:.4f})")
+    print(result["finding"])
+    return 0
+
+
+def _replace_seed(run, seed):
+    import dataclasses
+
+    from attncore.config import check_int
+
+    check_int("--baseline-seeds", seed, 0, 2**32 - 1)
+    return dataclasses.replace(run, train=dataclasses.replace(run.train, seed=seed))
+
+
+def _count(name: str, low: int, high: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be an integer from {low:,} to {high:,}, got {text[:20]!r}")
+        return value
+
+    return parse
+
+
+def register(sub) -> None:
+    helps = {
+        "patch": "activation patching: what each head, position, residual stream and MLP restores",
+        "lens": "logit lens: the correct token's probability read after each block",
+        "heads": "head detection scores (previous token, same symbol, L back, k-th smallest), and over training",
+        "explain": "attention is not explanation: permutation test, adversarial rows, other seeds' maps",
+    }
+    parsers = {}
+    for name in COMMANDS:
+        p = sub.add_parser(name, help=helps[name])
+        add_model_args(p)
+        p.add_argument("--input", metavar="SYMBOLS", help='L symbols 0..19, e.g. "17 3 0 12 7 9" (default: the probe)')
+        p.set_defaults(func=globals()[f"cmd_{name}"])
+        parsers[name] = p
+    parsers["patch"].add_argument("--at", type=int, default=0, help="input position whose symbol changes (default 0)")
+    parsers["patch"].add_argument("--symbol", type=int, help="the corrupted symbol (default: the smallest absent)")
+    for name in ("lens", "heads"):
+        parsers[name].add_argument("--n-test", type=_count("--n-test", 1, MAX_TEST), default=100)
+    e = parsers["explain"]
+    e.add_argument("--layer", type=int, help="default: the head whose map best matches the task's pattern")
+    e.add_argument("--head", type=int)
+    e.add_argument("--query", type=int, help="answer position L..2L-1 (default 2L-1)")
+    e.add_argument("--permutations", type=_count("--permutations", 1, 10_000), default=100)
+    e.add_argument("--restarts", type=_count("--restarts", 1, 100), default=5)
+    e.add_argument("--search-steps", type=_count("--search-steps", 1, 100_000), default=500)
+    e.add_argument("--baseline-seeds", type=int, nargs="+", default=[0, 1, 2], metavar="SEED")
