@@ -91,4 +91,14 @@ st.info(
     "the intervention that does.",
     icon=":material/lightbulb:",
 )
+st.page_link(
+    "app_pages/patching.py",
+    label="Patching: which heads and positions carry an input symbol",
+    icon=":material/swap_horiz:",
+)
+st.page_link(
+    "app_pages/explanations.py",
+    label="Explanations: does a head's map explain the output? Shuffles, adversarial rows, other seeds",
+    icon=":material/psychology_alt:",
+)
 docs.link("attention-maps-and-head-ablation", "Attention maps, head ablation, and what the article found")

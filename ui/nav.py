@@ -42,6 +42,11 @@ PAGES = [
              "Vary any one setting over seeds: curves, accuracy, and which differences beat seed noise."),
     PageSpec("Lab", "app_pages/attention.py", "Attention", ":material/grid_on:", "attention",
              "Every head's weights, and what zeroing a head does."),
+    PageSpec("Lab", "app_pages/patching.py", "Patching", ":material/swap_horiz:", "patching",
+             "Change one input symbol and find which heads, positions and MLPs carry it; the logit lens."),
+    PageSpec("Lab", "app_pages/explanations.py", "Explanations", ":material/psychology_alt:", "explanations",
+             "Head types over training, and whether a head's map explains the output: shuffles, adversarial rows, "
+             "other seeds."),
     PageSpec("Lab", "app_pages/lengths.py", "Length generalisation", ":material/straighten:", "lengths",
              "Test a trained run at other lengths; the four position encodings side by side."),
     PageSpec("Lab", "app_pages/science.py", "Science", ":material/menu_book:", "science",
@@ -73,7 +78,7 @@ def _page(spec: PageSpec) -> StreamlitPage:
 def navigation() -> tuple[StreamlitPage, PageSpec]:
     """Register the pages; returns the navigation (call .run() after the sidebar) and the current page's spec."""
     grouped = {s: [_page(p) for p in PAGES if p.section == s] for s in SECTIONS}
-    # expanded: all 14 pages listed; by default Streamlit folds a long menu after 10 behind "View more"
+    # expanded: all 16 pages listed; by default Streamlit folds a long menu after 10 behind "View more"
     nav = st.navigation({s: pages for s, pages in grouped.items() if pages}, expanded=True)
     current = next((p for p in PAGES if p.url_path == nav.url_path), PAGES[0])
     return nav, current

@@ -14,12 +14,13 @@ from ui.frames import token_name
 from ui.params import url_text
 
 
-def chosen_tokens(run: RunConfig, record: RunRecord) -> np.ndarray:
-    """A text input mirrored in the URL (?seq=...); invalid text shows st.error and falls back to the probe."""
+def chosen_tokens(run: RunConfig, record: RunRecord, key: str = "seq") -> np.ndarray:
+    """A text input mirrored in the URL (?seq=... or another key); invalid text shows st.error and falls back
+    to the probe."""
     L, probe = run.task.length, record.probe_tokens
     text = url_text(
         "Input symbols",
-        "seq",
+        key,
         "",
         check=lambda text: text.strip() and parse_sequence(text, run),
         placeholder=" ".join(map(str, probe[:L])),

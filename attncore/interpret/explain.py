@@ -107,7 +107,7 @@ def adversarial(t: Target, restarts: int = 5, steps: int = 500, lr: float = 0.01
 
     Rows are softmax(theta) over the visible keys, theta from uniform plus N(0, 0.1) noise, one per restart
     (run as one batch); Adam on -(JSD - 500 * ReLU(TVD - 0.01)). Per restart: the largest JSD among the
-    iterates within the TVD bound ({jsd, tvd, feasible: True}), else the last iterate (feasible False).
+    iterates within the TVD bound ({jsd, tvd, feasible: True, row}), else the last iterate (feasible False).
     """
     check_int("restarts", restarts, 1, 1000)
     check_int("steps", steps, 1, 100_000)
@@ -121,11 +121,16 @@ def adversarial(t: Target, restarts: int = 5, steps: int = 500, lr: float = 0.01
         d_out, d_row = tvd(probs, t.output), jsd(rows, t.row[None])
         for k in range(restarts):
             if d_out[k] <= TVD_MAX and d_row[k] > best[k]["jsd"]:
-                best[k] = {"jsd": float(d_row[k]), "tvd": float(d_out[k]), "feasible": True}
+                best[k] = {"jsd": float(d_row[k]), "tvd": float(d_out[k]), "feasible": True, "row": rows[k].tolist()}
         if step > steps:
             for k in range(restarts):
                 if not best[k]["feasible"]:
-                    best[k] = {"jsd": float(d_row[k]), "tvd": float(d_out[k]), "feasible": False}
+                    best[k] = {
+                        "jsd": float(d_row[k]),
+                        "tvd": float(d_out[k]),
+                        "feasible": False,
+                        "row": rows[k].tolist(),
+                    }
             break
         over = (d_out > TVD_MAX).astype(np.float64)[:, None]  # the penalty's ReLU is active
         _, dtvd_drow = row_gradient(t, rows, 0.5 * np.sign(probs - t.output) * over)
@@ -147,7 +152,17 @@ def seed_jsd(t: Target, others: dict[int, tuple[dict, RunConfig]]) -> list[dict]
     for seed, (params, run) in sorted(others.items()):
         maps = attention_maps(params, run, t.tokens)[t.layer, :, t.query, : t.query + 1].astype(np.float64)
         d = jsd(maps, t.row[None])  # (H,)
-        out.append({"seed": seed, "jsd": float(d[t.head]), "closest_head_jsd": float(d.min())})
+        closest = int(np.argmin(d))
+        out.append(
+            {
+                "seed": seed,
+                "jsd": float(d[t.head]),
+                "closest_head": closest,
+                "closest_head_jsd": float(d[closest]),
+                "row": maps[t.head].tolist(),
+                "closest_row": maps[closest].tolist(),
+            }
+        )
     return out
 
 

@@ -1,0 +1,74 @@
+"""Patching: change one input symbol, then copy each component's clean activation into the corrupted run and
+measure how much of the answer it brings back; and the logit lens, the answer read after each block."""
+
+import streamlit as st
+
+from attncore import ConfigError
+from attncore.interpret import patching
+from ui import docs, interpret, plain, probe, runs, sidebar
+from ui.charts import interpret as charts
+from ui.params import url_select
+
+st.title("Patching")
+run = sidebar.selected_run()
+st.caption(sidebar.describe(run))
+record = runs.require(run, sidebar.describe(run))
+L = run.task.length
+tokens = probe.chosen_tokens(run, record, key="pat_seq")
+st.markdown(probe.answer_line(run, record, tokens))
+
+st.subheader("Activation patching: which component carries the changed symbol")
+left, right = st.columns(2)
+with left:
+    at = url_select("Change the input symbol at position", "pat_at", list(range(L)), 0)
+with right:
+    default = patching.default_symbol(tokens, L, at)
+    symbol = url_select(f"to (the clean input has {int(tokens[at])})", "pat_sym", list(range(20)), default)
+try:
+    c = patching.contrast(run, tokens, at, symbol)
+except ConfigError as e:
+    st.info(f"**Nothing to patch:** {plain.plain(e.message)}. Pick another symbol.", icon=":material/info:")
+    c = None
+result = interpret.patch(record, c) if c is not None else None
+if result is not None:
+    corrupted = " ".join(charts.position_labels(c.corrupted)).replace(" · ", ":")
+    m1, m2, m3 = st.columns(3)
+    m1.metric("Logit difference, clean", f"{result.clean_metric:.2f}")
+    m2.metric("Logit difference, corrupted", f"{result.corrupted_metric:.2f}")
+    m3.metric("p(clean answer)", f"{result.clean_prob:.3f} → {result.corrupted_prob:.3f}")
+    st.caption(
+        f"Corrupted input (position:token) `{corrupted}`. Metric: logit of the clean answer {c.clean_token} minus "
+        f"logit of the corrupted answer {c.corrupted_token} at query {c.query} (answer token {c.answer_index + 1}, "
+        "the first that differs), both inputs carrying the clean answer prefix after SEP (teacher forcing). "
+        "Restored fraction = (patched − corrupted) / (clean − corrupted): 1 (orange) brings the clean metric back, "
+        "0 (white) changes nothing, negative (blue) pushes further toward the corrupted answer; the colour scale "
+        "stops at ±1."
+    )
+    a, b = st.columns([1, 2])
+    with a:
+        st.altair_chart(charts.patch_heads(result.head))
+        mlp = ", ".join(f"block {i}: {v:.2f}" for i, v in enumerate(result.mlp))
+        st.caption(f"Each head's output (z, before W_O) copied at every position. Each MLP at every position: {mlp}.")
+    with b:
+        st.altair_chart(charts.patch_components(result.resid_by_position, result.mlp_by_position, c.clean))
+        st.caption(
+            "The residual stream entering each block, and each MLP's output, copied at one position at a time. "
+            "Entering block 0 the stream is the embedding: only the changed position can matter there."
+        )
+    st.altair_chart(charts.patch_head_positions(result.head_by_position, c.clean))
+    capped = len(result.positions) < len(c.clean)
+    st.caption(
+        "Each head's output copied at one position at a time. Positions after the query cannot matter (causal)."
+        + (f" Only the first {len(result.positions)} positions are patched on this server." if capped else "")
+    )
+
+st.subheader("Logit lens: the answer read after each block")
+found = interpret.logit_lens(record, tokens)
+if found is not None:
+    st.altair_chart(charts.logit_lens(found, L))
+    st.caption(
+        "The residual stream after each block put through the final LayerNorm and the output head, as if the "
+        f"model stopped there: the probability of the correct token at answer queries {L}..{2 * L - 1} "
+        "(teacher-forced), on this input and as the mean over 100 test sequences. The last row is the model's output."
+    )
+docs.link("interventions", "Interventions: patching, the logit lens, head scores, attention as explanation")

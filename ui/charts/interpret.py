@@ -1,0 +1,240 @@
+"""Charts of the Patching and Explanations pages (issue 21): restored fractions, the logit lens, head detection
+scores and their course over training, and the attention-is-not-explanation measurements. Arrays in (from
+attncore.interpret), alt.Chart out; frames are built here so each chart's input is what the library returns."""
+
+from __future__ import annotations
+
+import math
+
+import altair as alt
+import numpy as np
+import pandas as pd
+
+from attncore.config import SEP
+from ui.charts.base import BASE_COLOR, SEED_COLORS, SEQUENCE_COLOR, WEIGHT_COLOR, WEIGHTS, heatmap
+
+# the app's diverging colours on a fixed domain, so a restored fraction of 1 always looks the same
+RESTORED = alt.Scale(domain=[-1, 1], range=[WEIGHT_COLOR, "#F4F4F4", SEQUENCE_COLOR], clamp=True)
+
+
+def _token(t: int) -> str:
+    return "SEP" if int(t) == SEP else str(int(t))
+
+
+def position_labels(tokens) -> list[str]:
+    """'3 · 12': position and token, the Attention page's axis labels."""
+    return [f"{i} · {_token(t)}" for i, t in enumerate(tokens)]
+
+
+def head_grid_frame(grid: np.ndarray) -> pd.DataFrame:
+    """(n_layers, H) -> rows layer ('L0'), head ('H0'), restored."""
+    nl, H = grid.shape
+    return pd.DataFrame(
+        [{"layer": f"L{i}", "head": f"H{h}", "restored": float(grid[i, h])} for i in range(nl) for h in range(H)]
+    )
+
+
+def patch_heads(grid: np.ndarray) -> alt.Chart:
+    """Restored fraction of each head's output patched at every position: layers down, heads across."""
+    return heatmap(head_grid_frame(grid), "head", "layer", "restored", scale=RESTORED, cell=(56, 40))
+
+
+def components_frame(resid: np.ndarray, mlp: np.ndarray, tokens) -> pd.DataFrame:
+    """resid_by_position (n_layers, T), mlp_by_position (n_layers, T) -> rows component, position, restored."""
+    labels = position_labels(tokens)
+    rows = []
+    for name, a in (("residual into block {}", resid), ("MLP of block {}", mlp)):
+        for i, row in enumerate(a):
+            rows += [
+                {"component": name.format(i), "position": labels[t], "restored": float(v)}
+                for t, v in enumerate(row)
+                if not np.isnan(v)
+            ]
+    return pd.DataFrame(rows)
+
+
+def patch_components(resid: np.ndarray, mlp: np.ndarray, tokens) -> alt.Chart:
+    """The residual stream entering each block and each MLP's output, patched at one position at a time."""
+    df = components_frame(resid, mlp, tokens)
+    order = list(dict.fromkeys(df["component"]))
+    chart = heatmap(df, "position", "component", "restored", scale=RESTORED, cell=(44, 30))
+    return chart.encode(
+        x=alt.X("position:O", sort=position_labels(tokens), title="position · token", axis=alt.Axis(labelAngle=-45)),
+        y=alt.Y("component:O", sort=order, title=None),
+    )
+
+
+def head_positions_frame(by_position: np.ndarray, tokens) -> pd.DataFrame:
+    """(n_layers, H, T) -> rows head ('L0H1'), position, restored (NaN cells, beyond the cap, dropped)."""
+    labels = position_labels(tokens)
+    nl, H, T = by_position.shape
+    return pd.DataFrame(
+        [
+            {"head": f"L{i}H{h}", "position": labels[t], "restored": float(by_position[i, h, t])}
+            for i in range(nl)
+            for h in range(H)
+            for t in range(T)
+            if not np.isnan(by_position[i, h, t])
+        ]
+    )
+
+
+def patch_head_positions(by_position: np.ndarray, tokens) -> alt.Chart:
+    """Each head's output patched at one position at a time: heads down, positions across."""
+    df = head_positions_frame(by_position, tokens)
+    chart = heatmap(df, "position", "head", "restored", scale=RESTORED, cell=(44, 24))
+    return chart.encode(
+        x=alt.X("position:O", sort=position_labels(tokens), title="position · token", axis=alt.Axis(labelAngle=-45)),
+        y=alt.Y("head:O", sort=list(dict.fromkeys(df["head"])), title=None),
+    )
+
+
+def lens_frame(found: dict[str, np.ndarray], length: int) -> pd.DataFrame:
+    """{'probe': (n_layers + 1, L), 'test': ...} -> rows input, read after, answer, probability."""
+    names = {"probe": "this input", "test": "test sequences (mean)"}
+    rows = []
+    for key, a in found.items():
+        for r, row in enumerate(a):
+            after = "embedding" if r == 0 else f"block {r - 1}"
+            rows += [
+                {"input": names[key], "read after": after, "answer": f"a{j + 1} (q {length + j})", "p": float(p)}
+                for j, p in enumerate(row)
+            ]
+    return pd.DataFrame(rows)
+
+
+def logit_lens(found: dict[str, np.ndarray], length: int) -> alt.FacetChart:
+    """Probability of the correct token at each answer query, read after each block; one panel per input."""
+    df = lens_frame(found, length)
+    return heatmap(df, "answer", "read after", "p", scale=WEIGHTS, cell=(48, 34), facet="input").properties(
+        title="p(correct token)"
+    )
+
+
+def scores_frame(scores: dict[str, np.ndarray]) -> pd.DataFrame:
+    """{pattern: (n_layers, H)} -> rows pattern, head ('L0H1'), score."""
+    return pd.DataFrame(
+        [
+            {"pattern": name, "head": f"L{i}H{h}", "score": float(a[i, h])}
+            for name, a in scores.items()
+            for i in range(a.shape[0])
+            for h in range(a.shape[1])
+        ]
+    )
+
+
+def detection_scores(scores: dict[str, np.ndarray]) -> alt.Chart:
+    """Share of attention on each pattern, per head: patterns down, heads across, on [0, 1]."""
+    df = scores_frame(scores)
+    chart = heatmap(df, "head", "pattern", "score", scale=WEIGHTS, cell=(48, 30))
+    return chart.encode(y=alt.Y("pattern:O", sort=list(scores), title=None))
+
+
+def scores_over_training(steps: np.ndarray, scores: dict[str, np.ndarray], columns: int = 2) -> alt.FacetChart:
+    """{pattern: (S, n_layers, H)} against the step (log scale), one line per head, one panel per pattern."""
+    rows = [
+        {"pattern": name, "head": f"L{i}H{h}", "step": int(s), "score": float(a[k, i, h])}
+        for name, a in scores.items()
+        for k, s in enumerate(steps)
+        for i in range(a.shape[1])
+        for h in range(a.shape[2])
+    ]
+    df = pd.DataFrame(rows)
+    heads = list(dict.fromkeys(df["head"]))
+    return (
+        alt.Chart(df)
+        .mark_line(point=alt.OverlayMarkDef(size=18))
+        .encode(
+            x=alt.X("step:Q", scale=alt.Scale(type="log"), title="training step (log)"),
+            y=alt.Y("score:Q", scale=alt.Scale(domain=[0, 1]), title="score"),
+            color=alt.Color("head:N", sort=heads, scale=alt.Scale(range=SEED_COLORS), title="head"),
+            tooltip=["pattern:N", "head:N", "step:Q", alt.Tooltip("score:Q", format=".3f")],
+        )
+        .properties(width=300, height=170)
+        .facet(facet=alt.Facet("pattern:N", sort=list(scores), title=None), columns=columns)
+    )
+
+
+def divergence_frame(result: dict) -> pd.DataFrame:
+    """explain's result -> rows what, kind, jsd: each restart's JSD reached and each seed's JSD to this row."""
+    rows = [
+        {"what": f"restart {k + 1}", "kind": "alternative row (output within TVD 0.01)", "jsd": a["jsd"]}
+        for k, a in enumerate(result["adversarial"])
+        if a["feasible"]
+    ]
+    for s in result["seed_jsd"]:
+        rows.append({"what": f"seed {s['seed']}: same head", "kind": "another seed's map", "jsd": s["jsd"]})
+        rows.append(
+            {"what": f"seed {s['seed']}: closest head (H{s['closest_head']})", "kind": "another seed's map",
+             "jsd": s["closest_head_jsd"]}
+        )  # fmt: skip
+    return pd.DataFrame(rows, columns=["what", "kind", "jsd"])
+
+
+def divergences(result: dict) -> alt.LayerChart:
+    """JSD from the original row: the adversarial rows against other seeds' maps, with the ceiling ln 2."""
+    df = divergence_frame(result)
+    kinds = ["alternative row (output within TVD 0.01)", "another seed's map"]
+    bars = (
+        alt.Chart(df)
+        .mark_bar()
+        .encode(
+            y=alt.Y("what:N", sort=list(df["what"]), title=None),
+            x=alt.X("jsd:Q", scale=alt.Scale(domain=[0, math.log(2)]), title="JSD from the original row (nats)"),
+            color=alt.Color("kind:N", scale=alt.Scale(domain=kinds, range=[SEQUENCE_COLOR, WEIGHT_COLOR]), title=None,
+                            legend=alt.Legend(orient="bottom", direction="vertical", labelLimit=400)),
+            tooltip=["what:N", alt.Tooltip("jsd:Q", format=".4f")],
+        )
+    )  # fmt: skip
+    ceiling = alt.Chart(pd.DataFrame({"jsd": [math.log(2)]})).mark_rule(color=BASE_COLOR, strokeDash=[4, 3])
+    return alt.layer(bars, ceiling.encode(x="jsd:Q")).properties(width=520, height=max(24 * len(df), 60))
+
+
+def permutation_tvd(tvds) -> alt.LayerChart:
+    """The output's TVD under each permutation of the row, with the 0.01 bound of the adversarial search."""
+    df = pd.DataFrame({"tvd": np.asarray(tvds, dtype=float)})
+    bars = (
+        alt.Chart(df)
+        .mark_bar(color=WEIGHT_COLOR)
+        .encode(
+            x=alt.X("tvd:Q", bin=alt.Bin(extent=[0, 1], step=0.025), title="TVD of the output (0 to 1)"),
+            y=alt.Y("count():Q", title="permutations"),
+        )
+    )
+    bound = alt.Chart(pd.DataFrame({"tvd": [0.01]})).mark_rule(color=SEQUENCE_COLOR, strokeDash=[4, 3])
+    return alt.layer(bars, bound.encode(x="tvd:Q")).properties(width=520, height=180)
+
+
+def rows_frame(result: dict, tokens) -> pd.DataFrame:
+    """The original row, the farthest alternative row within the bound, and the closest other-seed row."""
+    labels = position_labels(tokens)[: len(result["row"])]
+    series = {"original": result["row"]}
+    feasible = [a for a in result["adversarial"] if a["feasible"]]
+    if feasible:
+        series["farthest alternative"] = max(feasible, key=lambda a: a["jsd"])["row"]
+    if result["seed_jsd"]:
+        s = min(result["seed_jsd"], key=lambda s: s["closest_head_jsd"])
+        series[f"seed {s['seed']} H{s['closest_head']}"] = s["closest_row"]
+    return pd.DataFrame(
+        [{"row": name, "key": labels[j], "weight": float(w)} for name, r in series.items() for j, w in enumerate(r)]
+    )
+
+
+def rows_chart(result: dict, tokens) -> alt.Chart:
+    """The rows side by side: weight on each key."""
+    df = rows_frame(result, tokens)
+    names = list(dict.fromkeys(df["row"]))
+    return (
+        alt.Chart(df)
+        .mark_bar()
+        .encode(
+            x=alt.X("key:N", sort=list(dict.fromkeys(df["key"])), title="key (position · token)",
+                    axis=alt.Axis(labelAngle=-45)),
+            xOffset=alt.XOffset("row:N", sort=names),
+            y=alt.Y("weight:Q", scale=alt.Scale(domain=[0, 1]), title="weight"),
+            color=alt.Color("row:N", sort=names, scale=alt.Scale(range=[BASE_COLOR, SEQUENCE_COLOR, WEIGHT_COLOR]),
+                            title=None, legend=alt.Legend(orient="bottom")),
+            tooltip=["row:N", "key:N", alt.Tooltip("weight:Q", format=".3f")],
+        )
+        .properties(width=520, height=200)
+    )  # fmt: skip

@@ -1,0 +1,111 @@
+"""The Patching and Explanations pages' bridge to attncore.interpret: each result memoised server-wide by its
+inputs (ui.metered), else computed under one of the server's slots; sizes capped by ui.limits."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from attncore import RunConfig
+from attncore.interpret import explain, heads, lens, patching
+from lab.store import RunRecord
+from ui import runs
+from ui.limits import BusyError, limits
+from ui.metered import metered
+
+
+def _key(record: RunRecord, tokens: np.ndarray, *rest) -> tuple:
+    return (runs.run_key(record.config), tuple(int(t) for t in tokens), *rest)
+
+
+def _metered(kind: str, key: tuple, compute, what: str):
+    try:
+        return metered(kind, key, compute, what)
+    except BusyError as e:
+        st.warning(str(e), icon=":material/hourglass_top:")
+        return None
+
+
+def patch(record: RunRecord, c: patching.Contrast) -> patching.PatchResult | None:
+    """Restored fractions for every component (positions capped by max_patch_positions); None when busy."""
+    cap = limits().max_patch_positions
+    key = _key(record, c.clean, c.position, int(c.corrupted[c.position]), cap)
+    return _metered(
+        "patch", key, lambda: patching.patch(record.params, record.config, c, max_positions=cap), "activation patching"
+    )
+
+
+def logit_lens(record: RunRecord, tokens: np.ndarray) -> dict | None:
+    compute = lambda: lens.logit_lens(record.params, record.config, tokens)  # noqa: E731
+    return _metered("lens", _key(record, tokens), compute, "the logit lens")
+
+
+def head_scores(record: RunRecord, tokens: np.ndarray) -> dict | None:
+    """{"probe", "test": {pattern: (n_layers, H)}, "steps": (S,), "training": {pattern: (S, n_layers, H)}}."""
+
+    def compute():
+        run = record.config
+        steps, over = heads.snapshot_scores(record.snapshots, record.probe_tokens, run.task.length)
+        return {
+            "probe": heads.probe_scores(record.params, run, tokens),
+            "test": heads.test_scores(record.params, run),
+            "steps": steps,
+            "training": over,
+        }
+
+    return _metered("heads", _key(record, tokens), compute, "head detection scores")
+
+
+def seed_run(run: RunConfig, seed: int) -> RunConfig:
+    return dataclasses.replace(run, train=dataclasses.replace(run.train, seed=seed))
+
+
+def baselines(run: RunConfig, seeds: list[int]) -> tuple[list[RunRecord], list[RunConfig]]:
+    """(records of the other seeds' runs that are stored, the runs still missing); the run's own seed is skipped."""
+    return runs.cached_many([seed_run(run, s) for s in seeds if s != run.train.seed])
+
+
+def explanation(record: RunRecord, others: list[RunRecord], tokens, layer, head, query, restarts, steps) -> dict | None:
+    """attncore.interpret.explain's result and its one-sentence finding; None when busy."""
+    others_key = tuple(r.config.train.seed for r in others)
+    key = _key(record, tokens, layer, head, query, restarts, steps, others_key)
+
+    def compute():
+        found = explain.explain(
+            record.params,
+            record.config,
+            tokens,
+            layer,
+            head,
+            query,
+            others={r.config.train.seed: (r.params, r.config) for r in others},
+            restarts=restarts,
+            steps=steps,
+        )
+        return found | {"finding": explain.finding(found)}
+
+    return _metered("explain", key, compute, "the attention search")
+
+
+def shuffle_table(record: RunRecord, tokens: np.ndarray, query: int) -> pd.DataFrame | None:
+    """Per head: the task pattern's score on this input and the median output TVD when its row at `query` is
+    shuffled (100 permutations): how readable a map is, beside how much the output depends on it."""
+
+    def compute():
+        run = record.config
+        pattern = heads.task_pattern(run)
+        s = heads.probe_scores(record.params, run, tokens)[pattern]
+        rows = []
+        for layer in range(run.model.n_layers):
+            for h in range(run.model.n_heads):
+                t = explain.target(record.params, run, tokens, layer, h, query)
+                tvd = explain.permutation_tvd(t, 100)
+                rows.append(
+                    {"head": f"L{layer}H{h}", pattern: float(s[layer, h]), "median TVD shuffled": float(np.median(tvd))}
+                )
+        return pd.DataFrame(rows)
+
+    return _metered("shuffle", _key(record, tokens, query), compute, "the permutation tests")
