@@ -20,11 +20,9 @@ st.markdown(probe.answer_line(run, record, tokens))
 st.subheader("Head types: where each head's attention falls")
 found = interpret.head_scores(record, tokens)
 if found is not None:
-    a, b = st.columns(2)
-    for col, key, what in ((a, "probe", "this input"), (b, "test", "mean over 100 test sequences")):
-        with col:
-            st.altair_chart(charts.detection_scores(found[key]))
-            st.caption(f"Score on {what}.")
+    for key, what in (("probe", "this input"), ("test", "the mean over 100 test sequences")):
+        st.altair_chart(charts.detection_scores(found[key]), width="content")
+        st.caption(f"Score on {what}.")
     st.caption(
         f"Score = Σ(A ⊙ D) / ΣA over the answer queries {L}..{2 * L - 1}: the share of a head's weight on a 0/1 "
         "pattern D. " + " · ".join(f"**{n}**: {d}" for n, d in heads.PATTERNS.items()) + "."
@@ -53,22 +51,19 @@ if missing and st.button(f"Train the {len(missing)} missing baseline seed run(s)
 result = interpret.explanation(record, others, tokens, layer, head, query, restarts, steps)
 if result is not None:
     st.info(result["finding"], icon=":material/lightbulb:")
-    left, right = st.columns(2)
-    with left:
-        st.altair_chart(charts.permutation_tvd(result["permutation_tvd"]))
-        st.caption(
-            f"(a) {picked}'s row at query {query} shuffled among the keys it may see, 100 times: the total variation "
-            "distance of the output distribution at that query (orange: 0.01)."
-        )
-    with right:
-        st.altair_chart(charts.divergences(result))
-        st.caption(
-            f"(b) {restarts} searches (Adam, lr 0.01, {steps} steps, from uniform plus noise) for the row farthest "
-            "from the original (Jensen–Shannon divergence, at most ln 2: dashed) with the output within TVD 0.01. "
-            "(c) The same input in models trained from other seeds: the same-numbered head and the closest head."
-            + (f" Not trained yet: seeds {', '.join(str(r.train.seed) for r in missing)}." if missing else "")
-        )
-    st.altair_chart(charts.rows_chart(result, tokens))
+    st.altair_chart(charts.permutation_tvd(result["permutation_tvd"]), width="content")
+    st.caption(
+        f"(a) {picked}'s row at query {query} shuffled among the keys it may see, 100 times: the total variation "
+        "distance of the output distribution at that query (orange: 0.01)."
+    )
+    st.altair_chart(charts.divergences(result), width="content")
+    st.caption(
+        f"(b) {restarts} searches (Adam, lr 0.01, {steps} steps, from uniform plus noise) for the row farthest "
+        "from the original (Jensen–Shannon divergence, at most ln 2: dashed) with the output within TVD 0.01. "
+        "(c) The same input in models trained from other seeds: the same-numbered head and the closest head."
+        + (f" Not trained yet: seeds {', '.join(str(r.train.seed) for r in missing)}." if missing else "")
+    )
+    st.altair_chart(charts.rows_chart(result, tokens), width="content")
     st.caption("The original row, the farthest alternative found within the bound, and the closest other-seed row.")
 table = interpret.shuffle_table(record, tokens, query)
 if table is not None:

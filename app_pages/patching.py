@@ -44,18 +44,15 @@ if result is not None:
         "0 (white) changes nothing, negative (blue) pushes further toward the corrupted answer; the colour scale "
         "stops at ±1."
     )
-    a, b = st.columns([1, 2])
-    with a:
-        st.altair_chart(charts.patch_heads(result.head))
-        mlp = ", ".join(f"block {i}: {v:.2f}" for i, v in enumerate(result.mlp))
-        st.caption(f"Each head's output (z, before W_O) copied at every position. Each MLP at every position: {mlp}.")
-    with b:
-        st.altair_chart(charts.patch_components(result.resid_by_position, result.mlp_by_position, c.clean))
-        st.caption(
-            "The residual stream entering each block, and each MLP's output, copied at one position at a time. "
-            "Entering block 0 the stream is the embedding: only the changed position can matter there."
-        )
-    st.altair_chart(charts.patch_head_positions(result.head_by_position, c.clean))
+    st.altair_chart(charts.patch_heads(result.head), width="content")
+    mlp = ", ".join(f"block {i}: {v:.2f}" for i, v in enumerate(result.mlp))
+    st.caption(f"Each head's output (z, before W_O) copied at every position. Each MLP at every position: {mlp}.")
+    st.altair_chart(charts.patch_components(result.resid_by_position, result.mlp_by_position, c.clean), width="content")
+    st.caption(
+        "The residual stream entering each block, and each MLP's output, copied at one position at a time. "
+        "Entering block 0 the stream is the embedding: only the changed position can matter there."
+    )
+    st.altair_chart(charts.patch_head_positions(result.head_by_position, c.clean), width="content")
     capped = len(result.positions) < len(c.clean)
     st.caption(
         "Each head's output copied at one position at a time. Positions after the query cannot matter (causal)."
@@ -65,7 +62,7 @@ if result is not None:
 st.subheader("Logit lens: the answer read after each block")
 found = interpret.logit_lens(record, tokens)
 if found is not None:
-    st.altair_chart(charts.logit_lens(found, L))
+    st.altair_chart(charts.logit_lens(found, L), width="content")
     st.caption(
         "The residual stream after each block put through the final LayerNorm and the output head, as if the "
         f"model stopped there: the probability of the correct token at answer queries {L}..{2 * L - 1} "

@@ -11,10 +11,30 @@ import numpy as np
 import pandas as pd
 
 from attncore.config import SEP
-from ui.charts.base import BASE_COLOR, SEED_COLORS, SEQUENCE_COLOR, WEIGHT_COLOR, WEIGHTS, heatmap
+from ui.charts.base import BASE_COLOR, PAD, SEED_COLORS, SEQUENCE_COLOR, WEIGHT_COLOR, WEIGHTS
 
 # the app's diverging colours on a fixed domain, so a restored fraction of 1 always looks the same
 RESTORED = alt.Scale(domain=[-1, 1], range=[WEIGHT_COLOR, "#F4F4F4", SEQUENCE_COLOR], clamp=True)
+
+
+def cells(df, x: str, y: str, value: str, *, scale, cell=(44, 30), x_sort=None, y_sort=None, x_title=None,
+          angle=0, fmt=".2f", fixed_size=True) -> alt.LayerChart:  # fmt: skip
+    """A labelled heatmap with its axes in the given order (base.heatmap sorts them as text)."""
+    enc = dict(
+        x=alt.X(f"{x}:O", sort=x_sort or list(dict.fromkeys(df[x])), title=x_title or x,
+                axis=alt.Axis(labelAngle=angle, labelLimit=240)),
+        y=alt.Y(f"{y}:O", sort=y_sort or list(dict.fromkeys(df[y])), title=None, axis=alt.Axis(labelLimit=240)),
+    )  # fmt: skip
+    rect = (
+        alt.Chart()
+        .mark_rect(stroke="white", strokeWidth=1)
+        .encode(color=alt.Color(f"{value}:Q", scale=scale, title=value), tooltip=list(df.columns), **enc)
+    )
+    contrast = alt.condition(f"abs(datum['{value}']) > 0.6", alt.value("white"), alt.value(BASE_COLOR))
+    text = alt.Chart().mark_text(fontSize=10).encode(text=alt.Text(f"{value}:Q", format=fmt), color=contrast, **enc)
+    n_x, n_y = df[x].nunique(), df[y].nunique()
+    chart = alt.layer(rect, text, data=df).properties(width=cell[0] * n_x, height=cell[1] * n_y)
+    return chart.properties(autosize=PAD) if fixed_size else chart  # PAD: Streamlit keeps the cells' size
 
 
 def _token(t: int) -> str:
@@ -36,14 +56,14 @@ def head_grid_frame(grid: np.ndarray) -> pd.DataFrame:
 
 def patch_heads(grid: np.ndarray) -> alt.Chart:
     """Restored fraction of each head's output patched at every position: layers down, heads across."""
-    return heatmap(head_grid_frame(grid), "head", "layer", "restored", scale=RESTORED, cell=(56, 40))
+    return cells(head_grid_frame(grid), "head", "layer", "restored", scale=RESTORED, cell=(56, 36))
 
 
 def components_frame(resid: np.ndarray, mlp: np.ndarray, tokens) -> pd.DataFrame:
     """resid_by_position (n_layers, T), mlp_by_position (n_layers, T) -> rows component, position, restored."""
     labels = position_labels(tokens)
     rows = []
-    for name, a in (("residual into block {}", resid), ("MLP of block {}", mlp)):
+    for name, a in (("residual into block {}", resid), ("MLP of block {}", mlp)):  # y labels, in this order
         for i, row in enumerate(a):
             rows += [
                 {"component": name.format(i), "position": labels[t], "restored": float(v)}
@@ -56,12 +76,8 @@ def components_frame(resid: np.ndarray, mlp: np.ndarray, tokens) -> pd.DataFrame
 def patch_components(resid: np.ndarray, mlp: np.ndarray, tokens) -> alt.Chart:
     """The residual stream entering each block and each MLP's output, patched at one position at a time."""
     df = components_frame(resid, mlp, tokens)
-    order = list(dict.fromkeys(df["component"]))
-    chart = heatmap(df, "position", "component", "restored", scale=RESTORED, cell=(44, 30))
-    return chart.encode(
-        x=alt.X("position:O", sort=position_labels(tokens), title="position · token", axis=alt.Axis(labelAngle=-45)),
-        y=alt.Y("component:O", sort=order, title=None),
-    )
+    return cells(df, "position", "component", "restored", scale=RESTORED, x_sort=position_labels(tokens),
+                 x_title="position · token", angle=-45)  # fmt: skip
 
 
 def head_positions_frame(by_position: np.ndarray, tokens) -> pd.DataFrame:
@@ -82,22 +98,21 @@ def head_positions_frame(by_position: np.ndarray, tokens) -> pd.DataFrame:
 def patch_head_positions(by_position: np.ndarray, tokens) -> alt.Chart:
     """Each head's output patched at one position at a time: heads down, positions across."""
     df = head_positions_frame(by_position, tokens)
-    chart = heatmap(df, "position", "head", "restored", scale=RESTORED, cell=(44, 24))
-    return chart.encode(
-        x=alt.X("position:O", sort=position_labels(tokens), title="position · token", axis=alt.Axis(labelAngle=-45)),
-        y=alt.Y("head:O", sort=list(dict.fromkeys(df["head"])), title=None),
-    )
+    return cells(df, "position", "head", "restored", scale=RESTORED, cell=(44, 24), x_sort=position_labels(tokens),
+                 x_title="position · token", angle=-45)  # fmt: skip
+
+
+LENS_INPUTS = {"probe": "this input", "test": "mean over test sequences"}
 
 
 def lens_frame(found: dict[str, np.ndarray], length: int) -> pd.DataFrame:
     """{'probe': (n_layers + 1, L), 'test': ...} -> rows input, read after, answer, probability."""
-    names = {"probe": "this input", "test": "test sequences (mean)"}
     rows = []
     for key, a in found.items():
         for r, row in enumerate(a):
             after = "embedding" if r == 0 else f"block {r - 1}"
             rows += [
-                {"input": names[key], "read after": after, "answer": f"a{j + 1} (q {length + j})", "p": float(p)}
+                {"input": LENS_INPUTS[key], "read after": after, "answer query": length + j, "p": float(p)}
                 for j, p in enumerate(row)
             ]
     return pd.DataFrame(rows)
@@ -106,8 +121,12 @@ def lens_frame(found: dict[str, np.ndarray], length: int) -> pd.DataFrame:
 def logit_lens(found: dict[str, np.ndarray], length: int) -> alt.FacetChart:
     """Probability of the correct token at each answer query, read after each block; one panel per input."""
     df = lens_frame(found, length)
-    return heatmap(df, "answer", "read after", "p", scale=WEIGHTS, cell=(48, 34), facet="input").properties(
-        title="p(correct token)"
+    chart = cells(df[df["input"] == LENS_INPUTS["probe"]], "answer query", "read after", "p", scale=WEIGHTS,
+                  fixed_size=False)  # fmt: skip
+    chart.data = alt.Undefined  # the facet below brings the data
+    header = alt.Header(labelFontSize=12, labelFontWeight="bold")
+    return chart.facet(
+        column=alt.Column("input:N", sort=list(LENS_INPUTS.values()), header=header, title=None), data=df
     )
 
 
@@ -125,9 +144,7 @@ def scores_frame(scores: dict[str, np.ndarray]) -> pd.DataFrame:
 
 def detection_scores(scores: dict[str, np.ndarray]) -> alt.Chart:
     """Share of attention on each pattern, per head: patterns down, heads across, on [0, 1]."""
-    df = scores_frame(scores)
-    chart = heatmap(df, "head", "pattern", "score", scale=WEIGHTS, cell=(48, 30))
-    return chart.encode(y=alt.Y("pattern:O", sort=list(scores), title=None))
+    return cells(scores_frame(scores), "head", "pattern", "score", scale=WEIGHTS, cell=(46, 30))
 
 
 def scores_over_training(steps: np.ndarray, scores: dict[str, np.ndarray], columns: int = 2) -> alt.FacetChart:
@@ -179,7 +196,7 @@ def divergences(result: dict) -> alt.LayerChart:
         alt.Chart(df)
         .mark_bar()
         .encode(
-            y=alt.Y("what:N", sort=list(df["what"]), title=None),
+            y=alt.Y("what:N", sort=list(df["what"]), title=None, axis=alt.Axis(labelLimit=300)),
             x=alt.X("jsd:Q", scale=alt.Scale(domain=[0, math.log(2)]), title="JSD from the original row (nats)"),
             color=alt.Color("kind:N", scale=alt.Scale(domain=kinds, range=[SEQUENCE_COLOR, WEIGHT_COLOR]), title=None,
                             legend=alt.Legend(orient="bottom", direction="vertical", labelLimit=400)),
@@ -187,7 +204,8 @@ def divergences(result: dict) -> alt.LayerChart:
         )
     )  # fmt: skip
     ceiling = alt.Chart(pd.DataFrame({"jsd": [math.log(2)]})).mark_rule(color=BASE_COLOR, strokeDash=[4, 3])
-    return alt.layer(bars, ceiling.encode(x="jsd:Q")).properties(width=520, height=max(24 * len(df), 60))
+    chart = alt.layer(bars, ceiling.encode(x="jsd:Q")).properties(width=480, height=max(22 * len(df), 60))
+    return chart.properties(autosize=PAD)
 
 
 def permutation_tvd(tvds) -> alt.LayerChart:
@@ -202,7 +220,7 @@ def permutation_tvd(tvds) -> alt.LayerChart:
         )
     )
     bound = alt.Chart(pd.DataFrame({"tvd": [0.01]})).mark_rule(color=SEQUENCE_COLOR, strokeDash=[4, 3])
-    return alt.layer(bars, bound.encode(x="tvd:Q")).properties(width=520, height=180)
+    return alt.layer(bars, bound.encode(x="tvd:Q")).properties(width=480, height=180, autosize=PAD)
 
 
 def rows_frame(result: dict, tokens) -> pd.DataFrame:
@@ -236,5 +254,5 @@ def rows_chart(result: dict, tokens) -> alt.Chart:
                             title=None, legend=alt.Legend(orient="bottom")),
             tooltip=["row:N", "key:N", alt.Tooltip("weight:Q", format=".3f")],
         )
-        .properties(width=520, height=200)
+        .properties(width=640, height=200, autosize=PAD)
     )  # fmt: skip
