@@ -1,0 +1,99 @@
+"""AppTest for the Patching and Explanations pages (issue 21): every number shown comes from attncore.interpret
+on the stored run; the view is in the URL; bad input is a message, not a traceback."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from apptest_helpers import charts, metric, temporary_store, texts
+from streamlit.testing.v1 import AppTest
+
+from attncore import make_run
+from attncore.interpret import explain, heads, patching
+from attncore.tasks import probe_sequence
+from lab.store import get_run
+
+STEPS = 60
+SHORT = {"steps": str(STEPS)}
+
+
+def page(name: str, **query) -> AppTest:
+    """The dashboard opened at app_pages/<name>.py with these query parameters (the sidebar's run included)."""
+    at = AppTest.from_file("../dashboard.py", default_timeout=180)
+    at.query_params.update(query)
+    at.run()
+    at.switch_page(f"app_pages/{name}.py").run()
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """The default configuration at 60 steps, and seed 1 of it (one baseline seed for the explanations)."""
+    with temporary_store(tmp_path_factory, [make_run(steps=STEPS), make_run(steps=STEPS, seed=1)]):
+        yield
+
+
+def chart_data(at: AppTest) -> list[list]:
+    """Per chart, the data frames Streamlit sent beside its spec (as Arrow)."""
+    read = pa.ipc.open_stream
+    return [[read(d.data.data).read_pandas() for d in c.proto.datasets] for c in at.get("vega_lite_chart")]
+
+
+def test_patching_shows_the_library_figures(store):
+    at = page("patching", **SHORT)
+    run = make_run(steps=STEPS)
+    tokens = probe_sequence(run.task)
+    r = patching.patch(get_run(run).params, run, patching.contrast(run, tokens, 0, 1))  # default: position 0 -> 1
+    assert metric(at, "Logit difference, clean") == f"{r.clean_metric:.2f}"
+    assert metric(at, "Logit difference, corrupted") == f"{r.corrupted_metric:.2f}"
+    specs = charts(at)
+    assert len(specs) == 4  # heads, residual + MLP by position, heads by position, the logit lens
+    (grid,) = chart_data(at)[0]
+    assert np.allclose(grid["restored"], r.head.ravel())
+    assert "teacher forcing" in texts(at.caption) and "interventions" in texts(at.markdown)
+
+
+def test_patching_follows_its_inputs_and_the_url(store):
+    at = page("patching", **SHORT, pat_at="3", pat_sym="5")
+    assert at.selectbox(key="pat_at").value == 3 and at.selectbox(key="pat_sym").value == 5
+    run = make_run(steps=STEPS)
+    r = patching.patch(get_run(run).params, run, patching.contrast(run, probe_sequence(run.task), 3, 5))
+    assert metric(at, "Logit difference, corrupted") == f"{r.corrupted_metric:.2f}"
+    at.selectbox(key="pat_sym").set_value(12).run()  # the clean symbol at position 3: nothing to patch
+    assert not at.exception and "Nothing to patch" in texts(at.info)
+    assert len(charts(at)) == 1  # only the logit lens
+
+
+def test_patching_typed_sequence_and_bad_text(store):
+    at = page("patching", **SHORT)
+    at.text_input(key="pat_seq").set_value("1 2 3 4 5 6").run()
+    assert "Input `1 2 3 4 5 6 SEP" in texts(at.markdown)
+    at.text_input(key="pat_seq").set_value("1 2 99").run()
+    assert not at.exception and "Not a valid input" in texts(at.error)
+
+
+def test_explanations_show_the_library_figures(store):
+    at = page("explanations", **SHORT, exp_steps="50", exp_restarts="2", exp_seeds="0,1")
+    run = make_run(steps=STEPS)
+    record, other = get_run(run), get_run(make_run(steps=STEPS, seed=1))
+    tokens = probe_sequence(run.task)
+    layer, head = heads.best_head(record.params, run, tokens)
+    assert at.selectbox(key="exp_head").value == f"L{layer}H{head}"
+    found = explain.explain(record.params, run, tokens, layer, head, 11, others={1: (other.params, other.config)},
+                            restarts=2, steps=50)  # fmt: skip
+    assert explain.finding(found) in texts(at.info)
+    assert len(charts(at)) == 6  # two score maps, scores over training, permutation, divergences, rows
+    table = at.dataframe[0].value
+    assert list(table["head"]) == [f"L{i}H{h}" for i in range(2) for h in range(4)]
+    assert np.allclose(table["L back"], heads.probe_scores(record.params, run, tokens)["L back"].ravel())
+
+
+def test_explanations_offer_to_train_missing_seeds_and_cap_the_search(store, monkeypatch):
+    monkeypatch.setenv("ATTNLAB_MAX_EXPLAIN_STEPS", "100")
+    at = page("explanations", **SHORT, exp_steps="500", exp_restarts="2", exp_seeds="0,2")
+    assert at.number_input(key="exp_steps").value == 100  # the URL's 500 is beyond this server's cap
+    assert "URL parameter exp_steps=" in texts(at.warning)
+    assert any("missing baseline seed" in b.label for b in at.button)
+    assert "Not trained yet: seeds 2" in texts(at.caption)
