@@ -12,7 +12,7 @@ from pathlib import Path
 import streamlit as st
 
 DOCS_DIR = Path(__file__).resolve().parents[1] / "docs"
-FILES = ("README.md", "model.md", "training.md", "experiments.md")  # the Science page's order
+FILES = ("README.md", "model.md", "training.md", "experiments.md", "interventions.md")  # the Science page's order
 PAGE = "science"  # the Science page's URL path (ui/nav.py)
 _HEADING = re.compile(r"^(#{1,3}) (.+)$")
 _DOC_LINK = re.compile(r"\]\(([\w-]+\.md)(#[\w-]+)?\)")
