@@ -69,4 +69,7 @@ table = interpret.shuffle_table(record, tokens, query)
 if table is not None:
     st.markdown(f"**Every head at query {query}: how readable its map is, beside what shuffling it does**")
     tables.show(table)
+    n_heads = run.model.n_layers * run.model.n_heads
+    if len(table) < n_heads:
+        st.caption(f"Only the first {len(table)} of {n_heads} heads are shuffled one by one on this server.")
 docs.link("interventions", "Interventions: patching, the logit lens, head scores, attention as explanation")

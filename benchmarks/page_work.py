@@ -1,6 +1,6 @@
 """CPU seconds of the page work a visitor can trigger, at the default and at the hosted caps (ui/limits.py).
 
-Usage: python benchmarks/page_work.py [--only NAME ...]   (NAME: ablation, gradcheck, scaling, cost, kv)
+Usage: python benchmarks/page_work.py [--only NAME ...]   (NAME: ablation, gradcheck, scaling, cost, kv, interpret)
 Prints process CPU time and wall time of each piece; nothing is stored. The machine's other load shows
 in the wall time, not in the CPU time.
 """
@@ -19,6 +19,7 @@ from threadpoolctl import threadpool_limits  # noqa: E402
 
 from attncore.config import make_run  # noqa: E402
 from attncore.inspect import evaluate_ablated  # noqa: E402
+from attncore.interpret import explain, lens, patching  # noqa: E402
 from attncore.mechanisms.attention_cost import time_attention  # noqa: E402
 from attncore.mechanisms.demos import scaling_statistics  # noqa: E402
 from attncore.mechanisms.gradcheck import gradient_check  # noqa: E402
@@ -44,9 +45,26 @@ def ablation(length: int, model: dict, heads: int) -> None:
         evaluate_ablated(params, run, [divmod(h, run.model.n_heads)])
 
 
+def interpret(length: int, model: dict, positions: int, restarts: int, steps: int) -> None:
+    """The Patching page's patching and lens, and the Explanations page's shuffle table and search, on one input."""
+    run = make_run(length=length, **model)
+    params = init_params(run.model, np.random.default_rng(0))
+    tokens = np.arange(2 * length) % 20
+    size = f"L={length}, d={run.model.d_model}, {run.model.n_layers}x{run.model.n_heads} heads"
+    measured(f"Patching ({positions} positions) + lens, {size}", lambda: (
+        patching.patch(params, run, patching.contrast(run, tokens, 0, 19), max_positions=positions),
+        lens.logit_lens(params, run, tokens)))  # fmt: skip
+    targets = [explain.target(params, run, tokens, i, h, 2 * length - 1) for i, h in np.ndindex(run.model.n_layers,
+               run.model.n_heads)]  # fmt: skip
+    measured(f"Shuffle table (every head, 100 permutations), {size}", lambda: [
+        explain.permutation_tvd(t, 100) for t in targets])  # fmt: skip
+    measured(f"Adversarial search ({restarts} x {steps}), {size}", lambda: explain.adversarial(targets[0], restarts,
+             steps))  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", nargs="*", default=["ablation", "gradcheck", "scaling", "cost", "kv"])
+    parser.add_argument("--only", nargs="*", default=["ablation", "gradcheck", "scaling", "cost", "kv", "interpret"])
     only = parser.parse_args().only
     with threadpool_limits(limits=1, user_api="blas"):  # as the server's heavy work runs: one core each
         if "ablation" in only:
@@ -71,6 +89,9 @@ def main() -> None:
             measured("Cost: default (4 lengths to 1024, d_k 64, 3 trials)", lambda: time_attention(default, 64, 3))
             widest = (256, 384, 512, 640, 768, 896, 1024, 1280, 1536, 1792, 1920, 2048)
             measured("Cost: 12 lengths to 2048, d_k 256, 10 trials", lambda: time_attention(widest, 256, 10))
+        if "interpret" in only:
+            interpret(6, DEFAULT, 24, 5, 500)
+            interpret(12, HOSTED_MAX, 24, 5, 500)
         if "kv" in only:
             measured("KV cache: default (2 layers, d 128, 8 heads, 64 new, 3 repeats)", lambda: benchmark_generation(
                 n_layers=2, d_model=128, n_heads=8, n_new=64, repeats=3))  # fmt: skip

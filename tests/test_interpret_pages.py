@@ -92,8 +92,10 @@ def test_explanations_show_the_library_figures(store):
 
 def test_explanations_offer_to_train_missing_seeds_and_cap_the_search(store, monkeypatch):
     monkeypatch.setenv("ATTNLAB_MAX_EXPLAIN_STEPS", "100")
+    monkeypatch.setenv("ATTNLAB_MAX_ABLATION_HEADS", "3")
     at = page("explanations", **SHORT, exp_steps="500", exp_restarts="2", exp_seeds="0,2")
     assert at.number_input(key="exp_steps").value == 100  # the URL's 500 is beyond this server's cap
     assert "URL parameter exp_steps=" in texts(at.warning)
     assert any("missing baseline seed" in b.label for b in at.button)
     assert "Not trained yet: seeds 2" in texts(at.caption)
+    assert len(at.dataframe[0].value) == 3 and "Only the first 3 of 8 heads" in texts(at.caption)

@@ -92,20 +92,20 @@ def explanation(record: RunRecord, others: list[RunRecord], tokens, layer, head,
 
 def shuffle_table(record: RunRecord, tokens: np.ndarray, query: int) -> pd.DataFrame | None:
     """Per head: the task pattern's score on this input and the median output TVD when its row at `query` is
-    shuffled (100 permutations): how readable a map is, beside how much the output depends on it."""
+    shuffled (100 permutations): how readable a map is, beside how much the output depends on it. The first
+    max_ablation_heads heads only."""
+    run = record.config
+    cap = limits().max_ablation_heads  # the Attention page's cap on heads treated one by one
 
     def compute():
-        run = record.config
         pattern = heads.task_pattern(run)
         s = heads.probe_scores(record.params, run, tokens)[pattern]
         rows = []
-        for layer in range(run.model.n_layers):
-            for h in range(run.model.n_heads):
-                t = explain.target(record.params, run, tokens, layer, h, query)
-                tvd = explain.permutation_tvd(t, 100)
-                rows.append(
-                    {"head": f"L{layer}H{h}", pattern: float(s[layer, h]), "median TVD shuffled": float(np.median(tvd))}
-                )
+        for n in range(min(cap, run.model.n_layers * run.model.n_heads)):
+            layer, h = divmod(n, run.model.n_heads)
+            tvd = explain.permutation_tvd(explain.target(record.params, run, tokens, layer, h, query), 100)
+            shuffled = float(np.median(tvd))
+            rows.append({"head": f"L{layer}H{h}", pattern: float(s[layer, h]), "median TVD shuffled": shuffled})
         return pd.DataFrame(rows)
 
-    return _metered("shuffle", _key(record, tokens, query), compute, "the permutation tests")
+    return _metered("shuffle", _key(record, tokens, query, cap), compute, "the permutation tests")

@@ -41,8 +41,8 @@ class Limits:
     max_ablation_heads: int = 16  # Attention: heads zeroed one by one for the per-head table
     max_gradcheck_coords: int = 64  # Gradient check: sampled coordinates per tensor
     max_patch_positions: int = 24  # Patching: positions patched one at a time (each head, residual, MLP)
-    max_explain_restarts: int = 10  # Explanations: restarts of the adversarial attention search
-    max_explain_steps: int = 1000  # Explanations: Adam steps of each restart
+    max_explain_restarts: int = 5  # Explanations: restarts of the adversarial attention search (J&W's k)
+    max_explain_steps: int = 500  # Explanations: Adam steps of each restart
     max_test_length: int = 16  # Length generalisation: longest test length L' evaluated (up to 64)
     max_kv_new_tokens: int = 128  # KV cache: tokens generated per timed run
     max_scaling_draws: int = 10**8  # Scaling: sum(d_k) * T * repetitions normal draws of one input set
