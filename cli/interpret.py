@@ -19,10 +19,17 @@ from attncore.interpret import heads as hd
 from attncore.interpret import lens as ln
 from attncore.interpret import patching as pt
 from attncore.tasks import probe_sequence
-from cli.flags import add_model_args
+from cli.flags import add_model_args, run_settings
 
 COMMANDS = ("patch", "lens", "heads", "explain")
 MAX_TEST = 500  # --n-test: the fixed test set's size
+
+
+def run_from_args(a):
+    """The RunConfig of the `train` flags (as cli.main's, which imports this module)."""
+    from attncore.config import make_run
+
+    return make_run(a.task, a.length, a.seed, lr=a.lr, position=a.position, norm=a.norm, **run_settings(a))
 
 
 def _record(run, cap):
@@ -48,8 +55,6 @@ def _fmt(row) -> str:
 
 
 def cmd_patch(a) -> int:
-    from cli.main import run_from_args
-
     run = run_from_args(a)
     tokens = _tokens(a, run)
     L = run.task.length
@@ -81,8 +86,6 @@ def cmd_patch(a) -> int:
 
 
 def cmd_lens(a) -> int:
-    from cli.main import run_from_args
-
     run = run_from_args(a)
     tokens = _tokens(a, run)
     found = ln.logit_lens(_record(run, a.max_memory).params, run, tokens, a.n_test)
@@ -99,8 +102,6 @@ def cmd_lens(a) -> int:
 
 
 def cmd_heads(a) -> int:
-    from cli.main import run_from_args
-
     run = run_from_args(a)
     tokens = _tokens(a, run)
     record = _record(run, a.max_memory)
@@ -120,8 +121,6 @@ def cmd_heads(a) -> int:
 
 
 def cmd_explain(a) -> int:
-    from cli.main import run_from_args
-
     run = run_from_args(a)
     tokens = _tokens(a, run)
     L = run.task.length
