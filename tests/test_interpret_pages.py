@@ -99,3 +99,8 @@ def test_explanations_offer_to_train_missing_seeds_and_cap_the_search(store, mon
     assert any("missing baseline seed" in b.label for b in at.button)
     assert "Not trained yet: seeds 2" in texts(at.caption)
     assert len(at.dataframe[0].value) == 3 and "Only the first 3 of 8 heads" in texts(at.caption)
+
+
+def test_attention_links_to_both_pages(store):
+    at = page("attention", **SHORT)
+    assert {"patching", "explanations"} <= {link.proto.page for link in at.get("page_link")}
