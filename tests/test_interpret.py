@@ -238,3 +238,42 @@ def test_unsupported_model_field_is_refused(trained, monkeypatch):
     with pytest.raises(ConfigError) as e:
         run_with_hooks(params, probe_sequence(run.task)[None], dataclasses.replace(run.model, norm="post"))
     assert e.value.field == "norm"
+
+
+@pytest.mark.parametrize("norm", ["pre", "post"])
+def test_zeroing_a_head_by_hook_is_the_models_head_ablation(norm):
+    """A hook zeroing one head's z gives model.forward's head_mask ablation bit for bit; through its result
+    (the heads summed instead of one fused product) the same to rounding."""
+    run = make_run(steps=20, norm=norm)
+    params = train(run).params
+    idx = fixed_test_set(run.task)[:3, :-1]
+    mask = np.ones((2, 4), dtype=np.float32)
+    mask[0, 2] = 0.0
+    expected = forward(params, idx, run.model, head_mask=mask)[0]
+
+    def zero_head(a):
+        out = a.copy()
+        out[:, :, 2] = 0.0
+        return out
+
+    by_z = run_with_hooks(params, idx, run.model, {"blocks.0.attn.z": zero_head})[0]
+    by_result = run_with_hooks(params, idx, run.model, {"blocks.0.attn.result": zero_head})[0]
+    assert np.array_equal(by_z, expected)
+    assert np.allclose(by_result, expected, atol=1e-5)
+    assert not np.allclose(by_result, forward(params, idx, run.model)[0])
+
+
+def test_the_finding_follows_the_numbers():
+    """The sentence is decided by the numbers: a head that resists, and one whose order hardly matters."""
+    resists = {"layer": 0, "head": 1, "permutation_tvd": [0.5, 0.7, 0.9],
+               "adversarial": [{"jsd": 0.3, "tvd": 0.2, "feasible": False}], "seed_jsd": []}  # fmt: skip
+    text = explain.finding(resists)
+    assert "median TVD of 0.700" in text and "depends on where" in text and "resists" in text
+    loose = {"layer": 1, "head": 0, "permutation_tvd": [0.001, 0.002, 0.003],
+             "adversarial": [{"jsd": 0.5, "tvd": 0.004, "feasible": True},
+                             {"jsd": 0.6, "tvd": 0.02, "feasible": False}],
+             "seed_jsd": [{"seed": 1, "jsd": 0.2, "closest_head_jsd": 0.05}]}  # fmt: skip
+    text = explain.finding(loose)
+    assert "hardly matters" in text and "JSD 0.500" in text and "went farther than a retrained model" in text
+    loose["seed_jsd"][0]["closest_head_jsd"] = 0.6
+    assert "went no farther" in explain.finding(loose)

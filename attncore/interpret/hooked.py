@@ -7,7 +7,7 @@ Activation names (B batch, T time, H heads, Dh head size, D width, V vocabulary)
   blocks.{i}.resid_pre (B, T, D)           the residual stream entering block i
   blocks.{i}.attn.pattern (B, H, T, T)     attention weights
   blocks.{i}.attn.z (B, T, H, Dh)          each head's weighted values (its output before W_O)
-  blocks.{i}.attn.result (B, T, H, D)      each head's contribution z_h W_O[h] (recorded only; not a hook point)
+  blocks.{i}.attn.result (B, T, H, D)      each head's contribution z_h W_O[h]; hooked, their sum + b_O is attn_out
   blocks.{i}.attn_out (B, T, D)            the attention sublayer's output (all heads, W_O and its bias)
   blocks.{i}.resid_mid (B, T, D)           after the attention sublayer (post-LN: after LN1)
   blocks.{i}.mlp_out (B, T, D)             the FFN's output
@@ -43,7 +43,8 @@ def check_supported(cfg: ModelConfig) -> None:
 
 def block_names(i: int) -> list[str]:
     p = f"blocks.{i}."
-    return [p + n for n in ("resid_pre", "attn.pattern", "attn.z", "attn_out", "resid_mid", "mlp_out", "resid_post")]
+    names = ("resid_pre", "attn.pattern", "attn.z", "attn.result", "attn_out", "resid_mid", "mlp_out", "resid_post")
+    return [p + n for n in names]
 
 
 def _hooked(name: str, value: np.ndarray, hooks: dict[str, Hook], acts: dict[str, np.ndarray]) -> np.ndarray:
@@ -87,8 +88,13 @@ def _attention(h, params, p, cfg, B, T, name, hooks, acts, caches):
     z = _hooked(name + "attn.z", y.transpose(0, 2, 1, 3), hooks, acts)  # (B, T, H, Dh)
     merged = np.ascontiguousarray(z).reshape(B * T, D)
     w_out = params[p + "attn.w_out"]
-    acts[name + "attn.result"] = np.einsum("bthe,hed->bthd", z, w_out.reshape(H, Dh, D))  # (B, T, H, D)
-    out, _ = L.linear_forward(merged, w_out, params[p + "attn.b_out"])
+    result = np.einsum("bthe,hed->bthd", z, w_out.reshape(H, Dh, D))  # (B, T, H, D)
+    if name + "attn.result" in hooks:  # the heads' sum replaces the fused product (equal up to rounding)
+        result = _hooked(name + "attn.result", result, hooks, acts)
+        out = (result.sum(axis=2) + params[p + "attn.b_out"]).reshape(B * T, D)
+    else:
+        acts[name + "attn.result"] = result
+        out, _ = L.linear_forward(merged, w_out, params[p + "attn.b_out"])
     caches[name + "attn"] = (h, q, k, v, pattern, factor, merged)
     return _hooked(name + "attn_out", out.reshape(B, T, D), hooks, acts).reshape(B * T, D)
 
