@@ -30,8 +30,9 @@ def page(name: str, **query) -> AppTest:
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
-    """The default configuration at 60 steps, and seed 1 of it (one baseline seed for the explanations)."""
-    with temporary_store(tmp_path_factory, [make_run(steps=STEPS), make_run(steps=STEPS, seed=1)]):
+    """The default configuration at 60 steps, seed 1 of it (one baseline seed for the explanations), sort L=4."""
+    runs = [make_run(steps=STEPS), make_run(steps=STEPS, seed=1), make_run("sort", 4, steps=STEPS)]
+    with temporary_store(tmp_path_factory, runs):
         yield
 
 
@@ -104,3 +105,10 @@ def test_explanations_offer_to_train_missing_seeds_and_cap_the_search(store, mon
 def test_attention_links_to_both_pages(store):
     at = page("attention", **SHORT)
     assert {"patching", "explanations"} <= {link.proto.page for link in at.get("page_link")}
+
+
+def test_sort_patches_the_first_changed_answer_and_scores_the_kth_smallest(store):
+    at = page("patching", **SHORT, task="sort", L="4", pat_at="0", pat_sym="1")  # 17 3 0 12 -> 1 3 0 12
+    assert not at.error and "answer token 2, the first that differs" in texts(at.caption)  # 0 3 12 17 -> 0 1 3 12
+    at = page("explanations", **SHORT, task="sort", L="4", exp_steps="20", exp_restarts="1", exp_seeds="0")
+    assert "k-th smallest" in at.dataframe[0].value.columns
