@@ -258,7 +258,8 @@ def test_cards_report_gib_with_a_source():
     assert CARDS["a100-40gb"].total_gib == 39.50 and CARDS["h100-80gb"].total_gib == 79.22
     assert set(CARDS) >= {"l4", "a10g", "a100-40gb", "a100-80gb", "h100-80gb", "h200", "rtx-4090", "l40s"}
     for card in CARDS.values():
-        assert card.source and card.total_gib * GIB < float(card.sold.split()[0]) * 10**9  # less than as sold
+        # the "GB" a card is sold by is nearer GiB of memory chips; the driver and ECC keep some of it
+        assert card.source and 0.9 < card.total_gib / float(card.sold.split()[0]) < 1
         if card.logged:  # a vLLM startup log on a card it names
             assert "vLLM startup log" in card.source and ("issue" in card.source or "PR" in card.source or "H200" in
                                                           card.source)  # fmt: skip
