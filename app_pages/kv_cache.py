@@ -83,13 +83,12 @@ if mode == "vllm":
         "The engine's own accounting: budget = total × gpu_memory_utilization, less the weights, memory outside "
         "torch and the activation peak of its profiling run; the rest becomes blocks of block_size tokens."
     )
-    weight_dtype = url_select("Weights element type", "kv_wdtype", kv.DTYPES, "bf16")
     try:
         arch = kv.with_geometry(base or describe_attncore(ModelConfig()), geometry)
     except ConfigError as e:
         show_invalid(e, "model")
         st.stop()
-    budget = gpu_fit.engine(arch, context, weight_dtype, params or None, custom=base is None)
+    budget = gpu_fit.engine(arch, context, params or None, custom=base is None)
     if budget is None:
         st.stop()
 else:

@@ -188,7 +188,7 @@ def test_engine_frame_split_formula_and_metrics():
     assert len(chart) == 2 and color_scale(chart[0])["domain"] == list(cc.ENGINE_PARTS)
     assert chart[0]["encoding"]["x"]["title"].startswith("GPU memory (GiB")
     lines = cc.engine_formula(fit)
-    assert lines[0] == "**budget** = total × gpu_memory_utilization = 39.50 × 0.90 = **35.55 GiB** _(exact)_"
+    assert lines[0] == "**budget** = total × gpu_memory_utilization = 39.50 GiB × 0.90 = **35.55 GiB** _(exact)_"
     assert f"= **{fit.num_blocks:,}** blocks of 16 tokens" in lines[5] and f"÷ {512:,} = **11.12×**" in lines[7]
     labels = [m[0] for m in cc.engine_metrics(fit)]
     assert labels[1:4] == ["GPU blocks", "GPU KV cache size", "Maximum concurrency for 8,192 tokens per request"]

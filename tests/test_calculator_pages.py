@@ -189,9 +189,11 @@ def test_engine_mode_with_the_logs_figures_reproduces_issue_12330():
     assert log[0].endswith("total_gpu_memory (39.50GiB) x gpu_memory_utilization (0.90) = 35.55GiB")
     assert "PyTorch activation peak memory takes 9.37GiB" in log[1]
     formula = texts(at.markdown)
-    assert "39.50 × 0.90 = **35.55 GiB** _(exact)_" in formula and "8,030,261,248 × 2 B ÷ 1" in formula
+    assert "39.50 GiB × 0.90 = **35.55 GiB** _(exact)_" in formula and "8,030,261,248 × 2 B ÷ 1" in formula
     assert "**9.37 GiB** _(measured)_" in formula and "_(estimate)_" in formula  # the weights stay estimated
-    assert "Starts at max_model_len 8,192" in texts(at.success)
+    blocks = int(metric(at, "GPU blocks")[0].replace(",", ""))
+    assert metric(at, "Longest max_model_len that starts") == (f"{blocks * 16:,}", "✓ starts at 8,192")  # V0
+    assert not at.error
     assert len(charts(at)) == 3  # the engine's split of the card, memory against context, the element types
 
 
@@ -208,20 +210,23 @@ def test_engine_mode_defaults_estimate_and_say_so():
 def test_engine_mode_too_long_shows_the_engines_error():
     at = page("kv_cache", **ENGINE, kv_e_len="300000")
     assert "To serve at least one request with the models's max seq len (300000)" in texts(at.error)
-    assert metric(at, "Starts at max_model_len")[0] == "✗ no"
+    assert metric(at, "Longest max_model_len that starts")[1] == "✗ does not start at 300,000"
 
 
 def test_engine_mode_typed_capacity_in_gb():
     at = page("kv_cache", **ENGINE, kv_e_gpu="other", kv_e_total="40", kv_e_unit="GB")
-    assert "37.25 × 0.90" in texts(at.markdown)  # 40 · 10⁹ B = 37.25 GiB
+    assert "37.25 GiB × 0.90" in texts(at.markdown)  # 40 · 10⁹ B = 37.25 GiB
     at = page("kv_cache", **ENGINE, kv_e_gpu="other", kv_e_total="40", kv_e_unit="GiB")
-    assert "40.00 × 0.90" in texts(at.markdown)
+    assert "40.00 GiB × 0.90" in texts(at.markdown)
 
 
 def test_engine_mode_pages_a_windowed_model_and_a_custom_one():
     at = page("kv_cache", **ENGINE, kv_preset="mistral-7b-v0.1")
     assert at.number_input(key="kv_e_wlayers").value == 32
-    assert metric(at, "Starts at max_model_len")[1] == "longest that starts: any"  # every layer keeps 4,096 + batch
+    assert metric(at, "Longest max_model_len that starts") == (
+        "any",
+        "✓ starts at 8,192",
+    )  # every layer keeps 4,096 + batch
     at = page("kv_cache", **ENGINE, kv_preset="custom")
     assert at.number_input(key="kv_e_vocab").value == 128256 and metric(at, "GPU blocks")
 

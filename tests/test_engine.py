@@ -240,7 +240,7 @@ def test_deductions_add_up_and_say_what_is_estimated():
     rows = {r["term"]: r for r in deductions(f)}
     assert sum(r["gib"] for t, r in rows.items() if t != "KV cache") == pytest.approx(rows["KV cache"]["gib"])
     assert rows["activation peak"]["kind"] == "measured" and rows["weights"]["kind"] == "estimate"
-    assert rows["weights"]["numbers"] == "8,030,261,248 × 2 B ÷ 1" and rows["budget"]["numbers"] == "39.50 × 0.90"
+    assert rows["weights"]["numbers"] == "8,030,261,248 × 2 B ÷ 1" and rows["budget"]["numbers"] == "39.50 GiB × 0.90"
 
 
 @pytest.mark.parametrize(

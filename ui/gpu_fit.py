@@ -33,22 +33,24 @@ def card_label(name: str) -> str:
     )
 
 
-def gpu_inputs() -> tuple[float, str | None]:
-    """(total GiB, card name or None) from the card picker or a typed capacity with its unit."""
-    cols = st.columns([2, 1, 1])
+def gpu_inputs() -> tuple[float, str | None, str]:
+    """(total GiB, card name or None, weights' element type) from the card picker or a typed capacity."""
+    cols = st.columns([3, 1, 1, 1.4])
     with cols[0]:
         name = url_select("GPU (total as torch reports it)", "kv_e_gpu", [*CARDS, OTHER], "a100-40gb",
                           format_func=card_label)  # fmt: skip
+    with cols[3]:
+        weight_dtype = url_select("Weights element type", "kv_wdtype", kv.DTYPES, "bf16")
     if name != OTHER:
         card = CARDS[name]
-        cols[1].markdown(f"**{card.total_gib:.2f} GiB** = {card.total_gib * GIB / GB:.2f} GB")
-        cols[2].caption(("Logged by vLLM: " if card.logged else "Not from a vLLM log: ") + card.source)
-        return card.total_gib, name
+        cols[1].markdown(f"**{card.total_gib:.2f} GiB**  \n= {card.total_gib * GIB / GB:.2f} GB")
+        st.caption(("Logged by vLLM: " if card.logged else "Not from a vLLM log naming the card: ") + card.source)
+        return card.total_gib, name, weight_dtype
     with cols[1]:
         size = url_number("Total memory", "kv_e_total", 39.5, 0.5, 1e5, fmt="%.2f")
     with cols[2]:
         unit = url_select("Unit", "kv_e_unit", UNITS, "GiB", help="GiB = 2³⁰ B, as torch and vLLM print; GB = 10⁹ B")
-    return (size if unit == "GiB" else size * GB / GIB), None
+    return (size if unit == "GiB" else size * GB / GIB), None, weight_dtype
 
 
 def settings_inputs(default_len: int, window: int | None, n_layers: int) -> dict:
@@ -80,7 +82,8 @@ def settings_inputs(default_len: int, window: int | None, n_layers: int) -> dict
                 "Layers with the window", "kv_e_wlayers", n_layers, 0, n_layers,
                 help=f"V1 pages these {window:,}-token sliding-window layers apart from the full ones",
             )  # fmt: skip
-    with st.expander("Figures from your own startup log (0: estimate)"):
+    typed = any(url_number(f"{lab} (GiB)", f"kv_e_{f}", 0.0, 0.0, 1e5, peek=True) for f, (lab, _) in MEASURED.items())
+    with st.expander("Figures from your own startup log (0: estimate)", expanded=typed):
         cols = st.columns(len(MEASURED))
         for col, (field, (label, hint)) in zip(cols, MEASURED.items(), strict=True):
             with col:
@@ -101,9 +104,9 @@ def widths(arch):
     return replace(arch, d_model=d, d_ff=d_ff, vocab_size=vocab, ffn="swiglu")
 
 
-def engine(arch, default_len: int, weight_dtype: str, weight_params: int | None, custom: bool = False) -> int | None:
+def engine(arch, default_len: int, weight_params: int | None, custom: bool = False) -> int | None:
     """Draw the engine mode for a Decoder; returns the bytes left for the cache (None on bad input)."""
-    total, card = gpu_inputs()
+    total, card, weight_dtype = gpu_inputs()
     if custom:
         try:
             arch = widths(arch)
@@ -118,18 +121,16 @@ def engine(arch, default_len: int, weight_dtype: str, weight_params: int | None,
     except ConfigError as e:
         show_invalid(e, "engine setting")
         return None
-    cc_metrics(cc.engine_metrics(fit))
-    if fit.starts:
-        longest = "any length" if fit.longest_max_model_len is None else f"{fit.longest_max_model_len:,} tokens"
-        st.success(f"Starts at max_model_len {fit.max_model_len:,}; the longest that would start: {longest}.",
-                   icon=":material/check_circle:")  # fmt: skip
-    else:
+    metrics = cc.engine_metrics(fit)
+    cc_metrics(metrics[:3])
+    cc_metrics(metrics[3:])
+    if not fit.starts:
         plain.error("The engine would not start:", fit.error)
     st.markdown(f"**{fit.engine}** — how the budget is divided:")
     st.markdown("  \n".join(cc.engine_formula(fit)))
     st.altair_chart(cc.engine_split(cc.engine_frame(fit), fit.total_bytes / GIB), width="stretch")
     st.caption("What the engine would log (its words and number formats):")
-    st.code("\n".join(eng.log_lines(fit)), language=None)
+    st.code("\n".join(eng.log_lines(fit)), language=None, wrap_lines=True)
     st.caption(
         "Exact: the engine's own arithmetic (budget, blocks, tokens, concurrency, the startup check). Estimates: "
         "the weights (parameters × bytes ÷ tp; the log adds a little for padding), non-torch memory (0.10 GiB on "

@@ -349,7 +349,13 @@ def deductions(f: EngineFit) -> list[dict]:
         else "from your log"
     )
     rows = [
-        ("budget", "total × gpu_memory_utilization", f"{f.total_bytes / g:.2f} × {pct:.2f}", f.budget_bytes, "exact"),
+        (
+            "budget",
+            "total × gpu_memory_utilization",
+            f"{f.total_bytes / g:.2f} GiB × {pct:.2f}",
+            f.budget_bytes,
+            "exact",
+        ),
         ("weights", "parameters × bytes ÷ tp", weights, -f.weights_bytes, kind("weights")),
         ("non-torch", "CUDA context, NCCL, cuBLAS outside torch", "", -f.non_torch_bytes, kind("non_torch")),
         ("activation peak", "profiling run's torch peak", act, -f.activation_bytes, kind("activation")),

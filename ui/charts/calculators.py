@@ -247,8 +247,10 @@ def memory_split(df: pd.DataFrame, gpu_gb: float) -> alt.LayerChart:
 
 
 def engine_metrics(f: EngineFit) -> list[Metric]:
-    """The cache, its blocks and tokens, and the concurrency, labelled as the engine logs them."""
+    """The cache, its blocks and tokens, the concurrency and the longest max_model_len that starts, labelled as
+    the engine logs them; the last one's note says whether it starts at the max_model_len asked for."""
     longest = "any" if f.longest_max_model_len is None else f"{f.longest_max_model_len:,}"
+    verdict = f"{'✓ starts' if f.starts else '✗ does not start'} at {f.max_model_len:,}"
     return [
         ("Available KV cache memory", f"{f.kv_bytes / GIB:.2f} GiB", f"= {f.kv_bytes / GB:.2f} GB"),
         ("GPU blocks", f"{f.num_blocks:,}", f"of {f.block_size} tokens, {binary_size(f.block_bytes)} each"),
@@ -258,7 +260,7 @@ def engine_metrics(f: EngineFit) -> list[Metric]:
             f"{f.concurrency:.2f}×",
             "requests of full length at once",
         ),
-        ("Starts at max_model_len", "✓ yes" if f.starts else "✗ no", f"longest that starts: {longest}"),
+        ("Longest max_model_len that starts", longest, verdict),
     ]
 
 
