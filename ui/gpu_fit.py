@@ -15,6 +15,8 @@ from attncore.serving.kvcache import GB, GIB
 from attncore.serving.presets import CARDS, GPUS
 from ui import plain
 from ui.charts import calculators as cc
+from ui.limits import BusyError
+from ui.metered import metered
 from ui.params import show_invalid, url_number, url_select
 
 OTHER = "other"
@@ -104,6 +106,11 @@ def widths(arch):
     return replace(arch, d_model=d, d_ff=d_ff, vocab_size=vocab, ffn="swiglu")
 
 
+def fit_of(arch, total, settings, weight_dtype, model_dtype, card, weight_params) -> eng.EngineFit:
+    return eng.engine_fit(arch, total, settings, weight_dtype=weight_dtype, model_dtype=model_dtype, gpu=card,
+                          weight_params=weight_params)  # fmt: skip
+
+
 def engine(arch, default_len: int, weight_params: int | None, custom: bool = False) -> int | None:
     """Draw the engine mode for a Decoder; returns the bytes left for the cache (None on bad input)."""
     total, card, weight_dtype = gpu_inputs()
@@ -116,10 +123,13 @@ def engine(arch, default_len: int, weight_params: int | None, custom: bool = Fal
     values = settings_inputs(default_len, arch.sliding_window, arch.n_layers)
     model_dtype = weight_dtype if weight_dtype in eng.MODEL_DTYPES else "bf16"
     try:
-        fit = eng.engine_fit(arch, total, eng.EngineSettings(**values), weight_dtype=weight_dtype,
-                             model_dtype=model_dtype, gpu=card, weight_params=weight_params)  # fmt: skip
+        key = (arch, total, eng.EngineSettings(**values), weight_dtype, model_dtype, card, weight_params)
+        fit = metered("engine_fit", key, lambda: fit_of(*key), "this fit")  # 0.3 s of CPU at 10,000 layers
     except ConfigError as e:
         show_invalid(e, "engine setting")
+        return None
+    except BusyError as e:
+        st.warning(str(e))
         return None
     metrics = cc.engine_metrics(fit)
     cc_metrics(metrics[:3])
