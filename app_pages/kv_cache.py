@@ -3,17 +3,20 @@
 import streamlit as st
 
 from attncore import ConfigError
+from attncore.config import ModelConfig
 from attncore.serving import kvcache as kv
 from attncore.serving.kvbench import benchmark_generation
-from attncore.serving.presets import GPUS, PRESETS
-from ui import docs
+from attncore.serving.parameters import describe_attncore
+from attncore.serving.presets import PRESETS
+from ui import docs, gpu_fit
 from ui.charts import calculators as cc
 from ui.limits import BusyError, limits, training_slot
-from ui.params import show_invalid, url_number, url_select, url_toggle
+from ui.params import show_invalid, url_number, url_radio, url_select, url_toggle
 
 CUSTOM = "custom"  # keeps the geometry as it is; a fresh URL starts it from the lab's model
 GEOMETRY = {"n_layers": ("Layers", None), "n_heads": ("Query heads", None), "kv_heads": ("KV heads", "1: MQA")}
 GEOMETRY |= {"head_dim": ("Head dim", None), "window": ("Window", "sliding window in tokens; 0: none")}
+FIT_MODES = {"simple": "Simple: weights + a reserve", "vllm": "As the serving engine sees it (vLLM)"}
 GEOMETRY |= {"kv_lora_rank": ("MLA latent", "kv_lora_rank; 0: no latent cache"), "rope_head_dim": ("MLA RoPE", None)}
 
 
@@ -74,34 +77,29 @@ st.caption(
 )
 
 st.subheader("Does it fit on a GPU?")
-cols = st.columns(4)
-with cols[0]:
-    gpu = url_select("GPU", "kv_gpu", [*GPUS, "other"], "h100-80gb", help="'other': type the memory in GB")
-with cols[1]:
-    gpu_gb = url_number("GPU memory (GB = 10⁹ B)", "kv_gpu_gb", 80.0, 0.5, 1e5) if gpu == "other" else GPUS[gpu]
-    if gpu != "other":
-        st.markdown(f"**{gpu_gb} GB** = {gpu_gb * kv.GB:,} B  \n≈ {gpu_gb * kv.GB / kv.GIB:.1f} GiB")
-with cols[2]:
-    reserve = url_number(
-        "Reserved for the runtime (fraction)", "kv_reserve", kv.DEFAULT_RESERVE, 0.0, 0.95, step=0.05,
-        fmt="%.2f", help="Share of the GPU's memory kept for the runtime, activations and fragmentation: 0.10 = 10%.",
-    )  # fmt: skip
-with cols[3]:
-    weight_dtype = url_select("Weights element type", "kv_wdtype", kv.DTYPES, "fp16")
-served = kv.workload(base, geometry, context, batch, dtype, weight_dtype=weight_dtype, weight_params=params or None)
-fit = kv.fit(served, gpu_gb, reserve)
-show(cc.fit_metrics(fit, served))
-(st.success if fit.fits else st.error)(
-    fit.message[0].upper() + fit.message[1:], icon=":material/check_circle:" if fit.fits else ":material/block:"
-)
-st.altair_chart(cc.memory_split(cc.fit_frame(fit, served.bytes), gpu_gb), width="stretch")
+mode = url_radio("Fit", "kv_mode", list(FIT_MODES), "simple", format_func=FIT_MODES.get)
+if mode == "vllm":
+    st.caption(
+        "The engine's own accounting: budget = total × gpu_memory_utilization, less the weights, memory outside "
+        "torch and the activation peak of its profiling run; the rest becomes blocks of block_size tokens."
+    )
+    try:
+        arch = kv.with_geometry(base or describe_attncore(ModelConfig()), geometry)
+    except ConfigError as e:
+        show_invalid(e, "model")
+        st.stop()
+    budget = gpu_fit.engine(arch, context, params or None, custom=base is None)
+    if budget is None:
+        st.stop()
+else:
+    budget = gpu_fit.simple(base, geometry, context, batch, dtype, params or None)
 
 st.subheader("Memory against context")
 left, right = st.columns([3, 2])
 with left:
     log = url_toggle("Log scales", "kv_log", True)
     curves = cc.curves_frame(kv.cache_curves(contexts=cc.chart_contexts(context), batch=batch, dtype=dtype, **geometry))
-    st.altair_chart(cc.memory_chart(curves, context, fit.budget_bytes / kv.GIB, log), width="stretch")
+    st.altair_chart(cc.memory_chart(curves, context, budget / kv.GIB, log), width="stretch")
 with right:
     st.markdown(f"**{context:,} tokens × {batch:,} in each element type**")
     dtypes = cc.curves_frame(kv.dtype_curves(contexts=[context], batch=batch, **geometry))

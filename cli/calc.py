@@ -16,6 +16,7 @@ from attncore.config import ConfigError, ModelConfig, check_int
 from attncore.serving import kvcache
 from attncore.serving import parameters as calc
 from attncore.serving.presets import GPUS, PRESETS, get_preset, gpu_memory_gb
+from cli import engine as engine_cli
 from cli.flags import ArgumentError, finite_float
 
 # flag, Decoder field, type or choices, help
@@ -228,6 +229,10 @@ def cmd_kv_cache(a) -> int:
         return 0
     if not 0 <= a.reserve < 1:
         raise ConfigError("--reserve", f"must be a fraction in [0, 1), got {a.reserve}")
+    if a.engine:
+        return engine_cli.run(a, arch_from_args(a, need_width=True), a.preset or "custom")
+    if a.gpu_gib is not None:
+        raise ArgumentError("--gpu-gib needs --engine vllm (the simple fit takes --gpu-gb, decimal GB)")
     cache, name, warnings = cache_from_args(a)
     gpu = a.gpu if a.gpu is not None else a.gpu_gb
     result = None
@@ -268,7 +273,9 @@ def register(sub) -> None:
     gpu = k.add_mutually_exclusive_group()
     gpu.add_argument("--gpu", help=f"a card ({', '.join(GPUS)}) or a size in GB")
     gpu.add_argument("--gpu-gb", type=finite_float, help="GPU memory in GB (10^9 bytes)")
+    gpu.add_argument("--gpu-gib", type=finite_float, help="--engine: the GPU's total in GiB (2^30 B), as torch reports")
     k.add_argument(
         "--reserve", type=finite_float, default=kvcache.DEFAULT_RESERVE, help="fraction kept for the runtime"
     )
+    engine_cli.add_engine_args(k)
     k.set_defaults(func=cmd_kv_cache)

@@ -168,3 +168,29 @@ def test_timing_frame_chart_and_metrics():
     speedup, same, deviation, size = cc.benchmark_metrics(bench)
     assert speedup[:2] == ("Speed-up at 8 tokens", "8.0×") and same[1] == "✓ identical"
     assert deviation[1] == "3.0e-15" and size[1] == "40 KiB"
+
+
+# --- the serving engine's fit --------------------------------------------------------------------
+
+
+def test_engine_frame_split_formula_and_metrics():
+    from attncore.serving.engine import EngineSettings, engine_fit
+
+    s = EngineSettings(version="v0", non_torch_gib=0.10, activation_gib=9.37)
+    fit = engine_fit(get_preset("llama-3-8b").arch, 39.50, s)
+    df = cc.engine_frame(fit).set_index("part")
+    assert list(df.index) == list(cc.ENGINE_PARTS) and df["gib"].sum() == pytest.approx(39.50)
+    assert df.loc["activation peak", "gib"] == pytest.approx(9.37) and df.loc["KV cache", "gib"] == pytest.approx(
+        11.12, abs=0.005
+    )
+    assert df.loc["kept free (1 − utilization)", "gib"] == pytest.approx(3.95)
+    chart = layers(cc.engine_split(df.reset_index(), 39.50))
+    assert len(chart) == 2 and color_scale(chart[0])["domain"] == list(cc.ENGINE_PARTS)
+    assert chart[0]["encoding"]["x"]["title"].startswith("GPU memory (GiB")
+    lines = cc.engine_formula(fit)
+    assert lines[0] == "**budget** = total × gpu_memory_utilization = 39.50 GiB × 0.90 = **35.55 GiB** _(exact)_"
+    assert f"= **{fit.num_blocks:,}** blocks of 16 tokens" in lines[5] and f"÷ {512:,} = **11.12×**" in lines[7]
+    labels = [m[0] for m in cc.engine_metrics(fit)]
+    assert labels[1:4] == ["GPU blocks", "GPU KV cache size", "Maximum concurrency for 8,192 tokens per request"]
+    broke = engine_fit(get_preset("llama-3-70b").arch, 39.50, EngineSettings())
+    assert cc.engine_frame(broke).set_index("part").loc["KV cache", "gib"] == 0  # no negative bar

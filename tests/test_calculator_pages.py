@@ -171,3 +171,66 @@ def test_kv_cache_measure_keeps_its_result_per_input():
     assert metric(at, "Speed-up at 16 tokens")[1] == "recompute ÷ cached"
     rerun(at.selectbox(key="kv_m_new").set_value(32))  # other inputs: not measured yet
     assert "Press **Measure**" in texts(at.info)
+
+
+# --- KV cache, the serving engine's fit ----------------------------------------------------------
+
+ENGINE = dict(kv_mode="vllm")  # Llama-3-8B (the page's default preset) at max_model_len = context 8,192
+
+
+def test_engine_mode_with_the_logs_figures_reproduces_issue_12330():
+    # vLLM issue 12330: A100-40GB, V0, "total_gpu_memory (39.50GiB) x gpu_memory_utilization (0.90) = 35.55GiB",
+    # non_torch 0.10GiB, activation 9.37GiB, KV 11.12GiB, 5,691 blocks, 11.12x for 8192 tokens
+    at = page("kv_cache", **ENGINE, kv_e_version="v0", kv_e_non_torch_gib="0.1", kv_e_activation_gib="9.37")
+    assert metric(at, "Available KV cache memory")[0] == "11.12 GiB"
+    assert abs(int(metric(at, "GPU blocks")[0].replace(",", "")) - 5691) <= 0.03 * 5691
+    assert metric(at, "Maximum concurrency for 8,192 tokens per request")[0] == "11.12×"
+    log = at.code[0].value.splitlines()
+    assert log[0].endswith("total_gpu_memory (39.50GiB) x gpu_memory_utilization (0.90) = 35.55GiB")
+    assert "PyTorch activation peak memory takes 9.37GiB" in log[1]
+    formula = texts(at.markdown)
+    assert "39.50 GiB × 0.90 = **35.55 GiB** _(exact)_" in formula and "8,030,261,248 × 2 B ÷ 1" in formula
+    assert "**9.37 GiB** _(measured)_" in formula and "_(estimate)_" in formula  # the weights stay estimated
+    blocks = int(metric(at, "GPU blocks")[0].replace(",", ""))
+    assert metric(at, "Longest max_model_len that starts") == (f"{blocks * 16:,}", "✓ starts at 8,192")  # V0
+    assert not at.error
+    assert len(charts(at)) == 3  # the engine's split of the card, memory against context, the element types
+
+
+def test_engine_mode_defaults_estimate_and_say_so():
+    at = page("kv_cache", **ENGINE)
+    assert at.selectbox(key="kv_e_gpu").value == "a100-40gb" and at.selectbox(key="kv_e_version").value == "v1"
+    formula = texts(at.markdown)
+    # V1 on a 40 GiB A100: 2,048 batched tokens, so the MLP phase 2048 · 2 · (2 · 4096 + 3 · 14336) B is the peak
+    assert f"**{2048 * 2 * (2 * 4096 + 3 * 14336) / 2**30:.2f} GiB** _(estimate)_" in formula
+    assert "Available KV cache memory:" in at.code[0].value and "GPU KV cache size:" in at.code[0].value
+    assert "Estimates" in texts(at.caption)
+
+
+def test_engine_mode_too_long_shows_the_engines_error():
+    at = page("kv_cache", **ENGINE, kv_e_len="300000")
+    assert "To serve at least one request with the models's max seq len (300000)" in texts(at.error)
+    assert metric(at, "Longest max_model_len that starts")[1] == "✗ does not start at 300,000"
+
+
+def test_engine_mode_typed_capacity_in_gb():
+    at = page("kv_cache", **ENGINE, kv_e_gpu="other", kv_e_total="40", kv_e_unit="GB")
+    assert "37.25 GiB × 0.90" in texts(at.markdown)  # 40 · 10⁹ B = 37.25 GiB
+    at = page("kv_cache", **ENGINE, kv_e_gpu="other", kv_e_total="40", kv_e_unit="GiB")
+    assert "40.00 GiB × 0.90" in texts(at.markdown)
+
+
+def test_engine_mode_pages_a_windowed_model_and_a_custom_one():
+    at = page("kv_cache", **ENGINE, kv_preset="mistral-7b-v0.1")
+    assert at.number_input(key="kv_e_wlayers").value == 32
+    assert metric(at, "Longest max_model_len that starts") == (
+        "any",
+        "✓ starts at 8,192",
+    )  # every layer keeps 4,096 + batch
+    at = page("kv_cache", **ENGINE, kv_preset="custom")
+    assert at.number_input(key="kv_e_vocab").value == 128256 and metric(at, "GPU blocks")
+
+
+def test_engine_mode_bad_setting_is_an_error_message():
+    at = page("kv_cache", **ENGINE, kv_e_version="v0", kv_e_kv_cache_memory_gib="10")
+    assert "Not a valid engine setting" in texts(at.error) and "kv_cache_memory_gib" in texts(at.error)

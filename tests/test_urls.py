@@ -28,7 +28,14 @@ from ui.sidebar import DEFAULTS
 DASHBOARD = "../dashboard.py"
 STEPS = 30  # the sidebar's valid baseline: a short run the store fixture trains once
 VALID = {"steps": str(STEPS)}
-REVEAL = {"kv-cache": {"kv_preset": "custom", "kv_gpu": "other"}}  # keys that show further widgets
+# states that show further widgets, each covered by a markdown round of its own
+REVEAL = {
+    "kv-cache": [
+        {"kv_preset": "custom", "kv_gpu": "other"},
+        {"kv_mode": "vllm"},
+        {"kv_preset": "custom", "kv_mode": "vllm", "kv_e_gpu": "other"},
+    ]
+}
 
 LINK = "[Session expired - log in again](https://evil.example/login)"
 IMAGE = "![p](http://127.0.0.1:9/x.png)"
@@ -129,10 +136,13 @@ def clean(store):
         assert at.title and not noticed(at), spec.url_path
         assert not advanced(at).expanded
         widgets = bound_widgets(at)
-        own = revealed = {k: v for k, v in widgets.items() if k not in DEFAULTS}
+        own = {k: v for k, v in widgets.items() if k not in DEFAULTS}
+        revealed = [own]
         if spec.url_path in REVEAL:
-            shown_more = bound_widgets(open_page(spec, VALID | REVEAL[spec.url_path]))
-            revealed = {k: v for k, v in shown_more.items() if k not in DEFAULTS and k not in REVEAL[spec.url_path]}
+            revealed = []
+            for state in REVEAL[spec.url_path]:
+                shown_more = bound_widgets(open_page(spec, VALID | state))
+                revealed.append({k: v for k, v in shown_more.items() if k not in DEFAULTS and k not in state})
         out[spec.url_path] = at.title[0].value, widgets, own, revealed
     return out
 
@@ -162,19 +172,21 @@ def test_hostile_sidebar_keys_on_every_page(clean, index):
     check_hostile(spec, title, hostile, {})
 
 
-PAGE_ROUNDS = [(p, r) for p in PAGES for r in range(2)]
+PAGE_ROUNDS = [(p, r) for p in PAGES for r in range(1 + len(REVEAL.get(p.url_path, [{}])))]
 
 
 @pytest.mark.parametrize("spec, round_", PAGE_ROUNDS, ids=[f"{p.url_path or 'home'}-{r}" for p, r in PAGE_ROUNDS])
 def test_hostile_page_keys(clean, spec, round_):
-    """Every key of the page's own bad at once (round 1 with the keys REVEAL shows too): one notice each."""
+    """Every key of the page's own bad at once (rounds 1.. in each state of REVEAL, with the keys it shows too):
+    one notice each."""
     title, _, base, revealed = clean[spec.url_path]
-    widgets, extra = (base, VALID) if round_ == 0 else (revealed, VALID | REVEAL.get(spec.url_path, {}))
+    states = REVEAL.get(spec.url_path, [{}])
+    widgets, extra = (base, VALID) if round_ == 0 else (revealed[round_ - 1], VALID | states[round_ - 1])
     if not widgets:
         pytest.skip("no URL-bound keys of its own")
-    i = PAGES.index(spec)  # round 0: bad values of each kind, round 1: a markdown payload for every key
+    i = PAGES.index(spec)  # round 0: bad values of each kind, later rounds: a markdown payload for every key
     hostile = {
-        k: payload(kind, proto, i + j, round_ == 1) for j, (k, (kind, proto)) in enumerate(sorted(widgets.items()))
+        k: payload(kind, proto, i + j, round_ >= 1) for j, (k, (kind, proto)) in enumerate(sorted(widgets.items()))
     }
     check_hostile(spec, title, hostile, extra)
 

@@ -203,12 +203,17 @@ def workload(
             context=context, batch=batch, dtype=dtype, weight_params=weight_params, weight_dtype=weight_dtype,
             **geometry,
         )  # fmt: skip
-    arch = replace(
+    arch = with_geometry(base, geometry)
+    return kv_cache_for(arch, context, batch, dtype, weight_dtype=weight_dtype, weight_params=weight_params)
+
+
+def with_geometry(base: Decoder, geometry: dict) -> Decoder:
+    """base with the cache geometry (cache_geometry's keys) replaced; raises ConfigError on a bad mix."""
+    return replace(
         base, n_layers=geometry["n_layers"], n_heads=geometry["n_heads"], n_kv_heads=geometry["kv_heads"],
         head_dim=geometry["head_dim"], sliding_window=geometry["window"], kv_lora_rank=geometry["kv_lora_rank"],
         rope_head_dim=geometry["rope_head_dim"],
     )  # fmt: skip
-    return kv_cache_for(arch, context, batch, dtype, weight_dtype=weight_dtype, weight_params=weight_params)
 
 
 # --- does it fit on a GPU ----------------------------------------------------

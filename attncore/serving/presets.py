@@ -116,7 +116,7 @@ PRESETS: dict[str, Preset] = {
     )
 }
 
-# Memory as sold, in decimal GB (10^9 bytes). Most cards expose about this many GiB, slightly more.
+# Memory as sold, in decimal GB (10^9 bytes), for the simple fit. The serving engine's fit uses CARDS below.
 GPUS: dict[str, int] = {
     "rtx-4090": 24,
     "a100-40gb": 40,
@@ -126,6 +126,38 @@ GPUS: dict[str, int] = {
     "h100-80gb": 80,
     "h200": 141,
 }
+
+
+@dataclass(frozen=True)
+class Card:
+    """A GPU as a serving engine sees it: the total torch.cuda.mem_get_info() reports, in GiB (2^30 B)."""
+
+    name: str
+    total_gib: float  # cudaMemGetInfo total: what vLLM prints as total_gpu_memory, less than the card as sold
+    sold: str  # the marketing size, decimal GB
+    source: str  # where total_gib was read
+    logged: bool  # True: a vLLM startup log on this named card; False: another report or an estimate (see source)
+
+
+_VLLM = "vLLM startup log 'total_gpu_memory (%sGiB)'"
+CARDS: dict[str, Card] = {
+    c.name: c
+    for c in (
+        Card("l4", 22.05, "24 GB", "estimate: nvidia-smi shows 23034 MiB = 22.49 GiB on an L4; the driver keeps "
+             "0.43-0.59 GiB on the cards where both figures are known (A100-40GB, H100, H200)", False),
+        Card("a10g", 22.07, "24 GB", f"{_VLLM % '22.07'} on a 24 GB A10-class card (OCI AI Quick Actions "
+             "troubleshooting doc, vLLM 0.7); an A10G's nvidia-smi shows 23028 MiB, as an A10's", False),
+        Card("rtx-4090", 23.65, "24 GB", "PyTorch out-of-memory messages '23.65 GiB total capacity' on 24 GB "
+             "GeForce/Titan cards; nvidia-smi 24564 MiB on a 4090 (vLLM issue 7553)", False),
+        Card("a100-40gb", 39.50, "40 GB", f"{_VLLM % '39.50'}, vLLM issue 12330 (A100-40GB, vLLM 0.6.6)", True),
+        Card("l40s", 44.42, "48 GB", f"{_VLLM % '44.42'}, vLLM issue 15815 (2x L40S, vLLM 0.7)", True),
+        Card("a100-80gb", 79.15, "80 GB", "PyTorch out-of-memory message '79.15 GiB total capacity' on an A100 "
+             "80 GB (a public fine-tuning note); not seen in a vLLM log naming the card", False),
+        Card("h100-80gb", 79.22, "80 GB", f"{_VLLM % '79.22'}, vLLM PRs 12126 and 10511 (H100-80G SXM)", True),
+        Card("h200", 139.81, "141 GB", f"{_VLLM % '139.81'} with nvidia-smi 'NVIDIA H200 143771MiB' "
+             "(DeepSeek-R1 deployment notes, vLLM 0.7)", True),
+    )
+}  # fmt: skip
 
 
 def get_preset(name: str) -> Preset:

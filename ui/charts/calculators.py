@@ -9,6 +9,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
+from attncore.serving.engine import GIB, EngineFit, deductions
 from attncore.serving.kvbench import MODES, CacheBenchmark
 from attncore.serving.kvcache import GB, Fit, KVCache, weight_bytes
 from attncore.serving.parameters import COMPONENTS, ParamCount
@@ -240,6 +241,89 @@ def memory_split(df: pd.DataFrame, gpu_gb: float) -> alt.LayerChart:
     edge = alt.Chart(pd.DataFrame({"gb": [gpu_gb], "row": [""]})).encode(x="gb:Q", y=alt.Y("row:N", axis=None))
     edge = edge.mark_tick(color=BASE_COLOR, thickness=3, size=44)  # the card's edge, across the bar
     return alt.layer(bar, edge).properties(height=130)  # the whole chart: bar, axis and legend
+
+
+# --- the serving engine's fit ------------------------------------------------------------------
+
+
+def engine_metrics(f: EngineFit) -> list[Metric]:
+    """The cache, its blocks and tokens, the concurrency and the longest max_model_len that starts, labelled as
+    the engine logs them; the last one's note says whether it starts at the max_model_len asked for."""
+    longest = "any" if f.longest_max_model_len is None else f"{f.longest_max_model_len:,}"
+    verdict = f"{'✓ starts' if f.starts else '✗ does not start'} at {f.max_model_len:,}"
+    return [
+        ("Available KV cache memory", f"{f.kv_bytes / GIB:.2f} GiB", f"= {f.kv_bytes / GB:.2f} GB"),
+        ("GPU blocks", f"{f.num_blocks:,}", f"of {f.block_size} tokens, {binary_size(f.block_bytes)} each"),
+        ("GPU KV cache size", f"{f.tokens:,} tokens", "over all requests"),
+        (
+            f"Maximum concurrency for {f.max_model_len:,} tokens per request",
+            f"{f.concurrency:.2f}×",
+            "requests of full length at once",
+        ),
+        ("Longest max_model_len that starts", longest, verdict),
+    ]
+
+
+def engine_formula(f: EngineFit) -> list[str]:
+    """The deductions and the blocks as markdown lines with the numbers substituted, each marked exact (the
+    engine's own arithmetic), estimate or measured (typed from a log)."""
+    rows = {r["term"]: r for r in deductions(f)}
+    lines = []
+    for term, r in rows.items():
+        sign = "" if term in ("budget", "KV cache") else "− "
+        numbers = f" = {r['numbers']}" if r["numbers"] else ""
+        lines.append(f"{sign}**{term}** = {r['formula']}{numbers} = **{abs(r['gib']):.2f} GiB** _({r['kind']})_")
+    share = f"{f.group_size} layers" + (" of one group" if len(f.groups) > 1 else "")
+    lines.append(
+        f"**blocks** = ⌊KV cache ÷ (page × {share})⌋ = ⌊{max(f.kv_bytes, 0):,} B ÷ ({f.page_bytes:,} B × "
+        f"{f.group_size})⌋ = **{f.num_blocks:,}** blocks of {f.block_size} tokens _(exact)_"
+    )
+    groups = sum(n for _, n in f.groups)
+    per = f" ÷ {groups} groups" if groups > 1 else ""
+    lines.append(f"**tokens** = blocks{per} × block_size = **{f.tokens:,}** _(exact)_")
+    lines.append(
+        f"**concurrency** = blocks ÷ blocks one request of {f.max_model_len:,} tokens needs = {f.num_blocks:,} ÷ "
+        f"{f.blocks_per_request:,} = **{f.concurrency:.2f}×** _(exact)_"
+    )
+    return lines
+
+
+ENGINE_PARTS = ("weights", "non-torch", "activation peak", "KV cache", "kept free (1 − utilization)")
+
+
+def engine_frame(f: EngineFit) -> pd.DataFrame:
+    """Columns part, gib, share: the card's total as the engine divides it (a negative cache shows as 0 and the
+    parts then add up to more than the card)."""
+    values = (f.weights_bytes, f.non_torch_bytes, f.activation_bytes, max(f.kv_bytes, 0))
+    values += (f.total_bytes - f.budget_bytes,)
+    return pd.DataFrame(
+        [{"part": p, "gib": v / GIB, "share": v / f.total_bytes} for p, v in zip(ENGINE_PARTS, values, strict=True)],
+        columns=["part", "gib", "share"],
+    )
+
+
+def engine_split(df: pd.DataFrame, total_gib: float) -> alt.LayerChart:
+    """engine_frame -> one stacked bar in GiB against a tick at the card's total."""
+    colors = [SEQUENCE_COLOR, "#EECA3B", "#E45756", TOKEN_COLOR, MUTED]
+    bar = (
+        alt.Chart(df.assign(order=range(len(df)), row=""))
+        .mark_bar(size=30)
+        .encode(
+            x=alt.X("gib:Q", stack="zero", title="GPU memory (GiB = 2^30 B, as torch reports)"),
+            y=alt.Y("row:N", title=None, axis=None),
+            color=alt.Color(
+                "part:N",
+                title=None,
+                sort=list(ENGINE_PARTS),
+                scale=alt.Scale(domain=list(ENGINE_PARTS), range=colors),
+                legend=alt.Legend(orient="bottom", columns=3, labelLimit=260),
+            ),  # fmt: skip
+            order="order:Q",
+            tooltip=["part:N", alt.Tooltip("gib:Q", format=".2f", title="GiB"), alt.Tooltip("share:Q", format=".1%")],
+        )
+    )
+    edge = alt.Chart(pd.DataFrame({"gib": [total_gib], "row": [""]})).encode(x="gib:Q", y=alt.Y("row:N", axis=None))
+    return alt.layer(bar, edge.mark_tick(color=BASE_COLOR, thickness=3, size=44)).properties(height=150)
 
 
 # --- the measured companion --------------------------------------------------

@@ -1,0 +1,374 @@
+"""What a serving engine (vLLM) will see on a GPU: its memory budget, the activation peak of its profiling run,
+the KV blocks left, and the concurrency and startup check it logs, modelled from the engine's source.
+
+V1 follows vllm/v1 (gpu_worker.determine_available_memory, kv_cache_utils, kv_cache_interface) as of 0.11;
+V0 follows vllm/worker/worker.py determine_num_available_blocks and cache_engine.py as of 0.6.6-0.8. The
+weights, non-torch memory and activation peak are estimates unless figures measured in a log are given.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import asdict, dataclass
+
+from attncore.config import ConfigError, check_choice, check_int
+from attncore.serving.kvcache import DTYPE_BITS, GB, GIB, weight_bytes
+from attncore.serving.parameters import Decoder, count_parameters
+
+VERSIONS = {
+    "v1": "vLLM V1 engine (0.11 source; 0.8.5-0.10 the same for models without interleaved sliding windows)",
+    "v0": "vLLM V0 engine (0.6.6-0.8 source, worker.py)",
+}
+KV_DTYPES = ("auto", "bf16", "fp16", "fp32", "fp8", "fp8_e4m3", "fp8_e5m2")  # auto: the model's dtype
+MODEL_DTYPES = ("bf16", "fp16", "fp32")  # what activations and an "auto" cache are stored in
+SWAP_SPACE = 4 * GIB  # V0's --swap-space default: the CPU blocks it logs
+NON_TORCH_GIB = {1: 0.10, 2: 0.30}  # estimate from logs: 0.03-0.10 GiB on one GPU, 0.16-0.30 GiB per GPU at TP 2
+MLA_ALIGN = 256  # V0 pads each MLA cache entry to 256 bytes on CUDA (VLLM_CUDA_MEM_ALIGN_KV_CACHE=1)
+LOGIT_BYTES = 4  # the sampler's float32 copy of each logit, beside the logits in the model's dtype
+MAX_SEARCH_LEN = 2**31  # the longest max_model_len searched for
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _fraction(field, value, low, high):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+        raise ConfigError(field, f"must be a number from {low} (excluded) to {high}, got {value!r}")
+    if not low < value <= high:
+        raise ConfigError(field, f"must be from {low} (excluded) to {high}, got {value:g}")
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """The engine's flags that change the fit (vLLM's names), and figures measured in the user's own log."""
+
+    version: str = "v1"
+    gpu_memory_utilization: float = 0.9
+    max_model_len: int = 8192
+    block_size: int = 16
+    kv_cache_dtype: str = "auto"
+    max_num_batched_tokens: int | None = None  # None: the engine's default for this card and max_model_len
+    max_num_seqs: int | None = None
+    tensor_parallel_size: int = 1
+    window_layers: int | None = None  # layers with the model's sliding window; None: all of them if it has one
+    # figures from a startup log, in GiB (None: estimated); kv_cache_memory_gib is V1's --kv-cache-memory-bytes
+    weights_gib: float | None = None
+    non_torch_gib: float | None = None
+    activation_gib: float | None = None
+    kv_cache_memory_gib: float | None = None
+
+    def __post_init__(self):
+        check_choice("version", self.version, tuple(VERSIONS))
+        _fraction("gpu_memory_utilization", self.gpu_memory_utilization, 0, 1)
+        check_int("max_model_len", self.max_model_len, 1, MAX_SEARCH_LEN)
+        check_int("block_size", self.block_size, 1, 4096)
+        check_choice("kv_cache_dtype", self.kv_cache_dtype, KV_DTYPES)
+        for name in ("max_num_batched_tokens", "max_num_seqs"):
+            if getattr(self, name) is not None:
+                check_int(name, getattr(self, name), 1, 10_000_000)
+        check_int("tensor_parallel_size", self.tensor_parallel_size, 1, 1024)
+        if self.window_layers is not None:
+            check_int("window_layers", self.window_layers, 0, 100_000)
+        for name in ("weights_gib", "non_torch_gib", "activation_gib", "kv_cache_memory_gib"):
+            value = getattr(self, name)
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value <= 100_000
+            ):
+                raise ConfigError(name, f"must be a size in GiB from 0 to 100000, got {value!r}")
+
+
+def default_batch(s: EngineSettings, total_gib: float, gpu: str | None = None) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) as the engine picks them for `vllm serve` when not given.
+
+    V0: 256 sequences; chunked prefill (2048 tokens) when max_model_len > 32768, else max(max_model_len, 2048).
+    V1 0.11: 8192 tokens and 1024 sequences on a card of >= 70 GiB that is not an A100, else 2048 and 256."""
+    if s.version == "v0":
+        tokens = 2048 if s.max_model_len > 32768 else max(s.max_model_len, 2048)
+        seqs = 256
+    else:
+        big = total_gib >= 70 and not (gpu or "").startswith("a100")
+        tokens, seqs = (8192, 1024) if big else (2048, 256)
+    tokens = s.max_num_batched_tokens or tokens
+    seqs = s.max_num_seqs or seqs
+    return tokens, min(seqs, tokens) if s.version == "v1" else seqs
+
+
+def activation_estimate(a: Decoder, tokens: int, seqs: int, tp: int = 1, dtype_bytes: int = 2) -> dict[str, int]:
+    """Bytes alive at the widest points of the profiling run (one forward over `tokens`, logits for `seqs`).
+
+    mlp: the residual and the normed input (2·H) plus the gated FFN's gate-and-up output and its product (3·I/tp;
+    2·I/tp ungated; MoE: the routed and shared experts' widths a token uses). attention: residual, input, fused
+    q/k/v and output. logits: one row per sequence over the vocabulary, in the model's dtype and as float32.
+    The peak is the largest; workspaces, the allocator's rounding and the sampler's sort are not counted."""
+    H, V, b = a.d_model, a.vocab_size, dtype_bytes
+    ffn = a.d_ff
+    if a.n_experts:
+        moe = (a.experts_per_token + a.n_shared_experts) * a.moe_d_ff
+        ffn = max(moe, a.d_ff if a.n_dense_layers else 0)
+    gated = 3 if a.ffn == "swiglu" else 2
+    mlp = tokens * b * (2 * H + gated * ffn // tp)
+    heads = max(1, a.n_heads // tp)
+    if a.kv_lora_rank:
+        qkv = heads * (a.d_head + a.rope_head_dim) + a.kv_lora_rank + a.rope_head_dim
+        out = heads * (a.v_head_dim or a.d_head)
+    else:
+        qkv = (heads + 2 * max(1, a.kv_heads // tp)) * a.d_head
+        out = heads * a.d_head
+    attention = tokens * b * (2 * H + qkv + out)
+    logits = seqs * V * (b + LOGIT_BYTES)
+    return {"mlp": mlp, "attention": attention, "logits": logits, "peak": max(mlp, attention, logits)}
+
+
+@dataclass(frozen=True)
+class EngineFit:
+    """The engine's accounting for one model on one GPU; bytes per GPU (one tensor-parallel rank)."""
+
+    version: str
+    engine: str  # the version modelled, in words
+    total_bytes: int
+    budget_bytes: int  # total × gpu_memory_utilization
+    weights_bytes: int
+    non_torch_bytes: int
+    activation_bytes: int
+    activation_parts: dict  # activation_estimate's terms (empty when the peak was measured)
+    weight_params: int
+    weight_dtype: str
+    tensor_parallel_size: int
+    measured: tuple[str, ...]  # which of weights, non_torch, activation, kv_cache_memory came from a log
+    kv_bytes: int  # what is left for the cache (may be negative)
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    block_size: int
+    kv_dtype: str
+    page_bytes: int  # one block of one layer
+    layers: int
+    window: int | None
+    window_layers: int
+    groups: tuple[tuple[str, int], ...]  # (full|sliding, number of groups) as V1's hybrid manager groups layers
+    group_size: int  # layers sharing one block (V1: tensors in the pool; V0: every layer)
+    num_blocks: int
+    tokens: int  # the engine's "GPU KV cache size", or blocks × block_size
+    max_model_len: int
+    blocks_per_request: int
+    concurrency: float
+    cpu_blocks: int | None  # V0 only: swap_space / block
+    starts: bool
+    error: str | None  # the engine's error text when it would not start
+    longest_max_model_len: int | None  # None: any length (sliding windows cap the cache)
+
+    @property
+    def block_bytes(self) -> int:
+        """One block over all the layers that share it."""
+        return self.page_bytes * self.group_size
+
+    def to_dict(self) -> dict:
+        return asdict(self) | {"block_bytes": self.block_bytes, "log": log_lines(self)}
+
+
+def _page_bytes(a: Decoder, s: EngineSettings, model_bytes: int) -> tuple[int, str]:
+    kv_bytes = model_bytes if s.kv_cache_dtype == "auto" else DTYPE_BITS[s.kv_cache_dtype[:3]] // 8
+    if a.kv_lora_rank:  # one latent + RoPE key per token, not split across ranks
+        entry = a.kv_lora_rank + a.rope_head_dim
+        if s.version == "v0":
+            entry = cdiv(entry * model_bytes, MLA_ALIGN) * MLA_ALIGN // model_bytes
+        return s.block_size * entry * kv_bytes, f"{kv_bytes * 8}-bit"
+    heads = max(1, a.kv_heads // s.tensor_parallel_size)
+    return 2 * s.block_size * heads * a.d_head * kv_bytes, f"{kv_bytes * 8}-bit"
+
+
+def _groups(full: int, sliding: int) -> tuple[int, tuple[tuple[str, int], ...]]:
+    """V1's grouping (kv_cache_utils._get_kv_cache_groups_uniform_page_size): one group per type when uniform,
+    else groups of min(layers per type) layers (max when max < 1.5 × min), each type in cdiv(n, size) groups."""
+    if not sliding or not full:
+        return full + sliding, (("sliding" if sliding else "full", 1),)
+    lo, hi = min(full, sliding), max(full, sliding)
+    size = hi if hi < 1.5 * lo else lo
+    return size, (("full", cdiv(full, size)), ("sliding", cdiv(sliding, size)))
+
+
+def _error(s: EngineSettings, fit: dict) -> str | None:
+    kv, tokens = fit["kv_bytes"], fit["tokens"]
+    if fit["num_blocks"] <= 0 or kv <= 0:
+        return (
+            "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+            "initializing the engine."
+        )
+    if s.version == "v0":
+        if s.max_model_len <= tokens:
+            return None
+        return (
+            f"The model's max seq len ({s.max_model_len}) is larger than the maximum number of tokens that can be "
+            f"stored in KV cache ({tokens}). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` "
+            "when initializing the engine."
+        )
+    needed = fit["needed"](s.max_model_len)
+    if needed <= kv:
+        return None
+    return (
+        f"To serve at least one request with the models's max seq len ({s.max_model_len}), "
+        f"({needed / GIB:.2f} GiB KV cache is needed, which is larger than the available KV cache memory "
+        f"({kv / GIB:.2f} GiB). Based on the available memory, the estimated maximum model length is "
+        f"{fit['longest']}. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
+        "initializing the engine."
+    )
+
+
+def engine_fit(
+    a: Decoder,
+    total_gib: float,
+    s: EngineSettings = EngineSettings(),
+    *,
+    weight_dtype: str = "bf16",
+    model_dtype: str = "bf16",
+    gpu: str | None = None,
+    weight_params: int | None = None,
+) -> EngineFit:
+    """The engine's fit of model `a` on a GPU whose torch total is total_gib (per rank with tensor parallelism).
+
+    budget = total × util; kv = budget − weights − non_torch − activation peak (each measured or estimated);
+    blocks = kv // (page × layers sharing a block); tokens, concurrency and the startup check as the engine
+    computes them. `gpu` (a CARDS name) only picks V1's defaults (A100s get the smaller ones)."""
+    _fraction("total_gib", total_gib, 0, 100_000)
+    check_choice("weight_dtype", weight_dtype, tuple(DTYPE_BITS))
+    check_choice("model_dtype", model_dtype, MODEL_DTYPES)
+    model_bytes, tp = DTYPE_BITS[model_dtype] // 8, s.tensor_parallel_size
+    if s.kv_cache_memory_gib is not None and s.version == "v0":
+        raise ConfigError("kv_cache_memory_gib", "is a V1 flag (--kv-cache-memory-bytes); V0 always profiles")
+    window_layers = (a.n_layers if a.sliding_window else 0) if s.window_layers is None else s.window_layers
+    if window_layers and not a.sliding_window:
+        raise ConfigError("window_layers", "needs a sliding window on the model (window > 0)")
+    check_int("window_layers", window_layers, 0, a.n_layers)
+
+    total = round(total_gib * GIB)
+    budget = int(total * s.gpu_memory_utilization)
+    tokens_t, seqs = default_batch(s, total_gib, gpu)
+    params = count_parameters(a).total if weight_params is None else weight_params
+    measured = tuple(k for k in ("weights", "non_torch", "activation") if getattr(s, f"{k}_gib") is not None)
+    weights = weight_bytes(params, weight_dtype) // tp if s.weights_gib is None else round(s.weights_gib * GIB)
+    non_torch = NON_TORCH_GIB[min(tp, 2)] if s.non_torch_gib is None else s.non_torch_gib
+    non_torch = round(non_torch * GIB)
+    parts = {} if s.activation_gib is not None else activation_estimate(a, tokens_t, seqs, tp, model_bytes)
+    activation = round(s.activation_gib * GIB) if s.activation_gib is not None else parts["peak"]
+    kv = budget - weights - non_torch - activation
+    if s.kv_cache_memory_gib is not None:
+        kv, measured = round(s.kv_cache_memory_gib * GIB), (*measured, "kv_cache_memory")
+
+    page, kv_dtype = _page_bytes(a, s, model_bytes)
+    bs, window = s.block_size, a.sliding_window
+    if s.version == "v0":  # one pool, every layer the same size per token; windows do not shrink it
+        group_size, groups, window_layers = a.n_layers, (("full", 1),), 0
+    else:
+        group_size, groups = _groups(a.n_layers - window_layers, window_layers)
+    blocks = max(kv // (page * group_size), 0) if kv > 0 else 0
+
+    def per_layer_blocks(kind: str, length: int) -> int:
+        if kind == "full":
+            return cdiv(length, bs)
+        return cdiv(min(window - 1 + tokens_t, length), bs) + 1  # SlidingWindowSpec.max_memory_usage_bytes
+
+    def needed(length: int) -> int:  # check_enough_kv_cache_memory: every layer's worst case
+        full = a.n_layers - window_layers
+        windowed = window_layers * per_layer_blocks("sliding", length) if window_layers else 0
+        return page * (full * per_layer_blocks("full", length) + windowed)
+
+    if s.version == "v0":
+        tokens = blocks * bs
+        per_request = cdiv(s.max_model_len, bs)
+        concurrency = tokens / s.max_model_len
+        longest = tokens
+        cpu_blocks = SWAP_SPACE // (page * group_size)
+    else:
+        n_groups = sum(n for _, n in groups)
+        tokens = blocks // n_groups * bs
+        per_request = sum(n * per_layer_blocks(kind, s.max_model_len) for kind, n in groups)
+        concurrency = blocks / per_request
+        longest = _longest(needed, kv) if kv > 0 else 0
+        cpu_blocks = None
+    fit = {"kv_bytes": kv, "tokens": tokens, "num_blocks": blocks, "needed": needed, "longest": longest}
+    error = _error(s, fit)
+    if error and s.version == "v1" and longest is not None:
+        longest = min(longest, s.max_model_len)  # vLLM searches below the max_model_len asked for
+    return EngineFit(
+        s.version, VERSIONS[s.version], total, budget, weights, non_torch, activation, parts, params,
+        weight_dtype, tp, measured, kv, tokens_t, seqs, bs, kv_dtype, page, a.n_layers, window, window_layers,
+        groups, group_size, blocks, tokens, s.max_model_len, per_request, concurrency, cpu_blocks, error is None,
+        error, longest if kv > 0 else 0,
+    )  # fmt: skip
+
+
+def _longest(needed, kv: int) -> int | None:
+    """The largest max_model_len whose worst case fits kv bytes (vLLM's estimate_max_model_len, a binary search);
+    None when even the longest searched fits (every layer windowed)."""
+    if needed(MAX_SEARCH_LEN) <= kv:
+        return None
+    lo, hi = 0, MAX_SEARCH_LEN  # needed(lo) <= kv < needed(hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if needed(mid) <= kv else (lo, mid)
+    return lo
+
+
+def log_lines(f: EngineFit) -> list[str]:
+    """The startup lines the engine would print, in its own words and number formats."""
+    g = GIB
+    if f.version == "v0":
+        util = f.budget_bytes / f.total_bytes
+        return [
+            f"the current vLLM instance can use total_gpu_memory ({f.total_bytes / g:.2f}GiB) x "
+            f"gpu_memory_utilization ({util:.2f}) = {f.budget_bytes / g:.2f}GiB",
+            f"model weights take {f.weights_bytes / g:.2f}GiB; non_torch_memory takes {f.non_torch_bytes / g:.2f}GiB;"
+            f" PyTorch activation peak memory takes {f.activation_bytes / g:.2f}GiB; the rest of the memory "
+            f"reserved for KV Cache is {f.kv_bytes / g:.2f}GiB.",
+            f"# CUDA blocks: {f.num_blocks}, # CPU blocks: {f.cpu_blocks}",
+            f"Maximum concurrency for {f.max_model_len} tokens per request: {f.concurrency:.2f}x",
+        ]
+    return [
+        f"Available KV cache memory: {f.kv_bytes / g:.2f} GiB",
+        f"GPU KV cache size: {f.tokens:,} tokens",
+        f"Maximum concurrency for {f.max_model_len:,} tokens per request: {f.concurrency:.2f}x",
+    ]
+
+
+def deductions(f: EngineFit) -> list[dict]:
+    """Each step of the budget with its formula, the numbers substituted, the result in GiB and its kind
+    (exact: the engine's arithmetic; estimate; measured: from the user's log)."""
+    g, pct = GIB, f.budget_bytes / f.total_bytes
+
+    def kind(term):
+        return "measured" if term in f.measured else "estimate"
+
+    p = f.activation_parts
+    bits = DTYPE_BITS[f.weight_dtype]
+    weights = f"{f.weight_params:,} × {bits / 8:g} B ÷ {f.tensor_parallel_size}" if "weights" not in f.measured else ""
+    act = (
+        f"max(mlp {p['mlp'] / g:.3f}, attention {p['attention'] / g:.3f}, logits {p['logits'] / g:.3f}) "
+        f"at {f.max_num_batched_tokens:,} batched tokens, {f.max_num_seqs:,} sequences"
+        if p
+        else "from your log"
+    )
+    rows = [
+        (
+            "budget",
+            "total × gpu_memory_utilization",
+            f"{f.total_bytes / g:.2f} GiB × {pct:.2f}",
+            f.budget_bytes,
+            "exact",
+        ),
+        ("weights", "parameters × bytes ÷ tp", weights, -f.weights_bytes, kind("weights")),
+        ("non-torch", "CUDA context, NCCL, cuBLAS outside torch", "", -f.non_torch_bytes, kind("non_torch")),
+        ("activation peak", "profiling run's torch peak", act, -f.activation_bytes, kind("activation")),
+    ]
+    out = [{"term": t, "formula": fm, "numbers": n, "gib": v / g, "kind": k} for t, fm, n, v, k in rows]
+    kv_kind = "measured" if "kv_cache_memory" in f.measured else "exact"
+    out.append(
+        {"term": "KV cache", "formula": "budget − weights − non-torch − activation", "numbers": "",
+         "gib": f.kv_bytes / g, "kind": kv_kind}
+    )  # fmt: skip
+    return out
+
+
+def bytes_text(n: int) -> str:
+    """GiB with its label, and the decimal GB beside it, labelled."""
+    return f"{n / GIB:.2f} GiB ({n / GB:.2f} GB)"

@@ -1,0 +1,110 @@
+"""`kv-cache --engine vllm`: attncore.serving.engine on the command line (flags, text and JSON output).
+
+cli.calc adds these flags to `kv-cache` and hands over when --engine is given. Bad values raise ConfigError
+under the flag's name, which cli.main turns into one line and exit code 2.
+"""
+
+from __future__ import annotations
+
+import json
+
+from attncore.config import ConfigError
+from attncore.serving import engine
+from attncore.serving.kvcache import GB, GIB
+from attncore.serving.presets import CARDS
+from cli.flags import ArgumentError, finite_float
+
+# flag, EngineSettings field, type or choices, help
+ENGINE_FLAGS = (
+    ("--engine-version", "version", tuple(engine.VERSIONS), "v1 (0.11 source, default) or v0 (0.6.6-0.8)"),
+    ("--gpu-memory-utilization", "gpu_memory_utilization", finite_float, "fraction of the total (default 0.9)"),
+    ("--max-model-len", "max_model_len", int, "tokens per request the engine must hold (default --context)"),
+    ("--block-size", "block_size", int, "tokens per KV block (default 16)"),
+    ("--kv-cache-dtype", "kv_cache_dtype", engine.KV_DTYPES, "auto: the model's dtype; fp8: 1 byte"),
+    ("--max-num-batched-tokens", "max_num_batched_tokens", int, "tokens of the profiling run (default: engine's)"),
+    ("--max-num-seqs", "max_num_seqs", int, "sequences of the profiling run (default: engine's)"),
+    ("--tp", "tensor_parallel_size", int, "tensor-parallel GPUs (KV heads and weights split over them)"),
+    ("--window-layers", "window_layers", int, "layers with the sliding window (default: all, if windowed)"),
+    ("--weights-gib", "weights_gib", finite_float, "measured: 'model weights take X GiB' from your log"),
+    ("--non-torch-gib", "non_torch_gib", finite_float, "measured: 'non_torch_memory takes X GiB'"),
+    ("--activation-gib", "activation_gib", finite_float, "measured: 'PyTorch activation peak memory takes X GiB'"),
+    ("--kv-cache-memory-gib", "kv_cache_memory_gib", finite_float, "V1 --kv-cache-memory-bytes, in GiB"),
+)
+ENGINE_FLAG_OF = {field: flag for flag, field, *_ in ENGINE_FLAGS} | {
+    "total_gib": "--gpu-gib",
+    "model_dtype": "--model-dtype",
+}
+
+
+def add_engine_args(k) -> None:
+    k.add_argument("--engine", choices=("vllm",), help="fit as the serving engine sees it (see --engine-version)")
+    for flag, field, kind, text in ENGINE_FLAGS:
+        if isinstance(kind, tuple):
+            k.add_argument(flag, dest=field, choices=kind, help=text)
+        else:
+            k.add_argument(flag, dest=field, type=kind, help=text)
+    k.add_argument("--model-dtype", choices=engine.MODEL_DTYPES, default="bf16", help="activations (default bf16)")
+
+
+def total_of(a) -> tuple[float, str, str | None]:
+    """(total GiB, a label, the card's name) from --gpu (a card of CARDS), --gpu-gib or --gpu-gb."""
+    if a.gpu is not None:
+        if a.gpu not in CARDS:
+            raise ConfigError("--gpu", f"with --engine, one of {', '.join(CARDS)}; or give --gpu-gib / --gpu-gb")
+        card = CARDS[a.gpu]
+        label = f"{card.name} ({card.total_gib:.2f} GiB as torch reports; sold as {card.sold})"
+        return card.total_gib, label, card.name
+    if a.gpu_gib is not None:
+        return a.gpu_gib, f"{a.gpu_gib:g} GiB (typed)", None
+    if a.gpu_gb is not None:
+        if not 0 < a.gpu_gb <= 100_000:
+            raise ConfigError("--gpu-gb", f"must be from 0 (excluded) to 100000, got {a.gpu_gb:g}")
+        return a.gpu_gb * GB / GIB, f"{a.gpu_gb:g} GB typed = {a.gpu_gb * GB / GIB:.2f} GiB", None
+    raise ArgumentError("--engine needs --gpu NAME, --gpu-gib or --gpu-gb")
+
+
+def run(a, arch, name: str) -> int:
+    """Print the engine's fit of arch (a Decoder) and return the exit code."""
+    if arch is None:
+        raise ArgumentError("--engine needs --preset NAME or --d (widths and vocabulary for the activation peak)")
+    total, label, card = total_of(a)
+    values = {field: getattr(a, field) for _, field, *_ in ENGINE_FLAGS if getattr(a, field) is not None}
+    values.setdefault("max_model_len", a.context)
+    try:
+        settings = engine.EngineSettings(**values)
+        fit = engine.engine_fit(
+            arch, total, settings, weight_dtype=a.weights_dtype or a.model_dtype, model_dtype=a.model_dtype,
+            gpu=card, weight_params=a.params,
+        )  # fmt: skip
+    except ConfigError as e:
+        raise ConfigError(ENGINE_FLAG_OF.get(e.field, e.field), str(e).split(": ", 1)[1]) from None
+    if a.json:
+        print(json.dumps({"name": name, "gpu": label, "units": {"GiB": GIB, "GB": GB}} | fit.to_dict()))
+        return 0
+    print_fit(fit, name, label)
+    return 0
+
+
+def print_fit(f: engine.EngineFit, name: str, gpu: str) -> None:
+    print(f"{name} on {gpu}: {f.engine}   (GiB = 2^30 B, GB = 10^9 B)")
+    for row in engine.deductions(f):
+        numbers = f"  {row['numbers']}" if row["numbers"] else ""
+        print(f"  {row['term']:<16}{row['gib']:>8.2f} GiB  {row['kind']:<9} {row['formula']}{numbers}")
+    window = f", {f.window_layers} with a window of {f.window:,}" if f.window_layers else ""
+    print(
+        f"  blocks of {f.block_size} tokens: {f.page_bytes:,} B per layer ({f.kv_dtype} cache) x {f.group_size} "
+        f"layers sharing a block ({f.layers} layers{window}) = {f.block_bytes:,} B"
+    )
+    print("  the engine would log:")
+    for line in engine.log_lines(f):
+        print(f"    {line}")
+    longest = "any (every layer windowed)" if f.longest_max_model_len is None else f"{f.longest_max_model_len:,}"
+    if f.starts:
+        print(f"  starts at max_model_len {f.max_model_len:,}; the longest that would start: {longest}")
+    else:
+        print(f"  does NOT start at max_model_len {f.max_model_len:,}; the longest that would: {longest}")
+        print(f"    error: {f.error}")
+    estimated = [r["term"] for r in engine.deductions(f) if r["kind"] == "estimate"]
+    if estimated:
+        print(f"  estimates: {', '.join(estimated)}; give your log's figures with --weights-gib, --non-torch-gib,")
+        print("    --activation-gib (the activation estimate counts the widest tensors of one forward, not workspaces)")

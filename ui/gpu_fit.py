@@ -1,0 +1,189 @@
+"""The KV-cache page's GPU fit, in its two modes: the simple one (weights + a reserve of the card as sold) and the
+serving engine's (vLLM's flags as URL-mirrored widgets, its fit, the deductions with the numbers substituted, the
+lines the engine would log). Numbers from attncore.serving.kvcache and attncore.serving.engine."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import streamlit as st
+
+from attncore import ConfigError
+from attncore.serving import engine as eng
+from attncore.serving import kvcache as kv
+from attncore.serving.kvcache import GB, GIB
+from attncore.serving.presets import CARDS, GPUS
+from ui import plain
+from ui.charts import calculators as cc
+from ui.limits import BusyError
+from ui.metered import metered
+from ui.params import show_invalid, url_number, url_select
+
+OTHER = "other"
+UNITS = ("GiB", "GB")  # a typed capacity: GiB = 2^30 B (as torch reports), GB = 10^9 B (as sold)
+MEASURED = {  # EngineSettings field: (label, what to copy from the log)
+    "weights_gib": ("Weights", "'model weights take X GiB' (V0) or 'Model loading took X GiB' (V1)"),
+    "non_torch_gib": ("Non-torch", "'non_torch_memory takes X GiB'"),
+    "activation_gib": ("Activation peak", "'PyTorch activation peak memory takes X GiB'"),
+    "kv_cache_memory_gib": ("KV cache memory", "V1's --kv-cache-memory-bytes in GiB: skips the profiling"),
+}
+
+
+def card_label(name: str) -> str:
+    return (
+        "other (type it)" if name == OTHER else f"{name}: {CARDS[name].total_gib:.2f} GiB (sold as {CARDS[name].sold})"
+    )
+
+
+def gpu_inputs() -> tuple[float, str | None, str]:
+    """(total GiB, card name or None, weights' element type) from the card picker or a typed capacity."""
+    cols = st.columns([3, 1, 1, 1.4])
+    with cols[0]:
+        name = url_select("GPU (total as torch reports it)", "kv_e_gpu", [*CARDS, OTHER], "a100-40gb",
+                          format_func=card_label)  # fmt: skip
+    with cols[3]:
+        weight_dtype = url_select("Weights element type", "kv_wdtype", kv.DTYPES, "bf16")
+    if name != OTHER:
+        card = CARDS[name]
+        cols[1].markdown(f"**{card.total_gib:.2f} GiB**  \n= {card.total_gib * GIB / GB:.2f} GB")
+        st.caption(("Logged by vLLM: " if card.logged else "Not from a vLLM log naming the card: ") + card.source)
+        return card.total_gib, name, weight_dtype
+    with cols[1]:
+        size = url_number("Total memory", "kv_e_total", 39.5, 0.5, 1e5, fmt="%.2f")
+    with cols[2]:
+        unit = url_select("Unit", "kv_e_unit", UNITS, "GiB", help="GiB = 2³⁰ B, as torch and vLLM print; GB = 10⁹ B")
+    return (size if unit == "GiB" else size * GB / GIB), None, weight_dtype
+
+
+def settings_inputs(default_len: int, window: int | None, n_layers: int) -> dict:
+    cols = st.columns(4)
+    with cols[0]:
+        version = url_select("Engine", "kv_e_version", list(eng.VERSIONS), "v1", format_func=str.upper,
+                             help="V1: " + eng.VERSIONS["v1"] + ". V0: " + eng.VERSIONS["v0"])  # fmt: skip
+    with cols[1]:
+        util = url_number("gpu_memory_utilization", "kv_e_util", 0.9, 0.01, 1.0, step=0.01, fmt="%.2f")
+    with cols[2]:
+        max_len = url_number("max_model_len (tokens)", "kv_e_len", default_len, 1, eng.MAX_SEARCH_LEN)
+    with cols[3]:
+        dtype = url_select("kv_cache_dtype", "kv_e_dtype", eng.KV_DTYPES, "auto", help="auto: the model's dtype")
+    cols = st.columns(5 if window else 4)
+    with cols[0]:
+        block = url_select("block_size", "kv_e_block", [8, 16, 32, 64, 128], 16)
+    with cols[1]:
+        tokens = url_number("max_num_batched_tokens", "kv_e_tokens", 0, 0, 10**7, help="0: the engine's default")
+    with cols[2]:
+        seqs = url_number("max_num_seqs", "kv_e_seqs", 0, 0, 10**7, help="0: the engine's default")
+    with cols[3]:
+        tp = url_number("tensor_parallel_size", "kv_e_tp", 1, 1, 1024, help="KV heads and weights split over GPUs")
+    values = dict(version=version, gpu_memory_utilization=util, max_model_len=max_len, kv_cache_dtype=dtype)
+    values |= dict(block_size=block, max_num_batched_tokens=tokens or None, max_num_seqs=seqs or None)
+    values["tensor_parallel_size"] = tp
+    if window:
+        with cols[4]:
+            values["window_layers"] = url_number(
+                "Layers with the window", "kv_e_wlayers", n_layers, 0, n_layers,
+                help=f"V1 pages these {window:,}-token sliding-window layers apart from the full ones",
+            )  # fmt: skip
+    typed = any(url_number(f"{lab} (GiB)", f"kv_e_{f}", 0.0, 0.0, 1e5, peek=True) for f, (lab, _) in MEASURED.items())
+    with st.expander("Figures from your own startup log (0: estimate)", expanded=typed):
+        cols = st.columns(len(MEASURED))
+        for col, (field, (label, hint)) in zip(cols, MEASURED.items(), strict=True):
+            with col:
+                value = url_number(f"{label} (GiB)", f"kv_e_{field}", 0.0, 0.0, 1e5, fmt="%.2f", help=hint)
+            values[field] = value or None
+    return values
+
+
+def widths(arch):
+    """A custom model's widths and vocabulary, which the activation peak needs (the cache geometry is above)."""
+    cols = st.columns(3)
+    with cols[0]:
+        d = url_number("Hidden width d_model", "kv_e_d", 4096, 1, 10**6)
+    with cols[1]:
+        d_ff = url_number("FFN width (gated: per branch)", "kv_e_dff", 14336, 1, 10**7)
+    with cols[2]:
+        vocab = url_number("Vocabulary", "kv_e_vocab", 128256, 1, 10**8)
+    return replace(arch, d_model=d, d_ff=d_ff, vocab_size=vocab, ffn="swiglu")
+
+
+def fit_of(arch, total, settings, weight_dtype, model_dtype, card, weight_params) -> eng.EngineFit:
+    return eng.engine_fit(arch, total, settings, weight_dtype=weight_dtype, model_dtype=model_dtype, gpu=card,
+                          weight_params=weight_params)  # fmt: skip
+
+
+def engine(arch, default_len: int, weight_params: int | None, custom: bool = False) -> int | None:
+    """Draw the engine mode for a Decoder; returns the bytes left for the cache (None on bad input)."""
+    total, card, weight_dtype = gpu_inputs()
+    if custom:
+        try:
+            arch = widths(arch)
+        except ConfigError as e:
+            show_invalid(e, "model")
+            return None
+    values = settings_inputs(default_len, arch.sliding_window, arch.n_layers)
+    model_dtype = weight_dtype if weight_dtype in eng.MODEL_DTYPES else "bf16"
+    try:
+        key = (arch, total, eng.EngineSettings(**values), weight_dtype, model_dtype, card, weight_params)
+        fit = metered("engine_fit", key, lambda: fit_of(*key), "this fit")  # 0.3 s of CPU at 10,000 layers
+    except ConfigError as e:
+        show_invalid(e, "engine setting")
+        return None
+    except BusyError as e:
+        st.warning(str(e))
+        return None
+    metrics = cc.engine_metrics(fit)
+    cc_metrics(metrics[:3])
+    cc_metrics(metrics[3:])
+    if not fit.starts:
+        plain.error("The engine would not start:", fit.error)
+    st.markdown(f"**{fit.engine}** — how the budget is divided:")
+    st.markdown("  \n".join(cc.engine_formula(fit)))
+    st.altair_chart(cc.engine_split(cc.engine_frame(fit), fit.total_bytes / GIB), width="stretch")
+    st.caption("What the engine would log (its words and number formats):")
+    st.code("\n".join(eng.log_lines(fit)), language=None, wrap_lines=True)
+    st.caption(
+        "Exact: the engine's own arithmetic (budget, blocks, tokens, concurrency, the startup check). Estimates: "
+        "the weights (parameters × bytes ÷ tp; the log adds a little for padding), non-torch memory (0.10 GiB on "
+        "one GPU, 0.30 GiB per GPU with tp > 1; tp 8 has logged 7 GiB) and the activation peak: the widest tensors "
+        f"of one forward over max_num_batched_tokens ({fit.max_num_batched_tokens:,}) and the logits of max_num_seqs "
+        f"({fit.max_num_seqs:,}) rows, without workspaces or the sampler's sort; against published logs it is "
+        "10–40 % low at default settings, and MoE routing buffers are not counted. Type your log's figures above "
+        "to replace any estimate. CUDA graphs (captured after the cache in these versions) live in the 1 − "
+        "utilization kept free; newer vLLM also subtracts them."
+    )
+    return fit.kv_bytes
+
+
+def cc_metrics(metrics) -> None:
+    for col, metric in zip(st.columns(len(metrics)), metrics, strict=True):
+        col.metric(*metric, delta_color="off", delta_arrow="off")
+
+
+def simple(base, geometry: dict, context: int, batch: int, dtype: str, params: int | None) -> int:
+    """Draw the simple fit (weights + a flat reserve of the card as sold); returns the bytes left for the cache."""
+    cols = st.columns(4)
+    with cols[0]:
+        gpu = url_select("GPU", "kv_gpu", [*GPUS, "other"], "h100-80gb", help="'other': type the memory in GB")
+    with cols[1]:
+        gpu_gb = url_number("GPU memory (GB = 10⁹ B)", "kv_gpu_gb", 80.0, 0.5, 1e5) if gpu == "other" else GPUS[gpu]
+        if gpu != "other":
+            st.markdown(f"**{gpu_gb} GB** = {gpu_gb * kv.GB:,} B  \n≈ {gpu_gb * kv.GB / kv.GIB:.1f} GiB")
+    with cols[2]:
+        reserve = url_number(
+            "Reserved for the runtime (fraction)", "kv_reserve", kv.DEFAULT_RESERVE, 0.0, 0.95, step=0.05, fmt="%.2f",
+            help="Share of the GPU's memory kept for the runtime, activations and fragmentation: 0.10 = 10%.",
+        )  # fmt: skip
+    with cols[3]:
+        weight_dtype = url_select("Weights element type", "kv_wdtype", kv.DTYPES, "fp16")
+    served = kv.workload(base, geometry, context, batch, dtype, weight_dtype=weight_dtype, weight_params=params)
+    fit = kv.fit(served, gpu_gb, reserve)
+    cc_metrics(cc.fit_metrics(fit, served))
+    (st.success if fit.fits else st.error)(
+        fit.message[0].upper() + fit.message[1:], icon=":material/check_circle:" if fit.fits else ":material/block:"
+    )
+    st.altair_chart(cc.memory_split(cc.fit_frame(fit, served.bytes), gpu_gb), width="stretch")
+    st.caption(
+        "This fit takes a flat reserve of the card as sold (GB = 10⁹ B); the card reports less, and the engine also "
+        "keeps its activation peak: choose the serving engine's fit above for what vLLM will report."
+    )
+    return fit.budget_bytes
