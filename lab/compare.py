@@ -98,6 +98,19 @@ def seeds_needed(comparisons: pd.DataFrame) -> int:
     return stats.seeds_needed(int(comparisons.groupby(keys).size().max()))
 
 
+def display(comparisons: pd.DataFrame) -> pd.DataFrame:
+    """The comparisons as text for people: differences and interval to 3 significant digits (scientific below
+    1e-3, never +0.0000 beside a verdict), p, its floor and Holm's p; every other column as is."""
+    out = comparisons.copy()
+    for c in ("delta_mean", "delta_min", "delta_max"):
+        out[c] = [stats.format_delta(v) for v in out[c]]
+    out["ci_low"] = [stats.format_interval(lo, hi) for lo, hi in zip(out["ci_low"], out["ci_high"], strict=True)]
+    out = out.drop(columns=["ci_high"]).rename(columns={"ci_low": "interval"})
+    for c in ("p_value", "p_floor", "p_corrected"):
+        out[c] = [stats.format_p(v) for v in out[c]]
+    return out
+
+
 def curve_bands(groups: Mapping[str, Iterable[RunRecord]], smooth: int = 1) -> pd.DataFrame:
     """Loss curves over seeds: per group and step (1-based), the mean, min and max of the training loss.
 

@@ -151,3 +151,24 @@ def compare_paired(deltas_by_level: dict[str, Sequence[float]], alpha: float = A
             "verdict": verdict(d, corrected[level], m, alpha),
         }
     return out
+
+
+def format_delta(x: float) -> str:
+    """A signed difference with 3 significant digits (scientific below 1e-3), '0' for exactly 0, '–' for NaN."""
+    if x != x:
+        return "–"
+    if x == 0:
+        return "0"
+    return f"{x:+.2e}" if abs(x) < 1e-3 else f"{x:+.3g}"
+
+
+def format_interval(low: float, high: float) -> str:
+    """'[low, high]' with format_delta's digits; '–' when there is no interval (one seed)."""
+    return "–" if low != low or high != high else f"[{format_delta(low)}, {format_delta(high)}]"
+
+
+def format_p(p: float) -> str:
+    """A p-value with 3 significant digits (scientific below 1e-3); '–' for NaN."""
+    if p != p:
+        return "–"
+    return f"{p:.2e}" if 0 < p < 1e-3 else f"{p:.3g}"
