@@ -54,7 +54,9 @@ def group_summary(groups: Mapping[str, Iterable]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=GROUP_COLUMNS)
 
 
-def paired_differences(groups: Mapping[str, Iterable], baseline: str | None = None) -> pd.DataFrame:
+def paired_differences(
+    groups: Mapping[str, Iterable], baseline: str | None = None, metrics: tuple[str, ...] = METRICS
+) -> pd.DataFrame:
     """Every other group against the baseline (default: the first), paired by seed, one row per metric.
 
     Columns: level, baseline, metric, n (paired seeds), delta_mean, delta_min, delta_max, ci_low, ci_high
@@ -69,7 +71,7 @@ def paired_differences(groups: Mapping[str, Iterable], baseline: str | None = No
         raise ValueError(f"baseline {baseline!r} is not one of the groups: {', '.join(map(repr, groups))}")
     base = _by_seed(baseline, groups[baseline])
     seeds = sorted(base)
-    deltas: dict[str, dict[str, np.ndarray]] = {m: {} for m in METRICS}
+    deltas: dict[str, dict[str, np.ndarray]] = {m: {} for m in metrics}
     for label, records in groups.items():
         if label == baseline:
             continue
@@ -77,16 +79,46 @@ def paired_differences(groups: Mapping[str, Iterable], baseline: str | None = No
         if set(other) != set(base):
             missing, extra = sorted(set(base) - set(other)), sorted(set(other) - set(base))
             raise ValueError(f"group {label!r} is not over the baseline's seeds: missing {missing}, extra {extra}")
-        for m in METRICS:
+        for m in metrics:
             base_values = np.array([base[s][m] for s in seeds], dtype=float)
             deltas[m][label] = np.array([other[s][m] for s in seeds], dtype=float) - base_values
-    results = {m: stats.compare_paired(deltas[m]) for m in METRICS}
+    results = {m: stats.compare_paired(deltas[m]) for m in metrics}
     rows = [
         {"level": label, "baseline": baseline, "metric": m} | results[m][label]
-        for label in deltas[METRICS[0]]
-        for m in METRICS
+        for label in deltas[metrics[0]]
+        for m in metrics
     ]
     return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
+
+
+LENGTH_METRICS = ("token_accuracy", "sequence_accuracy")
+
+
+def length_comparisons(results: Mapping[str, Mapping[int, Iterable]]) -> pd.DataFrame:
+    """Paired differences at each test length: results are {label: {seed: [LengthResult]}} (attncore.evaluate),
+    the labels in order. At each length L' the baseline is the first label with a number there (a learned
+    table has none past its trained length), compared with every other label that has one; Holm per length
+    and metric. Columns: `test_length`, then paired_differences' columns."""
+    by_length: dict[int, dict[str, list[dict]]] = {}
+    for label, per_seed in results.items():
+        for seed, rows in per_seed.items():
+            for r in rows:
+                if r.token_accuracy is None or r.sequence_accuracy is None:
+                    continue
+                values = {"token_accuracy": r.token_accuracy, "sequence_accuracy": r.sequence_accuracy}
+                entry = {"config": {"train": {"seed": seed}}} | values
+                by_length.setdefault(r.length, {}).setdefault(label, []).append(entry)
+    frames = []
+    for length in sorted(by_length):
+        groups = {label: g for label, g in by_length[length].items() if len(g) == len(results[label])}
+        if len(groups) < 2:
+            continue
+        frame = paired_differences(groups, metrics=LENGTH_METRICS)
+        frame.insert(0, "test_length", length)
+        frames.append(frame)
+    if not frames:
+        return pd.DataFrame(columns=["test_length", *COMPARISON_COLUMNS])
+    return pd.concat(frames, ignore_index=True)
 
 
 def seeds_needed(comparisons: pd.DataFrame) -> int:
@@ -94,7 +126,7 @@ def seeds_needed(comparisons: pd.DataFrame) -> int:
     and metric: the largest number of levels sharing one baseline decides); 0 for an empty table."""
     if comparisons.empty:
         return 0
-    keys = [c for c in ("facet", "baseline", "metric") if c in comparisons.columns]
+    keys = [c for c in ("facet", "test_length", "baseline", "metric") if c in comparisons.columns]
     return stats.seeds_needed(int(comparisons.groupby(keys).size().max()))
 
 

@@ -134,6 +134,12 @@ DISPLAY_NAMES = {
 }
 
 
+def comparison_table(comparisons: pd.DataFrame, **names) -> None:
+    """The paired differences as text with magnitudes that fit (lab.compare.display), metrics by their short names."""
+    shown = compare.display(comparisons).rename(columns=names | DISPLAY_NAMES)
+    tables.show(shown.replace({"metric": METRIC_NAMES}), height=min(35 * (len(shown) + 1) + 3, 800))
+
+
 def show_tables(
     summary: pd.DataFrame,
     comparisons: pd.DataFrame,
@@ -150,15 +156,17 @@ def show_tables(
     tables.show(summary.rename(columns=names))
     st.caption("Mean, min and max over the seeds of each setting.")
     if len(comparisons):
-        shown = compare.display(comparisons).rename(columns=names | DISPLAY_NAMES)
-        tables.show(shown.replace({"metric": METRIC_NAMES}), height=min(35 * (len(shown) + 1) + 3, 800))
+        comparison_table(comparisons, **names)
         seeds_advice(comparisons, seeds_key, runs_per_seed)
     st.caption(RULE)
 
 
-def seeds_advice(comparisons: pd.DataFrame, seeds_key: str | None, runs_per_seed: int) -> None:
-    """How many comparisons share a baseline (Holm), the seeds a verdict needs, and the button that adds them."""
-    keys = [c for c in ("facet", "baseline", "metric") if c in comparisons.columns]
+def seeds_advice(
+    comparisons: pd.DataFrame, seeds_key: str | None, runs_per_seed: int, max_seeds: int | None = None
+) -> None:
+    """How many comparisons share a baseline (Holm), the seeds a verdict needs, and the button that adds them
+    (up to `max_seeds`, default the hosted max_seeds)."""
+    keys = [c for c in ("facet", "test_length", "baseline", "metric") if c in comparisons.columns]
     m, n = int(comparisons.groupby(keys).size().max()), int(comparisons["n"].min())
     needed = compare.seeds_needed(comparisons)
     st.markdown(
@@ -169,10 +177,10 @@ def seeds_advice(comparisons: pd.DataFrame, seeds_key: str | None, runs_per_seed
     if seeds_key is None or n >= needed or stats.TOO_FEW not in set(comparisons["verdict"]):
         return
     lim = limits()
-    added = runs_per_seed * (needed - n)
-    if needed > lim.max_seeds:
+    added, cap = runs_per_seed * (needed - n), lim.max_seeds if max_seeds is None else max_seeds
+    if needed > cap:
         st.info(
-            f"{needed} seeds is more than this server allows ({lim.max_seeds}): compare fewer levels to need fewer.",
+            f"{needed} seeds is more than this server allows ({cap}): compare fewer levels to need fewer.",
             icon=":material/block:",
         )
     elif runs_per_seed * needed > lim.max_compare_runs or added > lim.max_sweep_runs:
