@@ -169,10 +169,13 @@ def seeds_advice(
     keys = [c for c in ("facet", "test_length", "baseline", "metric") if c in comparisons.columns]
     m, n = int(comparisons.groupby(keys).size().max()), int(comparisons["n"].min())
     needed = compare.seeds_needed(comparisons)
+    if m == 1:
+        how = "One level is compared with each baseline, per metric: no correction is needed, and"
+    else:
+        how = f"Holm's correction across the {m} levels compared with one baseline, per metric: with {m} comparisons"
     st.markdown(
-        f"**Correction and seeds.** Holm's correction across the {tables.count(m, 'level')} compared with one "
-        f"baseline, per metric: with {m} comparison{'s' * (m != 1)}, a difference can be shown from **{needed} "
-        f"seeds** on (the floor 2/2ⁿ times {m} must be below 0.05). This view has {tables.count(n, 'seed')}."
+        f"**Correction and seeds.** {how} a difference can be shown from **{needed} seeds** on (the floor 2/2ⁿ, "
+        f"times {m}, must be below 0.05). This view has {tables.count(n, 'seed')}."
     )
     if seeds_key is None or n >= needed or stats.TOO_FEW not in set(comparisons["verdict"]):
         return
