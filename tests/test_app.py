@@ -116,6 +116,8 @@ def test_train_cached_run_appears_at_once(store):
     assert metric(at, "Parameters") == "27,253"
     assert len(charts(at)) == 2  # the loss curve, and accuracy over the training snapshots (issue 14)
     assert "accuracy" in str(charts(at)[1]["layer"][0]["encoding"]["y"])
+    kernel = record.platform["blas_kernel"]
+    assert f"{kernel} kernels on 1 thread" in texts(at.caption).replace("\\", "")  # where its numbers came from
 
 
 def test_train_uncached_run_trains_on_demand(store):
