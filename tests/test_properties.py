@@ -205,6 +205,17 @@ def test_training_runs_on_one_blas_thread_whatever_it_inherits_and_restores_the_
     assert one.tobytes() == two.tobytes()
 
 
+def test_without_an_openblas_the_pin_is_a_no_op(monkeypatch):
+    from attncore import _blas
+
+    monkeypatch.setattr(_blas, "_searched", False)
+    monkeypatch.setattr(_blas, "_funcs", None)
+    monkeypatch.setattr(_blas, "_loaded_openblas_paths", lambda: [])
+    with _blas.one_blas_thread():
+        assert _blas.blas_threads() is None
+    monkeypatch.setattr(_blas, "_searched", False)  # the next caller searches again
+
+
 def test_different_seeds_give_different_histories():
     a = train(make_run("sort", 4, seed=7, **SHORT)).loss_history
     b = train(make_run("sort", 4, seed=8, **SHORT)).loss_history
