@@ -46,8 +46,8 @@ def test_headings_are_unique_across_the_science_page():
 def test_no_page_readme_or_docs_file_cites_the_spec():
     """The design reference is not shipped: pages name "the article" and link docs/, never "SPEC §x"."""
     shown = [*(ROOT / "app_pages").glob("*.py"), ROOT / "README.md", *docs.DOCS_DIR.glob("*.md")]
-    shown += [ROOT / "attncore" / "presets.py", ROOT / "benchmarks" / "attention_cost.py"]
-    shown += [ROOT / "benchmarks" / "kv_cache.py", ROOT / "attncore" / "kvbench.py"]
+    shown += [ROOT / "attncore" / "serving" / "presets.py", ROOT / "benchmarks" / "attention_cost.py"]
+    shown += [ROOT / "benchmarks" / "kv_cache.py", ROOT / "attncore" / "serving" / "kvbench.py"]
     assert [p.name for p in shown if "SPEC" in p.read_text()] == []
 
 
