@@ -4,13 +4,15 @@ Ablations' default: the base and the article's five ablations (copy, L = 6) over
 'add seeds' button goes to 8 seeds (five variants under Holm), 30 more runs. Compare's default: learned vs no
 position over seeds 0-5 (12 runs), enough for a verdict. Each view is trained in an empty temporary store on
 2 worker processes, as the dashboard's sweep does; printed: wall time, and the runs' own training plus
-evaluation seconds summed (what an idle machine's 2 cores would divide by 2).
+evaluation seconds summed (on an idle machine about twice the wall time; on a loaded one inflated by the
+contention), and the load average, so a figure from a shared machine can be read for what it is.
 
     python benchmarks/compare_views.py
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 import time
@@ -37,7 +39,11 @@ def main() -> None:
             records = run_sweep(runs, n_jobs=2, location=location)
             wall = time.perf_counter() - start
         compute = sum(r.train_seconds + r.eval.eval_seconds for r in records)
-        print(f"{name}: {len(runs)} runs cold in {wall:.1f} s wall; {compute:.1f} s of training and evaluation")
+        load = os.getloadavg()[0]
+        print(
+            f"{name}: {len(runs)} runs cold in {wall:.1f} s wall; {compute:.1f} s of training and evaluation "
+            f"(wall time inside the workers); load average {load:.1f} on {os.cpu_count()} cores"
+        )
 
 
 if __name__ == "__main__":
