@@ -132,7 +132,8 @@ def seeds_needed(comparisons: pd.DataFrame) -> int:
 
 def display(comparisons: pd.DataFrame) -> pd.DataFrame:
     """The comparisons as text for people: differences and interval to 3 significant digits (scientific below
-    1e-3, never +0.0000 beside a verdict), p, its floor and Holm's p; every other column as is."""
+    1e-3, never +0.0000 beside a verdict), p, Holm's p and the floor to 4; the verdict next to the level and
+    metric, so a narrow table still shows it."""
     out = comparisons.copy()
     for c in ("delta_mean", "delta_min", "delta_max"):
         out[c] = [stats.format_delta(v) for v in out[c]]
@@ -140,7 +141,10 @@ def display(comparisons: pd.DataFrame) -> pd.DataFrame:
     out = out.drop(columns=["ci_high"]).rename(columns={"ci_low": "interval"})
     for c in ("p_value", "p_floor", "p_corrected"):
         out[c] = [stats.format_p(v) for v in out[c]]
-    return out
+    first = [c for c in ("facet", "test_length") if c in out]
+    first += ["level", "metric", "verdict", "n", "delta_mean", "interval", "p_value", "p_corrected", "p_floor"]
+    first += ["delta_min", "delta_max", "baseline"]
+    return out[first + [c for c in out.columns if c not in first]]
 
 
 def curve_bands(groups: Mapping[str, Iterable[RunRecord]], smooth: int = 1) -> pd.DataFrame:
