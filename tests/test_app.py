@@ -447,6 +447,12 @@ def test_compare_view_of_more_runs_than_the_cap_is_refused_before_loading(store,
     assert not at.dataframe and not [b for b in at.button if b.key == "cmp_train"]
 
 
+def test_compare_defaults_to_the_six_seeds_two_levels_need_for_a_verdict(store):
+    at = app("compare")
+    assert at.number_input(key="cmp_seeds").value == 6 and at.number_input(key="cmp_seeds").max == 8
+    assert "of 12 runs cached" in texts(at.info)  # learned and no position over seeds 0-5
+
+
 def test_compare_needs_two_levels(store):
     at = app("compare", cmp_factor="task", cmp_lv_task="copy")
     assert "Pick at least two levels of task" in texts(at.info)
