@@ -44,7 +44,7 @@ compare_view.loss_panel(
 )
 
 st.subheader("Final loss and accuracy over seeds, and each variant against the base")
-compare_view.show_tables(summary, comparisons, level="variant")
+compare_view.show_tables(summary, comparisons, level="variant", seeds_key="abl_seeds", runs_per_seed=len(chosen))
 st.caption(
     "Per-token and per-sequence accuracy by greedy generation on 500 test sequences; Δ is variant minus base at "
     "the same seed. At this size (d_head 8, two blocks) the article found that only removing position "

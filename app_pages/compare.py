@@ -31,7 +31,7 @@ with c2:
         format_func=lambda f: f if f == "none" else label(f),
     )
 with c3:
-    seeds = compare_view.seeds_input("cmp_seeds")
+    seeds = compare_view.seeds_input("cmp_seeds", default=6)
 levels = compare_view.level_picker(
     factor, f"{label(factor)}: levels (the first is the baseline)", f"cmp_lv_{factor}", lim
 )
@@ -82,5 +82,12 @@ st.caption(
 )
 
 st.subheader(f"Each level against {compare_view.format_level(factor)(levels[0])}, paired by seed")
-compare_view.show_tables(summary, comparisons, level=factor, facet=f"panel: {facet}" if facet else "facet")
+compare_view.show_tables(
+    summary,
+    comparisons,
+    level=factor,
+    facet=f"panel: {facet}" if facet else "facet",
+    seeds_key="cmp_seeds",
+    runs_per_seed=len(wanted) // len(seeds),
+)
 compare_view.downloads(summary, comparisons, f"compare-{factor}")

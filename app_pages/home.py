@@ -7,10 +7,12 @@ metric, button and table in the same view shows the store as it now is.
 import streamlit as st
 
 from attncore import ConfigError
+from lab import provenance
 from lab.presets import preset
 from lab.store import list_cached
 from lab.tables import ablation_table, accuracy_table, runs_frame
 from ui import bundles, nav, runs, sidebar, tables
+from ui.plain import plain
 
 st.title("Attention Lab")
 st.markdown(
@@ -48,6 +50,14 @@ if swept and missing:  # trained but not stored (a full or read-only store): sho
     done = swept
 if warm_error := bundles.warm_start():
     metrics.warning(warm_error, icon=":material/warning:")
+if foreign := provenance.foreign(summaries):
+    metrics.info(
+        f"**{tables.count(sum(foreign.values()), 'stored run')} came from another BLAS kernel family than this "
+        f"machine's** ({plain(provenance.here())}): {plain(', '.join(f'{k} ({n})' for k, n in foreign.items()))}. "
+        "They are served as they are (the cache key is the configuration, not the machine); float32 training on "
+        "another kernel family lands elsewhere within the seed spread. The Train page shows each run's platform.",
+        icon=":material/memory:",
+    )
 c1, c2, c3 = metrics.columns(3)
 c1.metric("Runs in the cache", f"{len(summaries):,}")
 c2.metric("Article runs cached", f"{len(done)} of {len(article)}")

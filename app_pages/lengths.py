@@ -6,7 +6,8 @@ import streamlit as st
 from attncore import ConfigError
 from attncore.config import POSITIONS
 from attncore.evaluate import MAX_TEST_LENGTHS
-from ui import docs, frames, runs, sidebar, tables
+from lab.compare import RULE, length_comparisons
+from ui import compare_view, docs, frames, runs, sidebar, tables
 from ui.charts import runs as charts
 from ui.limits import limits
 from ui.params import show_invalid, url_multiselect, url_number
@@ -93,4 +94,17 @@ st.caption(
     f"Blue: per-token, orange: per-sequence. Mean over seeds 0 to {n_seeds - 1} (line) and the range from the "
     f"worst to the best seed (band); the dashed line marks the trained length L = {L}."
 )
+by_seed = {label: {} for label in by_encoding}
+for r, res in zip(found, per_run, strict=True):
+    by_seed[sidebar.POSITION_LABELS[r.config.model.position]][r.config.train.seed] = res
+comparisons = length_comparisons(by_seed)
+if len(comparisons):
+    compare_view.comparison_table(comparisons, level="encoding", test_length="test L′")
+    st.caption(
+        "Each encoding against the first with a number at that test length (learned, or sinusoidal past the "
+        "learned table), paired by seed; Holm's correction across the encodings, per test length and metric."
+    )
+    cap = max(1, lim.max_sweep_runs // len(POSITIONS))
+    compare_view.seeds_advice(comparisons, "len_seeds", len(POSITIONS), max_seeds=cap)
+    st.caption(RULE)
 docs.link("length-generalisation", "Length generalisation: what each encoding can and cannot reach")

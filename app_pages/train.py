@@ -3,9 +3,11 @@
 import streamlit as st
 
 from attncore.snapshots import SNAPSHOT_N_TEST
+from lab import provenance
 from ui import frames, runs, sidebar
 from ui.charts import runs as charts
 from ui.params import url_select_slider
+from ui.plain import plain
 
 st.title("Train")
 run = sidebar.selected_run()
@@ -29,7 +31,7 @@ cols[4].metric(
 st.caption(
     f"Accuracy is measured by true greedy generation on 500 fixed test sequences: the model is fed its own "
     f"previous outputs. Per-sequence counts a sequence only if all {run.task.length} answer symbols are right. "
-    f"Evaluation took {e.eval_seconds:.2f} s."
+    f"Evaluation took {e.eval_seconds:.2f} s. Computed on {plain(provenance.describe(record.platform))}."
 )
 
 st.subheader("Loss curve, and accuracy during training")

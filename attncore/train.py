@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ._blas import one_blas_thread
 from ._malloc import keep_freed_memory
 from .config import RunConfig
 from .model import flatten, init_params, loss_and_grads, param_shapes, unflatten
@@ -82,7 +83,15 @@ def train(
     (the default) the weights after each step of `snapshot_steps(steps)` are scored and their probe
     attention kept (attncore.snapshots); that reads the weights only and draws no batch, so the loss
     history and the final weights are bit-identical with snapshots=False.
+
+    BLAS runs on one thread for the whole call (attncore._blas), restored after: OpenBLAS splits a product
+    differently over 1 and 2 threads, and the bits must not depend on the thread count the process inherits.
     """
+    with one_blas_thread():
+        return _train(run, callback, snapshots)
+
+
+def _train(run: RunConfig, callback: Callable[[int, float], object] | None, snapshots: bool) -> TrainResult:
     trainer = Trainer(run)
     history = np.empty(run.train.steps)
     at = set(snapshot_steps(run.train.steps)) if snapshots else set()

@@ -70,17 +70,17 @@ def cmd_export(a) -> int:
 
 
 def cmd_import(a) -> int:
-    from lab.bundle import BundleError, import_bundle
+    from lab.bundle import BundleError, foreign_text, import_bundle_report
 
     if not 0 < a.max_mb <= 100_000:
         return _fail("--max-mb: must be from 0 to 100,000 MB (exclusive of 0)")
     try:
-        stored, kept = import_bundle(a.file, int(a.max_mb * 2**20))
+        stored, kept, families = import_bundle_report(a.file, int(a.max_mb * 2**20))
     except BundleError as exc:
         return _fail(f"FILE: {exc}")
     except OSError as exc:
         return _fail(f"the store cannot be written ({exc.strerror or type(exc).__name__}); nothing was lost")
-    print(f"imported {stored} runs ({kept} were already stored)")
+    print(f"imported {stored} runs ({kept} were already stored).{foreign_text(families)}")
     return 0
 
 

@@ -146,8 +146,9 @@ def check_group_by(runs, factor: str) -> None:
 
 
 def print_groups(records, factor: str, as_json: bool) -> None:
-    """The grouped table (mean, min, max over seeds per level) and each level against the first, paired by seed."""
-    from lab.compare import RULE
+    """The grouped table (mean, min, max over seeds per level) and each level against the first, paired by seed,
+    with its interval, sign-flip p, floor, Holm's p and verdict."""
+    from lab.compare import RULE, display, seeds_needed
     from lab.factors import group_by, tables, to_json
 
     groups = group_by(records, factor)
@@ -159,8 +160,12 @@ def print_groups(records, factor: str, as_json: bool) -> None:
     print(table.to_string(index=False, formatters=_formatters(table.columns)))
     if len(comparisons):
         print(f"\nEach {factor} against {next(iter(groups))}, paired by seed (delta: level minus baseline)")
-        signed = {c: "{:+.4f}".format for c in ("delta_mean", "delta_min", "delta_max")}
-        print(comparisons.to_string(index=False, float_format="{:.4f}".format, formatters=signed))
+        print(display(comparisons).to_string(index=False))
+        levels, needed, n = len(groups) - 1, seeds_needed(comparisons), int(comparisons["n"].min())
+        print(
+            f"\n{levels} level{'s' * (levels != 1)} against one baseline: a difference can be shown from {needed} "
+            f"seeds on; these runs have {n}."
+        )
     print(f"\n{RULE}")
 
 

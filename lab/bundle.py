@@ -12,7 +12,7 @@ import zipfile
 from pathlib import Path
 
 from attncore.config import RunConfig
-from lab import store
+from lab import provenance, store
 from lab.store import codec
 
 FORMAT = "attnlab-bundle/1"
@@ -121,6 +121,13 @@ def import_bundle(source, max_bytes: int = MAX_BUNDLE_BYTES, *, location=None) -
 
     Nothing is stored unless every run of the bundle passes its checks.
     """
+    return import_bundle_report(source, max_bytes, location=location)[:2]
+
+
+def import_bundle_report(source, max_bytes: int = MAX_BUNDLE_BYTES, *, location=None) -> tuple[int, int, dict]:
+    """import_bundle, and {kernel family: runs} of the bundle's runs computed on another BLAS kernel family than
+    this machine's (lab.provenance.foreign; 'unknown' for runs stored before records carried their platform).
+    They are stored under the same keys as this machine's own: served as they are, their platform shown."""
     stored = kept = 0
     imported = read_bundle(source, max_bytes)
     for record in imported:
@@ -131,4 +138,16 @@ def import_bundle(source, max_bytes: int = MAX_BUNDLE_BYTES, *, location=None) -
         stored += 1
     if stored:
         store.enforce_cap(location=location, keep=[r.config for r in imported])
-    return stored, kept
+    return stored, kept, provenance.foreign([r.summary() for r in imported])
+
+
+def foreign_text(families: dict) -> str:
+    """'' or ' 3 of them computed on another BLAS kernel family than this machine's (openblas SkylakeX): ...'."""
+    if not families:
+        return ""
+    listed = ", ".join(f"{family} ({n})" if len(families) > 1 else family for family, n in families.items())
+    return (
+        f" {sum(families.values())} of them computed on another BLAS kernel family than this machine's "
+        f"({provenance.here()}): {listed}. Their numbers are served as they are; a rerun here lands elsewhere "
+        "within the seed spread."
+    )

@@ -1,5 +1,6 @@
 """Groups of runs over seeds (issue 13): mean/min/max per group, loss curves as a band, and paired
-differences to a baseline group with a verdict on whether each difference exceeds the seed noise.
+differences to a baseline group with an interval, an exact sign-flip p, Holm's correction and a verdict
+(lab.stats, issue 19).
 
 Groups are {label: records} with the baseline first; a record is a RunRecord or its summary() dict
 (curves need RunRecords: summaries carry no loss history). Pure functions: records in, DataFrame out.
@@ -12,19 +13,14 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
+from lab import stats
 from lab.store import RunRecord
 
 METRICS = ("final_loss", "token_accuracy", "sequence_accuracy")
-BEYOND, WITHIN = "beyond seed noise", "within seed noise"
-MIN_SEEDS = 2  # one seed has no spread to compare with
-RULE = (
-    "A difference is beyond seed noise when every paired delta (variant minus baseline, same seed) has "
-    "the same sign, none is zero, and the mean |delta| exceeds the baseline's spread across seeds "
-    f"(max minus min); otherwise it is within seed noise. It takes at least {MIN_SEEDS} seeds."
-)
+RULE = stats.METHOD
 GROUP_COLUMNS = ["level", "n"] + [f"{m}_{s}" for m in METRICS for s in ("mean", "min", "max")]
-COMPARISON_COLUMNS = ["level", "baseline", "metric", "seeds", "delta_mean", "delta_min", "delta_max"]
-COMPARISON_COLUMNS += ["mean_abs_delta", "baseline_spread", "verdict"]
+COMPARISON_COLUMNS = ["level", "baseline", "metric", "n", "delta_mean", "delta_min", "delta_max"]
+COMPARISON_COLUMNS += ["ci_low", "ci_high", "p_value", "p_floor", "p_corrected", "verdict"]
 CURVE_COLUMNS = ["level", "step", "seeds", "mean", "min", "max"]
 
 
@@ -44,17 +40,6 @@ def _by_seed(label: str, records: Iterable) -> dict[int, dict]:
     return out
 
 
-def verdict(deltas: np.ndarray, baseline_values: np.ndarray) -> str:
-    """RULE on the paired deltas (variant - baseline, by seed) and the baseline's values over those seeds."""
-    deltas, baseline_values = np.asarray(deltas, dtype=float), np.asarray(baseline_values, dtype=float)
-    if deltas.size < MIN_SEEDS or not (np.all(np.isfinite(deltas)) and np.all(np.isfinite(baseline_values))):
-        return WITHIN
-    signs = np.sign(deltas)
-    same_sign = signs[0] != 0 and np.all(signs == signs[0])
-    spread = baseline_values.max() - baseline_values.min()
-    return BEYOND if same_sign and np.abs(deltas).mean() > spread else WITHIN
-
-
 def group_summary(groups: Mapping[str, Iterable]) -> pd.DataFrame:
     """One row per group: level, n (runs), and mean, min, max over its seeds of each metric."""
     rows = []
@@ -69,12 +54,15 @@ def group_summary(groups: Mapping[str, Iterable]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=GROUP_COLUMNS)
 
 
-def paired_differences(groups: Mapping[str, Iterable], baseline: str | None = None) -> pd.DataFrame:
+def paired_differences(
+    groups: Mapping[str, Iterable], baseline: str | None = None, metrics: tuple[str, ...] = METRICS
+) -> pd.DataFrame:
     """Every other group against the baseline (default: the first), paired by seed, one row per metric.
 
-    Columns: level, baseline, metric, seeds, delta_mean, delta_min, delta_max, mean_abs_delta,
-    baseline_spread (max - min over the paired seeds), verdict (RULE). Every group must hold the
-    baseline's seeds exactly; otherwise a ValueError names the group and the seeds that differ.
+    Columns: level, baseline, metric, n (paired seeds), delta_mean, delta_min, delta_max, ci_low, ci_high
+    (95 % t interval), p_value (exact sign-flip), p_floor (2 / 2^n), p_corrected (Holm across the levels, per
+    metric) and verdict (lab.stats.VERDICTS), as lab.stats.METHOD says. Every group must hold the baseline's
+    seeds exactly; otherwise a ValueError names the group and the seeds that differ.
     """
     if not groups:
         return pd.DataFrame(columns=COMPARISON_COLUMNS)
@@ -83,7 +71,7 @@ def paired_differences(groups: Mapping[str, Iterable], baseline: str | None = No
         raise ValueError(f"baseline {baseline!r} is not one of the groups: {', '.join(map(repr, groups))}")
     base = _by_seed(baseline, groups[baseline])
     seeds = sorted(base)
-    rows = []
+    deltas: dict[str, dict[str, np.ndarray]] = {m: {} for m in metrics}
     for label, records in groups.items():
         if label == baseline:
             continue
@@ -91,25 +79,72 @@ def paired_differences(groups: Mapping[str, Iterable], baseline: str | None = No
         if set(other) != set(base):
             missing, extra = sorted(set(base) - set(other)), sorted(set(other) - set(base))
             raise ValueError(f"group {label!r} is not over the baseline's seeds: missing {missing}, extra {extra}")
-        for m in METRICS:
+        for m in metrics:
             base_values = np.array([base[s][m] for s in seeds], dtype=float)
-            deltas = np.array([other[s][m] for s in seeds], dtype=float) - base_values
-            empty = not deltas.size
-            rows.append(
-                {
-                    "level": label,
-                    "baseline": baseline,
-                    "metric": m,
-                    "seeds": len(seeds),
-                    "delta_mean": np.nan if empty else float(deltas.mean()),
-                    "delta_min": np.nan if empty else float(deltas.min()),
-                    "delta_max": np.nan if empty else float(deltas.max()),
-                    "mean_abs_delta": np.nan if empty else float(np.abs(deltas).mean()),
-                    "baseline_spread": np.nan if empty else float(base_values.max() - base_values.min()),
-                    "verdict": verdict(deltas, base_values),
-                }
-            )
+            deltas[m][label] = np.array([other[s][m] for s in seeds], dtype=float) - base_values
+    results = {m: stats.compare_paired(deltas[m]) for m in metrics}
+    rows = [
+        {"level": label, "baseline": baseline, "metric": m} | results[m][label]
+        for label in deltas[metrics[0]]
+        for m in metrics
+    ]
     return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
+
+
+LENGTH_METRICS = ("token_accuracy", "sequence_accuracy")
+
+
+def length_comparisons(results: Mapping[str, Mapping[int, Iterable]]) -> pd.DataFrame:
+    """Paired differences at each test length: results are {label: {seed: [LengthResult]}} (attncore.evaluate),
+    the labels in order. At each length L' the baseline is the first label with a number there (a learned
+    table has none past its trained length), compared with every other label that has one; Holm per length
+    and metric. Columns: `test_length`, then paired_differences' columns."""
+    by_length: dict[int, dict[str, list[dict]]] = {}
+    for label, per_seed in results.items():
+        for seed, rows in per_seed.items():
+            for r in rows:
+                if r.token_accuracy is None or r.sequence_accuracy is None:
+                    continue
+                values = {"token_accuracy": r.token_accuracy, "sequence_accuracy": r.sequence_accuracy}
+                entry = {"config": {"train": {"seed": seed}}} | values
+                by_length.setdefault(r.length, {}).setdefault(label, []).append(entry)
+    frames = []
+    for length in sorted(by_length):
+        groups = {label: g for label, g in by_length[length].items() if len(g) == len(results[label])}
+        if len(groups) < 2:
+            continue
+        frame = paired_differences(groups, metrics=LENGTH_METRICS)
+        frame.insert(0, "test_length", length)
+        frames.append(frame)
+    if not frames:
+        return pd.DataFrame(columns=["test_length", *COMPARISON_COLUMNS])
+    return pd.concat(frames, ignore_index=True)
+
+
+def seeds_needed(comparisons: pd.DataFrame) -> int:
+    """The fewest seeds with which every comparison of the table could show a difference (Holm per baseline
+    and metric: the largest number of levels sharing one baseline decides); 0 for an empty table."""
+    if comparisons.empty:
+        return 0
+    keys = [c for c in ("facet", "test_length", "baseline", "metric") if c in comparisons.columns]
+    return stats.seeds_needed(int(comparisons.groupby(keys).size().max()))
+
+
+def display(comparisons: pd.DataFrame) -> pd.DataFrame:
+    """The comparisons as text for people: differences and interval to 3 significant digits (scientific below
+    1e-3, never +0.0000 beside a verdict), p, Holm's p and the floor to 4; the verdict next to the level and
+    metric, so a narrow table still shows it."""
+    out = comparisons.copy()
+    for c in ("delta_mean", "delta_min", "delta_max"):
+        out[c] = [stats.format_delta(v) for v in out[c]]
+    out["ci_low"] = [stats.format_interval(lo, hi) for lo, hi in zip(out["ci_low"], out["ci_high"], strict=True)]
+    out = out.drop(columns=["ci_high"]).rename(columns={"ci_low": "interval"})
+    for c in ("p_value", "p_floor", "p_corrected"):
+        out[c] = [stats.format_p(v) for v in out[c]]
+    first = [c for c in ("facet", "test_length") if c in out]
+    first += ["level", "metric", "verdict", "n", "delta_mean", "interval", "p_value", "p_corrected", "p_floor"]
+    first += ["delta_min", "delta_max", "baseline"]
+    return out[first + [c for c in out.columns if c not in first]]
 
 
 def curve_bands(groups: Mapping[str, Iterable[RunRecord]], smooth: int = 1) -> pd.DataFrame:

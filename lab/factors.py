@@ -153,19 +153,23 @@ def tables(parts, smooth: int = 1, curves: bool = True) -> tuple[pd.DataFrame, p
 
 def to_json(factor: str, groups: dict[str, list], table: pd.DataFrame, comparisons: pd.DataFrame) -> dict:
     """The CLI's --group-by --json object: `groups` (level, value, n, each metric's mean/min/max) and
-    `comparisons` (level, baseline, metric, delta_mean/min/max, verdict)."""
+    `comparisons` (level, baseline, metric, n, delta_mean/min/max, ci_low, ci_high, p_value, p_floor, p_corrected,
+    verdict: lab.compare.paired_differences), and `method` (how they are computed: lab.stats.METHOD)."""
     values = {label: value_of(records[0], factor) for label, records in groups.items() if records}
     out_groups = [
         {"factor": factor, "level": row.level, "value": values.get(row.level), "n": int(row.n)}
         | {m: {s: _number(getattr(row, f"{m}_{s}")) for s in ("mean", "min", "max")} for m in compare.METRICS}
         for row in table.itertuples()
     ]
-    keys = ("level", "baseline", "metric", "delta_mean", "delta_min", "delta_max", "verdict")
+    keys = ("level", "baseline", "metric", "n", "delta_mean", "delta_min", "delta_max", "ci_low", "ci_high")
+    keys += ("p_value", "p_floor", "p_corrected", "verdict")
+    numeric = set(keys) - {"level", "baseline", "metric", "n", "verdict"}
     out_comparisons = [
-        {k: _number(v) if k.startswith("delta") else v for k, v in zip(keys, row, strict=True)}
+        {k: _number(v) if k in numeric else int(v) if k == "n" else v for k, v in zip(keys, row, strict=True)}
         for row in comparisons[list(keys)].itertuples(index=False)
     ]
-    return {"factor": factor, "groups": out_groups, "comparisons": out_comparisons}
+    method = compare.RULE
+    return {"factor": factor, "groups": out_groups, "comparisons": out_comparisons, "method": method}
 
 
 def _number(value) -> float | None:

@@ -15,7 +15,8 @@ from streamlit.testing.v1 import AppTest
 
 from attncore import make_run
 from attncore.inspect import evaluate_ablated
-from lab.compare import RULE, verdict
+from lab.compare import RULE
+from lab.stats import compare_paired, format_delta
 from lab.store import get_run, is_cached
 from lab.tables import variant_name
 from ui.nav import PAGES
@@ -115,6 +116,8 @@ def test_train_cached_run_appears_at_once(store):
     assert metric(at, "Parameters") == "27,253"
     assert len(charts(at)) == 2  # the loss curve, and accuracy over the training snapshots (issue 14)
     assert "accuracy" in str(charts(at)[1]["layer"][0]["encoding"]["y"])
+    kernel = record.platform["blas_kernel"]
+    assert f"{kernel} kernels on 1 thread" in texts(at.caption).replace("\\", "")  # where its numbers came from
 
 
 def test_train_uncached_run_trains_on_demand(store):
@@ -280,8 +283,9 @@ def test_ablations_table_has_base_first_and_differences(store):
     assert list(table["variant"]) == [base_label(make_run(steps=STEPS)), "no position"]
     base, ablated = get_run(make_run(steps=STEPS)), get_run(make_run(steps=STEPS, position="none"))
     loss = comparisons[comparisons["metric"] == "final loss"].iloc[0]
-    assert loss["variant"] == "no position" and np.isclose(loss["delta_mean"], ablated.final_loss - base.final_loss)
-    assert set(comparisons["verdict"]) == {"within seed noise"}  # one seed has no spread to beat
+    assert loss["variant"] == "no position" and loss["Δ mean"] == format_delta(ablated.final_loss - base.final_loss)
+    assert loss["p floor"] == "1" and loss["95 % interval"] == "–"  # one seed: no interval, no test
+    assert set(comparisons["verdict"]) <= {"too few seeds", "identical on every seed"}
     assert len(charts(at)) == 2  # loss curves and the distinct/repeated breakdown
 
 
@@ -309,14 +313,15 @@ def test_ablations_over_seeds_show_bands_paired_differences_and_the_rule(store):
     }
     deltas = [runs["none", s].sequence_accuracy - runs["learned", s].sequence_accuracy for s in (0, 1)]
     row = comparisons[comparisons["metric"] == "per-sequence"].iloc[0]
-    assert np.isclose(row["delta_min"], min(deltas)) and np.isclose(row["delta_max"], max(deltas))
-    base_values = [runs["learned", s].sequence_accuracy for s in (0, 1)]
-    assert row["verdict"] == verdict(np.array(deltas), np.array(base_values))
+    assert row["Δ min"] == format_delta(min(deltas)) and row["Δ max"] == format_delta(max(deltas))
+    assert row["verdict"] == compare_paired({"none": deltas})["none"]["verdict"]
+    assert row["p floor"] == "0.5" and row["seeds"] == 2
     assert RULE in texts(at.caption)
+    assert "a difference can be shown from **6 seeds** on" in texts(at.markdown)
     layers = [layer["mark"]["type"] for layer in charts(at)[0]["layer"]]
     assert layers == ["area", "line"]  # the min-max band under the mean
     assert "seeds 0-1" in texts(at.caption)
-    assert at.number_input(key="abl_seeds").max == 5  # the default hosted cap
+    assert at.number_input(key="abl_seeds").max == 8  # the default hosted cap: 5 variants under Holm need 8
 
 
 def test_ablations_seeds_and_runs_are_capped(store, monkeypatch):
@@ -367,7 +372,7 @@ def test_compare_trains_missing_runs_as_one_sweep_then_shows_groups_and_verdicts
     assert set(comparisons["baseline"]) == {"on"} and set(comparisons["scaling"]) == {"off"}
     on = [get_run(make_run(steps=STEPS, seed=s, scaling=True)).final_loss for s in (0, 1)]
     off = [get_run(make_run(steps=STEPS, seed=s, scaling=False)).final_loss for s in (0, 1)]
-    assert np.isclose(comparisons["delta_mean"].iloc[0], np.mean(np.subtract(off, on)))
+    assert comparisons["Δ mean"].iloc[0] == format_delta(np.mean(np.subtract(off, on)))
     assert np.isclose(summary["final_loss_max"].iloc[1], max(off))
     specs = charts(at)
     assert [layer["mark"]["type"] for layer in specs[0]["layer"]] == ["area", "line"]  # loss: mean in a band
@@ -377,6 +382,32 @@ def test_compare_trains_missing_runs_as_one_sweep_then_shows_groups_and_verdicts
     downloads = [b.proto.label for b in at.get("download_button")]
     assert downloads == ["Download the grouped table (CSV)", "Download the comparisons (CSV)"]
     assert RULE in texts(at.caption)
+
+
+def test_too_few_seeds_offers_one_button_that_adds_the_seeds_a_verdict_needs(store):
+    """Two levels over 2 seeds: every verdict is 'too few seeds' (floor 0.5); the button says it takes 6 seeds and
+    8 more runs, and pressing it sets the seeds to 6 (the runs are then offered for training)."""
+    at = app("compare", cmp_factor="position", cmp_seeds="2")
+    if [b for b in at.button if b.key == "cmp_train"]:
+        at.button(key="cmp_train").click().run()
+    comparisons = at.dataframe[1].value
+    assert set(comparisons["verdict"]) <= {"too few seeds", "identical on every seed"}
+    assert "+0.0000" not in comparisons.to_string()
+    more = at.button(key="cmp_seeds_more")
+    assert more.label == "Add seeds up to 6 (8 more runs to train)"
+    more.click().run()
+    assert at.number_input(key="cmp_seeds").value == 6
+    wanted = [make_run(steps=STEPS, seed=s, position=p) for p in ("learned", "none") for s in range(6)]
+    assert f"{sum(map(is_cached, wanted))} of 12 runs cached" in texts(at.info)  # seeds 0-1 at least
+
+
+def test_the_seeds_a_verdict_needs_beyond_the_cap_are_said_not_offered(store, monkeypatch):
+    monkeypatch.setenv("ATTNLAB_MAX_SEEDS", "5")
+    at = app("compare", cmp_factor="position", cmp_seeds="2")
+    if [b for b in at.button if b.key == "cmp_train"]:
+        at.button(key="cmp_train").click().run()
+    assert "6 seeds is more than this server allows (5)" in texts(at.info)
+    assert not [b for b in at.button if b.key == "cmp_seeds_more"]
 
 
 def test_compare_view_is_restored_from_the_url(store):
@@ -415,6 +446,12 @@ def test_compare_view_of_more_runs_than_the_cap_is_refused_before_loading(store,
     at = app("compare", cmp_factor="scaling", cmp_seeds="3")  # 6 runs
     assert "This view has 6 runs; this server shows at most 5 at once" in texts(at.warning)
     assert not at.dataframe and not [b for b in at.button if b.key == "cmp_train"]
+
+
+def test_compare_defaults_to_the_six_seeds_two_levels_need_for_a_verdict(store):
+    at = app("compare")
+    assert at.number_input(key="cmp_seeds").value == 6 and at.number_input(key="cmp_seeds").max == 8
+    assert "of 12 runs cached" in texts(at.info)  # learned and no position over seeds 0-5
 
 
 def test_compare_needs_two_levels(store):

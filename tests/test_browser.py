@@ -32,13 +32,16 @@ def _url(base: str, path: str, query: str = QUERY) -> str:
 
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory) -> Path:
-    """A run store holding every run the pages show by default: the article's runs and the ablations over seeds
-    0-2 (Ablations and Compare show 3 seeds by default), at STEPS steps."""
+    """A run store holding every run the pages show by default: the article's runs, the ablations over seeds
+    0-2 (Ablations shows 3 seeds by default) and learned vs no position over seeds 0-5 (Compare's default view),
+    at STEPS steps."""
     location = Path(os.environ.get("ATTNLAB_BROWSER_CACHE") or tmp_path_factory.mktemp("cache")).resolve()
+    from attncore import make_run
     from lab.presets import ablations, preset, with_settings
     from lab.sweep import run_sweep
 
-    runs = [with_settings(r, steps=STEPS) for r in preset("article") + ablations(seed=1) + ablations(seed=2)]
+    compare = [make_run(seed=s, position=p) for s in (3, 4, 5) for p in ("learned", "none")]
+    runs = [with_settings(r, steps=STEPS) for r in preset("article") + ablations(seed=1) + ablations(seed=2) + compare]
     run_sweep(runs, n_jobs=2, location=location)
     return location
 

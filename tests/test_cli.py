@@ -360,9 +360,13 @@ def test_sweep_group_by_prints_groups_and_paired_comparisons_as_json(tmp_path):
         assert (c["delta_mean"], c["delta_min"], c["delta_max"]) == pytest.approx(
             (sum(deltas) / 3, min(deltas), max(deltas))
         )
-        assert c["verdict"] in ("beyond seed noise", "within seed noise")
+        assert c["n"] == 3 and c["p_floor"] == 0.25 and c["p_value"] >= 0.25
+        assert c["ci_low"] <= c["delta_mean"] <= c["ci_high"]
+        assert c["verdict"] in ("too few seeds", "identical on every seed")  # 3 seeds can show nothing
     text = attncore(cache, *argv, "--group-by", "scaling").stdout
     assert "Runs grouped by scaling" in text and "Each scaling against off, paired by seed" in text
+    assert "a difference can be shown from 6 seeds on; these runs have 3" in text
+    assert "too few seeds" in text and "+0.0000" not in text
 
 
 def test_sweep_no_scaling_still_works_and_scaling_on_off_is_a_grid_flag(tmp_path):

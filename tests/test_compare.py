@@ -10,7 +10,8 @@ import pytest
 from attncore.config import make_run
 from attncore.snapshots import Snapshot
 from lab import store
-from lab.compare import BEYOND, WITHIN, curve_bands, group_summary, paired_differences, snapshot_bands, verdict
+from lab.compare import curve_bands, group_summary, paired_differences, seeds_needed, snapshot_bands
+from lab.stats import IDENTICAL, NOT_SHOWN, SHOWN, TOO_FEW
 
 
 def record(seed: int, sequence: float, token: float = 0.9, loss: float = 0.1, **overrides) -> dict:
@@ -33,61 +34,52 @@ def row(table, level, metric):
     return found.iloc[0]
 
 
-# --- the verdict rule on constructed cases ---------------------------------------
+# --- the comparison's statistics on constructed groups (lab.stats) ---------------------
 
 
-def test_same_sign_and_larger_than_the_baseline_spread_is_beyond_seed_noise():
-    base = group([0.50, 0.52, 0.51])  # spread 0.02
+def test_three_seeds_with_a_large_consistent_difference_are_too_few_seeds():
+    base = group([0.50, 0.52, 0.51])
     variant = group([0.30, 0.28, 0.35], position="none")  # deltas -0.20, -0.24, -0.16
     r = row(paired_differences({"full": base, "no position": variant}), "no position", "sequence_accuracy")
-    assert r["verdict"] == BEYOND
-    assert r["baseline"] == "full" and r["seeds"] == 3
+    assert r["verdict"] == TOO_FEW and r["p_value"] == 0.25 and r["p_floor"] == 0.25
+    assert r["baseline"] == "full" and r["n"] == 3
     assert r["delta_mean"] == pytest.approx(-0.20)
     assert r["delta_min"] == pytest.approx(-0.24) and r["delta_max"] == pytest.approx(-0.16)
-    assert r["mean_abs_delta"] == pytest.approx(0.20) and r["baseline_spread"] == pytest.approx(0.02)
+    assert r["ci_low"] < -0.20 < r["ci_high"] < 0  # the t interval is around the mean, below 0 here
 
 
-def test_mixed_signs_are_within_seed_noise_however_large():
-    base = group([0.50, 0.50, 0.50])  # no spread at all
-    variant = group([0.90, 0.20, 0.95], position="none")  # deltas +0.4, -0.3, +0.45: mean |d| 0.38
-    assert row(paired_differences({"a": base, "b": variant}), "b", "sequence_accuracy")["verdict"] == WITHIN
+def test_six_seeds_with_a_consistent_difference_show_it_and_mixed_signs_do_not():
+    base = group([0.50, 0.52, 0.51, 0.49, 0.50, 0.53])
+    lower = group([0.30, 0.28, 0.35, 0.31, 0.40, 0.29], position="none")
+    mixed = group([0.90, 0.20, 0.95, 0.10, 0.60, 0.40], position="none")
+    r = row(paired_differences({"a": base, "b": lower}), "b", "sequence_accuracy")
+    assert r["verdict"] == SHOWN and r["p_value"] == 0.03125 and r["ci_high"] < 0
+    assert row(paired_differences({"a": base, "b": mixed}), "b", "sequence_accuracy")["verdict"] == NOT_SHOWN
 
 
-def test_same_sign_but_smaller_than_the_baseline_spread_is_within_seed_noise():
-    base = group([0.50, 0.60, 0.55])  # spread 0.10
-    variant = group([0.55, 0.62, 0.63], position="none")  # deltas all positive, mean 0.05
-    r = row(paired_differences({"a": base, "b": variant}), "b", "sequence_accuracy")
-    assert r["verdict"] == WITHIN and r["delta_min"] > 0
+def test_two_levels_against_one_baseline_are_holm_corrected_per_metric():
+    base = group([0.50, 0.52, 0.51, 0.49, 0.50, 0.53])
+    lower = group([0.30, 0.28, 0.35, 0.31, 0.40, 0.29], position="none")
+    table = paired_differences({"a": base, "b": lower, "c": lower})
+    r = row(table, "b", "sequence_accuracy")
+    assert r["p_value"] == 0.03125 and r["p_corrected"] == pytest.approx(0.0625) and r["verdict"] == TOO_FEW
+    assert seeds_needed(table) == 7 and seeds_needed(paired_differences({"a": base, "b": lower})) == 6
 
 
-def test_a_mean_equal_to_the_spread_does_not_exceed_it():
-    assert verdict(np.array([0.25, 0.25]), np.array([0.5, 0.75])) == WITHIN
-    assert verdict(np.array([0.25, 0.375]), np.array([0.5, 0.75])) == BEYOND
-
-
-def test_zero_deltas_are_within_seed_noise():
-    """Copy at 1.000 for base and variant on every seed: no difference, even with no spread."""
+def test_every_delta_zero_is_identical_on_every_seed():
+    """Copy at 1.000 for base and variant on every seed: identical, not 'no difference shown'."""
     base, variant = group([1.0, 1.0, 1.0]), group([1.0, 1.0, 1.0], scaling=False)
-    assert row(paired_differences({"a": base, "b": variant}), "b", "sequence_accuracy")["verdict"] == WITHIN
-    assert verdict(np.array([0.0, -0.2, -0.3]), np.array([0.5, 0.5, 0.5])) == WITHIN  # one zero breaks the sign
-
-
-def test_one_seed_is_never_beyond_seed_noise():
-    assert verdict(np.array([-0.7]), np.array([1.0])) == WITHIN
-    assert verdict(np.array([-0.7, -0.7]), np.array([1.0, 1.0])) == BEYOND
-
-
-def test_non_finite_deltas_are_never_beyond():
-    assert verdict(np.array([np.nan, 1.0, 1.0]), np.array([0.1, 0.1, 0.1])) == WITHIN
+    r = row(paired_differences({"a": base, "b": variant}), "b", "sequence_accuracy")
+    assert r["verdict"] == IDENTICAL and r["p_value"] == 1.0
 
 
 def test_every_metric_gets_its_own_verdict():
-    base = [record(s, 0.5 + 0.01 * s, token=0.9, loss=0.10 + 0.001 * s) for s in range(3)]
-    variant = [record(s, 0.5 - 0.01 * s, token=0.9, loss=0.50 + 0.002 * s, norm="post") for s in range(3)]
+    base = [record(s, 0.5, token=0.9, loss=0.10 + 0.001 * s) for s in range(6)]
+    variant = [record(s, 0.5 - 0.01 * (s % 2), token=0.9, loss=0.50 + 0.002 * s, norm="post") for s in range(6)]
     table = paired_differences({"pre": base, "post": variant})
     assert list(table["metric"]) == ["final_loss", "token_accuracy", "sequence_accuracy"]
     verdicts = dict(zip(table["metric"], table["verdict"], strict=True))
-    assert verdicts == {"final_loss": BEYOND, "token_accuracy": WITHIN, "sequence_accuracy": WITHIN}
+    assert verdicts == {"final_loss": SHOWN, "token_accuracy": IDENTICAL, "sequence_accuracy": NOT_SHOWN}
 
 
 def test_pairs_are_matched_by_seed_not_by_order():
@@ -154,19 +146,31 @@ def test_curve_bands_refuse_runs_of_different_lengths_and_bad_smoothing():
         curve_bands({"a": [history(1, 2)]}, smooth=0)
 
 
-# --- the verdict on real runs (trains 9 runs) ----------------------------------------
+# --- the verdict on real runs (trains 12 runs) ----------------------------------------
 
 
-def test_copy_6_over_three_seeds_no_position_is_beyond_seed_noise_and_no_scaling_within():
-    variants = {"full": {}, "no position": {"position": "none"}, "no scaling": {"scaling": False}}
-    groups = {
-        label: [store.compute_run(make_run("copy", 6, seed, **overrides)) for seed in (0, 1, 2)]
+@pytest.fixture(scope="module")
+def copy_over_six_seeds(tmp_path_factory):
+    """copy L = 6 at the default 1,500 steps, full and no position, seeds 0-5, through a store of its own."""
+    location = tmp_path_factory.mktemp("six-seeds")
+    variants = {"full": {}, "no position": {"position": "none"}}
+    return {
+        label: [store.get_run(make_run("copy", 6, seed, **overrides), location=location) for seed in range(6)]
         for label, overrides in variants.items()
     }
-    table = paired_differences(groups)
-    assert row(table, "no position", "sequence_accuracy")["verdict"] == BEYOND
-    assert row(table, "no position", "sequence_accuracy")["delta_mean"] < -0.5
-    assert row(table, "no scaling", "sequence_accuracy")["verdict"] == WITHIN
+
+
+def test_copy_6_over_six_seeds_shows_that_no_position_is_worse_with_the_interval_below_zero(copy_over_six_seeds):
+    table = paired_differences(copy_over_six_seeds)
+    r = row(table, "no position", "sequence_accuracy")
+    assert r["n"] == 6 and r["verdict"] == SHOWN
+    assert r["ci_low"] < r["delta_mean"] < r["ci_high"] < 0
+    assert r["p_value"] == pytest.approx(0.03125)  # every seed worse: the floor of 6 seeds
+
+
+def test_three_of_the_same_seeds_are_too_few_for_any_verdict(copy_over_six_seeds):
+    three = {label: records[:3] for label, records in copy_over_six_seeds.items()}
+    assert set(paired_differences(three)["verdict"]) <= {TOO_FEW, IDENTICAL}
 
 
 def snapshotted(accuracies, steps=(10, 100, 1000)) -> SimpleNamespace:

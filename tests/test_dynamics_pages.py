@@ -16,6 +16,7 @@ from attncore import make_run
 from attncore.config import POSITIONS
 from attncore.evaluate import evaluate_lengths
 from attncore.snapshots import snapshot_steps
+from lab.stats import format_delta
 from lab.store import get_run, is_cached
 
 STEPS = 30
@@ -124,3 +125,24 @@ def test_length_page_compares_the_four_encodings_in_one_click(store):
     assert not [r for r in rows if r["encoding"] == "learned" and r["length"] == 9]  # learned: a gap
     at.run()  # a rerun keeps the comparison without another click
     assert len(at.get("vega_lite_chart")) == 2
+
+
+def test_length_page_compares_each_encoding_with_a_baseline_at_each_test_length(store):
+    """Seeds 0-1: at L' = 3 (within the learned table) the baseline is learned; at L' = 9 (past it) sinusoidal.
+    Each row's deltas are the runs' own differences; two seeds are too few for any verdict but 'identical'."""
+    at = app("lengths", len_L=["3", "9"], len_seeds="2")
+    at.button(key="len_compare").click().run()
+    assert not at.exception, [e.message for e in at.exception]
+    table = next(d.value for d in at.dataframe if "encoding" in d.value.columns)
+    assert set(table[table["test L′"] == 3]["baseline"]) == {"learned"}
+    assert set(table[table["test L′"] == 9]["baseline"]) == {"sinusoidal"}
+    assert set(table[table["test L′"] == 9]["encoding"]) == {"RoPE", "none"}
+    assert set(table["verdict"]) <= {"too few seeds", "identical on every seed"}
+    assert "+0.0000" not in table.to_string()
+    runs = {(p, s): get_run(make_run(steps=STEPS, position=p, seed=s)) for p in ("sinusoidal", "rope") for s in (0, 1)}
+    far = {k: evaluate_lengths(r.params, r.config, [9])[0].sequence_accuracy for k, r in runs.items()}
+    deltas = [far["rope", s] - far["sinusoidal", s] for s in (0, 1)]
+    row = table[(table["test L′"] == 9) & (table["encoding"] == "RoPE") & (table["metric"] == "per-sequence")]
+    assert row.iloc[0]["Δ min"] == format_delta(min(deltas))
+    assert "Holm's correction across the encodings, per test length and metric" in texts(at.caption)
+    assert at.button(key="len_seeds_more").label == "Add seeds up to 7 (20 more runs to train)"

@@ -74,9 +74,15 @@ def test_to_json_has_one_group_per_level_and_one_comparison_per_level_and_metric
         "sequence_accuracy": {"mean": 0.1, "min": 0.1, "max": 0.1},
     }
     seq = out["comparisons"][2]
-    assert seq["metric"] == "sequence_accuracy" and seq["verdict"] == compare.BEYOND  # -0.4, -0.5 vs spread 0.1
+    assert seq["metric"] == "sequence_accuracy" and seq["verdict"] == "too few seeds"  # 2 seeds: floor 0.5
     assert (seq["delta_min"], seq["delta_max"]) == pytest.approx((-0.5, -0.4))
-    assert set(seq) == {"level", "baseline", "metric", "delta_mean", "delta_min", "delta_max", "verdict"}
+    assert (seq["n"], seq["p_value"], seq["p_floor"], seq["p_corrected"]) == (2, 0.5, 0.5, 0.5)
+    assert seq["ci_low"] < -0.45 < seq["ci_high"]
+    assert set(seq) == {
+        "level", "baseline", "metric", "n", "delta_mean", "delta_min", "delta_max",
+        "ci_low", "ci_high", "p_value", "p_floor", "p_corrected", "verdict",
+    }  # fmt: skip
+    assert out["method"] == compare.RULE
 
 
 def test_with_seed_changes_only_the_seed():

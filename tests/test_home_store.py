@@ -98,3 +98,21 @@ def test_a_damaged_entry_cannot_leave_home_stuck_at_two_of_three(empty_store):
     assert at.button(key="reproduce").label == "Reproduce the article (1 run to train)"
     at.button(key="reproduce").click().run()
     assert_shows_three_runs(at)
+
+
+def test_home_says_when_stored_runs_came_from_another_kernel_family(empty_store):
+    """A run computed elsewhere (its record names OpenBLAS Zen kernels) and one of this machine's: Home counts
+    and names the foreign one; with only this machine's runs it says nothing."""
+    import dataclasses
+
+    from lab import provenance
+
+    here = store.get_run(SHORT[0])
+    at = app()
+    assert "another BLAS kernel family" not in texts(at.info)
+    elsewhere = store.compute_run(SHORT[1])
+    store.put_run(dataclasses.replace(elsewhere, platform=elsewhere.platform | {"blas_kernel": "Zen"}))
+    at = app()
+    said = texts(at.info)
+    assert "1 stored run came from another BLAS kernel family than this machine's" in said
+    assert "openblas Zen (1)" in said.replace("\\", "") and provenance.kernel_family(here.platform) in said

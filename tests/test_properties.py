@@ -182,6 +182,40 @@ def test_same_seed_gives_a_bit_identical_loss_history_in_another_process(threads
     assert out.stdout == here
 
 
+def test_training_runs_on_one_blas_thread_whatever_it_inherits_and_restores_the_count():
+    """attncore.train pins OpenBLAS to one thread itself (not only the store): a process with 2 BLAS threads
+    trains on 1 (seen from inside the callback) and has its 2 back afterwards; the bits equal a 1-thread run."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    if not any(i["internal_api"] == "openblas" for i in threadpool_info()):
+        pytest.skip("NumPy is not linked to OpenBLAS here")
+    run = make_run("sort", 4, seed=7, **SHORT)
+    seen = []
+
+    def blas_threads():
+        return {i["num_threads"] for i in threadpool_info() if i["internal_api"] == "openblas"}
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        one = train(run).loss_history
+    with threadpool_limits(limits=2, user_api="blas"):
+        two = train(run, lambda step, loss: seen.append(blas_threads())).loss_history
+        after = blas_threads()
+    assert seen and all(s == {1} for s in seen)
+    assert after == {2}
+    assert one.tobytes() == two.tobytes()
+
+
+def test_without_an_openblas_the_pin_is_a_no_op(monkeypatch):
+    from attncore import _blas
+
+    monkeypatch.setattr(_blas, "_searched", False)
+    monkeypatch.setattr(_blas, "_funcs", None)
+    monkeypatch.setattr(_blas, "_loaded_openblas_paths", lambda: [])
+    with _blas.one_blas_thread():
+        assert _blas.blas_threads() is None
+    monkeypatch.setattr(_blas, "_searched", False)  # the next caller searches again
+
+
 def test_different_seeds_give_different_histories():
     a = train(make_run("sort", 4, seed=7, **SHORT)).loss_history
     b = train(make_run("sort", 4, seed=8, **SHORT)).loss_history

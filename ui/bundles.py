@@ -12,6 +12,7 @@ import streamlit as st
 
 from lab import bundle, store
 from ui.limits import limits
+from ui.plain import plain
 
 BUNDLE_VAR = "ATTNLAB_BUNDLE"
 
@@ -89,7 +90,7 @@ def share_section() -> bool:
         st.error(f"The bundle is larger than {lim.max_bundle_mb} MB.", icon=":material/block:")
         return False
     try:
-        stored, kept = bundle.import_bundle(upload.getvalue(), lim.max_bundle_mb * 2**20)
+        stored, kept, families = bundle.import_bundle_report(upload.getvalue(), lim.max_bundle_mb * 2**20)
     except bundle.BundleError as exc:
         st.error(f"The bundle was not loaded: {exc}", icon=":material/block:")
         return False
@@ -97,5 +98,9 @@ def share_section() -> bool:
         st.error(f"The run store cannot be written ({exc.strerror or 'error'}); nothing was loaded.")
         return False
     enforce_store_cap()
-    st.success(f"Loaded {stored:,} runs from the bundle ({kept:,} were already stored).", icon=":material/check:")
+    st.success(
+        f"Loaded {stored:,} runs from the bundle ({kept:,} were already stored). "
+        + plain(bundle.foreign_text(families)),
+        icon=":material/check:",
+    )
     return stored > 0

@@ -11,6 +11,7 @@ import streamlit as st
 
 from attncore import ConfigError, RunConfig
 from attncore.config import POSITIONS, TASKS
+from lab import compare, stats
 from lab.compare import RULE
 from lab.factors import FACTORS, level_label, with_seed
 from lab.store import RunRecord
@@ -52,10 +53,18 @@ def level_picker(factor: str, title: str, key: str, lim: Limits) -> list:
     return url_multiselect(title, key, options, default, format_func=format_level(factor))
 
 
-def seeds_input(key: str) -> list[int]:
-    """Seeds as replicates: N (default 3, at most the hosted max_seeds) from the sidebar's seed on."""
+def seeds_input(key: str, default: int = 3) -> list[int]:
+    """Seeds as replicates: N (at most the hosted max_seeds) from the sidebar's seed on."""
     lim = limits()
-    n = url_number("Seeds", key, 3, 1, lim.max_seeds, help=f"Replicates per setting (at most {lim.max_seeds} here).")
+    n = url_number(
+        "Seeds",
+        key,
+        default,
+        1,
+        lim.max_seeds,
+        help=f"Replicates per setting (at most {lim.max_seeds} here). A difference can be shown from 6 seeds on "
+        "(more when several levels share one baseline).",
+    )
     first = int(st.session_state.get("seed", 0))
     return list(range(first, first + n))
 
@@ -113,15 +122,85 @@ def grouped(by_run: dict[RunConfig, RunRecord], labelled: dict[str, RunConfig], 
     return {label: [by_run[with_seed(run, s)] for s in seeds] for label, run in labelled.items()}
 
 
-def show_tables(summary: pd.DataFrame, comparisons: pd.DataFrame, level: str = "level", facet: str = "facet") -> None:
-    """The grouped table and the paired differences with their verdicts, and the rule they follow."""
+DISPLAY_NAMES = {
+    "delta_mean": "Δ mean",
+    "delta_min": "Δ min",
+    "delta_max": "Δ max",
+    "interval": "95 % interval",
+    "p_value": "p",
+    "p_floor": "p floor",
+    "p_corrected": "p (Holm)",
+    "n": "seeds",
+}
+
+
+def comparison_table(comparisons: pd.DataFrame, **names) -> None:
+    """The paired differences as text with magnitudes that fit (lab.compare.display), metrics by their short names."""
+    shown = compare.display(comparisons).rename(columns=names | DISPLAY_NAMES)
+    tables.show(shown.replace({"metric": METRIC_NAMES}), height=min(35 * (len(shown) + 1) + 3, 800))
+
+
+def show_tables(
+    summary: pd.DataFrame,
+    comparisons: pd.DataFrame,
+    level: str = "level",
+    facet: str = "facet",
+    *,
+    seeds_key: str | None = None,
+    runs_per_seed: int = 0,
+) -> None:
+    """The grouped table, the paired differences with interval, p, floor and verdict, how they are computed and
+    corrected, and how many seeds the view needs; when a verdict is 'too few seeds', a button (URL key
+    `seeds_key`) that adds seeds up to that number, costing `runs_per_seed` runs per added seed."""
     names = {"level": level, "facet": facet}
     tables.show(summary.rename(columns=names))
     st.caption("Mean, min and max over the seeds of each setting.")
     if len(comparisons):
-        shown = comparisons.rename(columns=names).drop(columns=["mean_abs_delta"])
-        tables.show(shown.replace({"metric": METRIC_NAMES}), height=min(35 * (len(shown) + 1) + 3, 800))
+        comparison_table(comparisons, **names)
+        seeds_advice(comparisons, seeds_key, runs_per_seed)
     st.caption(RULE)
+
+
+def seeds_advice(
+    comparisons: pd.DataFrame, seeds_key: str | None, runs_per_seed: int, max_seeds: int | None = None
+) -> None:
+    """How many comparisons share a baseline (Holm), the seeds a verdict needs, and the button that adds them
+    (up to `max_seeds`, default the hosted max_seeds)."""
+    keys = [c for c in ("facet", "test_length", "baseline", "metric") if c in comparisons.columns]
+    m, n = int(comparisons.groupby(keys).size().max()), int(comparisons["n"].min())
+    needed = compare.seeds_needed(comparisons)
+    if m == 1:
+        how = "One level is compared with each baseline, per metric: no correction is needed, and"
+    else:
+        how = f"Holm's correction across the {m} levels compared with one baseline, per metric: with {m} comparisons"
+    st.markdown(
+        f"**Correction and seeds.** {how} a difference can be shown from **{needed} seeds** on (the floor 2/2ⁿ, "
+        f"times {m}, must be below 0.05). This view has {tables.count(n, 'seed')}."
+    )
+    if seeds_key is None or n >= needed or stats.TOO_FEW not in set(comparisons["verdict"]):
+        return
+    lim = limits()
+    added, cap = runs_per_seed * (needed - n), lim.max_seeds if max_seeds is None else max_seeds
+    if needed > cap:
+        st.info(
+            f"{needed} seeds is more than this server allows ({cap}): compare fewer levels to need fewer.",
+            icon=":material/block:",
+        )
+    elif runs_per_seed * needed > lim.max_compare_runs or added > lim.max_sweep_runs:
+        st.info(
+            f"{needed} seeds would take {tables.count(runs_per_seed * needed, 'run')} in this view "
+            f"({tables.count(added, 'more run')}): more than this server shows ({lim.max_compare_runs}) or trains "
+            f"at once ({lim.max_sweep_runs}). Compare fewer levels.",
+            icon=":material/block:",
+        )
+    else:
+        st.button(
+            f"Add seeds up to {needed} ({tables.count(added, 'more run')} to train)",
+            key=f"{seeds_key}_more",
+            type="primary",
+            on_click=lambda: st.session_state.update({seeds_key: needed}),
+            help="Every verdict here is 'too few seeds' or could be: this many seeds let a difference be shown.",
+        )
 
 
 METRIC_NAMES = {"final_loss": "final loss", "token_accuracy": "per-token", "sequence_accuracy": "per-sequence"}

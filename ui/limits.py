@@ -33,7 +33,7 @@ class Limits:
     max_batch: int = 128
     max_concurrent: int = 2  # heavy jobs (trainings, sweeps, timings, ablations) running at once on this server
     max_sweep_runs: int = 30  # runs one button press may train
-    max_seeds: int = 5  # Ablations, Compare: seeds (replicates) per variant or level
+    max_seeds: int = 8  # Ablations, Compare: seeds per variant or level (8: five variants vs one base, Holm)
     max_compare_runs: int = 60  # Ablations, Compare: runs one view loads (cached or not)
     sweep_jobs: int = 2  # worker processes of a sweep
     slot_wait_seconds: int = 120  # how long a job waits for a free slot

@@ -39,7 +39,7 @@ PAGES = [
     PageSpec("Lab", "app_pages/ablations.py", "Ablations", ":material/compare_arrows:", "ablations",
              "Remove scaling, position or pre-LN and compare, over seeds."),
     PageSpec("Lab", "app_pages/compare.py", "Compare", ":material/stacked_line_chart:", "compare",
-             "Vary any one setting over seeds: curves, accuracy, and which differences beat seed noise."),
+             "Vary any one setting over seeds: curves, accuracy, and which differences the seeds can show."),
     PageSpec("Lab", "app_pages/attention.py", "Attention", ":material/grid_on:", "attention",
              "Every head's weights, and what zeroing a head does."),
     PageSpec("Lab", "app_pages/patching.py", "Patching", ":material/swap_horiz:", "patching",

@@ -1,6 +1,7 @@
 """A run record as data, never pickle: arrays in an .npz (allow_pickle=False) and a sealed JSON sidecar.
 
-The sidecar carries the config, the numerics version, the scalars, the arrays' shapes and the SHA-256 of
+The sidecar carries the config, the numerics version, the platform that computed it (lab.provenance; absent in
+records stored before issue 19, which are still served), the scalars, the arrays' shapes and the SHA-256 of
 the .npz bytes; it is sealed by a SHA-256 of its own canonical text, and by an HMAC when ATTNCORE_CACHE_KEY
 is set. Everything read back is treated as untrusted: digests first, then schema and shapes against the config.
 """
@@ -21,6 +22,7 @@ from attncore.config import ConfigError, RunConfig
 from attncore.evaluate import EvalResult
 from attncore.model import param_shapes
 from attncore.snapshots import snapshot_steps, stack, unstack
+from lab import provenance
 
 from .record import RunRecord
 
@@ -124,6 +126,8 @@ def encode(record) -> tuple[dict, bytes]:
         "npz_sha256": hashlib.sha256(data).hexdigest(),
         "npz_bytes": len(data),
     }
+    if record.platform is not None:  # left out when unknown, so a record read back encodes as it was stored
+        meta["platform"] = record.platform
     return meta, data
 
 
@@ -161,6 +165,8 @@ def check_meta(meta: dict, numerics_version: int, config: dict | None = None) ->
             raise TypeError
         if not isinstance(meta["summary"], dict) or meta["summary"].get("config") != meta["config"]:
             raise TypeError
+        provenance.checked(meta.get("platform"))
+        provenance.checked(meta["summary"].get("platform"))
         scalars = [meta["final_loss"], meta["train_seconds"], meta["n_params"]]
         eval_values = [meta["eval"][k] for k in EVAL_FIELDS]
     except ConfigError as exc:
@@ -218,4 +224,5 @@ def decode(meta: dict, data: bytes, numerics_version: int, config: dict | None =
         probe_attention=arrays["probe_attention"],
         params={name.removeprefix(PARAM_PREFIX): a for name, a in arrays.items() if name.startswith(PARAM_PREFIX)},
         snapshots=unstack(snaps),
+        platform=provenance.checked(meta.get("platform")),
     )

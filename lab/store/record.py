@@ -1,6 +1,7 @@
 """What one run is: its record (RunRecord), how it is computed (compute_run), and the numerics version.
 
-The bottom of the store: imports attncore only. The store's format, backend, index and checks build on it.
+The bottom of the store: imports attncore, threadpoolctl and lab.provenance (where the numbers came from) only.
+The store's format, backend, index and checks build on it.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from attncore.inspect import attention_maps
 from attncore.snapshots import Snapshot
 from attncore.tasks import probe_sequence
 from attncore.train import train
+from lab import provenance
 
 # Bump whenever the numbers a run produces would change (model, training, tasks, evaluation).
 # joblib only hashes the source of the cached function itself, never of the helpers it calls.
@@ -43,6 +45,7 @@ class RunRecord:
     probe_attention: np.ndarray  # (n_layers, H, 2L, 2L) attention weights on the probe
     params: dict[str, np.ndarray]  # the trained weights, for head ablation and custom sequences
     snapshots: list[Snapshot] = field(default_factory=list)  # at snapshot_steps(steps), in step order
+    platform: dict | None = None  # lab.provenance.current() where it was computed; None: stored before issue 19
 
     def summary(self) -> dict:
         """JSON-able scalars (no loss history, no arrays): the keys of `train --json`; NaN becomes None."""
@@ -63,6 +66,7 @@ class RunRecord:
             "n_params": int(self.n_params),
             "train_seconds": float(self.train_seconds),
             "eval_seconds": e.eval_seconds,
+            "platform": self.platform,
         }
 
 
@@ -74,6 +78,7 @@ def compute_run(run: RunConfig, callback: Callable[[int, float], object] | None 
     """
     with threadpool_limits(limits=1, user_api="blas"):
         result = train(run, callback)
+        platform = provenance.current(run.model.dtype)
         tokens = probe_sequence(run.task)  # (2L,)
         return RunRecord(
             config=run,
@@ -86,6 +91,7 @@ def compute_run(run: RunConfig, callback: Callable[[int, float], object] | None 
             probe_attention=attention_maps(result.params, run, tokens),
             params=result.params,
             snapshots=result.snapshots,
+            platform=platform,
         )
 
 

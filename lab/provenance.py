@@ -1,0 +1,102 @@
+"""Where a run's numbers came from (issue 19): CPU model, BLAS library, version and kernel family, NumPy version,
+dtype and BLAS threads. float32 training differs between BLAS kernel families (OpenBLAS's SkylakeX and Haswell
+kernels round differently), so every record says which one computed it.
+
+Imports threadpoolctl, NumPy and the standard library only (attncore may not import threadpoolctl).
+"""
+
+from __future__ import annotations
+
+import functools
+import platform as _platform
+from collections.abc import Mapping
+
+import numpy as np
+
+MAX_TEXT = 200  # a stored platform's strings come from untrusted sidecars: bounded, plain text
+FIELDS = ("cpu", "machine", "blas", "blas_version", "blas_kernel", "blas_threads", "numpy", "dtype")
+
+
+@functools.cache
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo on Linux), else platform.processor(), else the machine type."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return _platform.processor() or _platform.machine() or "unknown"
+
+
+def _blas() -> dict:
+    from threadpoolctl import threadpool_info
+
+    blas = [i for i in threadpool_info() if i.get("user_api") == "blas"]
+    if not blas:
+        return {"blas": "none found", "blas_version": None, "blas_kernel": None, "blas_threads": None}
+    b = blas[0]  # NumPy's own BLAS is the first loaded
+    return {
+        "blas": b.get("internal_api"),
+        "blas_version": b.get("version"),
+        "blas_kernel": b.get("architecture"),
+        "blas_threads": b.get("num_threads"),
+    }
+
+
+def current(dtype: str = "float32") -> dict:
+    """This process's platform now: call it where the numbers are computed (inside the BLAS thread limit)."""
+    return {"cpu": cpu_model(), "machine": _platform.machine()} | _blas() | {"numpy": np.__version__, "dtype": dtype}
+
+
+def kernel_family(info: Mapping | None) -> str:
+    """'openblas SkylakeX': the BLAS library and its kernel architecture, what decides float32 rounding; 'unknown'
+    for a record stored before records carried their platform."""
+    if not info:
+        return "unknown"
+    return " ".join(str(info.get(k)) for k in ("blas", "blas_kernel") if info.get(k)) or "unknown"
+
+
+def here() -> str:
+    """This machine's kernel family."""
+    return kernel_family(current())
+
+
+def checked(value) -> dict | None:
+    """A platform read back from a sidecar: None (an older record), or a dict of FIELDS with short strings, whole
+    numbers or nulls; ValueError otherwise."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or set(value) - set(FIELDS):
+        raise ValueError("the platform is not an object of the known fields")
+    for k, v in value.items():
+        ok = v is None or (isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 10**6)
+        ok = ok or (isinstance(v, str) and len(v) <= MAX_TEXT and v.isprintable())
+        if not ok:
+            raise ValueError(f"the platform's {k} is not a short text or a whole number")
+    return dict(value)
+
+
+def describe(info: Mapping | None) -> str:
+    """One line: 'Intel(R) Xeon(R) Processor (x86_64), openblas 0.3.31 SkylakeX kernels on 1 thread, NumPy 2.4.6,
+    float32'; or what is known of a record stored before records carried their platform."""
+    if not info:
+        return "not recorded (stored before records carried their platform)"
+    threads = info.get("blas_threads")
+    blas = f"{info.get('blas')} {info.get('blas_version') or ''} {info.get('blas_kernel') or ''} kernels".split()
+    text = f"{info.get('cpu')} ({info.get('machine')}), {' '.join(blas)}"
+    text += f" on {threads} thread{'s' * (threads != 1)}" if isinstance(threads, int) else ""
+    return text + f", NumPy {info.get('numpy')}, {info.get('dtype')}"
+
+
+def foreign(summaries, family: str | None = None) -> dict[str, int]:
+    """{kernel family: runs} of the summaries (RunRecord.summary() dicts) computed on another kernel family than
+    `family` (default: this machine's); runs with no recorded platform count as 'unknown'."""
+    family = here() if family is None else family
+    out: dict[str, int] = {}
+    for s in summaries:
+        theirs = kernel_family(s.get("platform") if isinstance(s, Mapping) else None)
+        if theirs != family:
+            out[theirs] = out.get(theirs, 0) + 1
+    return out

@@ -1,0 +1,95 @@
+"""Provenance (issue 19): every record says which CPU, BLAS kernel family, NumPy and dtype computed it; records stored
+before that are still served; `train --json` prints it; Home and `cache import` name runs from another family."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from threadpoolctl import threadpool_info
+
+from attncore import make_run
+from lab import bundle, provenance, store
+from lab.store import codec
+
+REPO = Path(__file__).resolve().parents[1]
+RUN = make_run("copy", 4, 0, steps=30)
+
+
+def this_blas() -> dict:
+    return next(i for i in threadpool_info() if i["user_api"] == "blas")
+
+
+def test_a_computed_record_stores_the_platform_that_computed_it(cache):
+    record = store.get_run(RUN)
+    p, blas = record.platform, this_blas()
+    assert (p["blas"], p["blas_version"], p["blas_kernel"]) == (
+        blas["internal_api"],
+        blas["version"],
+        blas["architecture"],
+    )
+    assert p["blas_threads"] == 1  # the store trains on one BLAS thread
+    assert p["dtype"] == "float32" and p["numpy"] == __import__("numpy").__version__
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        assert p["cpu"] in cpuinfo.read_text()
+    assert store.get_run(RUN).platform == p  # read back from the sidecar
+    assert store.list_cached()[0]["platform"] == p
+    assert provenance.kernel_family(p) == f"{blas['internal_api']} {blas['architecture']}"
+
+
+def test_a_record_stored_without_a_platform_is_still_served(cache):
+    old = dataclasses.replace(store.compute_run(RUN), platform=None)
+    meta, data = codec.encode(old)
+    assert "platform" not in meta
+    del meta["summary"]["platform"]  # what a record of before issue 19 holds
+    back = codec.decode(meta | {"numerics_version": store.NUMERICS_VERSION}, data, store.NUMERICS_VERSION)
+    assert back.platform is None
+    store.put_run(old)
+    steps = []
+    assert store.get_run(RUN, lambda s, loss: steps.append(s)).platform is None and not steps  # served, not retrained
+    assert provenance.describe(None).startswith("not recorded")
+    assert provenance.foreign([{"config": {}}]) == {"unknown": 1}
+
+
+@pytest.mark.parametrize(
+    "platform", [{"cpu": "x" * 500}, {"cpu": "a\nb"}, {"blas_threads": True}, {"colour": "red"}, ["openblas"]]
+)
+def test_a_forged_platform_is_refused(platform):
+    meta, data = codec.encode(dataclasses.replace(store.compute_run(make_run("copy", 2, 0, steps=5)), platform=None))
+    meta |= {"numerics_version": store.NUMERICS_VERSION, "platform": platform}
+    with pytest.raises(codec.RecordError, match="lacks a field or has one of the wrong type"):
+        codec.decode(meta, data, store.NUMERICS_VERSION)
+
+
+def test_runs_from_another_kernel_family_are_counted_and_named(cache, tmp_path, monkeypatch):
+    record = store.compute_run(RUN)
+    elsewhere = dataclasses.replace(record, platform=record.platform | {"blas_kernel": "Zen"})
+    family = provenance.here()
+    assert provenance.foreign([record.summary()]) == {}
+    assert provenance.foreign([elsewhere.summary(), record.summary()]) == {"openblas Zen": 1}
+    assert provenance.foreign([elsewhere.summary()], family="openblas Zen") == {}
+    assert family != "openblas Zen"
+    store.put_run(elsewhere)
+    target = tmp_path / "runs.zip"
+    bundle.export_bundle(target)
+    env = os.environ | {"PYTHONPATH": str(REPO), store.ENV_VAR: str(tmp_path / "other")}
+    out = subprocess.run(
+        [sys.executable, "-m", "attncore", "cache", "import", str(target)], env=env, text=True, capture_output=True
+    )
+    assert out.returncode == 0, out.stderr
+    assert (
+        f"1 of them computed on another BLAS kernel family than this machine's ({family}): openblas Zen" in out.stdout
+    )
+
+
+def test_train_json_prints_the_platform(tmp_path):
+    env = os.environ | {"PYTHONPATH": str(REPO), store.ENV_VAR: str(tmp_path)}
+    argv = [sys.executable, "-m", "attncore", "train", "--length", "2", "--steps", "5", "--json"]
+    out = json.loads(subprocess.run(argv, env=env, text=True, capture_output=True, check=True).stdout)
+    assert out["platform"]["blas_kernel"] == this_blas()["architecture"] and out["platform"]["blas_threads"] == 1

@@ -1,0 +1,125 @@
+"""The paired comparison's statistics (issue 19, SPEC §10): sign-flip p, its floor, the t interval, Holm, verdicts."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from lab import stats
+from lab.stats import IDENTICAL, NOT_SHOWN, SHOWN, TOO_FEW
+
+
+def brute_force_p(deltas) -> float:
+    """The sign-flip p by listing every sign assignment with itertools, in exact rational arithmetic."""
+    from fractions import Fraction
+
+    d = [Fraction(x) for x in deltas]
+    observed = abs(sum(d))
+    hits = sum(abs(sum(s * x for s, x in zip(signs, d, strict=True))) >= observed
+               for signs in itertools.product((1, -1), repeat=len(d)))  # fmt: skip
+    return hits / 2 ** len(d)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_p_value_is_the_share_of_sign_assignments_found_by_enumeration(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 11))
+    deltas = np.round(rng.normal(0.3 * (seed % 3), 1.0, n), 3)  # rounded: ties between assignments occur
+    assert stats.sign_flip_p(deltas) == pytest.approx(brute_force_p(deltas), abs=1e-12)
+
+
+def test_ties_count_as_at_least_as_extreme():
+    assert stats.sign_flip_p([1.0, -1.0]) == 1.0  # observed |sum| 0: every assignment is at least as far
+    assert stats.sign_flip_p([1.0, 1.0, 2.0]) == pytest.approx(brute_force_p([1, 1, 2]))  # 1 + 1 - 2 ties 0
+    assert brute_force_p([0.1, 0.2, 0.3]) == stats.sign_flip_p([0.1, 0.2, 0.3])  # float sums in any order
+
+
+def test_six_same_signed_nonzero_deltas_give_the_floor_0_03125():
+    assert stats.sign_flip_p([-0.2, -0.1, -0.5, -0.3, -0.01, -0.7]) == 0.03125
+    assert stats.p_floor(6) == 0.03125
+    assert [stats.p_floor(n) for n in (3, 4, 5)] == [0.25, 0.125, 0.0625]
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5])
+def test_no_sign_assignment_goes_below_the_floor(n):
+    for signs in itertools.product((1, -1), repeat=n):
+        deltas = np.array(signs) * np.arange(1, n + 1)
+        assert stats.sign_flip_p(deltas) >= stats.p_floor(n)
+
+
+def test_three_seeds_never_give_difference_shown():
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        deltas = rng.normal(rng.normal(0, 5), rng.uniform(0.001, 1), 3)
+        (result,) = stats.compare_paired({"b": deltas}).values()
+        assert result["verdict"] == TOO_FEW and result["p_value"] >= 0.25
+    huge = stats.compare_paired({"b": [-0.9, -0.91, -0.92]})["b"]  # as large and consistent as it gets
+    assert huge["verdict"] == TOO_FEW and huge["p_value"] == 0.25 and huge["p_floor"] == 0.25
+
+
+def test_every_delta_exactly_zero_is_identical_whatever_the_seeds():
+    for n in (1, 3, 6, 20):
+        r = stats.compare_paired({"b": np.zeros(n)})["b"]
+        assert r["verdict"] == IDENTICAL and r["p_value"] == 1.0 and r["delta_mean"] == 0.0
+        assert n == 1 or (r["ci_low"], r["ci_high"]) == (0.0, 0.0)
+    assert stats.compare_paired({"b": [0.0, 0.0, 1e-12, 0.0, 0.0, 0.0]})["b"]["verdict"] != IDENTICAL
+
+
+def test_six_seeds_show_a_consistent_difference_and_not_a_mixed_one():
+    shown = stats.compare_paired({"b": [-0.2, -0.1, -0.5, -0.3, -0.01, -0.7]})["b"]
+    assert shown["verdict"] == SHOWN and shown["p_corrected"] == 0.03125 and shown["ci_high"] < 0
+    mixed = stats.compare_paired({"b": [-0.2, 0.1, -0.5, 0.3, -0.01, 0.7]})["b"]
+    assert mixed["verdict"] == NOT_SHOWN and mixed["ci_low"] < 0 < mixed["ci_high"]
+
+
+def test_the_t_interval_matches_the_textbook_formula():
+    deltas = np.array([0.1, 0.4, -0.2, 0.3, 0.25])
+    t_975_4 = 2.7764451051977987  # t(0.975, 4 df), from statistical tables
+    half = t_975_4 * deltas.std(ddof=1) / math.sqrt(5)
+    assert stats.t_interval(deltas) == pytest.approx((deltas.mean() - half, deltas.mean() + half), abs=1e-8)
+    assert [round(stats.t_quantile(0.975, df), 3) for df in (1, 2, 5, 30)] == [12.706, 4.303, 2.571, 2.042]
+    assert all(math.isnan(x) for x in stats.t_interval([0.3]))
+
+
+def test_holm_multiplies_the_smallest_by_m_and_keeps_the_order():
+    assert stats.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])  # 3*0.01, max(2*0.03, .), 1*0.04
+    assert stats.holm([0.2, 0.01]) == pytest.approx([0.2, 0.02])
+    assert stats.holm([0.6, 0.5]) == pytest.approx([1.0, 1.0])  # capped at 1, and monotone
+    assert stats.holm([0.5]) == [0.5]
+
+
+def test_holm_turns_a_shown_difference_into_too_few_seeds_when_levels_share_the_baseline():
+    strong = [-0.2, -0.1, -0.5, -0.3, -0.01, -0.7]  # p = 1/32 alone: shown
+    alone = stats.compare_paired({"b": strong})["b"]
+    assert alone["verdict"] == SHOWN
+    two = stats.compare_paired({"b": strong, "c": strong})  # 2 * 1/32 >= 0.05: no Holm step can reject
+    assert {r["verdict"] for r in two.values()} == {TOO_FEW}
+    assert two["b"]["p_corrected"] == pytest.approx(0.0625)
+    seven = list(strong) + [-0.4]  # 7 seeds: floor 1/64, 2 * 1/64 < 0.05
+    both = stats.compare_paired({"b": seven, "c": [0.3, -0.1, 0.2, -0.4, 0.1, 0.0, 0.2]})
+    assert both["b"]["verdict"] == SHOWN and both["b"]["p_corrected"] == pytest.approx(2 / 64)
+    assert both["c"]["verdict"] == NOT_SHOWN
+
+
+def test_seeds_needed_is_where_m_times_the_floor_drops_below_alpha():
+    assert [stats.seeds_needed(m) for m in (1, 2, 3, 5, 10)] == [6, 7, 7, 8, 9]
+    for m in range(1, 30):
+        n = stats.seeds_needed(m)
+        assert m * stats.p_floor(n) < 0.05 <= m * stats.p_floor(n - 1)
+
+
+def test_above_sixteen_seeds_a_seeded_monte_carlo_estimate_close_to_the_exact_share():
+    rng = np.random.default_rng(3)
+    deltas = rng.normal(0.15, 1.0, 16)
+    exact = stats.sign_flip_p(deltas)
+    with_one_more = np.append(deltas, 0.0)  # a zero delta does not change the exact p
+    estimate = stats.sign_flip_p(with_one_more)
+    assert estimate == stats.sign_flip_p(with_one_more)  # fixed seed: the same estimate every time
+    assert abs(estimate - exact) < 4 * math.sqrt(exact * (1 - exact) / stats.MC_DRAWS) + 1e-5
+
+
+def test_non_finite_deltas_give_no_p():
+    assert math.isnan(stats.sign_flip_p([np.nan, 1.0])) and math.isnan(stats.sign_flip_p([]))
