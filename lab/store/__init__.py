@@ -46,6 +46,7 @@ __all__ = [
     "list_cached",
     "max_store_bytes",
     "put_run",
+    "remove_runs",
 ]
 
 ENV_VAR = "ATTNCORE_CACHE_DIR"
@@ -129,6 +130,21 @@ class _Entry:
         shutil.rmtree(self.path, ignore_errors=True)  # a damaged leftover
         record, _ = self.func.call(*self.args, callback=callback)  # joblib stores it (or warns that it cannot)
         return record
+
+    def stored_bytes(self, warn: bool) -> tuple[dict, bytes] | None:
+        """(checked sidecar meta, npz bytes) of a whole entry, without parsing the arrays; None if absent or damaged."""
+        if not (self.path / backend.SIDECAR_FILE).exists():
+            return None
+        try:
+            return backend.read_verified(self.path, NUMERICS_VERSION, self.args[0])
+        except codec.RecordError as exc:
+            if warn:
+                warnings.warn(
+                    f"cache entry {self.path} for {describe(self.run)} failed its checks ({exc}); left out",
+                    CacheWarning,
+                    stacklevel=4,
+                )
+            return None
 
     def stored(self) -> dict | None:
         """The checked sidecar meta of a whole entry, or None."""
@@ -217,6 +233,19 @@ def put_run(record: RunRecord, *, location: Path | str | None = None) -> None:
     with backend.locked(entry.lock_path):
         backend.write_entry(entry.path, meta, data)
     index.update(entry.location, entry.func_dir, {entry.path.name: index.describe_entry(entry.path, meta)})
+
+
+def remove_runs(runs, *, location: Path | str | None = None) -> None:
+    """Delete these runs' entries and their index lines (an import taking back what it stored)."""
+    entries = [_Entry(run, location) for run in runs]
+    for entry in entries:
+        with backend.locked(entry.lock_path):
+            shutil.rmtree(entry.path, ignore_errors=True)
+    if entries:
+        try:
+            index.update(entries[0].location, entries[0].func_dir, remove=[e.path.name for e in entries])
+        except OSError:
+            pass  # the index is rebuilt from the sidecars when next found damaged
 
 
 def is_cached(run: RunConfig, *, location: Path | str | None = None) -> bool:

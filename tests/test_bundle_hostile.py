@@ -1,0 +1,226 @@
+"""Hostile bundles (issue 18.1): each is refused in one line, before it can cost much CPU or memory.
+
+The JSON bomb, the deep nesting, the huge .npy header, device files and FIFOs; through lab.bundle, the
+command line (exit 2, one line) and Home's upload (one plain message). The CPU bound is generous (the
+refusals take milliseconds); it stands for "bounded before allocating", which the memory bound checks too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import subprocess
+import sys
+import time
+import tracemalloc
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_store import STEPS
+
+from attncore.config import make_run
+from lab import bundle, store
+from lab.store import codec
+
+REPO = Path(__file__).resolve().parents[1]
+RUNS = [make_run(steps=STEPS), make_run("sort", 4, 1, steps=STEPS)]
+CPU_SECONDS = 0.5
+PEAK_BYTES = 200 * 2**20
+
+
+@pytest.fixture
+def exported(cache, tmp_path):
+    for run in RUNS:
+        store.get_run(run)
+    path = tmp_path / "runs.zip"
+    assert bundle.export_bundle(path) == 2
+    store.clear_cache()
+    return path
+
+
+def members(path) -> dict:
+    with zipfile.ZipFile(path) as z:
+        return {name: z.read(name) for name in z.namelist()}
+
+
+def zipped(files: dict) -> bytes:
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as z:
+        for name, data in files.items():
+            z.writestr(name, data)
+    return out.getvalue()
+
+
+def json_bomb(_) -> bytes:
+    """A ~90 kB zip whose manifest inflates to ~90 MB of `{},` (2.4 GB of RAM through json.loads before)."""
+    body = b'{"format": "attnlab-bundle/1", "numerics_version": %d, "runs": [' % store.NUMERICS_VERSION
+    return zipped({"manifest.json": body + b"{}," * (30 * 2**20) + b"{}]}"})
+
+
+def deep_nesting(_) -> bytes:
+    """A few hundred bytes: a manifest nested 10^5 deep (a RecursionError traceback before)."""
+    return zipped({"manifest.json": b"[" * 10**5 + b"]" * 10**5})
+
+
+def deep_nesting_in_a_run(path) -> bytes:
+    """The nesting inside a run's entry of a real manifest."""
+    files = members(path)
+    text = files["manifest.json"].decode()
+    files["manifest.json"] = text.replace('"eval": {', '"deep": ' + "[" * 200 + "]" * 200 + ', "eval": {', 1).encode()
+    return zipped(files)
+
+
+def with_brackets_in_strings(path) -> bytes:
+    """Closing brackets hidden in a string cannot hide the nesting after them."""
+    files = members(path)
+    text = files["manifest.json"].decode()
+    deep = '"x": "' + "]" * 40 + '", "deep": ' + "[" * 40 + "]" * 40 + ', "eval": {'
+    files["manifest.json"] = text.replace('"eval": {', deep, 1).encode()
+    return zipped(files)
+
+
+def huge_header(path) -> bytes:
+    """Run 1's loss history with an .npy header claiming 10^12 elements, its digests fixed to match."""
+    files = members(path)
+    with zipfile.ZipFile(io.BytesIO(files["runs/00000.npz"])) as z:
+        arrays = {name: z.read(name) for name in z.namelist()}
+    header = {"descr": "<f8", "fortran_order": False, "shape": (10**12,)}
+    buffer = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buffer, header)
+    arrays["loss_history.npy"] = buffer.getvalue() + b"\0" * 64
+    data = zipped(arrays)
+    manifest = json.loads(files["manifest.json"])
+    manifest["runs"][0] |= {"npz_sha256": hashlib.sha256(data).hexdigest(), "npz_bytes": len(data)}
+    files["manifest.json"], files["runs/00000.npz"] = json.dumps(manifest).encode(), data
+    return zipped(files)
+
+
+HOSTILE = {
+    "json bomb": (json_bomb, "manifest.json is larger than 0 runs need"),
+    "deep nesting": (deep_nesting, "manifest.json is larger than 0 runs need"),
+    "deep nesting in a run": (deep_nesting_in_a_run, "manifest.json is nested deeper than 16 levels"),
+    "deep nesting in strings": (lambda p: with_brackets_in_strings(p), "manifest.json is nested deeper than 16"),
+    "huge npy header": (huge_header, "run 1 of 2: array loss_history does not have the shape"),
+}
+
+
+def cost(fn):
+    """(what fn raised, its CPU seconds, its peak of traced memory in bytes)."""
+    tracemalloc.start()
+    start = time.process_time()
+    try:
+        fn()
+    except Exception as exc:
+        raised = exc
+    else:
+        raised = None
+    seconds = time.process_time() - start
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return raised, seconds, peak
+
+
+@pytest.mark.parametrize("case", HOSTILE, ids=list(HOSTILE))
+def test_a_hostile_bundle_costs_little_and_is_refused_in_one_line(exported, case):
+    make, message = HOSTILE[case]
+    data = make(exported)
+    assert len(data) < 2**20  # all of them are small files
+    raised, seconds, peak = cost(lambda: bundle.import_bundle(data))
+    assert isinstance(raised, bundle.BundleError), repr(raised)
+    assert message in str(raised) and "\n" not in str(raised)
+    assert seconds < CPU_SECONDS and peak < PEAK_BYTES, (seconds, peak)
+    assert store.list_cached() == []
+
+
+def cli(*args, env_extra=None, timeout=60) -> subprocess.CompletedProcess:
+    """`python -m cli ...` in a subprocess limited to 1 GB of address space beyond what Python needs."""
+    env = os.environ | (env_extra or {})
+
+    def limit():
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (3 * 2**30, 3 * 2**30))
+
+    return subprocess.run(
+        [sys.executable, "-m", "cli", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        preexec_fn=limit,
+    )
+
+
+@pytest.mark.parametrize("case", HOSTILE, ids=list(HOSTILE))
+def test_cache_import_of_a_hostile_bundle_exits_2_with_one_line(exported, tmp_path, case):
+    path = tmp_path / "hostile.zip"
+    path.write_bytes(HOSTILE[case][0](exported))
+    done = cli("cache", "import", str(path))
+    assert done.returncode == 2, done.stderr[-500:]
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("error: FILE: ")
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="no /dev/zero")
+def test_a_device_file_is_refused_before_it_is_read(cache):
+    raised, seconds, peak = cost(lambda: bundle.import_bundle("/dev/zero"))
+    assert isinstance(raised, bundle.BundleError) and str(raised) == "the bundle is not a regular file"
+    assert seconds < CPU_SECONDS and peak < PEAK_BYTES
+    done = cli("cache", "import", "/dev/zero", timeout=30)
+    assert done.returncode == 2 and done.stderr == "error: FILE: the bundle is not a regular file\n"
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs")
+def test_a_fifo_is_refused_without_blocking(cache, tmp_path):
+    fifo = tmp_path / "runs.zip"
+    os.mkfifo(fifo)
+    done = cli("cache", "import", str(fifo), timeout=30)  # reading it would wait for a writer forever
+    assert done.returncode == 2 and done.stderr == "error: FILE: the bundle is not a regular file\n"
+    env = {store.ENV_VAR: str(tmp_path / "cache")}
+    done = cli("cache", "import", str(tmp_path), env_extra=env, timeout=30)  # a folder
+    assert done.returncode == 2 and done.stderr == "error: FILE: the bundle is not a regular file\n"
+
+
+def test_the_shipped_bundle_variable_refuses_a_device_file(cache, monkeypatch):
+    from ui import bundles
+
+    bundles._warm.clear()
+    assert bundles._warm("/dev/zero", str(cache)) == "ATTNLAB_BUNDLE was not loaded: the bundle is not a regular file"
+
+
+def test_home_shows_one_plain_message_for_a_json_bomb(cache, monkeypatch):
+    from apptest_helpers import texts
+    from test_app import app
+
+    monkeypatch.setenv("ATTNLAB_BUNDLE_UPLOAD", "1")
+    at = app()
+    at.file_uploader(key="bundle_upload").set_value(("x.zip", json_bomb(None), "application/zip")).run()
+    assert not at.exception
+    assert texts(at.error).startswith("The bundle was not loaded: not a bundle: manifest.json is larger than")
+    assert "\n" not in texts(at.error)
+
+
+def test_home_shows_one_plain_message_for_a_huge_header(exported, monkeypatch):
+    from apptest_helpers import texts
+    from test_app import app
+
+    monkeypatch.setenv("ATTNLAB_BUNDLE_UPLOAD", "1")
+    at = app()
+    at.file_uploader(key="bundle_upload").set_value(("x.zip", huge_header(exported), "application/zip")).run()
+    assert not at.exception
+    assert texts(at.error) == (
+        "The bundle was not loaded: run 1 of 2: array loss_history does not have the shape (50,) its config needs"
+    )
+
+
+def test_codec_reads_no_array_whose_header_disagrees(exported):
+    files = members(exported)
+    data = files["runs/00000.npz"]
+    meta = json.loads(files["manifest.json"])["runs"][0]
+    meta.pop("hmac", None)
+    record = codec.decode(meta, data, store.NUMERICS_VERSION, imported=True)
+    assert record.config == RUNS[0]
