@@ -189,6 +189,8 @@ def read_bundle(source, max_bytes: int = MAX_BUNDLE_BYTES, *, trust: bool = Fals
             with z.open(info) as fh:
                 blob = fh.read(info.file_size + 1)
             out.append(codec.decode(meta, blob, store.NUMERICS_VERSION, imported=True))
+        except BundleError:
+            raise
         except codec.RecordError as exc:
             raise BundleError(f"run {i + 1} of {len(metas)}: {exc}") from None
         except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError, RuntimeError):

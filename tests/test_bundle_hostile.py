@@ -224,3 +224,96 @@ def test_codec_reads_no_array_whose_header_disagrees(exported):
     meta.pop("hmac", None)
     record = codec.decode(meta, data, store.NUMERICS_VERSION, imported=True)
     assert record.config == RUNS[0]
+
+
+# --- signatures and ranges (issue 18.2) -----------------------------------------------------------------------
+
+
+def forge(path, edit) -> bytes:
+    """The bundle with edit(meta) applied to run 1's entry and to its summary alike (both say the same)."""
+    files = members(path)
+    manifest = json.loads(files["manifest.json"])
+    edit(manifest["runs"][0])
+    files["manifest.json"] = json.dumps(manifest).encode()  # inf and NaN as JSON's Infinity / NaN
+    return zipped(files)
+
+
+def both(**values):
+    def edit(meta):
+        for name, value in values.items():
+            target = meta["eval"] if name in codec.EVAL_FIELDS else meta
+            target[name] = value
+            meta["summary"][name] = value
+
+    return edit
+
+
+FORGED = {
+    "infinite loss": (both(final_loss=float("inf")), "final_loss is not a finite number"),
+    "NaN accuracy": (both(token_accuracy=float("nan")), "token_accuracy is not a number from 0 to 1"),
+    "accuracy above 1": (both(sequence_accuracy=1.5), "sequence_accuracy is not a number from 0 to 1"),
+    "huge n_params": (both(n_params=10**30), "n_params is not the config's model's"),
+    "negative count": (both(n_distinct=-7), "n_distinct is not a count from 0 to 500"),
+    "counts not adding up": (both(n_distinct=1, n_repeated=1), "n_distinct + n_repeated"),
+    "summary disagrees": (lambda m: m.update(final_loss=0.0), "the summary's numbers are not the record's"),
+}
+
+
+@pytest.mark.parametrize("case", FORGED, ids=list(FORGED))
+def test_imported_numbers_are_range_checked(exported, case):
+    edit, message = FORGED[case]
+    with pytest.raises(bundle.BundleError, match="run 1 of 2: ") as info:
+        bundle.import_bundle(forge(exported, edit))
+    assert message in str(info.value)
+    assert store.list_cached() == []
+
+
+def test_a_keyed_store_accepts_only_bundles_signed_with_its_key(cache, tmp_path, monkeypatch):
+    for run in RUNS:
+        store.get_run(run)
+    unsigned = tmp_path / "unsigned.zip"
+    bundle.export_bundle(unsigned)
+    monkeypatch.setenv(codec.KEY_VAR, "the-operators-key")
+    store.clear_cache()
+    for run in RUNS:
+        store.get_run(run)
+    signed = tmp_path / "signed.zip"
+    bundle.export_bundle(signed)
+    assert "hmac" in json.loads(members(signed)["manifest.json"])["runs"][0]
+    store.clear_cache()
+    with pytest.raises(bundle.BundleError, match=f"run 1 of 2 is not signed with this store's {codec.KEY_VAR}"):
+        bundle.import_bundle(unsigned)
+    assert store.list_cached() == []
+    assert bundle.import_bundle(signed) == (2, 0)
+    store.clear_cache()
+    # a forged number under a signature made with another key, or after signing, is refused too
+    monkeypatch.setenv(codec.KEY_VAR, "another-key")
+    with pytest.raises(bundle.BundleError, match="is not signed"):
+        bundle.import_bundle(signed)
+    monkeypatch.setenv(codec.KEY_VAR, "the-operators-key")
+    with pytest.raises(bundle.BundleError, match="is not signed"):
+        bundle.import_bundle(forge(signed, both(train_seconds=1.0)))
+    assert store.list_cached() == []
+
+
+def test_cache_import_of_an_unsigned_bundle_names_the_key_unless_trusted(exported, tmp_path):
+    env = {codec.KEY_VAR: "the-operators-key", store.ENV_VAR: str(tmp_path / "keyed")}
+    done = cli("cache", "import", str(exported), env_extra=env)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and codec.KEY_VAR in done.stderr
+    done = cli("cache", "import", "--trust", str(exported), env_extra=env)
+    assert done.returncode == 0 and "imported 2 runs" in done.stdout
+    done = cli("cache", "check", env_extra=env)  # stored and signed with the key: whole under it
+    assert done.returncode == 0 and done.stdout.startswith("2 runs whole")
+
+
+def test_the_web_upload_never_signs_unsigned_runs(exported, monkeypatch):
+    from apptest_helpers import texts
+    from test_app import app
+
+    monkeypatch.setenv("ATTNLAB_BUNDLE_UPLOAD", "1")
+    monkeypatch.setenv(codec.KEY_VAR, "the-operators-key")
+    at = app()
+    at.file_uploader(key="bundle_upload").set_value(("x.zip", exported.read_bytes(), "application/zip")).run()
+    assert not at.exception
+    assert f"is not signed with this store's {codec.KEY_VAR}" in texts(at.error)
+    assert store.list_cached() == []
