@@ -64,7 +64,7 @@ def export_bundle(target, runs=None, *, location=None, max_bytes: int | None = N
             meta, data = found
             total += len(data)
             if max_bytes is not None and total > max_bytes:
-                raise BundleError(f"the runs are more than the limit of {max_bytes / 2**20:.0f} MB")
+                raise BundleError(f"the runs are more than the limit of {max_bytes / 2**20:,.1f} MB")
             z.writestr(_member(len(metas)), data)  # an .npz of plain arrays: deflating gains little
             mac = codec.sign(meta)  # a keyed process vouches for its runs; a store with the same key accepts them
             metas.append(meta if mac is None else meta | {"hmac": mac})

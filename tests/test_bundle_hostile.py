@@ -317,3 +317,65 @@ def test_the_web_upload_never_signs_unsigned_runs(exported, monkeypatch):
     assert not at.exception
     assert f"is not signed with this store's {codec.KEY_VAR}" in texts(at.error)
     assert store.list_cached() == []
+
+
+# --- Download all runs (issue 18.3) ---------------------------------------------------------------------------
+
+MANY = [make_run("copy", 4, seed, steps=STEPS) for seed in range(8)]
+
+
+@pytest.fixture
+def eight_runs(cache):
+    for run in MANY:
+        store.get_run(run)
+    return cache
+
+
+def test_a_bundle_streams_to_its_file_one_run_at_a_time(eight_runs, tmp_path):
+    one = max(len(store._Entry(run).stored_bytes(warn=False)[1]) for run in MANY)
+    path = tmp_path / "all.zip"
+    with open(path, "wb") as fh:
+        raised, _, peak = cost(lambda: bundle.export_bundle(fh))
+    assert raised is None
+    assert peak < 4 * one < path.stat().st_size / 2, (peak, one)  # about one run in memory, not all eight
+    store.clear_cache()
+    assert bundle.import_bundle(path) == (8, 0)
+
+
+def test_download_all_runs_is_built_under_a_slot_and_capped(eight_runs, monkeypatch):
+    from ui import bundles, limits
+
+    size = store.stored_bytes()
+    assert size > 0
+    reader = bundles.all_runs_file(size + 2**20)
+    assert isinstance(reader, io.BufferedReader)  # what st.download_button reads; its file is already unlinked
+    assert not Path(reader.name).exists()
+    data = reader.read()
+    reader.close()
+    store.clear_cache()
+    assert bundle.import_bundle(data) == (8, 0)
+    with pytest.raises(bundle.BundleError, match="the runs are more than the limit of"):
+        bundles.all_runs_file(size // 2)
+    slots = limits._slots(limits.limits().max_concurrent)
+    taken = [slots.acquire(blocking=False) for _ in range(limits.limits().max_concurrent)]
+    assert all(taken)
+    try:
+        monkeypatch.setenv("ATTNLAB_SLOT_WAIT_SECONDS", "1")
+        with pytest.raises(limits.BusyError, match="Download all runs"):
+            bundles.all_runs_file(size + 2**20)
+    finally:
+        for _ in taken:
+            slots.release()
+
+
+def test_home_offers_the_download_only_within_the_cap(eight_runs, monkeypatch):
+    from apptest_helpers import texts
+    from test_app import app
+
+    at = app()
+    assert [b.label for b in at.get("download_button")] == ["Download all runs"]
+    monkeypatch.setenv("ATTNLAB_MAX_DOWNLOAD_MB", "1")
+    assert store.stored_bytes() > 2**20
+    at = app()
+    assert not at.get("download_button")
+    assert "more than this server's download limit of 1 MB" in texts(at.info)

@@ -44,7 +44,8 @@ class Limits:
     max_kv_new_tokens: int = 128  # KV cache: tokens generated per timed run
     max_scaling_draws: int = 10**8  # Scaling: sum(d_k) * T * repetitions normal draws of one input set
     max_store_mb: int = 512  # the run store's size cap; least-recently-used runs beyond it are evicted
-    max_bundle_mb: int = 50  # largest run bundle a visitor may upload on Home
+    max_bundle_mb: int = 50  # largest run bundle a visitor may upload on Home (and Streamlit's server.maxUploadSize)
+    max_download_mb: int = 200  # Home's "Download all runs": the largest bundle it builds (cache import's default)
     bundle_upload: bool | None = None  # Home's "Load a bundle": None = on with a display, off when headless
 
     def upload_allowed(self) -> bool:
@@ -158,6 +159,23 @@ def _wait_text(lim: Limits, what: str, waited: float) -> str:
         f"The server runs at most {lim.max_concurrent} heavy job{'s' * (lim.max_concurrent != 1)} at once and all "
         f"are busy: {what} is waiting for a free slot ({waited:.0f} s of at most {lim.slot_wait_seconds} s)."
     )
+
+
+@contextmanager
+def background_slot(what: str, wait_seconds: float | None = None):
+    """One of the server's slots for work outside a page's script run (a deferred download), no message shown.
+
+    Waits up to slot_wait_seconds (or wait_seconds), then raises BusyError naming `what`.
+    """
+    lim = limits()
+    slots = _slots(lim.max_concurrent)
+    wait = lim.slot_wait_seconds if wait_seconds is None else wait_seconds
+    if not slots.acquire(timeout=wait):
+        raise BusyError(f"The server is busy: {what} waited {wait:g} s for a free slot. Try again in a minute.")
+    try:
+        yield
+    finally:
+        slots.release()
 
 
 @contextmanager

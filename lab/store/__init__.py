@@ -47,6 +47,7 @@ __all__ = [
     "max_store_bytes",
     "put_run",
     "remove_runs",
+    "stored_bytes",
 ]
 
 ENV_VAR = "ATTNCORE_CACHE_DIR"
@@ -274,6 +275,16 @@ def list_cached(*, location: Path | str | None = None) -> list[dict]:
         return []
     mine = [e for e in found.values() if e.get("v") == NUMERICS_VERSION and isinstance(e.get("summary"), dict)]
     return [e["summary"] for e in sorted(mine, key=lambda e: e.get("created") or 0)]
+
+
+def stored_bytes(*, location: Path | str | None = None) -> int:
+    """Bytes on disk of the stored runs of this NUMERICS_VERSION, from the index (what a bundle of them weighs)."""
+    location = Path(location) if location is not None else cache_dir()
+    try:
+        found = index.read(location, _func_dir(location))
+    except OSError:
+        return 0
+    return sum(int(e.get("bytes") or 0) for e in found.values() if e.get("v") == NUMERICS_VERSION)
 
 
 def clear_cache(*, location: Path | str | None = None) -> int:
