@@ -379,3 +379,45 @@ def test_home_offers_the_download_only_within_the_cap(eight_runs, monkeypatch):
     at = app()
     assert not at.get("download_button")
     assert "more than this server's download limit of 1 MB" in texts(at.info)
+
+
+# --- the command line's promises (issue 18.5) -----------------------------------------------------------------
+
+
+def test_cache_export_into_a_closed_pipe_exits_141_quietly(exported, tmp_path):
+    location = tmp_path / "piped"
+    env = os.environ | {store.ENV_VAR: str(location)}
+    assert cli("cache", "import", str(exported), env_extra={store.ENV_VAR: str(location)}).returncode == 0
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cli", "cache", "export", "-"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    proc.stdout.close()  # the reader left before the first byte (`... | head -c0`)
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 141 and err == ""
+
+
+def test_params_preset_list_json_prints_json():
+    done = cli("params", "--preset", "list", "--json")
+    assert done.returncode == 0
+    rows = json.loads(done.stdout)
+    assert rows and all({"name", "attention", "published", "source"} <= row.keys() for row in rows)
+    done = cli("kv-cache", "--preset", "list", "--json")
+    assert done.returncode == 0 and {"name", "attention"} <= json.loads(done.stdout)[0].keys()
+
+
+def test_cache_export_onto_a_file_inside_the_store_is_refused(cache, capsys):
+    from cli.main import main
+
+    store.get_run(RUNS[0])
+    entry = store._Entry(RUNS[0])
+    target = entry.path / "record.npz"
+    before = target.read_bytes()
+    assert main(["cache", "export", str(target)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "inside the run store" in err
+    assert target.read_bytes() == before and store.is_cached(RUNS[0])
+    assert main(["cache", "export", str(cache / "runs.zip")]) == 2  # anywhere in the store's folder
