@@ -17,10 +17,10 @@ from ui.limits import background_slot, limits
 BUNDLE_VAR = "ATTNLAB_BUNDLE"
 
 
-def enforce_store_cap() -> None:
-    """Evict least-recently-used runs beyond the server's max_store_mb (never the article's)."""
+def enforce_store_cap(keep=()) -> None:
+    """Evict least-recently-used runs beyond the server's max_store_mb (never the article's, nor `keep`'s)."""
     try:
-        store.enforce_cap(limits().max_store_mb * 2**20)
+        store.enforce_cap(int(limits().max_store_mb * 2**20), keep=keep)
     except OSError:
         pass  # a read-only store cannot grow either
 
@@ -131,6 +131,5 @@ def share_section() -> bool:
     except OSError as exc:
         st.error(f"The run store cannot be written ({exc.strerror or 'error'}); nothing was loaded.")
         return False
-    enforce_store_cap()
     st.success(f"Loaded {stored:,} runs from the bundle ({kept:,} were already stored).", icon=":material/check:")
     return stored > 0

@@ -48,6 +48,7 @@ __all__ = [
     "put_run",
     "remove_runs",
     "stored_bytes",
+    "stored_run",
 ]
 
 ENV_VAR = "ATTNCORE_CACHE_DIR"
@@ -157,16 +158,28 @@ class _Entry:
 
 
 def max_store_bytes() -> int:
-    """The store's size cap from $ATTNLAB_MAX_STORE_MB (default DEFAULT_MAX_STORE_MB)."""
+    """The store's size cap from $ATTNLAB_MAX_STORE_MB (default DEFAULT_MAX_STORE_MB): a positive number of MB.
+
+    ui.limits reads max_store_mb with the same rule (parse_store_mb), so a value is applied everywhere or
+    reported as ignored everywhere.
+    """
     raw = os.environ.get(MAX_STORE_VAR)
     try:
-        mb = float(raw) if raw else DEFAULT_MAX_STORE_MB
-        if not (0 < mb < 1e9):
-            raise ValueError
+        mb = parse_store_mb(raw) if raw else DEFAULT_MAX_STORE_MB
     except ValueError:
         warnings.warn(f"ignoring {MAX_STORE_VAR}={raw[:20]!r}: not a positive number of MB", CacheWarning, stacklevel=3)
         mb = DEFAULT_MAX_STORE_MB
     return int(mb * 2**20)
+
+
+def parse_store_mb(raw) -> float:
+    """A store size in MB from text or a number: finite, above 0 and below 10^9; ValueError otherwise."""
+    if isinstance(raw, bool):
+        raise ValueError(raw)
+    mb = float(raw)
+    if not (0 < mb < 1e9):
+        raise ValueError(raw)
+    return mb
 
 
 def _article_keys(location: Path) -> set[str]:
@@ -189,12 +202,17 @@ def enforce_cap(max_bytes: int | None = None, *, location: Path | str | None = N
 
 
 def get_run(
-    run: RunConfig, callback: Callable[[int, float], object] | None = None, *, location: Path | str | None = None
+    run: RunConfig,
+    callback: Callable[[int, float], object] | None = None,
+    *,
+    location: Path | str | None = None,
+    keep=(),
 ) -> RunRecord:
     """The run from the store, computed and stored first if needed.
 
     callback(step, loss) is only called when this call actually trains. `location` overrides
     cache_dir() (sweep workers get the caller's). A store that cannot be written still returns the run.
+    The size cap applied after storing never evicts this run nor those in `keep` (the rest of its sweep).
     """
 
     try:
@@ -219,10 +237,18 @@ def get_run(
     if meta is not None:
         try:
             index.update(entry.location, entry.func_dir, {entry.path.name: index.describe_entry(entry.path, meta)})
-            enforce_cap(location=entry.location, keep=[run])
+            enforce_cap(location=entry.location, keep=[run, *keep])
         except OSError:
             pass  # the entry is whole; the index is rebuilt when next read
     return record
+
+
+def stored_run(run: RunConfig, *, location: Path | str | None = None) -> RunRecord | None:
+    """The stored record when every check passes, else None (a CacheWarning if damaged); never computes."""
+    try:
+        return _Entry(run, location).read(warn=True)
+    except OSError:
+        return None
 
 
 def put_run(record: RunRecord, *, location: Path | str | None = None) -> None:
