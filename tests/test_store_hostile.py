@@ -110,7 +110,6 @@ def test_a_fractional_store_cap_is_applied_by_the_store_and_the_page_alike(cache
 
 def test_the_runs_a_sweep_just_trained_are_kept_by_the_cap_pass(cache, monkeypatch):
     import lab.presets
-
     from ui import bundles
 
     monkeypatch.setattr(lab.presets, "preset", lambda name: [])
@@ -132,3 +131,13 @@ def test_a_miss_after_is_cached_said_yes_is_never_trained_in_the_server_thread(c
     monkeypatch.setattr(store, "compute_run", lambda *a, **k: trained.append(a))
     runs._load.clear()
     assert runs.cached(RUNS[0]) is None and trained == []
+
+
+def test_results_has_the_per_view_cap_of_ablations_and_compare(cache):
+    from apptest_helpers import texts
+    from test_app import app
+
+    query = {"res_L": [str(L) for L in range(1, 13)], "res_seeds": [str(s) for s in range(10)]}
+    at = app("results", res_tasks=["copy", "sort"], **query)  # 240 runs
+    assert "This view has 240 runs; this server shows at most 60 at once" in texts(at.warning)
+    assert not [b for b in at.button if b.key == "train_missing"]
