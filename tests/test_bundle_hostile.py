@@ -421,3 +421,22 @@ def test_cache_export_onto_a_file_inside_the_store_is_refused(cache, capsys):
     assert err.count("\n") == 1 and "inside the run store" in err
     assert target.read_bytes() == before and store.is_cached(RUNS[0])
     assert main(["cache", "export", str(cache / "runs.zip")]) == 2  # anywhere in the store's folder
+
+
+def test_uploads_are_refused_while_streamlits_upload_limit_exceeds_max_bundle_mb(cache, monkeypatch):
+    import tomllib
+
+    from apptest_helpers import texts
+    from test_app import app
+
+    from ui.limits import Limits
+
+    shipped = tomllib.loads((REPO / ".streamlit" / "config.toml").read_text())
+    assert shipped["server"]["maxUploadSize"] == Limits().max_bundle_mb  # the shipped settings agree
+    monkeypatch.setenv("ATTNLAB_BUNDLE_UPLOAD", "1")
+    at = app()
+    assert at.get("file_uploader")
+    monkeypatch.setenv("ATTNLAB_MAX_BUNDLE_MB", "20")  # the operator lowered the cap, not Streamlit's limit
+    at = app()
+    assert not at.get("file_uploader")
+    assert "Load a bundle is off: Streamlit's server.maxUploadSize is 50 MB" in texts(at.warning)

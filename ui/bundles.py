@@ -112,10 +112,20 @@ def share_section() -> bool:
     download_section(lim)
     if not lim.upload_allowed():
         return False
+    server_mb = st.get_option("server.maxUploadSize")
+    if server_mb > lim.max_bundle_mb:  # Streamlit would take larger files into memory before the cap is checked
+        st.warning(
+            f"Load a bundle is off: Streamlit's server.maxUploadSize is {server_mb} MB, more than this server's "
+            f"max_bundle_mb of {lim.max_bundle_mb} MB. Set maxUploadSize = {lim.max_bundle_mb} under [server] in "
+            f".streamlit/config.toml (or STREAMLIT_SERVER_MAX_UPLOAD_SIZE={lim.max_bundle_mb}).",
+            icon=":material/settings:",
+        )
+        return False
     upload = st.file_uploader(
         f"Load a bundle (a .zip from Download all runs or `cache export`, up to {lim.max_bundle_mb} MB)",
         type=["zip"],
         key="bundle_upload",
+        max_upload_size=lim.max_bundle_mb,
     )
     if upload is None or st.session_state.get("bundle_done") == upload.file_id:
         return False
