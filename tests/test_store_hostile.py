@@ -141,3 +141,28 @@ def test_results_has_the_per_view_cap_of_ablations_and_compare(cache):
     at = app("results", res_tasks=["copy", "sort"], **query)  # 240 runs
     assert "This view has 240 runs; this server shows at most 60 at once" in texts(at.warning)
     assert not [b for b in at.button if b.key == "train_missing"]
+
+
+def _stopped_by_a_changed_setting():
+    from concurrent.futures import Future
+
+    import streamlit as st
+
+    from attncore.config import make_run
+    from ui import live, worker
+
+    st.session_state[live.TOKEN_KEY] = "visitor"
+    job = Future()
+    job.set_exception(worker.Cancelled(137))  # the worker stopped at step 137 when the page reran
+    live._last_jobs().put("visitor", (live.run_key(make_run(steps=300)), job, None))
+    live.report_cancelled(make_run(steps=300, lr=0.01))  # the sidebar now asks for another run
+
+
+def test_a_sidebar_change_mid_training_says_after_how_many_steps_it_stopped():
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_function(_stopped_by_a_changed_setting).run()
+    assert not at.exception
+    assert [w.value for w in at.warning] == [
+        "The settings changed during a training, so it stopped after 137 of 300 steps; nothing was stored."
+    ]

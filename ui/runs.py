@@ -170,11 +170,14 @@ def length_results(records: Sequence[RunRecord], lengths: Sequence[int]) -> list
 
 
 def require(run: RunConfig, describe: str) -> RunRecord:
-    """The run's record; if it was never trained, offer a Train button (live progress) and stop the page."""
+    """The run's record; if it was never trained, offer a Train button (live progress) and stop the page.
+
+    First says where this visitor's last training stopped, if a Cancel or a changed setting stopped it.
+    """
+    live.report_cancelled(run)
     record = cached(run)
     if record is not None:
         return record
-    live.report_cancelled(run)
     slot = st.empty()
     with slot.container():
         st.info(
