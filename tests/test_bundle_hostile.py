@@ -255,6 +255,10 @@ FORGED = {
     "huge n_params": (both(n_params=10**30), "n_params is not the config's model's"),
     "negative count": (both(n_distinct=-7), "n_distinct is not a count from 0 to 500"),
     "counts not adding up": (both(n_distinct=1, n_repeated=1), "n_distinct + n_repeated"),
+    "count not the test set's": (
+        both(n_distinct=499, n_repeated=1),
+        "n_distinct is not the count of the fixed test set",
+    ),
     "summary disagrees": (lambda m: m.update(final_loss=0.0), "the summary's numbers are not the record's"),
 }
 

@@ -166,3 +166,18 @@ def test_a_sidebar_change_mid_training_says_after_how_many_steps_it_stopped():
     assert [w.value for w in at.warning] == [
         "The settings changed during a training, so it stopped after 137 of 300 steps; nothing was stored."
     ]
+
+
+def test_an_index_rebuilt_by_a_keyed_process_is_rebuilt_again_by_an_unkeyed_one(cache, monkeypatch):
+    from lab.store import codec
+
+    store.get_run(RUNS[0])  # unsigned
+    monkeypatch.setenv(codec.KEY_VAR, "k")
+    store.get_run(RUNS[1])  # signed
+    (cache / index.INDEX_FILE).unlink()
+    index._memo.clear()  # a keyed process rebuilds the index: only the run signed with its key is whole
+    assert [s["config"] for s in store.list_cached()] == [RUNS[1].to_dict()]  # the keyed view: one whole run
+    monkeypatch.delenv(codec.KEY_VAR)
+    index._memo.clear()  # another process, without the key
+    assert len(store.list_cached()) == 2
+    assert store.check_store()["ok"] == 2

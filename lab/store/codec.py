@@ -7,6 +7,7 @@ is set. Everything read back is treated as untrusted: digests first, then schema
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import io
@@ -21,7 +22,7 @@ from attncore.config import ConfigError, RunConfig
 from attncore.evaluate import EvalResult
 from attncore.model import param_shapes
 from attncore.snapshots import snapshot_steps, stack, unstack
-from attncore.tasks import N_TEST
+from attncore.tasks import N_TEST, all_distinct, test_set
 
 from .record import RunRecord
 
@@ -199,6 +200,12 @@ def _count(x, low: int, high: int) -> bool:
     return isinstance(x, int) and not isinstance(x, bool) and low <= x <= high
 
 
+@functools.lru_cache(maxsize=256)
+def _n_distinct(task) -> int:
+    """Sequences of the fixed test set (attncore.tasks.test_set) whose L symbols all differ."""
+    return int(all_distinct(test_set(task)[:, : task.length]).sum())
+
+
 def check_values(meta: dict, run: RunConfig) -> None:
     """An imported record's numbers are possible for its config; RecordError naming the first that is not.
 
@@ -224,6 +231,8 @@ def check_values(meta: dict, run: RunConfig) -> None:
             raise RecordError(f"{kind}_accuracy is not a number from 0 to 1 (or empty when n_{kind} is 0)")
     if e["n_distinct"] + e["n_repeated"] != N_TEST:
         raise RecordError(f"n_distinct + n_repeated is not the test set's {N_TEST} sequences")
+    if e["n_distinct"] != _n_distinct(run.task):
+        raise RecordError(f"n_distinct is not the count of the fixed test set's ({_n_distinct(run.task)})")
     n_params = sum(math.prod(shape) for shape in param_shapes(run.model).values())
     if meta["n_params"] != n_params:
         raise RecordError(f"n_params is not the config's model's {n_params:,} parameters")
