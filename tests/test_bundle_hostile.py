@@ -444,3 +444,33 @@ def test_uploads_are_refused_while_streamlits_upload_limit_exceeds_max_bundle_mb
     at = app()
     assert not at.get("file_uploader")
     assert "Load a bundle is off: Streamlit's server.maxUploadSize is 50 MB" in texts(at.warning)
+
+
+def test_a_run_whose_arrays_inflate_beyond_their_file_is_refused_before_loading(cache, tmp_path):
+    """A large config with its arrays deflated to nothing: every header fits its config, the file is tiny."""
+    from dataclasses import replace
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from store_listing import fake_record
+
+    run = make_run(steps=STEPS)
+    run = replace(run, model=replace(run.model, d_model=1024, d_ff=16384, n_heads=4))  # ~75 M floats of params, 300 MB
+    meta, _ = codec.encode(fake_record(make_run(steps=STEPS)))  # a real record's meta, then made to fit `run`
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as z:
+        for name, (shape, dtypes) in codec.expected_arrays(run).items():
+            with z.open(name + ".npy", "w", force_zip64=True) as fh:  # streamed: the test never holds the zeros
+                np.lib.format.write_array_header_1_0(fh, {"descr": dtypes[0], "fortran_order": False, "shape": shape})
+                left = int(np.prod(shape)) * np.dtype(dtypes[0]).itemsize
+                chunk = bytes(2**22)
+                while left > 0:
+                    fh.write(chunk[: min(left, len(chunk))])
+                    left -= len(chunk)
+    data = out.getvalue()  # deflated: ~0.3 MB holding ~300 MB of zeros
+    meta = meta | {"config": run.to_dict(), "numerics_version": store.NUMERICS_VERSION}
+    meta["summary"] = meta["summary"] | {"config": run.to_dict()}
+    meta["arrays"] = {n: {"shape": list(s), "dtype": d[0]} for n, (s, d) in codec.expected_arrays(run).items()}
+    meta |= {"npz_sha256": hashlib.sha256(data).hexdigest(), "npz_bytes": len(data)}
+    raised, seconds, peak = cost(lambda: codec.decode(meta, data, store.NUMERICS_VERSION))
+    assert isinstance(raised, codec.RecordError) and "is compressed" in str(raised), repr(raised)
+    assert peak < PEAK_BYTES

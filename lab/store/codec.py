@@ -288,6 +288,9 @@ def decode(meta: dict, data: bytes, numerics_version: int, config: dict | None =
             for name, (shape, _) in expected.items():  # no member may inflate beyond its array (a zip bomb)
                 if names[name].file_size > 4096 + 8 * math.prod(shape):
                     raise RecordError(f"array {name} is larger than its shape allows")
+                info = names[name]  # np.savez stores, never deflates: an array is never larger than the file
+                if info.compress_type != zipfile.ZIP_STORED or info.compress_size != info.file_size:
+                    raise RecordError(f"array {name} is compressed (np.savez stores arrays as they are)")
             check_headers(z, names, expected)
         with np.load(io.BytesIO(data), allow_pickle=False) as npz:
             arrays = {name: npz[name] for name in expected}
