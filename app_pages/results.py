@@ -61,6 +61,13 @@ except ConfigError as e:
 if not grid:
     st.info("Choose at least one task, one length and one seed.")
     st.stop()
+if len(grid) > (cap := limits().max_compare_runs):  # the per-view cap of Ablations and Compare
+    st.warning(
+        f"This view has {len(grid)} runs; this server shows at most {cap} at once: choose fewer tasks, lengths "
+        "or seeds.",
+        icon=":material/block:",
+    )
+    st.stop()
 
 records, missing = runs.cached_many(grid)
 if missing:

@@ -26,6 +26,11 @@ def register(sub) -> None:
     imp = actions.add_parser("import", help="check a bundle file and store its runs")
     imp.add_argument("file", help="a bundle written by `cache export`")
     imp.add_argument("--max-mb", type=float, default=200.0, help="refuse bundles larger than this (default 200)")
+    imp.add_argument(
+        "--trust",
+        action="store_true",
+        help="with ATTNCORE_CACHE_KEY set: accept runs not signed with it, and sign them (only for your own files)",
+    )
     c.set_defaults(func=cmd_cache)
 
 
@@ -53,9 +58,20 @@ def _selected(a) -> list:
     ]
 
 
+def _inside_store(file: str) -> bool:
+    from pathlib import Path
+
+    from lab.store import cache_dir
+
+    target, root = Path(file).resolve(), cache_dir().resolve()
+    return target == root or root in target.parents
+
+
 def cmd_export(a) -> int:
     from lab.bundle import export_bundle
 
+    if a.file != "-" and _inside_store(a.file):
+        return _fail(f"FILE: {a.file!r} is inside the run store; write the bundle somewhere else")
     runs = _selected(a)
     try:
         if a.file == "-":
@@ -63,6 +79,8 @@ def cmd_export(a) -> int:
         else:
             with open(a.file, "wb") as fh:
                 n = export_bundle(fh, runs)
+    except BrokenPipeError:
+        raise  # cli.main: 141, quietly
     except OSError as exc:
         return _fail(f"FILE: cannot write {a.file!r} ({exc.strerror or type(exc).__name__})")
     print(f"exported {n} runs to {a.file}", file=sys.stderr)
@@ -75,11 +93,11 @@ def cmd_import(a) -> int:
     if not 0 < a.max_mb <= 100_000:
         return _fail("--max-mb: must be from 0 to 100,000 MB (exclusive of 0)")
     try:
-        stored, kept, families = import_bundle_report(a.file, int(a.max_mb * 2**20))
+        stored, kept, families = import_bundle_report(a.file, int(a.max_mb * 2**20), trust=a.trust)
     except BundleError as exc:
         return _fail(f"FILE: {exc}")
     except OSError as exc:
-        return _fail(f"the store cannot be written ({exc.strerror or type(exc).__name__}); nothing was lost")
+        return _fail(f"the store cannot be written ({exc.strerror or type(exc).__name__}); no run was imported")
     print(f"imported {stored} runs ({kept} were already stored).{foreign_text(families)}")
     return 0
 

@@ -125,7 +125,12 @@ def _decimal(n: int) -> str:
     return f"{n / kvcache.GB:,.3f} GB" if n >= kvcache.GB else f"{n / 10**6:,.3f} MB"
 
 
-def print_preset_list(counted: bool) -> None:
+def print_preset_list(counted: bool, as_json: bool = False) -> None:
+    if as_json:
+        counts = {p.name: {"published": p.published, "source": p.source} if counted else {} for p in PRESETS.values()}
+        rows = [{"name": p.name, "attention": p.arch.attention} | counts[p.name] for p in PRESETS.values()]
+        print(json.dumps(rows))
+        return
     for p in PRESETS.values():
         extra = f"  {p.published:>16,}  {p.source}" if counted else f"  {p.arch.attention}"
         print(f"{p.name:<18}{extra}")
@@ -133,7 +138,7 @@ def print_preset_list(counted: bool) -> None:
 
 def cmd_params(a) -> int:
     if a.preset == "list":
-        print_preset_list(counted=True)
+        print_preset_list(counted=True, as_json=a.json)
         return 0
     arch = arch_from_args(a)
     count = calc.count_parameters(arch)
@@ -225,7 +230,7 @@ def print_fit(f: kvcache.Fit, c: kvcache.KVCache, gpu_label: str) -> None:
 
 def cmd_kv_cache(a) -> int:
     if a.preset == "list":
-        print_preset_list(counted=False)
+        print_preset_list(counted=False, as_json=getattr(a, "json", False))
         return 0
     if not 0 <= a.reserve < 1:
         raise ConfigError("--reserve", f"must be a fraction in [0, 1), got {a.reserve}")

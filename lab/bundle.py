@@ -8,8 +8,13 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import re
+import stat
 import zipfile
 from pathlib import Path
+
+import numpy as np
 
 from attncore.config import RunConfig
 from lab import provenance, store
@@ -19,6 +24,13 @@ FORMAT = "attnlab-bundle/1"
 MANIFEST = "manifest.json"
 MAX_BUNDLE_BYTES = 200 * 2**20  # default cap on a bundle file (and on what it unpacks to, times 2)
 MAX_RUNS = 5000
+MANIFEST_BYTES_PER_RUN = 64 * 2**10  # a run's manifest entry: ~4 kB (2 layers), ~50 kB at the 64-layer maximum
+MAX_MANIFEST_BYTES = 8 * 2**20  # whatever the run count: json.loads of this costs < 0.1 s and < 100 MB
+CONTAINERS_PER_RUN = 2048  # objects and lists in one run's entry: ~90 (2 layers), ~1,600 at 64 layers
+MAX_CONTAINERS = 2**20  # ~70 MB of empty objects at most
+MAX_DEPTH = 16  # a real manifest nests 6 deep (manifest, runs, run, summary, config, model)
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NOT_BRACKET = bytes(b for b in range(256) if b not in b"{}[]")
 
 
 class BundleError(ValueError):
@@ -29,54 +41,109 @@ def _member(i: int) -> str:
     return f"runs/{i:05d}.npz"
 
 
-def export_bundle(target, runs=None, *, location=None) -> int:
+def export_bundle(target, runs=None, *, location=None, max_bytes: int | None = None) -> int:
     """Write the stored runs (all of this numerics version, or those of `runs`, configs) to `target`.
 
-    `target` is a path or a binary file. Each run is checked on the way out. Returns how many runs were written.
+    `target` is a path or a binary file (it may be unseekable, like stdout). The runs stream through one at a
+    time: each entry's stored arrays are checked against its sealed sidecar and copied as they are (no
+    parsing, no re-encoding), so memory stays at about one run. BundleError once more than `max_bytes` of
+    runs would be written. With ATTNCORE_CACHE_KEY set, every run is signed. Returns how many runs were written.
     """
     configs = (
         [s["config"] for s in store.list_cached(location=location)] if runs is None else [r.to_dict() for r in runs]
     )
-    metas, blobs = [], []
-    for config in configs:
-        entry = store._Entry(RunConfig.from_dict(config), location)
-        try:
-            record = entry.read(warn=True)
-        except OSError:
-            record = None
-        if record is None:
-            continue  # listed but damaged or gone: the store warned, the bundle leaves it out
-        meta, data = codec.encode(record)
-        meta["numerics_version"] = store.NUMERICS_VERSION
-        metas.append(meta)
-        blobs.append(data)
-    manifest = {"format": FORMAT, "numerics_version": store.NUMERICS_VERSION, "runs": metas}
-    with zipfile.ZipFile(target, "w", compression=zipfile.ZIP_DEFLATED) as z:
-        z.writestr(MANIFEST, json.dumps(manifest))
-        for i, data in enumerate(blobs):
-            z.writestr(_member(i), data)
+    metas, total = [], 0
+    with zipfile.ZipFile(target, "w", compression=zipfile.ZIP_STORED) as z:
+        for config in configs:
+            try:
+                found = store._Entry(RunConfig.from_dict(config), location).stored_bytes(warn=True)
+            except OSError:
+                found = None
+            if found is None:
+                continue  # listed but damaged or gone: the store warned, the bundle leaves it out
+            meta, data = found
+            total += len(data)
+            if max_bytes is not None and total > max_bytes:
+                raise BundleError(f"the runs are more than the limit of {max_bytes / 2**20:,.1f} MB")
+            z.writestr(_member(len(metas)), data)  # an .npz of plain arrays: deflating gains little
+            mac = codec.sign(meta)  # a keyed process vouches for its runs; a store with the same key accepts them
+            metas.append(meta if mac is None else meta | {"hmac": mac})
+            del data, found
+        manifest = {"format": FORMAT, "numerics_version": store.NUMERICS_VERSION, "runs": metas}
+        z.writestr(MANIFEST, json.dumps(manifest), compress_type=zipfile.ZIP_DEFLATED)
     return len(metas)
 
 
-def bundle_bytes(runs=None, *, location=None) -> bytes:
-    """export_bundle into memory (the dashboard's download)."""
-    buffer = io.BytesIO()
-    export_bundle(buffer, runs, location=location)
-    return buffer.getvalue()
+def _read_file(path, max_bytes: int) -> bytes:
+    """A regular file's bytes, at most max_bytes: device files, FIFOs and folders are refused before reading."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise BundleError("the bundle is not a regular file")
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO swapped in cannot block the open
+        with os.fdopen(fd, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                raise BundleError("the bundle is not a regular file")
+            if st.st_size > max_bytes:
+                raise BundleError(f"the bundle is {st.st_size / 2**20:.1f} MB; the limit is {max_bytes / 2**20:.0f} MB")
+            data = fh.read(max_bytes + 1)  # never more than the cap, whatever the size said
+    except OSError as exc:
+        raise BundleError(f"cannot read the bundle ({exc.strerror or type(exc).__name__})") from None
+    if len(data) > max_bytes:
+        raise BundleError(f"the bundle is larger than the limit of {max_bytes / 2**20:.0f} MB")
+    return data
 
 
-def read_bundle(source, max_bytes: int = MAX_BUNDLE_BYTES) -> list:
-    """The RunRecords of a bundle (a path or bytes), every check passed; BundleError naming the first failure."""
-    if isinstance(source, (str, Path)):
-        try:
-            size = Path(source).stat().st_size
-            if size > max_bytes:
-                raise BundleError(f"the bundle is {size / 2**20:.1f} MB; the limit is {max_bytes / 2**20:.0f} MB")
-            data = Path(source).read_bytes()
-        except OSError as exc:
-            raise BundleError(f"cannot read the bundle ({exc.strerror or type(exc).__name__})") from None
-    else:
-        data = bytes(source)
+def _manifest_limit(n_runs: int) -> int:
+    return min(MAX_MANIFEST_BYTES, 4096 + n_runs * MANIFEST_BYTES_PER_RUN)
+
+
+def _check_structure(text: bytes, n_runs: int) -> None:
+    """Refuse JSON nested deeper than MAX_DEPTH or with more objects and lists than n_runs runs need, before parsing.
+
+    Strings are blanked first (a bracket inside one is not structure); what json.loads then parses has exactly
+    the structure counted here, or is not JSON at all.
+    """
+    bare = _STRING.sub(b'""', text)
+    if bare.count(b"{") + bare.count(b"[") > min(MAX_CONTAINERS, 16 + n_runs * CONTAINERS_PER_RUN):
+        raise BundleError(f"not a bundle: {MANIFEST} holds more objects than {n_runs} runs need")
+    brackets = np.frombuffer(bare.translate(None, _NOT_BRACKET), dtype=np.uint8)
+    steps = np.where((brackets == ord("{")) | (brackets == ord("[")), 1, -1).astype(np.int32)
+    if steps.size and int(np.cumsum(steps).max()) > MAX_DEPTH:
+        raise BundleError(f"not a bundle: {MANIFEST} is nested deeper than {MAX_DEPTH} levels")
+
+
+def _manifest(z: zipfile.ZipFile, info: zipfile.ZipInfo, n_runs: int) -> dict:
+    """The parsed manifest, its size (declared and read) and structure bounded for n_runs runs before json.loads."""
+    limit = _manifest_limit(n_runs)
+    if info.file_size > limit or info.compress_size > limit:
+        raise BundleError(f"not a bundle: {MANIFEST} is larger than {n_runs} runs need ({limit / 2**20:.1f} MB)")
+    try:
+        with z.open(info) as fh:
+            text = fh.read(limit + 1)
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError, NotImplementedError, RuntimeError):
+        raise BundleError(f"not a bundle: {MANIFEST} cannot be unpacked") from None
+    if len(text) > limit:
+        raise BundleError(f"not a bundle: {MANIFEST} is larger than {n_runs} runs need ({limit / 2**20:.1f} MB)")
+    _check_structure(text, n_runs)
+    try:
+        manifest = json.loads(text)
+        if manifest["format"] != FORMAT or not isinstance(manifest["runs"], list):
+            raise TypeError
+    except (ValueError, KeyError, TypeError, RecursionError, MemoryError):
+        raise BundleError(f"not a bundle: {MANIFEST} is not a {FORMAT} manifest") from None
+    return manifest
+
+
+def read_bundle(source, max_bytes: int = MAX_BUNDLE_BYTES, *, trust: bool = False) -> list:
+    """The RunRecords of a bundle (a path or bytes), every check passed; BundleError naming the first failure.
+
+    Everything is bounded before it is allocated: the file (a regular one, read up to max_bytes), the member
+    list, the manifest's size and structure, every .npy header against its run's config. With
+    ATTNCORE_CACHE_KEY set, every run must carry a valid signature under it unless `trust` (the operator's
+    command line only; the runs are then signed when stored).
+    """
+    data = _read_file(source, max_bytes) if isinstance(source, (str, Path)) else bytes(source)
     if len(data) > max_bytes:
         raise BundleError(f"the bundle is {len(data) / 2**20:.1f} MB; the limit is {max_bytes / 2**20:.0f} MB")
     try:
@@ -86,59 +153,84 @@ def read_bundle(source, max_bytes: int = MAX_BUNDLE_BYTES) -> list:
         raise BundleError("not a bundle: the file is not a zip archive") from None
     if MANIFEST not in infos:
         raise BundleError(f"not a bundle: no {MANIFEST}")
+    n_runs = len(infos) - 1
+    if n_runs > MAX_RUNS:
+        raise BundleError(f"the bundle holds more than {MAX_RUNS} runs")
+    if set(infos) != {MANIFEST} | {_member(i) for i in range(n_runs)}:
+        raise BundleError("the bundle holds files other than its manifest and its runs")
     if sum(info.file_size for info in infos.values()) > 2 * max_bytes:
         raise BundleError("the bundle unpacks to more than its size limit allows")
-    try:
-        manifest = json.loads(z.read(MANIFEST))
-        metas = manifest["runs"]
-        if manifest["format"] != FORMAT or not isinstance(metas, list):
-            raise TypeError
-    except (ValueError, KeyError, TypeError, zipfile.BadZipFile, OSError, EOFError):
-        raise BundleError(f"not a bundle: {MANIFEST} is not a {FORMAT} manifest") from None
+    manifest = _manifest(z, infos[MANIFEST], n_runs)
+    metas = manifest["runs"]
     if manifest.get("numerics_version") != store.NUMERICS_VERSION:
         raise BundleError(
             f"the bundle was computed by another numerics version; this code computes version {store.NUMERICS_VERSION}"
         )
     if len(metas) > MAX_RUNS:
         raise BundleError(f"the bundle holds more than {MAX_RUNS} runs")
-    if set(infos) != {MANIFEST} | {_member(i) for i in range(len(metas))}:
+    if len(metas) != n_runs:
         raise BundleError("the bundle holds files other than its manifest and its runs")
+    keyed = codec.sign({}) is not None
     out = []
     for i, meta in enumerate(metas):
         try:
             if not isinstance(meta, dict):
                 raise codec.RecordError("its entry in the manifest is not an object")
-            out.append(codec.decode(meta, z.read(_member(i)), store.NUMERICS_VERSION))
+            meta = dict(meta)
+            mac = meta.pop("hmac", None)
+            if keyed and not trust and not codec.signed(meta, mac):
+                raise BundleError(
+                    f"run {i + 1} of {len(metas)} is not signed with this store's {codec.KEY_VAR}; only bundles "
+                    f"exported by a process with that key are accepted (or pass --trust to `cache import`)"
+                )
+            info = infos[_member(i)]
+            if not isinstance(meta.get("npz_bytes"), int) or info.file_size != meta["npz_bytes"]:
+                raise codec.RecordError("the array file's SHA-256 does not match its sidecar")
+            with z.open(info) as fh:
+                blob = fh.read(info.file_size + 1)
+            out.append(codec.decode(meta, blob, store.NUMERICS_VERSION, imported=True))
+        except BundleError:
+            raise
         except codec.RecordError as exc:
             raise BundleError(f"run {i + 1} of {len(metas)}: {exc}") from None
-        except (zipfile.BadZipFile, OSError, EOFError, ValueError):
+        except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError, RuntimeError):
             raise BundleError(f"run {i + 1} of {len(metas)}: its array file cannot be read") from None
     return out
 
 
-def import_bundle(source, max_bytes: int = MAX_BUNDLE_BYTES, *, location=None) -> tuple[int, int]:
+def import_bundle(source, max_bytes: int = MAX_BUNDLE_BYTES, *, location=None, trust: bool = False) -> tuple[int, int]:
     """Check the whole bundle, then store its runs; (stored, already there). Runs already stored are kept as they are.
 
-    Nothing is stored unless every run of the bundle passes its checks.
+    Nothing is stored unless every run of the bundle passes its checks, and an import the store refuses
+    midway (a full disk) takes back the runs it had stored and raises the OSError: all of its runs or none.
     """
-    return import_bundle_report(source, max_bytes, location=location)[:2]
+    return import_bundle_report(source, max_bytes, location=location, trust=trust)[:2]
 
 
-def import_bundle_report(source, max_bytes: int = MAX_BUNDLE_BYTES, *, location=None) -> tuple[int, int, dict]:
+def import_bundle_report(
+    source, max_bytes: int = MAX_BUNDLE_BYTES, *, location=None, trust: bool = False
+) -> tuple[int, int, dict]:
     """import_bundle, and {kernel family: runs} of the bundle's runs computed on another BLAS kernel family than
     this machine's (lab.provenance.foreign; 'unknown' for runs stored before records carried their platform).
     They are stored under the same keys as this machine's own: served as they are, their platform shown."""
-    stored = kept = 0
-    imported = read_bundle(source, max_bytes)
+    imported = read_bundle(source, max_bytes, trust=trust)
+    new, kept = [], 0
     for record in imported:
         if store.is_cached(record.config, location=location):
             kept += 1
-            continue
-        store.put_run(record, location=location)
-        stored += 1
-    if stored:
+        else:
+            new.append(record)
+    done = []
+    try:
+        for record in new:
+            store.put_run(record, location=location)
+            done.append(record.config)
+    except BaseException:
+        store.remove_runs(done, location=location)
+        raise
+    if done:
         store.enforce_cap(location=location, keep=[r.config for r in imported])
-    return stored, kept, provenance.foreign([r.summary() for r in imported])
+    return len(done), kept, provenance.foreign([r.summary() for r in imported])
 
 
 def foreign_text(families: dict) -> str:

@@ -30,9 +30,9 @@ CONNECT_SECONDS = 5  # how long a dask scheduler may take to answer before the s
 SCHEDULER_ADDRESS = re.compile(r"(tcp|tls|ws|wss)://([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\]):([0-9]{1,5})")
 
 
-def _sweep_one(index: int, run: RunConfig, location: str) -> tuple[int, RunRecord]:
+def _sweep_one(index: int, run: RunConfig, location: str, keep=()) -> tuple[int, RunRecord]:
     # Runs in a worker process: the store pins BLAS to one thread, so workers do not fight over cores.
-    return index, get_run(run, location=location)
+    return index, get_run(run, location=location, keep=keep)
 
 
 def check_jobs(n_jobs) -> None:
@@ -148,7 +148,7 @@ def run_sweep(
             finished(run, get_run(run, location=location))
         else:
             missing.append(run)
-    tasks = (delayed(_sweep_one)(i, run, location) for i, run in enumerate(missing))
+    tasks = (delayed(_sweep_one)(i, run, location, tuple(unique)) for i, run in enumerate(missing))
     if missing and backend == "loky":
         with parallel_config(backend="loky", initializer=_exit_with_parent, initargs=(os.getpid(),)):
             workers = loky_workers(n_jobs, len(missing))  # no idle processes

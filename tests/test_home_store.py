@@ -75,10 +75,14 @@ def test_a_hostile_upload_is_one_message_and_changes_nothing(empty_store):
     assert metric(at, "Runs in the cache") == "0"
 
 
-def test_uploads_can_be_switched_off_and_download_is_always_offered(empty_store, monkeypatch):
+def test_uploads_can_be_switched_off_and_download_is_offered_once_there_are_runs(empty_store, monkeypatch):
     monkeypatch.setenv("ATTNLAB_BUNDLE_UPLOAD", "0")
     at = app()
     assert not at.file_uploader
+    assert not at.get("download_button")  # an empty store: nothing to download (issue 18.3)
+    assert "Download all runs is offered once the store holds a run." in texts(at.caption)
+    store.get_run(SHORT[0])
+    at = app()
     assert [b.label for b in at.get("download_button")] == ["Download all runs"]
 
 

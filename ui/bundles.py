@@ -7,20 +7,21 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 
 import streamlit as st
 
 from lab import bundle, store
-from ui.limits import limits
+from ui.limits import background_slot, limits
 from ui.plain import plain
 
 BUNDLE_VAR = "ATTNLAB_BUNDLE"
 
 
-def enforce_store_cap() -> None:
-    """Evict least-recently-used runs beyond the server's max_store_mb (never the article's)."""
+def enforce_store_cap(keep=()) -> None:
+    """Evict least-recently-used runs beyond the server's max_store_mb (never the article's, nor `keep`'s)."""
     try:
-        store.enforce_cap(limits().max_store_mb * 2**20)
+        store.enforce_cap(int(limits().max_store_mb * 2**20), keep=keep)
     except OSError:
         pass  # a read-only store cannot grow either
 
@@ -60,28 +61,72 @@ def warm_start() -> str | None:
     return _warm(path, location) if path else None
 
 
-def _all_runs() -> bytes:
-    return bundle.bundle_bytes()
+def all_runs_file(max_bytes: int):
+    """Every stored run as a bundle, built under one of the server's slots into a temporary file, opened for reading.
+
+    The runs stream from the store into the file one at a time (lab.bundle.export_bundle), so building
+    holds about one run in memory; Streamlit then reads the file once to serve it. BundleError beyond
+    `max_bytes`, BusyError when no slot freed up.
+    """
+    with background_slot("Download all runs"):
+        fd, name = tempfile.mkstemp(prefix="attnlab-download-", suffix=".zip")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                bundle.export_bundle(fh, max_bytes=max_bytes)
+            return open(name, "rb")  # an io.BufferedReader, which st.download_button reads
+        finally:
+            os.unlink(name)  # the open file stays readable; nothing is left on disk
 
 
-def share_section() -> bool:
-    """'Download all runs' and, where the server allows it, 'Load a bundle'; True when an upload stored runs."""
-    lim = limits()
+def _download_all() -> object:
+    return all_runs_file(limits().max_download_mb * 2**20)
+
+
+def download_section(lim) -> None:
+    """'Download all runs' when the store holds runs and their bundle fits max_download_mb; else why not."""
+    n, size = len(store.list_cached()), store.stored_bytes()
+    if not n:
+        st.caption("Download all runs is offered once the store holds a run.")
+        return
+    if size > lim.max_download_mb * 2**20:
+        st.info(
+            f"The {n:,} stored runs weigh {size / 2**20:,.0f} MB, more than this server's download limit of "
+            f"{lim.max_download_mb:,} MB; `cache export` on the server writes them (or a part) to a file.",
+            icon=":material/info:",
+        )
+        return
     st.download_button(
         "Download all runs",
-        data=_all_runs,
+        data=_download_all,  # built only when clicked, under a slot (all_runs_file)
         file_name="attention-lab-runs.zip",
         mime="application/zip",
         icon=":material/download:",
         on_click="ignore",
         key="bundle_download",
+        help=f"{n:,} runs, about {size / 2**20:,.1f} MB, in one .zip",
     )
+
+
+def share_section() -> bool:
+    """'Download all runs' and, where the server allows it, 'Load a bundle'; True when an upload stored runs."""
+    lim = limits()
+    download_section(lim)
     if not lim.upload_allowed():
+        return False
+    server_mb = st.get_option("server.maxUploadSize")
+    if server_mb > lim.max_bundle_mb:  # Streamlit would take larger files into memory before the cap is checked
+        st.warning(
+            f"Load a bundle is off: Streamlit's server.maxUploadSize is {server_mb} MB, more than this server's "
+            f"max_bundle_mb of {lim.max_bundle_mb} MB. Set maxUploadSize = {lim.max_bundle_mb} under [server] in "
+            f".streamlit/config.toml (or STREAMLIT_SERVER_MAX_UPLOAD_SIZE={lim.max_bundle_mb}).",
+            icon=":material/settings:",
+        )
         return False
     upload = st.file_uploader(
         f"Load a bundle (a .zip from Download all runs or `cache export`, up to {lim.max_bundle_mb} MB)",
         type=["zip"],
         key="bundle_upload",
+        max_upload_size=lim.max_bundle_mb,
     )
     if upload is None or st.session_state.get("bundle_done") == upload.file_id:
         return False

@@ -18,6 +18,8 @@ from dataclasses import dataclass, fields
 
 import streamlit as st
 
+from lab import store
+
 LIMIT_RANGE = (1, 10**9)  # every cap is a whole number in this range
 WAIT_REFRESH_SECONDS = 0.25  # how often a waiting page checks for a free slot (and for the visitor leaving)
 _LOG = logging.getLogger(__name__)
@@ -46,8 +48,9 @@ class Limits:
     max_test_length: int = 16  # Length generalisation: longest test length L' evaluated (up to 64)
     max_kv_new_tokens: int = 128  # KV cache: tokens generated per timed run
     max_scaling_draws: int = 10**8  # Scaling: sum(d_k) * T * repetitions normal draws of one input set
-    max_store_mb: int = 512  # the run store's size cap; least-recently-used runs beyond it are evicted
-    max_bundle_mb: int = 50  # largest run bundle a visitor may upload on Home
+    max_store_mb: float = 512  # the run store's size cap (MB, may be a fraction); least-recently-used runs evicted
+    max_bundle_mb: int = 50  # largest run bundle a visitor may upload on Home (and Streamlit's server.maxUploadSize)
+    max_download_mb: int = 200  # Home's "Download all runs": the largest bundle it builds (cache import's default)
     bundle_upload: bool | None = None  # Home's "Load a bundle": None = on with a display, off when headless
 
     def upload_allowed(self) -> bool:
@@ -73,6 +76,15 @@ def parse_limit(name: str, raw) -> int:
     return value
 
 
+def parse_store_mb(name: str, raw) -> float:
+    """max_store_mb: a positive number of MB below 10^9 (a fraction too), read exactly as lab.store reads it."""
+    try:
+        return store.parse_store_mb(raw)
+    except (ValueError, TypeError):
+        shown = repr(raw) if len(repr(raw)) <= 40 else repr(raw)[:37] + "..."
+        raise ValueError(f"{name} must be a number of MB above 0 and below 1,000,000,000, got {shown}") from None
+
+
 SWITCH = {"1": True, "true": True, "on": True, "0": False, "false": False, "off": False}
 
 
@@ -93,7 +105,7 @@ def parse_limits(environ: Mapping[str, str], secrets: Mapping) -> tuple[Limits, 
         raw = environ.get(f"ATTNLAB_{f.name.upper()}", secrets.get(f.name))
         if raw is None:
             continue
-        parse = parse_switch if f.name == "bundle_upload" else parse_limit
+        parse = {"bundle_upload": parse_switch, "max_store_mb": parse_store_mb}.get(f.name, parse_limit)
         try:
             values[f.name] = parse(f.name, raw)
         except ValueError as e:
@@ -161,6 +173,23 @@ def _wait_text(lim: Limits, what: str, waited: float) -> str:
         f"The server runs at most {lim.max_concurrent} heavy job{'s' * (lim.max_concurrent != 1)} at once and all "
         f"are busy: {what} is waiting for a free slot ({waited:.0f} s of at most {lim.slot_wait_seconds} s)."
     )
+
+
+@contextmanager
+def background_slot(what: str, wait_seconds: float | None = None):
+    """One of the server's slots for work outside a page's script run (a deferred download), no message shown.
+
+    Waits up to slot_wait_seconds (or wait_seconds), then raises BusyError naming `what`.
+    """
+    lim = limits()
+    slots = _slots(lim.max_concurrent)
+    wait = lim.slot_wait_seconds if wait_seconds is None else wait_seconds
+    if not slots.acquire(timeout=wait):
+        raise BusyError(f"The server is busy: {what} waited {wait:g} s for a free slot. Try again in a minute.")
+    try:
+        yield
+    finally:
+        slots.release()
 
 
 @contextmanager

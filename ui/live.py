@@ -238,5 +238,12 @@ def report_cancelled(run: RunConfig) -> None:
                 f"Cancelled after {e.steps_done:,} of {run.train.steps:,} steps; nothing was stored.",
                 icon=":material/stop_circle:",
             )
+        else:  # the visitor changed a setting mid-training: the page now shows another run
+            total = RunConfig.from_dict(json.loads(key)).train.steps
+            st.warning(
+                f"The settings changed during a training, so it stopped after {e.steps_done:,} of {total:,} "
+                "steps; nothing was stored.",
+                icon=":material/stop_circle:",
+            )
     except Exception:  # finished or failed (its own run reported it), or still evaluating: nothing to say
         pass

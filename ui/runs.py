@@ -15,7 +15,7 @@ import streamlit as st
 from attncore import RunConfig
 from attncore.evaluate import EvalResult, LengthResult, evaluate_lengths
 from attncore.inspect import evaluate_ablated
-from lab.store import RunRecord, get_run, is_cached, list_cached
+from lab.store import RunRecord, is_cached, list_cached, stored_run
 from lab.sweep import run_sweep
 from ui import bundles, live
 from ui.limits import BusyError, limits, training_slot
@@ -24,14 +24,30 @@ from ui.metered import memo, metered
 run_key = live.run_key
 
 
+class _Missing(LookupError):
+    """The run was not in the store after all (evicted or damaged since is_cached said yes)."""
+
+
 @st.cache_resource(max_entries=64, show_spinner=False)  # up to ~6 MB each at the hosted maximum
 def _load(key: str) -> RunRecord:
-    return get_run(RunConfig.from_dict(json.loads(key)))
+    record = stored_run(RunConfig.from_dict(json.loads(key)))
+    if record is None:
+        raise _Missing(key)  # not cached: st.cache_resource keeps no exception
+    return record
 
 
 def cached(run: RunConfig) -> RunRecord | None:
-    """The stored record, or None when the run was never trained (nothing is computed)."""
-    return _load(run_key(run)) if is_cached(run) else None
+    """The stored record, or None when the run is not stored; never computes in the server thread.
+
+    A run evicted between is_cached and the read is None too: the page then offers to train it, which
+    happens in a worker process under a slot.
+    """
+    if not is_cached(run):
+        return None
+    try:
+        return _load(run_key(run))
+    except _Missing:
+        return None
 
 
 def cached_many(runs: Sequence[RunConfig]) -> tuple[list[RunRecord], list[RunConfig]]:
@@ -74,7 +90,7 @@ def sweep(runs: Sequence[RunConfig], what: str) -> list[RunRecord] | None:
         st.error(str(e), icon=":material/hourglass_top:")
         return None
     bar.empty()
-    bundles.enforce_store_cap()
+    bundles.enforce_store_cap(keep=runs)  # the runs just trained stay for the view that asked for them
     return records
 
 
@@ -154,11 +170,14 @@ def length_results(records: Sequence[RunRecord], lengths: Sequence[int]) -> list
 
 
 def require(run: RunConfig, describe: str) -> RunRecord:
-    """The run's record; if it was never trained, offer a Train button (live progress) and stop the page."""
+    """The run's record; if it was never trained, offer a Train button (live progress) and stop the page.
+
+    First says where this visitor's last training stopped, if a Cancel or a changed setting stopped it.
+    """
+    live.report_cancelled(run)
     record = cached(run)
     if record is not None:
         return record
-    live.report_cancelled(run)
     slot = st.empty()
     with slot.container():
         st.info(
@@ -173,5 +192,5 @@ def require(run: RunConfig, describe: str) -> RunRecord:
     record = live.train_live(run)
     if record is None:
         st.stop()
-    bundles.enforce_store_cap()
+    bundles.enforce_store_cap(keep=[run])
     return record

@@ -46,6 +46,9 @@ __all__ = [
     "list_cached",
     "max_store_bytes",
     "put_run",
+    "remove_runs",
+    "stored_bytes",
+    "stored_run",
 ]
 
 ENV_VAR = "ATTNCORE_CACHE_DIR"
@@ -130,6 +133,21 @@ class _Entry:
         record, _ = self.func.call(*self.args, callback=callback)  # joblib stores it (or warns that it cannot)
         return record
 
+    def stored_bytes(self, warn: bool) -> tuple[dict, bytes] | None:
+        """(checked sidecar meta, npz bytes) of a whole entry, without parsing the arrays; None if absent or damaged."""
+        if not (self.path / backend.SIDECAR_FILE).exists():
+            return None
+        try:
+            return backend.read_verified(self.path, NUMERICS_VERSION, self.args[0])
+        except codec.RecordError as exc:
+            if warn:
+                warnings.warn(
+                    f"cache entry {self.path} for {describe(self.run)} failed its checks ({exc}); left out",
+                    CacheWarning,
+                    stacklevel=4,
+                )
+            return None
+
     def stored(self) -> dict | None:
         """The checked sidecar meta of a whole entry, or None."""
 
@@ -140,16 +158,28 @@ class _Entry:
 
 
 def max_store_bytes() -> int:
-    """The store's size cap from $ATTNLAB_MAX_STORE_MB (default DEFAULT_MAX_STORE_MB)."""
+    """The store's size cap from $ATTNLAB_MAX_STORE_MB (default DEFAULT_MAX_STORE_MB): a positive number of MB.
+
+    ui.limits reads max_store_mb with the same rule (parse_store_mb), so a value is applied everywhere or
+    reported as ignored everywhere.
+    """
     raw = os.environ.get(MAX_STORE_VAR)
     try:
-        mb = float(raw) if raw else DEFAULT_MAX_STORE_MB
-        if not (0 < mb < 1e9):
-            raise ValueError
+        mb = parse_store_mb(raw) if raw else DEFAULT_MAX_STORE_MB
     except ValueError:
         warnings.warn(f"ignoring {MAX_STORE_VAR}={raw[:20]!r}: not a positive number of MB", CacheWarning, stacklevel=3)
         mb = DEFAULT_MAX_STORE_MB
     return int(mb * 2**20)
+
+
+def parse_store_mb(raw) -> float:
+    """A store size in MB from text or a number: finite, above 0 and below 10^9; ValueError otherwise."""
+    if isinstance(raw, bool):
+        raise ValueError(raw)
+    mb = float(raw)
+    if not (0 < mb < 1e9):
+        raise ValueError(raw)
+    return mb
 
 
 def _article_keys(location: Path) -> set[str]:
@@ -172,12 +202,17 @@ def enforce_cap(max_bytes: int | None = None, *, location: Path | str | None = N
 
 
 def get_run(
-    run: RunConfig, callback: Callable[[int, float], object] | None = None, *, location: Path | str | None = None
+    run: RunConfig,
+    callback: Callable[[int, float], object] | None = None,
+    *,
+    location: Path | str | None = None,
+    keep=(),
 ) -> RunRecord:
     """The run from the store, computed and stored first if needed.
 
     callback(step, loss) is only called when this call actually trains. `location` overrides
     cache_dir() (sweep workers get the caller's). A store that cannot be written still returns the run.
+    The size cap applied after storing never evicts this run nor those in `keep` (the rest of its sweep).
     """
 
     try:
@@ -202,10 +237,18 @@ def get_run(
     if meta is not None:
         try:
             index.update(entry.location, entry.func_dir, {entry.path.name: index.describe_entry(entry.path, meta)})
-            enforce_cap(location=entry.location, keep=[run])
+            enforce_cap(location=entry.location, keep=[run, *keep])
         except OSError:
             pass  # the entry is whole; the index is rebuilt when next read
     return record
+
+
+def stored_run(run: RunConfig, *, location: Path | str | None = None) -> RunRecord | None:
+    """The stored record when every check passes, else None (a CacheWarning if damaged); never computes."""
+    try:
+        return _Entry(run, location).read(warn=True)
+    except OSError:
+        return None
 
 
 def put_run(record: RunRecord, *, location: Path | str | None = None) -> None:
@@ -217,6 +260,19 @@ def put_run(record: RunRecord, *, location: Path | str | None = None) -> None:
     with backend.locked(entry.lock_path):
         backend.write_entry(entry.path, meta, data)
     index.update(entry.location, entry.func_dir, {entry.path.name: index.describe_entry(entry.path, meta)})
+
+
+def remove_runs(runs, *, location: Path | str | None = None) -> None:
+    """Delete these runs' entries and their index lines (an import taking back what it stored)."""
+    entries = [_Entry(run, location) for run in runs]
+    for entry in entries:
+        with backend.locked(entry.lock_path):
+            shutil.rmtree(entry.path, ignore_errors=True)
+    if entries:
+        try:
+            index.update(entries[0].location, entries[0].func_dir, remove=[e.path.name for e in entries])
+        except OSError:
+            pass  # the index is rebuilt from the sidecars when next found damaged
 
 
 def is_cached(run: RunConfig, *, location: Path | str | None = None) -> bool:
@@ -245,6 +301,16 @@ def list_cached(*, location: Path | str | None = None) -> list[dict]:
         return []
     mine = [e for e in found.values() if e.get("v") == NUMERICS_VERSION and isinstance(e.get("summary"), dict)]
     return [e["summary"] for e in sorted(mine, key=lambda e: e.get("created") or 0)]
+
+
+def stored_bytes(*, location: Path | str | None = None) -> int:
+    """Bytes on disk of the stored runs of this NUMERICS_VERSION, from the index (what a bundle of them weighs)."""
+    location = Path(location) if location is not None else cache_dir()
+    try:
+        found = index.read(location, _func_dir(location))
+    except OSError:
+        return 0
+    return sum(int(e.get("bytes") or 0) for e in found.values() if e.get("v") == NUMERICS_VERSION)
 
 
 def clear_cache(*, location: Path | str | None = None) -> int:

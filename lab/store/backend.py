@@ -47,8 +47,25 @@ def write_entry(path: Path, meta: dict, data: bytes) -> None:
     """Store (meta, npz bytes) in the entry folder `path`: arrays first, sealed sidecar last; OSError if refused."""
     path.mkdir(parents=True, exist_ok=True)
     (path / SIDECAR_FILE).unlink(missing_ok=True)  # no moment where an old sidecar vouches for new arrays
-    write_atomic(path / RECORD_FILE, data)
-    write_atomic(path / SIDECAR_FILE, codec.seal(meta).encode())
+    try:
+        write_atomic(path / RECORD_FILE, data)
+        write_atomic(path / SIDECAR_FILE, codec.seal(meta).encode())
+    except BaseException:
+        remove_entry(path)  # arrays without a sidecar are no entry: nothing is left behind
+        raise
+
+
+def remove_entry(path: Path) -> None:
+    """Delete an entry folder's files (sidecar first, so no reader sees it whole meanwhile) and the folder."""
+    for name in (SIDECAR_FILE, RECORD_FILE):
+        try:
+            (path / name).unlink(missing_ok=True)
+        except OSError:
+            pass
+    try:
+        path.rmdir()
+    except OSError:
+        pass  # joblib's metadata.json or a write in progress: cache check --repair tidies what stays
 
 
 MAX_SIDECAR_BYTES = 2**20  # a real sidecar is a few kB
@@ -82,8 +99,8 @@ def read_entry(path: Path, numerics_version: int, config: dict | None = None):
     return codec.decode(meta, data, numerics_version, config), meta
 
 
-def verify_entry(path: Path, numerics_version: int, config: dict | None = None) -> dict:
-    """The meta when the sidecar holds and the array file's digest matches it (no parsing); RecordError otherwise."""
+def read_verified(path: Path, numerics_version: int, config: dict | None = None) -> tuple[dict, bytes]:
+    """(meta, npz bytes) when the sidecar holds and the bytes' digest matches it (no parsing); RecordError otherwise."""
     import hashlib
     import hmac
 
@@ -94,7 +111,12 @@ def verify_entry(path: Path, numerics_version: int, config: dict | None = None) 
         raise codec.RecordError("no readable array file") from None
     if not hmac.compare_digest(hashlib.sha256(data).hexdigest(), str(meta["npz_sha256"])):
         raise codec.RecordError("the array file's SHA-256 does not match its sidecar")
-    return meta
+    return meta, data
+
+
+def verify_entry(path: Path, numerics_version: int, config: dict | None = None) -> dict:
+    """The meta when the sidecar holds and the array file's digest matches it (no parsing); RecordError otherwise."""
+    return read_verified(path, numerics_version, config)[0]
 
 
 class RunBackend(FileSystemStoreBackend):

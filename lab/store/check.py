@@ -60,6 +60,22 @@ def _unused_lock(path: Path) -> bool:
         return False
 
 
+def _lock_held(path: Path) -> bool:
+    """Whether some process holds the flock on `path` (a write in progress); False where there is no lock."""
+    if fcntl is None or not path.exists():
+        return False
+    try:
+        with open(path, "a") as fh:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                return True
+            fcntl.flock(fh, fcntl.LOCK_UN)
+    except OSError:
+        return False
+    return False
+
+
 def check(location: Path, func_dir: Path, version: int, repair: bool, key_of) -> dict:
     """The check's report; with repair, damaged entries deleted, leftovers removed, the index rebuilt."""
     report = {"ok": 0, "other_version": 0, "damaged": [], "leftovers": 0}
@@ -67,7 +83,10 @@ def check(location: Path, func_dir: Path, version: int, repair: bool, key_of) ->
     for path in index.entry_dirs(func_dir):
         problem = _entry_problem(path, version, key_of)
         if problem and problem.startswith("no sidecar") and _mtime(path) > old:
-            continue  # a write in progress (arrays first, sidecar last)
+            if _lock_held(location / "locks" / f"{path.name}.lock"):
+                continue  # a write in progress (arrays first, sidecar last, under the run's lock)
+            if not (path / backend.RECORD_FILE).exists():
+                continue  # an empty folder (joblib's, a moment before the arrays): nothing to verify yet
         if problem is None:
             report["ok"] += 1
         elif problem == "other":

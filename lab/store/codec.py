@@ -8,6 +8,7 @@ is set. Everything read back is treated as untrusted: digests first, then schema
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import io
@@ -22,6 +23,7 @@ from attncore.config import ConfigError, RunConfig
 from attncore.evaluate import EvalResult
 from attncore.model import param_shapes
 from attncore.snapshots import snapshot_steps, stack, unstack
+from attncore.tasks import N_TEST, all_distinct, test_set
 from lab import provenance
 
 from .record import RunRecord
@@ -75,6 +77,18 @@ def unseal(text: str | bytes) -> dict:
     if not isinstance(meta, dict):
         raise RecordError("the sidecar's meta is not an object")
     return meta
+
+
+def sign(meta: dict) -> str | None:
+    """The HMAC-SHA256 of meta's canonical text under ATTNCORE_CACHE_KEY (a bundle's per-run signature), or None."""
+    key = _key()
+    return hmac.new(key, _canonical(meta), hashlib.sha256).hexdigest() if key else None
+
+
+def signed(meta: dict, mac) -> bool:
+    """Whether `mac` is meta's HMAC under ATTNCORE_CACHE_KEY (False when no key is set)."""
+    expected = sign(meta)
+    return expected is not None and isinstance(mac, str) and hmac.compare_digest(mac, expected)
 
 
 def seal_bytes(body: bytes) -> bytes:
@@ -184,24 +198,110 @@ def check_meta(meta: dict, numerics_version: int, config: dict | None = None) ->
     return run
 
 
-def decode(meta: dict, data: bytes, numerics_version: int, config: dict | None = None):
-    """The RunRecord stored as (meta, npz bytes), checked: digest of the bytes, then schema, then every array."""
+def _finite(x, low: float = 0.0, high: float = math.inf) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and low <= x <= high
+
+
+def _count(x, low: int, high: int) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and low <= x <= high
+
+
+@functools.lru_cache(maxsize=256)
+def _n_distinct(task) -> int:
+    """Sequences of the fixed test set (attncore.tasks.test_set) whose L symbols all differ."""
+    return int(all_distinct(test_set(task)[:, : task.length]).sum())
+
+
+def check_values(meta: dict, run: RunConfig) -> None:
+    """An imported record's numbers are possible for its config; RecordError naming the first that is not.
+
+    Finite non-negative loss and times; accuracies from 0 to 1 (the subset accuracies None only when their
+    subset is empty); the test set's counts adding up to its N_TEST sequences; n_params the model's count.
+    """
+    e = meta["eval"]
+    if not _finite(meta["final_loss"]):
+        raise RecordError("final_loss is not a finite number >= 0")
+    for name in ("train_seconds",):
+        if not _finite(meta[name], 0.0, 1e9):
+            raise RecordError(f"{name} is not a number of seconds from 0 to 1e9")
+    if not _finite(e["eval_seconds"], 0.0, 1e9):
+        raise RecordError("eval_seconds is not a number of seconds from 0 to 1e9")
+    for name in ("token_accuracy", "sequence_accuracy"):
+        if not _finite(e[name], 0.0, 1.0):
+            raise RecordError(f"{name} is not a number from 0 to 1")
+    for kind in ("distinct", "repeated"):
+        n, acc = e[f"n_{kind}"], e[f"{kind}_accuracy"]
+        if not _count(n, 0, N_TEST):
+            raise RecordError(f"n_{kind} is not a count from 0 to {N_TEST}")
+        if (acc is None) != (n == 0) or (acc is not None and not _finite(acc, 0.0, 1.0)):
+            raise RecordError(f"{kind}_accuracy is not a number from 0 to 1 (or empty when n_{kind} is 0)")
+    if e["n_distinct"] + e["n_repeated"] != N_TEST:
+        raise RecordError(f"n_distinct + n_repeated is not the test set's {N_TEST} sequences")
+    if e["n_distinct"] != _n_distinct(run.task):
+        raise RecordError(f"n_distinct is not the count of the fixed test set's ({_n_distinct(run.task)})")
+    n_params = sum(math.prod(shape) for shape in param_shapes(run.model).values())
+    if meta["n_params"] != n_params:
+        raise RecordError(f"n_params is not the config's model's {n_params:,} parameters")
+    s = meta["summary"]
+    same = {"final_loss": meta["final_loss"], "n_params": meta["n_params"], "train_seconds": meta["train_seconds"]}
+    same |= {k: e[k] for k in EVAL_FIELDS}
+    if any(s.get(k) != v for k, v in same.items()):
+        raise RecordError("the summary's numbers are not the record's")
+
+
+MAX_NPY_HEADER = 10_000  # bytes of an .npy header (numpy's own default limit)
+
+
+def check_headers(z: zipfile.ZipFile, infos: dict, expected: dict) -> None:
+    """Every .npy member's header (shape, dtype, order) against `expected`, read before any array is allocated."""
+    fmt = np.lib.format
+    for name, (shape, dtypes) in expected.items():
+        try:
+            with z.open(infos[name]) as fh:
+                version = fmt.read_magic(fh)
+                if version == (1, 0):
+                    header = fmt.read_array_header_1_0(fh, max_header_size=MAX_NPY_HEADER)
+                elif version == (2, 0):
+                    header = fmt.read_array_header_2_0(fh, max_header_size=MAX_NPY_HEADER)
+                else:
+                    raise ValueError
+        except (ValueError, TypeError, SyntaxError, OSError, EOFError, zipfile.BadZipFile, RecursionError):
+            raise RecordError(f"array {name} has no readable .npy header") from None
+        found, fortran, dtype = header
+        if tuple(found) != shape or fortran or dtype.str not in dtypes:
+            raise RecordError(f"array {name} does not have the shape {shape} its config needs")
+
+
+def decode(meta: dict, data: bytes, numerics_version: int, config: dict | None = None, *, imported: bool = False):
+    """The RunRecord stored as (meta, npz bytes), checked: digest of the bytes, then schema, then every array.
+
+    Every array's .npy header is checked before numpy allocates it; `imported` (a bundle's run) also checks
+    that the numbers are possible for the config (check_values) and that the loss history is finite.
+    """
     if len(data) != meta.get("npz_bytes") or not hmac.compare_digest(
         hashlib.sha256(data).hexdigest(), str(meta.get("npz_sha256"))
     ):
         raise RecordError("the array file's SHA-256 does not match its sidecar")
     run = check_meta(meta, numerics_version, config)
+    if imported:
+        check_values(meta, run)
     expected = expected_arrays(run)
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as z:
             names = {info.filename.removesuffix(".npy"): info for info in z.infolist()}
-        if names.keys() != expected.keys():
-            raise RecordError("the array file holds other arrays than its sidecar declares")
-        for name, (shape, _) in expected.items():  # no member may inflate beyond its array (a zip bomb)
-            if names[name].file_size > 4096 + 8 * math.prod(shape):
-                raise RecordError(f"array {name} is larger than its shape allows")
+            if names.keys() != expected.keys():
+                raise RecordError("the array file holds other arrays than its sidecar declares")
+            for name, (shape, _) in expected.items():  # no member may inflate beyond its array (a zip bomb)
+                if names[name].file_size > 4096 + 8 * math.prod(shape):
+                    raise RecordError(f"array {name} is larger than its shape allows")
+                info = names[name]  # np.savez stores, never deflates: an array is never larger than the file
+                if info.compress_type != zipfile.ZIP_STORED or info.compress_size != info.file_size:
+                    raise RecordError(f"array {name} is compressed (np.savez stores arrays as they are)")
+            check_headers(z, names, expected)
         with np.load(io.BytesIO(data), allow_pickle=False) as npz:
             arrays = {name: npz[name] for name in expected}
+    except RecordError:
+        raise
     except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:
         raise RecordError(f"unreadable array file ({type(exc).__name__})") from None
     for name, (shape, dtypes) in expected.items():
@@ -212,6 +312,8 @@ def decode(meta: dict, data: bytes, numerics_version: int, config: dict | None =
         raise RecordError("the snapshots were not taken at the steps the config's training takes them")
     if not all(np.all((a >= 0) & (a <= 1)) for a in (snaps["token_accuracy"], snaps["sequence_accuracy"])):
         raise RecordError("a snapshot's accuracy is not a number from 0 to 1")
+    if imported and not np.all(np.isfinite(arrays["loss_history"])):
+        raise RecordError("the loss history holds a number that is not finite")
     ev = {k: float("nan") if meta["eval"][k] is None else meta["eval"][k] for k in EVAL_FIELDS}
     return RunRecord(
         config=run,

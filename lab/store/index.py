@@ -17,6 +17,7 @@ from . import backend, codec
 
 INDEX_FILE = "index.json"
 LOCK_FILE = "index.lock"
+ID_FILE = "store.id"  # a random identity made once per store; the index is sealed with it
 _memo: dict[str, tuple[tuple, dict]] = {}  # index path -> (file identity, entries)
 
 
@@ -69,6 +70,37 @@ def rebuild(func_dir: Path) -> dict:
     return found
 
 
+def store_id(location: Path) -> str | None:
+    """This store's identity (ID_FILE), created once with a random value; None where it cannot be read or made."""
+    path = location / ID_FILE
+    for _ in range(2):
+        try:
+            text = path.read_text().strip()
+            if len(text) == 32 and all(c in "0123456789abcdef" for c in text):
+                return text
+            path.unlink()  # damaged: a new identity (every index sealed with the old one is rebuilt)
+        except FileNotFoundError:
+            pass
+        except (OSError, UnicodeDecodeError):
+            return None
+        try:
+            location.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            with os.fdopen(fd, "w") as fh:
+                fh.write(os.urandom(16).hex())
+        except FileExistsError:
+            continue  # another process made it first: read theirs
+        except OSError:
+            return None
+    return None
+
+
+def _matches_entries(found: dict, func_dir: Path) -> bool:
+    """Whether the index lists exactly the entry folders that hold a sidecar (its first read in a process)."""
+    present = {p.name for p in entry_dirs(func_dir) if (p / backend.SIDECAR_FILE).exists()}
+    return present == set(found)
+
+
 def _load(location: Path, func_dir: Path) -> dict | None:
     path = location / INDEX_FILE
     ident = _identity(path)
@@ -82,6 +114,11 @@ def _load(location: Path, func_dir: Path) -> dict | None:
             raise codec.RecordError("not an index")
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
+    sid = store_id(location)
+    if sid is None or meta.get("store") != sid:
+        return None  # another store's index (copied in), or one from before stores had an identity: rebuilt
+    if memo is None and not _matches_entries(found, func_dir):
+        return None  # first read in this process: an index that disagrees with the entries is rebuilt
     _memo[str(path)] = (ident, found)
     return found
 
@@ -89,7 +126,7 @@ def _load(location: Path, func_dir: Path) -> dict | None:
 def _save(location: Path, found: dict) -> None:
     path = location / INDEX_FILE
     try:
-        body = json.dumps({"format": "attnlab-index/1", "entries": found}).encode()
+        body = json.dumps({"format": "attnlab-index/1", "store": store_id(location), "entries": found}).encode()
         backend.write_atomic(path, codec.seal_bytes(body))
     except OSError:
         return  # a read-only store: the in-memory index still answers

@@ -1,0 +1,183 @@
+"""The store against clumsy operators and races (issue 18.4): a foreign index, failed writes, the cap, misses."""
+
+from __future__ import annotations
+
+import errno
+import shutil
+import warnings
+
+import pytest
+from test_store import STEPS
+
+from attncore.config import make_run
+from cli.main import main
+from lab import bundle, store
+from lab.store import backend, index
+
+RUNS = [make_run(steps=STEPS, seed=s) for s in range(3)]
+
+
+def test_a_foreign_index_copied_into_the_store_is_rebuilt(cache, tmp_path, monkeypatch, capsys):
+    store.get_run(RUNS[0])
+    other = tmp_path / "other"
+    monkeypatch.setenv(store.ENV_VAR, str(other))
+    store.get_run(RUNS[1])
+    store.get_run(RUNS[2])
+    monkeypatch.setenv(store.ENV_VAR, str(cache))
+    shutil.copy(other / index.INDEX_FILE, cache / index.INDEX_FILE)  # another store's index, validly sealed
+    index._memo.clear()  # a fresh process
+    assert [s["config"] for s in store.list_cached()] == [RUNS[0].to_dict()]
+    assert main(["cache", "list", "--json"]) == 0
+    assert '"seed": 0' in capsys.readouterr().out
+    out = tmp_path / "all.zip"
+    assert bundle.export_bundle(out) == 1
+
+
+def test_an_index_that_disagrees_with_the_entries_is_rebuilt_on_first_read(cache):
+    for run in RUNS[:2]:
+        store.get_run(run)
+    entry = store._Entry(RUNS[1])
+    shutil.rmtree(entry.path)  # gone behind the index's back (a kill between the entry and the index write)
+    index._memo.clear()
+    assert [s["config"] for s in store.list_cached()] == [RUNS[0].to_dict()]
+
+
+def failing_sidecar(monkeypatch, err=errno.ENOSPC):
+    real = backend.write_atomic
+
+    def write(path, data):
+        if path.name == backend.SIDECAR_FILE:
+            raise OSError(err, "simulated full disk")
+        return real(path, data)
+
+    monkeypatch.setattr(backend, "write_atomic", write)
+
+
+def test_a_training_whose_sidecar_is_refused_leaves_no_arrays(cache, monkeypatch):
+    failing_sidecar(monkeypatch)
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        store.get_run(RUNS[0])
+    entry = store._Entry(RUNS[0])
+    assert not (entry.path / backend.RECORD_FILE).exists()
+
+
+def test_cache_check_repair_removes_a_recent_orphan_nobody_is_writing(cache):
+    store.get_run(RUNS[0])
+    entry = store._Entry(RUNS[0])
+    (entry.path / backend.SIDECAR_FILE).unlink()  # arrays without a sidecar, just now, no lock held
+    report = store.check_store(repair=True)
+    assert len(report["damaged"]) == 1 and not entry.path.exists()
+
+
+def test_an_import_the_disk_refuses_midway_stores_nothing(cache, tmp_path, monkeypatch, capsys):
+    for run in RUNS:
+        store.get_run(run)
+    path = tmp_path / "runs.zip"
+    assert bundle.export_bundle(path) == 3
+    store.clear_cache()
+    real, calls = backend.write_atomic, []
+
+    def write(p, data):
+        calls.append(p)
+        if len(calls) > 4:  # two runs whole, then the disk is full
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(p, data)
+
+    monkeypatch.setattr(backend, "write_atomic", write)
+    assert main(["cache", "import", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no run was imported" in err
+    monkeypatch.undo()
+    monkeypatch.setenv(store.ENV_VAR, str(cache))
+    index._memo.clear()
+    assert store.list_cached() == [] and not any(cache.rglob(backend.RECORD_FILE))
+
+
+def test_a_fractional_store_cap_is_applied_by_the_store_and_the_page_alike(cache, monkeypatch):
+    from ui.limits import parse_limits
+
+    lim, problems = parse_limits({"ATTNLAB_MAX_STORE_MB": "0.5"}, {})
+    assert problems == [] and lim.max_store_mb == 0.5
+    monkeypatch.setenv(store.MAX_STORE_VAR, "0.5")
+    assert store.max_store_bytes() == 2**19
+    lim, problems = parse_limits({"ATTNLAB_MAX_STORE_MB": "lots"}, {})
+    assert len(problems) == 1 and "max_store_mb" in problems[0] and lim.max_store_mb == 512
+    monkeypatch.setenv(store.MAX_STORE_VAR, "lots")
+    with pytest.warns(store.CacheWarning):
+        assert store.max_store_bytes() == 512 * 2**20
+
+
+def test_the_runs_a_sweep_just_trained_are_kept_by_the_cap_pass(cache, monkeypatch):
+    import lab.presets
+    from ui import bundles
+
+    monkeypatch.setattr(lab.presets, "preset", lambda name: [])
+    monkeypatch.setenv(store.MAX_STORE_VAR, "0.001")
+    monkeypatch.setenv("ATTNLAB_MAX_STORE_MB", "0.001")
+    records = [store.get_run(run, keep=RUNS) for run in RUNS]  # a sweep's workers keep the whole sweep
+    assert all(store.is_cached(r.config) for r in records)
+    bundles.enforce_store_cap(keep=RUNS)  # the dashboard's pass after the sweep
+    assert all(store.is_cached(run) for run in RUNS)
+    bundles.enforce_store_cap()
+    assert not any(store.is_cached(run) for run in RUNS)
+
+
+def test_a_miss_after_is_cached_said_yes_is_never_trained_in_the_server_thread(cache, monkeypatch):
+    from ui import runs
+
+    monkeypatch.setattr(runs, "is_cached", lambda run: True)  # evicted between the check and the read
+    trained = []
+    monkeypatch.setattr(store, "compute_run", lambda *a, **k: trained.append(a))
+    runs._load.clear()
+    assert runs.cached(RUNS[0]) is None and trained == []
+
+
+def test_results_has_the_per_view_cap_of_ablations_and_compare(cache):
+    from apptest_helpers import texts
+    from test_app import app
+
+    query = {"res_L": [str(L) for L in range(1, 13)], "res_seeds": [str(s) for s in range(10)]}
+    at = app("results", res_tasks=["copy", "sort"], **query)  # 240 runs
+    assert "This view has 240 runs; this server shows at most 60 at once" in texts(at.warning)
+    assert not [b for b in at.button if b.key == "train_missing"]
+
+
+def _stopped_by_a_changed_setting():
+    from concurrent.futures import Future
+
+    import streamlit as st
+
+    from attncore.config import make_run
+    from ui import live, worker
+
+    st.session_state[live.TOKEN_KEY] = "visitor"
+    job = Future()
+    job.set_exception(worker.Cancelled(137))  # the worker stopped at step 137 when the page reran
+    live._last_jobs().put("visitor", (live.run_key(make_run(steps=300)), job, None))
+    live.report_cancelled(make_run(steps=300, lr=0.01))  # the sidebar now asks for another run
+
+
+def test_a_sidebar_change_mid_training_says_after_how_many_steps_it_stopped():
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_function(_stopped_by_a_changed_setting).run()
+    assert not at.exception
+    assert [w.value for w in at.warning] == [
+        "The settings changed during a training, so it stopped after 137 of 300 steps; nothing was stored."
+    ]
+
+
+def test_an_index_rebuilt_by_a_keyed_process_is_rebuilt_again_by_an_unkeyed_one(cache, monkeypatch):
+    from lab.store import codec
+
+    store.get_run(RUNS[0])  # unsigned
+    monkeypatch.setenv(codec.KEY_VAR, "k")
+    store.get_run(RUNS[1])  # signed
+    (cache / index.INDEX_FILE).unlink()
+    index._memo.clear()  # a keyed process rebuilds the index: only the run signed with its key is whole
+    assert [s["config"] for s in store.list_cached()] == [RUNS[1].to_dict()]  # the keyed view: one whole run
+    monkeypatch.delenv(codec.KEY_VAR)
+    index._memo.clear()  # another process, without the key
+    assert len(store.list_cached()) == 2
+    assert store.check_store()["ok"] == 2
