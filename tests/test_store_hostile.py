@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import os
 import shutil
 import warnings
 
@@ -181,3 +182,64 @@ def test_an_index_rebuilt_by_a_keyed_process_is_rebuilt_again_by_an_unkeyed_one(
     index._memo.clear()  # another process, without the key
     assert len(store.list_cached()) == 2
     assert store.check_store()["ok"] == 2
+
+
+# --- a view's runs are pinned while it is shown (issue 18.4) ------------------------------------------------
+
+HOLDER = "ab" * 16
+
+
+def pin_files(cache) -> list:
+    return sorted((cache / store.pins.PIN_DIR).glob("*.json"))
+
+
+def test_a_pinned_view_survives_another_processs_cap_pass_until_its_pin_lapses(cache, monkeypatch):
+    import lab.presets
+
+    monkeypatch.setattr(lab.presets, "preset", lambda name: [])  # nothing protected but the pin
+    for run in RUNS:
+        store.get_run(run)
+    store.pin_view(HOLDER, RUNS[:1])
+    sizes = sum(e["bytes"] for e in index.read(cache, store._Entry(RUNS[0], cache).func_dir).values())
+    assert store.enforce_cap(sizes) == 0  # fits: nothing to do
+    assert store.enforce_cap(int(0.9 * sizes)) == 1  # the oldest run goes, unless pinned: then the next oldest
+    assert store.is_cached(RUNS[0]) and not store.is_cached(RUNS[1]) and store.is_cached(RUNS[2])
+    store.get_run(RUNS[1])
+    stale = store.pins.PIN_SECONDS + 1
+    for path in pin_files(cache):
+        old = path.stat().st_mtime - stale
+        os.utime(path, (old, old))
+    assert store.enforce_cap(1) == 3  # a lapsed pin protects nothing, and its file is removed
+    assert pin_files(cache) == []
+
+
+def test_pins_protect_at_most_half_of_the_cap_and_a_hostile_pin_file_is_ignored(cache, monkeypatch):
+    import lab.presets
+
+    monkeypatch.setattr(lab.presets, "preset", lambda name: [])
+    for run in RUNS:
+        store.get_run(run)
+    store.pin_view(HOLDER, RUNS)  # the whole store pinned: more than half of any cap below it
+    assert store.enforce_cap(1) == 3
+    folder = cache / store.pins.PIN_DIR
+    (folder / ("cd" * 16 + ".json")).write_text('{"keys": ["../../etc", 7]}')
+    (folder / ("ef" * 16 + ".json")).write_text("[" * 100_000)
+    (folder / "not-a-holder.json").write_text('{"keys": []}')
+    store.get_run(RUNS[0])
+    assert store.enforce_cap(1) == 1  # nothing malformed protects anything, nothing raises
+    assert sorted(p.name for p in folder.glob("*.json")) == [HOLDER + ".json", "not-a-holder.json"]  # malformed gone
+    with pytest.raises(ValueError):
+        store.pins.pin(cache, "../escape", ["00" * 16])
+
+
+def test_the_dashboard_pins_the_runs_its_page_shows_and_releases_them_on_a_page_without_runs(cache):
+    from test_app import STEPS as APP_STEPS
+    from test_app import app
+
+    run = make_run(steps=APP_STEPS)
+    store.get_run(run)
+    at = app("train")
+    [pin] = pin_files(cache)
+    assert store._Entry(run, cache).path.name in pin.read_text()
+    at.switch_page("app_pages/parameters.py").run()  # a page that shows no run
+    assert not at.exception and pin_files(cache) == []

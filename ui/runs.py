@@ -7,15 +7,17 @@ and takes one of the server's slots (ui.limits), so other sessions never wait on
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 
 import streamlit as st
+from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
 
 from attncore import RunConfig
 from attncore.evaluate import EvalResult, LengthResult, evaluate_lengths
 from attncore.inspect import evaluate_ablated
-from lab.store import RunRecord, is_cached, list_cached, stored_run
+from lab.store import RunRecord, is_cached, list_cached, pin_view, stored_run
 from lab.sweep import run_sweep
 from ui import bundles, live
 from ui.limits import BusyError, limits, training_slot
@@ -36,12 +38,45 @@ def _load(key: str) -> RunRecord:
     return record
 
 
+VIEW = "_view_runs"  # session state: run key -> run, the runs this script run's view has asked for
+
+
+def _holder() -> str | None:
+    """This visitor's pin holder: a digest of the Streamlit session id (never the id itself)."""
+    ctx = get_script_run_ctx()
+    return hashlib.sha256(ctx.session_id.encode()).hexdigest()[:32] if ctx is not None else None
+
+
+def begin_view() -> None:
+    """Called by dashboard.py before each page run: the runs the page asks for from here on form its view."""
+    st.session_state["_view_before"] = bool(st.session_state.get(VIEW))
+    st.session_state[VIEW] = {}
+
+
+def end_view() -> None:
+    """Called after the page ran: a page that showed no runs releases the pin of the view shown before."""
+    holder = _holder()
+    if holder and st.session_state.get("_view_before") and not st.session_state.get(VIEW):
+        pin_view(holder, [])
+
+
+def _show(runs: Sequence[RunConfig]) -> None:
+    """Pin the runs this view asks for (cached or about to be trained), so no cap pass evicts them while shown."""
+    view = st.session_state.setdefault(VIEW, {})
+    new = {run_key(run): run for run in runs if run_key(run) not in view}
+    holder = _holder()
+    if new and holder:
+        view.update(new)
+        pin_view(holder, list(view.values()))
+
+
 def cached(run: RunConfig) -> RunRecord | None:
     """The stored record, or None when the run is not stored; never computes in the server thread.
 
     A run evicted between is_cached and the read is None too: the page then offers to train it, which
     happens in a worker process under a slot.
     """
+    _show([run])
     if not is_cached(run):
         return None
     try:
@@ -52,6 +87,7 @@ def cached(run: RunConfig) -> RunRecord | None:
 
 def cached_many(runs: Sequence[RunConfig]) -> tuple[list[RunRecord], list[RunConfig]]:
     """(records of the cached runs, the runs still missing), both in input order."""
+    _show(runs)
     records, missing = [], []
     for run in runs:
         record = cached(run)
@@ -64,6 +100,7 @@ def cached_many(runs: Sequence[RunConfig]) -> tuple[list[RunRecord], list[RunCon
 
 def cached_summaries(runs: Sequence[RunConfig]) -> tuple[list[dict], list[RunConfig]]:
     """(summaries of the cached runs, the runs still missing), from lab.store's JSON sidecars: no unpickling."""
+    _show(runs)
     stored = {json.dumps(s["config"], sort_keys=True): s for s in list_cached()}
     found = [(run, stored.get(run_key(run))) for run in runs]
     return [s for _, s in found if s is not None], [run for run, s in found if s is None]

@@ -8,6 +8,7 @@ rewritten. The parts, each importing only those below it:
     codec    a record as data: .npz + sealed JSON sidecar, checked on read
     backend  joblib's store backend writing that format; per-run locks
     index    index.json and the size cap (LRU eviction)
+    pins     the runs the visitors' views show, kept from eviction while fresh
     check    `cache check [--repair]` over every entry
     (this module) the store's API: get_run, is_cached, list_cached, put_run, clear_cache, check_store
 
@@ -29,7 +30,7 @@ import joblib
 from attncore.config import RunConfig
 from lab import presets
 
-from . import backend, check, codec, index
+from . import backend, check, codec, index, pins
 from .record import NUMERICS_VERSION, CacheWarning, RunRecord, compute_run, describe
 
 __all__ = [
@@ -45,6 +46,7 @@ __all__ = [
     "is_cached",
     "list_cached",
     "max_store_bytes",
+    "pin_view",
     "put_run",
     "remove_runs",
     "stored_bytes",
@@ -199,6 +201,19 @@ def enforce_cap(max_bytes: int | None = None, *, location: Path | str | None = N
     keep_keys = _article_keys(location) | {_Entry(run, location).path.name for run in keep}
     max_bytes = max_store_bytes() if max_bytes is None else max_bytes
     return len(index.evict(location, func_dir, max_bytes, keep_keys, NUMERICS_VERSION))
+
+
+def pin_view(holder: str, runs, *, location: Path | str | None = None) -> None:
+    """Keep `runs` from eviction while `holder` (a hex digest naming a visitor's session) shows them.
+
+    Each call replaces the holder's previous pin; it lapses PIN_SECONDS after the last call (lab.store.pins).
+    """
+    location = Path(location) if location is not None else cache_dir()
+    try:
+        keys = [_Entry(run, location).path.name for run in runs]
+    except OSError:
+        return
+    pins.pin(location, holder, keys)
 
 
 def get_run(

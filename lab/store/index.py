@@ -13,7 +13,7 @@ import shutil
 import time
 from pathlib import Path
 
-from . import backend, codec
+from . import backend, codec, pins
 
 INDEX_FILE = "index.json"
 LOCK_FILE = "index.lock"
@@ -168,7 +168,8 @@ def rebuild_saved(location: Path, func_dir: Path) -> dict:
 def evict(location: Path, func_dir: Path, max_bytes: int, keep: set[str], version: int) -> list[str]:
     """Delete least-recently-used entries (other numerics versions first) until the store fits max_bytes.
 
-    Entries in `keep` are never deleted. Returns the call hashes removed.
+    Entries in `keep` are never deleted, nor those that fresh pins protect (lab.store.pins: the views being
+    shown, up to half of max_bytes). Returns the call hashes removed.
     """
     with backend.locked(location / "locks" / LOCK_FILE, remove=False):
         found = _load(location, func_dir)
@@ -176,6 +177,7 @@ def evict(location: Path, func_dir: Path, max_bytes: int, keep: set[str], versio
         total = sum(int(e.get("bytes") or 0) for e in found.values())
         if total <= max_bytes:
             return []
+        keep = keep | pins.pinned(location, {k: int(e.get("bytes") or 0) for k, e in found.items()}, max_bytes)
 
         def last_used(key: str) -> float:
             try:
