@@ -8,7 +8,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from ui import bundles, nav, sidebar
+from ui import bundles, nav, sidebar, sweeps
 
 # a file, not a Material icon or an emoji: Streamlit fetches Material favicons from the network, and emoji
 # render as empty boxes in a browser without an emoji font
@@ -17,4 +17,5 @@ st.set_page_config(page_title="Attention Lab", page_icon=str(FAVICON), layout="w
 bundles.warm_start()  # ATTNLAB_BUNDLE: imported once per server process
 page, spec = nav.navigation()
 sidebar.render(expanded=spec.uses_run)
+sweeps.report_cancelled()  # after a sweep's Cancel (a rerun): how far it got, once
 page.run()

@@ -5,7 +5,7 @@ import streamlit as st
 from attncore import ConfigError
 from attncore.config import TASKS
 from lab.tables import accuracy_table, runs_frame
-from ui import docs, frames, runs, sidebar, tables
+from ui import docs, frames, runs, sidebar, sweeps, tables
 from ui.charts import runs as charts
 from ui.limits import limits
 from ui.params import url_multiselect, url_number
@@ -64,13 +64,19 @@ if not grid:
 
 records, missing = runs.cached_many(grid)
 if missing:
-    st.info(
+    notice = st.empty()
+    shown = "the table and charts below show the cached ones" if records else "nothing is shown until some are"
+    notice.info(
         f"**{len(missing)} of {tables.count(len(grid), 'run')} {'is' if len(missing) == 1 else 'are'} not trained "
-        "yet**; the tables below use the cached ones."
+        f"yet**; {shown}."
     )
-    if st.button(f"Train the {tables.count(len(missing), 'missing run')}", type="primary", key="train_missing"):
-        if runs.sweep(missing, "Training the missing runs") is not None:
+    button = st.empty()
+    if button.button(f"Train the missing: {sweeps.cost(missing)}", type="primary", key="train_missing"):
+        if runs.sweep(missing, "Training the missing runs", cached_before=len(records)) is not None:
             records, missing = runs.cached_many(grid)
+            if not missing:  # the notice and the button said what was missing: no longer true
+                notice.empty()
+                button.empty()
 if not records:
     st.stop()
 

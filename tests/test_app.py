@@ -235,6 +235,7 @@ def test_results_trains_missing_runs_then_shows_tables_and_charts(store):
     assert re.search(r"\d of 4 runs (is|are) not trained yet", texts(at.info))  # "1 of 4 runs is", "3 of 4 are"
     at.button(key="train_missing").click().run()
     assert not at.exception
+    assert not [b for b in at.button if b.key == "train_missing"] and "not trained yet" not in texts(at.info)
     table = at.dataframe[0].value
     assert table[["task", "length", "seeds"]].values.tolist() == [["copy", 4, 2], ["copy", 6, 2]]
     records = [get_run(make_run("copy", L, s, steps=STEPS)) for L in (4, 6) for s in (0, 1)]
@@ -290,6 +291,8 @@ def test_ablations_follow_the_sidebar_and_train_missing(store):
     assert "1 of 2 runs cached" in texts(at.info)
     at.button(key="train_missing").click().run()
     assert list(at.dataframe[0].value["variant"]) == [base_label(make_run(steps=STEPS)), "no scaling"]
+    # what said something was missing is gone once nothing is
+    assert not [b for b in at.button if b.key == "train_missing"] and "cached" not in texts(at.info)
     at.radio(key="norm").set_value("post").run()  # a new base: post-LN, nothing cached
     assert "0 of 2 runs cached" in texts(at.info)
 

@@ -14,7 +14,7 @@ from attncore.config import POSITIONS, TASKS
 from lab.compare import RULE
 from lab.factors import FACTORS, level_label, with_seed
 from lab.store import RunRecord
-from ui import runs, tables
+from ui import runs, sweeps, tables
 from ui.charts import compare as compare_charts
 from ui.limits import Limits, limits
 from ui.params import url_multiselect, url_number, url_toggle
@@ -97,14 +97,16 @@ def ensure_trained(wanted: Sequence[RunConfig], what: str, key: str) -> dict[Run
                 icon=":material/block:",
             )
             return None
-        if not st.button(f"Train the {tables.count(len(missing), 'missing run')}", type="primary", key=key):
+        button = st.empty()
+        if not button.button(f"Train the missing: {sweeps.cost(missing)}", type="primary", key=key):
             return None
-        if runs.sweep(missing, what) is None:
+        if runs.sweep(missing, what, cached_before=len(records)) is None:
             return None
         records, missing = runs.cached_many(wanted)
         if missing:
             return None
-        notice.empty()
+        notice.empty()  # the notice and the button said what was missing: no longer true
+        button.empty()
     return {r.config: r for r in records}
 
 

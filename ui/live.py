@@ -17,6 +17,7 @@ import streamlit as st
 from joblib.externals.loky import ProcessPoolExecutor
 
 from attncore import RunConfig
+from lab.formats import duration
 from lab.store import RunRecord, cache_dir, list_cached
 from ui import frames, worker
 from ui.charts import runs as charts
@@ -80,23 +81,20 @@ def run_key(run: RunConfig) -> str:
     return json.dumps(run.to_dict(), sort_keys=True)
 
 
-def duration(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds // 60:.0f} min {seconds % 60:02.0f} s"
-
-
 def _size(run: RunConfig) -> tuple:
     m = run.model
     return m.d_model, m.n_layers, m.n_heads, m.d_ff, m.dtype, run.train.batch_size, run.task.length
 
 
-def expected_seconds(run: RunConfig) -> tuple[float, int] | None:
+def expected_seconds(run: RunConfig, stored: list[dict] | None = None) -> tuple[float, int] | None:
     """(seconds to train and evaluate `run`, how many stored runs it is measured from), or None.
 
     Measured: the median time per step and the median evaluation time of the stored runs with the same
-    model, batch and length (their JSON summaries), times this run's steps.
+    model, batch and length (their JSON summaries, `stored` if given, else lab.store.list_cached()), times this
+    run's steps.
     """
     similar = []
-    for s in list_cached():
+    for s in list_cached() if stored is None else stored:
         stored = RunConfig.from_dict(s["config"])
         if _size(stored) == _size(run):
             similar.append((s["train_seconds"] / stored.train.steps, s["eval_seconds"]))
