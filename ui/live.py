@@ -140,7 +140,7 @@ def _follow(job: Future, progress, steps: int, bar, curve) -> RunRecord:
         _show_progress(bar, done, steps, started, first)
         if len(done) > shown:
             shown = len(done)
-            curve.altair_chart(charts.loss_curve(frames.history_frame(done), steps=steps), width="stretch")
+            curve.altair_chart(charts.live_loss_curve(frames.history_frame(done), steps), width="stretch")
     return job.result()
 
 
