@@ -11,7 +11,7 @@ st.title("Train")
 run = sidebar.selected_run()
 st.caption(sidebar.describe(run))
 was_cached = runs.cached(run) is not None
-record = runs.require(run, sidebar.describe(run))
+record = runs.require(run, "the configuration above")
 
 e = record.eval
 cols = st.columns(5)
@@ -50,7 +50,8 @@ st.caption(
     "each of these steps."
 )
 
-st.subheader("Where it goes wrong")
+perfect = e.distinct_accuracy == 1 and e.repeated_accuracy == 1
+st.subheader("Distinct vs repeated symbols: no sequence wrong" if perfect else "Where it goes wrong")
 left, right = st.columns(2)
 left.metric(f"All {run.task.length} symbols distinct ({e.n_distinct} test sequences)", f"{e.distinct_accuracy:.3f}")
 right.metric(f"Some symbol repeated ({e.n_repeated} test sequences)", f"{e.repeated_accuracy:.3f}")

@@ -376,7 +376,7 @@ def test_compare_trains_missing_runs_as_one_sweep_then_shows_groups_and_verdicts
     assert [layer["mark"]["type"] for layer in specs[0]["layer"]] == ["area", "line"]  # loss: mean in a band
     assert [layer["mark"]["type"] for layer in specs[1]["layer"]] == ["area", "line"]  # accuracy during training
     assert specs[1]["layer"][1]["encoding"]["y"]["title"] == "mean per-sequence accuracy"
-    assert [layer["mark"]["type"] for layer in specs[2]["layer"]] == ["rule", "line"]  # accuracy vs the level
+    assert [layer["mark"]["type"] for layer in specs[2]["layer"]] == ["errorbar", "point"]  # accuracy by level
     downloads = [b.proto.label for b in at.get("download_button")]
     assert downloads == ["Download the grouped table (CSV)", "Download the comparisons (CSV)"]
     assert RULE in texts(at.caption)

@@ -72,4 +72,5 @@ def render(name: str) -> None:
 
 def link(anchor: str, label: str) -> None:
     """A line linking a section of the Science page (opens in a new tab, scrolled to the section)."""
-    st.markdown(f":material/menu_book: [{label}]({PAGE}#{anchor})")
+    shown = label.replace("_", r"\_")  # 'd_k' as written: an underscore would start emphasis in markdown
+    st.markdown(f":material/menu_book: [{shown}]({PAGE}#{anchor})")

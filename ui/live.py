@@ -108,7 +108,10 @@ def expectation(run: RunConfig) -> str:
     """One sentence on how long training `run` should take, from measurements only."""
     found = expected_seconds(run)
     if found is None:
-        return "No run of this size is stored yet, so there is no measured estimate; the bar shows the time left."
+        return (
+            "No run of this size is stored yet to time it by; once it trains, the bar shows the time left at the "
+            "pace it measures."
+        )
     seconds, n = found
     return (
         f"Expect about {duration(seconds)}: the median pace of the {n:,} stored run{'s' * (n != 1)} of this model "
