@@ -94,3 +94,23 @@ def duration(s: float) -> str:
 def ratio(x: float) -> str:
     """How many times larger, with separators: '147,342×', '2.5×'."""
     return f"{x:,.0f}×" if abs(x) >= 10 else f"{x:.2g}×"
+
+
+def signed_accuracy(x: float) -> str:
+    return f"{x:+.{ACCURACY_DECIMALS}f}"
+
+
+def table_formatters(columns) -> dict:
+    """pandas to_string formatters for the lab's columns: losses (differences signed), accuracies, seconds and
+    learning rates as above; other columns are left to pandas."""
+    out = {}
+    for c in columns:
+        if "loss" in c:
+            out[c] = signed_loss if c.endswith("_diff") else loss
+        elif "accuracy" in c:
+            out[c] = signed_accuracy if c.endswith("_diff") else accuracy
+        elif c == "train_seconds":
+            out[c] = seconds
+        elif c == "lr":
+            out[c] = learning_rate
+    return out
