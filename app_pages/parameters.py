@@ -22,8 +22,8 @@ MORE |= {
     "n_dense_layers": "Dense layers",
 }
 # fields whose 0 means "derived": offered as a named choice, not a magic zero (the Decoder still stores 0)
-DERIVED = {"n_kv_heads": ("same as query heads (MHA)", 256), "head_dim": ("d_model / query heads", 1024)}
-DERIVED |= {"v_head_dim": ("same as head dim", 1024)}
+DERIVED = {"n_kv_heads": ("= query heads", 256), "head_dim": ("d_model / heads", 1024)}
+DERIVED |= {"v_head_dim": ("= head dim", 1024)}
 LIVE_LIMIT = 20_000_000  # parameters instantiated for the live cross-check
 
 
@@ -73,7 +73,7 @@ default = calc.form_values(base)
 with st.container(border=True):
     values = inputs(MAIN, default)
 more = {f: field(f, label, default[f], peek=True) for f, label in MORE.items()}
-with folded("Latent attention (MLA) and mixture of experts (MoE): 0 switches them off", "par_more",
+with folded("Latent attention (MLA) and mixture of experts (MoE): a rank or count of 0 means none", "par_more",
             lambda: calc.with_form_values(base, values | more), MORE):  # fmt: skip
     values |= inputs(MORE, default)
 try:
@@ -91,9 +91,10 @@ if count.active != count.total:
 
 st.subheader("Where the parameters are")
 table, number = cc.breakdown_frame(count), st.column_config.NumberColumn
+shown = table.assign(share=table["share"] * 100)  # percent, for the printf format
 left, right = st.columns([2, 3])
-config = {"params": number(format="localized"), "share": number(format="percent")}
-left.dataframe(table, hide_index=True, width="stretch", column_config=config)
+config = {"params": number(format="localized"), "share": number(format="%.1f%%")}  # one decimal, lab.formats.share
+left.dataframe(shown, hide_index=True, width="stretch", column_config=config)
 right.altair_chart(cc.share_chart(table), width="stretch")
 blocks = " / ".join(f"{n:,}" for n in sorted(set(count.per_layer)))
 st.caption(f"Per block: {blocks}. Only a learned position table has parameters; a tied head adds none.")

@@ -79,8 +79,8 @@ def test_parameters_query_params_restore_preset_and_overrides():
 def test_derived_fields_are_named_choices_not_magic_zeros():
     at = page("parameters", par_preset="gpt2")
     kv, head = at.selectbox(key="par_n_kv_heads"), at.selectbox(key="par_head_dim")
-    assert (kv.value, kv.format_func(kv.value)) == (0, "same as query heads (MHA)")
-    assert head.format_func(head.value) == "d_model / query heads"
+    assert (kv.value, kv.format_func(kv.value)) == (0, "= query heads")
+    assert head.format_func(head.value) == "d_model / heads"
     rerun(kv.set_value(4))  # GQA: 12 query heads share 4 KV heads
     assert at.selectbox(key="par_n_kv_heads").value == 4 and not at.exception
 

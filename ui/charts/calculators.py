@@ -81,11 +81,11 @@ def share_chart(df: pd.DataFrame, height: int = 230) -> alt.Chart:
     base = alt.Chart(df).encode(
         y=alt.Y("component:N", sort=list(COMPONENTS), title=None, axis=alt.Axis(labelFontSize=12)),
         x=alt.X("share:Q", title="share of all parameters", axis=alt.Axis(format="%")),
-        tooltip=["component:N", alt.Tooltip("params:Q", format=","), alt.Tooltip("share:Q", format=".2%")],
+        tooltip=["component:N", alt.Tooltip("params:Q", format=","), alt.Tooltip("share:Q", format=".1%")],
     )
     bars = base.mark_bar(cornerRadiusEnd=3).encode(color=alt.Color("component:N", scale=COMPONENT_COLORS, legend=None))
     labels = base.mark_text(align="left", dx=4, fontSize=12, color=BASE_COLOR).encode(
-        text=alt.Text("share:Q", format=".2%")  # as in the table beside it
+        text=alt.Text("share:Q", format=".1%")  # as in the table beside it (lab.formats.share)
     )
     return (bars + labels).properties(height=height)
 
