@@ -38,19 +38,19 @@ def cost_figure() -> None:
     timed = st.session_state.get("cost_results") or {}
     rows = list(timed.values())[-1] if timed else None
     frame = cost_frame(rows or [attention_memory(t, 64) for t in COST_LENGTHS])
-    left, right = st.columns(2)
-    right.altair_chart(memory_chart(frame, height=240), width="stretch")
     if rows and len(rows) > 1:
         slope = loglog_slope(frame["T"], frame["ms"])
-        left.altair_chart(time_chart(frame, slope, height=240), width="stretch")
+        left, right = st.columns(2)
+        left.altair_chart(time_chart(frame, slope, height=260), width="stretch")
+        right.altair_chart(memory_chart(frame, height=260), width="stretch")
         st.caption(f"Time: your last timing on the Cost page, log-log slope {slope:.2f}. Memory: arithmetic.")
-    else:
-        left.info(
-            "The time against T is measured, not typed: press **Run the timings** on the Cost page and its "
-            "curve and slope appear here.",
-            icon=":material/timer:",
-        )
-        st.caption("Memory of one head and sequence, float64, d_k = 64: arithmetic, the same on every machine.")
+        return
+    st.altair_chart(memory_chart(frame, height=260), width="stretch")
+    st.caption(
+        "Memory of one head and sequence, float64, d_k = 64: arithmetic, the same on every machine. The time "
+        "against T is measured, not typed: press Run the timings on the Cost page, and its curve and slope "
+        "appear here."
+    )
 
 
 def copy_heads_figure() -> None:
