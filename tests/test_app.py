@@ -307,6 +307,12 @@ def test_ablations_over_seeds_show_bands_paired_differences_and_the_rule(store):
     assert not at.exception
     summary, comparisons = at.dataframe[0].value, at.dataframe[1].value
     assert list(summary["n"]) == [2, 2]
+    shown = list(at.dataframe[0].proto.column_order)  # mean and worst seed only: fits 1,280 px without scrolling
+    assert shown == ["variant", "n", "final_loss_mean", "final_loss_max", "token_accuracy_mean"] + [
+        "token_accuracy_min",
+        "sequence_accuracy_mean",
+        "sequence_accuracy_min",
+    ]
     runs = {
         (p, s): get_run(make_run(steps=STEPS, seed=s, position=p)).eval for p in ("learned", "none") for s in (0, 1)
     }

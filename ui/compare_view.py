@@ -118,8 +118,12 @@ def grouped(by_run: dict[RunConfig, RunRecord], labelled: dict[str, RunConfig], 
 def show_tables(summary: pd.DataFrame, comparisons: pd.DataFrame, level: str = "level", facet: str = "facet") -> None:
     """The grouped table and the paired differences with their verdicts, and the rule they follow."""
     names = {"level": level, "facet": facet}
-    tables.show(summary.rename(columns=names))
-    st.caption("Mean, min and max over the seeds of each setting.")
+    shown = summary.rename(columns=names)
+    tables.show(shown, column_order=tables.worst_seed_columns(shown))  # fits 1,280 px: no sideways scrolling
+    st.caption(
+        "Mean over the seeds of each setting, and its worst seed (the highest loss, the lowest accuracy); the CSV "
+        "download has min and max of every metric."
+    )
     if len(comparisons):
         shown = comparisons.rename(columns=names).drop(columns=["mean_abs_delta"])
         tables.show(shown.replace({"metric": METRIC_NAMES}), height=min(35 * (len(shown) + 1) + 3, 800))

@@ -29,7 +29,7 @@ _LABELS = {
     "n": ("seeds", "%d"),
     "final_loss_mean": ("loss mean", LOSS),
     "final_loss_min": ("loss min", LOSS),
-    "final_loss_max": ("loss max", LOSS),
+    "final_loss_max": ("loss max", LOSS),  # the worst seed's
     "token_accuracy_max": ("per-token max", "%.3f"),
     "sequence_accuracy_max": ("per-seq max", "%.3f"),
     "delta_mean": ("Δ mean", "%+.4f"),
@@ -51,3 +51,16 @@ def show(frame: pd.DataFrame, **kw) -> None:
 
 
 count = formats.count  # '1 run', '3 runs', '27,253'
+
+METRICS = ("final_loss", "token_accuracy", "sequence_accuracy")
+# what a grouped table (lab.compare.group_summary) shows of each metric: the mean and the worst seed
+WORST_SEED = ("final_loss_mean", "final_loss_max", "token_accuracy_mean", "token_accuracy_min")
+WORST_SEED += ("sequence_accuracy_mean", "sequence_accuracy_min")
+SPREAD_COLUMNS = {f"{m}_{s}" for m in METRICS for s in ("mean", "min", "max")}
+
+
+def worst_seed_columns(frame: pd.DataFrame) -> list[str]:
+    """The columns of a grouped table to show in a 1,280 px main area without sideways scrolling: the leading
+    columns, then each metric's mean and worst seed (the CSV download keeps min and max of every metric)."""
+    lead = [c for c in frame.columns if c not in SPREAD_COLUMNS]
+    return lead + [c for c in WORST_SEED if c in frame.columns]
