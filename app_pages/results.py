@@ -99,7 +99,10 @@ st.caption(
 st.subheader("Loss curves of every seed")
 smooth = url_number("Smoothing (steps)", "res_smooth", 25, 1, 500, help="Trailing moving average.", width=200)
 st.altair_chart(charts.seed_curves(frames.seed_loss_frame(records, smooth)))
-st.caption("Thin lines: one seed each; black: their mean; shaded: the band between the best and the worst seed.")
+st.caption(
+    "Thin lines: one seed each (where they coincide, the seeds trained alike); dashed black: their mean; shaded: the "
+    "band between the best and the worst seed."
+)
 
 d1, d2 = st.columns(2)
 d1.download_button("Download the accuracy table (CSV)", table.to_csv(index=False), "accuracy.csv", "text/csv")
