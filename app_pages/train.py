@@ -3,6 +3,7 @@
 import streamlit as st
 
 from attncore.snapshots import SNAPSHOT_N_TEST
+from lab import formats
 from ui import frames, runs, sidebar
 from ui.charts import runs as charts
 from ui.params import url_select_slider
@@ -15,13 +16,13 @@ record = runs.require(run, "the configuration above")
 
 e = record.eval
 cols = st.columns(5)
-cols[0].metric("Final loss", f"{record.final_loss:.4f}")
+cols[0].metric("Final loss", formats.loss(record.final_loss))
 cols[1].metric("Per-token accuracy", f"{e.token_accuracy:.3f}")
 cols[2].metric("Per-sequence accuracy", f"{e.sequence_accuracy:.3f}")
 cols[3].metric("Parameters", f"{record.n_params:,}")
 cols[4].metric(
     "Training time",
-    f"{record.train_seconds:.1f} s",
+    formats.seconds(record.train_seconds),
     "from the cache" if was_cached else "just trained",
     delta_color="off",
     delta_arrow="off",
