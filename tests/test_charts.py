@@ -242,7 +242,7 @@ def test_attention_heatmaps_name_every_row_and_column(maps_and_tokens):
     spec = charts.attention_heatmaps(frames.attention_frame(maps, tokens)).to_dict()
     for axis in ("x", "y"):
         assert spec["spec"]["encoding"][axis]["axis"]["labelOverlap"] is False
-    assert spec["spec"]["width"] >= 14 * len(tokens)
+    assert spec["spec"]["width"] >= 13 * len(tokens)
 
 
 def test_accuracy_floor_sits_below_the_data_on_a_round_step():

@@ -178,9 +178,9 @@ def attention_heatmaps(df: pd.DataFrame) -> alt.FacetChart:
     keys = list(df.sort_values("key")["key_label"].unique())
     queries = list(df.sort_values("query")["query_label"].unique())
     n_heads = max(df["head"].nunique(), 1)
-    cell = min(max(HEATMAPS_WIDTH // (n_heads * max(len(keys), 1)), 14), 30)  # 14 px: room for every label
+    cell = min(max(HEATMAPS_WIDTH // (n_heads * max(len(keys), 1)), 13), 30)  # 13 px: room for every label
     size = cell * max(len(keys), 1)
-    axis = {"labelOverlap": False, "labelFontSize": 9 if cell < 16 else 10}  # every row and column named
+    axis = {"labelOverlap": False, "labelFontSize": 9 if cell < 16 else 11}  # every row and column named
     return (
         alt.Chart(df)
         .mark_rect(stroke="white", strokeWidth=0.5)
