@@ -190,7 +190,7 @@ def memory_chart(
 def dtype_bars(df: pd.DataFrame, chosen: str) -> alt.Chart:
     """curves_frame of dtype_curves at one context -> a bar per element type, the chosen one highlighted."""
     order = list(dict.fromkeys(df["dtype"]))
-    df = df.assign(label=df["gib"].map(lambda g: f"{g:.3g} GiB"))
+    df = df.assign(label=df["bytes"].map(binary_size))  # as the metrics above: 528 MiB, not 0.516 GiB
     base = alt.Chart(df).encode(
         x=alt.X("dtype:N", sort=order, title="cache element type", axis=alt.Axis(labelAngle=0)),
         y=alt.Y("gib:Q", title="KV cache (GiB)"),
