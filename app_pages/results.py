@@ -4,6 +4,7 @@ import streamlit as st
 
 from attncore import ConfigError
 from attncore.config import TASKS
+from lab import formats
 from lab.tables import accuracy_table, runs_frame
 from ui import docs, frames, runs, sidebar, sweeps, tables
 from ui.charts import runs as charts
@@ -21,8 +22,9 @@ def applied_settings() -> tuple[str, list[str]]:
     names |= {"d": "width d", "heads": "heads", "layers": "layers", "batch": "batch"}
     line = (
         f"{sidebar.POSITION_LABELS.get(now['pos'], now['pos'])} position · {sidebar.NORM_LABELS.get(now['norm'])} · "
-        f"scaling {'on' if now['scaling'] else 'off'} · lr {now['lr']:g} · {now['steps']:,} steps · d = {now['d']}, "
-        f"{now['heads']} heads, {now['layers']} layers · batch {now['batch']}"
+        f"scaling {'on' if now['scaling'] else 'off'} · lr {formats.learning_rate(now['lr'])} · "
+        f"{now['steps']:,} steps · d = {now['d']}, {formats.count(now['heads'], 'head')}, "
+        f"{formats.count(now['layers'], 'layer')} · batch {now['batch']}"
     )
     return line, [names.get(k, k) for k, v in now.items() if v != ARTICLE[k]]
 

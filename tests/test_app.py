@@ -153,7 +153,9 @@ def test_query_params_restore_the_whole_sidebar(store):
     values = {k: at.number_input(key=k).value for k in ("L", "seed", "steps", "d", "heads", "layers", "batch")}
     assert values == dict(L=4, seed=2, steps=STEPS, d=16, heads=2, layers=1, batch=16)
     caption = texts(at.caption)
-    assert "sort · L=4 · seed 2 · RoPE position · post-LN · scaling off · lr 0.01" in caption
+    # lr=0.01 in the URL (the value) is accepted and shown in the one notation; "1 layer", not "1 layers"
+    assert "sort · L=4 · seed 2 · RoPE position · post-LN · scaling off · lr 1e-2" in caption
+    assert "d=16, 2 heads, 1 layer · batch 16" in caption
 
 
 def test_reset_restores_the_defaults(store):
@@ -256,7 +258,7 @@ def test_results_say_which_sidebar_settings_apply_and_offer_the_articles(store):
     """Results applies the sidebar's settings but task, L and seed: it names them, and one click restores the
     article's, e.g. after the article was reproduced while the sidebar held other settings."""
     at = app("results", **RESULTS)
-    assert "learned position · pre-LN · scaling on · lr 0.003 · 30 steps" in texts(at.caption)
+    assert "learned position · pre-LN · scaling on · lr 3e-3 · 30 steps" in texts(at.caption)
     assert "differs from the article's settings in: steps" in texts(at.info)
     at.radio(key="norm").set_value("post").run()
     assert "differs from the article's settings in: LayerNorm, steps" in texts(at.info)

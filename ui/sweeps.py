@@ -133,7 +133,7 @@ def sweep_live(runs: Sequence[RunConfig], what: str, cached: int = 0) -> list[Ru
     runs = list(dict.fromkeys(runs))
     token = st.session_state.setdefault(live.TOKEN_KEY, uuid.uuid4().hex)
     bar, cancel = st.empty(), st.empty()
-    bar.progress(0.0, text=f"{what}: starting {count(len(runs), 'run')} · {cost(runs)}")
+    bar.progress(0.0, text=f"{what}: starting {cost(runs)}")
     estimate_s = estimate(runs)
     s = _Sweep(cached=cached, runs=runs)
     queue = list(runs)
