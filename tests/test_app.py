@@ -15,10 +15,12 @@ from streamlit.testing.v1 import AppTest
 
 from attncore import make_run
 from attncore.inspect import evaluate_ablated
+from lab import formats
 from lab.compare import RULE, verdict
 from lab.store import get_run, is_cached
 from lab.tables import variant_name
 from ui.nav import PAGES
+from ui.sidebar import describe as sidebar_describe
 from ui.variants import base_label
 
 STEPS = 30
@@ -110,7 +112,7 @@ def test_home_invalid_sidebar_shows_error(store):
 def test_train_cached_run_appears_at_once(store):
     at = app("train")
     record = get_run(make_run(steps=STEPS))
-    assert metric(at, "Final loss") == f"{record.final_loss:.4f}"
+    assert metric(at, "Final loss") == formats.loss(record.final_loss)
     assert metric(at, "Per-sequence accuracy") == f"{record.eval.sequence_accuracy:.3f}"
     assert metric(at, "Parameters") == "27,253"
     assert len(charts(at)) == 2  # the loss curve, and accuracy over the training snapshots (issue 14)
@@ -120,11 +122,13 @@ def test_train_cached_run_appears_at_once(store):
 def test_train_uncached_run_trains_on_demand(store):
     at = app("train", seed="5")
     assert not at.metric and "Not trained yet" in texts(at.info)
+    run_line = sidebar_describe(make_run(seed=5, steps=STEPS))
+    assert run_line not in texts(at.info) and run_line in texts(at.caption)  # the run is named once
     at.button(key="train").click().run()
     assert not at.exception
     assert is_cached(make_run(seed=5, steps=STEPS))
     record = get_run(make_run(seed=5, steps=STEPS))
-    assert metric(at, "Final loss") == f"{record.final_loss:.4f}"
+    assert metric(at, "Final loss") == formats.loss(record.final_loss)
 
 
 def test_train_sidebar_change_changes_what_is_shown(store):
