@@ -6,7 +6,7 @@ import streamlit as st
 from attncore import ConfigError
 from attncore.config import POSITIONS
 from attncore.evaluate import MAX_TEST_LENGTHS
-from ui import docs, frames, runs, sidebar, tables
+from ui import docs, frames, runs, sidebar, sweeps, tables
 from ui.charts import runs as charts
 from ui.limits import limits
 from ui.params import show_invalid, url_multiselect, url_number
@@ -71,9 +71,11 @@ except ConfigError as e:
     st.stop()
 wanted = tuple(runs.run_key(r) for r in compare)
 if st.session_state.get("_len_compared") != wanted:
+    _, to_train = runs.cached_many(compare)
     st.caption(
         f"The sidebar's configuration with each position encoding, seeds 0 to {n_seeds - 1}: "
-        f"{len(compare)} runs, trained first where missing, then evaluated at the lengths above."
+        f"{len(compare)} runs, trained first where missing "
+        f"({f'{sweeps.cost(to_train)} to train' if to_train else 'all cached'}), then evaluated at the lengths above."
     )
     if not st.button(f"Compare the four encodings over {tables.count(n_seeds, 'seed')}", key="len_compare"):
         st.stop()
