@@ -8,7 +8,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from ui import bundles, nav, runs, sidebar
+from ui import bundles, nav, runs, sidebar, sweeps
 
 # a file, not a Material icon or an emoji: Streamlit fetches Material favicons from the network, and emoji
 # render as empty boxes in a browser without an emoji font
@@ -18,5 +18,6 @@ bundles.warm_start()  # ATTNLAB_BUNDLE: imported once per server process
 page, spec = nav.navigation()
 sidebar.render(expanded=spec.uses_run)
 runs.begin_view()  # the runs this page shows are pinned against eviction while it is shown
+sweeps.report_cancelled()  # after a sweep's Cancel (a rerun): how far it got, once
 page.run()
 runs.end_view()

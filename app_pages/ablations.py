@@ -12,17 +12,18 @@ from ui.variants import DEFAULT, VARIANTS, variant_runs
 
 st.title("Ablations")
 base = sidebar.selected_run()
-st.caption(
-    f"Base: {sidebar.describe(base)}. Each variant changes one or two settings of the base. At a given seed every "
-    "variant starts from the same initial values as the base for every tensor they share, and trains on the same "
-    "batches, so a paired difference isolates the change."
-)
+caption = st.empty()  # filled once the seeds are chosen: the base is shown over them, not at one seed
 docs.link("ablations", "What the article's ablations showed")
 c1, c2 = st.columns([5, 1])
 with c1:
     names = url_multiselect("Variants", "abl_variants", list(VARIANTS), DEFAULT, placeholder="Pick variants to compare")
 with c2:
     seeds = compare_view.seeds_input("abl_seeds")
+caption.caption(
+    f"Base: {sidebar.describe(base, seed=False)}, over {compare_view.seeds_text(seeds)}. Each variant changes one "
+    "or two settings of the base. At a given seed every variant starts from the same initial values as the base "
+    "for every tensor they share, and trains on the same batches, so a paired difference isolates the change."
+)
 chosen, notes = variant_runs(base, names, sidebar.make)
 for note in notes:
     st.caption(f"Skipped {note}.")

@@ -10,7 +10,7 @@ from ui.params import url_multiselect, url_select_slider
 st.title("Attention")
 run = sidebar.selected_run()
 st.caption(sidebar.describe(run))
-record = runs.require(run, sidebar.describe(run))
+record = runs.require(run, "the configuration above")
 L = run.task.length
 tokens = probe.chosen_tokens(run, record)
 on_probe, steps = tokens is record.probe_tokens, run.train.steps

@@ -77,7 +77,15 @@ for col, (norm, label) in zip(st.columns(2), NORM_LABELS.items(), strict=True):
     counts = f"worse on {v['tensors_worse']} of {v['tensors']} tensors"
     if v["large_is_worse"]:
         times = f"{v['ratio']:,.0f}" if v["ratio"] >= 10 else f"{v['ratio']:.2g}"
-        col.success(f"{sizes}: the worst deviation is {times}× larger; {counts}.", icon=":material/check:")
+        passes = v["worst_small"] < PASS_MARK  # the box's colour follows the figures it reports
+        verdict = "under" if passes else "above"
+        text = (
+            f"At {eps_label(v['eps_small'])} the worst deviation is {v['worst_small']:.1e}, {verdict} the "
+            f"{PASS_MARK:.0e} bar{': the backward pass checks out' if passes else ''}. At {eps_label(v['eps_large'])} "
+            f"it is {v['worst_large']:.1e}, {times}× larger ({counts})"
+            + (": the large step, not the backward pass, fails." if v["worst_large"] >= PASS_MARK else ".")
+        )
+        (col.success if passes else col.warning)(text, icon=":material/check:" if passes else ":material/warning:")
     else:
         col.warning(
             f"With seed {seed}, {sizes} is **not clearly worse** (worst {v['worst_large']:.1e} against "

@@ -11,7 +11,7 @@ from lab import provenance
 from lab.presets import preset
 from lab.store import list_cached
 from lab.tables import ablation_table, accuracy_table, runs_frame
-from ui import bundles, nav, runs, sidebar, tables
+from ui import bundles, nav, runs, sidebar, sweeps, tables
 from ui.plain import plain
 
 st.title("Attention Lab")
@@ -26,7 +26,8 @@ st.header("Reproduce the article")
 st.caption(
     'The 23 runs of the article "Attention, Derived in Full" (the Science page explains them): copy and sort at '
     "L = 4, 6, 8 with seeds 0, 1, 2, and five ablations of copy at L = 6. Cached runs load at once; the others "
-    "train in parallel worker processes (about 4 s each)."
+    "train in parallel worker processes; the button says how long they should take here, measured from the "
+    "stored runs of the same size."
 )
 button, results = st.empty(), st.container()
 st.header("Share runs")
@@ -38,9 +39,10 @@ with share:  # an upload lands in the store before anything below is counted
     bundles.share_section()
 _, missing = runs.cached_summaries(article)
 swept = None
-label = f"Reproduce the article ({len(missing)} {'run' if len(missing) == 1 else 'runs'} to train)"
+label = f"Reproduce the article: train {sweeps.cost(missing)}" if missing else ""
 if missing and button.button(label, type="primary", key="reproduce"):
-    swept = runs.sweep(article, "Article sweep")
+    with results:  # the progress shows under the button
+        swept = runs.sweep(article, "Article sweep")
     if swept is not None:
         button.empty()
 

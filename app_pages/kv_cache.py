@@ -72,7 +72,7 @@ except ConfigError as e:
 show(cc.cache_metrics(cache))
 window = f", the window keeps {cache.tokens_per_layer:,} per layer" if cache.window else ""
 st.caption(
-    f"Exactly {kv.human_bytes(cache.bytes)} for {batch:,} × {context:,} tokens{window}; "
+    f"Exactly {kv.human_bytes(cache.bytes)} for batch {batch:,} × {context:,} tokens{window}; "
     f"{cache.bits_per_element:.3g} bits per cached number (int8/int4 carry an fp16 scale per {cache.group_size})."
 )
 
@@ -101,14 +101,18 @@ with left:
     curves = cc.curves_frame(kv.cache_curves(contexts=cc.chart_contexts(context), batch=batch, dtype=dtype, **geometry))
     st.altair_chart(cc.memory_chart(curves, context, budget / kv.GIB, log), width="stretch")
 with right:
-    st.markdown(f"**{context:,} tokens × {batch:,} in each element type**")
+    st.markdown(f"**{context:,} tokens × batch {batch:,}, in each element type**")
     dtypes = cc.curves_frame(kv.dtype_curves(contexts=[context], batch=batch, **geometry))
     st.altair_chart(cc.dtype_bars(dtypes, dtype), width="stretch")
+drawn = set(curves["variant"]) if len(curves) else set()
+kinds = ["MHA keeps every query head's keys and values"]
+kinds += ["GQA one pair per group"] if any(v.startswith("GQA") for v in drawn) else []
+kinds += ["MQA a single pair"] + (["MLA one compressed latent"] if any(v.startswith("MLA") for v in drawn) else [])
+window_note = " The sliding window flattens every curve once the context passes it." if geometry["window"] else ""
 st.caption(
-    f"Same layers and head size, {dtype}; MHA keeps every query head's keys and values, GQA one pair per group, "
-    "MQA a single pair, MLA one compressed latent. The grey line is the room the GPU leaves for the cache; a "
-    "sliding window flattens a curve once the context passes it. The longest context above is a bound set by "
-    "memory alone: a model is only reliable up to the context it was trained for."
+    f"Same layers and head size, {dtype}; {', '.join(kinds)}. The grey line is the room the GPU leaves for the "
+    f"cache.{window_note} The longest context above is a bound set by memory alone: a model is only reliable up "
+    "to the context it was trained for."
 )
 
 st.subheader("Measured: generation with and without the cache")

@@ -7,7 +7,7 @@ from attncore import ConfigError
 from attncore.config import POSITIONS
 from attncore.evaluate import MAX_TEST_LENGTHS
 from lab.compare import RULE, length_comparisons
-from ui import compare_view, docs, frames, runs, sidebar, tables
+from ui import compare_view, docs, frames, runs, sidebar, sweeps, tables
 from ui.charts import runs as charts
 from ui.limits import limits
 from ui.params import show_invalid, url_multiselect, url_number
@@ -60,7 +60,7 @@ st.markdown(
     "RoPE's per-token accuracy there is near chance (1 in 20) up to L′ = 11; how high it gets at L′ = 12 "
     "depends on the seed.\n"
     "- **None** has no position to reach past, and nothing to tell equal symbols apart: at the defaults it does "
-    "not learn copy even at L = 6 (0.24 to 0.27 of sequences right)."
+    "not learn copy even at L = 6 (the comparison below measures how few of its sequences come out right here)."
 )
 
 st.subheader("The four position encodings side by side")
@@ -72,9 +72,11 @@ except ConfigError as e:
     st.stop()
 wanted = tuple(runs.run_key(r) for r in compare)
 if st.session_state.get("_len_compared") != wanted:
+    _, to_train = runs.cached_many(compare)
     st.caption(
         f"The sidebar's configuration with each position encoding, seeds 0 to {n_seeds - 1}: "
-        f"{len(compare)} runs, trained first where missing, then evaluated at the lengths above."
+        f"{len(compare)} runs, trained first where missing "
+        f"({f'{sweeps.cost(to_train)} to train' if to_train else 'all cached'}), then evaluated at the lengths above."
     )
     if not st.button(f"Compare the four encodings over {tables.count(n_seeds, 'seed')}", key="len_compare"):
         st.stop()

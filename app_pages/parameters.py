@@ -10,17 +10,20 @@ from ui.charts import calculators as cc
 from ui.params import folded, show_invalid, url_number, url_select, url_toggle
 
 CUSTOM = "custom"  # keeps the fields as they are; a fresh URL starts it from the lab's model
-MAIN = {"d_model": "Width d_model", "n_layers": "Layers", "n_heads": "Query heads", "n_kv_heads": "KV heads (0: MHA)"}
-MAIN |= {"head_dim": "Head dim (0: d / heads)", "d_ff": "FFN width", "ffn": "FFN kind", "bias": "Biases"}
+MAIN = {"d_model": "Width d_model", "n_layers": "Layers", "n_heads": "Query heads", "n_kv_heads": "KV heads"}
+MAIN |= {"head_dim": "Head dim", "d_ff": "FFN width", "ffn": "FFN kind", "bias": "Biases"}
 MAIN |= {"norm": "Norm", "vocab_size": "Vocabulary", "position": "Positions", "max_len": "Learned positions"}
 MAIN |= {"tied_embeddings": "Tied embeddings", "final_norm": "Final norm", "head_bias": "Output-head bias"}
 MORE = {"kv_lora_rank": "MLA latent rank", "q_lora_rank": "MLA query rank", "rope_head_dim": "MLA RoPE dim"}
-MORE |= {"v_head_dim": "MLA value dim (0: = head)", "n_experts": "Routed experts", "moe_d_ff": "Expert width"}
+MORE |= {"v_head_dim": "MLA value dim", "n_experts": "Routed experts", "moe_d_ff": "Expert width"}
 MORE |= {
     "experts_per_token": "Experts per token",
     "n_shared_experts": "Shared experts",
     "n_dense_layers": "Dense layers",
 }
+# fields whose 0 means "derived": offered as a named choice, not a magic zero (the Decoder still stores 0)
+DERIVED = {"n_kv_heads": ("= query heads", 256), "head_dim": ("d_model / heads", 1024)}
+DERIVED |= {"v_head_dim": ("= head dim", 1024)}
 LIVE_LIMIT = 20_000_000  # parameters instantiated for the live cross-check
 
 
@@ -39,6 +42,10 @@ def field(f: str, label: str, d, peek: bool = False):
         return url_toggle(label, f"par_{f}", d, peek=peek)
     if f in calc.CHOICES:
         return url_select(label, f"par_{f}", calc.CHOICES[f], d, peek=peek)
+    if f in DERIVED:
+        named, top = DERIVED[f]
+        shown = lambda v: named if v == 0 else f"{v:,}"  # noqa: E731
+        return url_select(label, f"par_{f}", range(top + 1), d, format_func=shown, peek=peek)
     return url_number(label, f"par_{f}", d, 0, 10**8, peek=peek)  # the Decoder rejects a bad 0, with a message
 
 
@@ -66,7 +73,7 @@ default = calc.form_values(base)
 with st.container(border=True):
     values = inputs(MAIN, default)
 more = {f: field(f, label, default[f], peek=True) for f, label in MORE.items()}
-with folded("Latent attention (MLA) and mixture of experts (MoE): 0 switches them off", "par_more",
+with folded("Latent attention (MLA) and mixture of experts (MoE): a rank or count of 0 means none", "par_more",
             lambda: calc.with_form_values(base, values | more), MORE):  # fmt: skip
     values |= inputs(MORE, default)
 try:
@@ -84,9 +91,10 @@ if count.active != count.total:
 
 st.subheader("Where the parameters are")
 table, number = cc.breakdown_frame(count), st.column_config.NumberColumn
+shown = table.assign(share=table["share"] * 100)  # percent, for the printf format
 left, right = st.columns([2, 3])
-config = {"params": number(format="localized"), "share": number(format="percent")}
-left.dataframe(table, hide_index=True, width="stretch", column_config=config)
+config = {"params": number(format="localized"), "share": number(format="%.1f%%")}  # one decimal, lab.formats.share
+left.dataframe(shown, hide_index=True, width="stretch", column_config=config)
 right.altair_chart(cc.share_chart(table), width="stretch")
 blocks = " / ".join(f"{n:,}" for n in sorted(set(count.per_layer)))
 st.caption(f"Per block: {blocks}. Only a learned position table has parameters; a tied head adds none.")
@@ -107,4 +115,5 @@ else:
         f"Formula {rows[-1]['formula']:,} {'=' if ok else '≠'} attncore.model.init_params {rows[-1]['model']:,}",
         icon=":material/science:",
     )
-    st.dataframe(cc.crosscheck_frame(rows), hide_index=True, width="stretch")
+    counts = {c: number(format="localized") for c in ("formula", "model")}  # 27,253, with separators
+    st.dataframe(cc.crosscheck_frame(rows), hide_index=True, width="stretch", column_config=counts)

@@ -4,8 +4,9 @@ import streamlit as st
 
 from attncore import ConfigError
 from attncore.config import TASKS
+from lab import formats
 from lab.tables import accuracy_table, runs_frame
-from ui import docs, frames, runs, sidebar, tables
+from ui import docs, frames, runs, sidebar, sweeps, tables
 from ui.charts import runs as charts
 from ui.limits import limits
 from ui.params import url_multiselect, url_number
@@ -21,8 +22,9 @@ def applied_settings() -> tuple[str, list[str]]:
     names |= {"d": "width d", "heads": "heads", "layers": "layers", "batch": "batch"}
     line = (
         f"{sidebar.POSITION_LABELS.get(now['pos'], now['pos'])} position · {sidebar.NORM_LABELS.get(now['norm'])} · "
-        f"scaling {'on' if now['scaling'] else 'off'} · lr {now['lr']:g} · {now['steps']:,} steps · d = {now['d']}, "
-        f"{now['heads']} heads, {now['layers']} layers · batch {now['batch']}"
+        f"scaling {'on' if now['scaling'] else 'off'} · lr {formats.learning_rate(now['lr'])} · "
+        f"{now['steps']:,} steps · d = {now['d']}, {formats.count(now['heads'], 'head')}, "
+        f"{formats.count(now['layers'], 'layer')} · batch {now['batch']}"
     )
     return line, [names.get(k, k) for k, v in now.items() if v != ARTICLE[k]]
 
@@ -71,13 +73,19 @@ if len(grid) > (cap := limits().max_compare_runs):  # the per-view cap of Ablati
 
 records, missing = runs.cached_many(grid)
 if missing:
-    st.info(
+    notice = st.empty()
+    shown = "the table and charts below show the cached ones" if records else "nothing is shown until some are"
+    notice.info(
         f"**{len(missing)} of {tables.count(len(grid), 'run')} {'is' if len(missing) == 1 else 'are'} not trained "
-        "yet**; the tables below use the cached ones."
+        f"yet**; {shown}."
     )
-    if st.button(f"Train the {tables.count(len(missing), 'missing run')}", type="primary", key="train_missing"):
-        if runs.sweep(missing, "Training the missing runs") is not None:
+    button = st.empty()
+    if button.button(f"Train the missing: {sweeps.cost(missing)}", type="primary", key="train_missing"):
+        if runs.sweep(missing, "Training the missing runs", cached_before=len(records)) is not None:
             records, missing = runs.cached_many(grid)
+            if not missing:  # the notice and the button said what was missing: no longer true
+                notice.empty()
+                button.empty()
 if not records:
     st.stop()
 
@@ -100,7 +108,10 @@ st.caption(
 st.subheader("Loss curves of every seed")
 smooth = url_number("Smoothing (steps)", "res_smooth", 25, 1, 500, help="Trailing moving average.", width=200)
 st.altair_chart(charts.seed_curves(frames.seed_loss_frame(records, smooth)))
-st.caption("Thin lines: one seed each; black: their mean; shaded: the band between the best and the worst seed.")
+st.caption(
+    "Thin lines: one seed each (where they coincide, the seeds trained alike); dashed black: their mean; shaded: the "
+    "band between the best and the worst seed."
+)
 
 d1, d2 = st.columns(2)
 d1.download_button("Download the accuracy table (CSV)", table.to_csv(index=False), "accuracy.csv", "text/csv")

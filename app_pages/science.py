@@ -2,12 +2,13 @@
 
 import streamlit as st
 
-from ui import docs
+from ui import docs, science
 
 st.title("Science")
 st.caption(
-    "What the lab computes and why, in its own words, with the figures the article reported beside where the "
-    "lab measures the same thing. The same text is in the repository's docs/ folder."
+    "What the lab computes and why, in its own words. Where the lab measures what the article reported, its own "
+    "figure follows the article's: the √d_k table, the cost against T and the copy run's heads. The same text "
+    "is in the repository's docs/ folder."
 )
 for name in docs.FILES:
-    docs.render(name)
+    docs.render(name, after=science.AFTER)

@@ -3,7 +3,7 @@
 import streamlit as st
 
 from attncore.snapshots import SNAPSHOT_N_TEST
-from lab import provenance
+from lab import formats, provenance
 from ui import frames, runs, sidebar
 from ui.charts import runs as charts
 from ui.params import url_select_slider
@@ -13,17 +13,17 @@ st.title("Train")
 run = sidebar.selected_run()
 st.caption(sidebar.describe(run))
 was_cached = runs.cached(run) is not None
-record = runs.require(run, sidebar.describe(run))
+record = runs.require(run, "the configuration above")
 
 e = record.eval
 cols = st.columns(5)
-cols[0].metric("Final loss", f"{record.final_loss:.4f}")
+cols[0].metric("Final loss", formats.loss(record.final_loss))
 cols[1].metric("Per-token accuracy", f"{e.token_accuracy:.3f}")
 cols[2].metric("Per-sequence accuracy", f"{e.sequence_accuracy:.3f}")
 cols[3].metric("Parameters", f"{record.n_params:,}")
 cols[4].metric(
     "Training time",
-    f"{record.train_seconds:.1f} s",
+    formats.seconds(record.train_seconds),
     "from the cache" if was_cached else "just trained",
     delta_color="off",
     delta_arrow="off",
@@ -52,7 +52,8 @@ st.caption(
     "each of these steps."
 )
 
-st.subheader("Where it goes wrong")
+perfect = e.distinct_accuracy == 1 and e.repeated_accuracy == 1
+st.subheader("Distinct vs repeated symbols: no sequence wrong" if perfect else "Where it goes wrong")
 left, right = st.columns(2)
 left.metric(f"All {run.task.length} symbols distinct ({e.n_distinct} test sequences)", f"{e.distinct_accuracy:.3f}")
 right.metric(f"Some symbol repeated ({e.n_repeated} test sequences)", f"{e.repeated_accuracy:.3f}")

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import sys
 
+from lab import formats
+
 
 def register(sub) -> None:
     c = sub.add_parser("cache", help="list, clear, check, export or import the stored runs")
@@ -83,7 +85,7 @@ def cmd_export(a) -> int:
         raise  # cli.main: 141, quietly
     except OSError as exc:
         return _fail(f"FILE: cannot write {a.file!r} ({exc.strerror or type(exc).__name__})")
-    print(f"exported {n} runs to {a.file}", file=sys.stderr)
+    print(f"exported {formats.count(n, 'run')} to {a.file}", file=sys.stderr)
     return 0
 
 
@@ -98,7 +100,7 @@ def cmd_import(a) -> int:
         return _fail(f"FILE: {exc}")
     except OSError as exc:
         return _fail(f"the store cannot be written ({exc.strerror or type(exc).__name__}); no run was imported")
-    print(f"imported {stored} runs ({kept} were already stored).{foreign_text(families)}")
+    print(f"imported {formats.count(stored, 'run')} ({kept:,} were already stored).{foreign_text(families)}")
     return 0
 
 
@@ -128,7 +130,7 @@ def cmd_cache(a) -> int:
         return cmd_check(a)
     if a.action == "clear":
         try:
-            print(f"removed {clear_cache()} runs from {cache_dir()}")
+            print(f"removed {formats.count(clear_cache(), 'run')} from {cache_dir()}")
         except OSError as exc:
             return _fail(f"cannot clear {cache_dir()} ({exc.strerror or type(exc).__name__})")
         return 0
@@ -141,7 +143,7 @@ def cmd_cache(a) -> int:
     frame = runs_frame(summaries)
     columns = ["task", "length", "seed", "position", "norm", "scaling", "lr", "steps", "d_model", "final_loss"]
     columns += ["token_accuracy", "sequence_accuracy", "train_seconds"]
-    print(f"{len(frame)} runs in {cache_dir()}")
+    print(f"{formats.count(len(frame), 'run')} in {cache_dir()}")
     if len(frame):
-        print(frame[columns].to_string(index=False))
+        print(frame[columns].to_string(index=False, formatters=formats.table_formatters(columns)))
     return 0

@@ -14,6 +14,7 @@ import sys
 
 from attncore.config import MAX_LENGTH, ConfigError
 from cli.flags import ArgumentError, Parser, add_model_args, flag_of, run_settings
+from lab import formats
 
 OWN_COMMANDS = ("train", "evaluate", "params", "kv-cache", "patch", "lens", "heads", "explain")  # not sweep, cache
 BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a writer whose reader went away
@@ -31,11 +32,11 @@ def print_summary(s: dict) -> None:
     m, t, k = c["model"], c["train"], c["task"]
     print(
         f"{k['name']} L={k['length']} seed={t['seed']}  position={m['position']} norm={m['norm']}-LN "
-        f"scaling={'on' if m['scaling'] else 'off'} lr={t['lr']:g}  "
+        f"scaling={'on' if m['scaling'] else 'off'} lr={formats.learning_rate(t['lr'])}  "
         f"d={m['d_model']} heads={m['n_heads']} layers={m['n_layers']} steps={t['steps']}"
     )
     print(
-        f"  final loss {s['final_loss']:.4f}   per-token {s['token_accuracy']:.3f}   "
+        f"  final loss {formats.loss(s['final_loss'])}   per-token {s['token_accuracy']:.3f}   "
         f"per-sequence {s['sequence_accuracy']:.3f}   params {s['n_params']:,}   "
         f"train {s['train_seconds']:.1f} s{'  (cached)' if s.get('cached') else ''}"
     )

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from attncore.config import ConfigError
 from cli.flags import GRID_FACTORS, MAX_GRID, MAX_JOBS, SETTING_FLAGS, add_model_args, jobs, run_settings
+from lab import formats
 
 CSV_FILES = ("runs.csv", "accuracy.csv", "ablations.csv")
 
@@ -102,21 +103,10 @@ class ProgressBar:
             return
         self.last = now
         filled = self.width * done // max(total, 1)
-        line = f"[{'#' * filled}{'.' * (self.width - filled)}] {done}/{total} runs  {now:.1f} s"
+        line = f"[{'#' * filled}{'.' * (self.width - filled)}] {done}/{formats.count(total, 'run')}  {now:.1f} s"
         end = "\n" if done == total or not self.tty else ""
         self.stream.write(("\r" if self.tty else "") + line + end)
         self.stream.flush()
-
-
-def _formatters(columns) -> dict:
-    """Losses to 4 decimals, accuracies to 3, differences signed."""
-    out = {}
-    for c in columns:
-        digits = 4 if "loss" in c else 3
-        sign = "+" if c.endswith("_diff") else ""
-        if "loss" in c or "accuracy" in c:
-            out[c] = f"{{:{sign}.{digits}f}}".format
-    return out
 
 
 def print_tables(records) -> None:
@@ -124,12 +114,12 @@ def print_tables(records) -> None:
 
     acc = accuracy_table(records)
     print("Accuracy by task and L over seeds (mean, min)")
-    print(acc.to_string(index=False, formatters=_formatters(acc.columns)))
+    print(acc.to_string(index=False, formatters=formats.table_formatters(acc.columns)))
     base = ablation_base(records)
     abl = ablation_table(records, base)
     if len(abl) > 1:
         print(f"\nAblations of {base.task.name} L={base.task.length} seed={base.train.seed} (diff: to 'full')")
-        print(abl.to_string(index=False, formatters=_formatters(abl.columns)))
+        print(abl.to_string(index=False, formatters=formats.table_formatters(abl.columns)))
 
 
 def check_group_by(runs, factor: str) -> None:
@@ -157,7 +147,7 @@ def print_groups(records, factor: str, as_json: bool) -> None:
         print(json.dumps(to_json(factor, groups, table, comparisons)))
         return
     print(f"Runs grouped by {factor} (mean, min, max over seeds)")
-    print(table.to_string(index=False, formatters=_formatters(table.columns)))
+    print(table.to_string(index=False, formatters=formats.table_formatters(table.columns)))
     if len(comparisons):
         print(f"\nEach {factor} against {next(iter(groups))}, paired by seed (delta: level minus baseline)")
         print(display(comparisons).to_string(index=False))
@@ -199,7 +189,7 @@ def cmd_sweep(a) -> int:
         if client is not None:
             client.close()
     seconds = time.perf_counter() - start
-    print(f"{len(runs)} runs ({sum(cached)} from the cache) in {seconds:.1f} s", file=sys.stderr)
+    print(f"{formats.count(len(runs), 'run')} ({sum(cached):,} from the cache) in {seconds:.1f} s", file=sys.stderr)
     if a.csv:
         write_csv(records, Path(a.csv))
     if a.group_by:

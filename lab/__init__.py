@@ -2,6 +2,7 @@
 
 Its layers, each importing only those below: factors (group runs by any factor) over compare, tables, sweep
 (joblib on local cores or Dask) and bundle (runs in one .zip), over store (lab.store: joblib.Memory on cache/),
-over presets (named sets of RunConfigs). It may import attncore, NumPy, pandas, joblib, threadpoolctl and Dask;
+over presets (named sets of RunConfigs), over formats (one text format per quantity, for
+pages and CLI). It may import attncore, NumPy, pandas, joblib, threadpoolctl and Dask;
 nothing of ui, cli or app_pages, and no UI library.
 """

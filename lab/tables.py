@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from attncore.config import RunConfig
+from lab import formats
 from lab.store import RunRecord
 
 # The config columns that make two runs of one task, L and seed differ (max_len follows from L).
@@ -130,7 +131,7 @@ def ablation_table(records: Iterable, base: RunConfig | None = None) -> pd.DataF
 
 
 def _format_lr(lr: float) -> str:
-    return np.format_float_scientific(lr, trim="-", exp_digits=1)  # 0.01 -> '1e-2', 0.0015 -> '1.5e-3'
+    return formats.learning_rate(lr)  # 0.01 -> '1e-2', 0.0015 -> '1.5e-3'
 
 
 def variant_name(run: RunConfig, base: RunConfig) -> str:

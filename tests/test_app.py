@@ -15,11 +15,13 @@ from streamlit.testing.v1 import AppTest
 
 from attncore import make_run
 from attncore.inspect import evaluate_ablated
+from lab import formats
 from lab.compare import RULE
 from lab.stats import compare_paired, format_delta
 from lab.store import get_run, is_cached
 from lab.tables import variant_name
 from ui.nav import PAGES
+from ui.sidebar import describe as sidebar_describe
 from ui.variants import base_label
 
 STEPS = 30
@@ -111,7 +113,7 @@ def test_home_invalid_sidebar_shows_error(store):
 def test_train_cached_run_appears_at_once(store):
     at = app("train")
     record = get_run(make_run(steps=STEPS))
-    assert metric(at, "Final loss") == f"{record.final_loss:.4f}"
+    assert metric(at, "Final loss") == formats.loss(record.final_loss)
     assert metric(at, "Per-sequence accuracy") == f"{record.eval.sequence_accuracy:.3f}"
     assert metric(at, "Parameters") == "27,253"
     assert len(charts(at)) == 2  # the loss curve, and accuracy over the training snapshots (issue 14)
@@ -123,11 +125,13 @@ def test_train_cached_run_appears_at_once(store):
 def test_train_uncached_run_trains_on_demand(store):
     at = app("train", seed="5")
     assert not at.metric and "Not trained yet" in texts(at.info)
+    run_line = sidebar_describe(make_run(seed=5, steps=STEPS))
+    assert run_line not in texts(at.info) and run_line in texts(at.caption)  # the run is named once
     at.button(key="train").click().run()
     assert not at.exception
     assert is_cached(make_run(seed=5, steps=STEPS))
     record = get_run(make_run(seed=5, steps=STEPS))
-    assert metric(at, "Final loss") == f"{record.final_loss:.4f}"
+    assert metric(at, "Final loss") == formats.loss(record.final_loss)
 
 
 def test_train_sidebar_change_changes_what_is_shown(store):
@@ -156,7 +160,9 @@ def test_query_params_restore_the_whole_sidebar(store):
     values = {k: at.number_input(key=k).value for k in ("L", "seed", "steps", "d", "heads", "layers", "batch")}
     assert values == dict(L=4, seed=2, steps=STEPS, d=16, heads=2, layers=1, batch=16)
     caption = texts(at.caption)
-    assert "sort · L=4 · seed 2 · RoPE position · post-LN · scaling off · lr 0.01" in caption
+    # lr=0.01 in the URL (the value) is accepted and shown in the one notation; "1 layer", not "1 layers"
+    assert "sort · L=4 · seed 2 · RoPE position · post-LN · scaling off · lr 1e-2" in caption
+    assert "d=16, 2 heads, 1 layer · batch 16" in caption
 
 
 def test_reset_restores_the_defaults(store):
@@ -238,6 +244,7 @@ def test_results_trains_missing_runs_then_shows_tables_and_charts(store):
     assert re.search(r"\d of 4 runs (is|are) not trained yet", texts(at.info))  # "1 of 4 runs is", "3 of 4 are"
     at.button(key="train_missing").click().run()
     assert not at.exception
+    assert not [b for b in at.button if b.key == "train_missing"] and "not trained yet" not in texts(at.info)
     table = at.dataframe[0].value
     assert table[["task", "length", "seeds"]].values.tolist() == [["copy", 4, 2], ["copy", 6, 2]]
     records = [get_run(make_run("copy", L, s, steps=STEPS)) for L in (4, 6) for s in (0, 1)]
@@ -258,7 +265,7 @@ def test_results_say_which_sidebar_settings_apply_and_offer_the_articles(store):
     """Results applies the sidebar's settings but task, L and seed: it names them, and one click restores the
     article's, e.g. after the article was reproduced while the sidebar held other settings."""
     at = app("results", **RESULTS)
-    assert "learned position · pre-LN · scaling on · lr 0.003 · 30 steps" in texts(at.caption)
+    assert "learned position · pre-LN · scaling on · lr 3e-3 · 30 steps" in texts(at.caption)
     assert "differs from the article's settings in: steps" in texts(at.info)
     at.radio(key="norm").set_value("post").run()
     assert "differs from the article's settings in: LayerNorm, steps" in texts(at.info)
@@ -294,6 +301,8 @@ def test_ablations_follow_the_sidebar_and_train_missing(store):
     assert "1 of 2 runs cached" in texts(at.info)
     at.button(key="train_missing").click().run()
     assert list(at.dataframe[0].value["variant"]) == [base_label(make_run(steps=STEPS)), "no scaling"]
+    # what said something was missing is gone once nothing is
+    assert not [b for b in at.button if b.key == "train_missing"] and "cached" not in texts(at.info)
     at.radio(key="norm").set_value("post").run()  # a new base: post-LN, nothing cached
     assert "0 of 2 runs cached" in texts(at.info)
 
@@ -308,6 +317,12 @@ def test_ablations_over_seeds_show_bands_paired_differences_and_the_rule(store):
     assert not at.exception
     summary, comparisons = at.dataframe[0].value, at.dataframe[1].value
     assert list(summary["n"]) == [2, 2]
+    shown = list(at.dataframe[0].proto.column_order)  # mean and worst seed only: fits 1,280 px without scrolling
+    assert shown == ["variant", "n", "final_loss_mean", "final_loss_max", "token_accuracy_mean"] + [
+        "token_accuracy_min",
+        "sequence_accuracy_mean",
+        "sequence_accuracy_min",
+    ]
     runs = {
         (p, s): get_run(make_run(steps=STEPS, seed=s, position=p)).eval for p in ("learned", "none") for s in (0, 1)
     }
@@ -378,7 +393,7 @@ def test_compare_trains_missing_runs_as_one_sweep_then_shows_groups_and_verdicts
     assert [layer["mark"]["type"] for layer in specs[0]["layer"]] == ["area", "line"]  # loss: mean in a band
     assert [layer["mark"]["type"] for layer in specs[1]["layer"]] == ["area", "line"]  # accuracy during training
     assert specs[1]["layer"][1]["encoding"]["y"]["title"] == "mean per-sequence accuracy"
-    assert [layer["mark"]["type"] for layer in specs[2]["layer"]] == ["rule", "line"]  # accuracy vs the level
+    assert [layer["mark"]["type"] for layer in specs[2]["layer"]] == ["errorbar", "point"]  # accuracy by level
     downloads = [b.proto.label for b in at.get("download_button")]
     assert downloads == ["Download the grouped table (CSV)", "Download the comparisons (CSV)"]
     assert RULE in texts(at.caption)

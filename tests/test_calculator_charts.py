@@ -84,7 +84,7 @@ def test_breakdown_frame_and_share_chart():
     assert df["share"].sum() == pytest.approx(1.0)
     bars, labels = layers(cc.share_chart(df))
     assert bars["mark"]["type"] == "bar" and color_scale(bars)["domain"] == list(calc.COMPONENTS)
-    assert labels["mark"]["type"] == "text" and labels["encoding"]["text"]["format"] == ".2%"
+    assert labels["mark"]["type"] == "text" and labels["encoding"]["text"]["format"] == ".1%"  # lab.formats.share
 
 
 def test_crosscheck_frame_marks_equality():

@@ -69,10 +69,20 @@ def test_changing_an_input_changes_the_total_and_the_crosscheck_follows():
 def test_parameters_query_params_restore_preset_and_overrides():
     at = page("parameters", par_preset="llama-3-8b", par_n_kv_heads="32")
     assert at.selectbox(key="par_preset").value == "llama-3-8b"
-    assert at.number_input(key="par_n_kv_heads").value == 32 and at.number_input(key="par_d_ff").value == 14336
+    assert at.selectbox(key="par_n_kv_heads").value == 32 and at.number_input(key="par_d_ff").value == 14336
+    assert "0" not in at.selectbox(key="par_n_kv_heads").label  # no magic zero in a label
     mha = LLAMA3_8B + 32 * 2 * 4096 * (4096 - 1024)  # K and V grow from 8 to 32 heads of 128 in every layer
     assert metric(at, "Total parameters")[0] == f"{mha:,}"
     assert metric(at, "Published (llama-3-8b)")[1] == f"{mha - LLAMA3_8B:+,} after your changes"
+
+
+def test_derived_fields_are_named_choices_not_magic_zeros():
+    at = page("parameters", par_preset="gpt2")
+    kv, head = at.selectbox(key="par_n_kv_heads"), at.selectbox(key="par_head_dim")
+    assert (kv.value, kv.format_func(kv.value)) == (0, "= query heads")
+    assert head.format_func(head.value) == "d_model / heads"
+    rerun(kv.set_value(4))  # GQA: 12 query heads share 4 KV heads
+    assert at.selectbox(key="par_n_kv_heads").value == 4 and not at.exception
 
 
 def test_custom_keeps_the_fields_as_they_are():
@@ -171,6 +181,17 @@ def test_kv_cache_measure_keeps_its_result_per_input():
     assert metric(at, "Speed-up at 16 tokens")[1] == "recompute ÷ cached"
     rerun(at.selectbox(key="kv_m_new").set_value(32))  # other inputs: not measured yet
     assert "Press **Measure**" in texts(at.info)
+
+
+def test_kv_cache_caption_names_only_the_curves_its_preset_draws():
+    def curves_caption(at) -> str:
+        return next(c.value for c in at.caption if c.value.startswith("Same layers and head size"))
+
+    at = page("kv_cache")  # llama-3-8b: GQA, no latent cache, no sliding window
+    llama = curves_caption(at)
+    assert "GQA one pair per group" in llama and "MLA" not in llama and "sliding window" not in llama
+    assert "tokens × batch 1, in each element type" in texts(at.markdown)
+    assert "MLA one compressed latent" in curves_caption(page("kv_cache", kv_preset="deepseek-v2-lite"))
 
 
 # --- KV cache, the serving engine's fit ----------------------------------------------------------

@@ -189,7 +189,60 @@ def test_accuracy_vs_length_with_one_perfect_run_has_a_range_and_both_metrics_vi
     assert token["mark"]["strokeWidth"] > sequence["mark"]["strokeWidth"]
     assert {r["metric"] for r in spec["datasets"][token["data"]["name"]]} == {"per-token"}
     y = sequence["encoding"]["y"]
-    assert y["scale"]["domain"] == [0.95, 1] and y["axis"]["format"] == ".2f"
+    # the axis ends at 1 with room above it, so a line at 1.0 is not drawn on the plot's frame
+    assert y["scale"]["domain"][0] == 0.95 and y["scale"]["domain"][1] > 1 and y["axis"]["format"] == ".2f"
+    assert y["axis"]["values"][0] == 0.95 and y["axis"]["values"][-1] == 1
+
+
+def test_accuracy_vs_length_names_copy_above_and_sort_below_their_line_ends():
+    long = pd.DataFrame(
+        {"task": ["copy"] * 2 + ["sort"] * 2, "length": [8] * 4, "seeds": 3}
+        | {"metric": ["per-token", "per-sequence"] * 2, "mean": [1.0] * 4, "min": [1.0] * 4}
+    )
+    spec = charts.accuracy_vs_length(long).to_dict()
+    names = [layer for layer in spec["layer"] if layer["mark"]["type"] == "text"]
+    offsets = {spec["datasets"][n["data"]["name"]][0]["task"]: n["mark"]["dy"] for n in names}
+    assert offsets["copy"] < 0 < offsets["sort"]  # both at 1.0: still two readable names
+
+
+def test_seed_curves_fill_the_main_area_and_tell_seeds_apart():
+    df = pd.DataFrame(
+        {"run": ["a"] * 6 + ["b"] * 6, "seed": [0, 0, 0, 1, 1, 1] * 2, "step": [1, 2, 3] * 4, "loss": [3, 2, 1.0] * 4}
+    )
+    spec = charts.seed_curves(df).to_dict()
+    assert spec["columns"] == 2  # two runs: two panels sharing the width, not a third empty column
+    width = spec["spec"]["width"]
+    assert 2 * (width + 90) == charts.SEED_CURVES_WIDTH
+    band, seeds, mean = spec["spec"]["layer"]
+    assert seeds["mark"]["opacity"] >= 0.9 and seeds["mark"]["strokeWidth"] > 1
+    assert mean["mark"]["strokeDash"]  # the mean is dashed, not one more solid line among the seeds
+
+
+def test_live_loss_curve_has_the_axes_of_the_finished_one():
+    live = charts.live_loss_curve(frames.history_frame(np.linspace(3, 0.1, 40)), steps=200).to_dict()
+    done = charts.loss_curve_at(frames.history_frame(np.linspace(3, 0.1, 200)), 200, 200).to_dict()["layer"][0]
+    for axis in ("x", "y"):
+        assert live["encoding"][axis]["scale"] == done["encoding"][axis]["scale"]
+    assert live["encoding"]["x"]["scale"]["type"] == "log" and live["encoding"]["y"]["scale"]["type"] == "log"
+
+
+def test_length_curves_keep_a_point_at_zero_inside_the_plot():
+    df = pd.DataFrame(
+        {"encoding": ["none"] * 2, "length": [4, 6], "metric": ["per-token"] * 2, "seeds": 1}
+        | {"mean": [0.0, 0.5], "min": [0.0, 0.4], "max": [0.0, 0.6]}
+    )
+    spec = charts.length_curves(df, trained=6, longest=8).to_dict()
+    line = next(layer for layer in spec["spec"]["layer"] if layer["mark"]["type"] == "line")
+    low, high = line["encoding"]["y"]["scale"]["domain"]
+    assert low < 0 and high > 1 and line["encoding"]["y"]["axis"]["values"][0] == 0
+
+
+def test_attention_heatmaps_name_every_row_and_column(maps_and_tokens):
+    maps, tokens = maps_and_tokens
+    spec = charts.attention_heatmaps(frames.attention_frame(maps, tokens)).to_dict()
+    for axis in ("x", "y"):
+        assert spec["spec"]["encoding"][axis]["axis"]["labelOverlap"] is False
+    assert spec["spec"]["width"] >= 13 * len(tokens)
 
 
 def test_accuracy_floor_sits_below_the_data_on_a_round_step():

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 from apptest_helpers import page
 
-from ui import docs
+from attncore.mechanisms.demos import scaling_statistics
+from ui import docs, science
+from ui.charts.scaling import scaling_table
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE_LINK = re.compile(r'docs\.link\(\s*"([^"]+)"')
@@ -60,3 +62,13 @@ def test_science_page_renders_every_file_with_anchors_and_in_page_links():
     body = "\n".join(m.value for m in at.markdown)
     assert "Attention, Derived in Full" in body
     assert ".md)" not in body and "](#the-model)" in body  # links between files point within the page
+
+
+def test_science_page_renders_formulas_as_math_and_redraws_the_sqrt_dk_table_from_the_lab():
+    at = page("science")
+    body = "\n".join(m.value for m in at.markdown)
+    assert "$$Y = \\operatorname{softmax}" in body and "biases: Q = X W_Q" not in body  # math, not plain text
+    table = at.dataframe[0].value  # the lab's own √d_k table, after the article's
+    rows = scaling_statistics(*science.SCALING_KEY)
+    assert table.equals(scaling_table(rows))
+    assert "numerics version 3" not in "\n".join(docs.read(name) for name in docs.FILES)

@@ -124,7 +124,9 @@ def test_accuracy_by_level_is_mean_dot_and_min_max_rule_per_metric():
     seq = long[long["metric"] == "per-sequence"].set_index("level")
     assert seq.loc["a", ["mean", "min", "max"]].tolist() == pytest.approx([0.5, 0.4, 0.6])
     spec = compare_charts.accuracy_by_level(groups, "position").to_dict()
-    assert [layer["mark"]["type"] for layer in spec["layer"]] == ["rule", "line"]
-    assert spec["layer"][0]["encoding"]["y2"]["field"] == "max"
+    # levels are categories: a dot per mean and an error bar with end ticks, no line joining them
+    assert [layer["mark"]["type"] for layer in spec["layer"]] == ["errorbar", "point"]
+    assert spec["layer"][0]["mark"]["ticks"] and spec["layer"][0]["encoding"]["y2"]["field"] == "max"
     assert spec["layer"][1]["encoding"]["x"]["sort"] == ["a", "b"]
+    assert all(layer["encoding"]["xOffset"]["field"] == "metric" for layer in spec["layer"])  # side by side
     assert set(FACTORS) >= {"task", "length", "position", "norm", "scaling", "lr", "d", "heads", "layers", "steps"}

@@ -12,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 from attncore.mechanisms import demos as mech
 from attncore.mechanisms.attention_cost import attention_memory
 from attncore.mechanisms.gradcheck import gradient_check, gradient_check_summary
-from ui.charts.gradcheck import eps_comparison
+from ui.charts.gradcheck import PASS_MARK, eps_comparison
 
 # --- Scaling -------------------------------------------------------------------------------------
 
@@ -237,8 +237,9 @@ def test_gradient_check_shows_both_norms_and_an_honest_verdict():
     shown = [m.value for m in at.metric if m.label.startswith("Worst at")]
     assert shown == [f"{worst[(n, e)]['max_rel_dev']:.1e}" for n in ("pre", "post") for e in (1e-6, 1e-4)]
     comparison = eps_comparison(rows)
-    worse = sum(v["large_is_worse"] for v in comparison)
-    assert verdicts(at) == (worse, 2 - worse)  # a seed where the large eps is not worse says so
+    # green only where the figures pass: the large eps clearly worse and the small one under the bar
+    good = sum(v["large_is_worse"] and v["worst_small"] < PASS_MARK for v in comparison)
+    assert verdicts(at) == (good, 2 - good)  # a seed where the large eps is not worse says so
     assert len(charts(at)) == 1
     table = at.dataframe[0].value
     assert list(table.columns) == ["tensor", "pre-LN, ε = 1e-06", "pre-LN, ε = 1e-04", "post-LN, ε = 1e-06"] + [
@@ -255,6 +256,8 @@ def test_gradient_check_shows_its_lesson_at_its_defaults():
     rows = [r for norm in ("pre", "post") for r in gradient_check(norm, (1e-6, 1e-4), 4, 24)]
     assert all(v["large_is_worse"] for v in eps_comparison(rows))
     assert verdicts(at) == (2, 0)
+    for box, v in zip(at.success, eps_comparison(rows), strict=True):  # the green box reports passing figures
+        assert f"{v['worst_small']:.1e}, under the {PASS_MARK:.0e} bar" in box.value
     intro = at.caption[0].value
     assert "depends on the seed" in intro and "better than 1e-04" not in intro
     small = [s["max_rel_dev"] for s in gradient_check_summary(rows) if s["eps"] == 1e-6]

@@ -15,7 +15,7 @@ from lab import compare, stats
 from lab.compare import RULE
 from lab.factors import FACTORS, level_label, with_seed
 from lab.store import RunRecord
-from ui import runs, tables
+from ui import runs, sweeps, tables
 from ui.charts import compare as compare_charts
 from ui.limits import Limits, limits
 from ui.params import url_multiselect, url_number, url_toggle
@@ -106,14 +106,16 @@ def ensure_trained(wanted: Sequence[RunConfig], what: str, key: str) -> dict[Run
                 icon=":material/block:",
             )
             return None
-        if not st.button(f"Train the {tables.count(len(missing), 'missing run')}", type="primary", key=key):
+        button = st.empty()
+        if not button.button(f"Train the missing: {sweeps.cost(missing)}", type="primary", key=key):
             return None
-        if runs.sweep(missing, what) is None:
+        if runs.sweep(missing, what, cached_before=len(records)) is None:
             return None
         records, missing = runs.cached_many(wanted)
         if missing:
             return None
-        notice.empty()
+        notice.empty()  # the notice and the button said what was missing: no longer true
+        button.empty()
     return {r.config: r for r in records}
 
 
@@ -153,8 +155,12 @@ def show_tables(
     corrected, and how many seeds the view needs; when a verdict is 'too few seeds', a button (URL key
     `seeds_key`) that adds seeds up to that number, costing `runs_per_seed` runs per added seed."""
     names = {"level": level, "facet": facet}
-    tables.show(summary.rename(columns=names))
-    st.caption("Mean, min and max over the seeds of each setting.")
+    shown = summary.rename(columns=names)
+    tables.show(shown, column_order=tables.worst_seed_columns(shown))  # fits 1,280 px: no sideways scrolling
+    st.caption(
+        "Mean over the seeds of each setting, and its worst seed (the highest loss, the lowest accuracy); the CSV "
+        "download has min and max of every metric."
+    )
     if len(comparisons):
         comparison_table(comparisons, **names)
         seeds_advice(comparisons, seeds_key, runs_per_seed)

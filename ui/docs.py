@@ -7,6 +7,7 @@ between the docs files become links within the Science page, which shows every f
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import streamlit as st
@@ -61,15 +62,19 @@ def sections(text: str) -> list[tuple[int, str, str]]:
     return out
 
 
-def render(name: str) -> None:
-    """One docs file: headings with their GitHub anchors, bodies as markdown with in-page links."""
+def render(name: str, after: Mapping[str, Callable[[], None]] | None = None) -> None:
+    """One docs file: headings with their GitHub anchors, bodies as markdown (its $...$ and $$...$$ as math,
+    which GitHub renders too) with in-page links; after[anchor]() draws below the section of that anchor."""
     for level, title, body in sections(in_page_links(read(name))):
         if title:
             (st.header if level <= 2 else st.subheader)(title, anchor=slug(title), divider=level == 1)
         if body:
             st.markdown(body)
+        if after and title and slug(title) in after:
+            after[slug(title)]()
 
 
 def link(anchor: str, label: str) -> None:
     """A line linking a section of the Science page (opens in a new tab, scrolled to the section)."""
-    st.markdown(f":material/menu_book: [{label}]({PAGE}#{anchor})")
+    shown = label.replace("_", r"\_")  # 'd_k' as written: an underscore would start emphasis in markdown
+    st.markdown(f":material/menu_book: [{shown}]({PAGE}#{anchor})")

@@ -17,6 +17,7 @@ import streamlit as st
 from joblib.externals.loky import ProcessPoolExecutor
 
 from attncore import RunConfig
+from lab.formats import duration
 from lab.store import RunRecord, cache_dir, list_cached
 from ui import frames, worker
 from ui.charts import runs as charts
@@ -80,23 +81,20 @@ def run_key(run: RunConfig) -> str:
     return json.dumps(run.to_dict(), sort_keys=True)
 
 
-def duration(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds // 60:.0f} min {seconds % 60:02.0f} s"
-
-
 def _size(run: RunConfig) -> tuple:
     m = run.model
     return m.d_model, m.n_layers, m.n_heads, m.d_ff, m.dtype, run.train.batch_size, run.task.length
 
 
-def expected_seconds(run: RunConfig) -> tuple[float, int] | None:
+def expected_seconds(run: RunConfig, stored: list[dict] | None = None) -> tuple[float, int] | None:
     """(seconds to train and evaluate `run`, how many stored runs it is measured from), or None.
 
     Measured: the median time per step and the median evaluation time of the stored runs with the same
-    model, batch and length (their JSON summaries), times this run's steps.
+    model, batch and length (their JSON summaries, `stored` if given, else lab.store.list_cached()), times this
+    run's steps.
     """
     similar = []
-    for s in list_cached():
+    for s in list_cached() if stored is None else stored:
         stored = RunConfig.from_dict(s["config"])
         if _size(stored) == _size(run):
             similar.append((s["train_seconds"] / stored.train.steps, s["eval_seconds"]))
@@ -110,7 +108,10 @@ def expectation(run: RunConfig) -> str:
     """One sentence on how long training `run` should take, from measurements only."""
     found = expected_seconds(run)
     if found is None:
-        return "No run of this size is stored yet, so there is no measured estimate; the bar shows the time left."
+        return (
+            "No run of this size is stored yet to time it by; once it trains, the bar shows the time left at the "
+            "pace it measures."
+        )
     seconds, n = found
     return (
         f"Expect about {duration(seconds)}: the median pace of the {n:,} stored run{'s' * (n != 1)} of this model "
@@ -142,7 +143,7 @@ def _follow(job: Future, progress, steps: int, bar, curve) -> RunRecord:
         _show_progress(bar, done, steps, started, first)
         if len(done) > shown:
             shown = len(done)
-            curve.altair_chart(charts.loss_curve(frames.history_frame(done), steps=steps), width="stretch")
+            curve.altair_chart(charts.live_loss_curve(frames.history_frame(done), steps), width="stretch")
     return job.result()
 
 

@@ -18,8 +18,7 @@ from attncore import RunConfig
 from attncore.evaluate import EvalResult, LengthResult, evaluate_lengths
 from attncore.inspect import evaluate_ablated
 from lab.store import RunRecord, is_cached, list_cached, pin_view, stored_run
-from lab.sweep import run_sweep
-from ui import bundles, live
+from ui import bundles, live, sweeps
 from ui.limits import BusyError, limits, training_slot
 from ui.metered import memo, metered
 
@@ -106,29 +105,29 @@ def cached_summaries(runs: Sequence[RunConfig]) -> tuple[list[dict], list[RunCon
     return [s for _, s in found if s is not None], [run for run, s in found if s is None]
 
 
-def sweep(runs: Sequence[RunConfig], what: str) -> list[RunRecord] | None:
-    """Train the given runs in parallel worker processes with a progress bar; None if refused."""
+def sweep(runs: Sequence[RunConfig], what: str, cached_before: int = 0) -> list[RunRecord] | None:
+    """Every run's record (input order), the missing ones trained on the worker pool with live progress and
+    Cancel (ui.sweeps); None if refused, cancelled or failed. `cached_before`: runs of the same view the caller
+    already found in the store, counted apart in the progress line."""
     lim = limits()
-    if len(runs) > lim.max_sweep_runs:
+    records, missing = cached_many(runs)
+    if len(missing) > lim.max_sweep_runs:
         st.error(
-            f"{len(runs)} runs is more than this server allows at once ({lim.max_sweep_runs}).", icon=":material/block:"
+            f"{len(missing)} runs is more than this server allows at once ({lim.max_sweep_runs}).",
+            icon=":material/block:",
         )
         return None
-    bar = st.progress(0.0, text=f"{what}: starting...")
+    if missing:
+        trained = sweeps.sweep_live(missing, what, cached=cached_before + len(records))
+        if trained is None:
+            return None
+        bundles.enforce_store_cap(keep=runs)  # the runs just trained stay for the view that asked for them
+    return [cached(run) or _trained(run, trained) for run in runs] if missing else records
 
-    def on_done(done: int, total: int) -> None:
-        bar.progress(done / total, text=f"{what}: {done} of {total} runs done")
 
-    try:
-        with training_slot(what.lower()):
-            records = run_sweep(list(runs), n_jobs=lim.sweep_jobs, progress=on_done)
-    except BusyError as e:
-        bar.empty()
-        st.error(str(e), icon=":material/hourglass_top:")
-        return None
-    bar.empty()
-    bundles.enforce_store_cap(keep=runs)  # the runs just trained stay for the view that asked for them
-    return records
+def _trained(run: RunConfig, trained: list[RunRecord]) -> RunRecord:
+    """The record of `run` among those just trained (a store too full to keep them still shows them)."""
+    return next(r for r in trained if r.config == run)
 
 
 def _ablation_key(record: RunRecord, heads) -> tuple[str, tuple[tuple[int, int], ...]]:

@@ -13,6 +13,7 @@ import streamlit as st
 
 from attncore import ConfigError, RunConfig, make_run
 from attncore.config import POSITIONS, TASKS
+from lab import formats
 from ui import plain, urls
 from ui.limits import limits
 from ui.params import folded, url_number, url_radio, url_select, url_toggle
@@ -53,7 +54,7 @@ def set_values(**values) -> None:
 
 
 def _lr_label(v: float) -> str:
-    return f"{v:g}"
+    return formats.learning_rate(v)  # 3e-3; a URL's lr=0.003 (the value) is accepted too
 
 
 def _advanced(lim) -> dict:
@@ -75,7 +76,7 @@ def _widgets(check: bool) -> None:
     url_number("Seed", "seed", 0, 0, 9999, help="Seeds the initial weights and the training batches.")
     url_select("Position encoding", "pos", POSITIONS, "learned", format_func=POSITION_LABELS.get)
     url_radio("LayerNorm", "norm", ("pre", "post"), "pre", format_func=NORM_LABELS.get)
-    url_toggle("Scale scores by 1/√d_head", "scaling", True)
+    url_toggle("Scale scores by 1/√d_k", "scaling", True)
     advanced = _advanced(lim)
 
     def check_config() -> None:  # with the folded fields' values before their widgets exist
@@ -146,11 +147,12 @@ def show_config_error(e: ConfigError) -> None:
     )
 
 
-def describe(run: RunConfig) -> str:
-    """One line naming a run, e.g. for captions and titles."""
+def describe(run: RunConfig, seed: bool = True) -> str:
+    """One line naming a run, e.g. for captions and titles; seed=False leaves the seed out (a view over seeds)."""
     m, t, k = run.model, run.train, run.task
     return (
-        f"{k.name} · L={k.length} · seed {t.seed} · {POSITION_LABELS[m.position]} position · "
-        f"{NORM_LABELS[m.norm]} · scaling {'on' if m.scaling else 'off'} · lr {t.lr:g} · {t.steps:,} steps · "
-        f"d={m.d_model}, {m.n_heads} heads, {m.n_layers} layers · batch {t.batch_size}"
+        f"{k.name} · L={k.length} · {f'seed {t.seed} · ' if seed else ''}{POSITION_LABELS[m.position]} position · "
+        f"{NORM_LABELS[m.norm]} · scaling {'on' if m.scaling else 'off'} · lr {formats.learning_rate(t.lr)} · "
+        f"{t.steps:,} steps · d={m.d_model}, {formats.count(m.n_heads, 'head')}, "
+        f"{formats.count(m.n_layers, 'layer')} · batch {t.batch_size}"
     )

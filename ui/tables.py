@@ -5,6 +5,10 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from lab import formats
+
+LOSS = "%.3g"  # three significant digits, as lab.formats.loss: a loss of 3e-5 never reads 0.0000
+
 _LABELS = {
     "length": ("L", "%d"),
     "seeds": ("seeds", "%d"),
@@ -12,7 +16,7 @@ _LABELS = {
     "token_accuracy_min": ("per-token min", "%.3f"),
     "sequence_accuracy_mean": ("per-seq mean", "%.3f"),
     "sequence_accuracy_min": ("per-seq min", "%.3f"),
-    "final_loss": ("final loss", "%.4f"),
+    "final_loss": ("final loss", LOSS),
     "token_accuracy": ("per-token", "%.3f"),
     "sequence_accuracy": ("per-seq", "%.3f"),
     "distinct_accuracy": ("distinct", "%.3f"),
@@ -23,9 +27,9 @@ _LABELS = {
     "train_seconds": ("train s", "%.1f"),
     # groups over seeds and paired differences (lab.compare)
     "n": ("seeds", "%d"),
-    "final_loss_mean": ("loss mean", "%.4f"),
-    "final_loss_min": ("loss min", "%.4f"),
-    "final_loss_max": ("loss max", "%.4f"),
+    "final_loss_mean": ("loss mean", LOSS),
+    "final_loss_min": ("loss min", LOSS),
+    "final_loss_max": ("loss max", LOSS),  # the worst seed's
     "token_accuracy_max": ("per-token max", "%.3f"),
     "sequence_accuracy_max": ("per-seq max", "%.3f"),
     "delta_mean": ("Δ mean", "%+.4f"),
@@ -46,6 +50,17 @@ def show(frame: pd.DataFrame, **kw) -> None:
     st.dataframe(frame, hide_index=True, width="stretch", column_config=config, **kw)
 
 
-def count(n: int, noun: str, plural: str | None = None) -> str:
-    """'1 run', '3 runs'; `plural` for irregular nouns."""
-    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
+count = formats.count  # '1 run', '3 runs', '27,253'
+
+METRICS = ("final_loss", "token_accuracy", "sequence_accuracy")
+# what a grouped table (lab.compare.group_summary) shows of each metric: the mean and the worst seed
+WORST_SEED = ("final_loss_mean", "final_loss_max", "token_accuracy_mean", "token_accuracy_min")
+WORST_SEED += ("sequence_accuracy_mean", "sequence_accuracy_min")
+SPREAD_COLUMNS = {f"{m}_{s}" for m in METRICS for s in ("mean", "min", "max")}
+
+
+def worst_seed_columns(frame: pd.DataFrame) -> list[str]:
+    """The columns of a grouped table to show in a 1,280 px main area without sideways scrolling: the leading
+    columns, then each metric's mean and worst seed (the CSV download keeps min and max of every metric)."""
+    lead = [c for c in frame.columns if c not in SPREAD_COLUMNS]
+    return lead + [c for c in WORST_SEED if c in frame.columns]

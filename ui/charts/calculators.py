@@ -82,11 +82,11 @@ def share_chart(df: pd.DataFrame, height: int = 230) -> alt.Chart:
     base = alt.Chart(df).encode(
         y=alt.Y("component:N", sort=list(COMPONENTS), title=None, axis=alt.Axis(labelFontSize=12)),
         x=alt.X("share:Q", title="share of all parameters", axis=alt.Axis(format="%")),
-        tooltip=["component:N", alt.Tooltip("params:Q", format=","), alt.Tooltip("share:Q", format=".2%")],
+        tooltip=["component:N", alt.Tooltip("params:Q", format=","), alt.Tooltip("share:Q", format=".1%")],
     )
     bars = base.mark_bar(cornerRadiusEnd=3).encode(color=alt.Color("component:N", scale=COMPONENT_COLORS, legend=None))
     labels = base.mark_text(align="left", dx=4, fontSize=12, color=BASE_COLOR).encode(
-        text=alt.Text("share:Q", format=".2%")  # as in the table beside it
+        text=alt.Text("share:Q", format=".1%")  # as in the table beside it (lab.formats.share)
     )
     return (bars + labels).properties(height=height)
 
@@ -191,7 +191,7 @@ def memory_chart(
 def dtype_bars(df: pd.DataFrame, chosen: str) -> alt.Chart:
     """curves_frame of dtype_curves at one context -> a bar per element type, the chosen one highlighted."""
     order = list(dict.fromkeys(df["dtype"]))
-    df = df.assign(label=df["gib"].map(lambda g: f"{g:.3g} GiB"))
+    df = df.assign(label=df["bytes"].map(binary_size))  # as the metrics above: 528 MiB, not 0.516 GiB
     base = alt.Chart(df).encode(
         x=alt.X("dtype:N", sort=order, title="cache element type", axis=alt.Axis(labelAngle=0)),
         y=alt.Y("gib:Q", title="KV cache (GiB)"),

@@ -8,7 +8,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from ui.charts.runs import BASE_COLOR, METRICS, VARIANT_COLORS, accuracy_floor
+from ui.charts.runs import BASE_COLOR, METRICS, VARIANT_COLORS, accuracy_axis, accuracy_floor
 from ui.frames import thin
 
 BAND_POINTS = 300  # steps per band sent to the browser
@@ -81,25 +81,26 @@ def accuracy_long(groups: pd.DataFrame) -> pd.DataFrame:
 
 
 def accuracy_by_level(groups: pd.DataFrame, factor_label: str, height: int = 320, columns: int = 2):
-    """Per-token and per-sequence accuracy against the factor's levels: the mean over seeds (dots on a line, in
-    the levels' order), min to max over seeds (bar)."""
+    """Per-token and per-sequence accuracy at each of the factor's levels (categories, so no line joins them): the
+    mean over seeds as a dot, min to max over seeds as an error bar with end ticks, the two metrics side by side."""
     df = accuracy_long(groups)
     levels = [str(v) for v in dict.fromkeys(groups["level"])]
     x = alt.X("level:N", title=factor_label, sort=levels, axis=alt.Axis(labelAngle=0, labelLimit=140))
+    offset = alt.XOffset("metric:N", sort=["per-token", "per-sequence"])
     color = alt.Color("metric:N", title=None, scale=METRICS, legend=alt.Legend(orient="bottom"))
-    scale = alt.Scale(domain=[accuracy_floor(df), 1], clamp=True)
-    y = alt.Y("mean:Q", title="accuracy", scale=scale, axis=alt.Axis(format=".2f", tickMinStep=0.01))
+    y_axis = accuracy_axis(accuracy_floor(df))
+    y = alt.Y("mean:Q", title="accuracy", **y_axis)
     tooltip = ["level:N", "metric:N", alt.Tooltip("mean:Q", format=".3f"), alt.Tooltip("min:Q", format=".3f")]
     tooltip += [alt.Tooltip("max:Q", format=".3f"), alt.Tooltip("n:Q", title="seeds")]
     rule = (
         alt.Chart()
-        .mark_rule(strokeWidth=3, opacity=0.5)
-        .encode(x=x, y=alt.Y("min:Q", scale=scale), y2="max:Q", color=color)
+        .mark_errorbar(ticks=alt.MarkConfig(size=10, strokeWidth=2), thickness=2)
+        .encode(x=x, xOffset=offset, y=alt.Y("min:Q", title="accuracy", **y_axis), y2="max:Q", color=color)
     )
     dots = (
         alt.Chart()
-        .mark_line(strokeWidth=1.5, point=alt.OverlayMarkDef(size=70, filled=True))
-        .encode(x=x, y=y, color=color, tooltip=tooltip)
+        .mark_point(size=80, filled=True, opacity=1)
+        .encode(x=x, xOffset=offset, y=y, color=color, tooltip=tooltip)
     )
     chart = alt.layer(rule, dots, data=df)
     if "facet" in df.columns:

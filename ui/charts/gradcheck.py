@@ -53,7 +53,7 @@ def gradcheck_chart(rows: list[dict]) -> alt.FacetChart:
     mark = alt.Chart().mark_rule(color=BASE_COLOR, strokeDash=[4, 3]).encode(x=alt.datum(PASS_MARK))
     return (
         alt.layer(points, mark, data=df)
-        .properties(width=330, height=16 * df["tensor"].nunique())
+        .properties(width=250, height=16 * df["tensor"].nunique())  # two facets and the legend fit 1,280 px
         .facet(column=alt.Column("LayerNorm:N", sort=["pre-LN", "post-LN"], title=None))
     )
 

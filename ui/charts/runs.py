@@ -43,31 +43,42 @@ def loss_curve(df: pd.DataFrame, log: bool = True, height: int = 280, steps: int
     )
 
 
+SEED_CURVES_WIDTH = 1040  # pixels of the main area the facets share (the wide layout's main column at 1,280 px)
+
+
 def seed_curves(df: pd.DataFrame, log: bool = True, columns: int = 3) -> alt.FacetChart:
-    """Columns run, seed, step, loss: per run a min-max band over seeds, every seed thin, the mean bold."""
+    """Columns run, seed, step, loss: per run a pale min-max band over seeds, every seed its own colour, the mean
+    dashed black; the panels share the main area's width (no empty quarter at its right)."""
     x = alt.X("step:Q", title="training step", scale=alt.Scale(nice=False))
     scale = alt.Scale(type="log") if log else alt.Scale(zero=False)
     band = (
         alt.Chart()
-        .mark_area(opacity=0.25, color=TOKEN_COLOR)
+        .mark_area(opacity=0.12, color=TOKEN_COLOR)
         .encode(x=x, y=alt.Y("min(loss):Q", title="training loss", scale=scale), y2=alt.Y2("max(loss):Q"))
     )
     seeds = (
         alt.Chart()
-        .mark_line(strokeWidth=0.8, opacity=0.6)
+        .mark_line(strokeWidth=1.4, opacity=0.9)
         .encode(
             x=x,
             y=alt.Y("loss:Q", scale=scale),
             color=alt.Color(
                 "seed:N", title="seed", scale=alt.Scale(range=SEED_COLORS), legend=alt.Legend(orient="bottom")
             ),
-            tooltip=["run:N", "seed:N", "step:Q", alt.Tooltip("loss:Q", format=".4f")],
+            tooltip=["run:N", "seed:N", "step:Q", alt.Tooltip("loss:Q", format=".4g")],
         )
     )
-    mean = alt.Chart().mark_line(color=BASE_COLOR, strokeWidth=2).encode(x=x, y=alt.Y("mean(loss):Q", scale=scale))
+    mean = (
+        alt.Chart()
+        .mark_line(color=BASE_COLOR, strokeWidth=1.8, strokeDash=[5, 3])
+        .encode(x=x, y=alt.Y("mean(loss):Q", scale=scale))
+    )
+    n_runs = max(1, df["run"].nunique()) if len(df) else 1
+    columns = min(columns, n_runs)
+    width = SEED_CURVES_WIDTH // columns - 90  # the y axis and the gap between panels take the rest
     return (
         alt.layer(band, seeds, mean, data=df)
-        .properties(width=215, height=170)
+        .properties(width=width, height=200)
         .facet(facet=alt.Facet("run:N", title=None, header=alt.Header(labelFontSize=13)), columns=columns)
     )
 
@@ -77,6 +88,19 @@ def accuracy_floor(df: pd.DataFrame, step: float = 0.05) -> float:
     chart of perfect runs still has a range, not one "1.000000" tick)."""
     values = pd.concat([df["mean"], df["min"]]).astype(float) if len(df) else pd.Series([1.0])
     return max(0.0, min(1 - step, math.floor((float(values.min()) - step / 10) / step) * step))
+
+
+ACCURACY_HEADROOM = 0.04  # of the axis span, above 1.0: a line at a perfect accuracy is not drawn on the frame
+
+
+def accuracy_axis(floor: float, top: float = 1.0) -> dict:
+    """y scale and axis for an accuracy from `floor` to `top`: a little room beyond both ends (a point at 0 or at 1
+    sits inside the plot, not on its frame), ticks only from floor to top, two decimals."""
+    pad = (top - floor) * ACCURACY_HEADROOM
+    step = 0.05 if top - floor <= 0.25 else (0.1 if top - floor <= 0.5 else 0.2)
+    ticks = [round(floor + i * step, 4) for i in range(int(round((top - floor) / step)) + 1)]
+    scale = alt.Scale(domain=[floor - (pad if floor <= 0 else 0), top + pad], nice=False, zero=False)
+    return {"scale": scale, "axis": alt.Axis(format=".2f", values=ticks)}
 
 
 def accuracy_vs_length(df: pd.DataFrame, height: int = 260) -> alt.LayerChart:
@@ -95,8 +119,7 @@ def accuracy_vs_length(df: pd.DataFrame, height: int = 260) -> alt.LayerChart:
         alt.Tooltip("min:Q", format=".3f", title="worst seed"),
         "seeds:Q",
     ]
-    axis = alt.Axis(format=".2f", tickMinStep=0.01)
-    y = alt.Y("mean:Q", title="accuracy", scale=alt.Scale(domain=[accuracy_floor(df), 1]), axis=axis)
+    y = alt.Y("mean:Q", title="accuracy", **accuracy_axis(accuracy_floor(df)))
     layers = []
     for metric, width, size, opacity in (("per-token", 6, 170, 0.45), ("per-sequence", 2, 60, 1.0)):
         line = alt.Chart(df[df["metric"] == metric] if len(df) else df).mark_line(
@@ -105,9 +128,15 @@ def accuracy_vs_length(df: pd.DataFrame, height: int = 260) -> alt.LayerChart:
         layers.append(line.encode(x=x, y=y, color=color, strokeDash=dash, shape=shape, tooltip=tooltip))
     worst = alt.Chart(df).mark_point(shape="triangle-down", filled=True, size=45, opacity=0.7)
     layers.append(worst.encode(x=x, y="min:Q", color=color, tooltip=tooltip))
-    last = df[df["length"] == df["length"].max()] if len(df) else df
-    names = alt.Chart(last).mark_text(align="left", dx=8, fontSize=12).encode(x=x, y=y, color=color, text="task:N")
-    return alt.layer(*layers, names).properties(height=height)
+    # the tasks named at the end of their per-sequence line, copy above and sort below, so that two lines ending
+    # at the same accuracy keep both names readable
+    last = df[(df["length"] == df["length"].max()) & (df["metric"] == "per-sequence")] if len(df) else df
+    names = []
+    for task, dy in (("copy", -9), ("sort", 9)):
+        at = last[last["task"] == task] if len(last) else last
+        text = alt.Chart(at).mark_text(align="left", dx=10, dy=dy, fontSize=12, color=BASE_COLOR)
+        names.append(text.encode(x=x, y=y, text="task:N"))
+    return alt.layer(*layers, *names).properties(height=height)
 
 
 def loss_overlay(df: pd.DataFrame, log: bool = True, height: int = 340) -> alt.Chart:
@@ -149,9 +178,9 @@ def attention_heatmaps(df: pd.DataFrame) -> alt.FacetChart:
     keys = list(df.sort_values("key")["key_label"].unique())
     queries = list(df.sort_values("query")["query_label"].unique())
     n_heads = max(df["head"].nunique(), 1)
-    cell = min(max(HEATMAPS_WIDTH // (n_heads * max(len(keys), 1)), 6), 24)
+    cell = min(max(HEATMAPS_WIDTH // (n_heads * max(len(keys), 1)), 13), 30)  # 13 px: room for every label
     size = cell * max(len(keys), 1)
-    axis = {"labelOverlap": "greedy", "labelFontSize": 9 if cell < 14 else 10}
+    axis = {"labelOverlap": False, "labelFontSize": 9 if cell < 16 else 11}  # every row and column named
     return (
         alt.Chart(df)
         .mark_rect(stroke="white", strokeWidth=0.5)
@@ -220,6 +249,21 @@ def _step_rule(step: int, steps: int) -> alt.Chart:
     return rule.encode(x=_step_axis(steps))
 
 
+def live_loss_curve(df: pd.DataFrame, steps: int, height: int = 240) -> alt.Chart:
+    """The loss so far (columns step, loss) on the axes of loss_curve_at, both log: the curve grows into the whole
+    run's step axis, and looks the same while training as after."""
+    return (
+        alt.Chart(df)
+        .mark_line(color=TOKEN_COLOR, strokeWidth=1.8)
+        .encode(
+            x=_step_axis(steps),
+            y=_loss_axis(True).axis(minExtent=STEP_CHARTS_Y_EXTENT),
+            tooltip=[alt.Tooltip("step:Q"), alt.Tooltip("loss:Q", format=".4g")],
+        )
+        .properties(height=height)
+    )
+
+
 def loss_curve_at(df: pd.DataFrame, step: int, steps: int, height: int = 240) -> alt.LayerChart:
     """The loss (columns step, loss) over steps 1..steps on a log step axis, a dashed marker at `step`."""
     line = (
@@ -259,7 +303,7 @@ def length_curves(df: pd.DataFrame, trained: int, longest: int, columns: int = 4
     to `longest` (the longest length tested), so a length without a number shows as a gap."""
     scale = alt.Scale(domain=[0, longest], nice=False)
     x = alt.X("length:Q", title="test length L′", scale=scale, axis=alt.Axis(tickMinStep=1))
-    y = alt.Y("mean:Q", title="accuracy", scale=alt.Scale(domain=[0, 1]))
+    y = alt.Y("mean:Q", title="accuracy", **accuracy_axis(0.0))  # a point at 0 sits above the axis, not on it
     color = alt.Color("metric:N", title=None, scale=METRICS, legend=None)  # named in the caption
     tooltip = ["encoding:N", "length:Q", "metric:N", alt.Tooltip("mean:Q", format=".3f")]
     tooltip += [alt.Tooltip("min:Q", format=".3f"), alt.Tooltip("max:Q", format=".3f"), "seeds:Q"]

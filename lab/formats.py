@@ -1,0 +1,116 @@
+"""One text format per quantity, for the pages and the command line alike: losses, accuracies, shares, counts,
+bytes, learning rates, durations and plurals. Pure functions of the standard library; imports nothing of the lab.
+"""
+
+from __future__ import annotations
+
+import math
+
+LOSS_DIGITS = 3  # significant digits of a loss
+ACCURACY_DECIMALS = 3
+
+
+def loss(x: float, digits: int = LOSS_DIGITS) -> str:
+    """A loss to `digits` significant digits: 2.30, 0.0412, 3.10e-05 (below 1e-3: scientific), never '0.0000'."""
+    if x is None or not math.isfinite(x):
+        return str(x)
+    if x == 0:
+        return "0"
+    if abs(x) < 1e-3 or abs(x) >= 1e4:
+        return f"{x:.{digits - 1}e}"
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(x))))
+    return f"{x:.{decimals}f}"
+
+
+def signed_loss(x: float, digits: int = LOSS_DIGITS) -> str:
+    """A loss difference: loss() with its sign, '+0.0120', '−3.10e-05'."""
+    text = loss(abs(x), digits)
+    return text if x == 0 else ("+" if x > 0 else "−") + text
+
+
+def accuracy(x: float, decimals: int = ACCURACY_DECIMALS) -> str:
+    """An accuracy (a fraction from 0 to 1) with fixed decimals: 0.987, 1.000."""
+    return f"{x:.{decimals}f}"
+
+
+def share(x: float) -> str:
+    """A fraction as a percent with one decimal, '70.2%'; exactly 0 and 1 as '0%' and '100%'."""
+    if x == 0 or x == 1:
+        return f"{x * 100:.0f}%"
+    return f"{x * 100:.1f}%"
+
+
+def count(n: int, noun: str | None = None, plural: str | None = None) -> str:
+    """A count with thousands separators, '27,253'; with a noun, its plural right: '1 run', '18 runs'."""
+    text = f"{n:,}"
+    if noun is None:
+        return text
+    return f"{text} {noun if n == 1 else plural or noun + 's'}"
+
+
+IEC = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
+SI = ("B", "kB", "MB", "GB", "TB", "PB")
+
+
+def size(n_bytes: float, unit: str = "iec", digits: int = 3) -> str:
+    """Bytes with a labelled unit: IEC (1 GiB = 2**30 B) by default, SI (1 GB = 10**9 B) with unit='si';
+    three significant digits: '0.516 GiB' is written '528 MiB', '80.0 GB'."""
+    if unit not in ("iec", "si"):
+        raise ValueError(f"unit must be 'iec' or 'si', got {unit!r}")
+    base, names = (1024, IEC) if unit == "iec" else (1000, SI)
+    value, i = float(n_bytes), 0
+    while abs(value) >= base and i < len(names) - 1:
+        value, i = value / base, i + 1
+    if i == 0:
+        return f"{value:,.0f} B"
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(value)))) if value else 0
+    return f"{value:.{decimals}f} {names[i]}"
+
+
+def learning_rate(lr: float) -> str:
+    """A learning rate in one notation: 3e-3, 1e-2, 2.5e-4 (mantissa without trailing zeros, plain exponent)."""
+    mantissa, exponent = f"{lr:e}".split("e")
+    mantissa = mantissa.rstrip("0").rstrip(".")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def seconds(s: float) -> str:
+    """Seconds of a measurement, rounded to what a reader uses: '13.9 s', '0.42 s', '125 s'."""
+    if s >= 100:
+        return f"{s:.0f} s"
+    if s >= 1:
+        return f"{s:.1f} s"
+    return f"{s:.2f} s"
+
+
+def duration(s: float) -> str:
+    """A time to wait or waited: '42 s', '3 min 05 s' (from 90 s on)."""
+    s = max(0.0, s)
+    if s < 90:
+        return f"{s:.0f} s"
+    return f"{s // 60:.0f} min {s % 60:02.0f} s"
+
+
+def ratio(x: float) -> str:
+    """How many times larger, with separators: '147,342×', '2.5×'."""
+    return f"{x:,.0f}×" if abs(x) >= 10 else f"{x:.2g}×"
+
+
+def signed_accuracy(x: float) -> str:
+    return f"{x:+.{ACCURACY_DECIMALS}f}"
+
+
+def table_formatters(columns) -> dict:
+    """pandas to_string formatters for the lab's columns: losses (differences signed), accuracies, seconds and
+    learning rates as above; other columns are left to pandas."""
+    out = {}
+    for c in columns:
+        if "loss" in c:
+            out[c] = signed_loss if c.endswith("_diff") else loss
+        elif "accuracy" in c:
+            out[c] = signed_accuracy if c.endswith("_diff") else accuracy
+        elif c == "train_seconds":
+            out[c] = seconds
+        elif c == "lr":
+            out[c] = learning_rate
+    return out

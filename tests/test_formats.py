@@ -1,0 +1,57 @@
+"""lab.formats: one text format per quantity, for the pages and the command line."""
+
+from __future__ import annotations
+
+import pytest
+
+from lab import formats
+
+
+@pytest.mark.parametrize(
+    ("x", "text"),
+    [(2.3026, "2.30"), (0.04123, "0.0412"), (0.5, "0.500"), (3.1e-05, "3.10e-05"), (12.18, "12.2"), (0.0, "0")],
+)
+def test_losses_keep_significant_digits_and_never_read_zero(x, text):
+    assert formats.loss(x) == text
+
+
+def test_a_tiny_loss_difference_keeps_its_sign_and_digits():
+    assert formats.signed_loss(-3.1e-05) == "−3.10e-05"
+    assert formats.signed_loss(0.012) == "+0.0120"
+
+
+def test_accuracies_have_fixed_decimals_and_shares_one_decimal():
+    assert [formats.accuracy(x) for x in (1, 0.98765, 0.2)] == ["1.000", "0.988", "0.200"]
+    assert [formats.share(x) for x in (0.702, 0.70204, 0, 1, 0.0004)] == ["70.2%", "70.2%", "0%", "100%", "0.0%"]
+
+
+def test_counts_have_separators_and_plurals_are_right():
+    assert formats.count(27253) == "27,253"
+    assert [formats.count(n, "run") for n in (0, 1, 18)] == ["0 runs", "1 run", "18 runs"]
+    assert formats.count(2, "series", "series") == "2 series"
+
+
+def test_bytes_name_their_unit_iec_or_si():
+    assert formats.size(80 * 10**9, "si") == "80.0 GB"
+    assert formats.size(80 * 10**9) == "74.5 GiB"
+    assert formats.size(0.516 * 2**30) == "528 MiB"
+    assert formats.size(512) == "512 B"
+    with pytest.raises(ValueError, match="unit"):
+        formats.size(1, "binary")
+
+
+def test_learning_rates_in_one_notation():
+    assert [formats.learning_rate(x) for x in (0.003, 3e-3, 1e-2, 0.01, 2.5e-4, 0.1)] == [
+        "3e-3",
+        "3e-3",
+        "1e-2",
+        "1e-2",
+        "2.5e-4",
+        "1e-1",
+    ]
+
+
+def test_seconds_and_durations_are_rounded():
+    assert formats.seconds(13.857248) == "13.9 s"
+    assert formats.seconds(0.4213) == "0.42 s"
+    assert formats.duration(42.4) == "42 s" and formats.duration(185) == "3 min 05 s"

@@ -1,0 +1,192 @@
+"""A sweep from a page: the missing runs trained on ui.live's worker pool, a few at a time, with the runs done of
+the total (cached ones counted apart), each running run's step, elapsed time, time left and a Cancel that stops
+every worker at its next step (nothing half-trained is stored). Also what a sweep will cost, said before the click.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+import uuid
+from collections.abc import Sequence
+from concurrent.futures import BrokenExecutor, Future, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import streamlit as st
+
+from attncore import RunConfig
+from lab.formats import count, duration
+from lab.store import RunRecord, cache_dir, is_cached, list_cached
+from ui import live, worker
+from ui.limits import BusyError, limits, training_slot
+from ui.metered import Memo
+
+REFRESH_SECONDS = 0.25  # the progress text is redrawn this often (the issue asks for at least once a second)
+CANCEL_WAIT_SECONDS = 3.0
+
+
+def workers() -> int:
+    """Runs of one sweep trained at once: the sweep's share of the worker pool."""
+    lim = limits()
+    return max(1, min(lim.sweep_jobs, lim.max_concurrent))
+
+
+def estimate(missing: Sequence[RunConfig]) -> float | None:
+    """Seconds the missing runs should take here, measured from the stored runs (ui.live.expected_seconds),
+    `workers()` at a time; None when any of them has no stored run of its size to be measured from."""
+    stored = list_cached()
+    found = [live.expected_seconds(run, stored) for run in missing]
+    if not found or any(f is None for f in found):
+        return None
+    return sum(seconds for seconds, _ in found) / min(workers(), len(missing))
+
+
+def cost(missing: Sequence[RunConfig]) -> str:
+    """'18 runs, about 1 min 10 s here' or '18 runs, no measured estimate yet' (no stored run of their size)."""
+    seconds = estimate(missing)
+    runs = count(len(missing), "run")
+    return f"{runs}, about {duration(seconds)} here" if seconds is not None else f"{runs}, no measured estimate yet"
+
+
+@dataclass
+class _Job:
+    run: RunConfig
+    future: Future
+    progress: object  # the worker's memory-mapped progress file (ui.worker)
+
+
+@dataclass
+class _Sweep:
+    cached: int  # runs found in the store before the sweep
+    runs: list[RunConfig]  # the missing runs, in order
+    done: dict[RunConfig, RunRecord] = field(default_factory=dict)
+    running: list[_Job] = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)
+    steps_seen: int = 0  # steps trained in this sweep (finished runs and running ones)
+    first_step_at: float | None = None
+
+
+def _text(what: str, s: _Sweep, estimate_s: float | None) -> tuple[float, str]:
+    """(fraction done, the progress line) from the state of the sweep."""
+    now = time.monotonic()
+    total_steps = sum(r.train.steps for r in s.runs)
+    running_steps = {id(j): len(worker.losses_so_far(j.progress)) for j in s.running}
+    steps_done = sum(r.train.steps for r in s.done) + sum(running_steps.values())
+    if steps_done and s.first_step_at is None:
+        s.first_step_at = now
+    head = f"{what}: {len(s.done)} of {count(len(s.runs), 'run')} trained"
+    if s.cached:
+        head += f" ({s.cached:,} more already cached)"
+    parts = [head]
+    for j in s.running:
+        n = running_steps[id(j)]
+        shown = f"step {n:,} of {j.run.train.steps:,}" if n else "starting"
+        parts.append(f"run {s.runs.index(j.run) + 1}: {shown}")
+    parts.append(f"{duration(now - s.started)} elapsed")
+    left = None
+    if s.first_step_at is not None and now - s.first_step_at >= 0.5:
+        pace = steps_done / (now - s.started)  # steps per second over the whole sweep, start-up included
+        left = (total_steps - steps_done) / pace
+    elif estimate_s is not None:
+        left = max(0.0, estimate_s - (now - s.started))
+    parts.append(f"about {duration(left)} left" if left is not None else "time left: measuring the pace")
+    return min(1.0, steps_done / max(1, total_steps)), " · ".join(parts)
+
+
+def _stop_all(s: _Sweep) -> None:
+    """The page is leaving mid-sweep (Cancel, a rerun, the visitor gone): stop every worker of this sweep."""
+    for j in s.running:
+        worker.request_cancel(j.progress)
+        j.future.cancel()
+
+
+@st.cache_resource
+def _sweeps() -> Memo:
+    return Memo(1024)  # visitor token -> (what, _Sweep) of that visitor's sweep while it runs
+
+
+def report_cancelled() -> None:
+    """After a Cancel (which reruns the page): stop what still runs of this visitor's last sweep, and say once
+    how far it got. The new run may start while the stopped one is still unwinding (Streamlit's fast reruns),
+    so the workers are stopped here too, and awaited for a moment."""
+    token = st.session_state.get(live.TOKEN_KEY)
+    found = _sweeps().pop(token) if token else None
+    if found is None:
+        return
+    what, s = found
+    _stop_all(s)
+    wait([j.future for j in s.running], timeout=CANCEL_WAIT_SECONDS)
+    trained = sum(is_cached(run) for run in s.runs)
+    st.warning(
+        f"{what}: cancelled after {trained} of {count(len(s.runs), 'run')}. The finished runs are stored; the ones "
+        "in progress were stopped at their next step, and nothing half-trained was stored.",
+        icon=":material/stop_circle:",
+    )
+
+
+def sweep_live(runs: Sequence[RunConfig], what: str, cached: int = 0) -> list[RunRecord] | None:
+    """Train the given (missing) runs on the worker pool, `workers()` at a time, with live progress and Cancel.
+
+    The records in input order, or None when refused, cancelled or failed (the reason is shown).
+    """
+    runs = list(dict.fromkeys(runs))
+    token = st.session_state.setdefault(live.TOKEN_KEY, uuid.uuid4().hex)
+    bar, cancel = st.empty(), st.empty()
+    bar.progress(0.0, text=f"{what}: starting {cost(runs)}")
+    estimate_s = estimate(runs)
+    s = _Sweep(cached=cached, runs=runs)
+    queue = list(runs)
+    finished_cleanly = False  # else the page left mid-sweep: stop every worker
+    try:
+        with training_slot(what.lower()), tempfile.TemporaryDirectory() as tmp:
+            cancel.button("Cancel", key=f"sweep_cancel_{what}", icon=":material/stop_circle:")  # a click reruns
+            pool = live.pool(limits().max_concurrent)
+            _sweeps().put(token, (what, s))
+            try:
+                while queue or s.running:
+                    while queue and len(s.running) < workers():
+                        run = queue.pop(0)
+                        path = Path(tmp) / f"progress-{len(s.done) + len(s.running)}-{uuid.uuid4().hex}.f64"
+                        progress = worker.open_progress(path, run.train.steps, create=True)
+                        job = pool.submit(worker.train_with_progress, run, str(cache_dir()), str(path))
+                        s.running.append(_Job(run, job, progress))
+                    time.sleep(REFRESH_SECONDS)
+                    for j in [j for j in s.running if j.future.done()]:
+                        s.done[j.run] = j.future.result()  # a failed run raises here (the others are stopped)
+                        s.running.remove(j)
+                    fraction, text = _text(what, s, estimate_s)
+                    bar.progress(fraction, text=text)
+                finished_cleanly = True
+                _sweeps().pop(token)
+            finally:
+                if not finished_cleanly:
+                    _stop_all(s)
+    except BusyError as e:
+        _clear(bar, cancel)
+        st.error(str(e), icon=":material/hourglass_top:")
+        return None
+    except worker.Cancelled:  # stopped from elsewhere (report_cancelled of a newer run of this page)
+        _clear(bar, cancel)
+        return None
+    except BrokenExecutor:
+        _clear(bar, cancel)
+        _sweeps().pop(token)
+        st.error(
+            f"{what}: a training worker stopped unexpectedly (killed, or out of memory) after {len(s.done)} of "
+            f"{count(len(runs), 'run')}; the finished ones are stored. Press the button again to go on.",
+            icon=":material/error:",
+        )
+        return None
+    except Exception as e:  # a failed worker: one line, never a traceback
+        _clear(bar, cancel)
+        _sweeps().pop(token)
+        st.error(f"{what} failed: {type(e).__name__}: {e}", icon=":material/error:")
+        return None
+    _clear(bar, cancel)
+    return [s.done[run] for run in runs]
+
+
+def _clear(*placeholders) -> None:
+    for p in placeholders:
+        p.empty()
