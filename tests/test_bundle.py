@@ -51,7 +51,7 @@ def test_the_cache_command_exports_filtered_runs_and_imports_them(cache, tmp_pat
     assert main(["cache", "export", str(path), "--task", "sort"]) == 0
     store.clear_cache()
     assert main(["cache", "import", str(path)]) == 0
-    assert "imported 1 runs" in capsys.readouterr().out
+    assert "imported 1 run (0 were already stored)" in capsys.readouterr().out
     assert [s["config"] for s in store.list_cached()] == [RUNS[1].to_dict()]
     assert main(["cache", "export", str(tmp_path / "missing" / "x.zip")]) == 2
     assert main(["cache", "import", str(tmp_path / "nothing.zip")]) == 2
