@@ -95,12 +95,14 @@ def run_at_length(run: RunConfig, length: int) -> tuple[RunConfig | None, str | 
 
     (None, why) when learned positions would need rows past their table. At the trained length the
     run itself. Sinusoidal tables are extended past max_len (their rows do not depend on the table's
-    size); RoPE and no positions need no table. Learned rows the training never reached give a note.
+    size); RoPE, ALiBi and no positions need no table. Learned rows the training never reached give a note.
+    Positions at evaluation are 0..2L-1, also for runs trained on randomized positions.
     """
     if length == run.task.length:
         return run, None
     model, task = run.model, TaskConfig(run.task.name, length)
-    need, trained = 2 * length, 2 * run.task.length  # inputs at positions 0..2L-1
+    n_max = run.train.randomized_positions  # trained rows: all N_MAX of them, else those of 0..2L-1
+    need, trained = 2 * length, 2 * run.task.length if n_max is None else n_max  # inputs at positions 0..2L-1
     note = None
     if model.position == "learned":
         if need > model.max_len:
@@ -112,7 +114,8 @@ def run_at_length(run: RunConfig, length: int) -> tuple[RunConfig | None, str | 
             note = f"positions {trained}-{need - 1} are rows of the table that training never updated"
     elif model.position == "sinusoidal" and need > model.max_len:
         model = replace(model, max_len=need)
-    return RunConfig(model, run.train, task), note
+    # evaluation reads positions 0..2L-1 whatever the training drew (randomized positions are a training device)
+    return RunConfig(model, replace(run.train, randomized_positions=None), task), note
 
 
 def evaluate_lengths(params, run: RunConfig, lengths) -> list[LengthResult]:
