@@ -220,9 +220,15 @@ def make_run(
     train_lengths: tuple[int, int] | None = None,
     mixed_lengths: bool = False,
     randomized_positions: int | None = None,
+    train_min: int | None = None,
 ) -> RunConfig:
     """The article's experiment (SPEC §7) with any field overridden; t_max = 2L + 1 (N_MAX with randomized
-    positions). With train_lengths (MIN, MAX) the run trains on lengths MIN..MAX and L is MAX."""
+    positions). With train_lengths (MIN, MAX) the run trains on lengths MIN..MAX and L is MAX; train_min
+    is the same as train_lengths (train_min, length)."""
+    if train_min is not None:
+        if train_lengths is not None:
+            raise ConfigError("train_min", "give train_lengths or train_min, not both")
+        train_lengths = (train_min, length)
     if train_lengths is not None and len(train_lengths) == 2 and length != train_lengths[1]:
         length = train_lengths[1]
     task_cfg = TaskConfig(task, length, train_lengths, mixed_lengths)

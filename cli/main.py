@@ -13,7 +13,7 @@ import os
 import sys
 
 from attncore.config import MAX_LENGTH, ConfigError
-from cli.flags import ArgumentError, Parser, add_model_args, flag_of, run_settings
+from cli.flags import ArgumentError, Parser, add_model_args, check_length_flags, flag_of, run_settings
 
 OWN_COMMANDS = ("train", "evaluate", "params", "kv-cache")  # the others (sweep, cache) are registered by cli.sweep
 BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a writer whose reader went away
@@ -23,14 +23,19 @@ def run_from_args(a):
     """A RunConfig from parsed `train` flags."""
     from attncore.config import make_run
 
+    check_length_flags(a)
     return make_run(a.task, a.length, a.seed, lr=a.lr, position=a.position, norm=a.norm, **run_settings(a))
 
 
 def print_summary(s: dict) -> None:
     c = s["config"]
     m, t, k = c["model"], c["train"], c["task"]
+    lengths = k.get("train_lengths")
+    trained = f"L={k['length']}" if lengths is None else f"L={lengths[0]}-{lengths[1]}"
+    trained += " mixed" if k.get("mixed_lengths") else ""
+    trained += f" randomized<{t['randomized_positions']}" if t.get("randomized_positions") else ""
     print(
-        f"{k['name']} L={k['length']} seed={t['seed']}  position={m['position']} norm={m['norm']}-LN "
+        f"{k['name']} {trained} seed={t['seed']}  position={m['position']} norm={m['norm']}-LN "
         f"scaling={'on' if m['scaling'] else 'off'} lr={t['lr']:g}  "
         f"d={m['d_model']} heads={m['n_heads']} layers={m['n_layers']} steps={t['steps']}"
     )
@@ -84,7 +89,8 @@ def cmd_evaluate(a) -> int:
         print(json.dumps({"config": run.to_dict(), "lengths": [r.to_dict() for r in results]}))
         return 0
     k, m = run.task, run.model
-    print(f"{k.name} trained at L={k.length} seed={run.train.seed} position={m.position} steps={run.train.steps}")
+    trained = f"L={k.length}" if k.train_lengths is None else f"L={k.train_lengths[0]}-{k.train_lengths[1]}"
+    print(f"{k.name} trained at {trained} seed={run.train.seed} position={m.position} steps={run.train.steps}")
     print(f"{'test L':>6}  {'per-token':>9}  {'per-sequence':>12}  note")
     for r in results:
         tok, seq = (f"{x:.3f}" if x is not None else "-" for x in (r.token_accuracy, r.sequence_accuracy))

@@ -168,7 +168,9 @@ def padded_case():
     run = small("learned", lengths=(1, 4))
     params = _random_params(run.model, seed=9)
     rng = np.random.default_rng(10)
-    seqs = [make_sequences(rng.integers(0, 20, (1, n)), "sort")[0] for n in (1, 2, 2, 1, 2, 1)]  # room for 2 more of padding in the 9 rows
+    seqs = [
+        make_sequences(rng.integers(0, 20, (1, n)), "sort")[0] for n in (1, 2, 2, 1, 2, 1)
+    ]  # room for 2 more of padding in the 9 rows
     return run, params, seqs
 
 

@@ -167,3 +167,25 @@ def parse_ints(text: str, field: str, max_count: int = 12) -> list[int]:
         return [int(p) for p in parts]
     except ValueError:
         raise ConfigError(field, f"whole numbers separated by spaces, got {text!r}") from None
+
+
+def length_findings(df: pd.DataFrame, trained: tuple[int, int]) -> pd.DataFrame:
+    """Per encoding of a length_frame: mean per-sequence accuracy inside the trained range and beyond it (mean
+    over seeds and lengths), the seed spread beyond it (the widest min-max band), and the rank beyond (1 best).
+    Columns encoding, inside, beyond, spread, rank; sorted by rank."""
+    seq = df[df["metric"] == "per-sequence"]
+    lo, hi = trained
+    rows = []
+    for encoding, part in seq.groupby("encoding", sort=False):
+        inside, beyond = part[part["length"].between(lo, hi)], part[part["length"] > hi]
+        rows.append(
+            {
+                "encoding": encoding,
+                "inside": float(inside["mean"].mean()) if len(inside) else float("nan"),
+                "beyond": float(beyond["mean"].mean()) if len(beyond) else float("nan"),
+                "spread": float((beyond["max"] - beyond["min"]).max()) if len(beyond) else float("nan"),
+            }
+        )
+    out = pd.DataFrame(rows, columns=["encoding", "inside", "beyond", "spread"])
+    out["rank"] = out["beyond"].rank(ascending=False, method="min", na_option="bottom").astype(int)
+    return out.sort_values(["rank", "encoding"]).reset_index(drop=True)
