@@ -5,151 +5,98 @@ import pandas as pd
 import streamlit as st
 
 from attncore import ConfigError
-from attncore.config import POSITIONS, TASKS
+from attncore.config import POSITIONS
 from attncore.evaluate import MAX_TEST_LENGTHS
-from ui import docs, frames, runs, sidebar, tables
+from ui import docs, frames, length_view, runs, sidebar, tables
 from ui.charts import runs as charts
 from ui.limits import limits
-from ui.params import show_invalid, url_multiselect, url_number, url_radio, url_toggle
-
-LIT_L, LIT_NMAX = 8, 64  # trained on 1..8, tested to 16; randomized positions from [0, 64)
-LIT_POSITIONS = ("none", "learned", "sinusoidal", "rope", "alibi")
+from ui.params import show_invalid, url_multiselect, url_number
 
 st.title("Length generalisation")
 lim = limits()
-st.subheader("As the literature measures it: trained on lengths 1 to 8, tested to 16")
-task = url_radio("Task", "lit_task", TASKS, "copy", horizontal=True)
-randomized = url_toggle(f"Randomized positions (N_MAX = {LIT_NMAX})", "lit_rand", False)
-lit_seeds = list(range(url_number("Seeds", "lit_seeds", 3, 1, max(1, lim.max_sweep_runs // len(LIT_POSITIONS)))))
-test = list(range(1, min(2 * LIT_L, lim.max_test_length, MAX_TEST_LENGTHS) + 1))
-
-
-def lit_run(position, seed):
-    n_max = LIT_NMAX if randomized and position != "none" else None  # no position: nothing to randomize
-    return sidebar.make(task=task, length=LIT_L, train_min=1, position=position, seed=seed, randomized_positions=n_max)
-
-
-try:
-    lit = [lit_run(p, s) for p in LIT_POSITIONS for s in lit_seeds]
-except ConfigError as e:
-    show_invalid(e, "configuration for this comparison")
-    st.stop()
-found, missing = runs.cached_many(lit)
-if missing:
-    st.caption(f"{len(missing)} of {len(lit)} runs are not trained yet (the sidebar's settings, lengths 1 to 8).")
-    if not st.button(f"Train the {len(missing)} missing runs", key="lit_train"):
-        st.stop()
-    if runs.sweep(missing, "Training the encodings on lengths 1 to 8") is None:
-        st.stop()
-    found, _ = runs.cached_many(lit)
-per_run = runs.length_results(found, test)
-if per_run is None:
-    st.stop()
-curves = {sidebar.POSITION_LABELS[p]: [] for p in LIT_POSITIONS}
-for r, res in zip(found, per_run, strict=True):
-    curves[sidebar.POSITION_LABELS[r.config.model.position]].append(res)
-frame = frames.length_frame(curves)
-st.altair_chart(charts.length_curves(frame, LIT_L, test[-1], columns=5, trained_range=(1, LIT_L)))
-st.caption(
-    f"Blue: per-token, orange: per-sequence; mean over {tables.count(len(lit_seeds), 'seed')} (line) and the range "
-    f"from the worst to the best seed (band). Grey: the lengths trained on (one length per batch, drawn each step); "
-    f"evaluation at positions 0..n−1{' (the runs were trained on randomized positions)' if randomized else ''}."
-)
-found_table = frames.length_findings(frame, (1, LIT_L))
-order = ", then ".join(f"{row.encoding} ({row.beyond:.2f})" for row in found_table.itertuples())
-worst_spread = found_table.sort_values("spread", ascending=False).iloc[0]
-st.markdown(
-    f"**What the lab found here** ({task}, {tables.count(len(lit_seeds), 'seed')}): per-sequence accuracy past "
-    f"the trained lengths (9 to {test[-1]}, mean) ranks {order}; inside the range the means are "
-    + ", ".join(f"{row.encoding} {row.inside:.2f}" for row in found_table.itertuples())
-    + f". The widest seed band beyond the range is {worst_spread.spread:.2f} ({worst_spread.encoding}).\n\n"
-    "**What the papers found.** Kazemnejad et al. 2023 (12 layers, d 768, train 1–20, test to 40): no position "
-    "≈ T5 bias > ALiBi > RoPE ≈ absolute; no position stays near 1.0 past the range on copy, RoPE and absolute "
-    "fall to about 0. Ruoss et al. 2023: randomized positions raised unseen-length accuracy by 12 points on "
-    "average over 15 tasks. A 2-block, d = 32 model trained for a few thousand steps is not their model: compare "
-    "the ordering, not the numbers."
-)
-st.divider()
-st.subheader("The sidebar's run at other lengths")
-run = sidebar.selected_run()
-st.caption(sidebar.describe(run))
-record = runs.require(run, sidebar.describe(run))
-L = run.task.length
-longest = min(lim.max_test_length, 64)
-lengths = url_multiselect(
-    "Test lengths L′",
-    "len_L",
-    list(range(1, longest + 1)),
-    list(range(1, min(2 * L, longest, MAX_TEST_LENGTHS) + 1)),
-    max_selections=MAX_TEST_LENGTHS,
-    help=f"Up to {MAX_TEST_LENGTHS} lengths from 1 to {longest}; each has its own fixed 500 test sequences.",
-)
-if not lengths:
-    st.info("Pick at least one test length.", icon=":material/straighten:")
-    st.stop()
-lengths = sorted(lengths)
-results = runs.length_results([record], lengths)
-if results is None:
-    st.stop()
-label = sidebar.POSITION_LABELS[run.model.position]
-st.altair_chart(charts.length_curves(frames.length_frame({f"{label} position": results}), L, lengths[-1]))
-table = pd.DataFrame([r.to_dict() for r in results[0]]).rename(columns={"length": "test L′"}).fillna({"note": ""})
-for column in ("token_accuracy", "sequence_accuracy"):  # out of reach: a dash (the note says why), never "None"
-    table[column] = [f"{v:.3f}" if v is not None and v == v else "–" for v in table[column]]
-text = st.column_config.TextColumn
-columns = {"token_accuracy": text("per-token"), "sequence_accuracy": text("per-seq"), "note": text(width="large")}
-st.dataframe(table, hide_index=True, column_config=columns)
-st.caption(
-    f"Blue: per-token accuracy, orange: per-sequence. Trained at L = {L} (dashed line), then evaluated by greedy "
-    f"generation at each test length L′ on that length's own 500 test sequences; at L′ = {L} the numbers are the "
-    "run's own evaluation. A length without a number is a gap in the curve; the table's note says why."
-)
-
-st.markdown(
-    "**What the curves mean.** On copy the model answers by reading the input a fixed L positions back (see the "
-    "Attention page), a rule tied to the trained length. At the defaults (copy, L = 6, 1,500 steps, seeds 0 to 2) "
-    "every encoding that learns the task is perfect at L′ = 6 and collapses elsewhere: at most 0.41 of sequences "
-    "right at L′ = 2, at most 0.03 at L′ = 3 to 5 and 7 to 12 (L′ = 1, a single symbol, is easier). The encodings "
-    "differ in what can be asked at all:\n"
-    "- **Learned** positions are a table of 2L + 1 trained rows: past L the inputs need rows the table does not "
-    "have, so there is no number (a gap in the curve; the note says why).\n"
-    "- **Sinusoidal** and **RoPE** are computed from the position, so they can be evaluated at any length, but "
-    "defined is not the same as generalised: at the defaults they get no sequence right at L′ = 7 to 12, and "
-    "RoPE's per-token accuracy there is near chance (1 in 20) up to L′ = 11; how high it gets at L′ = 12 "
-    "depends on the seed.\n"
-    "- **None** has no position to reach past, and nothing to tell equal symbols apart: at the defaults it does "
-    "not learn copy even at L = 6 (0.24 to 0.27 of sequences right)."
-)
-
-st.subheader("The position encodings side by side at the sidebar's length")
-n_seeds = url_number("Seeds per encoding", "len_seeds", 3, 1, max(1, lim.max_sweep_runs // len(POSITIONS)))
-try:
-    compare = [sidebar.make(position=p, seed=s) for p in POSITIONS for s in range(n_seeds)]
-except ConfigError as e:
-    show_invalid(e, "configuration for this comparison")
-    st.stop()
-wanted = tuple(runs.run_key(r) for r in compare)
-if st.session_state.get("_len_compared") != wanted:
-    st.caption(
-        f"The sidebar's configuration with each position encoding, seeds 0 to {n_seeds - 1}: "
-        f"{len(compare)} runs, trained first where missing, then evaluated at the lengths above."
+range_tab, run_tab = st.tabs(["Trained on lengths 1-8, as the literature measures", "The sidebar's run"])
+with range_tab:
+    length_view.literature_protocol()
+with run_tab:
+    run = sidebar.selected_run()
+    st.caption(sidebar.describe(run))
+    record = runs.require(run, sidebar.describe(run))
+    L = run.task.length
+    longest = min(lim.max_test_length, 64)
+    lengths = url_multiselect(
+        "Test lengths L′",
+        "len_L",
+        list(range(1, longest + 1)),
+        list(range(1, min(2 * L, longest, MAX_TEST_LENGTHS) + 1)),
+        max_selections=MAX_TEST_LENGTHS,
+        help=f"Up to {MAX_TEST_LENGTHS} lengths from 1 to {longest}; each has its own fixed 500 test sequences.",
     )
-    if not st.button(f"Compare the encodings over {tables.count(n_seeds, 'seed')}", key="len_compare"):
+    if not lengths:
+        st.info("Pick at least one test length.", icon=":material/straighten:")
         st.stop()
-    st.session_state["_len_compared"] = wanted
-found, missing = runs.cached_many(compare)
-if missing and runs.sweep(missing, "Training the position encodings") is None:
-    st.stop()
-found, _ = runs.cached_many(compare)
-per_run = runs.length_results(found, lengths)
-if per_run is None:
-    st.stop()
-by_encoding = {sidebar.POSITION_LABELS[p]: [] for p in POSITIONS}
-for r, res in zip(found, per_run, strict=True):
-    by_encoding[sidebar.POSITION_LABELS[r.config.model.position]].append(res)
-st.altair_chart(charts.length_curves(frames.length_frame(by_encoding), L, lengths[-1]))
-st.caption(
-    f"Blue: per-token, orange: per-sequence. Mean over seeds 0 to {n_seeds - 1} (line) and the range from the "
-    f"worst to the best seed (band); the dashed line marks the trained length L = {L}."
-)
-docs.link("length-generalisation", "Length generalisation: what each encoding can and cannot reach")
+    lengths = sorted(lengths)
+    results = runs.length_results([record], lengths)
+    if results is None:
+        st.stop()
+    label = sidebar.POSITION_LABELS[run.model.position]
+    st.altair_chart(charts.length_curves(frames.length_frame({f"{label} position": results}), L, lengths[-1]))
+    table = pd.DataFrame([r.to_dict() for r in results[0]]).rename(columns={"length": "test L′"}).fillna({"note": ""})
+    for column in ("token_accuracy", "sequence_accuracy"):  # out of reach: a dash (the note says why), never "None"
+        table[column] = [f"{v:.3f}" if v is not None and v == v else "–" for v in table[column]]
+    text = st.column_config.TextColumn
+    columns = {"token_accuracy": text("per-token"), "sequence_accuracy": text("per-seq"), "note": text(width="large")}
+    st.dataframe(table, hide_index=True, column_config=columns)
+    st.caption(
+        f"Blue: per-token accuracy, orange: per-sequence. Trained at L = {L} (dashed line), then evaluated by greedy "
+        f"generation at each test length L′ on that length's own 500 test sequences; at L′ = {L} the numbers are the "
+        "run's own evaluation. A length without a number is a gap in the curve; the table's note says why."
+    )
+
+    st.markdown(
+        "**What the curves mean.** On copy the model answers by reading the input a fixed L positions back (see the "
+        "Attention page), a rule tied to the trained length. At the defaults (copy, L = 6, 1,500 steps, seeds 0 to 2) "
+        "every encoding that learns the task is perfect at L′ = 6 and collapses elsewhere: at most 0.41 of sequences "
+        "right at L′ = 2, at most 0.03 at L′ = 3 to 5 and 7 to 12 (L′ = 1, a single symbol, is easier). The encodings "
+        "differ in what can be asked at all:\n"
+        "- **Learned** positions are a table of 2L + 1 trained rows: past L the inputs need rows the table does not "
+        "have, so there is no number (a gap in the curve; the note says why).\n"
+        "- **Sinusoidal** and **RoPE** are computed from the position, so they can be evaluated at any length, but "
+        "defined is not the same as generalised: at the defaults they get no sequence right at L′ = 7 to 12, and "
+        "RoPE's per-token accuracy there is near chance (1 in 20) up to L′ = 11; how high it gets at L′ = 12 "
+        "depends on the seed.\n"
+        "- **None** has no position to reach past, and nothing to tell equal symbols apart: at the defaults it does "
+        "not learn copy even at L = 6 (0.24 to 0.27 of sequences right)."
+    )
+
+    st.subheader("The position encodings side by side at the sidebar's length")
+    n_seeds = url_number("Seeds per encoding", "len_seeds", 3, 1, max(1, lim.max_sweep_runs // len(POSITIONS)))
+    try:
+        compare = [sidebar.make(position=p, seed=s) for p in POSITIONS for s in range(n_seeds)]
+    except ConfigError as e:
+        show_invalid(e, "configuration for this comparison")
+        st.stop()
+    wanted = tuple(runs.run_key(r) for r in compare)
+    if st.session_state.get("_len_compared") != wanted:
+        st.caption(
+            f"The sidebar's configuration with each position encoding, seeds 0 to {n_seeds - 1}: "
+            f"{len(compare)} runs, trained first where missing, then evaluated at the lengths above."
+        )
+        if not st.button(f"Compare the encodings over {tables.count(n_seeds, 'seed')}", key="len_compare"):
+            st.stop()
+        st.session_state["_len_compared"] = wanted
+    found, missing = runs.cached_many(compare)
+    if missing and runs.sweep(missing, "Training the position encodings") is None:
+        st.stop()
+    found, _ = runs.cached_many(compare)
+    per_run = runs.length_results(found, lengths)
+    if per_run is None:
+        st.stop()
+    by_encoding = {sidebar.POSITION_LABELS[p]: [] for p in POSITIONS}
+    for r, res in zip(found, per_run, strict=True):
+        by_encoding[sidebar.POSITION_LABELS[r.config.model.position]].append(res)
+    st.altair_chart(charts.length_curves(frames.length_frame(by_encoding), L, lengths[-1]))
+    st.caption(
+        f"Blue: per-token, orange: per-sequence. Mean over seeds 0 to {n_seeds - 1} (line) and the range from the "
+        f"worst to the best seed (band); the dashed line marks the trained length L = {L}."
+    )
+    docs.link("length-generalisation", "Length generalisation: what each encoding can and cannot reach")
