@@ -274,10 +274,11 @@ def length_curves(
     layers = [band, line, rule]
     if trained_range is not None:
         lo, hi = trained_range
-        shaded = alt.Chart().mark_rect(opacity=0.12, color=BASE_COLOR).encode(x=alt.datum(lo), x2=alt.datum(hi))
+        one_row = alt.Chart().transform_aggregate(n="count()")  # one rectangle per panel, not one per data row
+        shaded = one_row.mark_rect(opacity=0.12, color=BASE_COLOR).encode(x=alt.datum(lo), x2=alt.datum(hi))
         layers.insert(0, shaded)
     return (
         alt.layer(*layers, data=df)
-        .properties(width=190 if len(encodings) > 1 else 520, height=220)
+        .properties(width=(190 if columns < 5 else 135) if len(encodings) > 1 else 520, height=220)
         .facet(facet=alt.Facet("encoding:N", title=None, sort=encodings), columns=columns)
     )
