@@ -72,8 +72,13 @@ def sample_range_batch(task: TaskConfig, batch_size: int, rng: np.random.Generat
         n = int(rng.integers(lo, hi + 1))
         return sample_batch(TaskConfig(task.name, n), batch_size, rng), None
     ns = rng.integers(lo, hi + 1, batch_size)
-    seqs = [make_sequences(rng.integers(0, N_SYMBOLS, (1, int(n))), task.name)[0] for n in ns]
-    return pad_sequences(seqs)
+    symbols = rng.integers(0, N_SYMBOLS, (batch_size, hi))  # row b uses its first ns[b] symbols
+    width = 2 * int(ns.max()) + 1
+    out = np.full((batch_size, width), PAD, dtype=np.int64)
+    for n in np.unique(ns):  # one vectorised make_sequences per length present
+        rows = np.flatnonzero(ns == n)
+        out[rows, : 2 * n + 1] = make_sequences(symbols[rows, :n], task.name)
+    return out, ns.astype(np.int64)
 
 
 def draw_positions(rng: np.random.Generator, t: int, n_max: int) -> np.ndarray:
