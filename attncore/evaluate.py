@@ -10,7 +10,7 @@ import numpy as np
 
 from .config import MAX_LENGTH, ConfigError, RunConfig, TaskConfig, check_int
 from .model import generate
-from .tasks import N_TEST, all_distinct, test_set
+from .tasks import N_TEST, TEST_SEED, all_distinct, draw_positions, test_set
 
 
 @dataclass(frozen=True)
@@ -31,12 +31,18 @@ def _mean(x: np.ndarray) -> float:
     return float(x.mean()) if x.size else float("nan")
 
 
-def evaluate(params, run: RunConfig, *, head_mask=None, n: int = N_TEST) -> EvalResult:
-    """Feed the model its own greedy outputs (KV-cached) and score the L answer tokens."""
+def evaluation_positions(length: int, n_max: int):
+    """Randomized positions for evaluation at `length` (2L sorted from [0, n_max)), fixed by their own seed."""
+    return draw_positions(np.random.default_rng([TEST_SEED, length, 1]), 2 * length, n_max)
+
+
+def evaluate(params, run: RunConfig, *, head_mask=None, n: int = N_TEST, positions=None) -> EvalResult:
+    """Feed the model its own greedy outputs (KV-cached) and score the L answer tokens; positions (2L,) in place
+    of 0..2L-1 (evaluation on randomized positions, as Ruoss et al.'s code)."""
     start = time.perf_counter()
     L = run.task.length
     seqs = test_set(run.task, n)
-    tokens, _ = generate(params, seqs[:, : L + 1], L, run.model, head_mask=head_mask)
+    tokens, _ = generate(params, seqs[:, : L + 1], L, run.model, head_mask=head_mask, positions=positions)
     correct = tokens == seqs[:, L + 1 :]  # (n, L)
     whole = correct.all(axis=1)
     distinct = all_distinct(seqs[:, :L])
@@ -118,17 +124,28 @@ def run_at_length(run: RunConfig, length: int) -> tuple[RunConfig | None, str | 
     return RunConfig(model, replace(run.train, randomized_positions=None), task), note
 
 
-def evaluate_lengths(params, run: RunConfig, lengths) -> list[LengthResult]:
+def evaluate_lengths(params, run: RunConfig, lengths, *, randomized: bool = False) -> list[LengthResult]:
     """Evaluate trained weights at each test length, in the order given (see run_at_length).
 
-    At run.task.length the numbers are exactly those of evaluate(params, run).
+    At run.task.length the numbers are exactly those of evaluate(params, run). randomized=True (a run trained on
+    randomized positions): each length is evaluated on 2L positions drawn from [0, N_MAX) as in training, one
+    fixed draw per length (evaluation_positions); a length with 2L > N_MAX has no number.
     """
+    n_max = run.train.randomized_positions
+    if randomized and n_max is None:
+        raise ConfigError("randomized", "evaluation on randomized positions needs a run trained on them")
     results = []
     for length in check_test_lengths(lengths):
         at, note = run_at_length(run, length)
+        positions = None
+        if at is not None and randomized:
+            if 2 * length > n_max:
+                at, note = None, f"randomized positions: L={length} needs {2 * length} positions of N_MAX={n_max}"
+            else:
+                positions, note = evaluation_positions(length, n_max), None
         if at is None:
             results.append(LengthResult(length, None, None, note))
             continue
-        scores = evaluate(params, at)
+        scores = evaluate(params, at, positions=positions)
         results.append(LengthResult(length, scores.token_accuracy, scores.sequence_accuracy, note))
     return results

@@ -126,7 +126,7 @@ def _mha_forward(h, params, p, cfg, B, t0=0, mask=None, kv=None, head_mask=None,
         kv[1][:, :, t0 : t0 + T] = v
         k, v = kv[0][:, :, : t0 + T], kv[1][:, :, : t0 + T]
         mask = L.causal_bias(T, t0 + T, cfg.dtype) if T > 1 else None  # one new query sees every key
-        if cfg.position == "alibi":
+        if cfg.position == "alibi" and bias is None:  # given: at the caller's positions
             bias = P.alibi_bias_cached(T, t0 + T, H, cfg.dtype)
     elif q_from:
         mask = None if mask is None else mask[..., q_from:, :]
@@ -362,19 +362,28 @@ def loss_and_grads(params, seqs, cfg: ModelConfig, answer_len: int, grads=None, 
 # --- generation ------------------------------------------------------------
 
 
-def _forward_cached(params, idx, cfg, kv_cache, t0, head_mask=None):
-    """Logits (B, T, V) of the chunk idx at positions t0.., reading and extending kv_cache."""
+def _forward_cached(params, idx, cfg, kv_cache, t0, head_mask=None, positions=None):
+    """Logits (B, T, V) of the chunk idx at positions t0.., reading and extending kv_cache.
+
+    positions: every position of the whole sequence (randomized); the chunk uses positions[t0 : t0 + T].
+    """
     B, T = idx.shape
-    x = _embed(params, idx, cfg, t0)
+    pos = bias = None
+    if positions is not None:
+        pos = positions[t0 : t0 + T]
+        if cfg.position == "alibi":
+            bias = P.alibi_bias(pos, positions[: t0 + T], cfg.n_heads, cfg.dtype)
+    x = _embed(params, idx, cfg, t0, pos=pos)
     for i in range(cfg.n_layers):
         hm = None if head_mask is None else head_mask[i]
-        x, _ = _block_forward(x, params, i, cfg, B, t0=t0, kv=kv_cache[i], head_mask=hm)
+        x, _ = _block_forward(x, params, i, cfg, B, t0=t0, kv=kv_cache[i], head_mask=hm, pos=pos, bias=bias)
     xf, _ = L.layernorm_forward(x, params["ln_f.gamma"], params["ln_f.beta"])
     return L.linear_forward(xf, params["head.w"], params["head.b"])[0].reshape(B, T, -1)
 
 
-def generate(params, prompt, n_new: int, cfg: ModelConfig, *, use_cache=True, head_mask=None):
-    """Greedy decoding of n_new tokens after prompt (B, T0).
+def generate(params, prompt, n_new: int, cfg: ModelConfig, *, use_cache=True, head_mask=None, positions=None):
+    """Greedy decoding of n_new tokens after prompt (B, T0); positions (T0 + n_new - 1,): randomized positions of
+    every token fed in, shared by the batch (default 0..).
 
     Returns tokens (B, n_new) and the logits that chose them (B, n_new, V). With
     the cache each step computes one position and reads past keys and values;
@@ -387,11 +396,12 @@ def generate(params, prompt, n_new: int, cfg: ModelConfig, *, use_cache=True, he
     if use_cache:
         shape = (B, cfg.n_heads, total, cfg.d_head)
         kv_cache = [(np.empty(shape, cfg.dtype), np.empty(shape, cfg.dtype)) for _ in range(cfg.n_layers)]
-        logits = _forward_cached(params, prompt, cfg, kv_cache, 0, head_mask)[:, -1]
+        logits = _forward_cached(params, prompt, cfg, kv_cache, 0, head_mask, positions)[:, -1]
     else:
         seq = np.empty((B, total + 1), dtype=np.int64)
         seq[:, :T0] = prompt
-        logits = forward(params, prompt, cfg, out_from=T0 - 1, head_mask=head_mask)[0][:, -1]
+        pos = None if positions is None else positions[:T0]
+        logits = forward(params, prompt, cfg, out_from=T0 - 1, head_mask=head_mask, positions=pos)[0][:, -1]
     for step in range(n_new):
         tokens[:, step] = logits.argmax(axis=-1)
         logits_out[:, step] = logits
@@ -399,10 +409,12 @@ def generate(params, prompt, n_new: int, cfg: ModelConfig, *, use_cache=True, he
             break
         t = T0 + step  # position of the token just chosen
         if use_cache:
-            logits = _forward_cached(params, tokens[:, step : step + 1], cfg, kv_cache, t, head_mask)[:, -1]
+            chunk = tokens[:, step : step + 1]
+            logits = _forward_cached(params, chunk, cfg, kv_cache, t, head_mask, positions)[:, -1]
         else:
             seq[:, t] = tokens[:, step]
-            logits = forward(params, seq[:, : t + 1], cfg, out_from=t, head_mask=head_mask)[0][:, -1]
+            pos = None if positions is None else positions[: t + 1]
+            logits = forward(params, seq[:, : t + 1], cfg, out_from=t, head_mask=head_mask, positions=pos)[0][:, -1]
     return tokens, logits_out
 
 

@@ -28,6 +28,7 @@ FLAGS = {
     "train_lengths": "--train-lengths",
     "mixed_lengths": "--mixed-lengths",
     "randomized_positions": "--randomized-positions",
+    "randomized": "--eval-positions",
 }
 
 

@@ -84,9 +84,10 @@ def cmd_evaluate(a) -> int:
 
     if not is_cached(run):
         check_fits([run], cap=a.max_memory)
-    results = evaluate_lengths(get_run(run).params, run, lengths)
+    results = evaluate_lengths(get_run(run).params, run, lengths, randomized=a.eval_positions == "randomized")
     if a.json:
-        print(json.dumps({"config": run.to_dict(), "lengths": [r.to_dict() for r in results]}))
+        out = {"config": run.to_dict(), "eval_positions": a.eval_positions, "lengths": [r.to_dict() for r in results]}
+        print(json.dumps(out))
         return 0
     k, m = run.task, run.model
     trained = f"L={k.length}" if k.train_lengths is None else f"L={k.train_lengths[0]}-{k.train_lengths[1]}"
@@ -108,6 +109,12 @@ def build_parser(argv=None) -> Parser:
     p = sub.add_parser("evaluate", help="evaluate one configuration's trained run at other test lengths")
     add_model_args(p)
     p.add_argument("--test-lengths", type=test_length, nargs="+", required=True, metavar="L")
+    p.add_argument(
+        "--eval-positions",
+        choices=("ordered", "randomized"),
+        default="ordered",
+        help="positions 0..n-1 (default), or drawn from [0, N_MAX) as in training (needs --randomized-positions)",
+    )
     p.set_defaults(func=cmd_evaluate)
     from cli import calc as cli_calc
 

@@ -410,3 +410,15 @@ def test_bad_range_flags_exit_2_naming_the_flag(tmp_path, argv, flag):
     out = attncore(tmp_path, "train", *argv)
     assert out.returncode == 2 and out.stderr.startswith(f"error: {flag}:"), out.stderr
     assert not stored(tmp_path)
+
+
+def test_evaluate_on_randomized_positions(tmp_path):
+    args = ("--position", "rope", "--length", "3", "--randomized-positions", "12", "--steps", "20", "--json")
+    ordered = json.loads(attncore(tmp_path, "evaluate", *args, "--test-lengths", "2", "3").stdout)
+    out = attncore(tmp_path, "evaluate", *args, "--test-lengths", "2", "3", "7", "--eval-positions", "randomized")
+    assert out.returncode == 0, out.stderr
+    randomized = json.loads(out.stdout)
+    assert randomized["eval_positions"] == "randomized" and ordered["eval_positions"] == "ordered"
+    assert randomized["lengths"][2]["sequence_accuracy"] is None  # 2·7 = 14 positions > N_MAX = 12
+    refused = attncore(tmp_path, "evaluate", "--steps", "20", "--test-lengths", "2", "--eval-positions", "randomized")
+    assert refused.returncode == 2 and refused.stderr.startswith("error: --eval-positions:"), refused.stderr

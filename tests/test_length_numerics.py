@@ -281,3 +281,33 @@ def test_bad_range_settings_name_the_field(kwargs, field):
     with pytest.raises(ConfigError) as e:
         make_run("copy", 6, **kwargs)
     assert e.value.field == field
+
+
+@pytest.mark.parametrize("position", ENCODINGS)
+def test_generation_on_randomized_positions_with_the_cache_matches_recomputation(random_params, position):
+    run = small(position, n_max=N_MAX)
+    params = random_params(run.model, seed=11)
+    prompt = sample_batch(run.task, 4, np.random.default_rng(12))[:, :5]
+    positions = draw_positions(np.random.default_rng(13), 8, N_MAX)
+    cached, logits_c = generate(params, prompt, 4, run.model, positions=positions)
+    full, logits_f = generate(params, prompt, 4, run.model, use_cache=False, positions=positions)
+    plain, _ = generate(params, prompt, 4, run.model, use_cache=False)
+    assert np.array_equal(cached, full) and np.abs(logits_c - logits_f).max() < 1e-12
+    one_pass, _ = forward(params, np.concatenate([prompt, full[:, :-1]], axis=1), run.model, positions=positions)
+    assert np.abs(one_pass[:, 4:] - logits_f).max() < 1e-12  # the last logits of one forward pass
+    assert not np.array_equal(logits_f, generate(params, prompt, 4, run.model)[1]) and plain.shape == full.shape
+
+
+def test_evaluation_on_randomized_positions_uses_a_fixed_draw_per_length(random_params):
+    from attncore.evaluate import evaluate_lengths, evaluation_positions
+
+    run = make_run("copy", 4, steps=10, position="rope", randomized_positions=12, train_lengths=(1, 4))
+    params = random_params(run.model, seed=1)
+    a = evaluate_lengths(params, run, [2, 4, 7], randomized=True)
+    b = evaluate_lengths(params, run, [2, 4, 7], randomized=True)
+    assert a == b  # the same fixed draw each time
+    assert a[2].sequence_accuracy is None and "N_MAX=12" in a[2].note  # 2·7 = 14 positions > 12
+    p = evaluation_positions(4, 12)
+    assert len(p) == 8 and np.all(np.diff(p) > 0) and np.array_equal(p, evaluation_positions(4, 12))
+    with pytest.raises(ConfigError):
+        evaluate_lengths(params, make_run("copy", 4), [4], randomized=True)

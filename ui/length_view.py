@@ -91,6 +91,12 @@ def literature_protocol() -> None:
     )
     task = url_radio("Task", "lit_task", TASKS, "copy")
     randomized = url_toggle(f"Randomized positions (N_MAX = {LIT_NMAX})", "lit_rand", False)
+    at_random = randomized and url_toggle(
+        "Evaluate on randomized positions too",
+        "lit_rand_eval",
+        False,
+        help="As Ruoss et al.'s code: each test length on positions drawn from [0, N_MAX), one fixed draw per length.",
+    )
     n_seeds = url_number("Seeds", "lit_seeds", 3, 1, max(1, min(lim.max_seeds, lim.max_sweep_runs // 5)))
     seeds = list(range(n_seeds))
     last = min(2 * LIT_L, lim.max_test_length, MAX_TEST_LENGTHS)
@@ -107,7 +113,7 @@ def literature_protocol() -> None:
         if runs.sweep(missing, "Training the encodings on lengths 1 to 8") is None:
             return
         found, _ = runs.cached_many(wanted)
-    per_run = runs.length_results(found, list(range(1, last + 1)))
+    per_run = runs.length_results(found, list(range(1, last + 1)), randomized=at_random)
     if per_run is None:
         return
     curves = {sidebar.POSITION_LABELS[p]: [] for p in LIT_POSITIONS}
@@ -115,7 +121,9 @@ def literature_protocol() -> None:
         curves[sidebar.POSITION_LABELS[record.config.model.position]].append(results)
     frame = frames.length_frame(curves)
     st.altair_chart(charts.length_curves(frame, LIT_L, last, columns=5, trained_range=(1, LIT_L)))
-    how = "randomized positions in training, 0..n−1 at evaluation" if randomized else "positions 0..n−1"
+    how = "positions 0..n−1"
+    if randomized:
+        how = "randomized positions in training and " + ("at evaluation" if at_random else "0..n−1 at evaluation")
     st.caption(
         f"Blue: per-token, orange: per-sequence accuracy; mean over {tables.count(n_seeds, 'seed')} (line) and "
         f"the range from the worst to the best seed (band). Grey: the lengths trained on; {how}."
