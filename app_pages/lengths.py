@@ -1,4 +1,5 @@
-"""Length generalisation: the sidebar's run tested at other lengths, then the four position encodings side by side."""
+"""Length generalisation: the literature's protocol (trained on 1..8, tested to 16, five encodings, with and without
+randomized positions), then the sidebar's run tested at other lengths and the encodings side by side."""
 
 import pandas as pd
 import streamlit as st
@@ -7,106 +8,110 @@ from attncore import ConfigError
 from attncore.config import POSITIONS
 from attncore.evaluate import MAX_TEST_LENGTHS
 from lab.compare import RULE, length_comparisons
-from ui import compare_view, docs, frames, runs, sidebar, sweeps, tables
+from ui import compare_view, docs, frames, length_view, runs, sidebar, sweeps, tables
 from ui.charts import runs as charts
 from ui.limits import limits
 from ui.params import show_invalid, url_multiselect, url_number
 
 st.title("Length generalisation")
-run = sidebar.selected_run()
-st.caption(sidebar.describe(run))
-record = runs.require(run, sidebar.describe(run))
-L, lim = run.task.length, limits()
-longest = min(lim.max_test_length, 64)
-lengths = url_multiselect(
-    "Test lengths L′",
-    "len_L",
-    list(range(1, longest + 1)),
-    list(range(1, min(2 * L, longest, MAX_TEST_LENGTHS) + 1)),
-    max_selections=MAX_TEST_LENGTHS,
-    help=f"Up to {MAX_TEST_LENGTHS} lengths from 1 to {longest}; each has its own fixed 500 test sequences.",
-)
-if not lengths:
-    st.info("Pick at least one test length.", icon=":material/straighten:")
-    st.stop()
-lengths = sorted(lengths)
-results = runs.length_results([record], lengths)
-if results is None:
-    st.stop()
-label = sidebar.POSITION_LABELS[run.model.position]
-st.altair_chart(charts.length_curves(frames.length_frame({f"{label} position": results}), L, lengths[-1]))
-table = pd.DataFrame([r.to_dict() for r in results[0]]).rename(columns={"length": "test L′"}).fillna({"note": ""})
-for column in ("token_accuracy", "sequence_accuracy"):  # out of reach: a dash (the note says why), never "None"
-    table[column] = [f"{v:.3f}" if v is not None and v == v else "–" for v in table[column]]
-text = st.column_config.TextColumn
-columns = {"token_accuracy": text("per-token"), "sequence_accuracy": text("per-seq"), "note": text(width="large")}
-st.dataframe(table, hide_index=True, column_config=columns)
-st.caption(
-    f"Blue: per-token accuracy, orange: per-sequence. Trained at L = {L} (dashed line), then evaluated by greedy "
-    f"generation at each test length L′ on that length's own 500 test sequences; at L′ = {L} the numbers are the "
-    "run's own evaluation. A length without a number is a gap in the curve; the table's note says why."
-)
-
-st.markdown(
-    "**What the curves mean.** On copy the model answers by reading the input a fixed L positions back (see the "
-    "Attention page), a rule tied to the trained length. At the defaults (copy, L = 6, 1,500 steps, seeds 0 to 2) "
-    "every encoding that learns the task is perfect at L′ = 6 and collapses elsewhere: at most 0.41 of sequences "
-    "right at L′ = 2, at most 0.03 at L′ = 3 to 5 and 7 to 12 (L′ = 1, a single symbol, is easier). The encodings "
-    "differ in what can be asked at all:\n"
-    "- **Learned** positions are a table of 2L + 1 trained rows: past L the inputs need rows the table does not "
-    "have, so there is no number (a gap in the curve; the note says why).\n"
-    "- **Sinusoidal** and **RoPE** are computed from the position, so they can be evaluated at any length, but "
-    "defined is not the same as generalised: at the defaults they get no sequence right at L′ = 7 to 12, and "
-    "RoPE's per-token accuracy there is near chance (1 in 20) up to L′ = 11; how high it gets at L′ = 12 "
-    "depends on the seed.\n"
-    "- **None** has no position to reach past, and nothing to tell equal symbols apart: at the defaults it does "
-    "not learn copy even at L = 6 (the comparison below measures how few of its sequences come out right here)."
-)
-
-st.subheader("The four position encodings side by side")
-n_seeds = url_number("Seeds per encoding", "len_seeds", 3, 1, max(1, lim.max_sweep_runs // len(POSITIONS)))
-try:
-    compare = [sidebar.make(position=p, seed=s) for p in POSITIONS for s in range(n_seeds)]
-except ConfigError as e:
-    show_invalid(e, "configuration for this comparison")
-    st.stop()
-wanted = tuple(runs.run_key(r) for r in compare)
-if st.session_state.get("_len_compared") != wanted:
-    _, to_train = runs.cached_many(compare)
-    st.caption(
-        f"The sidebar's configuration with each position encoding, seeds 0 to {n_seeds - 1}: "
-        f"{len(compare)} runs, trained first where missing "
-        f"({f'{sweeps.cost(to_train)} to train' if to_train else 'all cached'}), then evaluated at the lengths above."
+lim = limits()
+range_tab, run_tab = st.tabs(["Trained on lengths 1-8, as the literature measures", "The sidebar's run"])
+with range_tab:
+    length_view.literature_protocol()
+with run_tab:
+    run = sidebar.selected_run()
+    st.caption(sidebar.describe(run))
+    record = runs.require(run, sidebar.describe(run))
+    L = run.task.length
+    longest = min(lim.max_test_length, 64)
+    lengths = url_multiselect(
+        "Test lengths L′",
+        "len_L",
+        list(range(1, longest + 1)),
+        list(range(1, min(2 * L, longest, MAX_TEST_LENGTHS) + 1)),
+        max_selections=MAX_TEST_LENGTHS,
+        help=f"Up to {MAX_TEST_LENGTHS} lengths from 1 to {longest}; each has its own fixed 500 test sequences.",
     )
-    if not st.button(f"Compare the four encodings over {tables.count(n_seeds, 'seed')}", key="len_compare"):
+    if not lengths:
+        st.info("Pick at least one test length.", icon=":material/straighten:")
         st.stop()
-    st.session_state["_len_compared"] = wanted
-found, missing = runs.cached_many(compare)
-if missing and runs.sweep(missing, "Training the position encodings") is None:
-    st.stop()
-found, _ = runs.cached_many(compare)
-per_run = runs.length_results(found, lengths)
-if per_run is None:
-    st.stop()
-by_encoding = {sidebar.POSITION_LABELS[p]: [] for p in POSITIONS}
-for r, res in zip(found, per_run, strict=True):
-    by_encoding[sidebar.POSITION_LABELS[r.config.model.position]].append(res)
-st.altair_chart(charts.length_curves(frames.length_frame(by_encoding), L, lengths[-1]))
-st.caption(
-    f"Blue: per-token, orange: per-sequence. Mean over seeds 0 to {n_seeds - 1} (line) and the range from the "
-    f"worst to the best seed (band); the dashed line marks the trained length L = {L}."
-)
-by_seed = {label: {} for label in by_encoding}
-for r, res in zip(found, per_run, strict=True):
-    by_seed[sidebar.POSITION_LABELS[r.config.model.position]][r.config.train.seed] = res
-comparisons = length_comparisons(by_seed)
-if len(comparisons):
-    compare_view.comparison_table(comparisons, level="encoding", test_length="test L′")
+    lengths = sorted(lengths)
+    results = runs.length_results([record], lengths)
+    if results is None:
+        st.stop()
+    label = sidebar.POSITION_LABELS[run.model.position]
+    st.altair_chart(charts.length_curves(frames.length_frame({f"{label} position": results}), L, lengths[-1]))
+    table = pd.DataFrame([r.to_dict() for r in results[0]]).rename(columns={"length": "test L′"}).fillna({"note": ""})
+    for column in ("token_accuracy", "sequence_accuracy"):  # out of reach: a dash (the note says why), never "None"
+        table[column] = [f"{v:.3f}" if v is not None and v == v else "–" for v in table[column]]
+    text = st.column_config.TextColumn
+    columns = {"token_accuracy": text("per-token"), "sequence_accuracy": text("per-seq"), "note": text(width="large")}
+    st.dataframe(table, hide_index=True, column_config=columns)
     st.caption(
-        "Each encoding against the first with a number at that test length (learned, or sinusoidal past the "
-        "learned table), paired by seed; Holm's correction across the encodings, per test length and metric."
+        f"Blue: per-token accuracy, orange: per-sequence. Trained at L = {L} (dashed line), then evaluated by greedy "
+        f"generation at each test length L′ on that length's own 500 test sequences; at L′ = {L} the numbers are the "
+        "run's own evaluation. A length without a number is a gap in the curve; the table's note says why."
     )
-    cap = max(1, lim.max_sweep_runs // len(POSITIONS))
-    compare_view.seeds_advice(comparisons, "len_seeds", len(POSITIONS), max_seeds=cap)
-    st.caption(RULE)
-docs.link("length-generalisation", "Length generalisation: what each encoding can and cannot reach")
+
+    st.markdown(
+        "**What the curves mean.** On copy the model answers by reading the input a fixed L positions back (see the "
+        "Attention page), a rule tied to the trained length: trained at one length, an encoding that learns the task "
+        "is right at L′ = L and falls away elsewhere (the comparison below measures by how much, on this machine). "
+        "The encodings differ in what can be asked at all:\n"
+        "- **Learned** positions are a table of 2L + 1 trained rows: past L the inputs need rows the table does not "
+        "have, so there is no number (a gap in the curve; the note says why).\n"
+        "- **Sinusoidal**, **RoPE** and **ALiBi** are computed from the position, so they can be evaluated at any "
+        "length, but defined is not the same as generalised.\n"
+        "- **None** has no position to reach past, and nothing to tell equal symbols apart.\n\n"
+        "Trained at one length, no encoding is asked to generalise; the first tab trains on a range of lengths, as "
+        "the literature does."
+    )
+
+    st.subheader("The position encodings side by side at the sidebar's length")
+    n_seeds = url_number("Seeds per encoding", "len_seeds", 3, 1, max(1, lim.max_sweep_runs // len(POSITIONS)))
+    try:
+        compare = [sidebar.make(position=p, seed=s) for p in POSITIONS for s in range(n_seeds)]
+    except ConfigError as e:
+        show_invalid(e, "configuration for this comparison")
+        st.stop()
+    wanted = tuple(runs.run_key(r) for r in compare)
+    if st.session_state.get("_len_compared") != wanted:
+        _, to_train = runs.cached_many(compare)
+        st.caption(
+            f"The sidebar's configuration with each position encoding, seeds 0 to {n_seeds - 1}: "
+            f"{len(compare)} runs, trained first where missing "
+            f"({f'{sweeps.cost(to_train)} to train' if to_train else 'all cached'}), "
+            "then evaluated at the lengths above."
+        )
+        if not st.button(f"Compare the encodings over {tables.count(n_seeds, 'seed')}", key="len_compare"):
+            st.stop()
+        st.session_state["_len_compared"] = wanted
+    found, missing = runs.cached_many(compare)
+    if missing and runs.sweep(missing, "Training the position encodings") is None:
+        st.stop()
+    found, _ = runs.cached_many(compare)
+    per_run = runs.length_results(found, lengths)
+    if per_run is None:
+        st.stop()
+    by_encoding = {sidebar.POSITION_LABELS[p]: [] for p in POSITIONS}
+    for r, res in zip(found, per_run, strict=True):
+        by_encoding[sidebar.POSITION_LABELS[r.config.model.position]].append(res)
+    st.altair_chart(charts.length_curves(frames.length_frame(by_encoding), L, lengths[-1]))
+    st.caption(
+        f"Blue: per-token, orange: per-sequence. Mean over seeds 0 to {n_seeds - 1} (line) and the range from the "
+        f"worst to the best seed (band); the dashed line marks the trained length L = {L}."
+    )
+    by_seed = {label: {} for label in by_encoding}
+    for r, res in zip(found, per_run, strict=True):
+        by_seed[sidebar.POSITION_LABELS[r.config.model.position]][r.config.train.seed] = res
+    comparisons = length_comparisons(by_seed)
+    if len(comparisons):
+        compare_view.comparison_table(comparisons, level="encoding", test_length="test L′")
+        st.caption(
+            "Each encoding against the first with a number at that test length (learned, or sinusoidal past the "
+            "learned table), paired by seed; Holm's correction across the encodings, per test length and metric."
+        )
+        cap = max(1, lim.max_sweep_runs // len(POSITIONS))
+        compare_view.seeds_advice(comparisons, "len_seeds", len(POSITIONS), max_seeds=cap)
+        st.caption(RULE)
+    docs.link("length-generalisation", "Length generalisation: what each encoding can and cannot reach")

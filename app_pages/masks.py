@@ -1,10 +1,16 @@
-"""Masks: the causal mask before vs after the softmax, and padding combined with causality."""
+"""Masks: the causal mask before vs after the softmax, padding combined with causality, and the padding trap on a
+trained model."""
 
+import numpy as np
+import pandas as pd
 import streamlit as st
 
-from attncore import ConfigError
+from attncore import ConfigError, make_run
+from attncore.config import N_SYMBOLS
 from attncore.mechanisms.demos import mask_order_demo, padding_demo
-from ui import docs
+from attncore.mechanisms.padding import CASES, padding_trap
+from attncore.tasks import make_sequences
+from ui import docs, runs
 from ui.charts.base import grid_frame, heatmap
 from ui.charts.masks import mask_heatmap, padding_summary, row_sum_summary, weights_with_row_sums
 from ui.frames import parse_ints
@@ -89,4 +95,32 @@ st.altair_chart(heatmap(weights, "key", "query", cell=28, facet="sequence"), wid
 st.caption(
     "A query row whose keys are all masked (every row of a length-0 sequence) gets weights 0 and a row sum of 0, "
     "not NaN: the softmax must not divide 0 by 0. Its output is then 0, and the loss ignores padded positions."
+)
+
+st.subheader("The trap on a trained model: does a sequence's loss depend on its batch?")
+trap_run = make_run("copy", 6, train_min=1, mixed_lengths=True)
+st.caption(
+    "A model trained on mixed lengths 1 to 6 in right-padded batches (copy, 1,500 steps). Four test sequences of "
+    "lengths 5, 2, 4 and 1 in one batch; each sequence's mean cross-entropy over its own answer, computed six ways."
+)
+trap_record = runs.require(trap_run, "copy, mixed lengths 1-6 in padded batches")
+rng = np.random.default_rng(0)
+trap_seqs = [make_sequences(rng.integers(0, N_SYMBOLS, (1, n)), "copy")[0] for n in (5, 2, 4, 1)]
+losses = padding_trap(trap_record.params, trap_run.model, trap_seqs)
+base = losses["as batched"]
+rows = [
+    {"case": case, "what": what}
+    | {f"seq {i + 1} (n={len(s) // 2})": float(v) for i, (s, v) in enumerate(zip(trap_seqs, losses[case], strict=True))}
+    | {"same as batched": bool(np.abs(losses[case] - base).max() < 1e-9)}
+    for case, what in CASES
+]
+st.dataframe(pd.DataFrame(rows), hide_index=True)
+changed = [case for case, _ in CASES if np.abs(losses[case] - base).max() >= 1e-9]
+st.markdown(
+    f"Computed now from the trained weights: the losses change in {len(changed)} of the {len(CASES) - 1} "
+    f"variations ({', '.join(changed) or 'none'}). With **right** padding a real query at position i reads keys "
+    "j ≤ i, which are all real, so under the causal mask the key padding mask only changes the padded rows: "
+    "dropping it leaves every answer's loss as it was, and the lab still applies it, in one place. What breaks a "
+    "right-padded batch is a loss that counts the padding; with **left** padding the unmasked padding keys are "
+    "read by every real query, which is the article's trap 4."
 )

@@ -10,14 +10,15 @@ import dataclasses
 import numbers
 from dataclasses import dataclass
 
-POSITIONS = ("learned", "sinusoidal", "rope", "none")
+POSITIONS = ("learned", "sinusoidal", "rope", "alibi", "none")
 NORMS = ("pre", "post")
 DTYPES = ("float32", "float64")
-TASKS = ("copy", "sort")
+TASKS = ("copy", "sort", "reverse")
 N_SYMBOLS = 20  # symbols 0..19
 SEP = 20  # the separator token
 VOCAB_SIZE = N_SYMBOLS + 1
 MAX_LENGTH = 64  # longest task length L accepted anywhere
+MAX_RANDOMIZED = 4096  # largest N_MAX of randomized positions
 
 
 class ConfigError(ValueError):
@@ -100,8 +101,11 @@ class TrainConfig:
     beta2: float = 0.999
     eps: float = 1e-8
     seed: int = 0
+    randomized_positions: int | None = None  # N_MAX: each batch's positions drawn from [0, N_MAX) (Ruoss et al.)
 
     def __post_init__(self):
+        if self.randomized_positions is not None:
+            check_int("randomized_positions", self.randomized_positions, 2, MAX_RANDOMIZED)
         check_int("steps", self.steps, 1, 1_000_000)
         check_int("batch_size", self.batch_size, 1, 65536)
         _float_in("lr", self.lr, 0.0, 1.0)
@@ -114,16 +118,41 @@ class TrainConfig:
 @dataclass(frozen=True)
 class TaskConfig:
     name: str = "copy"
-    length: int = 6  # L: symbols to copy or sort
+    length: int = 6  # L: symbols to copy or sort; with train_lengths the longest trained (and evaluated) length
+    train_lengths: tuple[int, int] | None = None  # (L_min, L_max = length): train on every length of the range
+    mixed_lengths: bool = False  # with train_lengths: lengths mixed in a batch (right padding), else one per batch
 
     def __post_init__(self):
         check_choice("task", self.name, TASKS)
         check_int("length", self.length, 1, MAX_LENGTH)
+        if self.train_lengths is not None:
+            lengths = self.train_lengths
+            if isinstance(lengths, (str, bytes)) or not hasattr(lengths, "__len__") or len(lengths) != 2:
+                raise ConfigError("train_lengths", f"must be two integers MIN MAX, got {lengths!r}")
+            object.__setattr__(self, "train_lengths", tuple(lengths))  # a JSON list reads back as the tuple
+            lo, hi = lengths
+            check_int("train_lengths", lo, 1, MAX_LENGTH)
+            check_int("train_lengths", hi, lo, MAX_LENGTH)
+            if hi != self.length:
+                raise ConfigError("train_lengths", f"MAX must be the run's length L={self.length}, got {lo} {hi}")
+        if not isinstance(self.mixed_lengths, bool):
+            raise ConfigError("mixed_lengths", f"must be true or false, got {self.mixed_lengths!r}")
+        if self.mixed_lengths and self.train_lengths is None:
+            raise ConfigError("mixed_lengths", "needs train_lengths (a range to mix)")
+
+    @property
+    def min_length(self) -> int:
+        """The shortest trained length (L itself without a range)."""
+        return self.length if self.train_lengths is None else self.train_lengths[0]
 
     @property
     def seq_len(self) -> int:
         """Tokens in a full sequence [s1..sL, SEP, a1..aL]."""
         return 2 * self.length + 1
+
+
+# fields left out of RunConfig.to_dict at their default, so the cache key of configs without them is unchanged
+OPTIONAL_FIELDS = {"train": {"randomized_positions": None}, "task": {"train_lengths": None, "mixed_lengths": False}}
 
 
 @dataclass(frozen=True)
@@ -143,9 +172,29 @@ class RunConfig:
                 f"L={self.task.length} needs {2 * self.task.length} positions but the position "
                 f"table has max_len={self.model.max_len}; allowed L from 1 to {self.model.max_len // 2}",
             )
+        n_max = self.train.randomized_positions
+        if n_max is not None:
+            if self.model.position == "none":
+                raise ConfigError(
+                    "randomized_positions", "needs a position encoding (learned, sinusoidal, rope, alibi)"
+                )
+            if n_max < 2 * self.task.length:
+                raise ConfigError(
+                    "randomized_positions",
+                    f"N_MAX must be at least 2L = {2 * self.task.length} (the inputs' positions), got {n_max}",
+                )
+            if self.model.position in ("learned", "sinusoidal") and self.model.max_len < n_max:
+                raise ConfigError("randomized_positions", f"needs a table of N_MAX={n_max} rows (max_len)")
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        d = dataclasses.asdict(self)
+        for section, fields in OPTIONAL_FIELDS.items():
+            for key, default in fields.items():
+                if d[section][key] == default:
+                    del d[section][key]
+        if "train_lengths" in d["task"]:
+            d["task"]["train_lengths"] = list(d["task"]["train_lengths"])  # as JSON reads it back
+        return d
 
     @classmethod
     def from_dict(cls, d: dict) -> RunConfig:
@@ -168,19 +217,32 @@ def make_run(
     norm: str = "pre",
     scaling: bool = True,
     dtype: str = "float32",
+    train_lengths: tuple[int, int] | None = None,
+    mixed_lengths: bool = False,
+    randomized_positions: int | None = None,
+    train_min: int | None = None,
 ) -> RunConfig:
-    """The article's experiment (SPEC §7) with any field overridden; t_max = 2L + 1."""
-    task_cfg = TaskConfig(task, length)
+    """The article's experiment (SPEC §7) with any field overridden; t_max = 2L + 1 (N_MAX with randomized
+    positions). With train_lengths (MIN, MAX) the run trains on lengths MIN..MAX and L is MAX; train_min
+    is the same as train_lengths (train_min, length)."""
+    if train_min is not None:
+        if train_lengths is not None:
+            raise ConfigError("train_min", "give train_lengths or train_min, not both")
+        train_lengths = (train_min, length)
+    if train_lengths is not None and len(train_lengths) == 2 and length != train_lengths[1]:
+        length = train_lengths[1]
+    task_cfg = TaskConfig(task, length, train_lengths, mixed_lengths)
     d_ff = 4 * d_model if d_ff is None else d_ff
     model = ModelConfig(
         d_model=d_model,
         n_heads=n_heads,
         n_layers=n_layers,
         d_ff=d_ff,
-        max_len=task_cfg.seq_len,
+        max_len=task_cfg.seq_len if randomized_positions is None else max(task_cfg.seq_len, randomized_positions),
         position=position,
         norm=norm,
         scaling=scaling,
         dtype=dtype,
     )
-    return RunConfig(model, TrainConfig(steps=steps, batch_size=batch_size, lr=lr, seed=seed), task_cfg)
+    train = TrainConfig(steps=steps, batch_size=batch_size, lr=lr, seed=seed, randomized_positions=randomized_positions)
+    return RunConfig(model, train, task_cfg)

@@ -10,7 +10,7 @@ import numpy as np
 
 from .config import MAX_LENGTH, ConfigError, RunConfig, TaskConfig, check_int
 from .model import generate
-from .tasks import N_TEST, all_distinct, test_set
+from .tasks import N_TEST, TEST_SEED, all_distinct, draw_positions, test_set
 
 
 @dataclass(frozen=True)
@@ -31,12 +31,18 @@ def _mean(x: np.ndarray) -> float:
     return float(x.mean()) if x.size else float("nan")
 
 
-def evaluate(params, run: RunConfig, *, head_mask=None, n: int = N_TEST) -> EvalResult:
-    """Feed the model its own greedy outputs (KV-cached) and score the L answer tokens."""
+def evaluation_positions(length: int, n_max: int):
+    """Randomized positions for evaluation at `length` (2L sorted from [0, n_max)), fixed by their own seed."""
+    return draw_positions(np.random.default_rng([TEST_SEED, length, 1]), 2 * length, n_max)
+
+
+def evaluate(params, run: RunConfig, *, head_mask=None, n: int = N_TEST, positions=None) -> EvalResult:
+    """Feed the model its own greedy outputs (KV-cached) and score the L answer tokens; positions (2L,) in place
+    of 0..2L-1 (evaluation on randomized positions, as Ruoss et al.'s code)."""
     start = time.perf_counter()
     L = run.task.length
     seqs = test_set(run.task, n)
-    tokens, _ = generate(params, seqs[:, : L + 1], L, run.model, head_mask=head_mask)
+    tokens, _ = generate(params, seqs[:, : L + 1], L, run.model, head_mask=head_mask, positions=positions)
     correct = tokens == seqs[:, L + 1 :]  # (n, L)
     whole = correct.all(axis=1)
     distinct = all_distinct(seqs[:, :L])
@@ -95,12 +101,14 @@ def run_at_length(run: RunConfig, length: int) -> tuple[RunConfig | None, str | 
 
     (None, why) when learned positions would need rows past their table. At the trained length the
     run itself. Sinusoidal tables are extended past max_len (their rows do not depend on the table's
-    size); RoPE and no positions need no table. Learned rows the training never reached give a note.
+    size); RoPE, ALiBi and no positions need no table. Learned rows the training never reached give a note.
+    Positions at evaluation are 0..2L-1, also for runs trained on randomized positions.
     """
     if length == run.task.length:
         return run, None
     model, task = run.model, TaskConfig(run.task.name, length)
-    need, trained = 2 * length, 2 * run.task.length  # inputs at positions 0..2L-1
+    n_max = run.train.randomized_positions  # trained rows: all N_MAX of them, else those of 0..2L-1
+    need, trained = 2 * length, 2 * run.task.length if n_max is None else n_max  # inputs at positions 0..2L-1
     note = None
     if model.position == "learned":
         if need > model.max_len:
@@ -112,20 +120,32 @@ def run_at_length(run: RunConfig, length: int) -> tuple[RunConfig | None, str | 
             note = f"positions {trained}-{need - 1} are rows of the table that training never updated"
     elif model.position == "sinusoidal" and need > model.max_len:
         model = replace(model, max_len=need)
-    return RunConfig(model, run.train, task), note
+    # evaluation reads positions 0..2L-1 whatever the training drew (randomized positions are a training device)
+    return RunConfig(model, replace(run.train, randomized_positions=None), task), note
 
 
-def evaluate_lengths(params, run: RunConfig, lengths) -> list[LengthResult]:
+def evaluate_lengths(params, run: RunConfig, lengths, *, randomized: bool = False) -> list[LengthResult]:
     """Evaluate trained weights at each test length, in the order given (see run_at_length).
 
-    At run.task.length the numbers are exactly those of evaluate(params, run).
+    At run.task.length the numbers are exactly those of evaluate(params, run). randomized=True (a run trained on
+    randomized positions): each length is evaluated on 2L positions drawn from [0, N_MAX) as in training, one
+    fixed draw per length (evaluation_positions); a length with 2L > N_MAX has no number.
     """
+    n_max = run.train.randomized_positions
+    if randomized and n_max is None:
+        raise ConfigError("randomized", "evaluation on randomized positions needs a run trained on them")
     results = []
     for length in check_test_lengths(lengths):
         at, note = run_at_length(run, length)
+        positions = None
+        if at is not None and randomized:
+            if 2 * length > n_max:
+                at, note = None, f"randomized positions: L={length} needs {2 * length} positions of N_MAX={n_max}"
+            else:
+                positions, note = evaluation_positions(length, n_max), None
         if at is None:
             results.append(LengthResult(length, None, None, note))
             continue
-        scores = evaluate(params, at)
+        scores = evaluate(params, at, positions=positions)
         results.append(LengthResult(length, scores.token_accuracy, scores.sequence_accuracy, note))
     return results

@@ -210,13 +210,19 @@ def softmax_backward(dp, p):
 # --- attention -------------------------------------------------------------
 
 
-def attention_forward(q, k, v, mask=None, scale=True):
-    """softmax(Q K^T / sqrt(d_k)) V over (..., T, D) arrays; mask broadcasts to (..., T_q, T_k)."""
+def attention_forward(q, k, v, mask=None, scale=True, bias=None):
+    """softmax(Q K^T / sqrt(d_k) + bias) V over (..., T, D) arrays; mask and bias broadcast to (..., T_q, T_k).
+
+    bias is an additive constant of the positions (ALiBi's -m·(i - j)); it has no gradient of its own and the
+    scores' gradient passes through it unchanged, so attention_backward is the same with or without it.
+    """
     s = q @ np.ascontiguousarray(k.swapaxes(-1, -2))  # (..., T_q, T_k)
     # A Python float: a NumPy float64 scalar would make float32 scores compute in float64.
     factor = 1.0 / math.sqrt(q.shape[-1]) if scale else None
     if factor is not None:
         s *= factor
+    if bias is not None:
+        s += bias
     p = softmax_forward(s, mask, inplace=True)
     return p @ v, (q, k, v, p, factor)
 
@@ -315,4 +321,25 @@ def cross_entropy_backward(cache):
     dlogits = probs.copy()
     dlogits[np.arange(n), targets] -= 1.0
     dlogits /= n
+    return dlogits
+
+
+def masked_cross_entropy_forward(logits, targets, weights):
+    """sum(w · nll) / sum(w) over (N, V) logits, (N,) targets and 0/1 weights (N,): the loss of the answer
+    tokens of a padded batch, where padding and non-answer positions have weight 0."""
+    z = logits - row_max(logits)
+    e = np.exp(z)
+    total = row_sum(e)
+    n = len(targets)
+    nll = np.log(total[:, 0]) - z[np.arange(n), targets]
+    count = float(weights.sum())
+    e /= total
+    return float((nll * weights).sum() / count), (e, targets, weights, count, nll)
+
+
+def masked_cross_entropy_backward(cache):
+    probs, targets, weights, count, _ = cache
+    dlogits = probs.copy()
+    dlogits[np.arange(len(targets)), targets] -= 1.0
+    dlogits *= (weights / count)[:, None].astype(dlogits.dtype)
     return dlogits

@@ -12,6 +12,7 @@ import zlib
 import numpy as np
 
 from . import layers as L
+from . import positions as P
 from .config import ModelConfig
 
 # --- parameters ------------------------------------------------------------
@@ -96,36 +97,46 @@ def init_params(cfg: ModelConfig, rng: np.random.Generator | int) -> dict[str, n
 # --- forward ---------------------------------------------------------------
 
 
-def _mha_forward(h, params, p, cfg, B, t0=0, mask=None, kv=None, head_mask=None, q_from=0):
-    """Multi-head causal self-attention of h (B*T, D) at positions t0..t0+T-1.
+def _mha_forward(h, params, p, cfg, B, t0=0, mask=None, kv=None, head_mask=None, q_from=0, pos=None, bias=None):
+    """Multi-head causal self-attention of h (B*T, D) at positions t0..t0+T-1 (or `pos` (T,), randomized).
 
     Every position gives keys and values; only positions q_from.. ask queries,
     so the output is (B*(T-q_from), D) (the last block needs only the answer
     positions). With kv = (K, V) cache arrays (B, H, T_max, Dh) the new keys and
     values are written at t0.. and the queries read every cached position before them.
+    bias (H, T, T): ALiBi's score bias over all T positions (its query rows q_from.. are used).
     """
     N, D = h.shape  # activations stay 2-D (B*T, D): a 2-D matrix product is one BLAS call
     T, H, Dh = N // B, cfg.n_heads, cfg.d_head
     qkv, _ = L.linear_forward(h, params[p + "attn.w_qkv"], params[p + "attn.b_qkv"])  # (B*T, 3D)
     q, k, v = qkv.reshape(B, T, 3, H, Dh).transpose(2, 0, 3, 1, 4)  # each (B, H, T, Dh)
     q = q[:, :, q_from:]  # (B, H, Tq, Dh)
+    rope = None
     if cfg.position == "rope":
-        cos, sin = L.rope_tables(t0 + T, Dh, cfg.dtype)
-        q = L.rope_forward(q, cos[t0 + q_from :], sin[t0 + q_from :])
-        k = L.rope_forward(k, cos[t0:], sin[t0:])
+        if pos is None:
+            cos, sin = L.rope_tables(t0 + T, Dh, cfg.dtype)
+            cos, sin = cos[t0:], sin[t0:]
+        else:
+            cos, sin = P.rope_at(pos, Dh, cfg.dtype)
+        rope = cos, sin
+        q = L.rope_forward(q, cos[q_from:], sin[q_from:])
+        k = L.rope_forward(k, cos, sin)
     if kv is not None:
         kv[0][:, :, t0 : t0 + T] = k
         kv[1][:, :, t0 : t0 + T] = v
         k, v = kv[0][:, :, : t0 + T], kv[1][:, :, : t0 + T]
         mask = L.causal_bias(T, t0 + T, cfg.dtype) if T > 1 else None  # one new query sees every key
-    elif mask is not None and q_from:
-        mask = mask[..., q_from:, :]
-    y, attn_cache = L.attention_forward(q, k, v, mask, cfg.scaling)  # (B, H, Tq, Dh)
+        if cfg.position == "alibi" and bias is None:  # given: at the caller's positions
+            bias = P.alibi_bias_cached(T, t0 + T, H, cfg.dtype)
+    elif q_from:
+        mask = None if mask is None else mask[..., q_from:, :]
+        bias = None if bias is None else bias[:, q_from:]
+    y, attn_cache = L.attention_forward(q, k, v, mask, cfg.scaling, bias)  # (B, H, Tq, Dh)
     if head_mask is not None:
         y = y * head_mask[:, None, None]
     merged = L.merge_heads(y).reshape(-1, D)  # (B*Tq, D)
     out, _ = L.linear_forward(merged, params[p + "attn.w_out"], params[p + "attn.b_out"])
-    return out, (h, merged, attn_cache, head_mask, q_from)
+    return out, (h, merged, attn_cache, head_mask, q_from, rope)
 
 
 def _query_rows(x, B, q_from):
@@ -133,7 +144,7 @@ def _query_rows(x, B, q_from):
     return x if not q_from else x.reshape(B, -1, x.shape[-1])[:, q_from:].reshape(-1, x.shape[-1])
 
 
-def _block_forward(x, params, i, cfg, B, t0=0, mask=None, kv=None, head_mask=None, q_from=0):
+def _block_forward(x, params, i, cfg, B, t0=0, mask=None, kv=None, head_mask=None, q_from=0, pos=None, bias=None):
     """One block, pre-LN or post-LN (SPEC §4), on x (B*T, D).
 
     Returns x at positions q_from.. (B*(T-q_from), D) and the backward cache.
@@ -143,56 +154,74 @@ def _block_forward(x, params, i, cfg, B, t0=0, mask=None, kv=None, head_mask=Non
     ffn = params[p + "ffn.w1"], params[p + "ffn.b1"], params[p + "ffn.w2"], params[p + "ffn.b2"]
     if cfg.norm == "pre":
         h, c_ln1 = L.layernorm_forward(x, *ln[0])
-        a, c_attn = _mha_forward(h, params, p, cfg, B, t0, mask, kv, head_mask, q_from)
+        a, c_attn = _mha_forward(h, params, p, cfg, B, t0, mask, kv, head_mask, q_from, pos, bias)
         x1 = _query_rows(x, B, q_from) + a
         h2, c_ln2 = L.layernorm_forward(x1, *ln[1])
         f, c_ffn = L.ffn_forward(h2, *ffn)
         x2 = x1 + f
     else:
-        a, c_attn = _mha_forward(x, params, p, cfg, B, t0, mask, kv, head_mask, q_from)
+        a, c_attn = _mha_forward(x, params, p, cfg, B, t0, mask, kv, head_mask, q_from, pos, bias)
         x1, c_ln1 = L.layernorm_forward(_query_rows(x, B, q_from) + a, *ln[0])
         f, c_ffn = L.ffn_forward(x1, *ffn)
         x2, c_ln2 = L.layernorm_forward(x1 + f, *ln[1])
     return x2, (c_ln1, c_attn, c_ln2, c_ffn)
 
 
-def _embed(params, idx, cfg, t0=0):
+def _embed(params, idx, cfg, t0=0, pos=None):
     T = idx.shape[1]
     x = params["tok_emb"][idx]  # (B, T, D)
-    if t0 + T > cfg.max_len and cfg.position in ("learned", "sinusoidal"):
-        raise ValueError(f"position {t0 + T - 1} is beyond max_len={cfg.max_len}")
-    if cfg.position == "learned":
+    last = t0 + T - 1 if pos is None else int(np.max(pos))
+    if last >= cfg.max_len and cfg.position in ("learned", "sinusoidal"):
+        raise ValueError(f"position {last} is beyond max_len={cfg.max_len}")
+    if pos is not None:
+        if cfg.position == "learned":
+            x += params["pos_emb"][pos]
+        elif cfg.position == "sinusoidal":
+            x += P.sinusoidal_at(pos, cfg.max_len, cfg.d_model, cfg.dtype)
+    elif cfg.position == "learned":
         x += params["pos_emb"][t0 : t0 + T]
     elif cfg.position == "sinusoidal":
         x += L.sinusoidal_table(cfg.max_len, cfg.d_model, cfg.dtype)[t0 : t0 + T]
     return x.reshape(-1, cfg.d_model)  # (B*T, D)
 
 
-def forward(params, idx, cfg: ModelConfig, *, out_from: int = 0, head_mask=None, padding=None):
+def forward(params, idx, cfg: ModelConfig, *, out_from: int = 0, head_mask=None, padding=None, positions=None):
     """Logits (B, T - out_from, V) for tokens idx (B, T), and the cache for `backward`.
 
     out_from skips the output head on positions that carry no loss; head_mask
-    (n_layers, H) of 0/1 zeroes chosen heads' outputs; padding (B, T) bool masks keys.
+    (n_layers, H) of 0/1 zeroes chosen heads' outputs; padding (B, T) bool masks keys
+    (combined with the causal mask in L.attention_mask, the one place masks meet);
+    positions (T,) increasing ints: the batch's positions in place of 0..T-1 (randomized positions).
     """
     B, T = idx.shape
+    pos = None if positions is None else np.asarray(positions, dtype=np.int64)
+    if pos is not None and pos.shape != (T,):
+        raise ValueError(f"positions must have shape ({T},), got {pos.shape}")
     mask = L.causal_bias(T, T, cfg.dtype) if padding is None else L.attention_mask(L.causal_mask(T), padding)
-    x = _embed(params, idx, cfg)  # (B*T, D)
+    bias = None
+    if cfg.position == "alibi":
+        bias = (
+            P.alibi_bias_cached(T, T, cfg.n_heads, cfg.dtype)
+            if pos is None
+            else P.alibi_bias(pos, pos, cfg.n_heads, cfg.dtype)
+        )
+    x = _embed(params, idx, cfg, pos=pos)  # (B*T, D)
     blocks = []
     for i in range(cfg.n_layers):
         hm = None if head_mask is None else head_mask[i]
         q_from = out_from if i == cfg.n_layers - 1 else 0  # the last block computes only the outputs asked for
-        x, c = _block_forward(x, params, i, cfg, B, mask=mask, head_mask=hm, q_from=q_from)
+        x, c = _block_forward(x, params, i, cfg, B, mask=mask, head_mask=hm, q_from=q_from, pos=pos, bias=bias)
         blocks.append(c)
     xf, c_lnf = L.layernorm_forward(x, params["ln_f.gamma"], params["ln_f.beta"])  # (B*(T-out_from), D)
     logits, _ = L.linear_forward(xf, params["head.w"], params["head.b"])
-    return logits.reshape(B, T - out_from, -1), (idx, out_from, blocks, c_lnf, xf)
+    return logits.reshape(B, T - out_from, -1), (idx, out_from, blocks, c_lnf, xf, pos)
 
 
 # --- backward --------------------------------------------------------------
 
 
 def _mha_backward(dout, cache, params, p, cfg, grads):
-    h, merged, attn_cache, head_mask, q_from = cache
+    h, merged, attn_cache, head_mask, q_from, rope = cache
     B, H, T, Dh = attn_cache[1].shape  # from k: every position
     D, Tq = H * Dh, T - q_from
     out_grads = grads[p + "attn.w_out"], grads[p + "attn.b_out"]
@@ -206,7 +235,7 @@ def _mha_backward(dout, cache, params, p, cfg, grads):
     dq = dq[:, :, q_from:]
     if cfg.position == "rope":
         dq_r, dk_r, _ = L.attention_backward(dy, attn_cache, out=(None, None, dv))
-        cos, sin = L.rope_tables(T, Dh, cfg.dtype)
+        cos, sin = rope  # at the forward's positions
         dq[...] = L.rope_backward(dq_r, cos[q_from:], sin[q_from:])
         dk[...] = L.rope_backward(dk_r, cos, sin)
     else:
@@ -253,7 +282,7 @@ def _block_backward(dx2, cache, params, i, cfg, grads):
 
 def backward(dlogits, cache, params, cfg: ModelConfig, grads: dict[str, np.ndarray]) -> None:
     """Writes d(loss)/d(param) into grads (same names and shapes) given dlogits."""
-    idx, out_from, blocks, c_lnf, xf = cache
+    idx, out_from, blocks, c_lnf, xf, pos = cache
     (B, T), D = idx.shape, cfg.d_model
     dlogits = dlogits.reshape(-1, dlogits.shape[-1])
     dxf, *_ = L.linear_backward(dlogits, xf, params["head.w"], out=(grads["head.w"], grads["head.b"]))
@@ -263,17 +292,64 @@ def backward(dlogits, cache, params, cfg: ModelConfig, grads: dict[str, np.ndarr
     L.embedding_backward(dx, idx, cfg.vocab_size, out=grads["tok_emb"])
     if cfg.position == "learned":
         grads["pos_emb"][...] = 0.0
-        grads["pos_emb"][:T] = dx.reshape(B, T, D).sum(axis=0)
+        if pos is None:
+            grads["pos_emb"][:T] = dx.reshape(B, T, D).sum(axis=0)
+        else:  # the rows the positions read (distinct when drawn without replacement; add.at sums repeats)
+            np.add.at(grads["pos_emb"], pos, dx.reshape(B, T, D).sum(axis=0))
 
 
-def loss_and_grads(params, seqs, cfg: ModelConfig, answer_len: int, grads=None):
+def answer_weights(lengths, t: int, out_from: int) -> np.ndarray:
+    """(B, t - out_from) 0/1: input position q (q >= out_from) of a sequence of length n predicts an answer
+    token iff n <= q <= 2n - 1; positions past 2n - 1 are padding."""
+    q = np.arange(out_from, t)[None, :]
+    n = np.asarray(lengths)[:, None]
+    return ((q >= n) & (q <= 2 * n - 1)).astype(np.float64)
+
+
+def padded_forward(params, seqs, lengths, cfg: ModelConfig, *, key_padding=True, positions=None):
+    """Logits, targets, 0/1 loss weights and cache of a right-padded batch seqs (B, 2·max n + 1) of lengths n.
+
+    The key padding mask (True on each sequence's 2n inputs) is combined with the causal mask in
+    L.attention_mask; key_padding=False drops it (the article's trap, for the tests and the Masks page).
+    """
+    idx = seqs[:, :-1]
+    T = idx.shape[1]
+    out_from = int(np.min(lengths))  # the earliest answer position of the batch
+    padding = L.padding_mask(2 * np.asarray(lengths), T) if key_padding else None
+    logits, cache = forward(params, idx, cfg, out_from=out_from, padding=padding, positions=positions)
+    return logits, seqs[:, out_from + 1 :], answer_weights(lengths, T, out_from), cache
+
+
+def sequence_losses(params, seqs, lengths, cfg: ModelConfig, *, key_padding=True, loss_mask=True) -> np.ndarray:
+    """(B,) each sequence's mean cross-entropy over its own answer tokens in a padded batch.
+
+    loss_mask=False averages over every position from the batch's first answer on, padding included.
+    """
+    logits, targets, w, _ = padded_forward(params, seqs, lengths, cfg, key_padding=key_padding)
+    z = logits - logits.max(axis=-1, keepdims=True)
+    nll = np.log(np.exp(z).sum(axis=-1)) - np.take_along_axis(z, targets[..., None], axis=-1)[..., 0]
+    w = w if loss_mask else np.ones_like(w)
+    return (nll * w).sum(axis=1) / w.sum(axis=1)
+
+
+def loss_and_grads(params, seqs, cfg: ModelConfig, answer_len: int, grads=None, *, positions=None, lengths=None):
     """Cross-entropy on the last `answer_len` targets of seqs (B, 2L+1) and its gradient.
 
     The input is seqs[:, :-1], the target seqs[:, 1:] (next token); only the
-    answer positions carry loss (SPEC §7). grads may be preallocated views.
+    answer positions carry loss (SPEC §7). grads may be preallocated views. positions (2L,): randomized
+    positions; lengths (B,): seqs is a right-padded batch of these lengths (the loss masked on padding).
     """
+    if lengths is not None:
+        logits, targets, w, cache = padded_forward(params, seqs, lengths, cfg, positions=positions)
+        B, A, V = logits.shape
+        loss, ce_cache = L.masked_cross_entropy_forward(logits.reshape(B * A, V), targets.ravel(), w.ravel())
+        dlogits = L.masked_cross_entropy_backward(ce_cache).reshape(B, A, V)
+        if grads is None:
+            grads = {name: np.empty_like(a) for name, a in params.items()}
+        backward(dlogits, cache, params, cfg, grads)
+        return loss, grads
     idx, targets = seqs[:, :-1], seqs[:, -answer_len:]
-    logits, cache = forward(params, idx, cfg, out_from=idx.shape[1] - answer_len)
+    logits, cache = forward(params, idx, cfg, out_from=idx.shape[1] - answer_len, positions=positions)
     B, A, V = logits.shape
     loss, ce_cache = L.cross_entropy_forward(logits.reshape(B * A, V), targets.ravel())
     dlogits = L.cross_entropy_backward(ce_cache).reshape(B, A, V)
@@ -286,19 +362,28 @@ def loss_and_grads(params, seqs, cfg: ModelConfig, answer_len: int, grads=None):
 # --- generation ------------------------------------------------------------
 
 
-def _forward_cached(params, idx, cfg, kv_cache, t0, head_mask=None):
-    """Logits (B, T, V) of the chunk idx at positions t0.., reading and extending kv_cache."""
+def _forward_cached(params, idx, cfg, kv_cache, t0, head_mask=None, positions=None):
+    """Logits (B, T, V) of the chunk idx at positions t0.., reading and extending kv_cache.
+
+    positions: every position of the whole sequence (randomized); the chunk uses positions[t0 : t0 + T].
+    """
     B, T = idx.shape
-    x = _embed(params, idx, cfg, t0)
+    pos = bias = None
+    if positions is not None:
+        pos = positions[t0 : t0 + T]
+        if cfg.position == "alibi":
+            bias = P.alibi_bias(pos, positions[: t0 + T], cfg.n_heads, cfg.dtype)
+    x = _embed(params, idx, cfg, t0, pos=pos)
     for i in range(cfg.n_layers):
         hm = None if head_mask is None else head_mask[i]
-        x, _ = _block_forward(x, params, i, cfg, B, t0=t0, kv=kv_cache[i], head_mask=hm)
+        x, _ = _block_forward(x, params, i, cfg, B, t0=t0, kv=kv_cache[i], head_mask=hm, pos=pos, bias=bias)
     xf, _ = L.layernorm_forward(x, params["ln_f.gamma"], params["ln_f.beta"])
     return L.linear_forward(xf, params["head.w"], params["head.b"])[0].reshape(B, T, -1)
 
 
-def generate(params, prompt, n_new: int, cfg: ModelConfig, *, use_cache=True, head_mask=None):
-    """Greedy decoding of n_new tokens after prompt (B, T0).
+def generate(params, prompt, n_new: int, cfg: ModelConfig, *, use_cache=True, head_mask=None, positions=None):
+    """Greedy decoding of n_new tokens after prompt (B, T0); positions (T0 + n_new - 1,): randomized positions of
+    every token fed in, shared by the batch (default 0..).
 
     Returns tokens (B, n_new) and the logits that chose them (B, n_new, V). With
     the cache each step computes one position and reads past keys and values;
@@ -311,11 +396,12 @@ def generate(params, prompt, n_new: int, cfg: ModelConfig, *, use_cache=True, he
     if use_cache:
         shape = (B, cfg.n_heads, total, cfg.d_head)
         kv_cache = [(np.empty(shape, cfg.dtype), np.empty(shape, cfg.dtype)) for _ in range(cfg.n_layers)]
-        logits = _forward_cached(params, prompt, cfg, kv_cache, 0, head_mask)[:, -1]
+        logits = _forward_cached(params, prompt, cfg, kv_cache, 0, head_mask, positions)[:, -1]
     else:
         seq = np.empty((B, total + 1), dtype=np.int64)
         seq[:, :T0] = prompt
-        logits = forward(params, prompt, cfg, out_from=T0 - 1, head_mask=head_mask)[0][:, -1]
+        pos = None if positions is None else positions[:T0]
+        logits = forward(params, prompt, cfg, out_from=T0 - 1, head_mask=head_mask, positions=pos)[0][:, -1]
     for step in range(n_new):
         tokens[:, step] = logits.argmax(axis=-1)
         logits_out[:, step] = logits
@@ -323,10 +409,12 @@ def generate(params, prompt, n_new: int, cfg: ModelConfig, *, use_cache=True, he
             break
         t = T0 + step  # position of the token just chosen
         if use_cache:
-            logits = _forward_cached(params, tokens[:, step : step + 1], cfg, kv_cache, t, head_mask)[:, -1]
+            chunk = tokens[:, step : step + 1]
+            logits = _forward_cached(params, chunk, cfg, kv_cache, t, head_mask, positions)[:, -1]
         else:
             seq[:, t] = tokens[:, step]
-            logits = forward(params, seq[:, : t + 1], cfg, out_from=t, head_mask=head_mask)[0][:, -1]
+            pos = None if positions is None else positions[: t + 1]
+            logits = forward(params, seq[:, : t + 1], cfg, out_from=t, head_mask=head_mask, positions=pos)[0][:, -1]
     return tokens, logits_out
 
 

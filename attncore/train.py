@@ -15,7 +15,7 @@ from .config import RunConfig
 from .model import flatten, init_params, loss_and_grads, param_shapes, unflatten
 from .optim import Adam
 from .snapshots import Snapshot, snapshot_steps, take_snapshot
-from .tasks import sample_batch
+from .tasks import draw_positions, sample_batch, sample_range_batch
 
 
 @dataclass
@@ -66,10 +66,20 @@ class Trainer:
         self.opt = Adam(flat, tc.lr, tc.beta1, tc.beta2, tc.eps)
 
     def step(self) -> float:
-        """One step on a fresh batch; returns its loss."""
-        run = self.run
-        batch = sample_batch(run.task, run.train.batch_size, self.data_rng)
-        loss, _ = loss_and_grads(self.params, batch, run.model, run.task.length, self.grads)
+        """One step on a fresh batch; returns its loss.
+
+        A range-trained run draws its length (or, mixed, each sequence's length) from the batch stream first;
+        randomized positions are drawn from it after the batch. The article's run draws the batch only.
+        """
+        run, rng = self.run, self.data_rng
+        task, n_max = run.task, run.train.randomized_positions
+        if task.train_lengths is None:
+            batch, lengths, n = sample_batch(task, run.train.batch_size, rng), None, task.length
+        else:
+            batch, lengths = sample_range_batch(task, run.train.batch_size, rng)
+            n = (batch.shape[1] - 1) // 2
+        positions = None if n_max is None else draw_positions(rng, batch.shape[1] - 1, n_max)
+        loss, _ = loss_and_grads(self.params, batch, run.model, n, self.grads, positions=positions, lengths=lengths)
         self.opt.step(self.grad_flat)
         return loss
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from attncore.config import NORMS, POSITIONS, TASKS
+from attncore.config import NORMS, POSITIONS, TASKS, ConfigError
 from attncore.memory import parse_size
 from lab.presets import MAX_JOBS  # configs only: no store, no joblib
 
@@ -25,6 +25,10 @@ FLAGS = {
     "batch_size": "--batch",
     "name": "--task",
     "task": "--task",
+    "train_lengths": "--train-lengths",
+    "mixed_lengths": "--mixed-lengths",
+    "randomized_positions": "--randomized-positions",
+    "randomized": "--eval-positions",
 }
 
 
@@ -94,6 +98,22 @@ def add_model_args(p: argparse.ArgumentParser, many: bool = False) -> None:
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--d-ff", type=int, default=None, help="default 4d")
     p.add_argument("--no-scaling", action="store_true", help="do not divide scores by sqrt(d_head)")
+    p.add_argument(
+        "--train-lengths",
+        type=int,
+        nargs=2,
+        metavar=("MIN", "MAX"),
+        help="train on every length MIN..MAX (L becomes MAX): one length per batch, drawn each step",
+    )
+    p.add_argument(
+        "--mixed-lengths", action="store_true", help="with --train-lengths: mix lengths in a batch (right padding)"
+    )
+    p.add_argument(
+        "--randomized-positions",
+        type=int,
+        metavar="N_MAX",
+        help="each batch's positions: sorted, drawn without replacement from [0, N_MAX) (evaluation: 0..n-1)",
+    )
     if many:
         p.add_argument("--scaling", choices=("on", "off"), nargs="+", help="scaling by 1/sqrt(d_head): on, off or both")
     p.add_argument(
@@ -118,4 +138,21 @@ SETTING_FLAGS = {
 
 def run_settings(a) -> dict:
     """make_run keywords from the parsed flags that every run of a sweep shares."""
-    return {key: getattr(a, flag) for flag, key in SETTING_FLAGS.items()} | {"scaling": not a.no_scaling}
+    lengths = None if a.train_lengths is None else tuple(a.train_lengths)
+    return {key: getattr(a, flag) for flag, key in SETTING_FLAGS.items()} | {
+        "scaling": not a.no_scaling,
+        "train_lengths": lengths,
+        "mixed_lengths": a.mixed_lengths,
+        "randomized_positions": a.randomized_positions,
+    }
+
+
+def check_length_flags(a, default_length: int = 6) -> None:
+    """--train-lengths MIN MAX sets L = MAX: a different --length alongside it is a contradiction."""
+    if a.train_lengths is None:
+        return
+    given = a.length if isinstance(a.length, list) else [a.length]
+    if given not in ([default_length], [a.train_lengths[1]]):
+        raise ConfigError(
+            "train-lengths", f"sets L = MAX = {a.train_lengths[1]}; drop --length {' '.join(map(str, given))}"
+        )

@@ -13,7 +13,7 @@ import os
 import sys
 
 from attncore.config import MAX_LENGTH, ConfigError
-from cli.flags import ArgumentError, Parser, add_model_args, flag_of, run_settings
+from cli.flags import ArgumentError, Parser, add_model_args, check_length_flags, flag_of, run_settings
 from lab import formats
 
 OWN_COMMANDS = ("train", "evaluate", "params", "kv-cache", "patch", "lens", "heads", "explain")  # not sweep, cache
@@ -24,14 +24,19 @@ def run_from_args(a):
     """A RunConfig from parsed `train` flags."""
     from attncore.config import make_run
 
+    check_length_flags(a)
     return make_run(a.task, a.length, a.seed, lr=a.lr, position=a.position, norm=a.norm, **run_settings(a))
 
 
 def print_summary(s: dict) -> None:
     c = s["config"]
     m, t, k = c["model"], c["train"], c["task"]
+    lengths = k.get("train_lengths")
+    trained = f"L={k['length']}" if lengths is None else f"L={lengths[0]}-{lengths[1]}"
+    trained += " mixed" if k.get("mixed_lengths") else ""
+    trained += f" randomized<{t['randomized_positions']}" if t.get("randomized_positions") else ""
     print(
-        f"{k['name']} L={k['length']} seed={t['seed']}  position={m['position']} norm={m['norm']}-LN "
+        f"{k['name']} {trained} seed={t['seed']}  position={m['position']} norm={m['norm']}-LN "
         f"scaling={'on' if m['scaling'] else 'off'} lr={formats.learning_rate(t['lr'])}  "
         f"d={m['d_model']} heads={m['n_heads']} layers={m['n_layers']} steps={t['steps']}"
     )
@@ -80,12 +85,14 @@ def cmd_evaluate(a) -> int:
 
     if not is_cached(run):
         check_fits([run], cap=a.max_memory)
-    results = evaluate_lengths(get_run(run).params, run, lengths)
+    results = evaluate_lengths(get_run(run).params, run, lengths, randomized=a.eval_positions == "randomized")
     if a.json:
-        print(json.dumps({"config": run.to_dict(), "lengths": [r.to_dict() for r in results]}))
+        out = {"config": run.to_dict(), "eval_positions": a.eval_positions, "lengths": [r.to_dict() for r in results]}
+        print(json.dumps(out))
         return 0
     k, m = run.task, run.model
-    print(f"{k.name} trained at L={k.length} seed={run.train.seed} position={m.position} steps={run.train.steps}")
+    trained = f"L={k.length}" if k.train_lengths is None else f"L={k.train_lengths[0]}-{k.train_lengths[1]}"
+    print(f"{k.name} trained at {trained} seed={run.train.seed} position={m.position} steps={run.train.steps}")
     print(f"{'test L':>6}  {'per-token':>9}  {'per-sequence':>12}  note")
     for r in results:
         tok, seq = (f"{x:.3f}" if x is not None else "-" for x in (r.token_accuracy, r.sequence_accuracy))
@@ -103,6 +110,12 @@ def build_parser(argv=None) -> Parser:
     p = sub.add_parser("evaluate", help="evaluate one configuration's trained run at other test lengths")
     add_model_args(p)
     p.add_argument("--test-lengths", type=test_length, nargs="+", required=True, metavar="L")
+    p.add_argument(
+        "--eval-positions",
+        choices=("ordered", "randomized"),
+        default="ordered",
+        help="positions 0..n-1 (default), or drawn from [0, N_MAX) as in training (needs --randomized-positions)",
+    )
     p.set_defaults(func=cmd_evaluate)
     from cli import calc as cli_calc
 

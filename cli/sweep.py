@@ -14,7 +14,16 @@ import time
 from pathlib import Path
 
 from attncore.config import ConfigError
-from cli.flags import GRID_FACTORS, MAX_GRID, MAX_JOBS, SETTING_FLAGS, add_model_args, jobs, run_settings
+from cli.flags import (
+    GRID_FACTORS,
+    MAX_GRID,
+    MAX_JOBS,
+    SETTING_FLAGS,
+    add_model_args,
+    check_length_flags,
+    jobs,
+    run_settings,
+)
 from lab import formats
 
 CSV_FILES = ("runs.csv", "accuracy.csv", "ablations.csv")
@@ -50,7 +59,8 @@ def sweep_runs(a) -> list:
     from lab.presets import grid, grid_size, preset, with_settings
 
     if a.preset:
-        grid_flags = ("task", "length", "seed", "position", "norm", "lr", "no_scaling", "scaling")
+        grid_flags = ("task", "length", "seed", "position", "norm", "lr", "no_scaling", "scaling", "train_lengths")
+        grid_flags += ("mixed_lengths", "randomized_positions")
         given = [f"--{flag.replace('_', '-')}" for flag in grid_flags if getattr(a, flag) != a.parser.get_default(flag)]
         if given:
             raise ConfigError("preset", f"a preset fixes its runs; drop {', '.join(given)} or drop --preset")
@@ -61,6 +71,7 @@ def sweep_runs(a) -> list:
             if getattr(a, flag) != a.parser.get_default(flag)
         }
         return [with_settings(run, **changed) for run in preset(a.preset)]
+    check_length_flags(a)
     if a.scaling and a.no_scaling:
         raise ConfigError("scaling", "give --scaling on/off or --no-scaling, not both")
     scalings = [v == "on" for v in a.scaling] if a.scaling else None

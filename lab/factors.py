@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from attncore import ConfigError, RunConfig
+from attncore.config import OPTIONAL_FIELDS
 from lab import compare
 from lab.store import RunRecord
 
@@ -38,27 +39,35 @@ FACTORS = {
         Factor("layers", "n_layers", "layers", "model", "n_layers"),
         Factor("steps", "steps", "steps", "train", "steps"),
         Factor("batch", "batch_size", "batch", "train", "batch_size"),
+        Factor("range", "train_min", "trained from", "task", "train_lengths"),  # the range's MIN, None = fixed L
+        Factor("randomized", "randomized_positions", "randomized N_MAX", "train", "randomized_positions"),
     )
 }
 
 
 def _config(record) -> dict:
-    """The config dict of a RunConfig, a RunRecord or a summary() dict."""
+    """The config dict of a RunConfig, a RunRecord or a summary() dict, with the fields to_dict leaves out at
+    their default filled in."""
     if isinstance(record, RunConfig):
-        return record.to_dict()
-    return record.config.to_dict() if isinstance(record, RunRecord) else record["config"]
+        d = record.to_dict()
+    else:
+        d = record.config.to_dict() if isinstance(record, RunRecord) else record["config"]
+    return {section: OPTIONAL_FIELDS.get(section, {}) | fields for section, fields in d.items()}
 
 
 def value_of(record_or_run, factor: str):
     """The factor's value in a run (RunConfig), a RunRecord or a summary() dict."""
     f = FACTORS[factor]
-    return _config(record_or_run)[f.section][f.key]
+    value = _config(record_or_run)[f.section][f.key]
+    return value[0] if factor == "range" and value is not None else value
 
 
 def level_label(factor: str, value) -> str:
     """How a level is named in tables, charts and JSON: on/off for scaling, lr as 0.003, the value otherwise."""
     if factor == "scaling":
         return "on" if value else "off"
+    if factor in ("range", "randomized") and value is None:
+        return "fixed L" if factor == "range" else "off"
     if isinstance(value, float):
         return f"{value:g}"
     return str(value)

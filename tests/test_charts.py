@@ -312,3 +312,36 @@ def test_length_frame_averages_seeds_and_leaves_a_gap_where_there_is_no_number()
     assert band["encoding"]["y2"]["field"] == "max"
     assert line["encoding"]["y"]["field"] == "mean" and rule["encoding"]["x"]["datum"] == 6
     assert line["encoding"]["x"]["scale"]["domain"] == [0, 8]  # up to the longest length tested: learned's gap shows
+
+
+def test_length_curves_shade_the_trained_range_once_per_panel():
+    from attncore.evaluate import LengthResult
+
+    df = frames.length_frame({"ALiBi": [[LengthResult(n, 0.5, 0.1) for n in range(1, 13)]]})
+    spec = charts.length_curves(df, trained=8, longest=16, columns=5, trained_range=(1, 8)).to_dict()
+    shaded, band, line, rule = spec["spec"]["layer"]
+    assert shaded["mark"]["type"] == "rect" and shaded["encoding"]["x"]["datum"] == 1
+    assert shaded["encoding"]["x2"]["datum"] == 8
+    assert shaded["transform"] == [{"aggregate": [{"op": "count", "as": "n"}]}]  # one row: one rectangle
+    assert rule["encoding"]["x"]["datum"] == 8
+
+
+def test_length_findings_average_inside_and_past_the_range_and_rank_past_it():
+    from attncore.evaluate import LengthResult
+
+    def curve(inside, past):
+        return [LengthResult(n, 0.5, inside) for n in range(1, 5)] + [LengthResult(n, past + 0.3, past) for n in (5, 6)]
+
+    df = frames.length_frame(
+        {
+            "none": [curve(0.4, 0.2), curve(0.6, 0.0)],  # past: mean 0.1, spread 0.2
+            "RoPE": [curve(0.9, 0.3)],
+            "learned": [[LengthResult(n, 1.0, 1.0) for n in range(1, 5)]],  # no number past the range
+        }
+    )
+    found = frames.length_findings(df, (1, 4)).set_index("encoding")
+    assert found.loc["none", "inside"] == pytest.approx(0.5) and found.loc["none", "beyond"] == pytest.approx(0.1)
+    assert found.loc["none", "spread"] == pytest.approx(0.2)
+    assert found.loc["none", "token_beyond"] == pytest.approx(0.4)
+    assert found["rank"].to_dict() == {"RoPE": 1, "none": 2, "learned": 3}  # no number: last
+    assert np.isnan(found.loc["learned", "beyond"])

@@ -376,3 +376,53 @@ def test_sweep_no_scaling_still_works_and_scaling_on_off_is_a_grid_flag(tmp_path
     assert [r["config"]["model"]["scaling"] for r in off] == [False]
     assert [r["config"]["model"]["scaling"] for r in both] == [True, False]
     assert both[1]["cached"] and both[1]["final_loss"] == off[0]["final_loss"]
+
+
+# --- issue 20: training on a range, randomized positions, ALiBi, reverse ------------------------------------
+
+
+def test_train_lengths_and_randomized_positions_reach_the_json_config(tmp_path):
+    args = ("--task", "reverse", "--position", "alibi", "--train-lengths", "2", "5", "--steps", "20")
+    out = attncore(
+        tmp_path, "evaluate", *args, "--randomized-positions", "16", "--test-lengths", "2", "5", "9", "--json"
+    )
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    task, train = result["config"]["task"], result["config"]["train"]
+    assert task == {"name": "reverse", "length": 5, "train_lengths": [2, 5]}
+    assert train["randomized_positions"] == 16 and result["config"]["model"]["position"] == "alibi"
+    assert [r["length"] for r in result["lengths"]] == [2, 5, 9]
+    assert all(r["sequence_accuracy"] is not None for r in result["lengths"])  # ALiBi: no table to run past
+
+
+def test_the_default_config_has_no_range_fields(tmp_path):
+    out = attncore(tmp_path, "train", "--steps", "10", "--json")
+    config = json.loads(out.stdout)["config"]
+    assert "train_lengths" not in config["task"] and "randomized_positions" not in config["train"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [
+        (("--train-lengths", "1", "8", "--length", "5"), "--train-lengths"),
+        (("--train-lengths", "0", "8"), "--train-lengths"),
+        (("--randomized-positions", "4"), "--randomized-positions"),  # below 2L = 12
+        (("--mixed-lengths",), "--mixed-lengths"),
+    ],
+)
+def test_bad_range_flags_exit_2_naming_the_flag(tmp_path, argv, flag):
+    out = attncore(tmp_path, "train", *argv)
+    assert out.returncode == 2 and out.stderr.startswith(f"error: {flag}:"), out.stderr
+    assert not stored(tmp_path)
+
+
+def test_evaluate_on_randomized_positions(tmp_path):
+    args = ("--position", "rope", "--length", "3", "--randomized-positions", "12", "--steps", "20", "--json")
+    ordered = json.loads(attncore(tmp_path, "evaluate", *args, "--test-lengths", "2", "3").stdout)
+    out = attncore(tmp_path, "evaluate", *args, "--test-lengths", "2", "3", "7", "--eval-positions", "randomized")
+    assert out.returncode == 0, out.stderr
+    randomized = json.loads(out.stdout)
+    assert randomized["eval_positions"] == "randomized" and ordered["eval_positions"] == "ordered"
+    assert randomized["lengths"][2]["sequence_accuracy"] is None  # 2·7 = 14 positions > N_MAX = 12
+    refused = attncore(tmp_path, "evaluate", "--steps", "20", "--test-lengths", "2", "--eval-positions", "randomized")
+    assert refused.returncode == 2 and refused.stderr.startswith("error: --eval-positions:"), refused.stderr

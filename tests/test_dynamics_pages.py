@@ -102,7 +102,7 @@ def test_length_page_shows_the_sidebar_run_at_each_test_length(store):
     assert table["token_accuracy"].iloc[1] == f"{get_run(run).eval.token_accuracy:.3f}"  # shown as in the curve
     assert table["sequence_accuracy"].iloc[2] == "–"  # out of reach: a dash, never "None"
     assert "cannot reach past its rows" in table["note"].iloc[2]
-    assert "Compare the four encodings over 3 seeds" in [b.label for b in at.button]
+    assert "Compare the encodings over 3 seeds" in [b.label for b in at.button]
 
 
 def test_length_page_default_lengths_and_bad_url_value(store):
@@ -119,7 +119,7 @@ def test_length_page_compares_the_four_encodings_in_one_click(store):
     rows = frames_with(at, "encoding")[-1].to_dict("records")
     rope = get_run(make_run(steps=STEPS, position="rope"))
     (far,) = evaluate_lengths(rope.params, rope.config, [9])
-    assert {r["encoding"] for r in rows} == {"learned", "sinusoidal", "RoPE", "none"}
+    assert {r["encoding"] for r in rows} == {"learned", "sinusoidal", "RoPE", "ALiBi", "none"}
     got = [r["mean"] for r in rows if r["encoding"] == "RoPE" and r["length"] == 9 and r["metric"] == "per-sequence"]
     assert got == [far.sequence_accuracy]  # RoPE: a number past the trained length
     assert not [r for r in rows if r["encoding"] == "learned" and r["length"] == 9]  # learned: a gap
@@ -146,3 +146,29 @@ def test_length_page_compares_each_encoding_with_a_baseline_at_each_test_length(
     assert row.iloc[0]["Δ min"] == format_delta(min(deltas))
     assert "Holm's correction across the encodings, per test length and metric" in texts(at.caption)
     assert at.button(key="len_seeds_more").label == "Add seeds up to 7 (20 more runs to train)"
+
+
+def test_length_page_trains_five_encodings_on_a_range_and_reports_from_the_runs(store):
+    at = app("lengths", lit_seeds="1", lit_task="reverse")  # the sidebar's steps (30), changed from the default
+    at.button(key="lit_train").click().run()
+    assert not at.exception, [e.message for e in at.exception]
+    runs = {p: make_run("reverse", 8, steps=STEPS, position=p, train_min=1) for p in ("none", "learned", "alibi")}
+    assert all(is_cached(r) for r in runs.values())
+    (rows,) = [df for df in frames_with(at, "encoding") if "ALiBi" in set(df["encoding"])]
+    assert set(rows["encoding"]) == {"none", "learned", "sinusoidal", "RoPE", "ALiBi"}
+    alibi = get_run(runs["alibi"])
+    expected = evaluate_lengths(alibi.params, alibi.config, list(range(1, 17)))
+    got = rows[(rows["encoding"] == "ALiBi") & (rows["metric"] == "per-sequence")].sort_values("length")
+    assert got["mean"].tolist() == [r.sequence_accuracy for r in expected]  # every length 1..16, from the run
+    learned = rows[(rows["encoding"] == "learned")]
+    assert learned["length"].max() == 8  # 17 rows: nothing past the trained range
+    beyond = np.mean([r.token_accuracy for r in expected[8:]])
+    text = " ".join(m.value for m in at.markdown)
+    assert "What the lab found here" in text and f"ALiBi {beyond:.2f}" in text  # the text computed from the runs
+
+
+def test_length_page_randomized_positions_toggle_trains_other_runs(store):
+    at = app("lengths", lit_seeds="1", lit_rand="true")
+    assert "Train the 5 missing runs" in [b.label for b in at.button]
+    assert at.toggle(key="lit_rand_eval").value is False  # offered only with randomized positions
+    assert "lit_rand_eval" not in [t.key for t in app("lengths", lit_seeds="1").toggle]

@@ -280,3 +280,33 @@ def test_gradient_check_without_eps_shows_an_error():
     at = page("gradient_check", gc_coords="2")
     at.multiselect(key="gc_eps").set_value([]).run()
     assert "at least one ε" in texts(at.error) and not at.exception and not at.metric
+
+
+def test_masks_shows_the_padding_trap_on_a_trained_model(tmp_path_factory):
+    """Issue 20: per-sequence losses of a trained mixed-length model, from the library, with the verdict per case."""
+    import numpy as np
+    from apptest_helpers import temporary_store
+
+    from attncore import make_run
+    from attncore.mechanisms.padding import padding_trap
+    from attncore.tasks import make_sequences
+    from lab.store import get_run
+
+    run = make_run("copy", 6, train_min=1, mixed_lengths=True)
+    with temporary_store(tmp_path_factory, [run]):
+        at = page("masks")
+        assert not at.exception, [e.message for e in at.exception]
+        table = at.dataframe[-1].value
+        rng = np.random.default_rng(0)
+        seqs = [make_sequences(rng.integers(0, 20, (1, n)), "copy")[0] for n in (5, 2, 4, 1)]
+        losses = padding_trap(get_run(run).params, run.model, seqs)
+    same = dict(zip(table["case"], table["same as batched"], strict=True))
+    assert same == {
+        "as batched": True,
+        "batch reversed": True,
+        "two more padding": True,
+        "no loss mask": False,
+        "no key mask": True,  # right padding under the causal mask: the key mask never reaches a real query
+        "left padding, no key mask": False,
+    }
+    assert table.iloc[0, 2] == losses["as batched"][0]

@@ -71,6 +71,20 @@ def rope_angles(t: int, d_head: int, dtype: torch.dtype) -> tuple[torch.Tensor, 
     return torch.cos(angle).to(dtype), torch.sin(angle).to(dtype)
 
 
+def alibi_slopes(n: int) -> list[float]:
+    """Press et al.'s reference code: a geometric series from 2^(-2^-(log2 n - 3)), closest power of two below
+    for other n, then every other slope of the doubled series."""
+
+    def power_of_2(n):
+        start = 2 ** (-(2 ** -(math.log2(n) - 3)))
+        return [start * start**i for i in range(n)]
+
+    if math.log2(n).is_integer():
+        return power_of_2(n)
+    closest = 2 ** math.floor(math.log2(n))
+    return power_of_2(closest) + alibi_slopes(2 * closest)[0::2][: n - closest]
+
+
 def rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """RoPE: rotate each pair (x[2i], x[2i+1]) of x (..., T, Dh) by its position's angle."""
     x0, x1 = x[..., 0::2], x[..., 1::2]  # (..., T, Dh/2)
@@ -85,19 +99,22 @@ class Attention(nn.Module):
         super().__init__()
         d = cfg.d_model
         self.n_heads, self.d_head = cfg.n_heads, cfg.d_head
-        self.scaling, self.rope = cfg.scaling, cfg.position == "rope"
+        self.scaling, self.rope, self.alibi = cfg.scaling, cfg.position == "rope", cfg.position == "alibi"
         self.qkv = nn.Linear(d, 3 * d, dtype=dtype)  # Q | K | V along the outputs
         self.out = nn.Linear(d, d, dtype=dtype)
 
-    def forward(self, x, future):
+    def forward(self, x, future, pos):
         B, T, D = x.shape
         q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, self.d_head).permute(2, 0, 3, 1, 4)  # each (B, H, T, Dh)
         if self.rope:
-            cos, sin = rope_angles(T, self.d_head, x.dtype)
-            q, k = rotate_pairs(q, cos, sin), rotate_pairs(k, cos, sin)
+            cos, sin = rope_angles(int(pos.max()) + 1, self.d_head, x.dtype)
+            q, k = rotate_pairs(q, cos[pos], sin[pos]), rotate_pairs(k, cos[pos], sin[pos])
         scores = q @ k.transpose(-2, -1)  # (B, H, T, T)
         if self.scaling:
             scores = scores / math.sqrt(self.d_head)
+        if self.alibi:
+            slopes = torch.tensor(alibi_slopes(self.n_heads), dtype=x.dtype)[:, None, None]
+            scores = scores - slopes * (pos[:, None] - pos[None, :]).to(x.dtype)
         weights = torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1)  # -inf before the softmax
         y = weights @ v  # (B, H, T, Dh)
         return self.out(y.transpose(1, 2).reshape(B, T, D))
@@ -122,11 +139,11 @@ class Block(nn.Module):
         self.ln2 = nn.LayerNorm(cfg.d_model, eps=LN_EPS, dtype=dtype)
         self.ffn = FeedForward(cfg, dtype)
 
-    def forward(self, x, future):
+    def forward(self, x, future, pos):
         if self.pre_ln:
-            x = x + self.attn(self.ln1(x), future)
+            x = x + self.attn(self.ln1(x), future, pos)
             return x + self.ffn(self.ln2(x))
-        x = self.ln1(x + self.attn(x, future))
+        x = self.ln1(x + self.attn(x, future, pos))
         return self.ln2(x + self.ffn(x))
 
 
@@ -171,31 +188,50 @@ class TorchModel(nn.Module):
             out[name] = (tensor.T if torch_name(name)[1] else tensor).numpy().copy()
         return out
 
-    def forward(self, idx: torch.Tensor, out_from: int = 0) -> torch.Tensor:
-        """Logits (B, T - out_from, V) for tokens idx (B, T); out_from skips positions without loss."""
+    def forward(self, idx: torch.Tensor, out_from: int = 0, positions=None, padding=None) -> torch.Tensor:
+        """Logits (B, T - out_from, V) for tokens idx (B, T); out_from skips positions without loss.
+
+        positions (T,): the positions in place of 0..T-1; padding (B, T) bool: the keys that may be read.
+        """
         T = idx.shape[1]
+        pos = torch.arange(T) if positions is None else torch.as_tensor(np.asarray(positions), dtype=torch.long)
+        rows = slice(0, T) if positions is None else pos  # a slice on the default path: the benchmark's peer
         x = self.tok_emb(idx)  # (B, T, D)
         if self.cfg.position == "learned":
-            x = x + self.pos_emb.weight[:T]
+            x = x + self.pos_emb.weight[rows]
         elif self.cfg.position == "sinusoidal":
-            x = x + sinusoidal_table(self.cfg.max_len, self.cfg.d_model, self.dtype)[:T]
+            x = x + sinusoidal_table(max(self.cfg.max_len, int(pos.max()) + 1), self.cfg.d_model, self.dtype)[rows]
         future = future_mask(T)
+        if padding is not None:  # (B, 1, T, T): forbidden if in the future or padding
+            future = future | ~torch.as_tensor(np.asarray(padding))[:, None, None, :]
         for block in self.blocks:
-            x = block(x, future)
+            x = block(x, future, pos)
         return self.head(self.ln_f(x[:, out_from:]))  # (B, T - out_from, V)
 
 
-def torch_loss(model: TorchModel, seqs, answer_len: int) -> torch.Tensor:
-    """Cross-entropy on the last answer_len next-token targets of seqs (B, 2L+1), as attncore's loss_and_grads."""
+def torch_loss(model: TorchModel, seqs, answer_len: int, positions=None, lengths=None) -> torch.Tensor:
+    """Cross-entropy on the last answer_len next-token targets of seqs (B, 2L+1), as attncore's loss_and_grads.
+
+    lengths (B,): seqs is right-padded; the loss is the mean over each sequence's answer tokens n..2n-1 (inputs).
+    """
     seqs = torch.as_tensor(np.asarray(seqs), dtype=torch.long)
+    if lengths is not None:
+        n = torch.as_tensor(np.asarray(lengths))
+        idx, targets = seqs[:, :-1], seqs[:, 1:]
+        q = torch.arange(idx.shape[1])[None, :]
+        answer = (q >= n[:, None]) & (q <= 2 * n[:, None] - 1)
+        logits = model(idx, positions=positions, padding=q < 2 * n[:, None])
+        return F.cross_entropy(logits[answer], targets[answer])
     idx, targets = seqs[:, :-1], seqs[:, -answer_len:]
-    logits = model(idx, out_from=idx.shape[1] - answer_len)  # (B, L, V)
+    logits = model(idx, out_from=idx.shape[1] - answer_len, positions=positions)  # (B, L, V)
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
-def torch_loss_and_grads(model: TorchModel, seqs, answer_len: int) -> tuple[float, dict[str, np.ndarray]]:
+def torch_loss_and_grads(
+    model: TorchModel, seqs, answer_len: int, positions=None, lengths=None
+) -> tuple[float, dict[str, np.ndarray]]:
     """Loss and every gradient under attncore's names: the oracle for attncore.model.loss_and_grads."""
     model.zero_grad(set_to_none=True)
-    loss = torch_loss(model, seqs, answer_len)
+    loss = torch_loss(model, seqs, answer_len, positions, lengths)
     loss.backward()
     return loss.item(), model.to_attncore(grads=True)

@@ -42,6 +42,8 @@ def level_options(factor: str, lim: Limits) -> tuple[list, list]:
         "layers": (list(range(1, lim.max_layers + 1)), [1, 2]),
         "steps": (upto([100, 250, 500, 1000, 1500, 2000, 3000], lim.max_steps), [500, 1500]),
         "batch": (upto([8, 16, 32, 64, 128], lim.max_batch), [16, 32, 64]),
+        "range": ([None, 1, 2, 4], [None, 1]),
+        "randomized": ([None, 32, 64, 128, 256], [None, 64]),
     }
     options, default = table[factor]
     return options, [v for v in default if v in options]

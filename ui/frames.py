@@ -167,3 +167,26 @@ def parse_ints(text: str, field: str, max_count: int = 12) -> list[int]:
         return [int(p) for p in parts]
     except ValueError:
         raise ConfigError(field, f"whole numbers separated by spaces, got {text!r}") from None
+
+
+def length_findings(df: pd.DataFrame, trained: tuple[int, int]) -> pd.DataFrame:
+    """Per encoding of a length_frame: mean accuracy inside the trained range and beyond it (mean over seeds and
+    lengths), the seed spread beyond it (the widest min-max band) and the rank beyond (1 best; no number: last),
+    per sequence (inside, beyond, spread, rank) and per token (token_...); sorted by rank, then token_rank."""
+    lo, hi = trained
+    nan = float("nan")
+    rows = []
+    for encoding in dict.fromkeys(df["encoding"]):
+        row = {"encoding": encoding}
+        for metric, prefix in (("per-sequence", ""), ("per-token", "token_")):
+            part = df[(df["encoding"] == encoding) & (df["metric"] == metric)]
+            inside, beyond = part[part["length"].between(lo, hi)], part[part["length"] > hi]
+            row[prefix + "inside"] = float(inside["mean"].mean()) if len(inside) else nan
+            row[prefix + "beyond"] = float(beyond["mean"].mean()) if len(beyond) else nan
+            row[prefix + "spread"] = float((beyond["max"] - beyond["min"]).max()) if len(beyond) else nan
+        rows.append(row)
+    columns = ["encoding", "inside", "beyond", "spread", "token_inside", "token_beyond", "token_spread"]
+    out = pd.DataFrame(rows, columns=columns)
+    out["rank"] = out["beyond"].rank(ascending=False, method="min", na_option="bottom").astype(int)
+    out["token_rank"] = out["token_beyond"].rank(ascending=False, method="min", na_option="bottom").astype(int)
+    return out.sort_values(["rank", "token_rank", "encoding"]).reset_index(drop=True)

@@ -178,13 +178,21 @@ def single_head_ablations(record: RunRecord, heads: Sequence[tuple[int, int]]) -
     return {h: e.sequence_accuracy for h, e in found.items()}
 
 
-def length_results(records: Sequence[RunRecord], lengths: Sequence[int]) -> list[list[LengthResult]] | None:
+def length_results(
+    records: Sequence[RunRecord], lengths: Sequence[int], randomized: bool = False
+) -> list[list[LengthResult]] | None:
     """Each record evaluated at each test length (attncore.evaluate.evaluate_lengths), in input order.
 
-    Memoised server-wide per (run, length); the missing ones are evaluated under one slot, with a progress
+    With randomized, runs trained on randomized positions are evaluated on them (evaluate_lengths).
+    Memoised server-wide per (run, length, randomized); the missing ones are evaluated under one slot, with a progress
     bar. None when the server stayed busy (the reason is shown).
     """
-    keys = [[(run_key(r.config), length) for length in lengths] for r in records]
+    # randomized: evaluated on randomized positions (runs trained on them; others at 0..n-1)
+    flags = [randomized and r.config.train.randomized_positions is not None for r in records]
+    keys = [
+        [(run_key(r.config), length) + (("randomized",) if f else ()) for length in lengths]
+        for r, f in zip(records, flags, strict=True)
+    ]
     found = {k: memo("length").get(k) for row in keys for k in row}
     missing = [
         (r, k) for r, row in zip(records, keys, strict=True) for k in row if not isinstance(found[k], LengthResult)
@@ -194,7 +202,8 @@ def length_results(records: Sequence[RunRecord], lengths: Sequence[int]) -> list
         try:
             with training_slot("evaluating at other lengths"):
                 for i, (record, key) in enumerate(missing):
-                    (found[key],) = evaluate_lengths(record.params, record.config, [key[1]])
+                    randomized_key = len(key) > 2
+                    (found[key],) = evaluate_lengths(record.params, record.config, [key[1]], randomized=randomized_key)
                     memo("length").put(key, found[key])
                     bar.progress((i + 1) / len(missing), text=f"Evaluating at other lengths: {i + 1} of {len(missing)}")
         except BusyError as e:

@@ -18,7 +18,7 @@ from ui import plain, urls
 from ui.limits import limits
 from ui.params import folded, url_number, url_radio, url_select, url_toggle
 
-POSITION_LABELS = {"learned": "learned", "sinusoidal": "sinusoidal", "rope": "RoPE", "none": "none"}
+POSITION_LABELS = {"learned": "learned", "sinusoidal": "sinusoidal", "rope": "RoPE", "alibi": "ALiBi", "none": "none"}
 NORM_LABELS = {"pre": "pre-LN", "post": "post-LN"}
 LEARNING_RATES = [1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2]
 # query-parameter key -> (make_run argument, default)
@@ -35,9 +35,14 @@ DEFAULTS = {
     "heads": ("n_heads", 4),
     "layers": ("n_layers", 2),
     "batch": ("batch_size", 32),
+    "range": ("train_range", False),  # train on lengths 1..L (make() turns it into train_min=1)
+    "mixed": ("mixed_lengths", False),
+    "nmax": ("randomized_positions", 0),  # 0: off
 }
 ADVANCED = "sidebar_advanced"  # session-state key of the Advanced expander
-ADVANCED_FIELDS = {"lr", "steps", "d_model", "n_heads", "n_layers", "batch_size"}  # make_run fields under Advanced
+ADVANCED_FIELDS = {"lr", "steps", "d_model", "n_heads", "n_layers", "batch_size", "mixed_lengths"}
+ADVANCED_FIELDS |= {"randomized_positions"}
+MAX_NMAX = 1024  # the sidebar's largest N_MAX of randomized positions  # make_run fields under Advanced
 
 
 def _reset() -> None:
@@ -66,13 +71,26 @@ def _advanced(lim) -> dict:
         "heads": partial(url_number, "Heads", "heads", 4, 1, lim.max_heads, help="Must divide d."),
         "layers": partial(url_number, "Layers (blocks)", "layers", 2, 1, lim.max_layers),
         "batch": partial(url_number, "Batch size", "batch", 32, 1, lim.max_batch, step=8),
+        "mixed": partial(
+            url_toggle, "Mix lengths in a batch", "mixed", False, help="With a range: right-padded batches."
+        ),
+        "nmax": partial(
+            url_number,
+            "Randomized positions N_MAX (0 = off)",
+            "nmax",
+            0,
+            0,
+            MAX_NMAX,
+            help="Each batch's positions drawn from [0, N_MAX), sorted (Ruoss et al.); at least 2L.",
+        ),
     }
 
 
 def _widgets(check: bool) -> None:
     lim = limits()
-    url_radio("Task", "task", TASKS, "copy", help="copy: repeat the L symbols; sort: write them in order.")
+    url_radio("Task", "task", TASKS, "copy", help="copy: repeat the L symbols; sort: in order; reverse: backwards.")
     url_number("Sequence length L", "L", 6, 1, lim.max_length, help="Symbols before the separator.")
+    url_toggle("Train on lengths 1..L", "range", False, help="One length per batch, drawn each step (Ruoss et al.).")
     url_number("Seed", "seed", 0, 0, 9999, help="Seeds the initial weights and the training batches.")
     url_select("Position encoding", "pos", POSITIONS, "learned", format_func=POSITION_LABELS.get)
     url_radio("LayerNorm", "norm", ("pre", "post"), "pre", format_func=NORM_LABELS.get)
@@ -111,6 +129,11 @@ def settings() -> dict:
 def make(**overrides) -> RunConfig:
     """The sidebar's RunConfig with some fields replaced (make_run names); raises ConfigError."""
     kw = settings() | overrides
+    if kw.pop("train_range") and "train_lengths" not in kw and kw.get("train_min") is None:
+        kw["train_min"] = 1
+    kw["randomized_positions"] = kw["randomized_positions"] or None
+    if kw.get("train_lengths") is None and kw.get("train_min") is None:
+        kw["mixed_lengths"] = False  # mixing needs a range; the toggle alone does nothing
     return make_run(kw.pop("task"), kw.pop("length"), kw.pop("seed"), **kw)
 
 
@@ -136,6 +159,9 @@ FIELD_LABELS = {
     "n_heads": "Heads",
     "n_layers": "Layers",
     "batch_size": "Batch size",
+    "train_lengths": "Train on lengths 1..L",
+    "mixed_lengths": "Mix lengths in a batch",
+    "randomized_positions": "Randomized positions N_MAX",
 }
 
 
@@ -150,8 +176,11 @@ def show_config_error(e: ConfigError) -> None:
 def describe(run: RunConfig, seed: bool = True) -> str:
     """One line naming a run, e.g. for captions and titles; seed=False leaves the seed out (a view over seeds)."""
     m, t, k = run.model, run.train, run.task
+    lengths = f"L={k.length}" if k.train_lengths is None else f"L={k.train_lengths[0]}-{k.train_lengths[1]}"
+    lengths += " mixed" if k.mixed_lengths else ""
+    lengths += f" · randomized positions < {t.randomized_positions}" if t.randomized_positions else ""
     return (
-        f"{k.name} · L={k.length} · {f'seed {t.seed} · ' if seed else ''}{POSITION_LABELS[m.position]} position · "
+        f"{k.name} · {lengths} · {f'seed {t.seed} · ' if seed else ''}{POSITION_LABELS[m.position]} position · "
         f"{NORM_LABELS[m.norm]} · scaling {'on' if m.scaling else 'off'} · lr {formats.learning_rate(t.lr)} · "
         f"{t.steps:,} steps · d={m.d_model}, {formats.count(m.n_heads, 'head')}, "
         f"{formats.count(m.n_layers, 'layer')} · batch {t.batch_size}"

@@ -296,11 +296,14 @@ def snapshot_accuracy(df: pd.DataFrame, step: int, steps: int, height: int = 200
     return alt.layer(lines, _step_rule(step, steps)).properties(height=height)  # a bottom legend would squash it
 
 
-def length_curves(df: pd.DataFrame, trained: int, longest: int, columns: int = 4) -> alt.FacetChart:
+def length_curves(
+    df: pd.DataFrame, trained: int, longest: int, columns: int = 4, trained_range: tuple[int, int] | None = None
+) -> alt.FacetChart:
     """Columns encoding, length, metric, mean, min, max, seeds (ui.frames.length_frame): per encoding a panel,
     per metric the mean over seeds with a min-max band (per-token blue, per-sequence orange: no legend, which a
     facet squeezes out; the page names them); a dashed rule at the trained length. The x axis runs
-    to `longest` (the longest length tested), so a length without a number shows as a gap."""
+    to `longest` (the longest length tested), so a length without a number shows as a gap. With trained_range
+    (MIN, MAX) the lengths trained on are shaded grey, the rule at MAX."""
     scale = alt.Scale(domain=[0, longest], nice=False)
     x = alt.X("length:Q", title="test length L′", scale=scale, axis=alt.Axis(tickMinStep=1))
     y = alt.Y("mean:Q", title="accuracy", **accuracy_axis(0.0))  # a point at 0 sits above the axis, not on it
@@ -312,8 +315,14 @@ def length_curves(df: pd.DataFrame, trained: int, longest: int, columns: int = 4
     line = alt.Chart().mark_line(point=True, strokeWidth=1.8).encode(x=x, y=y, color=color, tooltip=tooltip)
     rule = alt.Chart().mark_rule(color=BASE_COLOR, strokeDash=[4, 3]).encode(x=alt.datum(trained))
     encodings = list(dict.fromkeys(df["encoding"]))
+    layers = [band, line, rule]
+    if trained_range is not None:
+        lo, hi = trained_range
+        one_row = alt.Chart().transform_aggregate(n="count()")  # one rectangle per panel, not one per data row
+        shaded = one_row.mark_rect(opacity=0.12, color=BASE_COLOR).encode(x=alt.datum(lo), x2=alt.datum(hi))
+        layers.insert(0, shaded)
     return (
-        alt.layer(band, line, rule, data=df)
-        .properties(width=190 if len(encodings) > 1 else 520, height=220)
+        alt.layer(*layers, data=df)
+        .properties(width=(190 if columns < 5 else 135) if len(encodings) > 1 else 520, height=220)
         .facet(facet=alt.Facet("encoding:N", title=None, sort=encodings), columns=columns)
     )
