@@ -165,7 +165,7 @@ def test_snapshot_scores_follow_the_stored_maps(trained):
 # --- attention is not explanation -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("norm,position", [("pre", "learned"), ("post", "rope"), ("pre", "none")])
+@pytest.mark.parametrize("norm,position", [("pre", "learned"), ("post", "rope"), ("pre", "none"), ("post", "alibi")])
 def test_pattern_row_gradient_matches_finite_differences(norm, position):
     run = make_run(steps=20, norm=norm, position=position, dtype="float64")
     params = train(run).params

@@ -25,9 +25,10 @@ from collections.abc import Callable
 import numpy as np
 
 from .. import layers as L
+from .. import positions as P
 from ..config import ConfigError, ModelConfig
 
-SUPPORTED_POSITIONS = ("learned", "sinusoidal", "rope", "none")
+SUPPORTED_POSITIONS = ("learned", "sinusoidal", "rope", "alibi", "none")
 KNOWN_FIELDS = {f.name for f in dataclasses.fields(ModelConfig)}  # at the time this module was written
 Hook = Callable[[np.ndarray], np.ndarray]
 
@@ -79,7 +80,8 @@ def _attention(h, params, p, cfg, B, T, name, hooks, acts, caches):
     if cfg.position == "rope":
         cos, sin = L.rope_tables(T, Dh, cfg.dtype)
         q, k = L.rope_forward(q, cos, sin), L.rope_forward(k, cos, sin)
-    y, (_, _, _, pattern, factor) = L.attention_forward(q, k, v, L.causal_bias(T, T, cfg.dtype), cfg.scaling)
+    bias = P.alibi_bias_cached(T, T, H, cfg.dtype) if cfg.position == "alibi" else None  # as attncore.model
+    y, (_, _, _, pattern, factor) = L.attention_forward(q, k, v, L.causal_bias(T, T, cfg.dtype), cfg.scaling, bias)
     if name + "attn.pattern" in hooks:
         pattern = _hooked(name + "attn.pattern", pattern, hooks, acts)
         y = pattern @ v  # (B, H, T, Dh)
