@@ -121,6 +121,29 @@ def length_comparisons(results: Mapping[str, Mapping[int, Iterable]]) -> pd.Data
     return pd.concat(frames, ignore_index=True)
 
 
+def beyond_range_comparisons(results: Mapping[str, Mapping[int, Iterable]], trained_max: int) -> pd.DataFrame:
+    """Each label against the first on the mean accuracy past the trained lengths (test lengths > trained_max),
+    paired by seed; results as length_comparisons takes them. A label without a number at some length past the
+    range (a learned table) is left out; Holm across the labels, per metric. Columns: paired_differences'."""
+    groups: dict[str, list[dict]] = {}
+    for label, per_seed in results.items():
+        entries = []
+        for seed, rows in per_seed.items():
+            past = [r for r in rows if r.length > trained_max]
+            if not past or any(r.token_accuracy is None or r.sequence_accuracy is None for r in past):
+                break
+            entries.append(
+                {"config": {"train": {"seed": seed}}}
+                | {m: float(np.mean([getattr(r, m) for r in past])) for m in LENGTH_METRICS}
+            )
+        else:
+            if entries:
+                groups[label] = entries
+    if len(groups) < 2:
+        return pd.DataFrame(columns=COMPARISON_COLUMNS)
+    return paired_differences(groups, metrics=LENGTH_METRICS)
+
+
 def seeds_needed(comparisons: pd.DataFrame) -> int:
     """The fewest seeds with which every comparison of the table could show a difference (Holm per baseline
     and metric: the largest number of levels sharing one baseline decides); 0 for an empty table."""

@@ -165,6 +165,15 @@ def test_length_page_trains_five_encodings_on_a_range_and_reports_from_the_runs(
     beyond = np.mean([r.token_accuracy for r in expected[8:]])
     text = " ".join(m.value for m in at.markdown)
     assert "What the lab found here" in text and f"ALiBi {beyond:.2f}" in text  # the text computed from the runs
+    # the comparison rule past the range: every encoding with a number there against no position, paired by seed
+    table = next(d.value for d in at.dataframe if "encoding" in d.value.columns and "verdict" in d.value.columns)
+    assert set(table["encoding"]) == {"sinusoidal", "RoPE", "ALiBi"}  # learned has no number past its table
+    assert set(table["verdict"]) <= {"too few seeds", "identical on every seed"}  # one seed: nothing can be shown
+    none = get_run(runs["none"])
+    base = np.mean([r.sequence_accuracy for r in evaluate_lengths(none.params, none.config, list(range(9, 17)))])
+    delta = np.mean([r.sequence_accuracy for r in expected[8:]]) - base
+    assert f"ALiBi {table[table['encoding'] == 'ALiBi']['verdict'].iloc[0]} (Δ {delta:+.2f})" in text
+    assert "Against none, on the mean accuracy at test lengths 9 to 16" in text
 
 
 def test_length_page_randomized_positions_toggle_trains_other_runs(store):

@@ -12,7 +12,8 @@ import streamlit as st
 from attncore import ConfigError
 from attncore.config import TASKS
 from attncore.evaluate import MAX_TEST_LENGTHS
-from ui import frames, runs, sidebar, tables
+from lab.compare import RULE, beyond_range_comparisons
+from ui import compare_view, frames, runs, sidebar, tables
 from ui.charts import runs as charts
 from ui.limits import limits
 from ui.params import show_invalid, url_number, url_radio, url_toggle
@@ -77,6 +78,21 @@ def findings_text(frame, task: str, n_seeds: int, last: int, randomized: bool) -
     )
 
 
+def verdicts_text(comparisons, last: int) -> str:
+    """One sentence per metric: each encoding's verdict against no position past the range, from the table."""
+    parts = []
+    for metric, name in (("sequence_accuracy", "per sequence"), ("token_accuracy", "per token")):
+        rows = comparisons[comparisons["metric"] == metric]
+        listed = "; ".join(f"{r.level} {r.verdict} (Δ {r.delta_mean:+.2f})" for r in rows.itertuples())
+        parts.append(f"{name}: {listed}")
+    base = comparisons["baseline"].iloc[0]
+    n = int(comparisons["n"].min())
+    return (
+        f"**Against {base}, on the mean accuracy at test lengths {LIT_L + 1} to {last}** "
+        f"(paired by seed, {tables.count(n, 'seed')}): " + ". ".join(parts) + "."
+    )
+
+
 def lit_steps() -> int:
     steps = sidebar.settings()["steps"]
     return min(LIT_STEPS, limits().max_steps) if steps == sidebar.DEFAULTS["steps"][1] else steps
@@ -117,8 +133,11 @@ def literature_protocol() -> None:
     if per_run is None:
         return
     curves = {sidebar.POSITION_LABELS[p]: [] for p in LIT_POSITIONS}
+    by_seed = {label: {} for label in curves}
     for record, results in zip(found, per_run, strict=True):
-        curves[sidebar.POSITION_LABELS[record.config.model.position]].append(results)
+        label = sidebar.POSITION_LABELS[record.config.model.position]
+        curves[label].append(results)
+        by_seed[label][record.config.train.seed] = results
     frame = frames.length_frame(curves)
     st.altair_chart(charts.length_curves(frame, LIT_L, last, columns=5, trained_range=(1, LIT_L)))
     how = "positions 0..n−1"
@@ -129,4 +148,11 @@ def literature_protocol() -> None:
         f"the range from the worst to the best seed (band). Grey: the lengths trained on; {how}."
     )
     st.markdown(findings_text(frame, task, n_seeds, last, randomized))
+    comparisons = beyond_range_comparisons(by_seed, LIT_L)
+    if len(comparisons):
+        st.markdown(verdicts_text(comparisons, last))
+        compare_view.comparison_table(comparisons, level="encoding")
+        cap = max(1, min(lim.max_seeds, lim.max_sweep_runs // len(LIT_POSITIONS)))
+        compare_view.seeds_advice(comparisons, "lit_seeds", len(LIT_POSITIONS), max_seeds=cap)
+        st.caption(RULE)
     st.markdown(PAPERS)
