@@ -17,7 +17,7 @@ COMPONENTS = ("embeddings", "position", "attention", "ffn", "norms", "output_hea
 FFN_KINDS = ("relu", "gelu", "swiglu")  # two matrices, two matrices, three (gate w1, up w3, down w2)
 BIAS_KINDS = ("none", "all", "qkv")  # "qkv": only the query, key and value projections have biases
 NORM_KINDS = ("layernorm", "rmsnorm")  # gamma and beta, gamma only
-POSITION_KINDS = ("learned", "sinusoidal", "rope", "none")  # only a learned table has parameters
+POSITION_KINDS = ("learned", "sinusoidal", "rope", "alibi", "none")  # only a learned table has parameters
 CHOICES = {"ffn": FFN_KINDS, "bias": BIAS_KINDS, "norm": NORM_KINDS, "position": POSITION_KINDS}
 
 
