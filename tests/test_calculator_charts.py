@@ -147,12 +147,32 @@ def test_fit_frame_divides_the_gpu():
     fit = kvcache.fit(cache, 80, 0.1)
     df = cc.fit_frame(fit, cache.bytes).set_index("part")
     assert list(df.index) == ["reserve", "weights", "KV cache", "free"]
-    assert df["gb"].sum() == pytest.approx(80) and df.loc["reserve", "gb"] == pytest.approx(8)
-    assert df.loc["weights", "gb"] == pytest.approx(2 * 8_030_261_248 / 1e9)
+    assert df["size"].sum() == pytest.approx(80) and df.loc["reserve", "size"] == pytest.approx(8)
+    assert df.loc["weights", "size"] == pytest.approx(2 * 8_030_261_248 / 1e9)
     too_big = kvcache.kv_cache_for(get_preset("llama-3-70b").arch, 8192, 4, "fp16")
     over = cc.fit_frame(kvcache.fit(too_big, 80), too_big.bytes).set_index("part")
-    assert over.loc["free", "gb"] == 0 and over["gb"].sum() > 80
+    assert over.loc["free", "size"] == 0 and over["size"].sum() > 80
     assert len(layers(cc.memory_split(over.reset_index(), 80))) == 2
+
+
+def test_a_fit_in_gib_says_gib_everywhere_and_its_axis_names_the_unit():
+    cache = kvcache.kv_cache_for(get_preset("llama-3-8b").arch, 8192, 4, "fp16")
+    fit = kvcache.fit(cache, 79.22 * 2**30 / 1e9, 0.1)  # an H100 as the driver reports it
+    df = cc.fit_frame(fit, cache.bytes, "GiB").set_index("part")
+    assert df["size"].sum() == pytest.approx(79.22) and df.loc["KV cache", "size"] == pytest.approx(4)
+    message = cc.fit_message(fit, cache, "GiB")
+    assert message.startswith("Fits: ") and "GB" not in message.replace("GiB", "")
+    assert f"{0.9 * 79.22:.2f} GiB usable (79.22 GiB less 10% reserved)" in message
+    metrics = {label: (value, note) for label, value, note in cc.fit_metrics(fit, cache, "GiB")}
+    left = metrics["Left for the cache"]
+    assert left[0].endswith("GiB") and left[1] == "of 79.22 GiB"
+    axes = {}
+    for unit in ("GB", "GiB"):
+        bar = layers(cc.memory_split(cc.fit_frame(fit, cache.bytes, unit).reset_index(), 80, unit))[0]
+        axes[unit] = bar["encoding"]["x"]["title"]
+    assert axes == {"GB": "GPU memory (GB = 10⁹ B)", "GiB": "GPU memory (GiB = 2³⁰ B)"}  # no '10^9'
+    over = kvcache.fit(kvcache.kv_cache_for(get_preset("llama-3-70b").arch, 8192, 4, "fp16"), 80)
+    assert cc.fit_message(over, cache, "GB").startswith("Does not fit: the weights alone need")
 
 
 # --- the measured companion ----------------------------------------------------------------------

@@ -121,6 +121,20 @@ def test_kv_cache_renders_llama_3_8b_and_its_fit_on_an_h100():
     assert "Press **Measure**" in texts(at.info)
 
 
+def test_kv_cache_simple_fit_counts_the_gpu_in_the_unit_chosen():
+    at = page("kv_cache", kv_unit="GiB")  # an H100 as the driver reports it: 79.22 GiB, not 80 GB
+    assert at.selectbox(key="kv_gpu_gib").value == "h100-80gb"
+    budget = round(round(79.22 * 2**30) * 0.9) - 2 * LLAMA3_8B
+    assert metric(at, "Cached tokens that fit")[0] == f"{budget // 131_072:,}"
+    assert metric(at, "Left for the cache")[1] == "of 79.22 GiB"
+    assert "71.30 GiB usable (79.22 GiB less 10% reserved)" in texts(at.success)
+    typed = page("kv_cache", kv_unit="GiB", kv_gpu_gib="other", kv_gpu_gb="40")
+    assert typed.number_input(key="kv_gpu_gb").label == "GPU memory (GiB = 2³⁰ B)"
+    assert metric(typed, "Left for the cache")[1] == "of 40 GiB"
+    sold = page("kv_cache", kv_gpu="other", kv_gpu_gb="40")
+    assert metric(sold, "Left for the cache")[1] == "of 40 GB" and "36.00 GB usable" in texts(sold.success)
+
+
 def test_kv_cache_presets_load_their_geometry():
     at = page("kv_cache", kv_context="32768")
     rerun(at.selectbox(key="kv_preset").set_value("mistral-7b-v0.1"))
