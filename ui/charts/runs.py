@@ -173,16 +173,30 @@ def breakdown_bars(df: pd.DataFrame) -> alt.Chart:
     )
 
 
+HEATMAPS_PER_ROW = 4  # more heads than this wrap onto further rows, so 8 or 16 heads still fit 1,280 px
+
+
+def heatmap_columns(n_heads: int) -> int:
+    """Heatmaps per row: every head of a layer when there are at most HEATMAPS_PER_ROW, else the largest divisor
+    of n_heads up to it (8 heads: rows of 4), so each row holds heads of one layer; HEATMAPS_PER_ROW if none."""
+    if n_heads <= HEATMAPS_PER_ROW:
+        return max(n_heads, 1)
+    return next((c for c in range(HEATMAPS_PER_ROW, 1, -1) if n_heads % c == 0), HEATMAPS_PER_ROW)
+
+
 def attention_heatmaps(df: pd.DataFrame) -> alt.FacetChart:
-    """ui.frames.attention_frame rows -> one heatmap per layer (rows) and head (columns)."""
+    """ui.frames.attention_frame rows -> one heatmap per layer and head, layer by layer, at most HEATMAPS_PER_ROW
+    to a row (8 heads wrap into two rows of 4), each titled 'layer l · head h'."""
     keys = list(df.sort_values("key")["key_label"].unique())
     queries = list(df.sort_values("query")["query_label"].unique())
-    n_heads = max(df["head"].nunique(), 1)
-    cell = min(max(HEATMAPS_WIDTH // (n_heads * max(len(keys), 1)), 13), 30)  # 13 px: room for every label
+    columns = heatmap_columns(df["head"].nunique())
+    cell = min(max(HEATMAPS_WIDTH // (columns * max(len(keys), 1)), 13), 30)  # 13 px: room for every label
     size = cell * max(len(keys), 1)
     axis = {"labelOverlap": False, "labelFontSize": 9 if cell < 16 else 11}  # every row and column named
+    panels = df.assign(panel="layer " + df["layer"].astype(str) + " · head " + df["head"].astype(str))
+    order = list(dict.fromkeys(panels.sort_values(["layer", "head"], kind="stable")["panel"]))
     return (
-        alt.Chart(df)
+        alt.Chart(panels)
         .mark_rect(stroke="white", strokeWidth=0.5)
         .encode(
             x=alt.X("key_label:O", sort=keys, title="key (position · token)", axis=alt.Axis(labelAngle=-90, **axis)),
@@ -200,10 +214,8 @@ def attention_heatmaps(df: pd.DataFrame) -> alt.FacetChart:
         )
         .properties(width=size, height=size)
         .facet(
-            row=alt.Row("layer:O", header=alt.Header(labelExpr="'layer ' + datum.value", labelFontSize=13), title=None),
-            column=alt.Column(
-                "head:O", header=alt.Header(labelExpr="'head ' + datum.value", labelFontSize=13), title=None
-            ),
+            facet=alt.Facet("panel:N", sort=order, header=alt.Header(labelFontSize=13), title=None),
+            columns=columns,
             spacing=6,
         )
     )
