@@ -257,6 +257,12 @@ def test_attention_heatmaps_of_many_heads_wrap_into_rows_that_fit_1280_px(n_head
     assert spec["spec"]["width"] >= 13 * len(tokens)  # still a named cell per token
 
 
+@pytest.mark.parametrize("floor", [0.0, 0.1, 0.35, 0.9])
+def test_accuracy_axis_names_1_whatever_the_floor_and_no_tick_below_it(floor):
+    ticks = charts.accuracy_axis(floor)["axis"].to_dict()["values"]
+    assert ticks[-1] == 1.0 and ticks[0] >= floor and ticks == sorted(ticks)
+
+
 def test_accuracy_floor_sits_below_the_data_on_a_round_step():
     frame = pd.DataFrame({"mean": [0.97, 0.99], "min": [0.918, 1.0]})
     assert charts.accuracy_floor(frame) == pytest.approx(0.9)

@@ -95,10 +95,11 @@ ACCURACY_HEADROOM = 0.04  # of the axis span, above 1.0: a line at a perfect acc
 
 def accuracy_axis(floor: float, top: float = 1.0) -> dict:
     """y scale and axis for an accuracy from `floor` to `top`: a little room beyond both ends (a point at 0 or at 1
-    sits inside the plot, not on its frame), ticks only from floor to top, two decimals."""
+    sits inside the plot, not on its frame), ticks counted down from top (so 1.00 is always named, however the
+    floor falls) and none below floor, two decimals."""
     pad = (top - floor) * ACCURACY_HEADROOM
     step = 0.05 if top - floor <= 0.25 else (0.1 if top - floor <= 0.5 else 0.2)
-    ticks = [round(floor + i * step, 4) for i in range(int(round((top - floor) / step)) + 1)]
+    ticks = sorted(round(top - i * step, 4) for i in range(int((top - floor) / step + 1e-9) + 1))
     scale = alt.Scale(domain=[floor - (pad if floor <= 0 else 0), top + pad], nice=False, zero=False)
     return {"scale": scale, "axis": alt.Axis(format=".2f", values=ticks)}
 
