@@ -45,7 +45,12 @@ _LABELS = {
 # Columns whose text comes from lab.formats (one rule for every loss: 3 significant digits, scientific below 1e-3,
 # so '2.00e-04' stands beside '1.97e-04', never '0.0002' beside '0.000197'); the table still sorts by the numbers.
 TEXT = {c: formats.loss for c in ("final_loss", "final_loss_mean", "final_loss_min", "final_loss_max")}
-TEXT |= {"final_loss_diff": formats.signed_loss, "baseline_spread": formats.loss, "median TVD shuffled": formats.loss}
+TEXT |= {
+    "lr": formats.learning_rate,
+    "final_loss_diff": formats.signed_loss,
+    "baseline_spread": formats.loss,
+    "median TVD shuffled": formats.loss,
+}
 
 
 def styled(frame: pd.DataFrame, text: dict | None = None):
@@ -69,6 +74,16 @@ def show(frame: pd.DataFrame, text: dict | None = None, **kw) -> None:
 
 
 count = formats.count  # '1 run', '3 runs', '27,253'
+
+
+def setting_text(column: str, value) -> str:
+    """A run setting as the pages write it: lr 3e-3, scaling on/off, the value otherwise."""
+    if column == "lr":
+        return formats.learning_rate(float(value))
+    if column == "scaling":
+        return "on" if value else "off"
+    return str(value)
+
 
 METRICS = ("final_loss", "token_accuracy", "sequence_accuracy")
 # what a grouped table (lab.compare.group_summary) shows of each metric: the mean and the worst seed
