@@ -385,6 +385,9 @@ def test_compare_trains_missing_runs_as_one_sweep_then_shows_groups_and_verdicts
     assert list(summary["scaling"]) == ["on", "off"] and list(summary["n"]) == [2, 2]
     assert list(comparisons["metric"]) == ["final loss", "per-token", "per-sequence"]
     assert set(comparisons["baseline"]) == {"on"} and set(comparisons["scaling"]) == {"off"}
+    order = list(at.dataframe[1].proto.column_order)
+    assert "verdict" in order and "baseline" not in order  # one baseline: named once, in the caption
+    assert "Every row is against the baseline **on**, paired by seed." in texts(at.caption)
     on = [get_run(make_run(steps=STEPS, seed=s, scaling=True)).final_loss for s in (0, 1)]
     off = [get_run(make_run(steps=STEPS, seed=s, scaling=False)).final_loss for s in (0, 1)]
     assert comparisons["Δ mean"].iloc[0] == format_delta(np.mean(np.subtract(off, on)))
@@ -483,7 +486,7 @@ def test_attention_heatmaps_table_and_head_ablation(store):
     heads = at.dataframe[0].value
     assert list(heads["head"]) == [f"L{layer}H{h}" for layer in range(2) for h in range(4)]
     spec = charts(at)[0]
-    assert spec["facet"]["row"]["field"] == "layer" and spec["facet"]["column"]["field"] == "head"
+    assert spec["facet"]["field"] == "panel" and spec["columns"] == 4  # 4 heads: one layer per row
     ablated = evaluate_ablated(record.params, record.config, [(0, 1)])
     assert metric(at, "Per-sequence") == f"{ablated.sequence_accuracy:.3f}"
     assert metric(at, "Heads zeroed") == "1 of 8"
