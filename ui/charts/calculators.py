@@ -13,6 +13,7 @@ from attncore.serving.engine import GIB, EngineFit, deductions
 from attncore.serving.kvbench import MODES, CacheBenchmark
 from attncore.serving.kvcache import GB, Fit, KVCache, weight_bytes
 from attncore.serving.parameters import COMPONENTS, ParamCount
+from lab import formats
 from ui.charts.runs import BASE_COLOR, SEQUENCE_COLOR, TOKEN_COLOR, VARIANT_COLORS
 
 COMPONENT_COLORS = alt.Scale(
@@ -79,14 +80,14 @@ def breakdown_frame(count: ParamCount) -> pd.DataFrame:
 
 def share_chart(df: pd.DataFrame, height: int = 230) -> alt.Chart:
     """breakdown_frame rows -> horizontal bars of each component's share of the total, labelled."""
-    base = alt.Chart(df).encode(
+    base = alt.Chart(df.assign(label=[formats.share(x) for x in df["share"]])).encode(
         y=alt.Y("component:N", sort=list(COMPONENTS), title=None, axis=alt.Axis(labelFontSize=12)),
         x=alt.X("share:Q", title="share of all parameters", axis=alt.Axis(format="%")),
         tooltip=["component:N", alt.Tooltip("params:Q", format=","), alt.Tooltip("share:Q", format=".1%")],
     )
     bars = base.mark_bar(cornerRadiusEnd=3).encode(color=alt.Color("component:N", scale=COMPONENT_COLORS, legend=None))
     labels = base.mark_text(align="left", dx=4, fontSize=12, color=BASE_COLOR).encode(
-        text=alt.Text("share:Q", format=".1%")  # as in the table beside it (lab.formats.share)
+        text=alt.Text("label:N")  # lab.formats.share, as in the table beside it: '0%', '<0.1%', '22.8%'
     )
     return (bars + labels).properties(height=height)
 
