@@ -30,10 +30,10 @@ def color_scale(layer: dict) -> dict:
     "n, binary, decimal",
     [
         (999, "999 B", "999 B"),
-        (2**10, "1 KiB", "1.02 kB"),
-        (1_610_612_736, "1.5 GiB", "1.61 GB"),
-        (80 * 10**9, "74.5 GiB", "80 GB"),
-        (2**40, "1 TiB", "1.1 TB"),
+        (2**10, "1.00 KiB", "1.02 kB"),
+        (1_610_612_736, "1.50 GiB", "1.61 GB"),
+        (80 * 10**9, "74.5 GiB", "80.0 GB"),
+        (2**40, "1.00 TiB", "1.10 TB"),  # three digits kept: not '1.1 TB' beside '1.02 kB'
     ],
 )
 def test_sizes_in_binary_and_decimal_units(n, binary, decimal):
@@ -61,7 +61,7 @@ def test_count_metrics_mark_the_published_figure():
 def test_cache_and_fit_metrics_of_llama_3_8b():
     cache = kvcache.kv_cache_for(get_preset("llama-3-8b").arch, 8192, 4, "fp16")
     metrics = dict((label, (value, note)) for label, value, note in cc.cache_metrics(cache))
-    assert metrics["KV cache, binary units"][0] == "4 GiB" and metrics["KV cache, decimal units"][0] == "4.29 GB"
+    assert metrics["KV cache, binary units"][0] == "4.00 GiB" and metrics["KV cache, decimal units"][0] == "4.29 GB"
     assert metrics["Per token"][0] == "131,072 B" and metrics["Cache / weights"][1] == "GQA cache"
     assert metrics["Cache / weights"][0] == f"{cache.bytes / (2 * 8_030_261_248):.3g}×"
     fit = kvcache.fit(cache, 80)
@@ -189,7 +189,7 @@ def test_timing_frame_chart_and_metrics():
     assert color_scale(layers(cc.timing_chart(df))[0])["domain"] == ["with cache", "recompute"]
     speedup, same, deviation, size = cc.benchmark_metrics(bench)
     assert speedup[:2] == ("Speed-up at 8 tokens", "8.0×") and same[1] == "✓ identical"
-    assert deviation[1] == "3.0e-15" and size[1] == "40 KiB"
+    assert deviation[1] == "3.0e-15" and size[1] == "40.0 KiB"
 
 
 # --- the serving engine's fit --------------------------------------------------------------------

@@ -30,19 +30,14 @@ Metric = tuple[str, str, str]  # label, value, the small grey line under it
 
 
 def binary_size(n: float) -> str:
-    """Bytes in binary units (KiB = 2^10 B ... TiB), three significant figures."""
-    for unit, power in (("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)):
-        if n >= 2**power:
-            return f"{n / 2**power:.3g} {unit}"
-    return f"{n:,.0f} B"
+    """Bytes in binary units (KiB = 2^10 B ... TiB), three significant figures kept (lab.formats.size): '1.00 GiB'
+    beside '1.07 GB' and '0.516 GiB' written '528 MiB', never '1 GiB' beside '1.07 GB'."""
+    return formats.size(n, "iec")
 
 
 def decimal_size(n: float) -> str:
-    """Bytes in decimal units (kB = 10^3 B ... TB), three significant figures."""
-    for unit, power in (("TB", 12), ("GB", 9), ("MB", 6), ("kB", 3)):
-        if n >= 10**power:
-            return f"{n / 10**power:.3g} {unit}"
-    return f"{n:,.0f} B"
+    """Bytes in decimal units (kB = 10^3 B ... TB), three significant figures kept (lab.formats.size)."""
+    return formats.size(n, "si")
 
 
 def count_text(n: int) -> str:
