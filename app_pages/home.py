@@ -92,7 +92,7 @@ with st.expander(f"What is cached ({tables.count(len(summaries), 'run')})"):
         varied = [c for c in settings if frame[c].nunique() > 1]  # what every run shares goes in the caption
         columns = ["task", "length", "seed", *varied, "final_loss", "token_accuracy", "sequence_accuracy"]
         tables.show(frame[columns + ["train_seconds"]])
-        shared = [f"{c} {tables.setting_text(c, frame[c].iloc[0])}" for c in settings if c not in varied]
+        shared = [tables.setting_text(c, frame[c].iloc[0]) for c in settings if c not in varied]
         if shared:
             st.caption(f"Every stored run has {', '.join(shared)}.")
     else:

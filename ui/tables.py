@@ -77,12 +77,16 @@ count = formats.count  # '1 run', '3 runs', '27,253'
 
 
 def setting_text(column: str, value) -> str:
-    """A run setting as the pages write it: lr 3e-3, scaling on/off, the value otherwise."""
+    """A run setting in the sidebar's words: 'learned position', 'pre-LN', 'lr 3e-3', '1,500 steps', '1 layer'."""
     if column == "lr":
-        return formats.learning_rate(float(value))
+        return f"lr {formats.learning_rate(float(value))}"
     if column == "scaling":
-        return "on" if value else "off"
-    return str(value)
+        return f"scaling {'on' if value else 'off'}"
+    nouns = {"steps": "step", "n_heads": "head", "n_layers": "layer"}
+    if column in nouns:
+        return formats.count(int(value), nouns[column])
+    named = {"position": "{} position", "norm": "{}-LN", "batch_size": "batch {}", "d_model": "d={}"}
+    return named.get(column, column + " {}").format(value)
 
 
 METRICS = ("final_loss", "token_accuracy", "sequence_accuracy")
