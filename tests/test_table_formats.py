@@ -29,3 +29,10 @@ def test_a_page_can_name_more_columns_and_a_frame_without_them_is_left_alone():
     assert "0.238" in html and formats.loss(0.00009) in html
     plain = pd.DataFrame({"seeds": [3]})
     assert tables.styled(plain) is plain
+
+
+def test_a_column_already_text_is_left_as_it_is():
+    levels = pd.DataFrame({"lr": ["1e-3", "3e-3"], "final_loss_mean": [0.5, None]})  # Compare's levels: labels
+    html = tables.styled(levels).to_html()
+    assert "1e-3" in html and "3e-3" in html and "0.500" in html and "–" in html
+    assert "3e-3" in tables.styled(pd.DataFrame({"lr": [0.003]})).to_html()

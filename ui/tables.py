@@ -59,7 +59,14 @@ def styled(frame: pd.DataFrame, text: dict | None = None):
     rules = {c: f for c, f in (TEXT | (text or {})).items() if c in frame.columns}
     if not rules:
         return frame
-    return frame.style.format({c: lambda v, f=f: "–" if v is None or v != v else f(v) for c, f in rules.items()})
+    return frame.style.format({c: lambda v, f=f: _text(v, f) for c, f in rules.items()})
+
+
+def _text(value, rule) -> str:
+    """A cell through its rule; a cell that is already text (a level label such as lr '3e-3') stays as it is."""
+    if isinstance(value, str):
+        return value
+    return "–" if value is None or value != value else rule(value)
 
 
 def show(frame: pd.DataFrame, text: dict | None = None, **kw) -> None:
