@@ -428,6 +428,15 @@ def test_the_seeds_a_verdict_needs_beyond_the_cap_are_said_not_offered(store, mo
     assert not [b for b in at.button if b.key == "cmp_seeds_more"]
 
 
+def test_compare_by_learning_rate_names_its_levels_as_the_sidebar_does(store):
+    at = app("compare", cmp_factor="learning rate", cmp_lv_lr=["0.003", "0.01"], cmp_seeds="1")
+    at.button(key="cmp_train").click().run()
+    assert not at.exception
+    summary = at.dataframe[0].value
+    assert list(summary["lr"]) == ["3e-3", "1e-2"]  # not 0.003 / 0.01
+    assert "Each level against 3e-3, paired by seed" in [h.value for h in at.subheader]
+
+
 def test_compare_view_is_restored_from_the_url(store):
     at = app("compare", cmp_factor="learning rate", cmp_lv_lr=["0.01", "0.003"], cmp_seeds="4", cmp_facet="LayerNorm")
     assert at.selectbox(key="cmp_factor").value == "lr"
