@@ -3,7 +3,7 @@
 import pandas as pd
 import streamlit as st
 
-from lab import compare
+from lab import compare, formats
 from lab.factors import tables as grouped_tables
 from ui import compare_view, docs, frames, sidebar
 from ui.charts import runs as charts
@@ -46,10 +46,12 @@ compare_view.loss_panel(
 
 st.subheader("Final loss and accuracy over seeds, and each variant against the base")
 compare_view.show_tables(summary, comparisons, level="variant", seeds_key="abl_seeds", runs_per_seed=len(chosen))
+m = base.model
+size = f"d_head {m.d_model // m.n_heads}, {formats.count(m.n_layers, 'block')}"
 st.caption(
     "Per-token and per-sequence accuracy by greedy generation on 500 test sequences; Δ is variant minus base at "
-    "the same seed. At this size (d_head 8, two blocks) the article found that only removing position "
-    "information matters: a finding, not a bug."
+    f"the same seed. At the article's size (d_head 8, 2 blocks; this base: {size}) the article found that only "
+    "removing position information matters: a finding, not a bug."
 )
 compare_view.downloads(summary, comparisons, "ablations")
 

@@ -4,6 +4,7 @@ map explains the output: the permutation test, Jain & Wallace's adversarial rows
 import streamlit as st
 
 from attncore.interpret import heads
+from lab import formats
 from ui import docs, interpret, probe, runs, sidebar, tables
 from ui.charts import interpret as charts
 from ui.limits import limits
@@ -45,7 +46,7 @@ with c4:
 seeds = url_multiselect("Baseline seeds (Wiegreffe & Pinter)", "exp_seeds", list(range(10)), [0, 1, 2])
 layer, head = labels.index(picked) // run.model.n_heads, labels.index(picked) % run.model.n_heads
 others, missing = interpret.baselines(run, seeds)
-if missing and st.button(f"Train the {len(missing)} missing baseline seed run(s)", key="exp_train"):
+if missing and st.button(f"Train the {formats.count(len(missing), 'missing baseline seed run')}", key="exp_train"):
     if runs.sweep(missing, "Training the baseline seeds") is not None:
         others, missing = interpret.baselines(run, seeds)
 result = interpret.explanation(record, others, tokens, layer, head, query, restarts, steps)
@@ -58,7 +59,7 @@ if result is not None:
     )
     st.altair_chart(charts.divergences(result), width="content")
     st.caption(
-        f"(b) {restarts} searches (Adam, lr 0.01, {steps} steps, from uniform plus noise) for the row farthest "
+        f"(b) {restarts} searches (Adam, lr 1e-2, {steps} steps, from uniform plus noise) for the row farthest "
         "from the original (Jensen–Shannon divergence, at most ln 2: dashed) with the output within TVD 0.01. "
         "(c) The same input in models trained from other seeds: the same-numbered head and the closest head."
         + (f" Not trained yet: seeds {', '.join(str(r.train.seed) for r in missing)}." if missing else "")
@@ -68,7 +69,7 @@ if result is not None:
 table = interpret.shuffle_table(record, tokens, query)
 if table is not None:
     st.markdown(f"**Every head at query {query}: how readable its map is, beside what shuffling it does**")
-    tables.show(table)
+    tables.show(table, text={c: formats.accuracy for c in table.columns[1:-1]})  # scores 0-1: fixed decimals
     n_heads = run.model.n_layers * run.model.n_heads
     if len(table) < n_heads:
         st.caption(f"Only the first {len(table)} of {n_heads} heads are shuffled one by one on this server.")

@@ -26,8 +26,7 @@ st.header("Reproduce the article")
 st.caption(
     'The 23 runs of the article "Attention, Derived in Full" (the Science page explains them): copy and sort at '
     "L = 4, 6, 8 with seeds 0, 1, 2, and five ablations of copy at L = 6. Cached runs load at once; the others "
-    "train in parallel worker processes; the button says how long they should take here, measured from the "
-    "stored runs of the same size."
+    "train in parallel worker processes."
 )
 button, results = st.empty(), st.container()
 st.header("Share runs")
@@ -40,6 +39,8 @@ with share:  # an upload lands in the store before anything below is counted
 _, missing = runs.cached_summaries(article)
 swept = None
 label = f"Reproduce the article: train {sweeps.cost(missing)}" if missing else ""
+if missing:
+    results.caption("The button says how long the missing runs should take here, measured from stored runs.")
 if missing and button.button(label, type="primary", key="reproduce"):
     with results:  # the progress shows under the button
         swept = runs.sweep(article, "Article sweep")
@@ -73,8 +74,10 @@ except ConfigError as e:
 if done:
     with results:
         st.subheader("Accuracy by task and length")
-        tables.show(accuracy_table(done))
-        st.caption("Mean and minimum over seeds 0, 1, 2: per token, and per sequence (all L symbols right).")
+        accuracy = accuracy_table(done)
+        seeds = ", ".join(str(s) for s in sorted(set(runs_frame(done)["seed"])))
+        tables.show(accuracy)
+        st.caption(f"Mean and minimum over seeds {seeds}: per token, and per sequence (all L symbols right).")
         st.subheader("Ablations: copy, L = 6, seed 0")
         tables.show(ablation_table(done)[["variant", "final_loss", "token_accuracy", "sequence_accuracy"]])
         st.caption("Final loss and accuracies of the full model and its five ablations (details: Ablations page).")
@@ -82,11 +85,15 @@ if done:
 st.header("Pages")
 nav.page_links()
 
-with st.expander(f"What is cached ({len(summaries):,} {'run' if len(summaries) == 1 else 'runs'})"):
+with st.expander(f"What is cached ({tables.count(len(summaries), 'run')})"):
     if summaries:
         frame = runs_frame(summaries)
-        columns = ["task", "length", "seed", "position", "norm", "scaling", "lr", "steps", "d_model", "n_heads"]
-        columns += ["n_layers", "final_loss", "token_accuracy", "sequence_accuracy", "train_seconds"]
-        tables.show(frame[columns])
+        settings = ["position", "norm", "scaling", "lr", "steps", "batch_size", "d_model", "n_heads", "n_layers"]
+        varied = [c for c in settings if frame[c].nunique() > 1]  # what every run shares goes in the caption
+        columns = ["task", "length", "seed", *varied, "final_loss", "token_accuracy", "sequence_accuracy"]
+        tables.show(frame[columns + ["train_seconds"]])
+        shared = [tables.setting_text(c, frame[c].iloc[0]) for c in settings if c not in varied]
+        if shared:
+            st.caption(f"Every stored run has {', '.join(shared)}.")
     else:
         st.info("Nothing yet: train a run on the Train page, or reproduce the article above.")

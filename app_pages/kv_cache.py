@@ -72,7 +72,7 @@ except ConfigError as e:
 show(cc.cache_metrics(cache))
 window = f", the window keeps {cache.tokens_per_layer:,} per layer" if cache.window else ""
 st.caption(
-    f"Exactly {kv.human_bytes(cache.bytes)} for batch {batch:,} × {context:,} tokens{window}; "
+    f"Exactly {kv.human_bytes(cache.bytes)} for {context:,} tokens × batch {batch:,}{window}; "
     f"{cache.bits_per_element:.3g} bits per cached number (int8/int4 carry an fp16 scale per {cache.group_size})."
 )
 

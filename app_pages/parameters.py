@@ -5,6 +5,7 @@ import streamlit as st
 from attncore import ConfigError
 from attncore.serving import parameters as calc
 from attncore.serving.presets import PRESETS
+from lab import formats
 from ui import docs
 from ui.charts import calculators as cc
 from ui.params import folded, show_invalid, url_number, url_select, url_toggle
@@ -91,10 +92,9 @@ if count.active != count.total:
 
 st.subheader("Where the parameters are")
 table, number = cc.breakdown_frame(count), st.column_config.NumberColumn
-shown = table.assign(share=table["share"] * 100)  # percent, for the printf format
 left, right = st.columns([2, 3])
-config = {"params": number(format="localized"), "share": number(format="%.1f%%")}  # one decimal, lab.formats.share
-left.dataframe(shown, hide_index=True, width="stretch", column_config=config)
+config = {"params": number(format="localized"), "share": number("share")}  # its text: lab.formats.share
+left.dataframe(table.style.format({"share": formats.share}), hide_index=True, width="stretch", column_config=config)
 right.altair_chart(cc.share_chart(table), width="stretch")
 blocks = " / ".join(f"{n:,}" for n in sorted(set(count.per_layer)))
 st.caption(f"Per block: {blocks}. Only a learned position table has parameters; a tied head adds none.")

@@ -100,9 +100,9 @@ st.subheader("Accuracy against L")
 st.altair_chart(charts.accuracy_vs_length(frames.accuracy_long(table)), width="stretch")
 st.caption(
     "Lines: mean over seeds (dashed: sort); ▼: the worst seed; the wide pale line is per-token, so it stays "
-    "visible where per-sequence lies on it. Per-sequence accuracy sits at or below per-token accuracy p, and "
-    "shows a weaker model first. It lies between 1 − L(1 − p) and p; independent errors would give about p^L, "
-    "but errors cluster in the same sequences, so it usually lands above p^L."
+    "visible where per-sequence lies on it. Per-sequence accuracy sits at or below per-token accuracy $p$, and "
+    "shows a weaker model first. It lies between $1 - L(1 - p)$ and $p$; independent errors would give about "
+    "$p^L$, but errors cluster in the same sequences, so it usually lands above $p^L$."
 )
 
 st.subheader("Loss curves of every seed")

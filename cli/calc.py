@@ -63,7 +63,7 @@ FLAG_OF = {field: flag for flag, field, *_ in ARCH_FLAGS + BOOL_FLAGS} | {
     "reserve": "--reserve",
     "preset": "--preset",
 }
-UNITS = "GiB = 2^30 B, GB = 10^9 B"
+UNITS = "GiB = 2³⁰ B, GB = 10⁹ B"
 
 
 @contextmanager
@@ -165,7 +165,7 @@ def cmd_params(a) -> int:
     if count.active != count.total:
         print(f"  active per token {count.active:,} (routed experts a token skips left out; embeddings counted)")
     sizes = ", ".join(f"{dt} {_decimal(kvcache.weight_bytes(count.total, dt))}" for dt in ("fp32", "bf16", "int4"))
-    print(f"  weights: {sizes} (GB = 10^9 B; int4 with an fp16 scale per {kvcache.WEIGHT_GROUP})")
+    print(f"  weights: {sizes} (GB = 10⁹ B; int4 with an fp16 scale per {kvcache.WEIGHT_GROUP})")
     return 0
 
 
@@ -218,7 +218,7 @@ def print_cache(c: kvcache.KVCache, name: str) -> None:
 
 
 def print_fit(f: kvcache.Fit, c: kvcache.KVCache, gpu_label: str) -> None:
-    print(f"GPU {gpu_label} = {f.gpu_bytes:,} B (GB = 10^9 B as sold; most cards hold about as many GiB, a bit more)")
+    print(f"GPU {gpu_label} = {f.gpu_bytes:,} B (GB = 10⁹ B as sold; most cards hold about as many GiB, a bit more)")
     print(f"  {f.reserve:.0%} reserved for the runtime -> {f.usable_bytes:,} B usable")
     print(f"  {f.message}")
     if f.weights_fit:
@@ -277,8 +277,8 @@ def register(sub) -> None:
     k.add_argument("--params", type=int, help="weights' parameter count when no preset or --d describes them")
     gpu = k.add_mutually_exclusive_group()
     gpu.add_argument("--gpu", help=f"a card ({', '.join(GPUS)}) or a size in GB")
-    gpu.add_argument("--gpu-gb", type=finite_float, help="GPU memory in GB (10^9 bytes)")
-    gpu.add_argument("--gpu-gib", type=finite_float, help="--engine: the GPU's total in GiB (2^30 B), as torch reports")
+    gpu.add_argument("--gpu-gb", type=finite_float, help="GPU memory in GB (10⁹ bytes)")
+    gpu.add_argument("--gpu-gib", type=finite_float, help="--engine: the GPU's total in GiB (2³⁰ B), as torch reports")
     k.add_argument(
         "--reserve", type=finite_float, default=kvcache.DEFAULT_RESERVE, help="fraction kept for the runtime"
     )

@@ -86,7 +86,7 @@ def run(a, arch, name: str) -> int:
 
 
 def print_fit(f: engine.EngineFit, name: str, gpu: str) -> None:
-    print(f"{name} on {gpu}: {f.engine}   (GiB = 2^30 B, GB = 10^9 B)")
+    print(f"{name} on {gpu}: {f.engine}   (GiB = 2³⁰ B, GB = 10⁹ B)")
     for row in engine.deductions(f):
         numbers = f"  {row['numbers']}" if row["numbers"] else ""
         print(f"  {row['term']:<16}{row['gib']:>8.2f} GiB  {row['kind']:<9} {row['formula']}{numbers}")

@@ -12,7 +12,7 @@ import pandas as pd
 
 from attncore import ConfigError, RunConfig
 from attncore.config import OPTIONAL_FIELDS
-from lab import compare
+from lab import compare, formats
 from lab.store import RunRecord
 
 
@@ -63,11 +63,14 @@ def value_of(record_or_run, factor: str):
 
 
 def level_label(factor: str, value) -> str:
-    """How a level is named in tables, charts and JSON: on/off for scaling, lr as 0.003, the value otherwise."""
+    """How a level is named in tables, charts and JSON: on/off for scaling, lr as 3e-3 (lab.formats, as the
+    sidebar writes it; still a number to a CSV reader), the value otherwise."""
     if factor == "scaling":
         return "on" if value else "off"
     if factor in ("range", "randomized") and value is None:
         return "fixed L" if factor == "range" else "off"
+    if factor == "lr":
+        return formats.learning_rate(float(value))
     if isinstance(value, float):
         return f"{value:g}"
     return str(value)

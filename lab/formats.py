@@ -34,9 +34,14 @@ def accuracy(x: float, decimals: int = ACCURACY_DECIMALS) -> str:
 
 
 def share(x: float) -> str:
-    """A fraction as a percent with one decimal, '70.2%'; exactly 0 and 1 as '0%' and '100%'."""
+    """A fraction as a percent with one decimal, '70.2%'; exactly 0 and 1 as '0%' and '100%', and a share that one
+    decimal would round to either as '<0.1%' or '>99.9%' (a component of 38,400 parameters is not '0.0%')."""
     if x == 0 or x == 1:
         return f"{x * 100:.0f}%"
+    if 0 < x < 0.0005:
+        return "<0.1%"
+    if 0.9995 <= x < 1:
+        return ">99.9%"
     return f"{x * 100:.1f}%"
 
 

@@ -18,6 +18,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from lab import formats
+
 ALPHA = 0.05
 CONFIDENCE = 0.95
 EXACT_MAX_N = 16  # up to 2^16 = 65,536 sign assignments enumerated exactly
@@ -154,12 +156,13 @@ def compare_paired(deltas_by_level: dict[str, Sequence[float]], alpha: float = A
 
 
 def format_delta(x: float) -> str:
-    """A signed difference with 3 significant digits (scientific below 1e-3), '0' for exactly 0, '–' for NaN."""
+    """A signed difference as lab.formats writes a loss difference: 3 significant digits kept (scientific below
+    1e-3: '+5.64e-06', '+0.200', '−0.307'), '0' for exactly 0, '–' for NaN."""
     if x != x:
         return "–"
     if x == 0:
         return "0"
-    return f"{x:+.2e}" if abs(x) < 1e-3 else f"{x:+.3g}"
+    return formats.signed_loss(x)
 
 
 def format_interval(low: float, high: float) -> str:

@@ -385,6 +385,9 @@ def test_compare_trains_missing_runs_as_one_sweep_then_shows_groups_and_verdicts
     assert list(summary["scaling"]) == ["on", "off"] and list(summary["n"]) == [2, 2]
     assert list(comparisons["metric"]) == ["final loss", "per-token", "per-sequence"]
     assert set(comparisons["baseline"]) == {"on"} and set(comparisons["scaling"]) == {"off"}
+    order = list(at.dataframe[1].proto.column_order)
+    assert "verdict" in order and "baseline" not in order  # one baseline: named once, in the caption
+    assert "Every row is against the baseline **on**, paired by seed." in texts(at.caption)
     on = [get_run(make_run(steps=STEPS, seed=s, scaling=True)).final_loss for s in (0, 1)]
     off = [get_run(make_run(steps=STEPS, seed=s, scaling=False)).final_loss for s in (0, 1)]
     assert comparisons["Δ mean"].iloc[0] == format_delta(np.mean(np.subtract(off, on)))
@@ -423,6 +426,15 @@ def test_the_seeds_a_verdict_needs_beyond_the_cap_are_said_not_offered(store, mo
         at.button(key="cmp_train").click().run()
     assert "6 seeds is more than this server allows (5)" in texts(at.info)
     assert not [b for b in at.button if b.key == "cmp_seeds_more"]
+
+
+def test_compare_by_learning_rate_names_its_levels_as_the_sidebar_does(store):
+    at = app("compare", cmp_factor="learning rate", cmp_lv_lr=["0.003", "0.01"], cmp_seeds="1")
+    at.button(key="cmp_train").click().run()
+    assert not at.exception
+    summary = at.dataframe[0].value
+    assert list(summary["lr"]) == ["3e-3", "1e-2"]  # not 0.003 / 0.01
+    assert "Each level against 3e-3, paired by seed" in [h.value for h in at.subheader]
 
 
 def test_compare_view_is_restored_from_the_url(store):
@@ -483,7 +495,7 @@ def test_attention_heatmaps_table_and_head_ablation(store):
     heads = at.dataframe[0].value
     assert list(heads["head"]) == [f"L{layer}H{h}" for layer in range(2) for h in range(4)]
     spec = charts(at)[0]
-    assert spec["facet"]["row"]["field"] == "layer" and spec["facet"]["column"]["field"] == "head"
+    assert spec["facet"]["field"] == "panel" and spec["columns"] == 4  # 4 heads: one layer per row
     ablated = evaluate_ablated(record.params, record.config, [(0, 1)])
     assert metric(at, "Per-sequence") == f"{ablated.sequence_accuracy:.3f}"
     assert metric(at, "Heads zeroed") == "1 of 8"

@@ -10,7 +10,7 @@ from attncore.config import ModelConfig
 from attncore.serving import kvcache
 from attncore.serving import parameters as calc
 from attncore.serving.kvbench import CacheBenchmark
-from attncore.serving.presets import get_preset
+from attncore.serving.presets import PRESETS, get_preset
 from ui.charts import calculators as cc
 
 
@@ -30,10 +30,10 @@ def color_scale(layer: dict) -> dict:
     "n, binary, decimal",
     [
         (999, "999 B", "999 B"),
-        (2**10, "1 KiB", "1.02 kB"),
-        (1_610_612_736, "1.5 GiB", "1.61 GB"),
-        (80 * 10**9, "74.5 GiB", "80 GB"),
-        (2**40, "1 TiB", "1.1 TB"),
+        (2**10, "1.00 KiB", "1.02 kB"),
+        (1_610_612_736, "1.50 GiB", "1.61 GB"),
+        (80 * 10**9, "74.5 GiB", "80.0 GB"),
+        (2**40, "1.00 TiB", "1.10 TB"),  # three digits kept: not '1.1 TB' beside '1.02 kB'
     ],
 )
 def test_sizes_in_binary_and_decimal_units(n, binary, decimal):
@@ -61,7 +61,7 @@ def test_count_metrics_mark_the_published_figure():
 def test_cache_and_fit_metrics_of_llama_3_8b():
     cache = kvcache.kv_cache_for(get_preset("llama-3-8b").arch, 8192, 4, "fp16")
     metrics = dict((label, (value, note)) for label, value, note in cc.cache_metrics(cache))
-    assert metrics["KV cache, binary units"][0] == "4 GiB" and metrics["KV cache, decimal units"][0] == "4.29 GB"
+    assert metrics["KV cache, binary units"][0] == "4.00 GiB" and metrics["KV cache, decimal units"][0] == "4.29 GB"
     assert metrics["Per token"][0] == "131,072 B" and metrics["Cache / weights"][1] == "GQA cache"
     assert metrics["Cache / weights"][0] == f"{cache.bytes / (2 * 8_030_261_248):.3g}×"
     fit = kvcache.fit(cache, 80)
@@ -84,7 +84,9 @@ def test_breakdown_frame_and_share_chart():
     assert df["share"].sum() == pytest.approx(1.0)
     bars, labels = layers(cc.share_chart(df))
     assert bars["mark"]["type"] == "bar" and color_scale(bars)["domain"] == list(calc.COMPONENTS)
-    assert labels["mark"]["type"] == "text" and labels["encoding"]["text"]["format"] == ".1%"  # lab.formats.share
+    assert labels["mark"]["type"] == "text" and labels["encoding"]["text"]["field"] == "label"
+    gpt2 = cc.share_chart(cc.breakdown_frame(calc.count_parameters(PRESETS["gpt2"].arch))).data
+    assert set(gpt2["label"]) >= {"<0.1%", "0%"}  # norms: 38,400 of 124M; a tied head: none (lab.formats.share)
 
 
 def test_crosscheck_frame_marks_equality():
@@ -147,12 +149,32 @@ def test_fit_frame_divides_the_gpu():
     fit = kvcache.fit(cache, 80, 0.1)
     df = cc.fit_frame(fit, cache.bytes).set_index("part")
     assert list(df.index) == ["reserve", "weights", "KV cache", "free"]
-    assert df["gb"].sum() == pytest.approx(80) and df.loc["reserve", "gb"] == pytest.approx(8)
-    assert df.loc["weights", "gb"] == pytest.approx(2 * 8_030_261_248 / 1e9)
+    assert df["size"].sum() == pytest.approx(80) and df.loc["reserve", "size"] == pytest.approx(8)
+    assert df.loc["weights", "size"] == pytest.approx(2 * 8_030_261_248 / 1e9)
     too_big = kvcache.kv_cache_for(get_preset("llama-3-70b").arch, 8192, 4, "fp16")
     over = cc.fit_frame(kvcache.fit(too_big, 80), too_big.bytes).set_index("part")
-    assert over.loc["free", "gb"] == 0 and over["gb"].sum() > 80
+    assert over.loc["free", "size"] == 0 and over["size"].sum() > 80
     assert len(layers(cc.memory_split(over.reset_index(), 80))) == 2
+
+
+def test_a_fit_in_gib_says_gib_everywhere_and_its_axis_names_the_unit():
+    cache = kvcache.kv_cache_for(get_preset("llama-3-8b").arch, 8192, 4, "fp16")
+    fit = kvcache.fit(cache, 79.22 * 2**30 / 1e9, 0.1)  # an H100 as the driver reports it
+    df = cc.fit_frame(fit, cache.bytes, "GiB").set_index("part")
+    assert df["size"].sum() == pytest.approx(79.22) and df.loc["KV cache", "size"] == pytest.approx(4)
+    message = cc.fit_message(fit, cache, "GiB")
+    assert message.startswith("Fits: ") and "GB" not in message.replace("GiB", "")
+    assert f"{0.9 * 79.22:.2f} GiB usable (79.22 GiB less 10% reserved)" in message
+    metrics = {label: (value, note) for label, value, note in cc.fit_metrics(fit, cache, "GiB")}
+    left = metrics["Left for the cache"]
+    assert left[0].endswith("GiB") and left[1] == "of 79.22 GiB"
+    axes = {}
+    for unit in ("GB", "GiB"):
+        bar = layers(cc.memory_split(cc.fit_frame(fit, cache.bytes, unit).reset_index(), 80, unit))[0]
+        axes[unit] = bar["encoding"]["x"]["title"]
+    assert axes == {"GB": "GPU memory (GB = 10⁹ B)", "GiB": "GPU memory (GiB = 2³⁰ B)"}  # no '10^9'
+    over = kvcache.fit(kvcache.kv_cache_for(get_preset("llama-3-70b").arch, 8192, 4, "fp16"), 80)
+    assert cc.fit_message(over, cache, "GB").startswith("Does not fit: the weights alone need")
 
 
 # --- the measured companion ----------------------------------------------------------------------
@@ -167,7 +189,7 @@ def test_timing_frame_chart_and_metrics():
     assert color_scale(layers(cc.timing_chart(df))[0])["domain"] == ["with cache", "recompute"]
     speedup, same, deviation, size = cc.benchmark_metrics(bench)
     assert speedup[:2] == ("Speed-up at 8 tokens", "8.0×") and same[1] == "✓ identical"
-    assert deviation[1] == "3.0e-15" and size[1] == "40 KiB"
+    assert deviation[1] == "3.0e-15" and size[1] == "40.0 KiB"
 
 
 # --- the serving engine's fit --------------------------------------------------------------------

@@ -108,7 +108,7 @@ def test_parameters_invalid_input_shows_an_error(field, value, message):
 def test_kv_cache_renders_llama_3_8b_and_its_fit_on_an_h100():
     at = page("kv_cache")
     assert at.title[0].value == "KV cache" and at.caption
-    assert metric(at, "KV cache, binary")[0] == "1 GiB"  # 2 · 32 · 8 · 128 · 8192 · 2 B = 2^30 B
+    assert metric(at, "KV cache, binary")[0] == "1.00 GiB"  # 2 · 32 · 8 · 128 · 8192 · 2 B = 2^30 B
     assert metric(at, "KV cache, decimal")[0] == "1.07 GB"
     assert metric(at, "Per token")[0] == "131,072 B"
     assert metric(at, "Weights in fp16") == ("16.1 GB", f"{LLAMA3_8B:,} parameters")
@@ -119,6 +119,20 @@ def test_kv_cache_renders_llama_3_8b_and_its_fit_on_an_h100():
     curves = charts(at)
     assert len(curves) == 3  # the GPU split, memory against context, the element types
     assert "Press **Measure**" in texts(at.info)
+
+
+def test_kv_cache_simple_fit_counts_the_gpu_in_the_unit_chosen():
+    at = page("kv_cache", kv_unit="GiB")  # an H100 as the driver reports it: 79.22 GiB, not 80 GB
+    assert at.selectbox(key="kv_gpu_gib").value == "h100-80gb"
+    budget = round(round(79.22 * 2**30) * 0.9) - 2 * LLAMA3_8B
+    assert metric(at, "Cached tokens that fit")[0] == f"{budget // 131_072:,}"
+    assert metric(at, "Left for the cache")[1] == "of 79.22 GiB"
+    assert "71.30 GiB usable (79.22 GiB less 10% reserved)" in texts(at.success)
+    typed = page("kv_cache", kv_unit="GiB", kv_gpu_gib="other", kv_gpu_gb="40")
+    assert typed.number_input(key="kv_gpu_gb").label == "GPU memory (GiB = 2³⁰ B)"
+    assert metric(typed, "Left for the cache")[1] == "of 40 GiB"
+    sold = page("kv_cache", kv_gpu="other", kv_gpu_gb="40")
+    assert metric(sold, "Left for the cache")[1] == "of 40 GB" and "36.00 GB usable" in texts(sold.success)
 
 
 def test_kv_cache_presets_load_their_geometry():
@@ -135,7 +149,7 @@ def test_kv_cache_presets_load_their_geometry():
 def test_kv_cache_inputs_change_the_answer():
     at = page("kv_cache")
     rerun(at.number_input(key="kv_batch").set_value(4))
-    assert metric(at, "KV cache, binary")[0] == "4 GiB"
+    assert metric(at, "KV cache, binary")[0] == "4.00 GiB"
     rerun(at.selectbox(key="kv_dtype").set_value("int4"))
     # int4 with an fp16 scale per 64: a 128-vector takes 64 + 2 · 2 = 68 bytes
     assert metric(at, "Per token")[0] == f"{32 * 2 * 8 * 68:,} B"
@@ -148,7 +162,7 @@ def test_kv_cache_query_params_restore_the_spec_example():
     query = dict(kv_preset="custom", kv_n_layers="24", kv_n_heads="8", kv_kv_heads="8", kv_head_dim="64")
     at = page("kv_cache", **query, kv_context="8192", kv_batch="4", kv_gpu="rtx-4090")
     assert at.number_input(key="kv_n_layers").value == 24 and at.selectbox(key="kv_gpu").value == "rtx-4090"
-    assert metric(at, "KV cache, binary")[0] == "1.5 GiB"
+    assert metric(at, "KV cache, binary")[0] == "1.50 GiB"
     assert "1,610,612,736 B" in texts(at.caption)
     assert metric(at, "Weights in fp16")[0] == "not counted"
     assert metric(at, "Cached tokens that fit")[0] == f"{21_600_000_000 // 49_152:,}"  # 24 GB less 10%
@@ -175,7 +189,7 @@ def test_kv_cache_measure_keeps_its_result_per_input():
     rerun(at.button(key="kv_measure").click())
     assert metric(at, "Same tokens")[0] == "✓ identical"
     assert float(metric(at, "Max |logit deviation|")[0]) < 1e-10
-    assert metric(at, "Cache (formula)")[0] == "48 KiB"  # 2 · 1 layer · 2 heads · 32 · (32 + 16) positions · 8 B
+    assert metric(at, "Cache (formula)")[0] == "48.0 KiB"  # 2 · 1 layer · 2 heads · 32 · (32 + 16) positions · 8 B
     assert len(charts(at)) == n_charts + 1
     rerun(at)  # a rerun without the button keeps the measurement
     assert metric(at, "Speed-up at 16 tokens")[1] == "recompute ÷ cached"

@@ -245,6 +245,24 @@ def test_attention_heatmaps_name_every_row_and_column(maps_and_tokens):
     assert spec["spec"]["width"] >= 13 * len(tokens)
 
 
+@pytest.mark.parametrize("n_heads, columns", [(1, 1), (4, 4), (8, 4), (6, 3), (16, 4)])
+def test_attention_heatmaps_of_many_heads_wrap_into_rows_that_fit_1280_px(n_heads, columns):
+    run = make_run(length=6, n_layers=2, n_heads=n_heads, d_model=16 * n_heads)
+    params = init_params(run.model, np.random.default_rng(0))
+    tokens = probe_sequence(run.task)
+    spec = charts.attention_heatmaps(frames.attention_frame(attention_maps(params, run, tokens), tokens)).to_dict()
+    assert spec["columns"] == columns and n_heads % columns == 0  # a row never mixes two layers
+    axis_and_legend = 90 + 80  # the query labels at the left, the colour legend at the right
+    assert columns * (spec["spec"]["width"] + spec["spacing"]) + axis_and_legend <= 1280
+    assert spec["spec"]["width"] >= 13 * len(tokens)  # still a named cell per token
+
+
+@pytest.mark.parametrize("floor", [0.0, 0.1, 0.35, 0.9])
+def test_accuracy_axis_names_1_whatever_the_floor_and_no_tick_below_it(floor):
+    ticks = charts.accuracy_axis(floor)["axis"].to_dict()["values"]
+    assert ticks[-1] == 1.0 and ticks[0] >= floor and ticks == sorted(ticks)
+
+
 def test_accuracy_floor_sits_below_the_data_on_a_round_step():
     frame = pd.DataFrame({"mean": [0.97, 0.99], "min": [0.918, 1.0]})
     assert charts.accuracy_floor(frame) == pytest.approx(0.9)
@@ -254,7 +272,8 @@ def test_accuracy_floor_sits_below_the_data_on_a_round_step():
 def test_attention_heatmaps_facet_layers_by_heads_with_tooltips(maps_and_tokens):
     maps, tokens = maps_and_tokens
     spec = charts.attention_heatmaps(frames.attention_frame(maps, tokens)).to_dict()
-    assert spec["facet"]["row"]["field"] == "layer" and spec["facet"]["column"]["field"] == "head"
+    assert spec["facet"]["field"] == "panel" and spec["columns"] == 2  # two heads: one layer per row
+    assert spec["facet"]["sort"] == ["layer 0 · head 0", "layer 0 · head 1", "layer 1 · head 0", "layer 1 · head 1"]
     enc = spec["spec"]["encoding"]
     assert enc["color"]["scale"]["domain"] == [0, 1]  # every heatmap on the same scale
     tips = {t["field"] for t in enc["tooltip"]}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -41,8 +43,10 @@ def test_an_invalid_level_names_the_field_the_allowed_values_and_the_level():
 def test_group_by_keeps_the_levels_order_with_the_baseline_first():
     records = [summary(s, 0.5, lr=lr) for lr in (3e-3, 1e-2) for s in (0, 1)]
     groups = group_by(records, "lr", [1e-2, 3e-3])
-    assert list(groups) == ["0.01", "0.003"] and [len(g) for g in groups.values()] == [2, 2]
-    assert set(compare.paired_differences(groups)["baseline"]) == {"0.01"}
+    assert list(groups) == ["1e-2", "3e-3"] and [len(g) for g in groups.values()] == [2, 2]  # the sidebar's notation
+    assert set(compare.paired_differences(groups)["baseline"]) == {"1e-2"}
+    csv = compare.group_summary(groups).to_csv(index=False)
+    assert pd.read_csv(io.StringIO(csv))["level"].tolist() == [1e-2, 3e-3]  # a CSV reader still gets numbers
 
 
 def test_scaling_levels_are_on_and_off_and_facets_split_the_records():

@@ -22,7 +22,8 @@ def test_a_tiny_loss_difference_keeps_its_sign_and_digits():
 
 def test_accuracies_have_fixed_decimals_and_shares_one_decimal():
     assert [formats.accuracy(x) for x in (1, 0.98765, 0.2)] == ["1.000", "0.988", "0.200"]
-    assert [formats.share(x) for x in (0.702, 0.70204, 0, 1, 0.0004)] == ["70.2%", "70.2%", "0%", "100%", "0.0%"]
+    assert [formats.share(x) for x in (0.702, 0.70204, 0, 1)] == ["70.2%", "70.2%", "0%", "100%"]
+    assert [formats.share(x) for x in (0.0004, 0.0005, 0.9996)] == ["<0.1%", "0.1%", ">99.9%"]  # never a false 0
 
 
 def test_counts_have_separators_and_plurals_are_right():

@@ -123,3 +123,15 @@ def test_home_says_when_stored_runs_came_from_another_kernel_family(empty_store)
     said = texts(at.info)
     assert "1 stored run came from another BLAS kernel family than this machine's" in said
     assert "openblas Zen (1)" in said.replace("\\", "") and provenance.kernel_family(here.platform) in said
+
+
+def test_home_tables_name_the_seeds_they_hold_and_the_run_list_only_what_varies(empty_store):
+    for run in SHORT:
+        store.get_run(run)
+    at = app()
+    assert "Mean and minimum over seeds 0, 1:" in texts(at.caption)  # the store's seeds, not a typed 0, 1, 2
+    assert "button says how long" not in texts(at.caption)  # nothing is missing: no button to describe
+    listed = at.dataframe[-1].value
+    assert "scaling" in listed.columns and "d_model" not in listed.columns and "lr" not in listed.columns
+    shared = f"Every stored run has learned position, pre-LN, lr 3e-3, {STEPS:,} steps, batch 32, d=32, 4 heads"
+    assert shared in texts(at.caption)

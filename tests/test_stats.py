@@ -123,3 +123,12 @@ def test_above_sixteen_seeds_a_seeded_monte_carlo_estimate_close_to_the_exact_sh
 
 def test_non_finite_deltas_give_no_p():
     assert math.isnan(stats.sign_flip_p([np.nan, 1.0])) and math.isnan(stats.sign_flip_p([]))
+
+
+def test_differences_keep_three_digits_in_one_rule_with_the_losses():
+    from lab import formats
+    from lab.stats import format_delta, format_interval
+
+    assert [format_delta(x) for x in (0.2, -0.307, 5.64e-6, 0.0)] == ["+0.200", "−0.307", "+5.64e-06", "0"]
+    assert format_delta(-1.5e-4) == formats.signed_loss(-1.5e-4) and format_delta(float("nan")) == "–"
+    assert format_interval(-0.00261, 0.0139) == "[−0.00261, +0.0139]"

@@ -19,6 +19,7 @@ from ui import runs, sweeps, tables
 from ui.charts import compare as compare_charts
 from ui.limits import Limits, limits
 from ui.params import url_multiselect, url_number, url_toggle
+from ui.plain import plain
 from ui.sidebar import FIELD_LABELS, LEARNING_RATES
 
 FIELD_LABELS = FIELD_LABELS | {"scaling": "Scaling"}
@@ -141,7 +142,13 @@ DISPLAY_NAMES = {
 def comparison_table(comparisons: pd.DataFrame, **names) -> None:
     """The paired differences as text with magnitudes that fit (lab.compare.display), metrics by their short names."""
     shown = compare.display(comparisons).rename(columns=names | DISPLAY_NAMES)
-    tables.show(shown.replace({"metric": METRIC_NAMES}), height=min(35 * (len(shown) + 1) + 3, 800))
+    baselines = list(dict.fromkeys(comparisons["baseline"]))
+    # one baseline for every row: said once below the table rather than repeated in a column, so the table fits
+    order = [c for c in shown.columns if not (c == "baseline" and len(baselines) == 1)]
+    height = min(35 * (len(shown) + 1) + 3, 800)
+    tables.show(shown.replace({"metric": METRIC_NAMES}), height=height, column_order=order)
+    if len(baselines) == 1:
+        st.caption(f"Every row is against the baseline **{plain(str(baselines[0]))}**, paired by seed.")
 
 
 def show_tables(

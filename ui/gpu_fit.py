@@ -17,7 +17,7 @@ from ui import plain
 from ui.charts import calculators as cc
 from ui.limits import BusyError
 from ui.metered import metered
-from ui.params import show_invalid, url_number, url_select
+from ui.params import show_invalid, url_number, url_radio, url_select
 
 OTHER = "other"
 UNITS = ("GiB", "GB")  # a typed capacity: GiB = 2^30 B (as torch reports), GB = 10^9 B (as sold)
@@ -159,15 +159,27 @@ def cc_metrics(metrics) -> None:
         col.metric(*metric, delta_color="off", delta_arrow="off")
 
 
+UNIT_NAMES = {"GB": "GB = 10⁹ B", "GiB": "GiB = 2³⁰ B"}
+SIMPLE_UNITS = {"GB": f"as sold ({UNIT_NAMES['GB']})", "GiB": f"as the driver reports it ({UNIT_NAMES['GiB']})"}
+
+
 def simple(base, geometry: dict, context: int, batch: int, dtype: str, params: int | None) -> int:
-    """Draw the simple fit (weights + a flat reserve of the card as sold); returns the bytes left for the cache."""
+    """Draw the simple fit (weights + a flat reserve of the GPU's memory, counted as sold in GB or as reported in
+    GiB, the visitor's choice); returns the bytes left for the cache."""
+    unit = url_radio("Count the GPU's memory", "kv_unit", list(SIMPLE_UNITS), "GB", format_func=SIMPLE_UNITS.get)
+    cards = GPUS if unit == "GB" else {name: card.total_gib for name, card in CARDS.items()}
     cols = st.columns(4)
     with cols[0]:
-        gpu = url_select("GPU", "kv_gpu", [*GPUS, "other"], "h100-80gb", help="'other': type the memory in GB")
+        key = "kv_gpu" if unit == "GB" else "kv_gpu_gib"  # the two lists differ: each keeps its own choice
+        gpu = url_select("GPU", key, [*cards, "other"], "h100-80gb", help=f"'other': type the memory in {unit}")
     with cols[1]:
-        gpu_gb = url_number("GPU memory (GB = 10⁹ B)", "kv_gpu_gb", 80.0, 0.5, 1e5) if gpu == "other" else GPUS[gpu]
-        if gpu != "other":
-            st.markdown(f"**{gpu_gb} GB** = {gpu_gb * kv.GB:,} B  \n≈ {gpu_gb * kv.GB / kv.GIB:.1f} GiB")
+        if gpu == "other":
+            size = url_number(f"GPU memory ({UNIT_NAMES[unit]})", "kv_gpu_gb", 80.0, 0.5, 90_000.0)
+        else:
+            size = cards[gpu]
+            other, per = ("GiB", GIB) if unit == "GB" else ("GB", GB)
+            n_bytes = size * cc.SIZE_UNITS[unit]
+            st.markdown(f"**{size:g} {unit}** = {n_bytes:,.0f} B  \n≈ {n_bytes / per:.1f} {other}")
     with cols[2]:
         reserve = url_number(
             "Reserved for the runtime (fraction)", "kv_reserve", kv.DEFAULT_RESERVE, 0.0, 0.95, step=0.05, fmt="%.2f",
@@ -176,14 +188,15 @@ def simple(base, geometry: dict, context: int, batch: int, dtype: str, params: i
     with cols[3]:
         weight_dtype = url_select("Weights element type", "kv_wdtype", kv.DTYPES, "fp16")
     served = kv.workload(base, geometry, context, batch, dtype, weight_dtype=weight_dtype, weight_params=params)
-    fit = kv.fit(served, gpu_gb, reserve)
-    cc_metrics(cc.fit_metrics(fit, served))
+    fit = kv.fit(served, size * cc.SIZE_UNITS[unit] / GB, reserve)
+    cc_metrics(cc.fit_metrics(fit, served, unit))
     (st.success if fit.fits else st.error)(
-        fit.message[0].upper() + fit.message[1:], icon=":material/check_circle:" if fit.fits else ":material/block:"
+        cc.fit_message(fit, served, unit), icon=":material/check_circle:" if fit.fits else ":material/block:"
     )
-    st.altair_chart(cc.memory_split(cc.fit_frame(fit, served.bytes), gpu_gb), width="stretch")
+    st.altair_chart(cc.memory_split(cc.fit_frame(fit, served.bytes, unit), size, unit), width="stretch")
+    sold = "the card as sold (GB = 10⁹ B); the card reports less" if unit == "GB" else "what the driver reports"
     st.caption(
-        "This fit takes a flat reserve of the card as sold (GB = 10⁹ B); the card reports less, and the engine also "
-        "keeps its activation peak: choose the serving engine's fit above for what vLLM will report."
+        f"This fit takes a flat reserve of {sold}, and the engine also keeps its activation peak: choose the "
+        "serving engine's fit above for what vLLM will report."
     )
     return fit.budget_bytes

@@ -7,7 +7,7 @@ import streamlit as st
 
 from lab import formats
 
-LOSS = "%.3g"  # three significant digits, as lab.formats.loss: a loss of 3e-5 never reads 0.0000
+LOSS = None  # losses are formatted in Python by lab.formats (TEXT below): printf's %g cannot switch to 3.10e-05
 
 _LABELS = {
     "length": ("L", "%d"),
@@ -21,7 +21,7 @@ _LABELS = {
     "sequence_accuracy": ("per-seq", "%.3f"),
     "distinct_accuracy": ("distinct", "%.3f"),
     "repeated_accuracy": ("repeated", "%.3f"),
-    "final_loss_diff": ("Δ loss", "%+.4f"),
+    "final_loss_diff": ("Δ loss", None),
     "token_accuracy_diff": ("Δ per-token", "%+.3f"),
     "sequence_accuracy_diff": ("Δ per-seq", "%+.3f"),
     "train_seconds": ("train s", "%.1f"),
@@ -35,22 +35,66 @@ _LABELS = {
     "delta_mean": ("Δ mean", "%+.4f"),
     "delta_min": ("Δ min", "%+.4f"),
     "delta_max": ("Δ max", "%+.4f"),
-    "baseline_spread": ("baseline spread", "%.4f"),
+    "baseline_spread": ("baseline spread", None),
     "mean max weight": ("mean max weight", "%.3f"),
     "per-seq acc. zeroed": ("per-seq, zeroed", "%.3f"),
     "drop": ("drop", "%+.3f"),
 }
 
 
-def show(frame: pd.DataFrame, **kw) -> None:
-    """st.dataframe with the lab's short labels and formats for the columns it knows."""
+# Columns whose text comes from lab.formats (one rule for every loss: 3 significant digits, scientific below 1e-3,
+# so '2.00e-04' stands beside '1.97e-04', never '0.0002' beside '0.000197'); the table still sorts by the numbers.
+TEXT = {c: formats.loss for c in ("final_loss", "final_loss_mean", "final_loss_min", "final_loss_max")}
+TEXT |= {
+    "lr": formats.learning_rate,
+    "final_loss_diff": formats.signed_loss,
+    "baseline_spread": formats.loss,
+    "median TVD shuffled": formats.loss,
+}
+
+
+def styled(frame: pd.DataFrame, text: dict | None = None):
+    """The frame with lab.formats' text for the columns of TEXT (and `text`: {column: format}) as a Styler, so
+    st.dataframe shows that text and still sorts by the numbers; the frame itself when no column needs it."""
+    rules = {c: f for c, f in (TEXT | (text or {})).items() if c in frame.columns}
+    if not rules:
+        return frame
+    return frame.style.format({c: lambda v, f=f: _text(v, f) for c, f in rules.items()})
+
+
+def _text(value, rule) -> str:
+    """A cell through its rule; a cell that is already text (a level label such as lr '3e-3') stays as it is."""
+    if isinstance(value, str):
+        return value
+    return "–" if value is None or value != value else rule(value)
+
+
+def show(frame: pd.DataFrame, text: dict | None = None, **kw) -> None:
+    """st.dataframe with the lab's short labels and formats for the columns it knows (`text`: more columns
+    formatted by a function, e.g. {'score': lab.formats.accuracy})."""
     config = {
         c: st.column_config.NumberColumn(label, format=fmt) for c, (label, fmt) in _LABELS.items() if c in frame.columns
     }
-    st.dataframe(frame, hide_index=True, width="stretch", column_config=config, **kw)
+    for c in text or {}:
+        config.setdefault(c, st.column_config.NumberColumn(c))
+    st.dataframe(styled(frame, text), hide_index=True, width="stretch", column_config=config, **kw)
 
 
 count = formats.count  # '1 run', '3 runs', '27,253'
+
+
+def setting_text(column: str, value) -> str:
+    """A run setting in the sidebar's words: 'learned position', 'pre-LN', 'lr 3e-3', '1,500 steps', '1 layer'."""
+    if column == "lr":
+        return f"lr {formats.learning_rate(float(value))}"
+    if column == "scaling":
+        return f"scaling {'on' if value else 'off'}"
+    nouns = {"steps": "step", "n_heads": "head", "n_layers": "layer"}
+    if column in nouns:
+        return formats.count(int(value), nouns[column])
+    named = {"position": "{} position", "norm": "{}-LN", "batch_size": "batch {}", "d_model": "d={}"}
+    return named.get(column, column + " {}").format(value)
+
 
 METRICS = ("final_loss", "token_accuracy", "sequence_accuracy")
 # what a grouped table (lab.compare.group_summary) shows of each metric: the mean and the worst seed

@@ -242,7 +242,7 @@ def fit(cache: KVCache, gpu_gb: float, reserve: float = DEFAULT_RESERVE) -> Fit:
     """How much of this cache fits on a GPU of gpu_gb decimal GB once the reserve and the weights are taken."""
     if isinstance(gpu_gb, bool) or not isinstance(gpu_gb, numbers.Real) or not 0 < gpu_gb <= 100_000:
         raise ConfigError(
-            "gpu_gb", f"must be a memory size in GB (10^9 bytes) from 0 (excluded) to 100000, got {gpu_gb!r}"
+            "gpu_gb", f"must be a memory size in GB (10⁹ bytes) from 0 (excluded) to 100000, got {gpu_gb!r}"
         )
     if isinstance(reserve, bool) or not isinstance(reserve, numbers.Real) or not 0 <= reserve < 1:
         raise ConfigError("reserve", f"must be a fraction in [0, 1), got {reserve!r}")

@@ -19,7 +19,7 @@ METRICS = alt.Scale(domain=["per-token", "per-sequence"], range=[TOKEN_COLOR, SE
 SYMBOLS = alt.Scale(domain=["all distinct", "some repeated"], range=["#54A24B", "#E45756"])
 WEIGHTS = alt.Scale(domain=[0, 1], scheme="blues")
 WEIGHT_COLOR = "#2171B5"  # a dark step of the heatmaps' "blues"
-HEATMAPS_WIDTH = 680  # pixels shared by one row of heatmaps (one per head)
+HEATMAPS_WIDTH = 880  # pixels shared by one row of heatmaps (up to 4, ui.charts.runs.HEATMAPS_PER_ROW), in 1,280 px
 GOOD, BAD, MASKED = TOKEN_COLOR, SEQUENCE_COLOR, "#E6E6E6"
 DIVERGING = alt.Scale(range=[GOOD, "#F4F4F4", BAD], domainMid=0)  # negative blue, 0 pale, positive orange
 PAD = alt.AutoSizeParams(type="pad", contains="padding")  # a chart's width and height are its plot area

@@ -13,6 +13,7 @@ from attncore.serving.engine import GIB, EngineFit, deductions
 from attncore.serving.kvbench import MODES, CacheBenchmark
 from attncore.serving.kvcache import GB, Fit, KVCache, weight_bytes
 from attncore.serving.parameters import COMPONENTS, ParamCount
+from lab import formats
 from ui.charts.runs import BASE_COLOR, SEQUENCE_COLOR, TOKEN_COLOR, VARIANT_COLORS
 
 COMPONENT_COLORS = alt.Scale(
@@ -29,19 +30,14 @@ Metric = tuple[str, str, str]  # label, value, the small grey line under it
 
 
 def binary_size(n: float) -> str:
-    """Bytes in binary units (KiB = 2^10 B ... TiB), three significant figures."""
-    for unit, power in (("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)):
-        if n >= 2**power:
-            return f"{n / 2**power:.3g} {unit}"
-    return f"{n:,.0f} B"
+    """Bytes in binary units (KiB = 2^10 B ... TiB), three significant figures kept (lab.formats.size): '1.00 GiB'
+    beside '1.07 GB' and '0.516 GiB' written '528 MiB', never '1 GiB' beside '1.07 GB'."""
+    return formats.size(n, "iec")
 
 
 def decimal_size(n: float) -> str:
-    """Bytes in decimal units (kB = 10^3 B ... TB), three significant figures."""
-    for unit, power in (("TB", 12), ("GB", 9), ("MB", 6), ("kB", 3)):
-        if n >= 10**power:
-            return f"{n / 10**power:.3g} {unit}"
-    return f"{n:,.0f} B"
+    """Bytes in decimal units (kB = 10^3 B ... TB), three significant figures kept (lab.formats.size)."""
+    return formats.size(n, "si")
 
 
 def count_text(n: int) -> str:
@@ -79,14 +75,14 @@ def breakdown_frame(count: ParamCount) -> pd.DataFrame:
 
 def share_chart(df: pd.DataFrame, height: int = 230) -> alt.Chart:
     """breakdown_frame rows -> horizontal bars of each component's share of the total, labelled."""
-    base = alt.Chart(df).encode(
+    base = alt.Chart(df.assign(label=[formats.share(x) for x in df["share"]])).encode(
         y=alt.Y("component:N", sort=list(COMPONENTS), title=None, axis=alt.Axis(labelFontSize=12)),
         x=alt.X("share:Q", title="share of all parameters", axis=alt.Axis(format="%")),
         tooltip=["component:N", alt.Tooltip("params:Q", format=","), alt.Tooltip("share:Q", format=".1%")],
     )
     bars = base.mark_bar(cornerRadiusEnd=3).encode(color=alt.Color("component:N", scale=COMPONENT_COLORS, legend=None))
     labels = base.mark_text(align="left", dx=4, fontSize=12, color=BASE_COLOR).encode(
-        text=alt.Text("share:Q", format=".1%")  # as in the table beside it (lab.formats.share)
+        text=alt.Text("label:N")  # lab.formats.share, as in the table beside it: '0%', '<0.1%', '22.8%'
     )
     return (bars + labels).properties(height=height)
 
@@ -112,15 +108,43 @@ def cache_metrics(c: KVCache) -> list[Metric]:
     ]
 
 
-def fit_metrics(f: Fit, c: KVCache) -> list[Metric]:
-    """Tokens that fit, the longest context at the workload's batch, the largest batch at its context."""
+SIZE_UNITS = {"GB": GB, "GiB": GIB}  # a GPU's memory as sold (10^9 B) or as the driver reports it (2^30 B)
+
+
+def size_in(n: float, unit: str) -> str:
+    """Bytes in the family of `unit` (GB: decimal kB..TB; GiB: binary KiB..TiB), three significant figures."""
+    return decimal_size(n) if unit == "GB" else binary_size(n)
+
+
+def fit_metrics(f: Fit, c: KVCache, unit: str = "GB") -> list[Metric]:
+    """Tokens that fit, the longest context at the workload's batch, the largest batch at its context, and what is
+    left for the cache in the unit the GPU was given in (GB or GiB)."""
     longest = "any" if f.max_context is None else f"{f.max_context:,}"
     return [
         ("Cached tokens that fit", f"{f.tokens_that_fit:,}", "over all sequences"),
         (f"Longest context at batch {c.batch:,}", longest, "per sequence; memory bound only"),
         (f"Largest batch at context {c.context:,}", f"{f.max_batch:,}", "sequences"),
-        ("Left for the cache", decimal_size(max(f.budget_bytes, 0)), f"of {f.gpu_gb:g} GB"),
+        (
+            "Left for the cache",
+            size_in(max(f.budget_bytes, 0), unit),
+            f"of {f.gpu_bytes / SIZE_UNITS[unit]:.4g} {unit}",
+        ),
     ]
+
+
+def fit_message(f: Fit, c: KVCache, unit: str = "GB") -> str:
+    """The fit's verdict with every size in `unit` (GB or GiB), as kvcache.fit words it in GB."""
+    per = SIZE_UNITS[unit]
+    where = f"{f.usable_bytes / per:.2f} {unit} usable ({f.gpu_bytes / per:.4g} {unit} less {f.reserve:.0%} reserved)"
+    if not f.weights_fit:
+        need = f"{f.weight_bytes / per:.2f} {unit} in {c.weight_dtype}"
+        return f"Does not fit: the weights alone need {need}, over the {where}"
+    unknown = "" if c.weight_bytes is not None else "; weights not counted"
+    verdict, sign = ("Fits", "≤") if f.fits else ("Does not fit", ">")
+    return (
+        f"{verdict}: weights {f.weight_bytes / per:.2f} {unit} + cache {c.bytes / per:.2f} {unit} {sign} {where}; "
+        f"room for {f.tokens_that_fit:,} cached tokens{unknown}"
+    )
 
 
 def chart_contexts(context: int) -> list[int]:
@@ -203,29 +227,31 @@ def dtype_bars(df: pd.DataFrame, chosen: str) -> alt.Chart:
     return (bars + labels).properties(height=340)
 
 
-def fit_frame(f: Fit, cache_bytes: int) -> pd.DataFrame:
-    """Columns part, gb, share: the GPU's memory as the runtime reserve, the weights, this cache and what is free
-    (0 when over; the parts then add up to more than the GPU)."""
+def fit_frame(f: Fit, cache_bytes: int, unit: str = "GB") -> pd.DataFrame:
+    """Columns part, size (in `unit`: GB or GiB), share: the GPU's memory as the runtime reserve, the weights, this
+    cache and what is free (0 when over; the parts then add up to more than the GPU)."""
     parts = {
         "reserve": f.gpu_bytes - f.usable_bytes,
         "weights": f.weight_bytes,
         "KV cache": cache_bytes,
         "free": max(f.usable_bytes - f.weight_bytes - cache_bytes, 0),
     }
-    return pd.DataFrame(
-        [{"part": k, "gb": v / GB, "share": v / f.gpu_bytes} for k, v in parts.items()], columns=["part", "gb", "share"]
-    )
+    per = SIZE_UNITS[unit]
+    rows = [{"part": k, "size": v / per, "share": v / f.gpu_bytes} for k, v in parts.items()]
+    return pd.DataFrame(rows, columns=["part", "size", "share"])
 
 
-def memory_split(df: pd.DataFrame, gpu_gb: float) -> alt.LayerChart:
-    """fit_frame -> one stacked bar (reserve, weights, cache, free) against a rule at the GPU's size."""
+def memory_split(df: pd.DataFrame, gpu_size: float, unit: str = "GB") -> alt.LayerChart:
+    """fit_frame -> one stacked bar (reserve, weights, cache, free) against a tick at the GPU's size, both in `unit`;
+    the axis names its unit (GB = 10⁹ B or GiB = 2³⁰ B)."""
     parts = list(df["part"])
     colors = {"reserve": MUTED, "weights": SEQUENCE_COLOR, "KV cache": TOKEN_COLOR, "free": "#E6E6E6"}
+    title = "GPU memory (GB = 10⁹ B)" if unit == "GB" else "GPU memory (GiB = 2³⁰ B)"
     bar = (
         alt.Chart(df.assign(order=range(len(df)), row=""))
         .mark_bar(size=30)
         .encode(
-            x=alt.X("gb:Q", stack="zero", title="GPU memory (GB = 10^9 B)"),
+            x=alt.X("size:Q", stack="zero", title=title),
             y=alt.Y("row:N", title=None, axis=None),
             color=alt.Color(
                 "part:N",
@@ -235,10 +261,10 @@ def memory_split(df: pd.DataFrame, gpu_gb: float) -> alt.LayerChart:
                 legend=alt.Legend(orient="bottom"),
             ),
             order="order:Q",
-            tooltip=["part:N", alt.Tooltip("gb:Q", format=".2f", title="GB"), alt.Tooltip("share:Q", format=".1%")],
+            tooltip=["part:N", alt.Tooltip("size:Q", format=".2f", title=unit), alt.Tooltip("share:Q", format=".1%")],
         )
     )
-    edge = alt.Chart(pd.DataFrame({"gb": [gpu_gb], "row": [""]})).encode(x="gb:Q", y=alt.Y("row:N", axis=None))
+    edge = alt.Chart(pd.DataFrame({"size": [gpu_size], "row": [""]})).encode(x="size:Q", y=alt.Y("row:N", axis=None))
     edge = edge.mark_tick(color=BASE_COLOR, thickness=3, size=44)  # the card's edge, across the bar
     return alt.layer(bar, edge).properties(height=130)  # the whole chart: bar, axis and legend
 
@@ -309,7 +335,7 @@ def engine_split(df: pd.DataFrame, total_gib: float) -> alt.LayerChart:
         alt.Chart(df.assign(order=range(len(df)), row=""))
         .mark_bar(size=30)
         .encode(
-            x=alt.X("gib:Q", stack="zero", title="GPU memory (GiB = 2^30 B, as torch reports)"),
+            x=alt.X("gib:Q", stack="zero", title="GPU memory (GiB = 2³⁰ B, as torch reports)"),
             y=alt.Y("row:N", title=None, axis=None),
             color=alt.Color(
                 "part:N",

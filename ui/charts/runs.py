@@ -95,10 +95,11 @@ ACCURACY_HEADROOM = 0.04  # of the axis span, above 1.0: a line at a perfect acc
 
 def accuracy_axis(floor: float, top: float = 1.0) -> dict:
     """y scale and axis for an accuracy from `floor` to `top`: a little room beyond both ends (a point at 0 or at 1
-    sits inside the plot, not on its frame), ticks only from floor to top, two decimals."""
+    sits inside the plot, not on its frame), ticks counted down from top (so 1.00 is always named, however the
+    floor falls) and none below floor, two decimals."""
     pad = (top - floor) * ACCURACY_HEADROOM
     step = 0.05 if top - floor <= 0.25 else (0.1 if top - floor <= 0.5 else 0.2)
-    ticks = [round(floor + i * step, 4) for i in range(int(round((top - floor) / step)) + 1)]
+    ticks = sorted(round(top - i * step, 4) for i in range(int((top - floor) / step + 1e-9) + 1))
     scale = alt.Scale(domain=[floor - (pad if floor <= 0 else 0), top + pad], nice=False, zero=False)
     return {"scale": scale, "axis": alt.Axis(format=".2f", values=ticks)}
 
@@ -173,16 +174,30 @@ def breakdown_bars(df: pd.DataFrame) -> alt.Chart:
     )
 
 
+HEATMAPS_PER_ROW = 4  # more heads than this wrap onto further rows, so 8 or 16 heads still fit 1,280 px
+
+
+def heatmap_columns(n_heads: int) -> int:
+    """Heatmaps per row: every head of a layer when there are at most HEATMAPS_PER_ROW, else the largest divisor
+    of n_heads up to it (8 heads: rows of 4), so each row holds heads of one layer; HEATMAPS_PER_ROW if none."""
+    if n_heads <= HEATMAPS_PER_ROW:
+        return max(n_heads, 1)
+    return next((c for c in range(HEATMAPS_PER_ROW, 1, -1) if n_heads % c == 0), HEATMAPS_PER_ROW)
+
+
 def attention_heatmaps(df: pd.DataFrame) -> alt.FacetChart:
-    """ui.frames.attention_frame rows -> one heatmap per layer (rows) and head (columns)."""
+    """ui.frames.attention_frame rows -> one heatmap per layer and head, layer by layer, at most HEATMAPS_PER_ROW
+    to a row (8 heads wrap into two rows of 4), each titled 'layer l · head h'."""
     keys = list(df.sort_values("key")["key_label"].unique())
     queries = list(df.sort_values("query")["query_label"].unique())
-    n_heads = max(df["head"].nunique(), 1)
-    cell = min(max(HEATMAPS_WIDTH // (n_heads * max(len(keys), 1)), 13), 30)  # 13 px: room for every label
+    columns = heatmap_columns(df["head"].nunique())
+    cell = min(max(HEATMAPS_WIDTH // (columns * max(len(keys), 1)), 13), 30)  # 13 px: room for every label
     size = cell * max(len(keys), 1)
     axis = {"labelOverlap": False, "labelFontSize": 9 if cell < 16 else 11}  # every row and column named
+    panels = df.assign(panel="layer " + df["layer"].astype(str) + " · head " + df["head"].astype(str))
+    order = list(dict.fromkeys(panels.sort_values(["layer", "head"], kind="stable")["panel"]))
     return (
-        alt.Chart(df)
+        alt.Chart(panels)
         .mark_rect(stroke="white", strokeWidth=0.5)
         .encode(
             x=alt.X("key_label:O", sort=keys, title="key (position · token)", axis=alt.Axis(labelAngle=-90, **axis)),
@@ -200,10 +215,8 @@ def attention_heatmaps(df: pd.DataFrame) -> alt.FacetChart:
         )
         .properties(width=size, height=size)
         .facet(
-            row=alt.Row("layer:O", header=alt.Header(labelExpr="'layer ' + datum.value", labelFontSize=13), title=None),
-            column=alt.Column(
-                "head:O", header=alt.Header(labelExpr="'head ' + datum.value", labelFontSize=13), title=None
-            ),
+            facet=alt.Facet("panel:N", sort=order, header=alt.Header(labelFontSize=13), title=None),
+            columns=columns,
             spacing=6,
         )
     )
