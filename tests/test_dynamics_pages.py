@@ -173,7 +173,8 @@ def test_length_page_trains_five_encodings_on_a_range_and_reports_from_the_runs(
     none = get_run(runs["none"])
     base = np.mean([r.sequence_accuracy for r in evaluate_lengths(none.params, none.config, list(range(9, 17)))])
     delta = np.mean([r.sequence_accuracy for r in expected[8:]]) - base
-    assert f"ALiBi {table[table['encoding'] == 'ALiBi']['verdict'].iloc[0]} (Δ {delta:+.2f})" in text
+    seq = table[(table["encoding"] == "ALiBi") & (table["metric"] == "per-sequence")].iloc[0]
+    assert f"ALiBi {seq['verdict']} (Δ {format_delta(delta)})" in text.split("per token,")[0]
     assert "Against none, on the mean accuracy at test lengths 9 to 16" in text
 
 

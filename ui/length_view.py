@@ -13,6 +13,7 @@ from attncore import ConfigError
 from attncore.config import TASKS
 from attncore.evaluate import MAX_TEST_LENGTHS
 from lab.compare import RULE, beyond_range_comparisons
+from lab.stats import format_delta
 from ui import compare_view, frames, runs, sidebar, tables
 from ui.charts import runs as charts
 from ui.limits import limits
@@ -83,8 +84,8 @@ def verdicts_text(comparisons, last: int) -> str:
     parts = []
     for metric, name in (("sequence_accuracy", "per sequence"), ("token_accuracy", "per token")):
         rows = comparisons[comparisons["metric"] == metric]
-        listed = "; ".join(f"{r.level} {r.verdict} (Δ {r.delta_mean:+.2f})" for r in rows.itertuples())
-        parts.append(f"{name}: {listed}")
+        listed = "; ".join(f"{r.level} {r.verdict} (Δ {format_delta(r.delta_mean)})" for r in rows.itertuples())
+        parts.append(f"{name}, {listed}")
     base = comparisons["baseline"].iloc[0]
     n = int(comparisons["n"].min())
     return (
