@@ -1,4 +1,5 @@
-"""Heads and position: parameters independent of h, the permutation test, the four encodings."""
+"""Heads and position: parameters independent of h, the permutation test, four encodings drawn (ALiBi, a bias on
+the scores rather than a vector, is on the Length page)."""
 
 import streamlit as st
 
@@ -69,7 +70,7 @@ else:
         "(~1e-16) while the output still changes; every encoding, and the causal mask alone, makes it order 1."
     )
 
-st.subheader("The four position encodings")
+st.subheader("Four position encodings, drawn")
 c1, c2, c3 = st.columns([2, 1, 1])
 with c1:
     kind = url_radio("Encoding", "hp_enc", list(ENCODINGS), "sinusoidal", format_func=ENCODINGS.get)

@@ -48,7 +48,7 @@ PAGES = [
              "Head types over training, and whether a head's map explains the output: shuffles, adversarial rows, "
              "other seeds."),
     PageSpec("Lab", "app_pages/lengths.py", "Length generalisation", ":material/straighten:", "lengths",
-             "Test a trained run at other lengths; the four position encodings side by side."),
+             "Train on a range of lengths, test beyond it: five position encodings side by side."),
     PageSpec("Lab", "app_pages/science.py", "Science", ":material/menu_book:", "science",
              "The model, the tasks and each experiment explained, beside the article's figures.", uses_run=False),
     PageSpec("Calculators", "app_pages/parameters.py", "Parameters", ":material/calculate:", "parameters",
@@ -60,7 +60,7 @@ PAGES = [
     PageSpec("Mechanisms", "app_pages/masks.py", "Masks", ":material/visibility_off:", "masks",
              "The causal mask before vs after the softmax, and padding.", uses_run=False),
     PageSpec("Mechanisms", "app_pages/heads_position.py", "Heads and position", ":material/view_week:",
-             "heads-and-position", "Parameters independent of h, the permutation test, four encodings.",
+             "heads-and-position", "Parameters independent of h, the permutation test, position encodings drawn.",
              uses_run=False),
     PageSpec("Mechanisms", "app_pages/cost.py", "Cost", ":material/speed:", "cost",
              "Attention's time and memory against the sequence length, timed live.", uses_run=False),
