@@ -18,8 +18,8 @@ st.title("Attention Lab")
 st.markdown(
     "A two-block Transformer decoder written in NumPy, with its backward pass by hand, learns to **copy**, "
     "**sort** or **reverse** a short sequence of symbols. Every training is a pure function of its configuration: "
-    "it runs once, lands in a cache, and is served from there in milliseconds. Pick a configuration in the sidebar, then train "
-    "it, compare it across seeds and ablations, and look inside its attention heads."
+    "it runs once, lands in a cache, and is served from there in milliseconds. Pick a configuration in the "
+    "sidebar, then train it, compare it across seeds and ablations, and look inside its attention heads."
 )
 metrics = st.container()
 st.header("Reproduce the article")
