@@ -269,3 +269,11 @@ def test_engine_mode_pages_a_windowed_model_and_a_custom_one():
 def test_engine_mode_bad_setting_is_an_error_message():
     at = page("kv_cache", **ENGINE, kv_e_version="v0", kv_e_kv_cache_memory_gib="10")
     assert "Not a valid engine setting" in texts(at.error) and "kv_cache_memory_gib" in texts(at.error)
+
+
+def test_engine_mode_a_figure_from_the_log_is_chosen_by_its_switch_not_by_a_magic_zero():
+    """0 GiB typed with its switch on is a measured 0 (no estimate); a figure with its switch off is not used."""
+    on = texts(page("kv_cache", **ENGINE, kv_e_non_torch_gib_on="true", kv_e_non_torch_gib="0").markdown)
+    assert "**0.00 GiB** _(measured)_" in on
+    off = texts(page("kv_cache", **ENGINE, kv_e_activation_gib_on="false", kv_e_activation_gib="9.37").markdown)
+    assert "9.37 GiB" not in off and "_(measured)_" not in off

@@ -17,7 +17,7 @@ from ui import plain
 from ui.charts import calculators as cc
 from ui.limits import BusyError
 from ui.metered import metered
-from ui.params import show_invalid, url_number, url_radio, url_select
+from ui.params import show_invalid, url_number, url_radio, url_select, url_toggle
 
 OTHER = "other"
 UNITS = ("GiB", "GB")  # a typed capacity: GiB = 2^30 B (as torch reports), GB = 10^9 B (as sold)
@@ -84,13 +84,17 @@ def settings_inputs(default_len: int, window: int | None, n_layers: int) -> dict
                 "Layers with the window", "kv_e_wlayers", n_layers, 0, n_layers,
                 help=f"V1 pages these {window:,}-token sliding-window layers apart from the full ones",
             )  # fmt: skip
-    typed = any(url_number(f"{lab} (GiB)", f"kv_e_{f}", 0.0, 0.0, 1e5, peek=True) for f, (lab, _) in MEASURED.items())
-    with st.expander("Figures from your own startup log (0: estimate)", expanded=typed):
+    # a figure is used only when its switch says so (a link that gives a figure turns its switch on)
+    given = {
+        f: url_number(f"{lab} (GiB)", f"kv_e_{f}", 0.0, 0.0, 1e5, peek=True) > 0 for f, (lab, _) in MEASURED.items()
+    }
+    with st.expander("Figures from your own startup log, in place of the estimates", expanded=any(given.values())):
         cols = st.columns(len(MEASURED))
         for col, (field, (label, hint)) in zip(cols, MEASURED.items(), strict=True):
             with col:
-                value = url_number(f"{label} (GiB)", f"kv_e_{field}", 0.0, 0.0, 1e5, fmt="%.2f", help=hint)
-            values[field] = value or None
+                use = url_toggle(f"{label} from my log", f"kv_e_{field}_on", given[field], help=hint)
+                value = url_number(f"{label} (GiB)", f"kv_e_{field}", 0.0, 0.0, 1e5, fmt="%.2f", disabled=not use)
+            values[field] = value if use else None
     return values
 
 
