@@ -41,16 +41,18 @@ with run_tab:
         st.stop()
     label = sidebar.POSITION_LABELS[run.model.position]
     st.altair_chart(charts.length_curves(frames.length_frame({f"{label} position": results}), L, lengths[-1]))
-    table = pd.DataFrame([r.to_dict() for r in results[0]]).rename(columns={"length": "test L′"}).fillna({"note": ""})
+    table = pd.DataFrame([r.to_dict() for r in results[0]]).rename(columns={"length": "test L′"}).drop(columns="note")
     for column in ("token_accuracy", "sequence_accuracy"):  # out of reach: a dash (the note says why), never "None"
         table[column] = [f"{v:.3f}" if v is not None and v == v else "–" for v in table[column]]
     text = st.column_config.TextColumn
-    columns = {"token_accuracy": text("per-token"), "sequence_accuracy": text("per-seq"), "note": text(width="large")}
+    columns = {"token_accuracy": text("per-token"), "sequence_accuracy": text("per-seq")}
     st.dataframe(table, hide_index=True, column_config=columns)
+    for line in frames.length_notes(results[0]):  # in full below the table, not cut off in a column
+        st.caption(line)
     st.caption(
         f"Blue: per-token accuracy, orange: per-sequence. Trained at L = {L} (dashed line), then evaluated by greedy "
         f"generation at each test length L′ on that length's own 500 test sequences; at L′ = {L} the numbers are the "
-        "run's own evaluation. A length without a number is a gap in the curve; the table's note says why."
+        "run's own evaluation. A length without a number is a gap in the curve; the note below the table says why."
     )
 
     st.markdown(

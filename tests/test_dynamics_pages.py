@@ -101,7 +101,8 @@ def test_length_page_shows_the_sidebar_run_at_each_test_length(store):
     assert ("per-sequence", 7) not in curve  # learned: a table of 13 rows cannot reach L' = 7 (a gap)
     assert table["token_accuracy"].iloc[1] == f"{get_run(run).eval.token_accuracy:.3f}"  # shown as in the curve
     assert table["sequence_accuracy"].iloc[2] == "–"  # out of reach: a dash, never "None"
-    assert "cannot reach past its rows" in table["note"].iloc[2]
+    assert "note" not in table.columns  # the note is read in full below the table
+    assert any(c.value.startswith("L′ = 7: ") and "cannot reach past its rows" in c.value for c in at.caption)
     assert "Compare the encodings over 3 seeds" in [b.label for b in at.button]
 
 
@@ -183,3 +184,13 @@ def test_length_page_randomized_positions_toggle_trains_other_runs(store):
     assert "Train the 5 missing runs" in [b.label for b in at.button]
     assert at.toggle(key="lit_rand_eval").value is False  # offered only with randomized positions
     assert "lit_rand_eval" not in [t.key for t in app("lengths", lit_seeds="1").toggle]
+
+
+def test_length_notes_group_consecutive_lengths_with_one_note():
+    from attncore.evaluate import LengthResult
+    from ui.frames import length_notes
+
+    far = "past the table"
+    rows = [LengthResult(n, None if n > 6 else 1.0, None, far if n > 6 else None) for n in (2, 6, 7, 8, 9, 12)]
+    assert length_notes(rows) == ["L′ = 7–9: past the table", "L′ = 12: past the table"]  # 12 is not next to 9
+    assert length_notes(rows[:2]) == []

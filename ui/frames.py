@@ -190,3 +190,18 @@ def length_findings(df: pd.DataFrame, trained: tuple[int, int]) -> pd.DataFrame:
     out["rank"] = out["beyond"].rank(ascending=False, method="min", na_option="bottom").astype(int)
     out["token_rank"] = out["token_beyond"].rank(ascending=False, method="min", na_option="bottom").astype(int)
     return out.sort_values(["rank", "token_rank", "encoding"]).reset_index(drop=True)
+
+
+def length_notes(results) -> list[str]:
+    """The notes of a run's length results, one line per run of consecutive lengths with the same note:
+    ["L′ = 7–12: <note>"], so a long note is read once, in full, instead of in a narrow table column."""
+    lines, start = [], None
+    for i, r in enumerate(results):
+        nxt = results[i + 1] if i + 1 < len(results) else None
+        start = r.length if start is None else start
+        if nxt is None or nxt.note != r.note or nxt.length != r.length + 1:
+            if r.note:
+                span = f"{start}" if start == r.length else f"{start}–{r.length}"
+                lines.append(f"L′ = {span}: {r.note}")
+            start = None
+    return lines
