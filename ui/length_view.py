@@ -75,7 +75,7 @@ def findings_text(frame, task: str, n_seeds: int, last: int, randomized: bool) -
         f"**What the lab found here** ({task}, {tables.count(n_seeds, 'seed')}). {seq}; per token (chance 0.05) "
         f"the order is {tok}. Inside the range per sequence: {inside}. The widest band between seeds past the "
         f"range is {widest.token_spread:.2f} per token ({widest.encoding})."
-        + ("" if randomized else " Learned positions have no number past their 17 trained rows (a gap, ranked last).")
+        + ("" if randomized else f" Learned positions have no number past their {2 * LIT_L + 1} trained rows (a gap).")
     )
 
 
