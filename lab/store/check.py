@@ -45,35 +45,33 @@ def _mtime(path: Path) -> float:
         return 0.0
 
 
-def _unused_lock(path: Path) -> bool:
-    if fcntl is None:
-        return False
-    try:
-        with open(path, "a") as fh:
-            try:
-                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                return False  # held: a run is computing
-            path.unlink(missing_ok=True)  # unlinked while held, the protocol of backend.locked
-            return True
-    except OSError:
-        return False
-
-
-def _lock_held(path: Path) -> bool:
-    """Whether some process holds the flock on `path` (a write in progress); False where there is no lock."""
+def _probe_lock(path: Path, remove: bool) -> bool | None:
+    """Whether some process holds the flock on `path` (True: a write in progress); None where no lock can be
+    taken. With remove, a free lock file is unlinked while this probe holds it (the protocol of backend.locked)."""
     if fcntl is None or not path.exists():
-        return False
+        return None
     try:
         with open(path, "a") as fh:
             try:
                 fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
                 return True
+            if remove:
+                path.unlink(missing_ok=True)
             fcntl.flock(fh, fcntl.LOCK_UN)
+            return False
     except OSError:
-        return False
-    return False
+        return None
+
+
+def _unused_lock(path: Path) -> bool:
+    """Remove the lock file if no process holds it; True if it was removed."""
+    return _probe_lock(path, remove=True) is False
+
+
+def _lock_held(path: Path) -> bool:
+    """Whether some process holds the flock on `path` (a write in progress); False where there is no lock."""
+    return _probe_lock(path, remove=False) is True
 
 
 def check(location: Path, func_dir: Path, version: int, repair: bool, key_of) -> dict:

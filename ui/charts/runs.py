@@ -278,17 +278,9 @@ def live_loss_curve(df: pd.DataFrame, steps: int, height: int = 240) -> alt.Char
 
 
 def loss_curve_at(df: pd.DataFrame, step: int, steps: int, height: int = 240) -> alt.LayerChart:
-    """The loss (columns step, loss) over steps 1..steps on a log step axis, a dashed marker at `step`."""
-    line = (
-        alt.Chart(df)
-        .mark_line(color=TOKEN_COLOR, strokeWidth=1.8)
-        .encode(
-            x=_step_axis(steps),
-            y=_loss_axis(True).axis(minExtent=STEP_CHARTS_Y_EXTENT),
-            tooltip=[alt.Tooltip("step:Q"), alt.Tooltip("loss:Q", format=".4f")],
-        )
-    )
-    return alt.layer(line, _step_rule(step, steps)).properties(height=height)
+    """The loss (columns step, loss) over steps 1..steps on a log step axis, a dashed marker at `step`: the live
+    curve's chart, finished."""
+    return alt.layer(live_loss_curve(df, steps, height), _step_rule(step, steps)).properties(height=height)
 
 
 def snapshot_accuracy(df: pd.DataFrame, step: int, steps: int, height: int = 200) -> alt.LayerChart:
