@@ -15,21 +15,32 @@ from ui.params import show_invalid, url_number, url_radio, url_select, url_toggl
 
 CUSTOM = "custom"  # keeps the geometry as it is; a fresh URL starts it from the lab's model
 GEOMETRY = {"n_layers": ("Layers", None), "n_heads": ("Query heads", None), "kv_heads": ("KV heads", "1: MQA")}
-GEOMETRY |= {"head_dim": ("Head dim", None), "window": ("Window", "sliding window in tokens; 0: none")}
+GEOMETRY |= {"head_dim": ("Head dim", None)}
+# features a model may not have: a switch, then its sizes (field: label, smallest value), never a magic 0
+OPTIONAL = {
+    "window_on": ("Sliding window", {"window": ("Window (tokens)", 1)}),
+    "mla_on": ("Latent cache (MLA)", {"kv_lora_rank": ("MLA latent rank", 1), "rope_head_dim": ("MLA RoPE dims", 0)}),
+}
+SHOWN_WHEN_OFF = {"window": 4096, "kv_lora_rank": 512, "rope_head_dim": 64}  # the inputs' values while switched off
 FIT_MODES = {"simple": "Simple: weights + a reserve", "vllm": "As the serving engine sees it (vLLM)"}
-GEOMETRY |= {"kv_lora_rank": ("MLA latent", "kv_lora_rank; 0: no latent cache"), "rope_head_dim": ("MLA RoPE", None)}
 
 
 def preset_geometry(name: str) -> dict:
+    """The preset's geometry as the page's widgets hold it: switches on/off, every size a number."""
     g = kv.cache_geometry(PRESETS["attncore" if name == CUSTOM else name].arch)
-    return g | {"window": g["window"] or 0}
+    on = {"window_on": g["window"] is not None, "mla_on": g["kv_lora_rank"] > 0}
+    sizes = {f: g[f] or SHOWN_WHEN_OFF[f] for f in SHOWN_WHEN_OFF}
+    return g | sizes | on
+
+
+FIELDS = [*GEOMETRY, *OPTIONAL, *(f for _, sizes in OPTIONAL.values() for f in sizes)]
 
 
 def load_preset() -> None:
     """Fill the geometry from the chosen preset; 'custom' sets it again as it is, so the URL keeps it."""
     name = st.session_state["kv_preset"]
-    values = {f: st.session_state[f"kv_{f}"] for f in GEOMETRY} if name == CUSTOM else preset_geometry(name)
-    st.session_state.update({f"kv_{f}": v for f, v in values.items()})
+    values = {f: st.session_state[f"kv_{f}"] for f in FIELDS} if name == CUSTOM else preset_geometry(name)
+    st.session_state.update({f"kv_{f}": values[f] for f in FIELDS})
 
 
 def show(metrics: list[tuple[str, str, str]]) -> None:
@@ -58,8 +69,18 @@ with st.container(border=True):
     for col, (f, (label, hint)) in zip(st.columns(len(GEOMETRY)), GEOMETRY.items(), strict=True):
         with col:
             geometry[f] = url_number(label, f"kv_{f}", default[f], 0, 10**7, help=hint)
-    params = url_number("Weights (parameters, 0: unknown)", "kv_weights", 0, 0, 10**13) if preset == CUSTOM else None
-geometry["window"] = geometry["window"] or None
+    for col, (switch, (label, sizes)) in zip(st.columns(len(OPTIONAL)), OPTIONAL.items(), strict=True):
+        with col:
+            on = url_toggle(label, f"kv_{switch}", default[switch])
+            for f, (size_label, low), size_col in zip(sizes, sizes.values(), st.columns(len(sizes)), strict=True):
+                with size_col:
+                    value = url_number(size_label, f"kv_{f}", default[f], low, 10**7, disabled=not on)
+                geometry[f] = value if on else None
+    if preset == CUSTOM and url_toggle("Count the weights", "kv_weights_on", False):
+        params = url_number("Weights (parameters)", "kv_weights", 10**9, 1, 10**13)
+    else:
+        params = None
+geometry["kv_lora_rank"], geometry["rope_head_dim"] = geometry["kv_lora_rank"] or 0, geometry["rope_head_dim"] or 0
 base = None if preset == CUSTOM else PRESETS[preset].arch
 if base and base.position == "learned" and context > base.max_len:
     st.warning(f"{preset} has {base.max_len:,} learned positions: it cannot read a context of {context:,}.")

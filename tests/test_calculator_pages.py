@@ -141,7 +141,8 @@ def test_kv_cache_presets_load_their_geometry():
     assert at.number_input(key="kv_window").value == 4096
     assert metric(at, "KV cache, binary")[0] == "512 MiB"  # the window keeps 4096 of 32768 tokens
     rerun(at.selectbox(key="kv_preset").set_value("deepseek-v2-lite"))
-    assert at.number_input(key="kv_kv_lora_rank").value == 512 and at.number_input(key="kv_window").value == 0
+    assert at.number_input(key="kv_kv_lora_rank").value == 512 and at.toggle(key="kv_mla_on").value
+    assert not at.toggle(key="kv_window_on").value  # no window: a switch off, not a magic 0
     assert metric(at, "Per token")[0] == f"{27 * (512 + 64) * 2:,} B"  # one latent + RoPE key, no factor 2
     assert metric(at, "Cache / weights")[1] == "MLA cache"
 
@@ -277,3 +278,15 @@ def test_engine_mode_a_figure_from_the_log_is_chosen_by_its_switch_not_by_a_magi
     assert "**0.00 GiB** _(measured)_" in on
     off = texts(page("kv_cache", **ENGINE, kv_e_activation_gib_on="false", kv_e_activation_gib="9.37").markdown)
     assert "9.37 GiB" not in off and "_(measured)_" not in off
+
+
+def test_kv_cache_optional_features_are_switches_not_magic_zeros():
+    """A window is used only while its switch is on; a custom model's weights are counted only when asked."""
+    windowed = page("kv_cache", kv_preset="mistral-7b-v0.1", kv_context="32768")
+    full = page("kv_cache", kv_preset="mistral-7b-v0.1", kv_context="32768", kv_window_on="false")
+    assert metric(windowed, "KV cache, binary")[0] == "512 MiB" and metric(full, "KV cache, binary")[0] == "4.00 GiB"
+    (window,) = [n for n in full.number_input if n.key == "kv_window"]
+    assert window.proto.disabled  # shown, greyed out
+    custom = page("kv_cache", kv_preset="custom")
+    assert "kv_weights" not in [n.key for n in custom.number_input]  # weights unknown: no number to type
+    assert "kv_weights" in [n.key for n in page("kv_cache", kv_preset="custom", kv_weights_on="true").number_input]
