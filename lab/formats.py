@@ -72,6 +72,14 @@ def size(n_bytes: float, unit: str = "iec", digits: int = 3) -> str:
     return f"{value:.{decimals}f} {names[i]}"
 
 
+def significant(value: float, digits: int = 3) -> str:
+    """A positive amount with `digits` significant digits, trailing zeros kept: 16.1, 1.07, 72.0, 0.500, 1,234."""
+    if not value:
+        return "0"
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(value))))
+    return f"{value:,.{decimals}f}"
+
+
 def learning_rate(lr: float) -> str:
     """A learning rate in one notation: 3e-3, 1e-2, 2.5e-4 (mantissa without trailing zeros, plain exponent)."""
     mantissa, exponent = f"{lr:e}".split("e")

@@ -164,7 +164,7 @@ def test_a_fit_in_gib_says_gib_everywhere_and_its_axis_names_the_unit():
     assert df["size"].sum() == pytest.approx(79.22) and df.loc["KV cache", "size"] == pytest.approx(4)
     message = cc.fit_message(fit, cache, "GiB")
     assert message.startswith("Fits: ") and "GB" not in message.replace("GiB", "")
-    assert f"{0.9 * 79.22:.2f} GiB usable (79.22 GiB less 10% reserved)" in message
+    assert f"{0.9 * 79.22:.1f} GiB usable (79.22 GiB less 10% reserved)" in message
     metrics = {label: (value, note) for label, value, note in cc.fit_metrics(fit, cache, "GiB")}
     left = metrics["Left for the cache"]
     assert left[0].endswith("GiB") and left[1] == "of 79.22 GiB"

@@ -127,12 +127,12 @@ def test_kv_cache_simple_fit_counts_the_gpu_in_the_unit_chosen():
     budget = round(round(79.22 * 2**30) * 0.9) - 2 * LLAMA3_8B
     assert metric(at, "Cached tokens that fit")[0] == f"{budget // 131_072:,}"
     assert metric(at, "Left for the cache")[1] == "of 79.22 GiB"
-    assert "71.30 GiB usable (79.22 GiB less 10% reserved)" in texts(at.success)
+    assert "71.3 GiB usable (79.22 GiB less 10% reserved)" in texts(at.success)
     typed = page("kv_cache", kv_unit="GiB", kv_gpu_gib="other", kv_gpu_gb="40")
     assert typed.number_input(key="kv_gpu_gb").label == "GPU memory (GiB = 2³⁰ B)"
     assert metric(typed, "Left for the cache")[1] == "of 40 GiB"
     sold = page("kv_cache", kv_gpu="other", kv_gpu_gb="40")
-    assert metric(sold, "Left for the cache")[1] == "of 40 GB" and "36.00 GB usable" in texts(sold.success)
+    assert metric(sold, "Left for the cache")[1] == "of 40 GB" and "36.0 GB usable" in texts(sold.success)
 
 
 def test_kv_cache_presets_load_their_geometry():
@@ -290,3 +290,10 @@ def test_kv_cache_optional_features_are_switches_not_magic_zeros():
     custom = page("kv_cache", kv_preset="custom")
     assert "kv_weights" not in [n.key for n in custom.number_input]  # weights unknown: no number to type
     assert "kv_weights" in [n.key for n in page("kv_cache", kv_preset="custom", kv_weights_on="true").number_input]
+
+
+def test_kv_cache_fit_sentence_writes_sizes_as_the_metrics_do():
+    at = page("kv_cache")  # llama-3-8b on an 80 GB card
+    weights = metric(at, "Weights in fp16")[0]
+    cache = metric(at, "KV cache, decimal units")[0]
+    assert f"weights {weights} + cache {cache}" in texts(at.success)  # '16.1 GB', '1.07 GB': one format

@@ -56,3 +56,16 @@ def test_seconds_and_durations_are_rounded():
     assert formats.seconds(13.857248) == "13.9 s"
     assert formats.seconds(0.4213) == "0.42 s"
     assert formats.duration(42.4) == "42 s" and formats.duration(185) == "3 min 05 s"
+
+
+def test_significant_keeps_three_digits_and_trailing_zeros():
+    from lab.formats import significant
+
+    assert [significant(v) for v in (16.06, 1.0737, 72.0, 0.5, 1234.4, 0)] == [
+        "16.1",
+        "1.07",
+        "72.0",
+        "0.500",
+        "1,234",
+        "0",
+    ]

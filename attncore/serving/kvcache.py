@@ -6,6 +6,7 @@ memory sits beside the cache. Also the series behind the dashboard's memory-agai
 
 from __future__ import annotations
 
+import math
 import numbers
 from dataclasses import asdict, dataclass, replace
 
@@ -238,6 +239,13 @@ class Fit:
         return asdict(self)
 
 
+def _gb(n_bytes: float) -> str:
+    """Decimal GB with three significant digits, as the pages write sizes (lab.formats.significant)."""
+    value = n_bytes / GB
+    decimals = max(0, 2 - math.floor(math.log10(value))) if value > 0 else 0
+    return f"{value:,.{decimals}f} GB"
+
+
 def fit(cache: KVCache, gpu_gb: float, reserve: float = DEFAULT_RESERVE) -> Fit:
     """How much of this cache fits on a GPU of gpu_gb decimal GB once the reserve and the weights are taken."""
     if isinstance(gpu_gb, bool) or not isinstance(gpu_gb, numbers.Real) or not 0 < gpu_gb <= 100_000:
@@ -250,12 +258,10 @@ def fit(cache: KVCache, gpu_gb: float, reserve: float = DEFAULT_RESERVE) -> Fit:
     usable = round(gpu_bytes * (1 - reserve))
     weights = cache.weight_bytes or 0
     budget = usable - weights
-    where = f"{usable / GB:.2f} GB usable ({gpu_gb:g} GB less {reserve:.0%} reserved)"
+    where = f"{_gb(usable)} usable ({gpu_gb:g} GB less {reserve:.0%} reserved)"
     unknown = "" if cache.weight_bytes is not None else "; weights not counted"
     if budget <= 0:
-        message = (
-            f"does not fit: the weights alone need {weights / GB:.2f} GB in {cache.weight_dtype}, over the {where}"
-        )
+        message = f"does not fit: the weights alone need {_gb(weights)} in {cache.weight_dtype}, over the {where}"
         return Fit(gpu_gb, gpu_bytes, reserve, usable, weights, budget, 0, 0, 0, False, False, message)
     bpt = cache.bytes_per_token
     longest = budget // (bpt * cache.batch)
@@ -265,7 +271,7 @@ def fit(cache: KVCache, gpu_gb: float, reserve: float = DEFAULT_RESERVE) -> Fit:
     verdict = "fits" if fits else "does not fit"
     sign = "<=" if fits else ">"
     message = (
-        f"{verdict}: weights {weights / GB:.2f} GB + cache {cache.gb:.2f} GB {sign} {where}; "
+        f"{verdict}: weights {_gb(weights)} + cache {_gb(cache.bytes)} {sign} {where}; "
         f"room for {budget // bpt:,} cached tokens{unknown}"
     )
     return Fit(

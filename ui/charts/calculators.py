@@ -133,16 +133,20 @@ def fit_metrics(f: Fit, c: KVCache, unit: str = "GB") -> list[Metric]:
 
 
 def fit_message(f: Fit, c: KVCache, unit: str = "GB") -> str:
-    """The fit's verdict with every size in `unit` (GB or GiB), as kvcache.fit words it in GB."""
+    """The fit's verdict with every size in `unit` (GB or GiB), three significant digits as the metrics write
+    them (kvcache.fit words it the same way in GB); the card's own capacity as its list gives it."""
     per = SIZE_UNITS[unit]
-    where = f"{f.usable_bytes / per:.2f} {unit} usable ({f.gpu_bytes / per:.4g} {unit} less {f.reserve:.0%} reserved)"
+
+    def amount(n_bytes: float) -> str:
+        return f"{formats.significant(n_bytes / per)} {unit}"
+
+    where = f"{amount(f.usable_bytes)} usable ({f.gpu_bytes / per:.4g} {unit} less {f.reserve:.0%} reserved)"
     if not f.weights_fit:
-        need = f"{f.weight_bytes / per:.2f} {unit} in {c.weight_dtype}"
-        return f"Does not fit: the weights alone need {need}, over the {where}"
+        return f"Does not fit: the weights alone need {amount(f.weight_bytes)} in {c.weight_dtype}, over the {where}"
     unknown = "" if c.weight_bytes is not None else "; weights not counted"
     verdict, sign = ("Fits", "≤") if f.fits else ("Does not fit", ">")
     return (
-        f"{verdict}: weights {f.weight_bytes / per:.2f} {unit} + cache {c.bytes / per:.2f} {unit} {sign} {where}; "
+        f"{verdict}: weights {amount(f.weight_bytes)} + cache {amount(c.bytes)} {sign} {where}; "
         f"room for {f.tokens_that_fit:,} cached tokens{unknown}"
     )
 
