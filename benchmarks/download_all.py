@@ -14,18 +14,15 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from store_listing import fake_record, write_fake  # noqa: E402
+from store_listing import fill_store  # noqa: E402
 
 from attncore.config import make_run  # noqa: E402
 from lab import store  # noqa: E402
-from lab.store import codec  # noqa: E402
-from lab.store import index as store_index  # noqa: E402
 
 ONE_BUILD = """
 import resource, sys, time
@@ -39,14 +36,6 @@ print(time.perf_counter() - start, time.process_time() - cpu, len(data),
 """
 
 
-def fill(location: Path, n: int) -> None:
-    base = make_run()  # the default configuration: 1,500 steps, d = 32, 2 layers
-    template = codec.encode(fake_record(base))
-    for seed in range(n):
-        write_fake(location, replace(base, train=replace(base.train, seed=seed)), template)
-    store_index.rebuild_saved(location, store._Entry(base, location).func_dir)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=500)
@@ -56,7 +45,7 @@ def main() -> None:
         location = Path(tmp) / "cache"
         env = os.environ | {store.ENV_VAR: str(location)}
         os.environ[store.ENV_VAR] = str(location)
-        fill(location, a.runs)
+        fill_store(location, a.runs, make_run())  # the default configuration: 1,500 steps, d = 32
         size = store.stored_bytes()
         print(f"{a.runs} runs, {size / 2**20:.1f} MB stored")
         rows = []

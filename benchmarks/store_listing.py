@@ -63,9 +63,10 @@ def write_fake(location: Path, run: RunConfig, template: tuple[dict, bytes] | No
     return entry.path
 
 
-def fill_store(location: Path, n: int) -> list[RunConfig]:
-    """n fake small runs (copy, L = 4, seeds 0..n-1) written straight into the store, then the index rebuilt."""
-    base = make_run("copy", 4, 0, **SMALL)
+def fill_store(location: Path, n: int, base: RunConfig | None = None) -> list[RunConfig]:
+    """n fake runs of `base` (default small: copy, L = 4) at seeds 0..n-1 written straight into the store, then
+    the index rebuilt."""
+    base = make_run("copy", 4, 0, **SMALL) if base is None else base
     meta, data = codec.encode(fake_record(base))
     runs = [replace(base, train=replace(base.train, seed=seed)) for seed in range(n)]
     for run in runs:
