@@ -165,10 +165,16 @@ def attention_mask(causal: np.ndarray | None, padding: np.ndarray | None) -> np.
     return keys if causal is None else causal & keys
 
 
+def as_bias(mask: np.ndarray, dtype: str = "float64") -> np.ndarray:
+    """A bool mask as an additive bias (0 where allowed, -inf where not), for a mask in which every row keeps
+    a key: softmax then gives the same bits as under the bool mask, without its copy and clamps."""
+    return np.where(mask, 0.0, -np.inf).astype(dtype)
+
+
 @lru_cache(maxsize=64)
 def causal_bias(t_q: int, t_k: int | None = None, dtype: str = "float64") -> np.ndarray:
     """The causal mask as an additive (T_q, T_k) bias: 0 where allowed, -inf where not."""
-    bias = np.where(causal_mask(t_q, t_k), 0.0, -np.inf).astype(dtype)
+    bias = as_bias(causal_mask(t_q, t_k), dtype)
     bias.flags.writeable = False
     return bias
 
@@ -321,25 +327,4 @@ def cross_entropy_backward(cache):
     dlogits = probs.copy()
     dlogits[np.arange(n), targets] -= 1.0
     dlogits /= n
-    return dlogits
-
-
-def masked_cross_entropy_forward(logits, targets, weights):
-    """sum(w · nll) / sum(w) over (N, V) logits, (N,) targets and 0/1 weights (N,): the loss of the answer
-    tokens of a padded batch, where padding and non-answer positions have weight 0."""
-    z = logits - row_max(logits)
-    e = np.exp(z)
-    total = row_sum(e)
-    n = len(targets)
-    nll = np.log(total[:, 0]) - z[np.arange(n), targets]
-    count = float(weights.sum())
-    e /= total
-    return float((nll * weights).sum() / count), (e, targets, weights, count, nll)
-
-
-def masked_cross_entropy_backward(cache):
-    probs, targets, weights, count, _ = cache
-    dlogits = probs.copy()
-    dlogits[np.arange(len(targets)), targets] -= 1.0
-    dlogits *= (weights / count)[:, None].astype(dlogits.dtype)
     return dlogits

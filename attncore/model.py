@@ -8,6 +8,7 @@ the same names. Shapes: B batch, T time, D model width, H heads, Dh = D / H.
 from __future__ import annotations
 
 import zlib
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -97,20 +98,86 @@ def init_params(cfg: ModelConfig, rng: np.random.Generator | int) -> dict[str, n
 # --- forward ---------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class AnswerRows:
+    """The rows a padded batch computes. Sequence b computes its positions 0..computed[b] - 1 (`present`; the
+    right padding after them is never read by a real query under the causal mask) and outputs its positions
+    starts[b] .. starts[b] + counts[b] - 1, packed in sequence order: R = sum(counts) rows.
+
+    Activations stay packed, one row per present position; attention scatters its queries, keys and values
+    into the padded (B, H, T, Dh) layout (padding 0, masked) and gathers its output rows back. The last block
+    asks its queries in a window of W = max(counts) positions per sequence (rectangular: one batched product)
+    from window[b, 0] = min(starts[b], T - W), and keeps the R output rows. A right-padded batch of lengths n
+    (computed 2n, starts n, counts n, T = 2·max n) so costs the attention of its longest length and the
+    row-wise work (projections, norms, MLPs, head) of the lengths it holds.
+    """
+
+    B: int
+    T: int  # positions of the padded batch
+    present: np.ndarray | None  # (N,) the positions computed, as indices into the B·T rows; None: all
+    window: np.ndarray | None  # (B, W) each sequence's query positions; None: every position asks
+    keep: np.ndarray  # (R,) the output rows, as indices into the B·W window rows (B·T without a window)
+    out: np.ndarray | None  # (R,) the same rows as indices into the present rows; None: all of them
+    sequence: np.ndarray  # (R,) the sequence of each output row
+
+    @classmethod
+    def of(cls, starts, counts, T: int, computed=None) -> AnswerRows:
+        starts, counts = np.asarray(starts, dtype=np.int64), np.asarray(counts, dtype=np.int64)
+        computed = np.full(starts.shape, T) if computed is None else np.asarray(computed, dtype=np.int64)
+        if starts.ndim != 1 or not starts.shape == counts.shape == computed.shape:
+            raise ValueError("starts, counts and computed must be (B,) ints")
+        if (counts < 1).any() or (starts < 0).any() or (starts + counts > computed).any() or (computed > T).any():
+            raise ValueError(f"need counts >= 1 and 0 <= starts < starts + counts <= computed <= T = {T}")
+        B, W = len(starts), int(counts.max())
+        window = np.minimum(starts, T - W)[:, None] + np.arange(W)  # (B, W)
+        kept = (window >= starts[:, None]) & (window < (starts + counts)[:, None])
+        sequence = np.nonzero(kept)[0]
+        first = np.cumsum(computed) - computed  # where each sequence's rows begin among the present rows
+        present = None if (computed == T).all() else np.flatnonzero(np.arange(T)[None, :] < computed[:, None])
+        return cls(B, T, present, window, np.flatnonzero(kept), first[sequence] + window[kept], sequence)
+
+    def inner(self) -> AnswerRows:
+        """The same rows for a block before the last: every present position asks and keeps its row."""
+        keep = np.arange(self.B * self.T) if self.present is None else self.present
+        return replace(self, window=None, keep=keep, out=None)
+
+    @property
+    def batch(self) -> np.ndarray:
+        """(B, 1): with `window`, the (sequence, position) pair of each window entry."""
+        return np.arange(self.B)[:, None]
+
+
+def _rope_at_queries(cos, sin, q_from):
+    """RoPE's cos and sin (T, Dh/2) at the query positions: (Tq, Dh/2), or (B, 1, W, Dh/2) in windows."""
+    if isinstance(q_from, int):
+        return cos[q_from:], sin[q_from:]
+    if q_from.window is None:
+        return cos, sin
+    return cos[q_from.window][:, None], sin[q_from.window][:, None]
+
+
 def _mha_forward(h, params, p, cfg, B, t0=0, mask=None, kv=None, head_mask=None, q_from=0, pos=None, bias=None):
     """Multi-head causal self-attention of h (B*T, D) at positions t0..t0+T-1 (or `pos` (T,), randomized).
 
     Every position gives keys and values; only positions q_from.. ask queries,
     so the output is (B*(T-q_from), D) (the last block needs only the answer
-    positions). With kv = (K, V) cache arrays (B, H, T_max, Dh) the new keys and
+    positions). With q_from AnswerRows, h is their present rows (N, D) and the output their kept rows.
+    With kv = (K, V) cache arrays (B, H, T_max, Dh) the new keys and
     values are written at t0.. and the queries read every cached position before them.
-    bias (H, T, T): ALiBi's score bias over all T positions (its query rows q_from.. are used).
+    bias (H, T, T): ALiBi's score bias over all T positions (its query rows are used).
     """
     N, D = h.shape  # activations stay 2-D (B*T, D): a 2-D matrix product is one BLAS call
-    T, H, Dh = N // B, cfg.n_heads, cfg.d_head
+    rows = None if isinstance(q_from, int) else q_from
+    T, H, Dh = N // B if rows is None else rows.T, cfg.n_heads, cfg.d_head
     qkv, _ = L.linear_forward(h, params[p + "attn.w_qkv"], params[p + "attn.b_qkv"])  # (B*T, 3D)
+    if rows is not None and rows.present is not None:  # into the padded layout; padding stays 0 and is masked
+        qkv, present = np.zeros((B * T, 3 * D), dtype=qkv.dtype), qkv
+        qkv[rows.present] = present
     q, k, v = qkv.reshape(B, T, 3, H, Dh).transpose(2, 0, 3, 1, 4)  # each (B, H, T, Dh)
-    q = q[:, :, q_from:]  # (B, H, Tq, Dh)
+    if rows is None:
+        q = q[:, :, q_from:]  # (B, H, Tq, Dh)
+    elif rows.window is not None:  # (B, H, W, Dh)
+        q = qkv.reshape(B, T, 3, H, Dh)[rows.batch, rows.window, 0].transpose(0, 2, 1, 3)
     rope = None
     if cfg.position == "rope":
         if pos is None:
@@ -119,7 +186,7 @@ def _mha_forward(h, params, p, cfg, B, t0=0, mask=None, kv=None, head_mask=None,
         else:
             cos, sin = P.rope_at(pos, Dh, cfg.dtype)
         rope = cos, sin
-        q = L.rope_forward(q, cos[q_from:], sin[q_from:])
+        q = L.rope_forward(q, *_rope_at_queries(cos, sin, q_from))
         k = L.rope_forward(k, cos, sin)
     if kv is not None:
         kv[0][:, :, t0 : t0 + T] = k
@@ -128,26 +195,35 @@ def _mha_forward(h, params, p, cfg, B, t0=0, mask=None, kv=None, head_mask=None,
         mask = L.causal_bias(T, t0 + T, cfg.dtype) if T > 1 else None  # one new query sees every key
         if cfg.position == "alibi" and bias is None:  # given: at the caller's positions
             bias = P.alibi_bias_cached(T, t0 + T, H, cfg.dtype)
-    elif q_from:
-        mask = None if mask is None else mask[..., q_from:, :]
-        bias = None if bias is None else bias[:, q_from:]
+    elif rows is None:
+        if q_from:
+            mask = None if mask is None else mask[..., q_from:, :]
+            bias = None if bias is None else bias[:, q_from:]
+    elif rows.window is not None:  # each sequence's window: the mask (B, 1, W, T), the bias (B, H, W, T)
+        if mask is not None:
+            mask = (mask[rows.window] if mask.ndim == 2 else mask[rows.batch, 0, rows.window])[:, None]
+        bias = None if bias is None else bias[:, rows.window].transpose(1, 0, 2, 3)
     y, attn_cache = L.attention_forward(q, k, v, mask, cfg.scaling, bias)  # (B, H, Tq, Dh)
     if head_mask is not None:
         y = y * head_mask[:, None, None]
     merged = L.merge_heads(y).reshape(-1, D)  # (B*Tq, D)
+    if rows is not None:
+        merged = merged[rows.keep]  # the rows kept; from here on row-wise
     out, _ = L.linear_forward(merged, params[p + "attn.w_out"], params[p + "attn.b_out"])
     return out, (h, merged, attn_cache, head_mask, q_from, rope)
 
 
 def _query_rows(x, B, q_from):
-    """Rows of x (B*T, D) at positions q_from.. -> (B*(T-q_from), D)."""
+    """Rows of x (B*T, D) at positions q_from.. -> (B*(T-q_from), D); of AnswerRows' present rows, the kept."""
+    if not isinstance(q_from, int):
+        return x if q_from.out is None else x[q_from.out]
     return x if not q_from else x.reshape(B, -1, x.shape[-1])[:, q_from:].reshape(-1, x.shape[-1])
 
 
 def _block_forward(x, params, i, cfg, B, t0=0, mask=None, kv=None, head_mask=None, q_from=0, pos=None, bias=None):
     """One block, pre-LN or post-LN (SPEC §4), on x (B*T, D).
 
-    Returns x at positions q_from.. (B*(T-q_from), D) and the backward cache.
+    Returns x at the query rows (_query_rows) and the backward cache.
     """
     p = f"blocks.{i}."
     ln = (params[p + "ln1.gamma"], params[p + "ln1.beta"]), (params[p + "ln2.gamma"], params[p + "ln2.beta"])
@@ -185,10 +261,13 @@ def _embed(params, idx, cfg, t0=0, pos=None):
     return x.reshape(-1, cfg.d_model)  # (B*T, D)
 
 
-def forward(params, idx, cfg: ModelConfig, *, out_from: int = 0, head_mask=None, padding=None, positions=None):
+def forward(params, idx, cfg: ModelConfig, *, out_from: int | AnswerRows = 0, head_mask=None, padding=None,
+            positions=None):  # fmt: skip
     """Logits (B, T - out_from, V) for tokens idx (B, T), and the cache for `backward`.
 
-    out_from skips the output head on positions that carry no loss; head_mask
+    out_from skips the last block's queries and the output head on positions that carry no loss; AnswerRows
+    instead compute their present rows only and give the packed logits (R, V) of their output rows (a padded
+    batch: padded_forward). head_mask
     (n_layers, H) of 0/1 zeroes chosen heads' outputs; padding (B, T) bool masks keys
     (combined with the causal mask in L.attention_mask, the one place masks meet);
     positions (T,) increasing ints: the batch's positions in place of 0..T-1 (randomized positions).
@@ -197,7 +276,12 @@ def forward(params, idx, cfg: ModelConfig, *, out_from: int = 0, head_mask=None,
     pos = None if positions is None else np.asarray(positions, dtype=np.int64)
     if pos is not None and pos.shape != (T,):
         raise ValueError(f"positions must have shape ({T},), got {pos.shape}")
-    mask = L.causal_bias(T, T, cfg.dtype) if padding is None else L.attention_mask(L.causal_mask(T), padding)
+    if padding is None:
+        mask = L.causal_bias(T, T, cfg.dtype)
+    else:
+        mask = L.attention_mask(L.causal_mask(T), padding)
+        if padding[:, 0].all():  # every query may read key 0, so no row is fully masked: the additive form
+            mask = L.as_bias(mask, cfg.dtype)
     bias = None
     if cfg.position == "alibi":
         bias = (
@@ -206,14 +290,22 @@ def forward(params, idx, cfg: ModelConfig, *, out_from: int = 0, head_mask=None,
             else P.alibi_bias(pos, pos, cfg.n_heads, cfg.dtype)
         )
     x = _embed(params, idx, cfg, pos=pos)  # (B*T, D)
+    inner = 0
+    if not isinstance(out_from, int):
+        if (out_from.B, out_from.T) != (B, T):
+            raise ValueError(f"AnswerRows of a ({out_from.B}, {out_from.T}) batch given for ({B}, {T})")
+        x = x if out_from.present is None else x[out_from.present]  # (N, D)
+        inner = out_from.inner()
     blocks = []
     for i in range(cfg.n_layers):
         hm = None if head_mask is None else head_mask[i]
-        q_from = out_from if i == cfg.n_layers - 1 else 0  # the last block computes only the outputs asked for
+        q_from = out_from if i == cfg.n_layers - 1 else inner  # the last block computes only the outputs asked for
         x, c = _block_forward(x, params, i, cfg, B, mask=mask, head_mask=hm, q_from=q_from, pos=pos, bias=bias)
         blocks.append(c)
-    xf, c_lnf = L.layernorm_forward(x, params["ln_f.gamma"], params["ln_f.beta"])  # (B*(T-out_from), D)
+    xf, c_lnf = L.layernorm_forward(x, params["ln_f.gamma"], params["ln_f.beta"])  # the output rows
     logits, _ = L.linear_forward(xf, params["head.w"], params["head.b"])
+    if not isinstance(out_from, int):
+        return logits, (idx, out_from, blocks, c_lnf, xf, pos)  # (R, V)
     return logits.reshape(B, T - out_from, -1), (idx, out_from, blocks, c_lnf, xf, pos)
 
 
@@ -223,24 +315,42 @@ def forward(params, idx, cfg: ModelConfig, *, out_from: int = 0, head_mask=None,
 def _mha_backward(dout, cache, params, p, cfg, grads):
     h, merged, attn_cache, head_mask, q_from, rope = cache
     B, H, T, Dh = attn_cache[1].shape  # from k: every position
-    D, Tq = H * Dh, T - q_from
+    rows = None if isinstance(q_from, int) else q_from
+    windowed = rows is not None and rows.window is not None
+    D = H * Dh
+    Tq = T - q_from if rows is None else rows.window.shape[1] if windowed else T
     out_grads = grads[p + "attn.w_out"], grads[p + "attn.b_out"]
     dmerged, *_ = L.linear_backward(dout, merged, params[p + "attn.w_out"], out=out_grads)
+    if rows is not None:  # the kept rows back into the padded layout; the others gave no output
+        dmerged, dkept = np.zeros((B * Tq, D), dtype=dmerged.dtype), dmerged
+        dmerged[rows.keep] = dkept
     dy = dmerged.reshape(B, Tq, H, Dh).transpose(0, 2, 1, 3)  # (B, H, Tq, Dh)
     if head_mask is not None:
         dy = dy * head_mask[:, None, None]
     dqkv = np.empty((B, T, 3, H, Dh), dtype=h.dtype)
     dq, dk, dv = dqkv.transpose(2, 0, 3, 1, 4)  # views, each (B, H, T, Dh)
-    dq[:, :, :q_from] = 0.0  # positions that asked no query
-    dq = dq[:, :, q_from:]
+    if rows is None:
+        dq[:, :, :q_from] = 0.0  # positions that asked no query
+        dq = dq[:, :, q_from:]
+    elif windowed:
+        dqkv[:, :, 0] = 0.0  # positions outside the windows asked no query
+        dq = None  # the windows' gradient, put in place below
     if cfg.position == "rope":
         dq_r, dk_r, _ = L.attention_backward(dy, attn_cache, out=(None, None, dv))
         cos, sin = rope  # at the forward's positions
-        dq[...] = L.rope_backward(dq_r, cos[q_from:], sin[q_from:])
+        dq_r = L.rope_backward(dq_r, *_rope_at_queries(cos, sin, q_from))
+        if dq is None:
+            dq = dq_r
+        else:
+            dq[...] = dq_r
         dk[...] = L.rope_backward(dk_r, cos, sin)
     else:
-        L.attention_backward(dy, attn_cache, out=(dq, dk, dv))
+        dq, *_ = L.attention_backward(dy, attn_cache, out=(dq, dk, dv))
+    if windowed:
+        dqkv[rows.batch, rows.window, 0] = dq.transpose(0, 2, 1, 3)
     dqkv = dqkv.reshape(B * T, 3 * D)
+    if rows is not None and rows.present is not None:
+        dqkv = dqkv[rows.present]  # back to the present rows
     dh, *_ = L.linear_backward(
         dqkv, h, params[p + "attn.w_qkv"], out=(grads[p + "attn.w_qkv"], grads[p + "attn.b_qkv"])
     )
@@ -248,12 +358,14 @@ def _mha_backward(dout, cache, params, p, cfg, grads):
 
 
 def _add_query_rows(dx, d_rows, B, q_from):
-    """dx (B*T, D) += d_rows (B*(T-q_from), D) on the rows of positions q_from.."""
-    if q_from:
+    """dx += d_rows on the rows _query_rows took (its adjoint)."""
+    if not isinstance(q_from, int) and q_from.out is not None:
+        dx[q_from.out] += d_rows  # distinct rows: fancy += adds each once
+    elif not isinstance(q_from, int) or not q_from:
+        dx += d_rows
+    else:
         D = dx.shape[-1]
         dx.reshape(B, -1, D)[:, q_from:] += d_rows.reshape(B, -1, D)
-    else:
-        dx += d_rows
 
 
 def _block_backward(dx2, cache, params, i, cfg, grads):
@@ -286,9 +398,12 @@ def backward(dlogits, cache, params, cfg: ModelConfig, grads: dict[str, np.ndarr
     (B, T), D = idx.shape, cfg.d_model
     dlogits = dlogits.reshape(-1, dlogits.shape[-1])
     dxf, *_ = L.linear_backward(dlogits, xf, params["head.w"], out=(grads["head.w"], grads["head.b"]))
-    dx, *_ = L.layernorm_backward(dxf, c_lnf, out=(grads["ln_f.gamma"], grads["ln_f.beta"]))  # (B*(T-out_from), D)
+    dx, *_ = L.layernorm_backward(dxf, c_lnf, out=(grads["ln_f.gamma"], grads["ln_f.beta"]))  # the output rows
     for i in reversed(range(cfg.n_layers)):  # the last block widens dx back to every position
         dx = _block_backward(dx, blocks[i], params, i, cfg, grads)
+    if not isinstance(out_from, int) and out_from.present is not None:  # padding positions: no gradient
+        dx, d_present = np.zeros((B * T, D), dtype=dx.dtype), dx
+        dx[out_from.present] = d_present
     L.embedding_backward(dx, idx, cfg.vocab_size, out=grads["tok_emb"])
     if cfg.position == "learned":
         grads["pos_emb"][...] = 0.0
@@ -298,38 +413,36 @@ def backward(dlogits, cache, params, cfg: ModelConfig, grads: dict[str, np.ndarr
             np.add.at(grads["pos_emb"], pos, dx.reshape(B, T, D).sum(axis=0))
 
 
-def answer_weights(lengths, t: int, out_from: int) -> np.ndarray:
-    """(B, t - out_from) 0/1: input position q (q >= out_from) of a sequence of length n predicts an answer
-    token iff n <= q <= 2n - 1; positions past 2n - 1 are padding."""
-    q = np.arange(out_from, t)[None, :]
-    n = np.asarray(lengths)[:, None]
-    return ((q >= n) & (q <= 2 * n - 1)).astype(np.float64)
+def padded_forward(params, seqs, lengths, cfg: ModelConfig, *, key_padding=True, positions=None, through=None):
+    """Logits (R, V), targets (R,), AnswerRows and cache of a right-padded batch seqs (B, 2·max n + 1) of lengths n.
 
-
-def padded_forward(params, seqs, lengths, cfg: ModelConfig, *, key_padding=True, positions=None):
-    """Logits, targets, 0/1 loss weights and cache of a right-padded batch seqs (B, 2·max n + 1) of lengths n.
-
-    The key padding mask (True on each sequence's 2n inputs) is combined with the causal mask in
-    L.attention_mask; key_padding=False drops it (the article's trap, for the tests and the Masks page).
+    The rows are each sequence's answer positions n..2n-1, and only its 2n real positions are computed
+    (AnswerRows); through=t makes them n..t-1 and computes every position (padding included: the tests and
+    the Masks page). The key padding mask (True on each sequence's 2n inputs) is combined with the causal mask
+    in L.attention_mask; key_padding=False drops it (the article's trap) and computes every position too.
     """
     idx = seqs[:, :-1]
     T = idx.shape[1]
-    out_from = int(np.min(lengths))  # the earliest answer position of the batch
-    padding = L.padding_mask(2 * np.asarray(lengths), T) if key_padding else None
-    logits, cache = forward(params, idx, cfg, out_from=out_from, padding=padding, positions=positions)
-    return logits, seqs[:, out_from + 1 :], answer_weights(lengths, T, out_from), cache
+    n = np.asarray(lengths, dtype=np.int64)
+    if through is None and key_padding:
+        rows = AnswerRows.of(n, n, T, computed=2 * n)
+    else:
+        rows = AnswerRows.of(n, (n if through is None else through - n), T)
+    padding = L.padding_mask(2 * n, T) if key_padding else None
+    logits, cache = forward(params, idx, cfg, out_from=rows, padding=padding, positions=positions)
+    return logits, seqs[rows.sequence, rows.window.reshape(-1)[rows.keep] + 1], rows, cache
 
 
 def sequence_losses(params, seqs, lengths, cfg: ModelConfig, *, key_padding=True, loss_mask=True) -> np.ndarray:
     """(B,) each sequence's mean cross-entropy over its own answer tokens in a padded batch.
 
-    loss_mask=False averages over every position from the batch's first answer on, padding included.
+    loss_mask=False averages over every position from its first answer on, the padding after it included.
     """
-    logits, targets, w, _ = padded_forward(params, seqs, lengths, cfg, key_padding=key_padding)
+    through = None if loss_mask else seqs.shape[1] - 1
+    logits, targets, rows, _ = padded_forward(params, seqs, lengths, cfg, key_padding=key_padding, through=through)
     z = logits - logits.max(axis=-1, keepdims=True)
-    nll = np.log(np.exp(z).sum(axis=-1)) - np.take_along_axis(z, targets[..., None], axis=-1)[..., 0]
-    w = w if loss_mask else np.ones_like(w)
-    return (nll * w).sum(axis=1) / w.sum(axis=1)
+    nll = np.log(np.exp(z).sum(axis=-1)) - z[np.arange(len(targets)), targets]
+    return np.bincount(rows.sequence, nll, len(seqs)) / np.bincount(rows.sequence, minlength=len(seqs))
 
 
 def loss_and_grads(params, seqs, cfg: ModelConfig, answer_len: int, grads=None, *, positions=None, lengths=None):
@@ -339,11 +452,10 @@ def loss_and_grads(params, seqs, cfg: ModelConfig, answer_len: int, grads=None, 
     answer positions carry loss (SPEC §7). grads may be preallocated views. positions (2L,): randomized
     positions; lengths (B,): seqs is a right-padded batch of these lengths (the loss masked on padding).
     """
-    if lengths is not None:
-        logits, targets, w, cache = padded_forward(params, seqs, lengths, cfg, positions=positions)
-        B, A, V = logits.shape
-        loss, ce_cache = L.masked_cross_entropy_forward(logits.reshape(B * A, V), targets.ravel(), w.ravel())
-        dlogits = L.masked_cross_entropy_backward(ce_cache).reshape(B, A, V)
+    if lengths is not None:  # the mean over every answer token of the batch, padding left out
+        logits, targets, _, cache = padded_forward(params, seqs, lengths, cfg, positions=positions)
+        loss, ce_cache = L.cross_entropy_forward(logits, targets)
+        dlogits = L.cross_entropy_backward(ce_cache)
         if grads is None:
             grads = {name: np.empty_like(a) for name, a in params.items()}
         backward(dlogits, cache, params, cfg, grads)

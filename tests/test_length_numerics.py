@@ -10,7 +10,15 @@ from test_gradients import agrees, centred_difference
 
 from attncore import layers
 from attncore.config import ConfigError, make_run
-from attncore.model import forward, generate, loss_and_grads, sequence_losses
+from attncore.model import (
+    AnswerRows,
+    forward,
+    generate,
+    init_params,
+    loss_and_grads,
+    padded_forward,
+    sequence_losses,
+)  # fmt: skip
 from attncore.positions import alibi_bias, alibi_slopes
 from attncore.tasks import draw_positions, make_sequences, pad_sequences, sample_batch, sample_range_batch
 
@@ -126,11 +134,89 @@ def test_randomized_positions_match_torch(random_params, position, heads):
     oracle(run, random_params(run.model, seed=3), seqs, 4, positions=draw_positions(rng, 8, N_MAX))
 
 
+@pytest.mark.parametrize("norm", ["pre", "post"])
 @pytest.mark.parametrize("position", ENCODINGS + ("none",))
-def test_padded_mixed_batch_matches_torch(random_params, position):
-    run = small(position, lengths=(1, 4))
+def test_padded_mixed_batch_matches_torch(random_params, position, norm):
+    run = small(position, lengths=(1, 4), norm=norm)
     seqs, ns = padded_batch(np.random.default_rng(4), [2, 4, 1, 3, 4])
     oracle(run, random_params(run.model, seed=4), seqs, 4, lengths=ns)
+
+
+@pytest.mark.parametrize("position", ENCODINGS)
+def test_padded_mixed_batch_on_randomized_positions_matches_torch(random_params, position):
+    run = small(position, n_max=N_MAX, lengths=(1, 4))
+    rng = np.random.default_rng(5)
+    seqs, ns = padded_batch(rng, [3, 1, 4, 2])
+    oracle(run, random_params(run.model, seed=5), seqs, 4, positions=draw_positions(rng, 8, N_MAX), lengths=ns)
+
+
+# --- a padded batch computes the rows of the lengths it holds -------------------
+
+
+@pytest.mark.parametrize("norm", ["pre", "post"])
+@pytest.mark.parametrize("position", ENCODINGS + ("none",))
+def test_packed_rows_give_the_full_forward_s_logits(random_params, position, norm):
+    """AnswerRows compute each sequence's real positions only and output its answer rows: the same logits as
+    the whole padded batch computed at every position, at those rows."""
+    run = small(position, lengths=(1, 5), norm=norm)
+    params = random_params(run.model, seed=6)
+    seqs, ns = padded_batch(np.random.default_rng(6), [5, 1, 3, 2, 5, 4])
+    idx = seqs[:, :-1]
+    padding = layers.padding_mask(2 * ns, idx.shape[1])
+    full, _ = forward(params, idx, run.model, padding=padding)  # (B, T, V)
+    rows = AnswerRows.of(ns, ns, idx.shape[1], computed=2 * ns)
+    packed, _ = forward(params, idx, run.model, out_from=rows, padding=padding)
+    expected = np.concatenate([full[b, n : 2 * n] for b, n in enumerate(ns)])
+    assert packed.shape == expected.shape and np.abs(packed - expected).max() < 1e-12
+    logits, targets, _, _ = padded_forward(params, seqs, ns, run.model)
+    assert np.array_equal(logits, packed)
+    assert np.array_equal(targets, np.concatenate([s[n + 1 : 2 * n + 1] for s, n in zip(seqs, ns, strict=True)]))
+
+
+def test_windows_that_would_pass_the_end_are_moved_back(random_params):
+    """Rows of unequal counts: each window is W = max(counts) wide and ends inside the batch."""
+    run = small("rope", lengths=(1, 4))
+    params = random_params(run.model, seed=7)
+    idx = sample_batch(run.task, 3, np.random.default_rng(7))[:, :-1]  # (3, 8)
+    starts, counts = np.array([6, 0, 3]), np.array([2, 5, 1])
+    rows = AnswerRows.of(starts, counts, 8)
+    assert rows.window[:, 0].tolist() == [3, 0, 3]
+    full, _ = forward(params, idx, run.model)
+    packed, _ = forward(params, idx, run.model, out_from=rows)
+    expected = np.concatenate([full[b, s : s + c] for b, (s, c) in enumerate(zip(starts, counts, strict=True))])
+    assert np.abs(packed - expected).max() < 1e-12
+
+
+def test_a_padded_training_batch_costs_the_attention_of_its_longest_length_only():
+    """The work of a mixed batch, read off the forward's cache: the first block runs on the real positions
+    (sum 2n rows, not B·2·max n), the last block asks max n queries per sequence (a batch at the longest
+    length asks as many) and its MLP and the head run on the answer rows (sum n)."""
+    run = make_run("copy", 8, train_lengths=(1, 8), mixed_lengths=True)
+    ns = np.array([8, 1, 3, 5, 2, 8, 4, 6])
+    seqs = pad_sequences([make_sequences(np.zeros((1, n), dtype=np.int64), "copy")[0] for n in ns])[0]
+    params = init_params(run.model, 0)
+    logits, _, rows, cache = padded_forward(params, seqs, ns, run.model)
+    first, last = cache[2][0], cache[2][-1]
+    assert first[3][0].shape[0] == 2 * ns.sum()  # the first block's MLP input rows
+    assert first[1][2][3].shape == (len(ns), run.model.n_heads, 16, 16)  # its attention: every position asks
+    assert last[1][2][3].shape == (len(ns), run.model.n_heads, 8, 16)  # the last: max n = 8 queries each
+    assert last[3][0].shape[0] == ns.sum() and logits.shape == (ns.sum(), run.model.vocab_size)
+    assert rows.keep.size == ns.sum() and rows.present.size == 2 * ns.sum()
+
+
+@pytest.mark.parametrize(
+    ("starts", "counts", "computed"),
+    [
+        ([0, 2], [0, 1], None),
+        ([-1, 0], [1, 1], None),
+        ([7, 0], [2, 1], None),
+        ([2, 0], [2, 1], [3, 8]),
+        ([0], [1, 1], None),
+    ],
+)
+def test_answer_rows_outside_the_batch_are_refused(starts, counts, computed):
+    with pytest.raises(ValueError):
+        AnswerRows.of(starts, counts, 8, computed)
 
 
 # --- generation -----------------------------------------------------------------

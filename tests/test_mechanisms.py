@@ -266,3 +266,13 @@ def test_gradient_check_catches_a_wrong_gradient(monkeypatch):
 def test_gradient_check_rejects_float32():
     with pytest.raises(ConfigError):
         gradcheck.gradient_check(cfg=ModelConfig(d_model=16, dtype="float32"))
+
+
+def test_the_padding_trap_calls_losses_equal_to_rounding_only():
+    from attncore.mechanisms.padding import same_losses
+
+    base = np.array([0.0023, 0.5, 8.8], dtype=np.float32)
+    assert same_losses(np.nextafter(base, np.float32(10)), base, "float32")  # one unit in the last place
+    assert not same_losses(base * np.float32(1.001), base, "float32")
+    one_float32_ulp = np.nextafter(base, np.float32(10)).astype(np.float64)
+    assert not same_losses(one_float32_ulp, base.astype(np.float64), "float64")  # float64 rounds finer

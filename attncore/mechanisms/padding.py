@@ -47,3 +47,12 @@ def padding_trap(params, cfg: ModelConfig, seqs: list[np.ndarray]) -> dict[str, 
     out["no key mask"] = sequence_losses(params, wider, lengths, cfg, key_padding=False)
     out["left padding, no key mask"] = np.array([_left_padded_loss(params, s, cfg, 2) for s in seqs])
     return out
+
+
+def same_losses(losses: np.ndarray, base: np.ndarray, dtype: str) -> bool:
+    """Equal to rounding: every loss within 64 units of the model dtype's last place (relative) of its base.
+
+    The cases compute with arrays of other shapes (another batch order, more padding, every position), which
+    a BLAS may round differently; a loss that really changes moves by orders of magnitude more.
+    """
+    return bool(np.all(np.abs(losses - base) <= 64 * np.finfo(dtype).eps * np.abs(base)))

@@ -22,9 +22,11 @@ from lab import provenance
 
 # Bump whenever the numbers a run produces would change (model, training, tasks, evaluation).
 # joblib only hashes the source of the cached function itself, never of the helpers it calls.
-NUMERICS_VERSION = 5  # 2: cross-entropy row sums as a matrix product; 3: float32 scores scaled by a float32 1/sqrt(d_k)
+NUMERICS_VERSION = 6  # 2: cross-entropy row sums as a matrix product; 3: float32 scores scaled by a float32 1/sqrt(d_k)
 # 4: each initial tensor drawn from its own (seed, name) stream (issue 13); batches unchanged
 # 5: records carry training snapshots (issue 14): accuracy and probe attention at ~20 log-spaced steps
+# 6: a padded (--mixed-lengths) batch computes its real positions only, packed, and the last block each
+#    sequence's answer rows (model.AnswerRows, issue 20): mixed-length runs round differently; others unchanged
 
 
 class CacheWarning(UserWarning):
