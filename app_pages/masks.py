@@ -110,12 +110,13 @@ trap_seqs = [make_sequences(rng.integers(0, N_SYMBOLS, (1, n)), "copy")[0] for n
 losses = padding_trap(trap_record.params, trap_run.model, trap_seqs)
 base = losses["as batched"]
 rows = [
-    {"case": case, "what": what}
+    {"case": case}
     | {f"seq {i + 1} (n={len(s) // 2})": float(v) for i, (s, v) in enumerate(zip(trap_seqs, losses[case], strict=True))}
     | {"same as batched": same_losses(losses[case], base, trap_run.model.dtype)}
-    for case, what in CASES
+    for case, _ in CASES
 ]
 st.dataframe(pd.DataFrame(rows), hide_index=True)
+st.caption("; ".join(f"{case}: {what}" for case, what in CASES) + ".")  # under the table, so it fits 1,280 px
 changed = [case for case, _ in CASES if not same_losses(losses[case], base, trap_run.model.dtype)]
 st.markdown(
     f"Computed now from the trained weights: the losses change in {len(changed)} of the {len(CASES) - 1} "

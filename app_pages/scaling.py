@@ -5,7 +5,7 @@ import streamlit as st
 from attncore import ConfigError
 from attncore.mechanisms.demos import scaling_statistics
 from ui import docs
-from ui.charts.scaling import STATISTICS, scaling_long, scaling_table, statistic_chart
+from ui.charts.scaling import STATISTICS, TABLE_FORMATS, scaling_long, scaling_table, statistic_chart
 from ui.limits import BusyError, limits
 from ui.metered import metered
 from ui.params import show_invalid, url_multiselect, url_number
@@ -74,7 +74,9 @@ st.dataframe(
     hide_index=True,
     width="stretch",
     column_config={
-        c: st.column_config.NumberColumn(format="%.4f", help="theory" if c in theory else "measured")
+        c: st.column_config.NumberColumn(
+            format=TABLE_FORMATS.get(c, "%.4f"), help="theory" if c in theory else "measured"
+        )
         for c in table.columns[2:]
     },
 )

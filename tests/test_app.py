@@ -331,6 +331,9 @@ def test_ablations_over_seeds_show_bands_paired_differences_and_the_rule(store):
     assert row["Δ min"] == format_delta(min(deltas)) and row["Δ max"] == format_delta(max(deltas))
     assert row["verdict"] == compare_paired({"none": deltas})["none"]["verdict"]
     assert row["p floor"] == "0.5" and row["seeds"] == 2
+    # one floor for every row: said once under the table, not a column of the same value (the table fits 1,280 px)
+    assert "p floor" not in at.dataframe[1].proto.column_order and "p" in at.dataframe[1].proto.column_order
+    assert "With 2 seeds no p can be below **0.5**" in texts(at.caption)
     assert RULE in texts(at.caption)
     assert "a difference can be shown from **6 seeds** on" in texts(at.markdown)
     layers = [layer["mark"]["type"] for layer in charts(at)[0]["layer"]]

@@ -34,7 +34,7 @@ def _url(base: str, path: str, query: str = QUERY) -> str:
 def cache(tmp_path_factory) -> Path:
     """A run store holding every run the pages show by default: the article's runs, the ablations over seeds
     0-2 (Ablations shows 3 seeds by default) and learned vs no position over seeds 0-5 (Compare's default view),
-    at STEPS steps."""
+    at STEPS steps, and the Masks page's padded-batch model."""
     location = Path(os.environ.get("ATTNLAB_BROWSER_CACHE") or tmp_path_factory.mktemp("cache")).resolve()
     from attncore import make_run
     from lab.presets import ablations, preset, with_settings
@@ -42,7 +42,8 @@ def cache(tmp_path_factory) -> Path:
 
     compare = [make_run(seed=s, position=p) for s in (3, 4, 5) for p in ("learned", "none")]
     runs = [with_settings(r, steps=STEPS) for r in preset("article") + ablations(seed=1) + ablations(seed=2) + compare]
-    run_sweep(runs, n_jobs=2, location=location)
+    trap = make_run("copy", 6, train_min=1, mixed_lengths=True)  # the Masks page's trained model (its own steps)
+    run_sweep([*runs, trap], n_jobs=2, location=location)
     return location
 
 
@@ -99,6 +100,16 @@ def assert_clean(tab) -> None:
     assert not tab.errors, tab.errors
 
 
+def assert_tables_fit(tab) -> None:
+    """No table scrolls sideways in a 1,280 px window: every column is in view without a scroll bar."""
+    sizes = tab.evaluate(
+        "Array.from(document.querySelectorAll('[data-testid=stDataFrame] .dvn-scroller'))"
+        ".map(s => [s.scrollWidth, s.clientWidth])"
+    )
+    wide = [size for size in sizes if size[0] > size[1] + 1]
+    assert not wide, f"{len(wide)} of {len(sizes)} tables wider than their frame ([content, frame] px): {wide}"
+
+
 def screenshot(tab, name: str, tmp_path: Path) -> None:
     """The whole page (the viewport grows to the content's height), into tmp_path and $SAVE_SCREENSHOTS."""
     height = tab.evaluate("document.querySelector('[data-testid=stMain]').scrollHeight")
@@ -124,6 +135,7 @@ def test_page_opened_by_its_url_renders_without_errors(warm_server, page, name, 
     print(f"\n{name}: opened by URL in a fresh tab, rendered in {seconds:.2f} s (includes Streamlit's start-up)")
     assert_clean(page)
     assert page.locator("h1").first.inner_text().strip(), "the page has no title"
+    assert_tables_fit(page)
     screenshot(page, name, tmp_path)
 
 

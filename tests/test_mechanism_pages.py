@@ -309,4 +309,4 @@ def test_masks_shows_the_padding_trap_on_a_trained_model(tmp_path_factory):
         "no key mask": True,  # right padding under the causal mask: the key mask never reaches a real query
         "left padding, no key mask": False,
     }
-    assert table.iloc[0, 2] == losses["as batched"][0]
+    assert table["seq 1 (n=5)"].iloc[0] == losses["as batched"][0]

@@ -142,13 +142,21 @@ DISPLAY_NAMES = {
 def comparison_table(comparisons: pd.DataFrame, **names) -> None:
     """The paired differences as text with magnitudes that fit (lab.compare.display), metrics by their short names."""
     shown = compare.display(comparisons).rename(columns=names | DISPLAY_NAMES)
-    baselines = list(dict.fromkeys(comparisons["baseline"]))
-    # one baseline for every row: said once below the table rather than repeated in a column, so the table fits
-    order = [c for c in shown.columns if not (c == "baseline" and len(baselines) == 1)]
+    baselines, floors = list(dict.fromkeys(comparisons["baseline"])), list(dict.fromkeys(shown["p floor"]))
+    # a baseline or a floor shared by every row is said once below the table, not repeated in a column: it fits
+    once = {"baseline"} if len(baselines) == 1 else set()
+    once |= {"p floor"} if len(floors) == 1 else set()
+    order = [c for c in shown.columns if c not in once]
     height = min(35 * (len(shown) + 1) + 3, 800)
     tables.show(shown.replace({"metric": METRIC_NAMES}), height=height, column_order=order)
+    said = []
     if len(baselines) == 1:
-        st.caption(f"Every row is against the baseline **{plain(str(baselines[0]))}**, paired by seed.")
+        said.append(f"Every row is against the baseline **{plain(str(baselines[0]))}**, paired by seed.")
+    if len(floors) == 1:
+        n = tables.count(int(comparisons["n"].iloc[0]), "seed")
+        said.append(f"With {n} no p can be below **{floors[0]}** (p floor: 2/2ⁿ, the exact test's smallest p).")
+    if said:
+        st.caption(" ".join(said))
 
 
 def show_tables(

@@ -11,7 +11,7 @@ from attncore.mechanisms.demos import scaling_statistics
 from ui import frames, runs
 from ui.charts import runs as run_charts
 from ui.charts.cost import cost_frame, memory_chart, time_chart
-from ui.charts.scaling import scaling_table
+from ui.charts.scaling import TABLE_FORMATS, scaling_table
 from ui.limits import BusyError
 from ui.metered import metered
 
@@ -28,7 +28,7 @@ def scaling_figure() -> None:
         st.warning(str(e), icon=":material/hourglass_top:")
         return
     table = scaling_table(rows)
-    config = {c: st.column_config.NumberColumn(format="%.4f") for c in table.columns[2:]}
+    config = {c: st.column_config.NumberColumn(format=TABLE_FORMATS.get(c, "%.4f")) for c in table.columns[2:]}
     st.markdown("**The same table, drawn by this lab** (seed 0, T = 64, 400 repetitions, computed on this server):")
     st.dataframe(table, hide_index=True, width="stretch", column_config=config)
 

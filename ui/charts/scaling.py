@@ -9,7 +9,7 @@ import pandas as pd
 
 from ui.charts.base import BAD, BASE_COLOR, GOOD
 
-SCALED, UNSCALED = "q·k / √d_k", "q·k (unscaled)"
+SCALED, UNSCALED = "q·k / √d_k", "q·k"
 SCALING = alt.Scale(domain=[SCALED, UNSCALED], range=[GOOD, BAD])
 
 
@@ -18,6 +18,11 @@ STATISTICS = {  # row key -> (label, its limit in the row, the limit's name)
     "entropy": ("entropy (nats)", "max_entropy", "ln T"),
     "mean_max_weight": ("mean max weight", "min_max_weight", "1/T"),
 }
+
+
+# Digits per column of scaling_table (the others: 4): variances and sds to a few percent of their theory at a
+# glance, and the table fits a 1,280 px window.
+TABLE_FORMATS = {"Var(q·k)": "%.2f", "theory d_k": "%.0f", "sd(scores)": "%.3f", "theory sd": "%.3f"}
 
 
 def scaling_table(rows: list[dict]) -> pd.DataFrame:
