@@ -10,7 +10,8 @@ from attncore.config import N_SYMBOLS
 from attncore.mechanisms.demos import mask_order_demo, padding_demo
 from attncore.mechanisms.padding import CASES, padding_trap, same_losses
 from attncore.tasks import make_sequences
-from ui import docs, runs
+from lab import formats
+from ui import docs, runs, tables
 from ui.charts.base import grid_frame, heatmap
 from ui.charts.masks import mask_heatmap, padding_summary, row_sum_summary, weights_with_row_sums
 from ui.frames import parse_ints
@@ -115,7 +116,9 @@ rows = [
     | {"same as batched": same_losses(losses[case], base, trap_run.model.dtype)}
     for case, _ in CASES
 ]
-st.dataframe(pd.DataFrame(rows), hide_index=True)
+trap_table = pd.DataFrame(rows)
+loss_text = {c: formats.loss for c in trap_table.columns if c.startswith("seq ")}  # the lab's one rule for losses
+st.dataframe(tables.styled(trap_table, loss_text), hide_index=True)
 st.caption("; ".join(f"{case}: {what}" for case, what in CASES) + ".")  # under the table, so it fits 1,280 px
 changed = [case for case, _ in CASES if not same_losses(losses[case], base, trap_run.model.dtype)]
 st.markdown(

@@ -143,20 +143,20 @@ def comparison_table(comparisons: pd.DataFrame, **names) -> None:
     """The paired differences as text with magnitudes that fit (lab.compare.display), metrics by their short names."""
     shown = compare.display(comparisons).rename(columns=names | DISPLAY_NAMES)
     baselines, floors = list(dict.fromkeys(comparisons["baseline"])), list(dict.fromkeys(shown["p floor"]))
-    # a baseline or a floor shared by every row is said once below the table, not repeated in a column: it fits
+    # So that the table fits 1,280 px: a baseline or a floor shared by every row is said once below it, not
+    # repeated in a column, and each pair's smallest and largest Δ are left to the CSV (the interval shows spread).
     once = {"baseline"} if len(baselines) == 1 else set()
     once |= {"p floor"} if len(floors) == 1 else set()
-    order = [c for c in shown.columns if c not in once]
+    order = [c for c in shown.columns if c not in once | {"Δ min", "Δ max"}]
     height = min(35 * (len(shown) + 1) + 3, 800)
     tables.show(shown.replace({"metric": METRIC_NAMES}), height=height, column_order=order)
-    said = []
+    said = ["Δ min and Δ max over the seeds of each pair are in the comparisons CSV."]
     if len(baselines) == 1:
         said.append(f"Every row is against the baseline **{plain(str(baselines[0]))}**, paired by seed.")
     if len(floors) == 1:
         n = tables.count(int(comparisons["n"].iloc[0]), "seed")
         said.append(f"With {n} no p can be below **{floors[0]}** (p floor: 2/2ⁿ, the exact test's smallest p).")
-    if said:
-        st.caption(" ".join(said))
+    st.caption(" ".join(said))
 
 
 def show_tables(
