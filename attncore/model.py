@@ -359,13 +359,13 @@ def _mha_backward(dout, cache, params, p, cfg, grads):
 
 def _add_query_rows(dx, d_rows, B, q_from):
     """dx += d_rows on the rows _query_rows took (its adjoint)."""
-    if not isinstance(q_from, int) and q_from.out is not None:
-        dx[q_from.out] += d_rows  # distinct rows: fancy += adds each once
-    elif not isinstance(q_from, int) or not q_from:
-        dx += d_rows
-    else:
+    if isinstance(q_from, int) and q_from:
         D = dx.shape[-1]
         dx.reshape(B, -1, D)[:, q_from:] += d_rows.reshape(B, -1, D)
+    elif isinstance(q_from, int) or q_from.out is None:  # every row
+        dx += d_rows
+    else:
+        dx[q_from.out] += d_rows  # distinct rows: fancy += adds each once
 
 
 def _block_backward(dx2, cache, params, i, cfg, grads):

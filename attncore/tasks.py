@@ -71,29 +71,14 @@ def sample_range_batch(task: TaskConfig, batch_size: int, rng: np.random.Generat
     if not task.mixed_lengths:
         n = int(rng.integers(lo, hi + 1))
         return sample_batch(TaskConfig(task.name, n), batch_size, rng), None
-    ns = rng.integers(lo, hi + 1, batch_size).astype(np.int64)
+    ns = rng.integers(lo, hi + 1, batch_size)
     symbols = rng.integers(0, N_SYMBOLS, (batch_size, hi))  # row b uses its first ns[b] symbols
-    return _padded_sequences(symbols[:, : int(ns.max())], ns, task.name), ns
-
-
-def _padded_sequences(symbols: np.ndarray, ns: np.ndarray, task: str) -> np.ndarray:
-    """Symbols (B, W) of which row b uses the first ns[b] -> the right-padded batch (B, 2W + 1) of the
-    sequences make_sequences gives each row, in one pass for every length."""
-    B, W = symbols.shape
-    rows, j = np.nonzero(np.arange(W)[None, :] < ns[:, None])  # each row's real symbols, in order
-    if task == "copy":
-        answer = symbols[rows, j]
-    elif task == "sort":  # padding sorts after every symbol
-        answer = np.sort(np.where(np.arange(W) < ns[:, None], symbols, N_SYMBOLS), axis=1)[rows, j]
-    elif task == "reverse":
-        answer = symbols[rows, ns[rows] - 1 - j]
-    else:
-        raise ValueError(f"unknown task {task!r}")
-    out = np.full((B, 2 * W + 1), PAD, dtype=np.int64)
-    out[rows, j] = symbols[rows, j]
-    out[np.arange(B), ns] = SEP
-    out[rows, ns[rows] + 1 + j] = answer
-    return out
+    width = 2 * int(ns.max()) + 1
+    out = np.full((batch_size, width), PAD, dtype=np.int64)
+    for n in np.unique(ns):  # one vectorised make_sequences per length present
+        rows = np.flatnonzero(ns == n)
+        out[rows, : 2 * n + 1] = make_sequences(symbols[rows, :n], task.name)
+    return out, ns.astype(np.int64)
 
 
 def draw_positions(rng: np.random.Generator, t: int, n_max: int) -> np.ndarray:
