@@ -1,19 +1,29 @@
-"""One BLAS thread while training (issue 19): OpenBLAS splits a matrix product differently over 1 and 2 threads,
-so the same run would give other float32 bits depending on the thread count a process inherits. A ctypes call
-into the OpenBLAS that NumPy loaded (NumPy's bundled scipy_openblas or a system libopenblas), found through the
-process's mapped libraries; a no-op where there is none (another BLAS, or no /proc)."""
+"""One BLAS thread for every computation of a run (issues 19, 29.1): OpenBLAS splits a matrix product differently
+over 1 and 2 threads (with its Haswell kernels even at the lab's sizes), so a run's bits would depend on the thread
+count a process inherits. `on_one_blas_thread` wraps the model's public functions (attncore.model, the hooked forward
+of attncore.interpret), so training steps, evaluation, snapshots and attention maps all run on one thread, called
+from `train` or not. A ctypes call into the OpenBLAS that NumPy loaded (NumPy's bundled scipy_openblas or a system
+libopenblas), found through the process's mapped libraries; a no-op where there is none (another BLAS, or no /proc).
+
+The thread count is process-wide: nested and concurrent callers (the dashboard's threads) share one pin, set by the
+first to enter and restored by the last to leave."""
 
 from __future__ import annotations
 
 import ctypes
+import functools
 import glob
 import itertools
 import os
+import threading
 from contextlib import contextmanager
 
 _PREFIXES, _SUFFIXES = ("scipy_", ""), ("64_", "", "_64")
 _funcs: tuple | None = None
 _searched = False
+_lock = threading.Lock()
+_depth = 0  # callers inside a pin, in any thread
+_before = 1  # the count the first of them found
 
 
 def _loaded_openblas_paths() -> list[str]:
@@ -62,6 +72,24 @@ def blas_threads() -> int | None:
     return funcs[0]() if funcs else None
 
 
+def _enter(funcs) -> None:
+    global _depth, _before
+    with _lock:
+        if _depth == 0:
+            _before = funcs[0]()
+            if _before != 1:
+                funcs[1](1)
+        _depth += 1
+
+
+def _leave(funcs) -> None:
+    global _depth
+    with _lock:
+        _depth -= 1
+        if _depth == 0 and _before != 1:
+            funcs[1](_before)
+
+
 @contextmanager
 def one_blas_thread():
     """Run the body with OpenBLAS on one thread, then restore the count it had (a no-op without OpenBLAS)."""
@@ -69,10 +97,25 @@ def one_blas_thread():
     if funcs is None:
         yield
         return
-    get, put = funcs
-    before = get()
-    put(1)
+    _enter(funcs)
     try:
         yield
     finally:
-        put(before)
+        _leave(funcs)
+
+
+def on_one_blas_thread(fn):
+    """`fn` run inside `one_blas_thread` (a decorator; its cost is a lock and a counter when already pinned)."""
+
+    @functools.wraps(fn)
+    def pinned(*args, **kwargs):
+        funcs = _find()
+        if funcs is None:
+            return fn(*args, **kwargs)
+        _enter(funcs)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _leave(funcs)
+
+    return pinned

@@ -14,6 +14,7 @@ import numpy as np
 
 from . import layers as L
 from . import positions as P
+from ._blas import on_one_blas_thread
 from .config import ModelConfig
 
 # --- parameters ------------------------------------------------------------
@@ -261,6 +262,7 @@ def _embed(params, idx, cfg, t0=0, pos=None):
     return x.reshape(-1, cfg.d_model)  # (B*T, D)
 
 
+@on_one_blas_thread  # the bits must not depend on the inherited BLAS thread count (issue 29.1)
 def forward(params, idx, cfg: ModelConfig, *, out_from: int | AnswerRows = 0, head_mask=None, padding=None,
             positions=None):  # fmt: skip
     """Logits (B, T - out_from, V) for tokens idx (B, T), and the cache for `backward`.
@@ -392,6 +394,7 @@ def _block_backward(dx2, cache, params, i, cfg, grads):
     return dx
 
 
+@on_one_blas_thread
 def backward(dlogits, cache, params, cfg: ModelConfig, grads: dict[str, np.ndarray]) -> None:
     """Writes d(loss)/d(param) into grads (same names and shapes) given dlogits."""
     idx, out_from, blocks, c_lnf, xf, pos = cache
@@ -413,6 +416,7 @@ def backward(dlogits, cache, params, cfg: ModelConfig, grads: dict[str, np.ndarr
             np.add.at(grads["pos_emb"], pos, dx.reshape(B, T, D).sum(axis=0))
 
 
+@on_one_blas_thread
 def padded_forward(params, seqs, lengths, cfg: ModelConfig, *, key_padding=True, positions=None, through=None):
     """Logits (R, V), targets (R,), AnswerRows and cache of a right-padded batch seqs (B, 2·max n + 1) of lengths n.
 
@@ -433,6 +437,7 @@ def padded_forward(params, seqs, lengths, cfg: ModelConfig, *, key_padding=True,
     return logits, seqs[rows.sequence, rows.window.reshape(-1)[rows.keep] + 1], rows, cache
 
 
+@on_one_blas_thread
 def sequence_losses(params, seqs, lengths, cfg: ModelConfig, *, key_padding=True, loss_mask=True) -> np.ndarray:
     """(B,) each sequence's mean cross-entropy over its own answer tokens in a padded batch.
 
@@ -445,6 +450,7 @@ def sequence_losses(params, seqs, lengths, cfg: ModelConfig, *, key_padding=True
     return np.bincount(rows.sequence, nll, len(seqs)) / np.bincount(rows.sequence, minlength=len(seqs))
 
 
+@on_one_blas_thread
 def loss_and_grads(params, seqs, cfg: ModelConfig, answer_len: int, grads=None, *, positions=None, lengths=None):
     """Cross-entropy on the last `answer_len` targets of seqs (B, 2L+1) and its gradient.
 
@@ -493,6 +499,7 @@ def _forward_cached(params, idx, cfg, kv_cache, t0, head_mask=None, positions=No
     return L.linear_forward(xf, params["head.w"], params["head.b"])[0].reshape(B, T, -1)
 
 
+@on_one_blas_thread
 def generate(params, prompt, n_new: int, cfg: ModelConfig, *, use_cache=True, head_mask=None, positions=None):
     """Greedy decoding of n_new tokens after prompt (B, T0); positions (T0 + n_new - 1,): randomized positions of
     every token fed in, shared by the batch (default 0..).
@@ -530,6 +537,7 @@ def generate(params, prompt, n_new: int, cfg: ModelConfig, *, use_cache=True, he
     return tokens, logits_out
 
 
+@on_one_blas_thread
 def attention_weights(params, idx, cfg: ModelConfig, head_mask=None) -> np.ndarray:
     """Attention weights (n_layers, B, H, T, T) of every layer and head for tokens idx (B, T)."""
     _, cache = forward(params, idx, cfg, head_mask=head_mask)  # out_from=0: every query of every layer

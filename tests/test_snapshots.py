@@ -3,13 +3,18 @@ leaves the training bit-identical."""
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
+from attncore import _blas, layers
 from attncore.config import ConfigError, make_run
 from attncore.evaluate import evaluate
 from attncore.inspect import attention_maps
+from attncore.interpret.hooked import run_with_hooks
 from attncore.snapshots import N_SNAPSHOTS, SNAPSHOT_N_TEST, snapshot_steps, stack, unstack
+from attncore.tasks import probe_sequence
 from attncore.train import Trainer, train
 
 RUN = make_run("copy", 3, steps=40, seed=1)
@@ -93,3 +98,70 @@ def test_stack_and_unstack_round_trip(trained):
     assert set(back[0].summary()) == {"step", "token_accuracy", "sequence_accuracy"}
     with pytest.raises(ValueError):
         unstack(arrays | {"step": arrays["step"][:-1]})
+
+
+@pytest.fixture
+def two_blas_threads():
+    """OpenBLAS on 2 threads, as a process inherits it on a 2-core machine (skipped without OpenBLAS)."""
+    if _blas.blas_threads() is None:
+        pytest.skip("NumPy is not linked to OpenBLAS here")
+    get, put = _blas._find()
+    before = get()
+    put(2)
+    yield
+    put(before)
+
+
+def test_every_computation_of_a_run_reaches_blas_on_one_thread_called_from_train_or_not(two_blas_threads, monkeypatch):
+    """Issue 29.1: a training step driven outside `train`, the evaluation, the attention maps and the hooked
+    forward each run on one BLAS thread (seen from inside the model's LayerNorm) and leave the 2 threads after.
+    With OpenBLAS's Haswell kernels two threads gave other bits (130 of 288 probe weights, 3.3e-07)."""
+    seen = []
+    layernorm = layers.layernorm_forward
+
+    def watched(*args, **kwargs):
+        seen.append(_blas.blas_threads())
+        return layernorm(*args, **kwargs)
+
+    monkeypatch.setattr(layers, "layernorm_forward", watched)
+    trainer = Trainer(RUN)
+    trainer.step()
+    evaluate(trainer.params, RUN, n=10)
+    attention_maps(trainer.params, RUN)
+    run_with_hooks(trainer.params, probe_sequence(RUN.task)[None, :], RUN.model)
+    assert seen and set(seen) == {1}
+    assert _blas.blas_threads() == 2
+
+
+def test_nested_and_concurrent_pins_restore_the_count_once_the_last_caller_leaves(two_blas_threads):
+    inside, entered, release = [], threading.Event(), threading.Event()
+
+    @_blas.on_one_blas_thread
+    def hold():
+        entered.set()
+        release.wait(10)
+        inside.append(_blas.blas_threads())
+
+    other = threading.Thread(target=hold)
+    with _blas.one_blas_thread():
+        other.start()
+        entered.wait(10)
+        with _blas.one_blas_thread():
+            inside.append(_blas.blas_threads())
+    inside.append(_blas.blas_threads())  # the other thread is still inside its pin
+    release.set()
+    other.join(10)
+    assert inside == [1, 1, 1]
+    assert _blas.blas_threads() == 2
+
+
+def test_a_snapshot_equals_the_steps_replayed_on_two_blas_threads(trained, two_blas_threads):
+    """The bits of a run do not depend on the thread count: the snapshot's weights replayed step by step in a
+    process on 2 BLAS threads give the same probe attention and the same scores."""
+    snap = trained.snapshots[-3]
+    trainer = Trainer(RUN)
+    for _ in range(snap.step):
+        trainer.step()
+    np.testing.assert_array_equal(snap.probe_attention, attention_maps(trainer.params, RUN))
+    direct = evaluate(trainer.params, RUN, n=SNAPSHOT_N_TEST)
+    assert (snap.token_accuracy, snap.sequence_accuracy) == (direct.token_accuracy, direct.sequence_accuracy)

@@ -26,6 +26,7 @@ import numpy as np
 
 from .. import layers as L
 from .. import positions as P
+from .._blas import on_one_blas_thread
 from ..config import ConfigError, ModelConfig
 
 SUPPORTED_POSITIONS = ("learned", "sinusoidal", "rope", "alibi", "none")
@@ -101,6 +102,7 @@ def _attention(h, params, p, cfg, B, T, name, hooks, acts, caches):
     return _hooked(name + "attn_out", out.reshape(B, T, D), hooks, acts).reshape(B * T, D)
 
 
+@on_one_blas_thread
 def run_with_hooks(params, idx, cfg: ModelConfig, hooks: dict[str, Hook] | None = None, *, keep_caches=False):
     """Logits (B, T, V) of tokens idx (B, T) and every activation by name; hooks replace activations.
 
@@ -153,6 +155,7 @@ def activation_names(cfg: ModelConfig) -> list[str]:
     return ["embed"] + [n for i in range(cfg.n_layers) for n in block_names(i)] + ["ln_final", "logits"]
 
 
+@on_one_blas_thread
 def unembed(params, resid: np.ndarray) -> np.ndarray:
     """Logits (..., V) of a residual stream (..., D) through the final LayerNorm and the output head."""
     shape = resid.shape
@@ -194,6 +197,7 @@ def _block_input_backward(dx2, caches, params, i, cfg, B, T):
     return _attention_input_backward(dz1, caches[p + "attn"], params, p, cfg, B, T) + dz1
 
 
+@on_one_blas_thread
 def backward_to_pattern_row(dlogits, caches, params, cfg: ModelConfig, layer: int, head: int, query: int):
     """d(sum dlogits * logits) / d(attn.pattern[:, head, query, :] of `layer`) -> (B, T).
 
