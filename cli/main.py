@@ -16,7 +16,8 @@ from attncore.config import MAX_LENGTH, ConfigError
 from cli.flags import ArgumentError, Parser, add_model_args, check_length_flags, flag_of, run_settings
 from lab import formats
 
-OWN_COMMANDS = ("train", "evaluate", "params", "kv-cache", "patch", "lens", "heads", "explain")  # not sweep, cache
+# every command but sweep and cache (they load lab's sweep module)
+OWN_COMMANDS = ("train", "evaluate", "params", "kv-cache", "patch", "lens", "heads", "explain", "norms")
 BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a writer whose reader went away
 
 
@@ -123,6 +124,9 @@ def build_parser(argv=None) -> Parser:
     from cli import interpret as cli_interpret
 
     cli_interpret.register(sub)
+    from cli import norms as cli_norms
+
+    cli_norms.register(sub)
     command = next((word for word in argv if not word.startswith("-")), None) if argv is not None else None
     if command not in OWN_COMMANDS:  # sweep, cache, a typo (its error lists every command) or --help
         from cli import sweep as cli_sweep
