@@ -6,13 +6,14 @@ Lazy imports (inside functions) count: grimp, import-linter's graph, reads every
 import ast
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import grimp
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("attncore", "lab", "ui", "app_pages", "cli")
+PACKAGES = ("attncore", "lab", "ui", "app_pages", "cli")  # the contracts' root packages (checked below)
 
 
 @pytest.fixture(scope="module")
@@ -87,10 +88,35 @@ def test_the_circle_finder_finds_a_circle(graph):
         graph.remove_import(importer="lab.store", imported="lab.sweep")
 
 
+def package_inits(root: Path) -> list[Path]:
+    """The __init__.py of every package and subpackage the contracts name, under root; nothing else in the tree
+    (a .venv, site-packages, build folders), so the check holds in a checkout with its virtual environment inside."""
+    return sorted(init for name in PACKAGES for init in (root / name).rglob("__init__.py"))
+
+
+def test_the_packages_checked_are_the_contracts_root_packages():
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert set(config["tool"]["importlinter"]["root_packages"]) == set(PACKAGES)
+
+
+def test_package_inits_walk_the_project_only_not_a_virtual_environment_inside_it(tmp_path):
+    """Issue 29.1: `python -m pytest` in the README's .venv walked into .venv/lib/python3.11/site-packages."""
+    for rel in ("attncore/__init__.py", "attncore/serving/__init__.py", "cli/__init__.py"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text('"""Owns x; may import y."""\n')
+    foreign = tmp_path / ".venv/lib/python3.11/site-packages/foo/__init__.py"
+    foreign.parent.mkdir(parents=True)
+    foreign.write_text("")
+    (tmp_path / "build/lib/attncore").mkdir(parents=True)
+    (tmp_path / "build/lib/attncore/__init__.py").write_text("")
+    found = [p.relative_to(tmp_path).as_posix() for p in package_inits(tmp_path)]
+    assert found == ["attncore/__init__.py", "attncore/serving/__init__.py", "cli/__init__.py"]
+
+
 def test_a_package_opens_with_what_it_owns_and_may_import():
-    for init in sorted(ROOT.glob("*/**/__init__.py")):
-        if any(part in {"tests", "benchmarks", "docs", ".git"} for part in init.parts):
-            continue
+    inits = package_inits(ROOT)
+    assert len(inits) >= len(PACKAGES)
+    for init in inits:
         doc = ast.get_docstring(ast.parse(init.read_text())) or ""
         assert "import" in doc.lower(), f"{init.relative_to(ROOT)} does not say what it may import"
 
