@@ -1,0 +1,205 @@
+"""The Regimes experiments (issue 30.4): where the LayerNorm's place and √d_k scaling matter. Each is a grid of
+cells; a cell pairs two variants over the same seeds (the first the baseline) and is judged by the comparison
+rule of lab.compare (interval, exact p, floor, verdict; Holm across a cell's comparisons only, as Compare's
+panels). Pure functions: configs out, summaries in, DataFrames and sentences out.
+
+- depth: pre-LN (baseline) vs post-LN at 2, 4 and 8 blocks, at two learning rates, without and with a linear
+  warm-up over a fifth of the steps (Xiong et al. 2020).
+- heads: √d_k scaling on (baseline) vs off at d_k = 8 … 128, one head with d = d_k (or four with d = 4·d_k), on
+  sort (Vaswani et al. 2017, footnote 4).
+- lr: a variant pair over a log grid of learning rates, with Wortsman et al. 2023's LR sensitivity
+  E_lr[min(ℓ(lr), ℓ₀) − min_lr ℓ(lr)], and the pair compared at a shared learning rate and each at its own best.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from attncore.config import RunConfig, make_run
+from lab import compare, formats, stats
+
+EXPERIMENTS = ("depth", "heads", "lr")
+LOSS = "test_loss"  # the held-out loss every comparison of final loss uses
+METRICS = (LOSS, "sequence_accuracy")
+DEFAULT_SEEDS = 6  # the fewest with which one comparison can show a difference (floor 2/2^6 < 0.05)
+WARMUP_FRACTION = 0.2
+
+DEPTHS = (2, 4, 8)
+DEPTH_LRS = (3e-3, 1e-2)
+HEAD_SIZES = (8, 16, 32, 64, 128)
+LR_GRID = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1)
+PAIRS = {  # the lr experiment's variant pairs: (baseline label, settings), (other label, settings)
+    "norm": (("pre-LN", {"norm": "pre"}), ("post-LN", {"norm": "post"})),
+    "scaling": (("scaling on", {"scaling": True}), ("scaling off", {"scaling": False})),
+    "warmup": (("no warm-up", {"warmup": 0}), ("warm-up", {"warmup": None})),  # None: WARMUP_FRACTION of steps
+    "depth": (("2 blocks", {"n_layers": 2}), ("8 blocks", {"n_layers": 8})),
+}
+
+
+@dataclass
+class Cell:
+    """One cell of an experiment: its coordinates and two variants' runs over the same seeds (baseline first)."""
+
+    key: dict  # e.g. {"layers": 8, "lr": 0.01, "warmup": 300}
+    groups: dict[str, list[RunConfig]]
+
+
+def _base(task: str, length: int, steps: int, **settings) -> dict:
+    return {"task": task, "length": length, "steps": steps} | settings
+
+
+def _runs(settings: dict, seeds: Sequence[int]) -> list[RunConfig]:
+    s = dict(settings)
+    task, length = s.pop("task"), s.pop("length")
+    if s.get("warmup") is None and "warmup" in s:
+        s["warmup"] = round(WARMUP_FRACTION * s["steps"])
+    return [make_run(task, length, seed, **s) for seed in seeds]
+
+
+def _cell(key: dict, base: dict, pair: str, seeds) -> Cell:
+    """The two variants of PAIRS[pair] on the settings `base`."""
+    (a, a_settings), (b, b_settings) = PAIRS[pair]
+    return Cell(key, {a: _runs(base | a_settings, seeds), b: _runs(base | b_settings, seeds)})
+
+
+def depth_cells(seeds, *, task="sort", length=6, steps=1500, depths=DEPTHS, lrs=DEPTH_LRS, **settings) -> list[Cell]:
+    cells = []
+    for n_layers in depths:
+        for lr in lrs:
+            for warmup in (0, round(WARMUP_FRACTION * steps)):
+                base = _base(task, length, steps, n_layers=n_layers, lr=lr, warmup=warmup, **settings)
+                cells.append(_cell({"layers": n_layers, "lr": lr, "warmup": warmup}, base, "norm", seeds))
+    return cells
+
+
+def head_cells(seeds, *, task="sort", length=6, steps=1500, sizes=HEAD_SIZES, heads=1, **settings) -> list[Cell]:
+    """Scaling on vs off at each head size d_k, with `heads` heads of it (d = heads · d_k, d_ff = 4d)."""
+    cells = []
+    for d_k in sizes:
+        base = _base(task, length, steps, d_model=heads * d_k, n_heads=heads, **settings)
+        cells.append(_cell({"d_k": d_k, "heads": heads}, base, "scaling", seeds))
+    return cells
+
+
+def lr_cells(seeds, *, pair="norm", task="sort", length=6, steps=1500, lrs=LR_GRID, **settings) -> list[Cell]:
+    """The pair of PAIRS[pair] at each learning rate of `lrs` (settings: the rest, e.g. n_layers=4)."""
+    if pair not in PAIRS:
+        raise ValueError(f"pair must be one of {', '.join(PAIRS)}; got {pair!r}")
+    return [_cell({"lr": lr}, _base(task, length, steps, lr=lr, **settings), pair, seeds) for lr in lrs]
+
+
+def cells_of(experiment: str, seeds, **options) -> list[Cell]:
+    makers = {"depth": depth_cells, "heads": head_cells, "lr": lr_cells}
+    if experiment not in makers:
+        raise ValueError(f"experiment must be one of {', '.join(EXPERIMENTS)}; got {experiment!r}")
+    return makers[experiment](seeds, **options)
+
+
+def all_runs(cells: Sequence[Cell]) -> list[RunConfig]:
+    """Every run of the cells once, in order: the one sweep that trains an experiment."""
+    return list(dict.fromkeys(run for cell in cells for runs in cell.groups.values() for run in runs))
+
+
+def table(cells: Sequence[Cell], summaries: Mapping[RunConfig, dict]) -> pd.DataFrame:
+    """One row per cell and metric: the cell's coordinates, each variant's mean, and the paired comparison of the
+    second variant against the first (lab.compare's columns: delta_mean, ci_low, ci_high, p_value, p_floor,
+    p_corrected, verdict, …)."""
+    rows = []
+    for cell in cells:
+        groups = {label: [summaries[run] for run in runs] for label, runs in cell.groups.items()}
+        comparisons = compare.paired_differences(groups, metrics=METRICS)
+        (a, a_runs), (b, b_runs) = groups.items()
+        for _, c in comparisons.iterrows():
+            m = c["metric"]
+            means = {"baseline": a, "variant": b, "baseline_mean": _mean(a_runs, m), "variant_mean": _mean(b_runs, m)}
+            rows.append(cell.key | means | c.drop(["level", "baseline"]).to_dict())
+    return pd.DataFrame(rows)
+
+
+def _mean(summaries: Sequence[dict], metric: str) -> float:
+    values = [s[metric] for s in summaries if s.get(metric) is not None]
+    return float(np.mean(values)) if values else math.nan
+
+
+def lr_sensitivity(losses: Mapping[float, float], initial: float) -> float:
+    """Wortsman et al. 2023: the mean over the learning rates of min(ℓ(lr), ℓ₀) − min_lr ℓ(lr), ℓ₀ the loss at
+    initialisation (a diverged run counts as ℓ₀); NaN when no loss is finite."""
+    capped = np.array([min(x, initial) if math.isfinite(x) else initial for x in losses.values()], dtype=float)
+    finite = [x for x in losses.values() if math.isfinite(x)]
+    if not finite:
+        return math.nan
+    return float(np.mean(capped - min(min(finite), initial)))
+
+
+def lr_summary(cells: Sequence[Cell], summaries: Mapping[RunConfig, dict], initial: float) -> pd.DataFrame:
+    """Per variant of an lr experiment: the best learning rate (lowest mean test loss), its loss and the LR
+    sensitivity over the grid. `initial`: the test loss at initialisation (the same for every variant whose
+    initial weights agree; the mean over the seeds)."""
+    labels = list(cells[0].groups)
+    rows = []
+    for label in labels:
+        losses = {cell.key["lr"]: _mean([summaries[r] for r in cell.groups[label]], LOSS) for cell in cells}
+        best = min(losses, key=lambda lr: losses[lr] if math.isfinite(losses[lr]) else math.inf)
+        rows.append(
+            {
+                "variant": label,
+                "best_lr": best,
+                "best_loss": losses[best],
+                "sensitivity": lr_sensitivity(losses, initial),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def at_best(cells: Sequence[Cell], summaries: Mapping[RunConfig, dict]) -> pd.DataFrame:
+    """The two variants of an lr experiment compared each at its own best learning rate, paired by seed (the fair
+    comparison of Wortsman et al.; the shared-lr comparisons are `table`'s rows)."""
+    best = lr_summary(cells, summaries, math.inf).set_index("variant")["best_lr"]
+    by_lr = {cell.key["lr"]: cell for cell in cells}
+    groups = {label: [summaries[r] for r in by_lr[lr].groups[label]] for label, lr in best.items()}
+    return compare.paired_differences(groups, metrics=METRICS)
+
+
+def _cell_text(key: dict) -> str:
+    parts = []
+    for name, value in key.items():
+        if name == "lr":
+            parts.append(f"lr {formats.learning_rate(value)}")
+        elif name == "warmup":
+            parts.append(f"warm-up {value}" if value else "no warm-up")
+        elif name == "layers":
+            parts.append(f"{value} blocks")
+        elif name == "d_k":
+            parts.append(f"d_k = {value}")
+        elif name == "heads":
+            parts.append(formats.count(value, "head"))
+    return ", ".join(parts)
+
+
+def finding(rows: pd.DataFrame, metric: str = LOSS) -> str:
+    """One paragraph from the numbers: in which cells the variant differs from its baseline on `metric` (the
+    verdict and the mean Δ), and in how many it was not shown."""
+    rows = rows[rows["metric"] == metric]
+    if rows.empty:
+        return "No cell has runs to compare yet."
+    keys = [c for c in rows.columns if c in ("layers", "lr", "warmup", "d_k", "heads")]
+    shown = rows[rows["verdict"] == stats.SHOWN]
+    name = "test loss" if metric == LOSS else metric.replace("_", " ")
+    variant, baseline = rows["variant"].iloc[0], rows["baseline"].iloc[0]
+    if shown.empty:
+        counts = rows["verdict"].value_counts()
+        told = "; ".join(f"{formats.count(int(n), 'cell')}: {v}" for v, n in counts.items())
+        return f"{variant} against {baseline} on the {name}: no cell shows a difference ({told})."
+    parts = [
+        f"{_cell_text({k: r[k] for k in keys})} (Δ {stats.format_delta(r['delta_mean'])})" for _, r in shown.iterrows()
+    ]
+    rest = len(rows) - len(shown)
+    return (
+        f"{variant} against {baseline} on the {name}: a difference is shown in {formats.count(len(shown), 'cell')} of "
+        f"{len(rows)}: " + "; ".join(parts) + f". In the other {rest} no difference is shown or the seeds are too few."
+    )

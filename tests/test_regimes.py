@@ -1,0 +1,89 @@
+"""The Regimes experiments' grids, tables and LR sensitivity (issue 30.4), on summaries made up for the purpose
+(the comparison rule itself is tested in test_stats); the CLI end to end on a few short runs."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from lab import regimes, stats
+
+
+def made_up(cells, loss_of):
+    """{run: summary} with test_loss = loss_of(run) and a per-sequence accuracy of 1 - that loss."""
+    out = {}
+    for run in regimes.all_runs(cells):
+        loss = loss_of(run)
+        out[run] = {"config": run.to_dict(), "test_loss": loss, "sequence_accuracy": 1 - loss}
+    return out
+
+
+def test_the_depth_grid_pairs_pre_and_post_ln_over_the_same_seeds_in_every_cell():
+    cells = regimes.depth_cells([0, 1], steps=100)
+    assert len(cells) == len(regimes.DEPTHS) * len(regimes.DEPTH_LRS) * 2
+    keys = {(c.key["layers"], c.key["lr"], c.key["warmup"]) for c in cells}
+    assert {w for _, _, w in keys} == {0, 20}  # a fifth of the steps
+    for cell in cells:
+        pre, post = cell.groups.values()
+        assert [r.model.norm for r in pre] == ["pre", "pre"] and [r.model.norm for r in post] == ["post", "post"]
+        assert [r.train.seed for r in pre] == [r.train.seed for r in post] == [0, 1]
+        assert {r.model.n_layers for r in pre + post} == {cell.key["layers"]}
+        assert {r.train.warmup for r in pre + post} == {cell.key["warmup"]}
+
+
+def test_the_heads_grid_varies_the_head_size_at_one_or_four_heads():
+    for heads in (1, 4):
+        cells = regimes.head_cells([0], heads=heads, sizes=(8, 16))
+        for cell in cells:
+            on, off = cell.groups.values()
+            assert on[0].model.d_head == off[0].model.d_head == cell.key["d_k"]
+            assert on[0].model.n_heads == heads and on[0].model.scaling and not off[0].model.scaling
+
+
+def test_a_warm_up_pair_takes_a_fifth_of_the_steps():
+    cell = regimes.lr_cells([0], pair="warmup", steps=50, lrs=(1e-3,))[0]
+    assert [runs[0].train.warmup for runs in cell.groups.values()] == [0, 10]
+    with pytest.raises(ValueError, match="pair must be one of"):
+        regimes.lr_cells([0], pair="bogus")
+
+
+def test_the_table_shows_a_difference_where_every_seed_differs_and_none_where_they_agree():
+    cells = regimes.depth_cells(range(6), steps=100, depths=(2, 8), lrs=(1e-2,))
+
+    # post-LN at 8 blocks without warm-up: worse on every seed by a seed-dependent amount; equal elsewhere
+    def loss(run):
+        bad = run.model.norm == "post" and run.model.n_layers == 8 and run.train.warmup == 0
+        return 0.1 + (0.5 + 0.01 * run.train.seed if bad else 0.0)
+
+    rows = regimes.table(cells, made_up(cells, loss))
+    test = rows[rows["metric"] == regimes.LOSS].set_index(["layers", "warmup"])
+    assert test.loc[(8, 0), "verdict"] == stats.SHOWN
+    assert test.loc[(8, 0), "ci_low"] > 0
+    assert test.loc[(8, 0), "variant_mean"] == pytest.approx(0.625)
+    assert (test.drop(index=(8, 0))["verdict"] == stats.IDENTICAL).all()
+    text = regimes.finding(rows)
+    assert "8 blocks, lr 1e-2, no warm-up" in text and "1 cell of 4" in text
+
+
+def test_lr_sensitivity_caps_each_point_at_the_initial_loss():
+    losses = {1e-3: 0.5, 1e-2: 0.1, 1e-1: 9.0}  # the last diverged past the initial loss 3.0
+    assert regimes.lr_sensitivity(losses, 3.0) == pytest.approx(((0.5 - 0.1) + 0 + (3.0 - 0.1)) / 3)
+    assert regimes.lr_sensitivity({1e-3: math.nan, 1e-2: 0.2}, 3.0) == pytest.approx((3.0 - 0.2) / 2)
+    assert math.isnan(regimes.lr_sensitivity({1e-3: math.nan}, 3.0))
+
+
+def test_the_lr_summary_and_the_comparison_at_each_variants_best_learning_rate():
+    cells = regimes.lr_cells(range(6), pair="norm", steps=100, lrs=(1e-3, 1e-2, 1e-1))
+
+    def loss(run):  # pre-LN best at 1e-2, post-LN best at 1e-3 and worse there by 0.05 + seed/100
+        best = 1e-2 if run.model.norm == "pre" else 1e-3
+        return (0.1 if run.train.lr == best else 1.0) + (0.05 + run.train.seed / 100 if run.model.norm == "post" else 0)
+
+    summaries = made_up(cells, loss)
+    best = regimes.lr_summary(cells, summaries, initial=3.0).set_index("variant")
+    assert best.loc["pre-LN", "best_lr"] == 1e-2 and best.loc["post-LN", "best_lr"] == 1e-3
+    assert best.loc["pre-LN", "sensitivity"] == pytest.approx((0.9 + 0 + 0.9) / 3)
+    fair = regimes.at_best(cells, summaries)
+    test = fair[fair["metric"] == regimes.LOSS].iloc[0]
+    assert test["delta_mean"] == pytest.approx(0.05 + 0.025) and test["verdict"] == stats.SHOWN
