@@ -1,6 +1,8 @@
 """Where a run's numbers came from (issue 19): CPU model, BLAS library, version and kernel family, NumPy version,
 dtype and BLAS threads. float32 training differs between BLAS kernel families (OpenBLAS's SkylakeX and Haswell
-kernels round differently), so every record says which one computed it.
+kernels round differently), so every record says which one computed it. OpenBLAS picks the family from the CPU's
+instruction set (AVX-512: SkylakeX, AVX2: Haswell, whatever the vendor) unless the environment forces one with
+OPENBLAS_CORETYPE; the record keeps that variable's value too (issue 29.2), so a caption can say which it was.
 
 Imports threadpoolctl, NumPy and the standard library only (attncore may not import threadpoolctl).
 """
@@ -8,13 +10,15 @@ Imports threadpoolctl, NumPy and the standard library only (attncore may not imp
 from __future__ import annotations
 
 import functools
+import os
 import platform as _platform
 from collections.abc import Mapping
 
 import numpy as np
 
 MAX_TEXT = 200  # a stored platform's strings come from untrusted sidecars: bounded, plain text
-FIELDS = ("cpu", "machine", "blas", "blas_version", "blas_kernel", "blas_threads", "numpy", "dtype")
+FIELDS = ("cpu", "machine", "blas", "blas_version", "blas_kernel", "blas_threads", "numpy", "dtype", "blas_coretype")
+CORETYPE = "OPENBLAS_CORETYPE"  # read by OpenBLAS when it loads: a kernel family forced by the environment
 
 
 @functools.cache
@@ -45,9 +49,18 @@ def _blas() -> dict:
     }
 
 
+def coretype() -> str | None:
+    """OPENBLAS_CORETYPE as this process's environment sets it (None when unset or empty), bounded to plain text."""
+    value = os.environ.get(CORETYPE) or None
+    if value is not None and not (len(value) <= 40 and value.isprintable()):
+        value = "(an unprintable or long value)"
+    return value
+
+
 def current(dtype: str = "float32") -> dict:
     """This process's platform now: call it where the numbers are computed (inside the BLAS thread limit)."""
-    return {"cpu": cpu_model(), "machine": _platform.machine()} | _blas() | {"numpy": np.__version__, "dtype": dtype}
+    env = {"numpy": np.__version__, "dtype": dtype, "blas_coretype": coretype()}
+    return {"cpu": cpu_model(), "machine": _platform.machine()} | _blas() | env
 
 
 def kernel_family(info: Mapping | None) -> str:
@@ -78,15 +91,28 @@ def checked(value) -> dict | None:
     return dict(value)
 
 
+def kernel_choice(info: Mapping | None) -> str:
+    """How the kernel family was chosen: '' for another BLAS or a record stored before it was recorded (issue 29.2),
+    else 'forced by OPENBLAS_CORETYPE=Haswell in the environment' or 'picked by OpenBLAS from the CPU's instruction
+    set'."""
+    if not info or info.get("blas") != "openblas" or "blas_coretype" not in info:
+        return ""
+    if info["blas_coretype"]:
+        return f"forced by {CORETYPE}={info['blas_coretype']} in the environment"
+    return "picked by OpenBLAS from the CPU's instruction set"
+
+
 def describe(info: Mapping | None) -> str:
-    """One line: 'Intel(R) Xeon(R) Processor (x86_64), openblas 0.3.31 SkylakeX kernels on 1 thread, NumPy 2.4.6,
-    float32'; or what is known of a record stored before records carried their platform."""
+    """One line: 'Intel(R) Xeon(R) Processor (x86_64), openblas 0.3.31 SkylakeX kernels on 1 thread (picked by
+    OpenBLAS from the CPU's instruction set), NumPy 2.4.6, float32'; or what is known of a record stored before
+    records carried their platform."""
     if not info:
         return "not recorded (stored before records carried their platform)"
     threads = info.get("blas_threads")
     blas = f"{info.get('blas')} {info.get('blas_version') or ''} {info.get('blas_kernel') or ''} kernels".split()
     text = f"{info.get('cpu')} ({info.get('machine')}), {' '.join(blas)}"
     text += f" on {threads} thread{'s' * (threads != 1)}" if isinstance(threads, int) else ""
+    text += f" ({choice})" if (choice := kernel_choice(info)) else ""
     return text + f", NumPy {info.get('numpy')}, {info.get('dtype')}"
 
 

@@ -93,3 +93,37 @@ def test_train_json_prints_the_platform(tmp_path):
     argv = [sys.executable, "-m", "attncore", "train", "--length", "2", "--steps", "5", "--json"]
     out = json.loads(subprocess.run(argv, env=env, text=True, capture_output=True, check=True).stdout)
     assert out["platform"]["blas_kernel"] == this_blas()["architecture"] and out["platform"]["blas_threads"] == 1
+
+
+def test_a_record_says_whether_the_environment_forced_the_kernel_family(cache, monkeypatch):
+    """Issue 29.2: the family follows the CPU's instruction set unless OPENBLAS_CORETYPE forces one; the record keeps
+    the variable (None when unset) and the caption says which, without touching the run's cache key or numbers. The
+    variable is only set in this process's os.environ, after OpenBLAS loaded: it changes what is recorded, not the
+    kernels."""
+    monkeypatch.delenv(provenance.CORETYPE, raising=False)
+    plain = store.get_run(RUN)
+    assert plain.platform["blas_coretype"] is None
+    monkeypatch.setenv(provenance.CORETYPE, "Haswell")
+    steps = []
+    assert store.get_run(RUN, lambda s, loss: steps.append(s)).platform == plain.platform and not steps  # same key
+    forced = store.compute_run(RUN)
+    assert forced.platform["blas_coretype"] == "Haswell"
+    assert forced.loss_history.tobytes() == plain.loss_history.tobytes()
+    if plain.platform["blas"] == "openblas":
+        assert "forced by OPENBLAS_CORETYPE=Haswell in the environment" in provenance.describe(forced.platform)
+        assert "kernels on 1 thread (picked by OpenBLAS from the CPU's instruction set)" in provenance.describe(
+            plain.platform
+        )
+    store.put_run(forced)
+    assert store.get_run(RUN).platform["blas_coretype"] == "Haswell"  # stored in the sealed sidecar, read back
+    older = {k: v for k, v in plain.platform.items() if k != "blas_coretype"}  # a record of before issue 29.2
+    assert provenance.checked(older) == older
+    assert "forced" not in provenance.describe(older) and "picked" not in provenance.describe(older)
+
+
+@pytest.mark.parametrize("value", ["", "x" * 100, "Has\nwell"])
+def test_an_odd_coretype_is_recorded_as_plain_bounded_text(monkeypatch, value):
+    monkeypatch.setenv(provenance.CORETYPE, value)
+    recorded = provenance.current()["blas_coretype"]
+    assert provenance.checked(provenance.current()) is not None  # a sidecar with it reads back
+    assert recorded is None if value == "" else (len(recorded) <= 40 and recorded.isprintable())
