@@ -14,6 +14,7 @@ POSITIONS = ("learned", "sinusoidal", "rope", "alibi", "none")
 NORMS = ("pre", "post")
 DTYPES = ("float32", "float64")
 TASKS = ("copy", "sort", "reverse")
+DECAYS = ("none", "linear", "cosine")  # the learning rate after warm-up (attncore.optim.lr_multiplier)
 N_SYMBOLS = 20  # symbols 0..19
 SEP = 20  # the separator token
 VOCAB_SIZE = N_SYMBOLS + 1
@@ -102,11 +103,23 @@ class TrainConfig:
     eps: float = 1e-8
     seed: int = 0
     randomized_positions: int | None = None  # N_MAX: each batch's positions drawn from [0, N_MAX) (Ruoss et al.)
+    warmup: int = 0  # W: steps of linear warm-up, lr_t = lr * min(1, (t + 1)/W); 0 = none
+    decay: str = "none"  # after warm-up: none, linear or cosine down to min_lr_ratio * lr at the last step
+    min_lr_ratio: float = 0.0  # r: the decay's end, a fraction of lr
 
     def __post_init__(self):
         if self.randomized_positions is not None:
             check_int("randomized_positions", self.randomized_positions, 2, MAX_RANDOMIZED)
         check_int("steps", self.steps, 1, 1_000_000)
+        check_int("warmup", self.warmup, 0, self.steps)
+        check_choice("decay", self.decay, DECAYS)
+        if isinstance(self.min_lr_ratio, bool) or not isinstance(self.min_lr_ratio, (int, float)):
+            raise ConfigError("min_lr_ratio", f"must be a number, got {self.min_lr_ratio!r}")
+        if not 0.0 <= self.min_lr_ratio <= 1.0:  # also refuses nan
+            raise ConfigError("min_lr_ratio", f"must be in [0, 1], got {self.min_lr_ratio}")
+        if self.min_lr_ratio and self.decay == "none":  # else two keys for one run
+            raise ConfigError("min_lr_ratio", "is the end of a decay: give decay linear or cosine, or leave it at 0")
+        object.__setattr__(self, "min_lr_ratio", float(self.min_lr_ratio))  # 0 and 0.0: one cache key
         check_int("batch_size", self.batch_size, 1, 65536)
         _float_in("lr", self.lr, 0.0, 1.0)
         _float_in("beta1", self.beta1, 0.0, 1.0, open_low=False)
@@ -152,7 +165,10 @@ class TaskConfig:
 
 
 # fields left out of RunConfig.to_dict at their default, so the cache key of configs without them is unchanged
-OPTIONAL_FIELDS = {"train": {"randomized_positions": None}, "task": {"train_lengths": None, "mixed_lengths": False}}
+OPTIONAL_FIELDS = {
+    "train": {"randomized_positions": None, "warmup": 0, "decay": "none", "min_lr_ratio": 0.0},
+    "task": {"train_lengths": None, "mixed_lengths": False},
+}
 
 
 @dataclass(frozen=True)
@@ -221,6 +237,9 @@ def make_run(
     mixed_lengths: bool = False,
     randomized_positions: int | None = None,
     train_min: int | None = None,
+    warmup: int = 0,
+    decay: str = "none",
+    min_lr_ratio: float = 0.0,
 ) -> RunConfig:
     """The article's experiment (SPEC §7) with any field overridden; t_max = 2L + 1 (N_MAX with randomized
     positions). With train_lengths (MIN, MAX) the run trains on lengths MIN..MAX and L is MAX; train_min
@@ -244,5 +263,14 @@ def make_run(
         scaling=scaling,
         dtype=dtype,
     )
-    train = TrainConfig(steps=steps, batch_size=batch_size, lr=lr, seed=seed, randomized_positions=randomized_positions)
+    train = TrainConfig(
+        steps=steps,
+        batch_size=batch_size,
+        lr=lr,
+        seed=seed,
+        randomized_positions=randomized_positions,
+        warmup=warmup,
+        decay=decay,
+        min_lr_ratio=min_lr_ratio,
+    )
     return RunConfig(model, train, task_cfg)

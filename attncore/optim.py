@@ -36,3 +36,28 @@ class Adam:
         np.divide(self.m, tmp, out=tmp)
         tmp *= self.lr / bias1
         self.params -= tmp
+
+
+def lr_multiplier(step: int, steps: int, warmup: int = 0, decay: str = "none", min_lr_ratio: float = 0.0) -> float:
+    """The learning rate of step t = 0 .. steps - 1 as a fraction of lr (SPEC §13).
+
+    Linear warm-up over W steps: min(1, (t + 1)/W). After it, decay to r = min_lr_ratio at the last step
+    T - 1 along a straight line (linear) or half a cosine (cosine); 1 with decay none.
+    """
+    if step < warmup:
+        return (step + 1) / warmup
+    if decay == "none":
+        return 1.0
+    span = steps - 1 - warmup
+    progress = (step - warmup) / span if span > 0 else 1.0  # 0 at the first step after warm-up, 1 at the last
+    if decay == "linear":
+        return min_lr_ratio + (1 - min_lr_ratio) * (1 - progress)
+    return min_lr_ratio + (1 - min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def lr_schedule(train) -> list[float] | None:
+    """Each step's learning rate of a TrainConfig, or None without a schedule (lr at every step)."""
+    if not train.warmup and train.decay == "none":
+        return None
+    t = train
+    return [t.lr * lr_multiplier(s, t.steps, t.warmup, t.decay, t.min_lr_ratio) for s in range(t.steps)]

@@ -13,7 +13,7 @@ from ._blas import one_blas_thread
 from ._malloc import keep_freed_memory
 from .config import RunConfig
 from .model import flatten, init_params, loss_and_grads, param_shapes, unflatten
-from .optim import Adam
+from .optim import Adam, lr_schedule
 from .snapshots import Snapshot, snapshot_steps, take_snapshot
 from .tasks import draw_positions, sample_batch, sample_range_batch
 
@@ -64,6 +64,7 @@ class Trainer:
         self.grad_flat = np.empty_like(flat)
         self.grads = unflatten(self.grad_flat, shapes)
         self.opt = Adam(flat, tc.lr, tc.beta1, tc.beta2, tc.eps)
+        self.lrs = lr_schedule(tc)  # each step's learning rate, None without warm-up or decay (lr throughout)
 
     def step(self) -> float:
         """One step on a fresh batch; returns its loss.
@@ -80,6 +81,8 @@ class Trainer:
             n = (batch.shape[1] - 1) // 2
         positions = None if n_max is None else draw_positions(rng, batch.shape[1] - 1, n_max)
         loss, _ = loss_and_grads(self.params, batch, run.model, n, self.grads, positions=positions, lengths=lengths)
+        if self.lrs is not None:
+            self.opt.lr = self.lrs[self.opt.t]  # opt.t: the steps taken before this one
         self.opt.step(self.grad_flat)
         return loss
 

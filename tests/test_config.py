@@ -39,6 +39,13 @@ INVALID = {
     "unknown dtype": (lambda: ModelConfig(dtype="float16"), {"dtype"}, ["float32", "float64"]),
     "lr = 0": (lambda: TrainConfig(lr=0.0), {"lr"}, [r"[(>]\s*0"]),
     "lr < 0 (make_run)": (lambda: make_run(lr=-2.0), {"lr"}, [r"[(>]\s*0"]),
+    "warm-up < 0": (lambda: TrainConfig(warmup=-1), {"warmup"}, [r"\b0\b", "1,500"]),
+    "warm-up beyond the steps (make_run)": (lambda: make_run(steps=200, warmup=201), {"warmup"}, [r"\b0\b", "200"]),
+    "warm-up not whole": (lambda: TrainConfig(warmup=2.5), {"warmup"}, ["integer"]),
+    "unknown decay": (lambda: make_run(decay="exponential"), {"decay"}, ["none", "linear", "cosine"]),
+    "min_lr_ratio > 1": (lambda: make_run(decay="cosine", min_lr_ratio=1.5), {"min_lr_ratio"}, [r"\[0, 1\]"]),
+    "min_lr_ratio nan": (lambda: make_run(decay="linear", min_lr_ratio=float("nan")), {"min_lr_ratio"}, [r"\[0, 1\]"]),
+    "min_lr_ratio without a decay": (lambda: make_run(min_lr_ratio=0.1), {"min_lr_ratio"}, ["linear or cosine"]),
 }
 
 
@@ -83,3 +90,20 @@ def test_configs_are_frozen_hashable_and_round_trip_through_dicts():
         run.model.d_model = 64  # type: ignore[misc]
     with pytest.raises(ConfigError):
         dataclasses.replace(run.train, steps=0)  # variants are validated too
+
+
+def test_the_default_runs_key_is_the_one_stored_before_the_schedule():
+    """warmup, decay and min_lr_ratio are left out of the key at their defaults: every stored run keeps its key."""
+    assert make_run().to_dict() == {
+        "model": {"vocab_size": 21, "d_model": 32, "n_heads": 4, "n_layers": 2, "d_ff": 128, "max_len": 13}
+        | {"position": "learned", "norm": "pre", "scaling": True, "dtype": "float32"},
+        "train": {"steps": 1500, "batch_size": 32, "lr": 0.003, "beta1": 0.9, "beta2": 0.999, "eps": 1e-08, "seed": 0},
+        "task": {"name": "copy", "length": 6},
+    }
+    scheduled = make_run(warmup=300, decay="cosine", min_lr_ratio=0.1)
+    assert scheduled.to_dict()["train"] | {} == make_run().to_dict()["train"] | {
+        "warmup": 300, "decay": "cosine", "min_lr_ratio": 0.1
+    }  # fmt: skip
+    assert RunConfig.from_dict(scheduled.to_dict()) == scheduled
+    assert make_run(decay="linear", min_lr_ratio=0) == make_run(decay="linear", min_lr_ratio=0.0)
+    assert make_run(decay="linear", min_lr_ratio=0).to_dict() == make_run(decay="linear").to_dict()

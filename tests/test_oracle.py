@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ from attncore.config import NORMS, POSITIONS, make_run
 from attncore.model import flatten, loss_and_grads, param_shapes, unflatten
 from attncore.optim import Adam
 from attncore.tasks import sample_batch
+from attncore.train import batch_rng, initial_params, train
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
@@ -161,3 +163,55 @@ def test_adam_matches_torch_optim_adam(n_steps, hyper):
     expected = weights.detach().numpy()
     assert np.abs(flat - start).max() > 1e-3  # the steps moved the weights
     assert np.abs(flat - expected).max() < 1e-12
+
+
+# --- the learning-rate schedule against torch.optim.lr_scheduler.LambdaLR -------
+
+
+def spec_multiplier(t: int, steps: int, warmup: int, decay: str, r: float) -> float:
+    """SPEC §13 written out again, independently of attncore.optim: warm-up, then the decay to r at T - 1."""
+    if warmup and t < warmup:
+        return min(1.0, (t + 1) / warmup)
+    if decay == "cosine":
+        return r + (1 - r) * 0.5 * (1 + math.cos(math.pi * (t - warmup) / (steps - 1 - warmup)))
+    if decay == "linear":
+        return r + (1 - r) * (steps - 1 - t) / (steps - 1 - warmup)
+    return 1.0
+
+
+def torch_schedule_history(run) -> np.ndarray:
+    """The run trained by torch: attncore's initial weights and batches, Adam under LambdaLR, step for step."""
+    tc = run.train
+    model = TorchModel(run.model, initial_params(run))
+    opt = torch.optim.Adam(model.parameters(), lr=tc.lr, betas=(tc.beta1, tc.beta2), eps=tc.eps, foreach=False)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda t: spec_multiplier(t, tc.steps, tc.warmup, tc.decay, tc.min_lr_ratio)
+    )
+    rng, history = batch_rng(tc.seed), []
+    for _ in range(tc.steps):
+        seqs = sample_batch(run.task, tc.batch_size, rng)
+        opt.zero_grad()
+        loss = torch_loss(model, seqs, run.task.length)
+        loss.backward()
+        opt.step()
+        schedule.step()
+        history.append(loss.item())
+    return np.array(history)
+
+
+SCHEDULES = [(60, "none", 0.0), (60, "linear", 0.0), (60, "cosine", 0.1), (0, "cosine", 0.0)]
+
+
+@pytest.mark.parametrize(("warmup", "decay", "min_lr_ratio"), SCHEDULES)
+def test_schedule_matches_torch_lambda_lr(warmup, decay, min_lr_ratio):
+    """Training with warm-up and each decay gives torch's loss history (Adam under LambdaLR) to 1e-12."""
+    run = make_run(
+        "copy", 4, 3, steps=300, batch_size=8, d_model=16, n_heads=2, dtype="float64", lr=1e-2,
+        warmup=warmup, decay=decay, min_lr_ratio=min_lr_ratio,
+    )  # fmt: skip
+    ours = train(run, snapshots=False).loss_history
+    theirs = torch_schedule_history(run)
+    assert ours[-1] < 0.5 * ours[0]  # it learned: the steps were real
+    assert np.abs(ours - theirs).max() <= 1e-12 * np.abs(theirs).max()
+    constant = train(make_run("copy", 4, 3, steps=300, batch_size=8, d_model=16, n_heads=2, dtype="float64", lr=1e-2))
+    assert np.abs(ours - constant.loss_history).max() > 1e-6  # the schedule changed the run
