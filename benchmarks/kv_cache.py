@@ -4,6 +4,8 @@ The default sizes are the article's toy (4 layers, d 256, 8 heads, prompt 32, 12
 full decoder (embeddings, FFN, LayerNorms, output layer), not the article's attention-and-residual-only toy.
 
 Run: python benchmarks/kv_cache.py [--repeats 3] [--n-new 128]
+     python benchmarks/kv_cache.py --activation   (no timing: the GPU fit's activation estimate against published
+     vLLM logs, per log, before and after the sampler was modelled; attncore/serving/validation.py)
 """
 
 import argparse
@@ -14,6 +16,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from attncore.serving.kvbench import benchmark_generation  # noqa: E402
 from attncore.serving.kvcache import human_bytes  # noqa: E402
+from attncore.serving.validation import activation_errors, percent  # noqa: E402
+
+
+def print_activation() -> None:
+    print("activation peak: logged vs estimated, GiB (before: forward and logits only; after: with the sampler)")
+    print(f"{'log':<20}{'logged':>8}{'before':>8}{'error':>9}{'after':>8}{'error':>9}  note")
+    for r in activation_errors():
+        note = r["note"] + ("" if r["flags_known"] else " (launch flags not all shown)")
+        print(
+            f"{r['name']:<20}{r['logged_gib']:>8.2f}{r['before_gib']:>8.2f}{percent(r['before_error']):>9}"
+            f"{r['estimate_gib']:>8.2f}{percent(r['error']):>9}  {note}"
+        )
 
 
 def main() -> None:
@@ -25,7 +39,11 @@ def main() -> None:
     p.add_argument("--n-new", type=int, default=128)
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--activation", action="store_true", help="print the activation estimate's error per log")
     a = p.parse_args()
+    if a.activation:
+        print_activation()
+        return
     b = benchmark_generation(
         n_layers=a.layers, d_model=a.d, n_heads=a.heads, prompt_len=a.prompt, n_new=a.n_new, batch=a.batch,
         repeats=a.repeats,

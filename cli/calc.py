@@ -276,7 +276,7 @@ def register(sub) -> None:
     k.add_argument("--group-size", type=int, default=kvcache.CACHE_GROUP, help="int8/int4 elements per fp16 scale")
     k.add_argument("--params", type=int, help="weights' parameter count when no preset or --d describes them")
     gpu = k.add_mutually_exclusive_group()
-    gpu.add_argument("--gpu", help=f"a card ({', '.join(GPUS)}) or a size in GB")
+    gpu.add_argument("--gpu", help=f"a card ({', '.join(GPUS)}); without --engine, also a size in GB")
     gpu.add_argument("--gpu-gb", type=finite_float, help="GPU memory in GB (10⁹ bytes)")
     gpu.add_argument("--gpu-gib", type=finite_float, help="--engine: the GPU's total in GiB (2³⁰ B), as torch reports")
     k.add_argument(

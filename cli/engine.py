@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 from attncore.config import ConfigError
-from attncore.serving import engine
+from attncore.serving import engine, validation
 from attncore.serving.kvcache import GB, GIB
 from attncore.serving.presets import CARDS
 from cli.flags import ArgumentError, finite_float
@@ -30,6 +30,7 @@ ENGINE_FLAGS = (
     ("--activation-gib", "activation_gib", finite_float, "measured: 'PyTorch activation peak memory takes X GiB'"),
     ("--kv-cache-memory-gib", "kv_cache_memory_gib", finite_float, "V1 --kv-cache-memory-bytes, in GiB"),
 )
+MIN_GB = 0.002  # GB (10^9 B) above engine.MIN_TOTAL_GIB GiB
 ENGINE_FLAG_OF = {field: flag for flag, field, *_ in ENGINE_FLAGS} | {
     "total_gib": "--gpu-gib",
     "model_dtype": "--model-dtype",
@@ -57,8 +58,8 @@ def total_of(a) -> tuple[float, str, str | None]:
     if a.gpu_gib is not None:
         return a.gpu_gib, f"{a.gpu_gib:g} GiB (typed)", None
     if a.gpu_gb is not None:
-        if not 0 < a.gpu_gb <= 100_000:
-            raise ConfigError("--gpu-gb", f"must be from 0 (excluded) to 100000, got {a.gpu_gb:g}")
+        if not MIN_GB <= a.gpu_gb <= 100_000:  # the engine's smallest total in GiB, rounded up to GB
+            raise ConfigError("--gpu-gb", f"must be from {MIN_GB:g} to 100000 GB, got {a.gpu_gb:g}")
         return a.gpu_gb * GB / GIB, f"{a.gpu_gb:g} GB typed = {a.gpu_gb * GB / GIB:.2f} GiB", None
     raise ArgumentError("--engine needs --gpu NAME, --gpu-gib or --gpu-gb")
 
@@ -95,7 +96,14 @@ def print_fit(f: engine.EngineFit, name: str, gpu: str) -> None:
         f"  blocks of {f.block_size} tokens: {f.page_bytes:,} B per layer ({f.kv_dtype} cache) x {f.group_size} "
         f"layers sharing a block ({f.layers} layers{window}) = {f.block_bytes:,} B"
     )
-    print("  the engine would log:")
+    print(
+        f"  {f.num_blocks:,} blocks, {f.tokens:,} tokens, concurrency {f.concurrency:.2f}x: {f.kinds['blocks']} "
+        f"(batch limits {f.max_num_batched_tokens:,} tokens, {f.max_num_seqs:,} sequences)"
+    )
+    if engine.log_estimated(f):
+        print("  the engine would log, ESTIMATED (not a log: it rests on the estimates above):")
+    else:
+        print("  the engine would log, from your log's figures:")
     for line in engine.log_lines(f):
         print(f"    {line}")
     longest = "any (every layer windowed)" if f.longest_max_model_len is None else f"{f.longest_max_model_len:,}"
@@ -104,7 +112,10 @@ def print_fit(f: engine.EngineFit, name: str, gpu: str) -> None:
     else:
         print(f"  does NOT start at max_model_len {f.max_model_len:,}; the longest that would: {longest}")
         print(f"    error: {f.error}")
-    estimated = [r["term"] for r in engine.deductions(f) if r["kind"] == "estimate"]
+    estimated = [k for k, kind in f.kinds.items() if kind == "estimate"]
     if estimated:
-        print(f"  estimates: {', '.join(estimated)}; give your log's figures with --weights-gib, --non-torch-gib,")
-        print("    --activation-gib (the activation estimate counts the widest tensors of one forward, not workspaces)")
+        print(f"  estimates: {', '.join(estimated)}")
+        print("    give your log's figures with --weights-gib, --non-torch-gib, --activation-gib")
+    if f.kinds["activation"] == "estimate":
+        print("    the activation estimate (the forward's widest tensors, the sampler's float32 work) against the")
+        print(f"    published V0 logs: {validation.error_sentence()}")

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from attncore.config import ConfigError, check_choice, check_int
 from attncore.serving.kvcache import DTYPE_BITS, GB, GIB, weight_bytes
 from attncore.serving.parameters import Decoder, count_parameters
+from attncore.serving.presets import CARDS
 
 VERSIONS = {
     "v1": "vLLM V1 engine (0.11 source; 0.8.5-0.10 the same for models without interleaved sliding windows)",
@@ -26,7 +27,17 @@ SWAP_SPACE = 4 * GIB  # V0's --swap-space default: the CPU blocks it logs
 NON_TORCH_GIB = {1: 0.10, 2: 0.30}  # estimate from logs: 0.03-0.10 GiB on one GPU, 0.16-0.30 GiB per GPU at TP 2
 MLA_ALIGN = 256  # V0 pads each MLA cache entry to 256 bytes on CUDA (VLLM_CUDA_MEM_ALIGN_KV_CACHE=1)
 LOGIT_BYTES = 4  # the sampler's float32 copy of each logit, beside the logits in the model's dtype
+# Bytes per (sequence, vocabulary entry) alive at the widest point of the profiling run's sampler, beside the
+# logits in the model's dtype. The dummy requests sample with top_p < 1 and top_k = vocab - 1, so:
+# V0 (model_executor/layers/sampler.py, _apply_top_k_top_p): the float32 logits 4, logits.sort()'s values 4 and
+# int64 indices 8, the top-k mask 1, softmax 4, cumsum 4, the top-p mask 1 and the scattered result 4 = 30.
+# V1 (v1/sample/ops/topk_topp_sampler.py, FlashInfer's top_k_top_p_sampling_from_logits, its default on CUDA):
+# the float32 logits 4, the top-k-masked logits 4 and the probabilities 4 = 12 (without FlashInfer, torch's sort
+# path, as V0's, needs about twice that).
+SAMPLER_BYTES = {"v0": 30, "v1": 12}
 MAX_SEARCH_LEN = 2**31  # the longest max_model_len searched for
+MIN_TOTAL_GIB = 0.001  # a GPU of less than about 1 MiB is a typo, not a card
+KINDS = ("exact", "measured", "estimate")  # a figure's kind is the least sure of its inputs', in this order
 
 
 def cdiv(a: int, b: int) -> int:
@@ -95,13 +106,19 @@ def default_batch(s: EngineSettings, total_gib: float, gpu: str | None = None) -
     return tokens, min(seqs, tokens) if s.version == "v1" else seqs
 
 
-def activation_estimate(a: Decoder, tokens: int, seqs: int, tp: int = 1, dtype_bytes: int = 2) -> dict[str, int]:
-    """Bytes alive at the widest points of the profiling run (one forward over `tokens`, logits for `seqs`).
+def activation_estimate(
+    a: Decoder, tokens: int, seqs: int, tp: int = 1, dtype_bytes: int = 2, version: str = "v1"
+) -> dict[str, int]:
+    """Bytes alive at the widest points of the profiling run: one forward over `tokens`, then the sampler over the
+    logits of `seqs` sequences.
 
     mlp: the residual and the normed input (2·H) plus the gated FFN's gate-and-up output and its product (3·I/tp;
     2·I/tp ungated; MoE: the routed and shared experts' widths a token uses). attention: residual, input, fused
-    q/k/v and output. logits: one row per sequence over the vocabulary, in the model's dtype and as float32.
-    The peak is the largest; workspaces, the allocator's rounding and the sampler's sort are not counted."""
+    q/k/v and output. logits: one row per sequence over the vocabulary, in the model's dtype and as float32 (the
+    estimate before the sampler was modelled). sampler: the forward's last hidden states (tokens · H, kept while it
+    samples), the logits in the model's dtype and SAMPLER_BYTES per entry of the sampler's float32 work (the
+    vocabulary is gathered whole on the sampling rank). The peak is the largest of mlp, attention and sampler;
+    cuBLAS/attention workspaces, the allocator's rounding and MoE routing buffers are not counted."""
     H, V, b = a.d_model, a.vocab_size, dtype_bytes
     ffn = a.d_ff
     if a.n_experts:
@@ -118,7 +135,15 @@ def activation_estimate(a: Decoder, tokens: int, seqs: int, tp: int = 1, dtype_b
         out = heads * a.d_head
     attention = tokens * b * (2 * H + qkv + out)
     logits = seqs * V * (b + LOGIT_BYTES)
-    return {"mlp": mlp, "attention": attention, "logits": logits, "peak": max(mlp, attention, logits)}
+    sampler = tokens * H * b + seqs * V * (b + SAMPLER_BYTES[version])
+    return {"mlp": mlp, "attention": attention, "logits": logits, "sampler": sampler,
+            "peak": max(mlp, attention, sampler)}  # fmt: skip
+
+
+def worst(*kinds: str) -> str:
+    """The kind of a figure computed from figures of these kinds: the least sure of them (exact < measured <
+    estimate)."""
+    return max(kinds, key=KINDS.index)
 
 
 @dataclass(frozen=True)
@@ -137,6 +162,7 @@ class EngineFit:
     weight_dtype: str
     tensor_parallel_size: int
     measured: tuple[str, ...]  # which of weights, non_torch, activation, kv_cache_memory came from a log
+    kinds: dict  # figure -> exact | measured | estimate (KIND_FIGURES), each the least sure of its inputs
     kv_bytes: int  # what is left for the cache (may be negative)
     max_num_batched_tokens: int
     max_num_seqs: int
@@ -230,6 +256,8 @@ def engine_fit(
     budget = total × util; kv = budget − weights − non_torch − activation peak (each measured or estimated);
     blocks = kv // (page × layers sharing a block); tokens, concurrency and the startup check as the engine
     computes them. `gpu` (a CARDS name) only picks V1's defaults (A100s get the smaller ones)."""
+    if isinstance(total_gib, numbers.Real) and not isinstance(total_gib, bool) and 0 < total_gib < MIN_TOTAL_GIB:
+        raise ConfigError("total_gib", f"must be from {MIN_TOTAL_GIB} to 100000 GiB, got {total_gib:g}")
     _fraction("total_gib", total_gib, 0, 100_000)
     check_choice("weight_dtype", weight_dtype, tuple(DTYPE_BITS))
     check_choice("model_dtype", model_dtype, MODEL_DTYPES)
@@ -249,7 +277,7 @@ def engine_fit(
     weights = weight_bytes(params, weight_dtype) // tp if s.weights_gib is None else round(s.weights_gib * GIB)
     non_torch = NON_TORCH_GIB[min(tp, 2)] if s.non_torch_gib is None else s.non_torch_gib
     non_torch = round(non_torch * GIB)
-    parts = {} if s.activation_gib is not None else activation_estimate(a, tokens_t, seqs, tp, model_bytes)
+    parts = {} if s.activation_gib is not None else activation_estimate(a, tokens_t, seqs, tp, model_bytes, s.version)
     activation = round(s.activation_gib * GIB) if s.activation_gib is not None else parts["peak"]
     kv = budget - weights - non_torch - activation
     if s.kv_cache_memory_gib is not None:
@@ -287,15 +315,36 @@ def engine_fit(
         longest = _longest(needed, kv) if kv > 0 else 0
         cpu_blocks = None
     fit = {"kv_bytes": kv, "tokens": tokens, "num_blocks": blocks, "needed": needed, "longest": longest}
+    kinds = figure_kinds(measured, total_known=gpu is None or CARDS.get(gpu) is None or CARDS[gpu].logged)
     error = _error(s, fit)
     if error and s.version == "v1" and longest is not None:
         longest = min(longest, s.max_model_len)  # vLLM searches below the max_model_len asked for
     return EngineFit(
         s.version, VERSIONS[s.version], total, budget, weights, non_torch, activation, parts, params,
-        weight_dtype, tp, measured, kv, tokens_t, seqs, bs, kv_dtype, page, a.n_layers, window, window_layers,
+        weight_dtype, tp, measured, kinds, kv, tokens_t, seqs, bs, kv_dtype, page, a.n_layers, window, window_layers,
         groups, group_size, blocks, tokens, s.max_model_len, per_request, concurrency, cpu_blocks, error is None,
         error, longest if kv > 0 else 0,
     )  # fmt: skip
+
+
+KIND_FIGURES = ("budget", "weights", "non_torch", "activation", "kv", "blocks", "tokens", "concurrency")
+
+
+def figure_kinds(measured: tuple[str, ...], total_known: bool = True) -> dict[str, str]:
+    """Each figure's kind: measured (typed from the user's log), estimate, or exact (the engine's arithmetic on
+    exact inputs); a figure computed from others is the least sure of them. The budget is exact unless the card's
+    total is itself an estimate (a card with no vLLM log naming it); the cache is budget − weights − non-torch −
+    activation unless --kv-cache-memory-bytes was given, and the blocks, tokens and concurrency follow from it."""
+    out = {"budget": "exact" if total_known else "estimate"}
+    out |= {k: "measured" if k in measured else "estimate" for k in ("weights", "non_torch", "activation")}
+    out["kv"] = "measured" if "kv_cache_memory" in measured else worst(*out.values())
+    return out | {k: out["kv"] for k in ("blocks", "tokens", "concurrency")}
+
+
+def log_estimated(f: EngineFit) -> bool:
+    """Whether the lines the engine would log rest on an estimate (else: on the user's logged figures alone)."""
+    shown = KIND_FIGURES if f.version == "v0" else ("kv", "tokens", "concurrency")
+    return any(f.kinds[k] == "estimate" for k in shown)
 
 
 def _longest(needed, kv: int) -> int | None:
@@ -334,16 +383,12 @@ def log_lines(f: EngineFit) -> list[str]:
 def deductions(f: EngineFit) -> list[dict]:
     """Each step of the budget with its formula, the numbers substituted, the result in GiB and its kind
     (exact: the engine's arithmetic; estimate; measured: from the user's log)."""
-    g, pct = GIB, f.budget_bytes / f.total_bytes
-
-    def kind(term):
-        return "measured" if term in f.measured else "estimate"
-
+    g, pct, kind = GIB, f.budget_bytes / f.total_bytes, f.kinds.get
     p = f.activation_parts
     bits = DTYPE_BITS[f.weight_dtype]
     weights = f"{f.weight_params:,} × {bits / 8:g} B ÷ {f.tensor_parallel_size}" if "weights" not in f.measured else ""
     act = (
-        f"max(mlp {p['mlp'] / g:.3f}, attention {p['attention'] / g:.3f}, logits {p['logits'] / g:.3f}) "
+        f"max(mlp {p['mlp'] / g:.3f}, attention {p['attention'] / g:.3f}, sampler {p['sampler'] / g:.3f}) "
         f"at {f.max_num_batched_tokens:,} batched tokens, {f.max_num_seqs:,} sequences"
         if p
         else "from your log"
@@ -354,18 +399,16 @@ def deductions(f: EngineFit) -> list[dict]:
             "total × gpu_memory_utilization",
             f"{f.total_bytes / g:.2f} GiB × {pct:.2f}",
             f.budget_bytes,
-            "exact",
+            kind("budget"),
         ),
         ("weights", "parameters × bytes ÷ tp", weights, -f.weights_bytes, kind("weights")),
         ("non-torch", "CUDA context, NCCL, cuBLAS outside torch", "", -f.non_torch_bytes, kind("non_torch")),
         ("activation peak", "profiling run's torch peak", act, -f.activation_bytes, kind("activation")),
     ]
     out = [{"term": t, "formula": fm, "numbers": n, "gib": v / g, "kind": k} for t, fm, n, v, k in rows]
-    kv_kind = "measured" if "kv_cache_memory" in f.measured else "exact"
-    out.append(
-        {"term": "KV cache", "formula": "budget − weights − non-torch − activation", "numbers": "",
-         "gib": f.kv_bytes / g, "kind": kv_kind}
-    )  # fmt: skip
+    given = "kv_cache_memory" in f.measured
+    formula = "--kv-cache-memory-bytes" if given else "budget − weights − non-torch − activation"
+    out.append({"term": "KV cache", "formula": formula, "numbers": "", "gib": f.kv_bytes / g, "kind": kind("kv")})
     return out
 
 

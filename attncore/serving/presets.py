@@ -116,18 +116,6 @@ PRESETS: dict[str, Preset] = {
     )
 }
 
-# Memory as sold, in decimal GB (10^9 bytes), for the simple fit. The serving engine's fit uses CARDS below.
-GPUS: dict[str, int] = {
-    "rtx-4090": 24,
-    "a100-40gb": 40,
-    "l40s": 48,
-    "rtx-a6000": 48,
-    "a100-80gb": 80,
-    "h100-80gb": 80,
-    "h200": 141,
-}
-
-
 @dataclass(frozen=True)
 class Card:
     """A GPU as a serving engine sees it: the total torch.cuda.mem_get_info() reports, in GiB (2^30 B)."""
@@ -150,6 +138,9 @@ CARDS: dict[str, Card] = {
         Card("rtx-4090", 23.65, "24 GB", "PyTorch out-of-memory messages '23.65 GiB total capacity' on 24 GB "
              "GeForce/Titan cards; nvidia-smi 24564 MiB on a 4090 (vLLM issue 7553)", False),
         Card("a100-40gb", 39.50, "40 GB", f"{_VLLM % '39.50'}, vLLM issue 12330 (A100-40GB, vLLM 0.6.6)", True),
+        Card("rtx-a6000", 47.54, "48 GB", "estimate: PyTorch out-of-memory messages give '47.54 GiB total "
+             "capacity' on 48 GB cards they do not name; with ECC on (as on the L40S below) a card reports less",
+             False),
         Card("l40s", 44.42, "48 GB", f"{_VLLM % '44.42'}, vLLM issue 15815 (2x L40S, vLLM 0.7)", True),
         Card("a100-80gb", 79.15, "80 GB", "PyTorch out-of-memory message '79.15 GiB total capacity' on an A100 "
              "80 GB (a public fine-tuning note); not seen in a vLLM log naming the card", False),
@@ -158,6 +149,9 @@ CARDS: dict[str, Card] = {
              "(DeepSeek-R1 deployment notes, vLLM 0.7)", True),
     )
 }  # fmt: skip
+CARDS = dict(sorted(CARDS.items(), key=lambda item: item[1].total_gib))  # one list, smallest first
+# The same cards by memory as sold, in decimal GB (10^9 bytes), for the simple fit.
+GPUS: dict[str, int] = {name: int(card.sold.split()[0]) for name, card in CARDS.items()}
 
 
 def get_preset(name: str) -> Preset:

@@ -165,8 +165,12 @@ def context_ticks(contexts, max_ticks: int = 8) -> list[int]:
 
 
 def curves_frame(rows: list[dict]) -> pd.DataFrame:
-    """kvcache.cache_curves / dtype_curves rows -> columns context, variant, attention, dtype, bytes, gib."""
-    return pd.DataFrame(rows, columns=["context", "variant", "attention", "dtype", "bytes", "gib"])
+    """kvcache.cache_curves / dtype_curves rows -> columns context, variant, attention, dtype, bytes, gib, and
+    bytes_text: the exact count as text. bytes and gib are floats, so that a cache past 2⁶³ B (a context and batch
+    at the inputs' tops) still converts to Arrow; bytes_text keeps every digit for the tooltip."""
+    df = pd.DataFrame(rows, columns=["context", "variant", "attention", "dtype", "bytes", "gib"])
+    exact = [f"{int(n):,}" for n in df["bytes"]]
+    return df.astype({"bytes": float, "gib": float}).assign(bytes_text=exact)
 
 
 def memory_chart(
@@ -197,8 +201,8 @@ def memory_chart(
             tooltip=[
                 "variant:N",
                 alt.Tooltip("context:Q", format=","),
-                alt.Tooltip("bytes:Q", format=",", title="bytes"),
-                alt.Tooltip("gib:Q", format=".3f", title="GiB"),
+                alt.Tooltip("bytes_text:N", title="bytes"),
+                alt.Tooltip("gib:Q", format=",.3f", title="GiB"),
             ],
         )
     )
@@ -223,7 +227,11 @@ def dtype_bars(df: pd.DataFrame, chosen: str) -> alt.Chart:
     base = alt.Chart(df).encode(
         x=alt.X("dtype:N", sort=order, title="cache element type", axis=alt.Axis(labelAngle=0)),
         y=alt.Y("gib:Q", title="KV cache (GiB)"),
-        tooltip=["dtype:N", alt.Tooltip("bytes:Q", format=","), alt.Tooltip("gib:Q", format=".3f", title="GiB")],
+        tooltip=[
+            "dtype:N",
+            alt.Tooltip("bytes_text:N", title="bytes"),
+            alt.Tooltip("gib:Q", format=",.3f", title="GiB"),
+        ],
     )
     highlight = alt.condition(alt.datum.dtype == chosen, alt.value(TOKEN_COLOR), alt.value(MUTED))
     bars = base.mark_bar(cornerRadiusEnd=3).encode(color=highlight)
