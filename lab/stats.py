@@ -1,20 +1,30 @@
-"""Paired comparisons over seeds (SPEC §10, issue 19): the exact sign-flip test, a t interval, Holm's correction
-and the four verdicts. Pure NumPy and the standard library: arrays of paired deltas in, numbers out.
+"""Paired comparisons over seeds (SPEC §10, issues 19 and 28): the exact sign-flip test, the interval that inverts
+it, a t interval, Holm's correction and the four verdicts. Pure NumPy and the standard library: arrays of paired
+deltas in, numbers out.
 
-- p-value: the exact two-sided paired sign-flip (permutation) test: the share of the 2^n sign assignments of
-  the deltas whose |mean| is at least the observed |mean| (all 2^n up to EXACT_MAX_N seeds; above, MC_DRAWS
-  random assignments from a fixed seed, p = (1 + hits) / (1 + draws)). Its floor is 2 / 2^n.
-- interval: the 95 % Student t interval of the mean delta, mean +- t(0.975, n - 1) * sd / sqrt(n).
-- correction: Holm (step-down) across the comparisons that share one baseline, per metric.
-- verdict: IDENTICAL when every delta is exactly 0; else TOO_FEW when the floor after correction is not below
-  ALPHA (m comparisons: m * 2 / 2^n >= ALPHA, where Holm can reject nothing); else SHOWN when the corrected p
-  is below ALPHA; else NOT_SHOWN.
+- p-value: the exact two-sided paired sign-flip (permutation) test: the share of the sign assignments of the
+  deltas whose |mean| is at least the observed |mean|. A delta of exactly 0 has no sign, so only the m nonzero
+  deltas are flipped (all 2^m assignments up to EXACT_MAX_N of them; above, MC_DRAWS random assignments from a
+  fixed seed, p = (1 + hits) / (1 + draws)). Its floor is 2 / 2^m.
+- interval: every shift δ for which the same test of the deltas minus δ does not reject (p >= the level's α). The
+  test counts the sign assignment that flips the set F exactly when δ lies between the mean of F and the mean of
+  the rest (a split's interval, which always holds the mean delta), so p(δ) is a step function and the interval's
+  ends are order statistics of those subset means (Hartigan 1969): exact, no search.
+- correction: Holm (step-down) across the comparisons that share one baseline, per metric. Each interval is
+  inverted at the α of the Holm step that decided its comparison, so it holds 0 exactly when the verdict is not
+  "difference shown" (at 95 % for a single comparison).
+- t interval: the 95 % Student t interval of the mean delta, mean +- t(0.975, n - 1) * sd / sqrt(n), a second
+  line for readers who expect it; it is not what the verdict rests on.
+- verdict: IDENTICAL when every delta is exactly 0; else SHOWN when the corrected p is below ALPHA; else TOO_FEW
+  when even this comparison's floor 2 / 2^m, corrected with the others' p, would not be below ALPHA; else
+  NOT_SHOWN.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from fractions import Fraction
 
 import numpy as np
 
@@ -23,24 +33,34 @@ from lab import formats
 ALPHA = 0.05
 CONFIDENCE = 0.95
 EXACT_MAX_N = 16  # up to 2^16 = 65,536 sign assignments enumerated exactly
-MC_DRAWS = 100_000  # random sign assignments above EXACT_MAX_N seeds
+MC_DRAWS = 100_000  # random sign assignments above EXACT_MAX_N deltas
 MC_SEED = 0
+MC_CHUNK = 10_000
 TIE_TOLERANCE = 1e-9  # relative: |mean| within this of the observed counts as "at least" (float sums differ in order)
 
 IDENTICAL = "identical on every seed"
 TOO_FEW = "too few seeds"
 SHOWN = "difference shown"
 NOT_SHOWN = "no difference shown"
-VERDICTS = (IDENTICAL, TOO_FEW, SHOWN, NOT_SHOWN)
+MISSING = "not measured on every seed"  # a delta is NaN (e.g. a test loss that could not be computed)
+VERDICTS = (IDENTICAL, TOO_FEW, SHOWN, NOT_SHOWN, MISSING)
 
 METHOD = (
-    "Δ is the paired difference (level minus baseline, same seed). Interval: 95 % Student t interval of the mean "
-    f"Δ. p: exact two-sided paired sign-flip test over all 2ⁿ sign assignments of the n deltas (above "
-    f"{EXACT_MAX_N} seeds, {MC_DRAWS:,} random assignments); it cannot go below its floor 2/2ⁿ. Holm's correction "
-    "across the levels compared with one baseline, per metric. Verdicts at α = 0.05: identical on every seed "
-    "(every Δ exactly 0), too few seeds (even the smallest possible p, corrected, is not below 0.05), "
-    "difference shown (corrected p < 0.05), no difference shown."
+    "Δ is the paired difference (level minus baseline, same seed). p: exact two-sided paired sign-flip test over "
+    f"all 2ᵐ sign assignments of the m nonzero deltas (a Δ of exactly 0 has no sign; above {EXACT_MAX_N}, "
+    f"{MC_DRAWS:,} random assignments); it cannot go below its floor 2/2ᵐ. Interval: every shift δ for which the "
+    "same test of Δ − δ does not reject, so it holds 0 exactly when no difference is shown; at 95 % for one "
+    "comparison, at the level of its Holm step for several (e.g. 97.5 %); (−∞, +∞) when no shift can be rejected "
+    "(fewer than 6 seeds). Holm's correction across the levels compared with one baseline, per metric. The t "
+    "interval (95 %, uncorrected) is a second, labelled column. Verdicts at α = 0.05: identical on every seed "
+    "(every Δ exactly 0), difference shown (corrected p < 0.05), too few seeds (even the smallest p its m nonzero "
+    "deltas allow, corrected, is not below 0.05), no difference shown."
 )
+
+
+def n_nonzero(deltas: Sequence[float]) -> int:
+    """How many deltas are not exactly 0: the seeds on which the two settings differed."""
+    return int(np.count_nonzero(np.asarray(deltas, dtype=float)))
 
 
 def p_floor(n: int) -> float:
@@ -49,7 +69,8 @@ def p_floor(n: int) -> float:
 
 
 def seeds_needed(comparisons: int = 1, alpha: float = ALPHA) -> int:
-    """The fewest seeds with which Holm over `comparisons` tests can show a difference: m * 2 / 2^n < alpha."""
+    """The fewest nonzero deltas (seeds that differ) with which Holm over `comparisons` tests can show a
+    difference: m * 2 / 2^n < alpha."""
     m = max(1, int(comparisons))
     n = 1
     while m * p_floor(n) >= alpha:
@@ -57,25 +78,78 @@ def seeds_needed(comparisons: int = 1, alpha: float = ALPHA) -> int:
     return n
 
 
+def _all_signs(n: int) -> np.ndarray:
+    """(2^n, n) every sign vector: bit j of row k says whether delta j is flipped."""
+    k = np.arange(2**n, dtype=np.int64)[:, None]
+    return 1.0 - 2.0 * ((k >> np.arange(n)) & 1)
+
+
+def _random_signs(n: int, draws: int, seed: int):
+    """The Monte Carlo sign vectors in chunks of (<= MC_CHUNK, n), the same for the p and the interval."""
+    rng = np.random.default_rng(seed)
+    for start in range(0, draws, MC_CHUNK):
+        yield rng.choice((-1.0, 1.0), size=(min(MC_CHUNK, draws - start), n))
+
+
 def sign_flip_p(deltas: Sequence[float], draws: int = MC_DRAWS, seed: int = MC_SEED) -> float:
-    """The two-sided paired sign-flip p-value of the deltas (exact up to EXACT_MAX_N of them); NaN if any is not
-    finite or there are none."""
+    """The two-sided paired sign-flip p-value of the deltas (exact up to EXACT_MAX_N nonzero ones); NaN if any is
+    not finite or there are none. Zeros are left out: flipping them changes nothing."""
     d = np.asarray(deltas, dtype=float)
     if d.size == 0 or not np.all(np.isfinite(d)):
         return math.nan
+    d = d[d != 0]
     observed = abs(d.sum())
     threshold = observed - TIE_TOLERANCE * max(observed, np.abs(d).sum())
     if d.size <= EXACT_MAX_N:
-        # every sign vector: bit j of k says whether delta j is flipped
-        k = np.arange(2**d.size, dtype=np.int64)[:, None]
-        signs = 1.0 - 2.0 * ((k >> np.arange(d.size)) & 1)
-        return float(np.mean(np.abs(signs @ d) >= threshold))
-    rng = np.random.default_rng(seed)
-    hits = 0
-    for start in range(0, draws, 10_000):
-        signs = rng.choice((-1.0, 1.0), size=(min(10_000, draws - start), d.size))
-        hits += int(np.sum(np.abs(signs @ d) >= threshold))
+        return float(np.mean(np.abs(_all_signs(d.size) @ d) >= threshold))
+    hits = sum(int(np.sum(np.abs(signs @ d) >= threshold)) for signs in _random_signs(d.size, draws, seed))
     return (1 + hits) / (1 + draws)
+
+
+def _split_ends(d: np.ndarray, flipped: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each row of `flipped` (bool, (S, n): the set F), the smaller and larger of mean(d[F]) and mean(d[not F]);
+    (-inf, +inf) when F is empty or everything (that assignment counts at every shift)."""
+    size = flipped.sum(axis=1)
+    inner = (size > 0) & (size < d.size)
+    f = flipped[inner].astype(float)
+    mean_f = (f @ d) / size[inner]
+    mean_rest = ((1.0 - f) @ d) / (d.size - size[inner])
+    low, high = np.full(len(flipped), -np.inf), np.full(len(flipped), np.inf)
+    low[inner], high[inner] = np.minimum(mean_f, mean_rest), np.maximum(mean_f, mean_rest)
+    return low, high
+
+
+def sign_flip_interval(
+    deltas: Sequence[float], alpha: float = ALPHA, draws: int = MC_DRAWS, seed: int = MC_SEED
+) -> tuple[float, float]:
+    """[low, high]: every shift δ at which the sign-flip test of deltas − δ gives p >= alpha; (NaN, NaN) without
+    deltas or with a non-finite one; (-inf, +inf) when no p can fall below alpha (2 / 2^n >= alpha).
+
+    The assignment flipping the set F is at least as extreme as the observed one at shift δ exactly when
+    sum(d[F] − δ) · sum(d[not F] − δ) <= 0, i.e. δ lies between the two subset means; so p(δ) = (count of those
+    intervals holding δ) / (assignments), each interval holds mean(d), and the ends of the set where p >= alpha
+    are the c-th largest upper and c-th smallest lower subset mean, c the fewest intervals p >= alpha needs.
+    Up to EXACT_MAX_N deltas every split is listed, above the same random assignments as sign_flip_p. Shifted
+    deltas are nonzero, so every seed takes part (a zero delta at δ = 0 is what sign_flip_p leaves out).
+    """
+    d = np.asarray(deltas, dtype=float)
+    if d.size == 0 or not np.all(np.isfinite(d)):
+        return math.nan, math.nan
+    level = Fraction(alpha)
+    if d.size <= EXACT_MAX_N:
+        # p(δ) = 2 (1 + c(δ)) / 2^n over the 2^(n-1) − 1 splits {F, not F} (F without the last delta, nonempty)
+        k = np.arange(1, 2 ** (d.size - 1), dtype=np.int64)[:, None]
+        flipped = np.concatenate([(k >> np.arange(d.size - 1)) & 1, np.zeros_like(k)], axis=1).astype(bool)
+        low, high = _split_ends(d, flipped)
+        need = max(0, math.ceil(level * 2 ** (d.size - 1)) - 1)  # the fewest c with 2 (1 + c) / 2^n >= alpha
+    else:
+        # p(δ) = (1 + c(δ)) / (1 + draws) over the drawn assignments
+        ends = [_split_ends(d, signs < 0) for signs in _random_signs(d.size, draws, seed)]
+        low, high = np.concatenate([e[0] for e in ends]), np.concatenate([e[1] for e in ends])
+        need = max(0, math.ceil(level * (1 + draws)) - 1)
+    if need == 0:
+        return -math.inf, math.inf
+    return float(np.sort(low)[need - 1]), float(np.sort(high)[::-1][need - 1])
 
 
 def _t_cdf_from_zero(x: float, df: int) -> float:
@@ -119,55 +193,119 @@ def holm(p_values: Sequence[float]) -> list[float]:
     return out.tolist()
 
 
-def verdict(deltas: Sequence[float], p_corrected: float, comparisons: int = 1, alpha: float = ALPHA) -> str:
-    """One of VERDICTS for the deltas of one comparison, its Holm-corrected p and how many share its baseline."""
+def holm_levels(p_values: Sequence[float], alpha: float = ALPHA) -> list[float]:
+    """The α at which each comparison's interval is inverted so that it agrees with Holm, in the input order.
+
+    Holm tests the comparison of rank r (0-based, by p) at alpha / (m − r) while every smaller p was rejected,
+    and stops at the first rank k it does not reject. A rejected comparison gets alpha / (m − r) (its p is below
+    it: the interval leaves out 0); every later one alpha / (m − k) (its p is at least p_k >= that: the interval
+    holds 0). One comparison: alpha. NaN p: NaN."""
+    p = np.asarray(p_values, dtype=float)
+    out = np.full(p.shape, np.nan)
+    valid = np.flatnonzero(~np.isnan(p))
+    m, stopped = valid.size, None
+    for rank, i in enumerate(valid[np.argsort(p[valid], kind="stable")]):
+        if stopped is None and min(1.0, (m - rank) * p[i]) >= alpha:
+            stopped = rank
+        out[i] = alpha / (m - (rank if stopped is None else stopped))
+    return out.tolist()
+
+
+def verdict(
+    deltas: Sequence[float],
+    p_corrected: float,
+    comparisons: int = 1,
+    alpha: float = ALPHA,
+    floor_corrected: float | None = None,
+) -> str:
+    """One of VERDICTS for the deltas of one comparison and its Holm-corrected p. `floor_corrected`: Holm's p of
+    this comparison were its p at its floor 2 / 2^m (the others' unchanged); by default comparisons × floor,
+    Holm's first step (the case where every comparison has as many nonzero deltas)."""
     d = np.asarray(deltas, dtype=float)
-    if d.size and np.all(d == 0):
+    if not d.size or not np.all(np.isfinite(d)):
+        return MISSING
+    if np.all(d == 0):
         return IDENTICAL
-    if max(1, comparisons) * p_floor(d.size) >= alpha:
-        return TOO_FEW
-    return SHOWN if p_corrected < alpha else NOT_SHOWN
+    if p_corrected < alpha:
+        return SHOWN
+    if floor_corrected is None:
+        floor_corrected = max(1, comparisons) * p_floor(n_nonzero(d))
+    return TOO_FEW if floor_corrected >= alpha else NOT_SHOWN
+
+
+def _agreeing(low: float, high: float, shown: bool) -> tuple[float, float]:
+    """The interval with 0 inside exactly when nothing is shown. The subset means and the test's sums round
+    differently, so a 0 within rounding of an end may fall on the other side: move that end to 0 (or just
+    past it)."""
+    if low != low or shown == (not low <= 0.0 <= high):
+        return low, high
+    if not shown:
+        return min(low, 0.0), max(high, 0.0)
+    tiny = math.ulp(0.0)
+    return (tiny, high) if abs(low) <= abs(high) else (low, -tiny)
 
 
 def compare_paired(deltas_by_level: dict[str, Sequence[float]], alpha: float = ALPHA) -> dict[str, dict]:
-    """{level: n, delta_mean/min/max, ci_low, ci_high, p_value, p_floor, p_corrected, verdict} for the deltas of
-    each level against one baseline on one metric; Holm across the levels given."""
+    """{level: n, n_nonzero, delta_mean/min/max, ci_low, ci_high, ci_level, t_low, t_high, p_value, p_floor,
+    p_corrected, verdict} for the deltas of each level against one baseline on one metric; Holm across the
+    levels given. ci_* is the sign-flip interval (agreeing with the verdict), t_* the 95 % t interval."""
     arrays = {level: np.asarray(d, dtype=float) for level, d in deltas_by_level.items()}
-    p = {level: sign_flip_p(d) for level, d in arrays.items()}
-    corrected = dict(zip(p, holm(list(p.values())), strict=True))
-    m = len(arrays)
+    levels = list(arrays)
+    p = [sign_flip_p(arrays[level]) for level in levels]
+    corrected = holm(p)
+    alphas = holm_levels(p, alpha)
     out = {}
-    for level, d in arrays.items():
-        low, high = t_interval(d)
+    for i, level in enumerate(levels):
+        d = arrays[level]
+        m = n_nonzero(d)
+        at_floor = holm([p_floor(m) if j == i else q for j, q in enumerate(p)])[i]
+        low, high = (math.nan, math.nan) if p[i] != p[i] else sign_flip_interval(d, alphas[i])
+        low, high = _agreeing(low, high, corrected[i] < alpha)
+        t_low, t_high = t_interval(d)
         empty = not d.size
         out[level] = {
             "n": int(d.size),
+            "n_nonzero": m,
             "delta_mean": math.nan if empty else float(d.mean()),
             "delta_min": math.nan if empty else float(d.min()),
             "delta_max": math.nan if empty else float(d.max()),
             "ci_low": low,
             "ci_high": high,
-            "p_value": p[level],
-            "p_floor": p_floor(d.size),
-            "p_corrected": corrected[level],
-            "verdict": verdict(d, corrected[level], m, alpha),
+            "ci_level": math.nan if alphas[i] != alphas[i] else 1.0 - alphas[i],
+            "t_low": t_low,
+            "t_high": t_high,
+            "p_value": p[i],
+            "p_floor": p_floor(m),
+            "p_corrected": corrected[i],
+            "verdict": verdict(d, corrected[i], len(arrays), alpha, floor_corrected=at_floor),
         }
     return out
 
 
 def format_delta(x: float) -> str:
     """A signed difference as lab.formats writes a loss difference: 3 significant digits kept (scientific below
-    1e-3: '+5.64e-06', '+0.200', '−0.307'), '0' for exactly 0, '–' for NaN."""
+    1e-3: '+5.64e-06', '+0.200', '−0.307'), '0' for exactly 0, '–' for NaN, '−∞' and '+∞'."""
     if x != x:
         return "–"
     if x == 0:
         return "0"
+    if math.isinf(x):
+        return "+∞" if x > 0 else "−∞"
     return formats.signed_loss(x)
 
 
 def format_interval(low: float, high: float) -> str:
-    """'[low, high]' with format_delta's digits; '–' when there is no interval (one seed)."""
-    return "–" if low != low or high != high else f"[{format_delta(low)}, {format_delta(high)}]"
+    """'[low, high]' with format_delta's digits; '(−∞, +∞)' when no shift is rejected; '–' when there is none."""
+    if low != low or high != high:
+        return "–"
+    if math.isinf(low) and math.isinf(high):
+        return "(−∞, +∞)"
+    return f"[{format_delta(low)}, {format_delta(high)}]"
+
+
+def format_level(confidence: float) -> str:
+    """A confidence level as a percentage: 0.95 -> '95 %', 0.975 -> '97.5 %', 0.98333 -> '98.3 %'."""
+    return "–" if confidence != confidence else f"{100 * confidence:.3g} %"
 
 
 def format_p(p: float) -> str:

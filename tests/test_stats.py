@@ -64,7 +64,9 @@ def test_every_delta_exactly_zero_is_identical_whatever_the_seeds():
     for n in (1, 3, 6, 20):
         r = stats.compare_paired({"b": np.zeros(n)})["b"]
         assert r["verdict"] == IDENTICAL and r["p_value"] == 1.0 and r["delta_mean"] == 0.0
-        assert n == 1 or (r["ci_low"], r["ci_high"]) == (0.0, 0.0)
+        assert n == 1 or (r["t_low"], r["t_high"]) == (0.0, 0.0)
+        # the sign-flip interval: only the shift 0 survives once a shift can be rejected at all (n >= 6)
+        assert (r["ci_low"], r["ci_high"]) == ((0.0, 0.0) if n >= 6 else (-math.inf, math.inf))
     assert stats.compare_paired({"b": [0.0, 0.0, 1e-12, 0.0, 0.0, 0.0]})["b"]["verdict"] != IDENTICAL
 
 
@@ -132,3 +134,117 @@ def test_differences_keep_three_digits_in_one_rule_with_the_losses():
     assert [format_delta(x) for x in (0.2, -0.307, 5.64e-6, 0.0)] == ["+0.200", "−0.307", "+5.64e-06", "0"]
     assert format_delta(-1.5e-4) == formats.signed_loss(-1.5e-4) and format_delta(float("nan")) == "–"
     assert format_interval(-0.00261, 0.0139) == "[−0.00261, +0.0139]"
+
+
+# --- issue 28.2: ties carry no sign; the interval inverts the same test ---------------------------------------
+
+
+def test_a_zero_delta_has_no_sign_floor_verdict_and_count_follow_the_nonzero_ones():
+    deltas = [0.0, -0.264, -0.15, 0.0, 0.0, 0.0]  # the review's case: 2 of 6 seeds differ
+    r = stats.compare_paired({"b": deltas})["b"]
+    assert r["n"] == 6 and r["n_nonzero"] == 2
+    assert r["p_floor"] == 0.5 and r["p_value"] == 0.5  # 2 / 2^2, not 2 / 2^6 = 0.03125
+    assert r["verdict"] == TOO_FEW
+    assert stats.p_floor(stats.n_nonzero(deltas)) == 0.5
+    assert stats.sign_flip_p(deltas) == brute_force_p(deltas)
+
+
+def test_too_few_seeds_means_the_nonzero_ones_cannot_reach_the_level_even_with_many_seeds():
+    five_differ = [-0.3, -0.2, -0.4, -0.1, -0.5] + [0.0] * 7  # 12 seeds, 5 differ: floor 1/16 >= 0.05
+    r = stats.compare_paired({"b": five_differ})["b"]
+    assert r["verdict"] == TOO_FEW and r["p_floor"] == 0.0625 and r["n_nonzero"] == 5
+    six_differ = [-0.3, -0.2, -0.4, -0.1, -0.5, -0.6] + [0.0] * 2
+    assert stats.compare_paired({"b": six_differ})["b"]["verdict"] == SHOWN
+
+
+def test_holm_can_show_a_comparison_whose_own_floor_times_m_is_not_below_alpha():
+    # b: 7 differing seeds (p 1/64), c: 6 of 7 differ (p 1/32). Holm: 2/64 < 0.05, then 1 * 1/32 < 0.05: both
+    # rejected, although 2 * floor(6) = 0.0625: "too few seeds" would contradict Holm's own decision.
+    r = stats.compare_paired({"b": [-1, -2, -3, -4, -5, -6, -7], "c": [-1, -2, -3, -4, -5, -6, 0]})
+    assert r["b"]["verdict"] == SHOWN and r["c"]["verdict"] == SHOWN
+    assert r["c"]["p_corrected"] == pytest.approx(1 / 32)
+
+
+def brute_force_interval(deltas, alpha=0.05):
+    """The accepted shifts by exact rational arithmetic: p(d − δ) at every subset mean (where p can step) and
+    between neighbours; the smallest and largest accepted one, or None for unbounded."""
+    from fractions import Fraction
+
+    d = [Fraction(x) for x in deltas]
+    n = len(d)
+    means = sorted({sum(c, Fraction(0)) / len(c) for k in range(1, n + 1) for c in itertools.combinations(d, k)})
+    if 2 / Fraction(2**n) >= Fraction(alpha):
+        return None
+    points = means + [(a + b) / 2 for a, b in zip(means, means[1:], strict=False)]
+
+    def accepted(delta):
+        x = [v - delta for v in d]
+        observed = abs(sum(x))
+        hits = sum(abs(sum(s * v for s, v in zip(signs, x, strict=True))) >= observed
+                   for signs in itertools.product((1, -1), repeat=n))  # fmt: skip
+        return Fraction(hits, 2**n) >= Fraction(alpha)
+
+    inside = [c for c in points if accepted(c)]
+    assert not accepted(means[0] - 1) and not accepted(means[-1] + 1)
+    return min(inside), max(inside)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_the_interval_is_exactly_the_set_of_shifts_the_test_does_not_reject(seed):
+    rng = np.random.default_rng(100 + seed)
+    n = int(rng.integers(6, 10))
+    deltas = np.round(rng.normal(rng.normal(0, 0.5), 1.0, n), 2)  # rounded: ties and zeros occur
+    deltas[rng.random(n) < 0.2] = 0.0
+    expected = brute_force_interval(deltas)
+    low, high = stats.sign_flip_interval(deltas)
+    assert (low, high) == pytest.approx((float(expected[0]), float(expected[1])), abs=1e-12)
+    # and the ends themselves are accepted, just past them rejected (a closed interval)
+    assert stats.sign_flip_p(deltas - low) >= 0.05 and stats.sign_flip_p(deltas - high) >= 0.05
+    assert stats.sign_flip_p(deltas - (low - 1e-6)) < 0.05 and stats.sign_flip_p(deltas - (high + 1e-6)) < 0.05
+
+
+def test_the_interval_of_small_cases_by_hand_and_unbounded_below_six_seeds():
+    # 6 same-signed deltas: only the assignment flipping nothing (and everything) counts past the extremes
+    assert stats.sign_flip_interval([1, 2, 3, 4, 5, 6]) == (1.0, 6.0)
+    assert stats.sign_flip_interval([0.0, -0.264, -0.15, 0.0, 0.0, 0.0]) == (-0.264, 0.0)
+    for n in range(1, 6):
+        assert stats.sign_flip_interval(np.arange(1.0, n + 1)) == (-math.inf, math.inf)
+    assert stats.format_interval(-math.inf, math.inf) == "(−∞, +∞)"
+    assert all(math.isnan(x) for x in stats.sign_flip_interval([]))
+
+
+def test_the_review_case_where_the_t_interval_held_zero_beside_difference_shown():
+    # 6 negative deltas with one large one: p = 1/32 "shown", while the t interval reaches past 0
+    deltas = [-1.2, -0.05, -0.1, -0.2, -0.08, -0.3]
+    r = stats.compare_paired({"b": deltas})["b"]
+    assert r["verdict"] == SHOWN and r["t_low"] < 0 < r["t_high"]
+    assert r["ci_high"] < 0 and r["ci_level"] == 0.95
+
+
+def test_holm_levels_follow_the_step_that_decided_each_comparison():
+    assert stats.holm_levels([0.01]) == [0.05]
+    assert stats.holm_levels([0.01, 0.02, 0.5]) == pytest.approx([0.05 / 3, 0.05 / 2, 0.05])
+    assert stats.holm_levels([0.03, 0.04]) == pytest.approx([0.025, 0.025])  # the first step fails: both at 0.025
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_difference_shown_exactly_when_the_interval_leaves_out_zero(seed):
+    """The property over many random comparisons, ties and zeros included, one to four levels sharing a baseline."""
+    rng = np.random.default_rng(seed)
+    for _ in range(15):
+        n, levels = int(rng.integers(1, 12)), int(rng.integers(1, 5))
+        groups = {}
+        for j in range(levels):
+            d = np.round(rng.normal(rng.normal(0, 1), rng.uniform(0.05, 1), n), int(rng.integers(1, 4)))
+            d[rng.random(n) < rng.uniform(0, 0.6)] = 0.0
+            groups[f"l{j}"] = d
+        for r in stats.compare_paired(groups).values():
+            holds_zero = r["ci_low"] <= 0.0 <= r["ci_high"]
+            assert (r["verdict"] == SHOWN) == (not holds_zero), r
+            assert r["ci_low"] <= r["delta_mean"] <= r["ci_high"]
+            assert (r["verdict"] == TOO_FEW) <= (r["p_floor"] * 1 >= 0.05 or levels > 1)
+
+
+def test_seeds_needed_counts_seeds_that_differ():
+    assert stats.n_nonzero([0.0, 1.0, -0.0, 2.0]) == 2
+    assert stats.seeds_needed(1) == 6  # nonzero deltas: a tie adds none
