@@ -7,14 +7,16 @@ cli.main and cli.sweep both import this module; neither imports the other at imp
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 
-from attncore.config import NORMS, POSITIONS, TASKS, ConfigError
+from attncore.config import DECAYS, NORMS, POSITIONS, TASKS, ConfigError
 from attncore.memory import parse_size
 from lab.presets import MAX_JOBS  # configs only: no store, no joblib
 
 MAX_GRID = 1000  # a sweep grid of more runs needs --yes
-GRID_FACTORS = ("task", "length", "position", "norm", "scaling", "lr")  # what a sweep grid varies: --group-by
+GRID_FACTORS = ("task", "length", "position", "norm", "scaling", "lr", "warmup", "decay")  # a sweep grid's: --group-by
+SCHEDULE_FLAGS = ("warmup", "decay", "min_lr_ratio")  # the learning-rate schedule (several values each in sweep)
 
 # config field -> the train/sweep flag that sets it, so errors name what the user typed
 FLAGS = {
@@ -91,6 +93,24 @@ def add_model_args(p: argparse.ArgumentParser, many: bool = False) -> None:
     p.add_argument("--position", choices=POSITIONS, default=listed("learned"), nargs=nargs)
     p.add_argument("--norm", choices=NORMS, default=listed("pre"), nargs=nargs)
     p.add_argument("--lr", type=finite_float, default=listed(3e-3), nargs=nargs)
+    p.add_argument(
+        "--warmup", type=int, default=listed(0), nargs=nargs, metavar="N", help="steps of linear warm-up (0: none)"
+    )
+    p.add_argument(
+        "--decay",
+        choices=DECAYS,
+        default=listed("none"),
+        nargs=nargs,
+        help="the learning rate after warm-up: constant (none), or down to --min-lr-ratio x lr at the last step",
+    )
+    p.add_argument(
+        "--min-lr-ratio",
+        type=finite_float,
+        default=listed(0.0),
+        nargs=nargs,
+        metavar="R",
+        help="where --decay ends, as a fraction of --lr (0 to 1)",
+    )
     p.add_argument("--steps", type=int, default=1500)
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--d", type=int, default=32, dest="d_model")
@@ -136,15 +156,32 @@ SETTING_FLAGS = {
 }
 
 
+def schedules(a) -> list[dict]:
+    """The learning-rate schedules a sweep's flags ask for (every combination of their values), as make_run
+    keywords; --min-lr-ratio applies to the schedules with a decay (it is where a decay ends)."""
+    if set(a.decay) == {"none"} and any(a.min_lr_ratio):
+        raise ConfigError("min_lr_ratio", "is the end of a decay: give --decay linear or cosine too")
+    found = []
+    for warmup, decay, ratio in itertools.product(*(dict.fromkeys(getattr(a, f)) for f in SCHEDULE_FLAGS)):
+        schedule = {"warmup": warmup, "decay": decay, "min_lr_ratio": ratio if decay != "none" else 0.0}
+        if schedule not in found:
+            found.append(schedule)
+    return found
+
+
 def run_settings(a) -> dict:
-    """make_run keywords from the parsed flags that every run of a sweep shares."""
+    """make_run keywords from the parsed flags that every run of a sweep shares (with `train`'s one-value
+    flags, the schedule too; a sweep's schedules are in schedules())."""
     lengths = None if a.train_lengths is None else tuple(a.train_lengths)
-    return {key: getattr(a, flag) for flag, key in SETTING_FLAGS.items()} | {
+    settings = {key: getattr(a, flag) for flag, key in SETTING_FLAGS.items()} | {
         "scaling": not a.no_scaling,
         "train_lengths": lengths,
         "mixed_lengths": a.mixed_lengths,
         "randomized_positions": a.randomized_positions,
     }
+    if not isinstance(a.warmup, list):  # train, evaluate, ...: one schedule
+        settings |= {flag: getattr(a, flag) for flag in SCHEDULE_FLAGS}
+    return settings
 
 
 def check_length_flags(a, default_length: int = 6) -> None:

@@ -23,6 +23,7 @@ from cli.flags import (
     check_length_flags,
     jobs,
     run_settings,
+    schedules,
 )
 from lab import formats
 
@@ -60,7 +61,7 @@ def sweep_runs(a) -> list:
 
     if a.preset:
         grid_flags = ("task", "length", "seed", "position", "norm", "lr", "no_scaling", "scaling", "train_lengths")
-        grid_flags += ("mixed_lengths", "randomized_positions")
+        grid_flags += ("mixed_lengths", "randomized_positions", "warmup", "decay", "min_lr_ratio")
         given = [f"--{flag.replace('_', '-')}" for flag in grid_flags if getattr(a, flag) != a.parser.get_default(flag)]
         if given:
             raise ConfigError("preset", f"a preset fixes its runs; drop {', '.join(given)} or drop --preset")
@@ -75,7 +76,8 @@ def sweep_runs(a) -> list:
     if a.scaling and a.no_scaling:
         raise ConfigError("scaling", "give --scaling on/off or --no-scaling, not both")
     scalings = [v == "on" for v in a.scaling] if a.scaling else None
-    size = grid_size(a.task, a.length, a.seed, a.position, a.norm, a.lr, scalings)  # counted before any is built
+    scheduled = schedules(a)
+    size = grid_size(a.task, a.length, a.seed, a.position, a.norm, a.lr, scalings) * len(scheduled)  # before any
     if size > MAX_GRID:
         if not a.yes:
             raise ConfigError("yes", f"the grid has {size:,} runs, more than {MAX_GRID:,}; add --yes to run them all")
@@ -83,7 +85,12 @@ def sweep_runs(a) -> list:
     settings = run_settings(a)
     if scalings is not None:
         del settings["scaling"]
-    return grid(a.task, a.length, a.seed, a.position, a.norm, a.lr, scalings, **settings)
+    runs = [
+        run
+        for schedule in scheduled  # the seeds still vary fastest within each schedule
+        for run in grid(a.task, a.length, a.seed, a.position, a.norm, a.lr, scalings, **(settings | schedule))
+    ]
+    return list(dict.fromkeys(runs))
 
 
 def check_csv_dir(directory: Path) -> None:

@@ -41,6 +41,8 @@ FACTORS = {
         Factor("batch", "batch_size", "batch", "train", "batch_size"),
         Factor("range", "train_min", "trained from", "task", "train_lengths"),  # the range's MIN, None = fixed L
         Factor("randomized", "randomized_positions", "randomized N_MAX", "train", "randomized_positions"),
+        Factor("warmup", "warmup", "warm-up", "train", "warmup"),  # steps of linear warm-up, 0 = none
+        Factor("decay", "decay", "decay", "train", "decay"),
     )
 }
 

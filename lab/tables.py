@@ -18,9 +18,10 @@ from lab.store import RunRecord
 
 # The config columns that make two runs of one task, L and seed differ (max_len follows from L).
 SETTINGS = ["position", "norm", "scaling", "lr", "steps", "batch_size", "d_model", "n_heads", "n_layers", "d_ff"]
-SETTINGS += ["dtype", "beta1", "beta2", "eps"]
+SETTINGS += ["dtype", "beta1", "beta2", "eps", "warmup", "decay", "min_lr_ratio"]
 RUN_COLUMNS = ["task", "length", "seed"] + SETTINGS
-RESULT_COLUMNS = ["final_loss", "token_accuracy", "sequence_accuracy", "distinct_accuracy", "n_distinct"]
+RESULT_COLUMNS = ["test_loss", "final_loss", "token_accuracy", "sequence_accuracy", "distinct_accuracy"]
+RESULT_COLUMNS += ["n_distinct"]
 RESULT_COLUMNS += ["repeated_accuracy", "n_repeated", "n_params", "train_seconds", "eval_seconds"]
 
 
@@ -48,7 +49,7 @@ def runs_frame(records: Iterable) -> pd.DataFrame:
     rows = []
     for record in records:
         s = _summary(record)
-        rows.append(_flat_config(_config(record)) | {k: s[k] for k in RESULT_COLUMNS})
+        rows.append(_flat_config(_config(record)) | {k: s.get(k) for k in RESULT_COLUMNS})  # no test_loss: None
     return pd.DataFrame(rows, columns=RUN_COLUMNS + RESULT_COLUMNS)
 
 
@@ -103,14 +104,16 @@ def ablation_base(records: Iterable) -> RunConfig:
 
 
 def ablation_table(records: Iterable, base: RunConfig | None = None) -> pd.DataFrame:
-    """The runs of base's task, L and seed: variant name, final loss, accuracies and their difference to base.
+    """The runs of base's task, L and seed: variant name, test loss, accuracies and their difference to base.
 
-    base defaults to ablation_base(records). Base comes first, then the others in input order.
+    base defaults to ablation_base(records). Base comes first, then the others in input order. The loss is the
+    test loss (held out, the same sequences for every variant), not the last training batch's (final_loss).
     """
     records = list(records)
     frame = runs_frame(records)
-    metrics = ["final_loss", "token_accuracy", "sequence_accuracy", "distinct_accuracy", "repeated_accuracy"]
-    columns = ["variant"] + metrics + [f"{m}_diff" for m in ("final_loss", "token_accuracy", "sequence_accuracy")]
+    metrics = ["test_loss", "token_accuracy", "sequence_accuracy", "distinct_accuracy", "repeated_accuracy"]
+    compared = ("test_loss", "token_accuracy", "sequence_accuracy")
+    columns = ["variant"] + metrics + [f"{m}_diff" for m in compared]
     if frame.empty:
         return pd.DataFrame(columns=columns)
     configs = [_config(r) for r in records]
@@ -122,10 +125,10 @@ def ablation_table(records: Iterable, base: RunConfig | None = None) -> pd.DataF
     base_rows = [i for i in order if configs[i] == base]
     if base_rows:
         reference = frame.iloc[base_rows[0]]
-        for m in ("final_loss", "token_accuracy", "sequence_accuracy"):
-            table[f"{m}_diff"] = table[m] - reference[m]
+        for m in compared:
+            table[f"{m}_diff"] = table[m].astype(float) - float("nan" if reference[m] is None else reference[m])
     else:  # base itself was not run: differences are unknown
-        for m in ("final_loss", "token_accuracy", "sequence_accuracy"):
+        for m in compared:
             table[f"{m}_diff"] = np.nan
     return table[columns]
 
@@ -161,6 +164,9 @@ def variant_name(run: RunConfig, base: RunConfig) -> str:
         "beta1": "beta1 {:g}",
         "beta2": "beta2 {:g}",
         "eps": "eps {:g}",
+        "warmup": "warm-up {}",
+        "decay": "{} decay",
+        "min_lr_ratio": "to {:g} lr",
     }
     parts += [fmt.format(r[k]) for k, fmt in named.items() if k in differs]
     if "d_ff" in differs and not ("d_model" in differs and r["d_ff"] == 4 * r["d_model"]):

@@ -45,6 +45,8 @@ def level_options(factor: str, lim: Limits) -> tuple[list, list]:
         "batch": (upto([8, 16, 32, 64, 128], lim.max_batch), [16, 32, 64]),
         "range": ([None, 1, 2, 4], [None, 1]),
         "randomized": ([None, 32, 64, 128, 256], [None, 64]),
+        "warmup": (upto([0, 50, 100, 150, 300, 500, 750, 1000], lim.max_steps), [0, 300]),  # 300: a fifth of 1,500
+        "decay": (["none", "linear", "cosine"], ["none", "cosine"]),
     }
     options, default = table[factor]
     return options, [v for v in default if v in options]
