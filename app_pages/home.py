@@ -53,6 +53,8 @@ if swept and missing:  # trained but not stored (a full or read-only store): sho
     done = swept
 if warm_error := bundles.warm_start():
     metrics.warning(warm_error, icon=":material/warning:")
+if unverified := runs.unverified_notice():  # a changed ATTNCORE_CACHE_KEY: runs kept, not served (issue 27.1)
+    metrics.warning(unverified, icon=":material/key:")
 if foreign := provenance.foreign(summaries):
     metrics.info(
         f"**{tables.count(sum(foreign.values()), 'stored run')} came from another BLAS kernel family than this "
@@ -79,8 +81,11 @@ if done:
         tables.show(accuracy)
         st.caption(f"Mean and minimum over seeds {seeds}: per token, and per sequence (all L symbols right).")
         st.subheader("Ablations: copy, L = 6, seed 0")
-        tables.show(ablation_table(done)[["variant", "final_loss", "token_accuracy", "sequence_accuracy"]])
-        st.caption("Final loss and accuracies of the full model and its five ablations (details: Ablations page).")
+        tables.show(ablation_table(done)[["variant", "test_loss", "token_accuracy", "sequence_accuracy"]])
+        st.caption(
+            "Test loss (teacher-forced, on the 500 fixed test sequences; '–' for a run stored before it was kept) "
+            "and accuracies of the full model and its five ablations (details: Ablations page)."
+        )
 
 st.header("Pages")
 nav.page_links()
@@ -90,7 +95,7 @@ with st.expander(f"What is cached ({tables.count(len(summaries), 'run')})"):
         frame = runs_frame(summaries)
         settings = ["position", "norm", "scaling", "lr", "steps", "batch_size", "d_model", "n_heads", "n_layers"]
         varied = [c for c in settings if frame[c].nunique() > 1]  # what every run shares goes in the caption
-        columns = ["task", "length", "seed", *varied, "final_loss", "token_accuracy", "sequence_accuracy"]
+        columns = ["task", "length", "seed", *varied, "test_loss", "token_accuracy", "sequence_accuracy"]
         tables.show(frame[columns + ["train_seconds"]])
         shared = [tables.setting_text(c, frame[c].iloc[0]) for c in settings if c not in varied]
         if shared:

@@ -1,5 +1,5 @@
-"""Evaluation by true greedy generation on the fixed test set (SPEC §7), at the trained length or at
-other test lengths (length generalisation, issue 14.3)."""
+"""Evaluation on the fixed test set (SPEC §7): true greedy generation, at the trained length or at other test
+lengths (length generalisation, issue 14.3), and the held-out test loss (teacher-forced, issue 28.3)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
+from ._blas import one_blas_thread
 from .config import MAX_LENGTH, ConfigError, RunConfig, TaskConfig, check_int
-from .model import generate
+from .model import forward, generate
 from .tasks import N_TEST, TEST_SEED, all_distinct, draw_positions, test_set
 
 
@@ -55,6 +56,37 @@ def evaluate(params, run: RunConfig, *, head_mask=None, n: int = N_TEST, positio
         n_repeated=int((~distinct).sum()),
         eval_seconds=time.perf_counter() - start,
     )
+
+
+TEST_LOSS_CHUNK = 50  # sequences per forward pass: a fixed split, so the stored number never depends on memory
+
+
+def test_loss(params, run: RunConfig, n: int = N_TEST) -> float:
+    """The test loss: teacher-forced cross-entropy over the L answer tokens of the fixed test set (test_set(run.task),
+    the sequences the accuracy is measured on: the same for every run of a task and L), averaged over every answer
+    token, at positions 0..2L-1.
+
+    A range-trained run (train_lengths MIN..L) is scored at its L, as its accuracy is, so that it pairs with any
+    other run of that task and L on the same sequences. The model computes in its own dtype; the log-softmax and
+    the mean are float64 over a fixed split into TEST_LOSS_CHUNK sequences, on one BLAS thread (attncore._blas):
+    the same bits whatever the caller's thread count, since the number is stored with the run.
+    """
+    L = run.task.length
+    seqs = test_set(run.task, n)
+    nll = []
+    with one_blas_thread():
+        for start in range(0, n, TEST_LOSS_CHUNK):
+            chunk = seqs[start : start + TEST_LOSS_CHUNK]
+            logits, _ = forward(params, chunk[:, :-1], run.model, out_from=L)  # (b, L, V): the answer rows
+            z = logits.astype(np.float64)
+            z -= z.max(axis=-1, keepdims=True)
+            targets = chunk[:, L + 1 :]  # (b, L)
+            picked = np.take_along_axis(z, targets[..., None], axis=-1)[..., 0]
+            nll.append(np.log(np.exp(z).sum(axis=-1)) - picked)  # (b, L)
+    return float(np.concatenate(nll).mean())
+
+
+test_loss.__test__ = False  # a measurement: pytest must not collect it where a test module imports it
 
 
 # --- length generalisation (issue 14.3) --------------------------------------

@@ -71,21 +71,31 @@ def _inside_store(file: str) -> bool:
 
 
 def cmd_export(a) -> int:
-    from lab.bundle import export_bundle
+    import os
+
+    from lab.bundle import BundleError, export_bundle, write_bundle
 
     if a.file != "-" and _inside_store(a.file):
         return _fail(f"FILE: {a.file!r} is inside the run store; write the bundle somewhere else")
     runs = _selected(a)
+    kept = f"; the existing {a.file!r} was left as it was" if a.file != "-" and os.path.exists(a.file) else ""
+    if not runs:
+        filtered = a.preset or a.task or a.length or a.seed
+        what = "no stored run matches the filters" if filtered else "the run store holds no run of this version"
+        return _fail(f"{what}; nothing was written{kept}")
     try:
         if a.file == "-":
             n = export_bundle(sys.stdout.buffer, runs)
         else:
-            with open(a.file, "wb") as fh:
-                n = export_bundle(fh, runs)
+            n = write_bundle(a.file, runs)  # beside FILE, renamed over it once whole
     except BrokenPipeError:
         raise  # cli.main: 141, quietly
+    except BundleError as exc:
+        return _fail(f"{exc}{kept}")
     except OSError as exc:
-        return _fail(f"FILE: cannot write {a.file!r} ({exc.strerror or type(exc).__name__})")
+        return _fail(f"FILE: cannot write {a.file!r} ({exc.strerror or type(exc).__name__}){kept}")
+    if n == 0:  # stdout: every matched run failed its checks
+        return _fail("no stored run was written (those that matched failed their checks)")
     print(f"exported {formats.count(n, 'run')} to {a.file}", file=sys.stderr)
     return 0
 

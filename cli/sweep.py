@@ -155,8 +155,9 @@ def check_group_by(runs, factor: str) -> None:
 
 def print_groups(records, factor: str, as_json: bool) -> None:
     """The grouped table (mean, min, max over seeds per level) and each level against the first, paired by seed,
-    with its interval, sign-flip p, floor, Holm's p and verdict."""
-    from lab.compare import RULE, display, seeds_needed
+    with its sign-flip interval (and the t interval), sign-flip p, floor, Holm's p, verdict and what the seeds
+    allow (lab.compare.seeds_text)."""
+    from lab.compare import RULE, display, seeds_text
     from lab.factors import group_by, tables, to_json
 
     groups = group_by(records, factor)
@@ -169,11 +170,7 @@ def print_groups(records, factor: str, as_json: bool) -> None:
     if len(comparisons):
         print(f"\nEach {factor} against {next(iter(groups))}, paired by seed (delta: level minus baseline)")
         print(display(comparisons).to_string(index=False))
-        levels, needed, n = len(groups) - 1, seeds_needed(comparisons), int(comparisons["n"].min())
-        print(
-            f"\n{levels} level{'s' * (levels != 1)} against one baseline: a difference can be shown from {needed} "
-            f"seeds on; these runs have {n}."
-        )
+        print(f"\n{seeds_text(comparisons)}")
     print(f"\n{RULE}")
 
 

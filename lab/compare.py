@@ -1,6 +1,7 @@
 """Groups of runs over seeds (issue 13): mean/min/max per group, loss curves as a band, and paired
-differences to a baseline group with an interval, an exact sign-flip p, Holm's correction and a verdict
-(lab.stats, issue 19).
+differences to a baseline group with the sign-flip interval, an exact sign-flip p, Holm's correction and a
+verdict (lab.stats, issues 19 and 28). The loss compared is the test loss (held out, the same sequences for every
+run of a task and L), not the last training minibatch's.
 
 Groups are {label: records} with the baseline first; a record is a RunRecord or its summary() dict
 (curves need RunRecords: summaries carry no loss history). Pure functions: records in, DataFrame out.
@@ -8,24 +9,32 @@ Groups are {label: records} with the baseline first; a record is a RunRecord or 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 
 import numpy as np
 import pandas as pd
 
-from lab import stats
+from lab import formats, stats
 from lab.store import RunRecord
 
-METRICS = ("final_loss", "token_accuracy", "sequence_accuracy")
+METRICS = ("test_loss", "token_accuracy", "sequence_accuracy")
 RULE = stats.METHOD
 GROUP_COLUMNS = ["level", "n"] + [f"{m}_{s}" for m in METRICS for s in ("mean", "min", "max")]
-COMPARISON_COLUMNS = ["level", "baseline", "metric", "n", "delta_mean", "delta_min", "delta_max"]
-COMPARISON_COLUMNS += ["ci_low", "ci_high", "p_value", "p_floor", "p_corrected", "verdict"]
+COMPARISON_COLUMNS = ["level", "baseline", "metric", "n", "n_nonzero", "delta_mean", "delta_min", "delta_max"]
+COMPARISON_COLUMNS += ["ci_low", "ci_high", "ci_level", "t_low", "t_high", "p_value", "p_floor", "p_corrected"]
+COMPARISON_COLUMNS += ["verdict"]
 CURVE_COLUMNS = ["level", "step", "seeds", "mean", "min", "max"]
 
 
 def _summary(record) -> dict:
     return record.summary() if isinstance(record, RunRecord) else record
+
+
+def _value(summary: dict, metric: str) -> float:
+    """A metric of a summary; NaN where it is missing (a test loss that could not be computed)."""
+    value = summary.get(metric)
+    return np.nan if value is None else float(value)
 
 
 def _by_seed(label: str, records: Iterable) -> dict[int, dict]:
@@ -47,7 +56,7 @@ def group_summary(groups: Mapping[str, Iterable]) -> pd.DataFrame:
         by_seed = _by_seed(label, records)
         row = {"level": label, "n": len(by_seed)}
         for m in METRICS:
-            values = np.array([s[m] for s in by_seed.values()], dtype=float)
+            values = np.array([_value(s, m) for s in by_seed.values()], dtype=float)
             stats = (values.mean(), values.min(), values.max()) if values.size else (np.nan,) * 3
             row |= {f"{m}_{name}": float(v) for name, v in zip(("mean", "min", "max"), stats, strict=True)}
         rows.append(row)
@@ -59,9 +68,11 @@ def paired_differences(
 ) -> pd.DataFrame:
     """Every other group against the baseline (default: the first), paired by seed, one row per metric.
 
-    Columns: level, baseline, metric, n (paired seeds), delta_mean, delta_min, delta_max, ci_low, ci_high
-    (95 % t interval), p_value (exact sign-flip), p_floor (2 / 2^n), p_corrected (Holm across the levels, per
-    metric) and verdict (lab.stats.VERDICTS), as lab.stats.METHOD says. Every group must hold the baseline's
+    Columns: level, baseline, metric, n (paired seeds), n_nonzero (seeds whose delta is not exactly 0),
+    delta_mean, delta_min, delta_max, ci_low, ci_high (the sign-flip interval, at confidence ci_level: it holds 0
+    exactly when no difference is shown), t_low, t_high (95 % t interval), p_value (exact sign-flip), p_floor
+    (2 / 2^n_nonzero), p_corrected (Holm across the levels, per metric) and verdict (lab.stats.VERDICTS), as
+    lab.stats.METHOD says. Every group must hold the baseline's
     seeds exactly; otherwise a ValueError names the group and the seeds that differ.
     """
     if not groups:
@@ -80,8 +91,8 @@ def paired_differences(
             missing, extra = sorted(set(base) - set(other)), sorted(set(other) - set(base))
             raise ValueError(f"group {label!r} is not over the baseline's seeds: missing {missing}, extra {extra}")
         for m in metrics:
-            base_values = np.array([base[s][m] for s in seeds], dtype=float)
-            deltas[m][label] = np.array([other[s][m] for s in seeds], dtype=float) - base_values
+            base_values = np.array([_value(base[s], m) for s in seeds], dtype=float)
+            deltas[m][label] = np.array([_value(other[s], m) for s in seeds], dtype=float) - base_values
     results = {m: stats.compare_paired(deltas[m]) for m in metrics}
     rows = [
         {"level": label, "baseline": baseline, "metric": m} | results[m][label]
@@ -144,29 +155,85 @@ def beyond_range_comparisons(results: Mapping[str, Mapping[int, Iterable]], trai
     return paired_differences(groups, metrics=LENGTH_METRICS)
 
 
+def _per_baseline(comparisons: pd.DataFrame) -> int:
+    """The most levels that share one baseline (Holm corrects across them), per facet, test length and metric."""
+    keys = [c for c in ("facet", "test_length", "baseline", "metric") if c in comparisons.columns]
+    return int(comparisons.groupby(keys).size().max())
+
+
 def seeds_needed(comparisons: pd.DataFrame) -> int:
-    """The fewest seeds with which every comparison of the table could show a difference (Holm per baseline
-    and metric: the largest number of levels sharing one baseline decides); 0 for an empty table."""
+    """The fewest seeds that differ (nonzero deltas) with which every comparison of the table could show a
+    difference (Holm per baseline and metric: the largest number of levels sharing one baseline decides); 0 for
+    an empty table."""
     if comparisons.empty:
         return 0
-    keys = [c for c in ("facet", "test_length", "baseline", "metric") if c in comparisons.columns]
-    return stats.seeds_needed(int(comparisons.groupby(keys).size().max()))
+    return stats.seeds_needed(_per_baseline(comparisons))
+
+
+def _too_few(comparisons: pd.DataFrame) -> pd.DataFrame:
+    return comparisons[comparisons["verdict"] == stats.TOO_FEW]
+
+
+def seeds_to_ask(comparisons: pd.DataFrame) -> int:
+    """The seeds to run so that the 'too few seeds' comparisons could reach seeds_needed differing seeds, if the
+    share of seeds that differ stays what it is (k of n differ: needed * n / k); seeds_needed when none is."""
+    needed, few = seeds_needed(comparisons), _too_few(comparisons)
+    if few.empty:
+        return needed
+    rates = [math.ceil(needed * r.n / r.n_nonzero) for r in few.itertuples() if r.n_nonzero > 0]
+    return max([needed, *rates])
+
+
+def seeds_text(comparisons: pd.DataFrame) -> str:
+    """What the seeds allow, in one sentence for the page and the CLI: how many must differ, how many there are,
+    how many differed where the verdict is 'too few seeds'."""
+    m, needed = _per_baseline(comparisons), seeds_needed(comparisons)
+    n = int(comparisons["n"].min())
+    how = "one comparison per baseline" if m == 1 else f"Holm across the {m} levels compared with one baseline"
+    text = (
+        f"With {how}, per metric, a difference can be shown once {needed} seeds differ (the floor 2/2ᵐ of m "
+        f"differing seeds, times {m}, must be below 0.05; a seed on which both score exactly the same carries no "
+        f"sign). These runs have {formats.count(n, 'seed')}."
+    )
+    few = _too_few(comparisons)
+    tied = few[few["n_nonzero"] < few["n"]]
+    if len(tied):
+        worst = tied.loc[tied["n_nonzero"].idxmin()]
+        text += (
+            f" Where the verdict is 'too few seeds' as few as {int(worst.n_nonzero)} of {int(worst.n)} differed "
+            f"({worst.level}, {worst.metric}): at that rate about {seeds_to_ask(comparisons)} seeds would be needed."
+        )
+    return text
+
+
+def _level_note(confidence: float) -> str:
+    """' (97.5 %)' after an interval inverted at another level than 95 % (a Holm step), else ''."""
+    if confidence != confidence or abs(confidence - stats.CONFIDENCE) < 1e-12:
+        return ""
+    return f" ({stats.format_level(confidence)})"
 
 
 def display(comparisons: pd.DataFrame) -> pd.DataFrame:
-    """The comparisons as text for people: differences and interval to 3 significant digits (scientific below
-    1e-3, never +0.0000 beside a verdict), p, Holm's p and the floor to 4; the verdict next to the level and
+    """The comparisons as text for people: differences and intervals to 3 significant digits (scientific below
+    1e-3, never +0.0000 beside a verdict), the sign-flip interval with its level when it is not 95 %, the t
+    interval apart, p, Holm's p and the floor to 4, 'differ' as k of n seeds; the verdict next to the level and
     metric, so a narrow table still shows it."""
     out = comparisons.copy()
     for c in ("delta_mean", "delta_min", "delta_max"):
         out[c] = [stats.format_delta(v) for v in out[c]]
-    out["ci_low"] = [stats.format_interval(lo, hi) for lo, hi in zip(out["ci_low"], out["ci_high"], strict=True)]
-    out = out.drop(columns=["ci_high"]).rename(columns={"ci_low": "interval"})
+    out["ci_low"] = [
+        stats.format_interval(lo, hi) + _level_note(level)
+        for lo, hi, level in zip(out["ci_low"], out["ci_high"], out["ci_level"], strict=True)
+    ]
+    out["t_low"] = [stats.format_interval(lo, hi) for lo, hi in zip(out["t_low"], out["t_high"], strict=True)]
+    out["n_nonzero"] = [f"{k} of {n}" for k, n in zip(out["n_nonzero"], out["n"], strict=True)]
+    out = out.drop(columns=["ci_high", "t_high", "ci_level"])
+    out = out.rename(columns={"ci_low": "interval", "t_low": "t_interval", "n_nonzero": "differ"})
     for c in ("p_value", "p_floor", "p_corrected"):
         out[c] = [stats.format_p(v) for v in out[c]]
     first = [c for c in ("facet", "test_length") if c in out]
-    first += ["level", "metric", "verdict", "n", "delta_mean", "interval", "p_value", "p_corrected", "p_floor"]
-    first += ["delta_min", "delta_max", "baseline"]
+    first += ["level", "metric", "verdict", "n", "differ", "delta_mean", "interval", "p_value", "p_corrected"]
+    first += ["p_floor", "t_interval", "delta_min", "delta_max", "baseline"]
     return out[first + [c for c in out.columns if c not in first]]
 
 

@@ -5,6 +5,7 @@ records grouped by factor level into lab.compare's groups, tables and JSON. Pure
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -166,26 +167,33 @@ def tables(parts, smooth: int = 1, curves: bool = True) -> tuple[pd.DataFrame, p
 
 
 def to_json(factor: str, groups: dict[str, list], table: pd.DataFrame, comparisons: pd.DataFrame) -> dict:
-    """The CLI's --group-by --json object: `groups` (level, value, n, each metric's mean/min/max) and
-    `comparisons` (level, baseline, metric, n, delta_mean/min/max, ci_low, ci_high, p_value, p_floor, p_corrected,
-    verdict: lab.compare.paired_differences), and `method` (how they are computed: lab.stats.METHOD)."""
+    """The CLI's --group-by --json object: `groups` (level, value, n, each metric's mean/min/max: test_loss,
+    token_accuracy, sequence_accuracy) and `comparisons` (level, baseline, metric, n, n_nonzero, delta_mean/min/max,
+    ci_low, ci_high and ci_level (the sign-flip interval, agreeing with the verdict), t_low, t_high (95 % t
+    interval), p_value, p_floor, p_corrected, verdict: lab.compare.paired_differences), `seeds` (what they allow:
+    lab.compare.seeds_text) and `method` (how they are computed: lab.stats.METHOD)."""
     values = {label: value_of(records[0], factor) for label, records in groups.items() if records}
     out_groups = [
         {"factor": factor, "level": row.level, "value": values.get(row.level), "n": int(row.n)}
         | {m: {s: _number(getattr(row, f"{m}_{s}")) for s in ("mean", "min", "max")} for m in compare.METRICS}
         for row in table.itertuples()
     ]
-    keys = ("level", "baseline", "metric", "n", "delta_mean", "delta_min", "delta_max", "ci_low", "ci_high")
-    keys += ("p_value", "p_floor", "p_corrected", "verdict")
-    numeric = set(keys) - {"level", "baseline", "metric", "n", "verdict"}
+    keys = ("level", "baseline", "metric", "n", "n_nonzero", "delta_mean", "delta_min", "delta_max", "ci_low")
+    keys += ("ci_high", "ci_level", "t_low", "t_high", "p_value", "p_floor", "p_corrected", "verdict")
+    counts = {"n", "n_nonzero"}
+    numeric = set(keys) - {"level", "baseline", "metric", "verdict"} - counts
     out_comparisons = [
-        {k: _number(v) if k in numeric else int(v) if k == "n" else v for k, v in zip(keys, row, strict=True)}
+        {k: _number(v) if k in numeric else int(v) if k in counts else v for k, v in zip(keys, row, strict=True)}
         for row in comparisons[list(keys)].itertuples(index=False)
     ]
-    method = compare.RULE
-    return {"factor": factor, "groups": out_groups, "comparisons": out_comparisons, "method": method}
+    out = {"factor": factor, "groups": out_groups, "comparisons": out_comparisons}
+    if len(comparisons):
+        out["seeds"] = compare.seeds_text(comparisons)
+    return out | {"method": compare.RULE}
 
 
-def _number(value) -> float | None:
+def _number(value) -> float | str | None:
     value = float(value)
+    if math.isinf(value):  # an interval no shift bounds (fewer than 6 seeds): JSON has no infinity
+        return "inf" if value > 0 else "-inf"
     return value if value == value else None  # NaN (an empty group) is null in JSON

@@ -10,15 +10,24 @@ import pytest
 from attncore.config import make_run
 from attncore.snapshots import Snapshot
 from lab import store
-from lab.compare import curve_bands, group_summary, paired_differences, seeds_needed, snapshot_bands
-from lab.stats import IDENTICAL, NOT_SHOWN, SHOWN, TOO_FEW
+from lab.compare import (
+    curve_bands,
+    display,
+    group_summary,
+    paired_differences,
+    seeds_needed,
+    seeds_text,
+    seeds_to_ask,
+    snapshot_bands,
+)
+from lab.stats import IDENTICAL, MISSING, NOT_SHOWN, SHOWN, TOO_FEW
 
 
 def record(seed: int, sequence: float, token: float = 0.9, loss: float = 0.1, **overrides) -> dict:
     """A hand-made summary() dict: only what the comparison reads."""
     return {
         "config": make_run("copy", 6, seed, **overrides).to_dict(),
-        "final_loss": loss,
+        "test_loss": loss,
         "token_accuracy": token,
         "sequence_accuracy": sequence,
     }
@@ -45,7 +54,8 @@ def test_three_seeds_with_a_large_consistent_difference_are_too_few_seeds():
     assert r["baseline"] == "full" and r["n"] == 3
     assert r["delta_mean"] == pytest.approx(-0.20)
     assert r["delta_min"] == pytest.approx(-0.24) and r["delta_max"] == pytest.approx(-0.16)
-    assert r["ci_low"] < -0.20 < r["ci_high"] < 0  # the t interval is around the mean, below 0 here
+    assert r["t_low"] < -0.20 < r["t_high"] < 0  # the t interval is around the mean, below 0 here
+    assert (r["ci_low"], r["ci_high"]) == (-np.inf, np.inf)  # the sign-flip test rejects no shift with 3 seeds
 
 
 def test_six_seeds_with_a_consistent_difference_show_it_and_mixed_signs_do_not():
@@ -77,9 +87,9 @@ def test_every_metric_gets_its_own_verdict():
     base = [record(s, 0.5, token=0.9, loss=0.10 + 0.001 * s) for s in range(6)]
     variant = [record(s, 0.5 - 0.01 * (s % 2), token=0.9, loss=0.50 + 0.002 * s, norm="post") for s in range(6)]
     table = paired_differences({"pre": base, "post": variant})
-    assert list(table["metric"]) == ["final_loss", "token_accuracy", "sequence_accuracy"]
+    assert list(table["metric"]) == ["test_loss", "token_accuracy", "sequence_accuracy"]
     verdicts = dict(zip(table["metric"], table["verdict"], strict=True))
-    assert verdicts == {"final_loss": SHOWN, "token_accuracy": IDENTICAL, "sequence_accuracy": NOT_SHOWN}
+    assert verdicts == {"test_loss": SHOWN, "token_accuracy": IDENTICAL, "sequence_accuracy": TOO_FEW}  # 3 of 6 differ
 
 
 def test_pairs_are_matched_by_seed_not_by_order():
@@ -117,6 +127,46 @@ def test_group_summary_is_mean_min_max_over_seeds():
         (0.5, 0.2, 0.9)
     )
     assert table.iloc[1]["n"] == 1 and table.iloc[1]["sequence_accuracy_max"] == 1.0
+
+
+def test_seeds_that_tie_exactly_carry_no_sign_and_the_advice_says_how_many_differed():
+    """The review's case: accuracy at 1.0 on four of six seeds for both settings; two seeds differ."""
+    base = group([1.0, 1.0, 1.0, 1.0, 1.0, 1.0])
+    variant = group([1.0, 0.736, 0.85, 1.0, 1.0, 1.0], norm="post")
+    table = paired_differences({"pre": base, "post": variant})
+    r = row(table, "post", "sequence_accuracy")
+    assert (r["n"], r["n_nonzero"], r["p_floor"], r["verdict"]) == (6, 2, 0.5, TOO_FEW)
+    assert r["ci_low"] <= 0 <= r["ci_high"]
+    text = seeds_text(table)
+    assert "once 6 seeds differ" in text and "These runs have 6 seeds" in text
+    assert "as few as 2 of 6 differed (post, sequence_accuracy)" in text
+    assert seeds_to_ask(table) == 18 and "about 18 seeds" in text  # 6 differing seeds at 2 in 6
+    shown = display(table).set_index("metric")
+    assert shown.loc["sequence_accuracy", "differ"] == "2 of 6"
+    assert shown.loc["sequence_accuracy", "interval"] == "[−0.264, 0]"
+
+
+def test_the_interval_agrees_with_the_verdict_in_every_row_and_names_a_holm_level():
+    base = group([0.50, 0.52, 0.51, 0.49, 0.50, 0.53, 0.5])
+    lower = group([0.30, 0.28, 0.35, 0.31, 0.40, 0.29, 0.3], position="none")
+    mixed = group([0.90, 0.20, 0.95, 0.10, 0.60, 0.40, 0.5], position="none")
+    table = paired_differences({"a": base, "b": lower, "c": mixed})
+    for r in table.itertuples():
+        assert (r.verdict == SHOWN) == (not r.ci_low <= 0 <= r.ci_high)
+    b = row(table, "b", "sequence_accuracy")
+    assert b["verdict"] == SHOWN and b["ci_level"] == pytest.approx(1 - 0.05 / 2)  # Holm's first step of two
+    assert (
+        display(table).set_index(["level", "metric"]).loc[("b", "sequence_accuracy"), "interval"].endswith("(97.5 %)")
+    )
+
+
+def test_a_test_loss_missing_on_a_seed_is_said_not_judged():
+    base = group([0.5, 0.5, 0.5])
+    base[1]["test_loss"] = None  # stored before the test loss was kept, and its weights were not at hand
+    r = row(paired_differences({"a": base, "b": group([0.4, 0.4, 0.4], norm="post")}), "b", "test_loss")
+    assert r["verdict"] == MISSING and r["p_value"] != r["p_value"]
+    assert np.isnan(group_summary({"a": base}).iloc[0]["test_loss_mean"])  # no mean over other seeds: '–'
+    assert group_summary({"a": base}).iloc[0]["token_accuracy_mean"] == pytest.approx(0.9)
 
 
 # --- curves over seeds ---------------------------------------------------------

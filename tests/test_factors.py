@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 
 import numpy as np
 import pandas as pd
@@ -17,7 +18,7 @@ from ui.charts import compare as compare_charts
 def summary(seed: int, seq: float, task: str = "copy", **overrides) -> dict:
     return {
         "config": make_run(task, 6, seed, **overrides).to_dict(),
-        "final_loss": 1 - seq,
+        "test_loss": 1 - seq,
         "token_accuracy": 0.9,
         "sequence_accuracy": seq,
     }
@@ -73,7 +74,7 @@ def test_to_json_has_one_group_per_level_and_one_comparison_per_level_and_metric
         "level": "none",
         "value": "none",
         "n": 2,
-        "final_loss": {"mean": 0.9, "min": 0.9, "max": 0.9},
+        "test_loss": {"mean": 0.9, "min": 0.9, "max": 0.9},
         "token_accuracy": {"mean": 0.9, "min": 0.9, "max": 0.9},
         "sequence_accuracy": {"mean": 0.1, "min": 0.1, "max": 0.1},
     }
@@ -81,12 +82,17 @@ def test_to_json_has_one_group_per_level_and_one_comparison_per_level_and_metric
     assert seq["metric"] == "sequence_accuracy" and seq["verdict"] == "too few seeds"  # 2 seeds: floor 0.5
     assert (seq["delta_min"], seq["delta_max"]) == pytest.approx((-0.5, -0.4))
     assert (seq["n"], seq["p_value"], seq["p_floor"], seq["p_corrected"]) == (2, 0.5, 0.5, 0.5)
-    assert seq["ci_low"] < -0.45 < seq["ci_high"]
+    assert seq["t_low"] < -0.45 < seq["t_high"]
+    assert (seq["ci_low"], seq["ci_high"], seq["ci_level"]) == ("-inf", "inf", 0.95)  # 2 seeds bound no shift
+    assert seq["n_nonzero"] == 2
     assert set(seq) == {
-        "level", "baseline", "metric", "n", "delta_mean", "delta_min", "delta_max",
-        "ci_low", "ci_high", "p_value", "p_floor", "p_corrected", "verdict",
+        "level", "baseline", "metric", "n", "n_nonzero", "delta_mean", "delta_min", "delta_max",
+        "ci_low", "ci_high", "ci_level", "t_low", "t_high", "p_value", "p_floor", "p_corrected", "verdict",
     }  # fmt: skip
+    assert [c["metric"] for c in out["comparisons"]] == ["test_loss", "token_accuracy", "sequence_accuracy"]
+    assert out["seeds"] == compare.seeds_text(comparisons) and "once 6 seeds differ" in out["seeds"]
     assert out["method"] == compare.RULE
+    json.dumps(out, allow_nan=False)  # strict JSON: no NaN, no Infinity
 
 
 def test_with_seed_changes_only_the_seed():

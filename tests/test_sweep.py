@@ -136,9 +136,13 @@ def test_dask_sweep_is_bit_identical_to_the_local_one(tmp_path):
 # --- tables ----------------------------------------------------------------------
 
 
-def fake_record(run, token, sequence, loss=0.1) -> store.RunRecord:
+def fake_record(run, token, sequence, loss=0.1, test_loss=None) -> store.RunRecord:
+    """A record with made-up numbers and no weights; the test loss `test_loss` (default: loss, plus 0.05)."""
     ev = EvalResult(token, sequence, sequence, 250, sequence, 250, 0.01)
-    return store.RunRecord(run, np.array([1.0, loss]), loss, ev, 1.0, 27253, np.zeros(12), np.zeros((2, 4, 12, 12)), {})
+    held_out = loss + 0.05 if test_loss is None else test_loss
+    return store.RunRecord(
+        run, np.array([1.0, loss]), loss, ev, 1.0, 27253, np.zeros(12), np.zeros((2, 4, 12, 12)), {}, test_loss=held_out
+    )
 
 
 def test_accuracy_table_is_mean_and_min_over_seeds_without_the_ablations():
@@ -182,7 +186,8 @@ def test_ablation_table_names_variants_and_differences_to_full(tmp_path):
     row = table.set_index("variant").loc["no position"]
     assert row.sequence_accuracy == 0.204
     assert row.sequence_accuracy_diff == pytest.approx(0.204 - 1.0)
-    assert row.final_loss_diff == pytest.approx(0.7342 - 0.001)
+    assert row.test_loss_diff == pytest.approx(0.7342 - 0.001)  # the held-out loss, not the last batch's
+    assert row.test_loss == pytest.approx(0.7342 + 0.05) and "final_loss" not in table
     assert (table.set_index("variant").drop("no position").sequence_accuracy_diff == 0).all()
     frame = tables.runs_frame(records)
     assert len(frame) == 23 and {"task", "length", "seed", "position", "norm", "lr", "token_accuracy"} <= set(frame)

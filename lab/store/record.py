@@ -14,6 +14,7 @@ from threadpoolctl import threadpool_limits
 
 from attncore.config import RunConfig
 from attncore.evaluate import EvalResult, evaluate
+from attncore.evaluate import test_loss as measure_test_loss
 from attncore.inspect import attention_maps
 from attncore.snapshots import Snapshot
 from attncore.tasks import probe_sequence
@@ -48,6 +49,14 @@ class RunRecord:
     params: dict[str, np.ndarray]  # the trained weights, for head ablation and custom sequences
     snapshots: list[Snapshot] = field(default_factory=list)  # at snapshot_steps(steps), in step order
     platform: dict | None = None  # lab.provenance.current() where it was computed; None: stored before issue 19
+    test_loss: float | None = None  # attncore.evaluate.test_loss; None: stored before issue 28 (see held_out_loss)
+
+    def held_out_loss(self) -> float:
+        """The test loss (teacher-forced, on the fixed test set); a record stored before issue 28 computes it from
+        its stored weights on first use and keeps it (the same bits compute_run would have stored)."""
+        if self.test_loss is None:
+            self.test_loss = measure_test_loss(self.params, self.config)
+        return self.test_loss
 
     def summary(self) -> dict:
         """JSON-able scalars (no loss history, no arrays): the keys of `train --json`; NaN becomes None."""
@@ -59,6 +68,7 @@ class RunRecord:
         return {
             "config": self.config.to_dict(),
             "final_loss": float(self.final_loss),
+            "test_loss": float(self.held_out_loss()),
             "token_accuracy": e.token_accuracy,
             "sequence_accuracy": e.sequence_accuracy,
             "distinct_accuracy": number(e.distinct_accuracy),
@@ -94,6 +104,7 @@ def compute_run(run: RunConfig, callback: Callable[[int, float], object] | None 
             params=result.params,
             snapshots=result.snapshots,
             platform=platform,
+            test_loss=measure_test_loss(result.params, run),
         )
 
 
