@@ -6,11 +6,13 @@ every digest, every array's shape against its config, the numerics version; only
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
 import re
 import stat
+import uuid
 import zipfile
 from pathlib import Path
 
@@ -24,11 +26,18 @@ FORMAT = "attnlab-bundle/1"
 MANIFEST = "manifest.json"
 MAX_BUNDLE_BYTES = 200 * 2**20  # default cap on a bundle file (and on what it unpacks to, times 2)
 MAX_RUNS = 5000
-MANIFEST_BYTES_PER_RUN = 64 * 2**10  # a run's manifest entry: ~4 kB (2 layers), ~50 kB at the 64-layer maximum
-MAX_MANIFEST_BYTES = 8 * 2**20  # whatever the run count: json.loads of this costs < 0.1 s and < 100 MB
-CONTAINERS_PER_RUN = 2048  # objects and lists in one run's entry: ~90 (2 layers), ~1,600 at 64 layers
-MAX_CONTAINERS = 2**20  # ~70 MB of empty objects at most
+# A run's manifest entry: ~4 kB, ~90 objects and lists, ~170 commas with 2 layers; each layer adds ~0.75 kB, 24
+# and 28 (~50 kB, ~1,600, ~1,900 at the 64-layer maximum). One run may take the most; the whole manifest is
+# sized for MAX_RUNS runs of up to 8 layers (8 kB, 256, 512 each): json.loads of 5,000 2-layer entries (19 MB)
+# costs ~0.6 s and ~100 MB, and a hostile manifest at the caps about as much (scalars are counted too).
+MANIFEST_BYTES_PER_RUN = 64 * 2**10
+MAX_MANIFEST_BYTES = MAX_RUNS * 8 * 2**10
+CONTAINERS_PER_RUN = 2048
+MAX_CONTAINERS = MAX_RUNS * 256
+VALUES_PER_RUN = 4096  # commas (one per value beyond each object's or list's first)
+MAX_VALUES = MAX_RUNS * 512
 MAX_DEPTH = 16  # a real manifest nests 6 deep (manifest, runs, run, summary, config, model)
+FIXED_TIME = (1980, 1, 1, 0, 0, 0)  # every member's timestamp: the same runs give the same bytes
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
 _NOT_BRACKET = bytes(b for b in range(256) if b not in b"{}[]")
 
@@ -48,6 +57,9 @@ def export_bundle(target, runs=None, *, location=None, max_bytes: int | None = N
     time: each entry's stored arrays are checked against its sealed sidecar and copied as they are (no
     parsing, no re-encoding), so memory stays at about one run. BundleError once more than `max_bytes` of
     runs would be written. With ATTNCORE_CACHE_KEY set, every run is signed. Returns how many runs were written.
+
+    The same stored runs give the same bytes (fixed timestamps; the manifest's SHA-256 as the zip's comment,
+    at its very end), so a server that keeps downloads by content (Streamlit does) holds one copy of them.
     """
     configs = (
         [s["config"] for s in store.list_cached(location=location)] if runs is None else [r.to_dict() for r in runs]
@@ -64,14 +76,53 @@ def export_bundle(target, runs=None, *, location=None, max_bytes: int | None = N
             meta, data = found
             total += len(data)
             if max_bytes is not None and total > max_bytes:
-                raise BundleError(f"the runs are more than the limit of {max_bytes / 2**20:,.1f} MB")
-            z.writestr(_member(len(metas)), data)  # an .npz of plain arrays: deflating gains little
+                raise BundleError(f"the runs are more than the limit of {_bytes(max_bytes)}")
+            z.writestr(_fixed(_member(len(metas))), data)  # an .npz of plain arrays: deflating gains little
             mac = codec.sign(meta)  # a keyed process vouches for its runs; a store with the same key accepts them
             metas.append(meta if mac is None else meta | {"hmac": mac})
             del data, found
-        manifest = {"format": FORMAT, "numerics_version": store.NUMERICS_VERSION, "runs": metas}
-        z.writestr(MANIFEST, json.dumps(manifest), compress_type=zipfile.ZIP_DEFLATED)
+        manifest = json.dumps({"format": FORMAT, "numerics_version": store.NUMERICS_VERSION, "runs": metas}).encode()
+        z.writestr(_fixed(MANIFEST, zipfile.ZIP_DEFLATED), manifest)
+        z.comment = f"{FORMAT} manifest sha256 {hashlib.sha256(manifest).hexdigest()}".encode()
     return len(metas)
+
+
+def _fixed(name: str, compression: int = zipfile.ZIP_STORED) -> zipfile.ZipInfo:
+    info = zipfile.ZipInfo(name, date_time=FIXED_TIME)
+    info.compress_type, info.external_attr = compression, 0o644 << 16
+    return info
+
+
+def write_bundle(path, runs=None, *, location=None) -> int:
+    """export_bundle into the file `path`, replacing it only once the bundle is whole; how many runs it holds.
+
+    The bundle goes to a temporary file beside `path`, renamed over it on success: a full disk or any other
+    error leaves an existing file as it was (and no temporary file). BundleError, with `path` untouched,
+    when no run is left to write (none stored or matched, or all damaged). A `path` that exists but is not
+    a regular file (a FIFO, /dev/stdout) is written in place.
+    """
+    target = Path(os.path.realpath(path))  # a symlink's file is replaced, the link kept
+    if target.exists() and not target.is_file():
+        with open(target, "wb") as fh:
+            return _some(export_bundle(fh, runs, location=location))
+    tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:12]}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies, as to open()
+        with os.fdopen(fd, "wb") as fh:
+            n = _some(export_bundle(fh, runs, location=location))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return n
+
+
+def _some(n: int) -> int:
+    if n == 0:
+        raise BundleError("no stored run was written (none matched, or those that did failed their checks)")
+    return n
 
 
 def _read_file(path, max_bytes: int) -> bytes:
@@ -85,28 +136,36 @@ def _read_file(path, max_bytes: int) -> bytes:
             if not stat.S_ISREG(st.st_mode):
                 raise BundleError("the bundle is not a regular file")
             if st.st_size > max_bytes:
-                raise BundleError(f"the bundle is {st.st_size / 2**20:.1f} MB; the limit is {max_bytes / 2**20:.0f} MB")
+                raise BundleError(f"the bundle is {_bytes(st.st_size)}; the limit is {_bytes(max_bytes)}")
             data = fh.read(max_bytes + 1)  # never more than the cap, whatever the size said
     except OSError as exc:
         raise BundleError(f"cannot read the bundle ({exc.strerror or type(exc).__name__})") from None
     if len(data) > max_bytes:
-        raise BundleError(f"the bundle is larger than the limit of {max_bytes / 2**20:.0f} MB")
+        raise BundleError(f"the bundle is larger than the limit of {_bytes(max_bytes)}")
     return data
 
 
+def _bytes(n: int) -> str:
+    """A size in bytes, exact: '50,000,000 bytes' (the callers' MB differ: 10**6 on Home's upload, 2**20 on the CLI)."""
+    return f"{n:,} bytes"
+
+
 def _manifest_limit(n_runs: int) -> int:
-    return min(MAX_MANIFEST_BYTES, 4096 + n_runs * MANIFEST_BYTES_PER_RUN)
+    return 4096 + min(MAX_MANIFEST_BYTES, n_runs * MANIFEST_BYTES_PER_RUN)
 
 
 def _check_structure(text: bytes, n_runs: int) -> None:
-    """Refuse JSON nested deeper than MAX_DEPTH or with more objects and lists than n_runs runs need, before parsing.
+    """Refuse JSON nested deeper than MAX_DEPTH or with more objects and lists, or more values, than n_runs runs
+    need, before parsing.
 
-    Strings are blanked first (a bracket inside one is not structure); what json.loads then parses has exactly
-    the structure counted here, or is not JSON at all.
+    Strings are blanked first (a bracket or comma inside one is not structure); what json.loads then parses
+    has exactly the structure counted here, or is not JSON at all.
     """
     bare = _STRING.sub(b'""', text)
-    if bare.count(b"{") + bare.count(b"[") > min(MAX_CONTAINERS, 16 + n_runs * CONTAINERS_PER_RUN):
+    if bare.count(b"{") + bare.count(b"[") > 16 + min(MAX_CONTAINERS, n_runs * CONTAINERS_PER_RUN):
         raise BundleError(f"not a bundle: {MANIFEST} holds more objects than {n_runs} runs need")
+    if bare.count(b",") > 16 + min(MAX_VALUES, n_runs * VALUES_PER_RUN):
+        raise BundleError(f"not a bundle: {MANIFEST} holds more values than {n_runs} runs need")
     brackets = np.frombuffer(bare.translate(None, _NOT_BRACKET), dtype=np.uint8)
     steps = np.where((brackets == ord("{")) | (brackets == ord("[")), 1, -1).astype(np.int32)
     if steps.size and int(np.cumsum(steps).max()) > MAX_DEPTH:
@@ -117,14 +176,14 @@ def _manifest(z: zipfile.ZipFile, info: zipfile.ZipInfo, n_runs: int) -> dict:
     """The parsed manifest, its size (declared and read) and structure bounded for n_runs runs before json.loads."""
     limit = _manifest_limit(n_runs)
     if info.file_size > limit or info.compress_size > limit:
-        raise BundleError(f"not a bundle: {MANIFEST} is larger than {n_runs} runs need ({limit / 2**20:.1f} MB)")
+        raise BundleError(f"not a bundle: {MANIFEST} is larger than {n_runs} runs need ({_bytes(limit)})")
     try:
         with z.open(info) as fh:
             text = fh.read(limit + 1)
     except (zipfile.BadZipFile, ValueError, OSError, EOFError, NotImplementedError, RuntimeError):
         raise BundleError(f"not a bundle: {MANIFEST} cannot be unpacked") from None
     if len(text) > limit:
-        raise BundleError(f"not a bundle: {MANIFEST} is larger than {n_runs} runs need ({limit / 2**20:.1f} MB)")
+        raise BundleError(f"not a bundle: {MANIFEST} is larger than {n_runs} runs need ({_bytes(limit)})")
     _check_structure(text, n_runs)
     try:
         manifest = json.loads(text)
@@ -145,7 +204,7 @@ def read_bundle(source, max_bytes: int = MAX_BUNDLE_BYTES, *, trust: bool = Fals
     """
     data = _read_file(source, max_bytes) if isinstance(source, (str, Path)) else bytes(source)
     if len(data) > max_bytes:
-        raise BundleError(f"the bundle is {len(data) / 2**20:.1f} MB; the limit is {max_bytes / 2**20:.0f} MB")
+        raise BundleError(f"the bundle is {_bytes(len(data))}; the limit is {_bytes(max_bytes)}")
     try:
         z = zipfile.ZipFile(io.BytesIO(data))
         infos = {info.filename: info for info in z.infolist()}
@@ -212,25 +271,29 @@ def import_bundle_report(
 ) -> tuple[int, int, dict]:
     """import_bundle, and {kernel family: runs} of the bundle's runs computed on another BLAS kernel family than
     this machine's (lab.provenance.foreign; 'unknown' for runs stored before records carried their platform).
-    They are stored under the same keys as this machine's own: served as they are, their platform shown."""
-    imported = read_bundle(source, max_bytes, trust=trust)
-    new, kept = [], 0
-    for record in imported:
-        if store.is_cached(record.config, location=location):
-            kept += 1
-        else:
-            new.append(record)
+    They are stored under the same keys as this machine's own: served as they are, their platform shown.
+
+    The counts are of the bundle's distinct runs (a run listed twice counts once) and of what this call
+    wrote: a run stored meanwhile by another process (a concurrent import) counts as already there.
+    """
+    imported = list({_key(r.config): r for r in read_bundle(source, max_bytes, trust=trust)}.values())
     done = []
     try:
-        for record in new:
-            store.put_run(record, location=location)
-            done.append(record.config)
+        for record in imported:
+            if store.is_cached(record.config, location=location):
+                continue
+            if store.put_run(record, location=location, replace=False):  # checked again under the run's lock
+                done.append(record.config)
     except BaseException:
         store.remove_runs(done, location=location)
         raise
     if done:
         store.enforce_cap(location=location, keep=[r.config for r in imported])
-    return len(done), kept, provenance.foreign([r.summary() for r in imported])
+    return len(done), len(imported) - len(done), provenance.foreign([r.summary() for r in imported])
+
+
+def _key(run: RunConfig) -> str:
+    return json.dumps(run.to_dict(), sort_keys=True)
 
 
 def foreign_text(families: dict) -> str:

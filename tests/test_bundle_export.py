@@ -1,0 +1,197 @@
+"""Bundles at their limits (issue 27.9, .10, .16, .17): the documented 5,000 runs, an export that cannot finish
+or matches nothing leaves an existing file as it was, and an import counts what it wrote.
+"""
+
+from __future__ import annotations
+
+import errno
+import io
+import json
+import threading
+import zipfile
+
+import pytest
+from test_store import STEPS
+
+from attncore.config import make_run
+from cli.main import main
+from lab import bundle, store
+from lab.store import codec
+
+RUNS = [make_run(steps=STEPS), make_run("sort", 4, 1, steps=STEPS), make_run(steps=STEPS, position="none")]
+
+
+@pytest.fixture
+def stored(cache):
+    for run in RUNS:
+        store.get_run(run)
+    return cache
+
+
+@pytest.fixture
+def exported(stored, tmp_path):
+    path = tmp_path / "out" / "runs.zip"  # a folder of its own: what is left beside it is seen
+    path.parent.mkdir()
+    assert bundle.write_bundle(path) == 3
+    return path
+
+
+def members(path) -> dict:
+    with zipfile.ZipFile(path) as z:
+        return {name: z.read(name) for name in z.namelist()}
+
+
+def zipped(files: dict) -> bytes:
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as z:
+        for name, data in files.items():
+            z.writestr(name, data)
+    return out.getvalue()
+
+
+# --- the documented maximum (issue 27.9) -----------------------------------------------------------------------
+
+
+def test_a_bundle_of_the_documented_5000_runs_passes_the_manifest_checks(exported, monkeypatch):
+    """5,000 entries as large as a default (2-layer) run's: the manifest (~20 MB) is read, every run reached.
+
+    The runs' arrays are stand-ins (decode is replaced), so the test builds in a second; before, the 8 MB
+    manifest cap refused anything above about 2,000 such runs.
+    """
+    entry = json.loads(members(exported)["manifest.json"])["runs"][0]
+    assert RUNS[0].model.n_layers == 2 and 3000 < len(json.dumps(entry)) < 8192
+    metas = []
+    for seed in range(bundle.MAX_RUNS):
+        config = json.loads(json.dumps(entry["config"]))
+        config["train"]["seed"] = seed
+        metas.append(entry | {"config": config, "summary": entry["summary"] | {"config": config}, "npz_bytes": 1})
+    manifest = json.dumps({"format": bundle.FORMAT, "numerics_version": store.NUMERICS_VERSION, "runs": metas})
+    assert len(manifest) > 16 * 2**20  # twice the old cap
+    files = {"manifest.json": manifest.encode()} | {bundle._member(i): b"x" for i in range(bundle.MAX_RUNS)}
+    reached = []
+    monkeypatch.setattr(codec, "decode", lambda meta, blob, *a, **k: reached.append(meta["config"]) or meta)
+    assert len(bundle.read_bundle(zipped(files), max_bytes=200 * 2**20)) == bundle.MAX_RUNS
+    assert [c["train"]["seed"] for c in reached] == list(range(bundle.MAX_RUNS))
+
+
+def test_a_manifest_of_millions_of_numbers_within_the_byte_cap_is_refused_before_parsing(exported):
+    """Scalars are counted as containers are: 5,000 runs' worth of bytes spent on numbers costs no json.loads."""
+    files = {bundle._member(i): b"" for i in range(bundle.MAX_RUNS)}
+    body = b'{"format": "attnlab-bundle/1", "runs": [' + b"0.5," * (bundle.MAX_MANIFEST_BYTES // 5) + b"0.5]}"
+    assert len(body) < bundle._manifest_limit(bundle.MAX_RUNS)
+    files["manifest.json"] = body
+    with pytest.raises(bundle.BundleError, match="manifest.json holds more values than 5000 runs need"):
+        bundle.read_bundle(zipped(files), max_bytes=200 * 2**20)
+
+
+# --- an export never destroys what is there (issue 27.10, 27.16) ---------------------------------------------
+
+
+def full_disk_after(monkeypatch, n_members: int) -> None:
+    """ZipFile.writestr raises ENOSPC once n_members members are written (the disk filled up mid-export)."""
+    real, calls = zipfile.ZipFile.writestr, []
+
+    def writestr(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) > n_members:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(zipfile.ZipFile, "writestr", writestr)
+
+
+def test_cache_export_over_a_bundle_on_a_full_disk_leaves_the_old_bundle_whole(exported, monkeypatch, capsys):
+    before = exported.read_bytes()
+    full_disk_after(monkeypatch, 1)
+    assert main(["cache", "export", str(exported)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "No space left on device" in err and "was left as it was" in err
+    monkeypatch.undo()
+    assert exported.read_bytes() == before
+    assert sorted(p.name for p in exported.parent.iterdir()) == [exported.name]  # no temporary file left
+    store.clear_cache()
+    assert bundle.import_bundle(exported) == (3, 0)
+
+
+def test_cache_export_matching_nothing_refuses_and_keeps_the_existing_bundle(exported, capsys):
+    before = exported.read_bytes()
+    assert main(["cache", "export", str(exported), "--seed", "999"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no stored run matches the filters; nothing was written" in err
+    assert exported.read_bytes() == before
+    new = exported.parent / "new.zip"
+    assert main(["cache", "export", str(new), "--task", "reverse"]) == 2
+    assert not new.exists()
+    store.clear_cache()
+    assert main(["cache", "export", str(exported)]) == 2
+    assert "the run store holds no run" in capsys.readouterr().err
+    assert exported.read_bytes() == before
+
+
+def test_write_bundle_refuses_when_every_matched_run_is_damaged(stored, tmp_path):
+    target = tmp_path / "keep.zip"
+    target.write_bytes(b"the operator's file")
+    entry = store._Entry(RUNS[0])
+    data = bytearray((entry.path / "record.npz").read_bytes())
+    data[len(data) // 2] ^= 1
+    (entry.path / "record.npz").write_bytes(bytes(data))
+    with pytest.warns(store.CacheWarning), pytest.raises(bundle.BundleError, match="no stored run was written"):
+        bundle.write_bundle(target, [RUNS[0]])
+    assert target.read_bytes() == b"the operator's file"
+    assert bundle.write_bundle(target, RUNS[1:]) == 2
+
+
+def test_the_same_runs_give_the_same_bundle_bytes(exported, tmp_path):
+    """What lets Streamlit keep one copy of Home's download, however often it is clicked (issue 27.2)."""
+    again = tmp_path / "again.zip"
+    assert bundle.write_bundle(again) == 3
+    assert again.read_bytes() == exported.read_bytes()
+    with zipfile.ZipFile(again) as z:
+        manifest = z.read("manifest.json")
+        import hashlib
+
+        assert z.comment.decode().endswith(hashlib.sha256(manifest).hexdigest())
+
+
+# --- an import counts what it wrote (issue 27.17) --------------------------------------------------------------
+
+
+def test_a_bundle_listing_a_run_twice_counts_it_once(exported, capsys):
+    files = members(exported)
+    manifest = json.loads(files["manifest.json"])
+    manifest["runs"].append(manifest["runs"][0])
+    files["manifest.json"] = json.dumps(manifest).encode()
+    files[bundle._member(3)] = files[bundle._member(0)]
+    store.clear_cache()
+    assert bundle.import_bundle(zipped(files)) == (3, 0)
+    assert len(store.list_cached()) == 3
+    assert bundle.import_bundle(zipped(files)) == (0, 3)
+
+
+def test_two_concurrent_imports_of_one_bundle_report_each_run_stored_once(exported, monkeypatch):
+    """Both imports check the store before either writes (a barrier at their first write): each run is written
+    by one of them, and the two counts add up to the bundle's runs."""
+    store.clear_cache()
+    real, barrier, first = store.put_run, threading.Barrier(2, timeout=30), threading.local()
+
+    def put_run(record, **kwargs):
+        if not getattr(first, "done", False):
+            first.done = True
+            barrier.wait()
+        return real(record, **kwargs)
+
+    monkeypatch.setattr(store, "put_run", put_run)
+    results = []
+
+    def one():
+        results.append(bundle.import_bundle(exported))
+
+    threads = [threading.Thread(target=one) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(results) == 2
+    assert sum(stored for stored, _ in results) == 3, results
+    assert all(stored + kept == 3 for stored, kept in results), results
+    assert len(store.list_cached()) == 3
