@@ -2,6 +2,7 @@
 
 import streamlit as st
 
+from attncore.optim import lr_schedule
 from attncore.snapshots import SNAPSHOT_N_TEST
 from lab import formats, provenance
 from ui import frames, runs, sidebar
@@ -43,6 +44,13 @@ st.caption(
     "Cross-entropy on the answer tokens only, averaged over them, at every step on a fresh batch "
     "(there is no fixed training set to overfit). Both axes log scale: on the loss, a straight fall is a power law."
 )
+if (lrs := lr_schedule(run.train)) is not None:
+    st.altair_chart(charts.learning_rate_curve(frames.schedule_frame(lrs), step, steps), width="stretch")
+    low, high = (formats.learning_rate(float(f"{v:.3g}")) if v else "0" for v in (min(lrs), max(lrs)))
+    st.caption(
+        f"The learning rate of each step{plain(sidebar.schedule_text(run.train)).replace(' · ', ': ', 1)}; it runs "
+        f"from {low} to {high} (Adam's step size before its bias correction). Same step axis as the loss curve above."
+    )
 st.altair_chart(charts.snapshot_accuracy(frames.snapshot_frame(record.snapshots), step, steps), width="stretch")
 at = next(s for s in record.snapshots if s.step == step)
 st.caption(

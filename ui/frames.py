@@ -31,6 +31,12 @@ def history_frame(losses: Sequence[float], smooth: int = 1, max_points: int = MA
     return pd.DataFrame({"step": keep + 1, "loss": loss.to_numpy()[keep]})
 
 
+def schedule_frame(lrs: Sequence[float], max_points: int = MAX_POINTS) -> pd.DataFrame:
+    """A learning-rate schedule (attncore.optim.lr_schedule): columns step (1-based), lr."""
+    keep = thin(len(lrs), max_points)
+    return pd.DataFrame({"step": keep + 1, "lr": np.asarray(lrs, dtype=float)[keep]})
+
+
 def loss_frame(histories: dict[str, np.ndarray], smooth: int = 1, max_points: int = MAX_POINTS) -> pd.DataFrame:
     """Several labelled loss curves: columns label, step, loss (labels keep their order)."""
     parts = [history_frame(h, smooth, max_points).assign(label=label) for label, h in histories.items()]

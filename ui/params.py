@@ -10,9 +10,9 @@ Every page author uses these instead of bare `st.*` widgets for inputs that chan
 
 Rules: `key` is the query-parameter name, so it must be unique in the whole app (prefix it with
 the page, e.g. `kv_`, `scal_`); the sidebar owns the short names task, L, seed, scaling, pos, norm,
-lr, steps, d, heads, layers, batch. A value equal to the default is left out of the URL. Before a
-widget is created, ui.urls checks its URL value: a choice may be named by its label or its value
-(`RoPE` or `rope`), a number must be finite and in range; anything else is replaced by the default
+lr, steps, d, heads, layers, batch, range, mixed, nmax, warmup, decay, minlr. A value equal to the default is
+left out of the URL. Before a widget is created, ui.urls checks its URL value: a choice may be named by its
+label or its value (`RoPE` or `rope`), a number must be finite and in range; anything else is replaced by the default
 and the page says so in one plain-text notice. Built on Streamlit's own binding (`bind="query-params"`):
 widgets drawn by dashboard.py keep their parameters on every page, a page's own parameters are
 dropped when the visitor leaves the page. `peek=True` returns the value a widget will show without

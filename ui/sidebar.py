@@ -1,7 +1,8 @@
 """The shared sidebar: the run configuration every Lab page reads, mirrored in the URL.
 
 dashboard.py draws it once per script run (before the page), so its values persist across pages
-and its query parameters (task, L, seed, scaling, pos, norm, lr, steps, d, heads, layers, batch)
+and its query parameters (task, L, seed, scaling, pos, norm, lr, steps, d, heads, layers, batch, range, mixed,
+nmax, warmup, decay, minlr)
 stay in the URL on every page. Pages call `selected_run()` or `make(**overrides)`.
 """
 
@@ -12,7 +13,7 @@ from functools import partial
 import streamlit as st
 
 from attncore import ConfigError, RunConfig, make_run
-from attncore.config import POSITIONS, TASKS
+from attncore.config import DECAYS, POSITIONS, TASKS
 from lab import formats
 from ui import plain, urls
 from ui.limits import limits
@@ -20,6 +21,7 @@ from ui.params import folded, url_number, url_radio, url_select, url_toggle
 
 POSITION_LABELS = {"learned": "learned", "sinusoidal": "sinusoidal", "rope": "RoPE", "alibi": "ALiBi", "none": "none"}
 NORM_LABELS = {"pre": "pre-LN", "post": "post-LN"}
+DECAY_LABELS = {"none": "none (constant)", "linear": "linear", "cosine": "cosine"}
 LEARNING_RATES = [1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2]
 # query-parameter key -> (make_run argument, default)
 DEFAULTS = {
@@ -38,11 +40,14 @@ DEFAULTS = {
     "range": ("train_range", False),  # train on lengths 1..L (make() turns it into train_min=1)
     "mixed": ("mixed_lengths", False),
     "nmax": ("randomized_positions", 0),  # 0: off
+    "warmup": ("warmup", 0),  # steps of linear warm-up, 0: none
+    "decay": ("decay", "none"),
+    "minlr": ("min_lr_ratio", 0.0),
 }
 ADVANCED = "sidebar_advanced"  # session-state key of the Advanced expander
 ADVANCED_FIELDS = {"lr", "steps", "d_model", "n_heads", "n_layers", "batch_size", "mixed_lengths"}
-ADVANCED_FIELDS |= {"randomized_positions"}
-MAX_NMAX = 1024  # the sidebar's largest N_MAX of randomized positions  # make_run fields under Advanced
+ADVANCED_FIELDS |= {"randomized_positions", "warmup", "decay", "min_lr_ratio"}  # make_run fields under Advanced
+MAX_NMAX = 1024  # the sidebar's largest N_MAX of randomized positions
 
 
 def _reset() -> None:
@@ -82,6 +87,35 @@ def _advanced(lim) -> dict:
             0,
             MAX_NMAX,
             help="Each batch's positions drawn from [0, N_MAX), sorted (Ruoss et al.); at least 2L.",
+        ),
+        "warmup": partial(
+            url_number,
+            "Warm-up steps (0 = none)",
+            "warmup",
+            0,
+            0,
+            lim.max_steps,
+            step=50,
+            help="The learning rate rises linearly from lr/W to lr over the first W steps. At most the steps.",
+        ),
+        "decay": partial(
+            url_select,
+            "Learning-rate decay",
+            "decay",
+            DECAYS,
+            "none",
+            format_func=DECAY_LABELS.get,
+            help="After the warm-up: constant, or down to the ratio below times lr at the last step.",
+        ),
+        "minlr": partial(
+            url_number,
+            "Decay to (fraction of lr)",
+            "minlr",
+            0.0,
+            0.0,
+            1.0,
+            step=0.05,
+            help="Where the decay ends at the last step (0 to 1); unused without a decay.",
         ),
     }
 
@@ -134,6 +168,8 @@ def make(**overrides) -> RunConfig:
     kw["randomized_positions"] = kw["randomized_positions"] or None
     if kw.get("train_lengths") is None and kw.get("train_min") is None:
         kw["mixed_lengths"] = False  # mixing needs a range; the toggle alone does nothing
+    if kw["decay"] == "none":
+        kw["min_lr_ratio"] = 0.0  # the end of a decay: nothing without one
     return make_run(kw.pop("task"), kw.pop("length"), kw.pop("seed"), **kw)
 
 
@@ -162,6 +198,9 @@ FIELD_LABELS = {
     "train_lengths": "Train on lengths 1..L",
     "mixed_lengths": "Mix lengths in a batch",
     "randomized_positions": "Randomized positions N_MAX",
+    "warmup": "Warm-up steps",
+    "decay": "Learning-rate decay",
+    "min_lr_ratio": "Decay to (fraction of lr)",
 }
 
 
@@ -183,5 +222,13 @@ def describe(run: RunConfig, seed: bool = True) -> str:
         f"{k.name} · {lengths} · {f'seed {t.seed} · ' if seed else ''}{POSITION_LABELS[m.position]} position · "
         f"{NORM_LABELS[m.norm]} · scaling {'on' if m.scaling else 'off'} · lr {formats.learning_rate(t.lr)} · "
         f"{t.steps:,} steps · d={m.d_model}, {formats.count(m.n_heads, 'head')}, "
-        f"{formats.count(m.n_layers, 'layer')} · batch {t.batch_size}"
+        f"{formats.count(m.n_layers, 'layer')} · batch {t.batch_size}{schedule_text(t)}"
     )
+
+
+def schedule_text(t) -> str:
+    """' · warm-up 300 steps, cosine decay to 0.1 lr' for a TrainConfig with a schedule, else ''."""
+    parts = [f"warm-up {t.warmup:,} steps"] if t.warmup else []
+    if t.decay != "none":
+        parts.append(f"{t.decay} decay to {t.min_lr_ratio:g} lr")
+    return " · " + ", ".join(parts) if parts else ""

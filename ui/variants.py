@@ -6,7 +6,14 @@ from attncore import ConfigError, RunConfig, make_run
 from lab.presets import ABLATIONS
 from lab.tables import variant_name
 
-# name -> make_run overrides; the article's five (lab.presets.ABLATIONS) first
+WARMUP_FRACTION = 0.2  # "with warm-up": a linear warm-up over this share of the base's steps
+
+
+def warmup_steps(base: RunConfig) -> int:
+    return round(WARMUP_FRACTION * base.train.steps)
+
+
+# name -> make_run overrides (or a function of the base run giving them); the article's five (ABLATIONS) first
 VARIANTS = dict(ABLATIONS) | {
     "scaling on": {"scaling": True},
     "learned position": {"position": "learned"},
@@ -15,6 +22,8 @@ VARIANTS = dict(ABLATIONS) | {
     "pre-LN": {"norm": "pre"},
     "lr 1e-3": {"lr": 1e-3},
     "lr 3e-2": {"lr": 3e-2},
+    "post-LN with warm-up": lambda base: {"norm": "post", "warmup": warmup_steps(base)},  # Xiong et al. 2020
+    "warm-up": lambda base: {"warmup": warmup_steps(base)},
 }
 DEFAULT = list(ABLATIONS)
 
@@ -36,8 +45,9 @@ def variant_runs(base: RunConfig, names, make) -> tuple[dict[str, RunConfig], li
     """
     chosen, notes, repeats = {base_label(base): base}, [], []
     for name in names:
+        overrides = VARIANTS[name]
         try:
-            run = make(**VARIANTS[name])
+            run = make(**(overrides(base) if callable(overrides) else overrides))
         except ConfigError as e:
             notes.append(f"{name}: not possible with this base ({e})")
             continue

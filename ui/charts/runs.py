@@ -283,6 +283,21 @@ def loss_curve_at(df: pd.DataFrame, step: int, steps: int, height: int = 240) ->
     return alt.layer(live_loss_curve(df, steps, height), _step_rule(step, steps)).properties(height=height)
 
 
+def learning_rate_curve(df: pd.DataFrame, step: int, steps: int, height: int = 120) -> alt.LayerChart:
+    """The learning rate of each step (columns step, lr: ui.frames.schedule_frame) on the step axis of
+    loss_curve_at, with the same marker at `step`, so it reads under the loss curve."""
+    line = (
+        alt.Chart(df)
+        .mark_line(color=BASE_COLOR, strokeWidth=1.5)
+        .encode(
+            x=_step_axis(steps),
+            y=alt.Y("lr:Q", title="learning rate", axis=alt.Axis(format=".0e", minExtent=STEP_CHARTS_Y_EXTENT)),
+            tooltip=[alt.Tooltip("step:Q"), alt.Tooltip("lr:Q", format=".3g")],
+        )
+    )
+    return alt.layer(line, _step_rule(step, steps)).properties(height=height)
+
+
 def snapshot_accuracy(df: pd.DataFrame, step: int, steps: int, height: int = 200) -> alt.LayerChart:
     """Columns step, metric, accuracy (ui.frames.snapshot_frame): one line per metric with a point per snapshot,
     on the step axis of loss_curve_at, with the same marker at `step`."""
