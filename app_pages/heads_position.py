@@ -5,8 +5,9 @@ import streamlit as st
 
 from attncore import ConfigError
 from attncore.mechanisms.demos import attention_param_counts, permutation_test, position_encodings, rope_relative_dots
-from ui import docs
-from ui.charts.base import DIVERGING, grid_frame, heatmap
+from lab import formats
+from ui import docs, tables
+from ui.charts.base import diverging, grid_frame, heatmap
 from ui.charts.position import (
     encoding_lines,
     param_chart,
@@ -25,7 +26,6 @@ NOTES = {
     "none": "Nothing added (the ablation). A causal decoder may still infer position, since row t averages over "
     "exactly t + 1 keys: a plausible explanation of what it recovers, not tested in this lab.",
 }
-number = st.column_config.NumberColumn
 
 st.title("Heads and position")
 st.caption(
@@ -63,7 +63,8 @@ except ConfigError as e:
 else:
     left, right = st.columns(2)
     left.altair_chart(permutation_chart(perm), width="stretch")
-    right.dataframe(perm, hide_index=True, column_config={c: number(format="%.2e") for c in perm.columns[1:3]})
+    deviations = {c: formats.loss for c in perm.columns[1:3]}  # one format per column: scientific below 1e-3
+    right.dataframe(tables.styled(perm, deviations), hide_index=True)
     st.caption(
         "One random permutation Π of the tokens of X; positions stay where they are. Equivariance error: "
         "max |attn(ΠX) − Π attn(X)|; change: max |attn(ΠX) − attn(X)|. Without position the error is rounding "
@@ -82,15 +83,16 @@ enc = position_encodings(t_enc, d_enc, seed)
 table = enc["rope_cos"] if kind == "rope" else enc[kind]  # (T, D), or RoPE's (T, D/2) angles
 axis, value = ("pair", "cos(angle)") if kind == "rope" else ("dimension", "added value")
 left, right = st.columns([3, 2])
-cell = (max(3, 420 // t_enc), max(8, 280 // table.shape[1]))  # about 420 x 280 pixels
+cell = (max(3, 400 // t_enc), max(8, 280 // table.shape[1]))  # about 400 x 280 pixels: the left column's width
 heat = heatmap(
     grid_frame(table.T, (axis, "position"), value),
     "position",
     axis,
     value,
-    scale=DIVERGING,
+    scale=diverging(table),
     text_format=None,
     cell=cell,
+    legend="top",  # above the map: a legend at its right ran out of the column
 )
 left.altair_chart(heat, width="content")
 right.altair_chart(encoding_lines(table, list(range(0, min(8, table.shape[1]), 2)), value), width="stretch")
@@ -111,10 +113,12 @@ for col, key, title in (
     (right, "additive", "added: (q + p_m) · (k + p_n)"),
 ):
     dots = grid_frame(rope[key], ("m", "n"), "dot")
-    col.altair_chart(
-        heatmap(dots, "n", "m", "dot", scale=DIVERGING, text_format=None, cell=13, title=title), width="content"
-    )
-st.dataframe(rope_offset_table(rope["rows"]), hide_index=True, width="stretch")
+    scale = diverging(rope[key])
+    chart = heatmap(dots, "n", "m", "dot", scale=scale, text_format=None, cell=13, title=title, legend="top")
+    col.altair_chart(chart, width="content")
+offsets = rope_offset_table(rope["rows"])
+dots_text = {c: formats.loss for c in offsets.columns[2:]}  # one format per column (was 2.4724 beside 2.204)
+st.dataframe(tables.styled(offsets, dots_text), hide_index=True, width="stretch")
 st.caption(
     "One query and one key placed at every pair of positions (m, n). With RoPE each diagonal m − n = const holds "
     "one value to rounding (min = max in the table): the dot product sees only the distance. Added sinusoids "

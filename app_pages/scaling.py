@@ -4,6 +4,7 @@ import streamlit as st
 
 from attncore import ConfigError
 from attncore.mechanisms.demos import scaling_statistics
+from lab import formats
 from ui import docs
 from ui.charts.scaling import STATISTICS, TABLE_FORMATS, scaling_long, scaling_table, statistic_chart
 from ui.limits import BusyError, limits
@@ -61,9 +62,12 @@ st.subheader("Softmax saturation against d_k")
 long = scaling_long(rows)
 for col, stat in zip(st.columns(3), STATISTICS, strict=True):
     col.altair_chart(statistic_chart(long, stat), width="stretch")
+widest = long.loc[long["se"].idxmax()]  # the longest error bar drawn
 st.caption(
-    "Orange: raw scores q·k; blue: divided by √d_k. Bars: ±2 standard errors over the repetitions; dashed: the "
-    "limit of uniform weights. Unscaled, the curves run away from the limit as d_k grows; scaled, they stay flat."
+    "Orange: raw scores q·k; blue: divided by √d_k. Bars: ±2 standard errors over the repetitions, at most "
+    f"±{formats.significant(2 * widest['se'], 2)} here ({STATISTICS[widest['statistic']][0]}, d_k = "
+    f"{widest['d_k']}): a bar shorter than its point is hidden behind it. Dashed: the limit of uniform weights. "
+    "Unscaled, the curves run away from the limit as d_k grows; scaled, they stay flat."
 )
 
 st.subheader("Measured, with the theory beside each")

@@ -110,16 +110,69 @@ def ratio(x: float) -> str:
 
 
 def signed_accuracy(x: float) -> str:
-    return f"{x:+.{ACCURACY_DECIMALS}f}"
+    """An accuracy difference with its sign and one minus sign for the whole lab: '+0.012', '−0.134'."""
+    return _minus(f"{x:+.{ACCURACY_DECIMALS}f}")
 
 
-def table_formatters(columns) -> dict:
+MINUS = "−"  # U+2212, the lab's one minus sign (printf's ASCII hyphen is replaced)
+MAX_DECIMALS = 5  # a column needing more decimals than this for its smallest value (< 1e-3) is scientific
+
+
+def _minus(text: str) -> str:
+    return MINUS + text[1:] if text.startswith("-") else text  # the sign only: '2.00e-04' keeps its exponent
+
+
+def column_spec(values, digits: int = 3, max_decimals: int = MAX_DECIMALS) -> str:
+    """The one format spec ('.3f', '.2e') that writes every value of a column: enough decimals for `digits`
+    significant digits of its smallest non-zero magnitude, or scientific for all when that needs more than
+    max_decimals decimals or the largest is 10,000 or more. So a column never mixes '1.87e-04' with '0.471', nor
+    '0.0078' with '0.25'."""
+    finite = [abs(float(v)) for v in values if v is not None and math.isfinite(float(v)) and float(v) != 0]
+    if not finite:
+        return f".{max(digits - 1, 0)}f"
+    smallest, largest = min(finite), max(finite)
+    decimals = max(0, digits - 1 - math.floor(math.log10(smallest)))
+    if decimals > max_decimals or largest >= 1e4:
+        return f".{digits - 1}e"
+    return f".{decimals}f"
+
+
+def with_spec(x: float, spec: str, signed: bool = False) -> str:
+    """One value in a column's spec (column_spec), the lab's minus sign, '+' if signed, '–' if missing."""
+    if x is None or x != x:
+        return "–"
+    if math.isinf(x):
+        return "+∞" if x > 0 else "−∞"
+    return _minus(format(float(x), ("+" if signed else "") + spec))
+
+
+def column(values, digits: int = 3, signed: bool = False, max_decimals: int = MAX_DECIMALS) -> list[str]:
+    """Every value of a column in one format (column_spec): ['0.00231', '0.00049', '2.04000'] is written
+    ['2.31e-03', '4.95e-04', '2.04e+00'], and ['0.25', '0.03125'] as ['0.25000', '0.03125'] with digits=4."""
+    values = list(values)
+    spec = column_spec(values, digits, max_decimals)
+    return [with_spec(v, spec, signed) for v in values]
+
+
+def p_values(values) -> list[str]:
+    """A column of p-values in one format, 4 significant digits of the smallest (the floor 0.03125 of 6 seeds
+    exactly): ['0.03125', '0.50000', '1.00000']; scientific for all when the smallest is below 1e-4."""
+    return column(values, 4, max_decimals=6)
+
+
+def table_formatters(columns, frame=None) -> dict:
     """pandas to_string formatters for the lab's columns: losses (differences signed), accuracies, seconds and
-    learning rates as above; other columns are left to pandas."""
+    learning rates as above; other columns are left to pandas. Given the frame, each loss column is written in
+    one format for the whole column (column_spec), so '1.87e-04' never stands above '0.471'."""
     out = {}
     for c in columns:
         if "loss" in c:
-            out[c] = signed_loss if c.endswith("_diff") else loss
+            signed = c.endswith("_diff")
+            if frame is not None and c in frame:
+                spec = column_spec(frame[c])
+                out[c] = lambda v, spec=spec, signed=signed: with_spec(v, spec, signed)
+            else:
+                out[c] = signed_loss if signed else loss
         elif "accuracy" in c:
             out[c] = signed_accuracy if c.endswith("_diff") else accuracy
         elif c == "train_seconds":

@@ -14,6 +14,7 @@ from attncore.model import init_params
 from attncore.tasks import probe_sequence
 from ui import frames
 from ui.charts import runs as charts
+from ui.charts.base import MAIN_WIDTH
 
 
 @pytest.fixture(scope="module")
@@ -205,6 +206,20 @@ def test_accuracy_vs_length_names_copy_above_and_sort_below_their_line_ends():
     assert offsets["copy"] < 0 < offsets["sort"]  # both at 1.0: still two readable names
 
 
+def test_accuracy_vs_length_names_every_task_reverse_too():
+    """Issue 29.3: the reverse line ended unlabelled; three lines ending together keep three names apart."""
+    long = pd.DataFrame(
+        {"task": [t for t in ("copy", "reverse", "sort") for _ in range(2)], "length": [8] * 6, "seeds": 3}
+        | {"metric": ["per-token", "per-sequence"] * 3, "mean": [1.0] * 6, "min": [1.0] * 6}
+    )
+    spec = charts.accuracy_vs_length(long).to_dict()
+    names = [layer for layer in spec["layer"] if layer["mark"]["type"] == "text"]
+    offsets = {spec["datasets"][n["data"]["name"]][0]["task"]: n["mark"]["dy"] for n in names}
+    assert set(offsets) == {"copy", "reverse", "sort"}
+    assert sorted(offsets.values()) == [offsets["copy"], offsets["reverse"], offsets["sort"]]
+    assert min(b - a for a, b in zip(sorted(offsets.values()), sorted(offsets.values())[1:], strict=False)) >= 12
+
+
 def test_seed_curves_fill_the_main_area_and_tell_seeds_apart():
     df = pd.DataFrame(
         {"run": ["a"] * 6 + ["b"] * 6, "seed": [0, 0, 0, 1, 1, 1] * 2, "step": [1, 2, 3] * 4, "loss": [3, 2, 1.0] * 4}
@@ -212,7 +227,7 @@ def test_seed_curves_fill_the_main_area_and_tell_seeds_apart():
     spec = charts.seed_curves(df).to_dict()
     assert spec["columns"] == 2  # two runs: two panels sharing the width, not a third empty column
     width = spec["spec"]["width"]
-    assert 2 * (width + 90) == charts.SEED_CURVES_WIDTH
+    assert 70 + 2 * width + 20 <= MAIN_WIDTH == charts.SEED_CURVES_WIDTH  # the y axis, two panels and their gap
     band, seeds, mean = spec["spec"]["layer"]
     assert seeds["mark"]["opacity"] >= 0.9 and seeds["mark"]["strokeWidth"] > 1
     assert mean["mark"]["strokeDash"]  # the mean is dashed, not one more solid line among the seeds
@@ -246,15 +261,30 @@ def test_attention_heatmaps_name_every_row_and_column(maps_and_tokens):
 
 
 @pytest.mark.parametrize("n_heads, columns", [(1, 1), (4, 4), (8, 4), (6, 3), (16, 4)])
-def test_attention_heatmaps_of_many_heads_wrap_into_rows_that_fit_1280_px(n_heads, columns):
+def test_attention_heatmaps_of_many_heads_wrap_into_rows_that_fit_the_main_area(n_heads, columns):
+    """Issue 29.3: the grid ended at 1,421 px of a 1,280 px window (head 3 hidden) and its legend with it."""
     run = make_run(length=6, n_layers=2, n_heads=n_heads, d_model=16 * n_heads)
     params = init_params(run.model, np.random.default_rng(0))
     tokens = probe_sequence(run.task)
     spec = charts.attention_heatmaps(frames.attention_frame(attention_maps(params, run, tokens), tokens)).to_dict()
     assert spec["columns"] == columns and n_heads % columns == 0  # a row never mixes two layers
-    axis_and_legend = 90 + 80  # the query labels at the left, the colour legend at the right
-    assert columns * (spec["spec"]["width"] + spec["spacing"]) + axis_and_legend <= 1280
+    width = charts.HEATMAP_Y_AXIS + columns * spec["spec"]["width"] + (columns - 1) * spec["spacing"]
+    assert width <= MAIN_WIDTH  # the main area of a 1,280 px window, not the window
     assert spec["spec"]["width"] >= 13 * len(tokens)  # still a named cell per token
+    legend = spec["spec"]["encoding"]["color"]["legend"]
+    assert legend["orient"] == "top"  # the colour legend above the grid: it takes no width
+
+
+@pytest.mark.parametrize("length", [8, 12, 16])
+def test_attention_heatmaps_of_long_sequences_take_fewer_columns_not_more_width(length):
+    run = make_run(length=length, n_layers=2, n_heads=4)
+    params = init_params(run.model, np.random.default_rng(0))
+    tokens = probe_sequence(run.task)
+    spec = charts.attention_heatmaps(frames.attention_frame(attention_maps(params, run, tokens), tokens)).to_dict()
+    columns = spec["columns"]
+    width = charts.HEATMAP_Y_AXIS + columns * spec["spec"]["width"] + (columns - 1) * spec["spacing"]
+    assert width <= MAIN_WIDTH or columns == 1
+    assert 4 % columns == 0 and spec["spec"]["width"] >= 13 * len(tokens)
 
 
 @pytest.mark.parametrize("floor", [0.0, 0.1, 0.35, 0.9])
@@ -283,7 +313,8 @@ def test_attention_heatmaps_facet_layers_by_heads_with_tooltips(maps_and_tokens)
 
 def test_breakdown_bars_and_head_effects_build(maps_and_tokens):
     bars = charts.breakdown_bars(frames.breakdown_frame({"full": _eval(1, 1)})).to_dict()
-    assert bars["encoding"]["y"]["scale"]["domain"] == [0, 1] and bars["encoding"]["xOffset"]["field"] == "symbols"
+    assert bars["encoding"]["x"]["scale"]["domain"] == [0, 1] and bars["encoding"]["yOffset"]["field"] == "symbols"
+    assert bars["encoding"]["y"]["field"] == "variant"  # one row per variant: every name shown at a phone's width
     maps, _ = maps_and_tokens
     heads = frames.heads_frame(head_summary(maps, 4), {}, 1.0)
     spec = charts.head_effects(heads.assign(drop=[0.5, -0.1, 0.0, 0.2])).to_dict()
@@ -364,3 +395,29 @@ def test_length_findings_average_inside_and_past_the_range_and_rank_past_it():
     assert found.loc["none", "token_beyond"] == pytest.approx(0.4)
     assert found["rank"].to_dict() == {"RoPE": 1, "none": 2, "learned": 3}  # no number: last
     assert np.isnan(found.loc["learned", "beyond"])
+
+
+def test_a_bottom_legend_has_as_many_columns_as_fit_a_phone():
+    """Issue 29.3: at 390 px a 4-column legend of 6 variants showed 4 of them."""
+    from ui.charts.base import PHONE_WIDTH, legend_columns
+
+    labels = ["base: 1,500 steps", "no scaling", "no position", "post-LN", "pre-LN, lr 1e-2", "post-LN, lr 1e-2"]
+    columns = legend_columns(labels)
+    assert columns * (max(map(len, labels)) * 6.5 + 30) <= PHONE_WIDTH and columns >= 1
+    assert legend_columns(["a", "b"]) == 2
+
+
+def test_band_curves_add_the_legends_rows_to_the_height_and_keep_accuracy_off_the_frame():
+    from ui.charts import compare as compare_charts
+
+    levels = ["base: 1,500 steps", "no scaling", "no position", "post-LN", "pre-LN, lr 1e-2", "post-LN, lr 1e-2"]
+    bands = pd.DataFrame(
+        {"level": [lv for lv in levels for _ in range(2)], "step": [1, 2] * 6, "seeds": 3}
+        | {"mean": [0.5, 1.0] * 6, "min": [0.4, 1.0] * 6, "max": [0.6, 1.0] * 6}
+    )
+    two = compare_charts.band_curves(bands.head(4)).to_dict()["height"]
+    six = compare_charts.band_curves(bands).to_dict()["height"]
+    assert six > two  # the plot keeps its height under a taller legend: the y title is not clipped
+    acc = compare_charts.band_curves(bands, log=False, y_title="mean per-sequence accuracy").to_dict()
+    low, high = acc["layer"][0]["encoding"]["y"]["scale"]["domain"]
+    assert high > 1.0 and low <= 0.4  # a curve at 1.0 is drawn inside the plot, not on its top edge

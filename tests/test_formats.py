@@ -69,3 +69,22 @@ def test_significant_keeps_three_digits_and_trailing_zeros():
         "1,234",
         "0",
     ]
+
+
+def test_a_column_has_one_format_for_all_its_values():
+    """Issue 29.6: never '1.87e-04' beside '0.471', nor '0.007812' beside '0.25'."""
+    assert formats.column([0.471, 1.87e-4]) == ["4.71e-01", "1.87e-04"]
+    assert formats.column([0.471, 2.3]) == ["0.471", "2.300"]
+    assert formats.column([-0.03, 0.431, float("nan")], signed=True) == ["−0.0300", "+0.4310", "–"]
+    assert formats.p_values([0.007812, 0.03906, 0.25]) == ["0.007812", "0.039060", "0.250000"]
+    assert formats.p_values([0.03125, 1]) == ["0.03125", "1.00000"]
+    assert formats.signed_accuracy(-0.5) == "−0.500"
+
+
+def test_cli_tables_write_a_loss_column_in_one_format():
+    import pandas as pd
+
+    frame = pd.DataFrame({"final_loss": [1.87e-4, 0.471], "final_loss_diff": [-0.2, 0.0004]})
+    rules = formats.table_formatters(frame.columns, frame)
+    assert [rules["final_loss"](v) for v in frame["final_loss"]] == ["1.87e-04", "4.71e-01"]
+    assert [rules["final_loss_diff"](v) for v in frame["final_loss_diff"]] == ["−2.00e-01", "+4.00e-04"]

@@ -155,6 +155,18 @@ def test_weights_with_row_sums_leaves_masked_cells_blank():
     assert [r["row sum"] for r in sums] == pytest.approx(list(demo["row_sums_after"]))
 
 
+def test_row_sum_labels_stand_right_of_the_dashed_line_and_large_t_fits_half_the_page():
+    """Issue 29.3: a label beside a bar reaching 1 sat on the dashed line at 1."""
+    demo = mech.mask_order_demo(t=12, seed=0)
+    s = spec(masks.weights_with_row_sums(demo["weights_before"], demo["row_sums_before"], "before", demo["causal"]))
+    heat, sums = s["hconcat"]
+    bars, labels, one = sums["layer"]
+    assert labels["mark"]["type"] == "text" and labels["encoding"]["x"]["datum"] > 1
+    assert labels["encoding"]["x"]["datum"] < sums["layer"][0]["encoding"]["x"]["scale"]["domain"][1] - 0.3
+    cell = heat["width"] / 12
+    assert 30 + heat["width"] + 6 + sums["width"] <= 820 / 2 and cell >= 16
+
+
 def test_padding_summary_counts_rows_without_keys():
     demo = mech.padding_demo(lengths=(5, 3, 0), t=6, seed=0)
     assert masks.padding_summary(demo) == {"rows": 18, "ones": 12, "fully_masked": 6, "all_finite": True}

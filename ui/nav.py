@@ -69,6 +69,9 @@ PAGES = [
 ]  # fmt: skip
 
 
+CARDS_PER_ROW = 3
+
+
 def _page(spec: PageSpec) -> StreamlitPage:
     return st.Page(
         spec.path, title=spec.title, icon=spec.icon, url_path=spec.url_path or None, default=not spec.url_path
@@ -78,7 +81,7 @@ def _page(spec: PageSpec) -> StreamlitPage:
 def navigation() -> tuple[StreamlitPage, PageSpec]:
     """Register the pages; returns the navigation (call .run() after the sidebar) and the current page's spec."""
     grouped = {s: [_page(p) for p in PAGES if p.section == s] for s in SECTIONS}
-    # expanded: all 16 pages listed; by default Streamlit folds a long menu after 10 behind "View more"
+    # expanded: every page listed; by default Streamlit folds a long menu after 10 behind "View more"
     nav = st.navigation({s: pages for s, pages in grouped.items() if pages}, expanded=True)
     current = next((p for p in PAGES if p.url_path == nav.url_path), PAGES[0])
     return nav, current
@@ -91,7 +94,8 @@ def page_links() -> None:
         if not specs:
             continue
         st.subheader(section)
-        cols = st.columns(min(len(specs), 4))
+        # three cards to a row: at four, a 1,280 px window cut "Length generalisation" to "Length generalisatic"
+        cols = st.columns(min(len(specs), CARDS_PER_ROW))
         for i, spec in enumerate(specs):
             with cols[i % len(cols)].container(border=True):
                 st.page_link(spec.path, label=f"**{spec.title}**", icon=spec.icon)

@@ -16,20 +16,25 @@ _LABELS = {
     "token_accuracy_min": ("per-token min", "%.3f"),
     "sequence_accuracy_mean": ("per-seq mean", "%.3f"),
     "sequence_accuracy_min": ("per-seq min", "%.3f"),
-    "final_loss": ("final loss", LOSS),
+    "final_loss": ("last-batch loss", LOSS),  # the training loss of the last step; comparisons use test_loss
+    "test_loss": ("test loss", LOSS),
     "token_accuracy": ("per-token", "%.3f"),
     "sequence_accuracy": ("per-seq", "%.3f"),
     "distinct_accuracy": ("distinct", "%.3f"),
     "repeated_accuracy": ("repeated", "%.3f"),
     "final_loss_diff": ("Δ loss", None),
-    "token_accuracy_diff": ("Δ per-token", "%+.3f"),
-    "sequence_accuracy_diff": ("Δ per-seq", "%+.3f"),
+    "test_loss_diff": ("Δ test loss", None),
+    "token_accuracy_diff": ("Δ per-token", None),
+    "sequence_accuracy_diff": ("Δ per-seq", None),
     "train_seconds": ("train s", "%.1f"),
     # groups over seeds and paired differences (lab.compare)
     "n": ("seeds", "%d"),
     "final_loss_mean": ("loss mean", LOSS),
     "final_loss_min": ("loss min", LOSS),
     "final_loss_max": ("loss max", LOSS),  # the worst seed's
+    "test_loss_mean": ("test loss mean", LOSS),
+    "test_loss_min": ("test loss min", LOSS),
+    "test_loss_max": ("test loss max", LOSS),  # the worst seed's
     "token_accuracy_max": ("per-token max", "%.3f"),
     "sequence_accuracy_max": ("per-seq max", "%.3f"),
     "delta_mean": ("Δ mean", "%+.4f"),
@@ -38,28 +43,43 @@ _LABELS = {
     "baseline_spread": ("baseline spread", None),
     "mean max weight": ("mean max weight", "%.3f"),
     "per-seq acc. zeroed": ("per-seq, zeroed", "%.3f"),
-    "drop": ("drop", "%+.3f"),
+    "drop": ("drop", None),
 }
 
 
-# Columns whose text comes from lab.formats (one rule for every loss: 3 significant digits, scientific below 1e-3,
-# so '2.00e-04' stands beside '1.97e-04', never '0.0002' beside '0.000197'); the table still sorts by the numbers.
+# Columns whose text comes from lab.formats (one format per column: a loss column holds 3 significant digits of
+# its smallest value, all of it scientific when that is below 1e-3, so '2.00e-04' stands above '1.97e-04', never
+# '1.87e-04' above '0.471'; signed differences with the lab's one minus sign); the table still sorts by the numbers.
 TEXT = {c: formats.loss for c in ("final_loss", "final_loss_mean", "final_loss_min", "final_loss_max")}
+TEXT |= {c: formats.loss for c in ("test_loss", "test_loss_mean", "test_loss_min", "test_loss_max")}
 TEXT |= {
     "lr": formats.learning_rate,
     "final_loss_diff": formats.signed_loss,
+    "test_loss_diff": formats.signed_loss,
+    "token_accuracy_diff": formats.signed_accuracy,
+    "sequence_accuracy_diff": formats.signed_accuracy,
+    "drop": formats.signed_accuracy,
     "baseline_spread": formats.loss,
     "median TVD shuffled": formats.loss,
 }
+COLUMN_WISE = {formats.loss: False, formats.signed_loss: True}  # rule -> signed: one spec for the whole column
 
 
 def styled(frame: pd.DataFrame, text: dict | None = None):
     """The frame with lab.formats' text for the columns of TEXT (and `text`: {column: format}) as a Styler, so
     st.dataframe shows that text and still sorts by the numbers; the frame itself when no column needs it."""
-    rules = {c: f for c, f in (TEXT | (text or {})).items() if c in frame.columns}
+    rules = {c: _column_rule(frame[c], f) for c, f in (TEXT | (text or {})).items() if c in frame.columns}
     if not rules:
         return frame
     return frame.style.format({c: lambda v, f=f: _text(v, f) for c, f in rules.items()})
+
+
+def _column_rule(values: pd.Series, rule):
+    """A loss rule becomes the column's one spec (lab.formats.column_spec) over its numbers; others stay."""
+    if rule not in COLUMN_WISE:
+        return rule
+    spec = formats.column_spec([v for v in values if not isinstance(v, str) and v is not None])
+    return lambda v: formats.with_spec(v, spec, COLUMN_WISE[rule])
 
 
 def _text(value, rule) -> str:
@@ -96,9 +116,9 @@ def setting_text(column: str, value) -> str:
     return named.get(column, column + " {}").format(value)
 
 
-METRICS = ("final_loss", "token_accuracy", "sequence_accuracy")
+METRICS = ("test_loss", "token_accuracy", "sequence_accuracy")
 # what a grouped table (lab.compare.group_summary) shows of each metric: the mean and the worst seed
-WORST_SEED = ("final_loss_mean", "final_loss_max", "token_accuracy_mean", "token_accuracy_min")
+WORST_SEED = ("test_loss_mean", "test_loss_max", "token_accuracy_mean", "token_accuracy_min")
 WORST_SEED += ("sequence_accuracy_mean", "sequence_accuracy_min")
 SPREAD_COLUMNS = {f"{m}_{s}" for m in METRICS for s in ("mean", "min", "max")}
 

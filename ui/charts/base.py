@@ -19,10 +19,43 @@ METRICS = alt.Scale(domain=["per-token", "per-sequence"], range=[TOKEN_COLOR, SE
 SYMBOLS = alt.Scale(domain=["all distinct", "some repeated"], range=["#54A24B", "#E45756"])
 WEIGHTS = alt.Scale(domain=[0, 1], scheme="blues")
 WEIGHT_COLOR = "#2171B5"  # a dark step of the heatmaps' "blues"
-HEATMAPS_WIDTH = 880  # pixels shared by one row of heatmaps (up to 4, ui.charts.runs.HEATMAPS_PER_ROW), in 1,280 px
+MAIN_WIDTH = 820  # pixels of the main area in a 1,280 px window (wide layout: less the sidebar and the padding)
+Y_AXIS_WIDTH = 70  # pixels of a y axis's labels and title, left of the first panel of a facet
+FACET_SPACING = 20  # Vega-Lite's default gap between facet panels
 GOOD, BAD, MASKED = TOKEN_COLOR, SEQUENCE_COLOR, "#E6E6E6"
 DIVERGING = alt.Scale(range=[GOOD, "#F4F4F4", BAD], domainMid=0)  # negative blue, 0 pale, positive orange
+
+
+def diverging(values) -> alt.Scale:
+    """DIVERGING on a domain symmetric about 0 (±the largest magnitude): 0 is pale whatever the data's range,
+    and Vega never warns 'domainMid exceeds domain min or max' for a map whose values are all positive."""
+    values = np.asarray(values, dtype=float)
+    m = float(np.nanmax(np.abs(values))) if values.size else 1.0
+    return alt.Scale(domain=[-m, m] if m > 0 else [-1, 1], range=DIVERGING.range)
+
+
 PAD = alt.AutoSizeParams(type="pad", contains="padding")  # a chart's width and height are its plot area
+
+
+PHONE_WIDTH = 358  # pixels of the main area on a 390 px phone
+
+
+def legend_columns(labels, width: int = PHONE_WIDTH, char: float = 6.5, symbol: int = 30) -> int:
+    """Columns of a bottom legend that fit `width` (a phone's main area) at the longest label, so no entry runs
+    off the chart (6 variants in 4 columns showed 4 of them at 390 px); at least 1, at most 4."""
+    labels = [str(label) for label in labels]
+    widest = max((len(label) for label in labels), default=1) * char + symbol
+    return int(max(1, min(4, len(labels), width // widest)))
+
+
+def legend_rows(labels, columns: int) -> int:
+    return -(-max(len(list(labels)), 1) // max(columns, 1))
+
+
+def panel_width(columns: int, total: int = MAIN_WIDTH, y_axis: int = Y_AXIS_WIDTH, spacing: int = FACET_SPACING):
+    """The width of each of `columns` facet panels so that the row, with its y axis and gaps, fits `total`."""
+    columns = max(1, columns)
+    return (total - y_axis - spacing * (columns - 1)) // columns
 
 
 def grid_frame(a: np.ndarray, axes: tuple[str, ...], value: str = "value", keep: np.ndarray | None = None):
@@ -57,11 +90,13 @@ def heatmap(
     cell: int | tuple[int, int] = 34,
     facet: str | None = None,
     title: str | None = None,
-    legend: bool = True,
+    legend: bool | str = True,
     fixed_size: bool = True,
 ) -> alt.Chart:
     """Cells coloured by `value` (nominal if it is a string column), optionally labelled, faceted by a column.
 
+    legend is True (at the right), False (none) or where it goes ('top', 'bottom': horizontal, taking no width, so a
+    heatmap in a narrow column keeps its legend in view).
     cell is the side of a cell in pixels, or (width, height) of a cell; fixed_size keeps it so in Streamlit
     (whose default autosize "fit" squeezes axes and legend into width x height); False inside a concatenation.
     """
@@ -72,7 +107,10 @@ def heatmap(
         x=alt.X(f"{x}:O", title=x, axis=alt.Axis(labelAngle=0, values=tick_values(df[x]))),
         y=alt.Y(f"{y}:O", title=y, axis=alt.Axis(values=tick_values(df[y]))),
     )
-    legend_ = alt.Legend() if legend else None
+    if isinstance(legend, str):
+        legend_ = alt.Legend(orient=legend, direction="horizontal", gradientLength=160)
+    else:
+        legend_ = alt.Legend() if legend else None
     rect = (
         alt.Chart()
         .mark_rect(stroke="white", strokeWidth=1)

@@ -8,6 +8,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from ui.charts.base import legend_columns, legend_rows
 from ui.charts.runs import BASE_COLOR, METRICS, VARIANT_COLORS, accuracy_axis, accuracy_floor
 from ui.frames import thin
 
@@ -40,19 +41,26 @@ def band_curves(df: pd.DataFrame, log: bool = True, height: int = 300, columns: 
     """
     levels = [str(v) for v in dict.fromkeys(df["level"])]
     df = thin_bands(df).assign(level=lambda d: d["level"].astype(str), band=lambda d: d["level"].astype(str))
-    scale = alt.Scale(type="log") if log else alt.Scale(zero=False)
+    if y_title and not log and len(df):  # an accuracy: from a floor to a little above 1, never on the frame
+        scale = accuracy_axis(accuracy_floor(df))["scale"]
+    else:
+        scale = alt.Scale(type="log") if log else alt.Scale(zero=False)
     x = alt.X("step:Q", title="training step", scale=alt.Scale(nice=False))
+    columns_ = legend_columns(levels)  # as many as fit a phone, so every level is named there too
     color = alt.Color(
         "level:N",
         title=None,
         sort=levels,
         scale=_colors(levels),
-        legend=alt.Legend(orient="bottom", columns=4, labelLimit=240),
+        legend=alt.Legend(orient="bottom", columns=columns_, labelLimit=240),
     )
     # the band fills by a copy of the level, so its scale is not merged with the lines' (which carry the legend)
     fill = alt.Fill("band:N", sort=levels, scale=_colors(levels), legend=None)
     band = alt.Chart().mark_area(opacity=0.18).encode(x=x, y=alt.Y("min:Q", scale=scale), y2="max:Q", fill=fill)
     title = (y_title or "mean training loss") + (" (log scale)" if log else "")
+    # Streamlit fits the whole chart, legend included, into `height`: each legend row is added to it, so the plot
+    # keeps its height and the y title its room (it was clipped under a two-row legend)
+    height += 20 * legend_rows(levels, columns_)
     tooltip = ["level:N", "step:Q", alt.Tooltip("mean:Q", format=".4f"), alt.Tooltip("min:Q", format=".4f")]
     tooltip += [alt.Tooltip("max:Q", format=".4f"), "seeds:Q"]
     line = (

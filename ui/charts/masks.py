@@ -10,6 +10,7 @@ from ui.charts.base import BAD, BASE_COLOR, GOOD, MASKED, PAD, grid_frame, heatm
 
 MASK = alt.Scale(domain=["allowed", "masked"], range=[GOOD, MASKED])
 ONE_TOL = 1e-9  # a row "sums to 1" within this
+LABEL_AT = 1.02  # the row sums' labels start just right of the dashed line at 1 (the axis runs to 1.45)
 
 
 def mask_frame(mask: np.ndarray, axes: tuple[str, ...]) -> pd.DataFrame:
@@ -45,12 +46,16 @@ def padding_summary(demo: dict) -> dict:
 
 
 def weights_with_row_sums(
-    weights: np.ndarray, sums: np.ndarray, title: str, mask: np.ndarray | None = None, cell: int = 34
+    weights: np.ndarray, sums: np.ndarray, title: str, mask: np.ndarray | None = None, cell: int | None = None
 ) -> alt.HConcatChart:
-    """A (T, T) weight heatmap (cells outside `mask` blank) and beside it a bar per row: its sum against 1."""
-    heat = heatmap(
-        grid_frame(weights, ("query", "key"), "weight", mask), "key", "query", cell=cell, legend=False, fixed_size=False
-    )
+    """A (T, T) weight heatmap (cells outside `mask` blank) and beside it a bar per row: its sum against 1.
+
+    The cell shrinks with T so that both fit half the main area (T = 12 too); the weights are written in the
+    cells while they have room."""
+    cell = cell or min(34, max(16, 220 // max(len(sums), 1)))
+    frame = grid_frame(weights, ("query", "key"), "weight", mask)
+    text = ".2f" if cell >= 28 else None
+    heat = heatmap(frame, "key", "query", cell=cell, text_format=text, legend=False, fixed_size=False)
     frame = row_sum_frame(sums)
     y = alt.Y("query:O", title=None, axis=alt.Axis(labels=False, ticks=False))
     scale = alt.Scale(domain=["= 1", "≠ 1"], range=[GOOD, BAD])
@@ -58,15 +63,17 @@ def weights_with_row_sums(
         alt.Chart(frame)
         .mark_bar()
         .encode(
-            x=alt.X("row sum:Q", title="row sum", scale=alt.Scale(domain=[0, 1.3]), axis=alt.Axis(values=[0, 0.5, 1])),
+            x=alt.X("row sum:Q", title="row sum", scale=alt.Scale(domain=[0, 1.45]), axis=alt.Axis(values=[0, 0.5, 1])),
             y=y,
             color=alt.Color("sums to 1:N", scale=scale, legend=alt.Legend(orient="bottom", title="row sum")),
             tooltip=["query:O", alt.Tooltip("row sum:Q", format=".4f")],
         )
     )
-    labels = bars.mark_text(align="left", dx=3, fontSize=10, color=BASE_COLOR).encode(
-        text=alt.Text("row sum:Q", format=".3f"), color=alt.value(BASE_COLOR)
+    # each sum written right of the dashed line at 1, in a column of its own: beside its bar's end, the label of a
+    # bar reaching 1 sat on the line (issue 29.3)
+    labels = bars.mark_text(align="left", dx=4, fontSize=10, color=BASE_COLOR).encode(
+        x=alt.datum(LABEL_AT), text=alt.Text("row sum:Q", format=".3f"), color=alt.value(BASE_COLOR)
     )
     one = alt.Chart(pd.DataFrame({"one": [1.0]})).mark_rule(color=BASE_COLOR, strokeDash=[4, 3]).encode(x="one:Q")
-    sums_chart = alt.layer(bars, labels, one).properties(width=120, height=cell * len(frame))
+    sums_chart = alt.layer(bars, labels, one).properties(width=150, height=cell * len(frame))
     return alt.hconcat(heat, sums_chart, spacing=6).properties(title=title, autosize=PAD)

@@ -11,7 +11,8 @@ import pandas as pd
 
 from ui.charts.base import (
     BASE_COLOR,
-    HEATMAPS_WIDTH,
+    FACET_SPACING,
+    MAIN_WIDTH,
     METRICS,
     SEED_COLORS,
     SEQUENCE_COLOR,
@@ -20,6 +21,7 @@ from ui.charts.base import (
     VARIANT_COLORS,
     WEIGHT_COLOR,
     WEIGHTS,
+    panel_width,
 )
 
 
@@ -43,7 +45,7 @@ def loss_curve(df: pd.DataFrame, log: bool = True, height: int = 280, steps: int
     )
 
 
-SEED_CURVES_WIDTH = 1040  # pixels of the main area the facets share (the wide layout's main column at 1,280 px)
+SEED_CURVES_WIDTH = MAIN_WIDTH  # pixels of the main area the facets share (ui.charts.base.MAIN_WIDTH)
 
 
 def seed_curves(df: pd.DataFrame, log: bool = True, columns: int = 3) -> alt.FacetChart:
@@ -75,7 +77,7 @@ def seed_curves(df: pd.DataFrame, log: bool = True, columns: int = 3) -> alt.Fac
     )
     n_runs = max(1, df["run"].nunique()) if len(df) else 1
     columns = min(columns, n_runs)
-    width = SEED_CURVES_WIDTH // columns - 90  # the y axis and the gap between panels take the rest
+    width = panel_width(columns, SEED_CURVES_WIDTH)  # the y axis and the gaps between panels take the rest
     return (
         alt.layer(band, seeds, mean, data=df)
         .properties(width=width, height=200)
@@ -90,7 +92,7 @@ def accuracy_floor(df: pd.DataFrame, step: float = 0.05) -> float:
     return max(0.0, min(1 - step, math.floor((float(values.min()) - step / 10) / step) * step))
 
 
-ACCURACY_HEADROOM = 0.04  # of the axis span, above 1.0: a line at a perfect accuracy is not drawn on the frame
+ACCURACY_HEADROOM = 0.07  # of the axis span, above 1.0: a point at a perfect accuracy sits inside the frame
 
 
 def accuracy_axis(floor: float, top: float = 1.0) -> dict:
@@ -129,12 +131,14 @@ def accuracy_vs_length(df: pd.DataFrame, height: int = 260) -> alt.LayerChart:
         layers.append(line.encode(x=x, y=y, color=color, strokeDash=dash, shape=shape, tooltip=tooltip))
     worst = alt.Chart(df).mark_point(shape="triangle-down", filled=True, size=45, opacity=0.7)
     layers.append(worst.encode(x=x, y="min:Q", color=color, tooltip=tooltip))
-    # the tasks named at the end of their per-sequence line, copy above and sort below, so that two lines ending
-    # at the same accuracy keep both names readable
+    # every task named at the end of its per-sequence line (copy, reverse, sort: 13 px apart, top to bottom, so
+    # that lines ending at the same accuracy keep every name readable)
     last = df[(df["length"] == df["length"].max()) & (df["metric"] == "per-sequence")] if len(df) else df
+    tasks = sorted(pd.unique(df["task"])) if len(df) else []
     names = []
-    for task, dy in (("copy", -9), ("sort", 9)):
-        at = last[last["task"] == task] if len(last) else last
+    for i, task in enumerate(tasks):
+        dy = round((i - (len(tasks) - 1) / 2) * 13)
+        at = last[last["task"] == task]
         text = alt.Chart(at).mark_text(align="left", dx=10, dy=dy, fontSize=12, color=BASE_COLOR)
         names.append(text.encode(x=x, y=y, text="task:N"))
     return alt.layer(*layers, *names).properties(height=height)
@@ -158,51 +162,64 @@ def loss_overlay(df: pd.DataFrame, log: bool = True, height: int = 340) -> alt.C
 
 
 def breakdown_bars(df: pd.DataFrame) -> alt.Chart:
-    """Columns variant, symbols, accuracy, n: per-sequence accuracy split by distinct vs repeated symbols."""
+    """Columns variant, symbols, accuracy, n: per-sequence accuracy split by distinct vs repeated symbols, a row
+    of two bars per variant (rows, not columns: at a phone's width every variant keeps its name; side by side,
+    6 variants showed 3 names)."""
     variants = list(dict.fromkeys(df["variant"]))
     return (
         alt.Chart(df)
         .mark_bar()
         .encode(
-            x=alt.X("variant:N", title=None, sort=variants, axis=alt.Axis(labelAngle=0, labelLimit=140)),
-            xOffset=alt.XOffset("symbols:N", sort=SYMBOLS.domain),
-            y=alt.Y("accuracy:Q", title="per-sequence accuracy", scale=alt.Scale(domain=[0, 1])),
+            y=alt.Y("variant:N", title=None, sort=variants, axis=alt.Axis(labelLimit=160)),
+            yOffset=alt.YOffset("symbols:N", sort=SYMBOLS.domain),
+            x=alt.X("accuracy:Q", title="per-sequence accuracy", scale=alt.Scale(domain=[0, 1])),
             color=alt.Color("symbols:N", title=None, scale=SYMBOLS, legend=alt.Legend(orient="bottom")),
             tooltip=["variant:N", "symbols:N", alt.Tooltip("accuracy:Q", format=".3f"), "n:Q"],
         )
-        .properties(height=260)
+        .properties(height=max(1, len(variants)) * 2 * 14)
     )
 
 
-HEATMAPS_PER_ROW = 4  # more heads than this wrap onto further rows, so 8 or 16 heads still fit 1,280 px
+HEATMAPS_PER_ROW = 4  # more heads than this wrap onto further rows, so 8 or 16 heads still fit the main area
+HEATMAP_CELL = (13, 30)  # pixels of a heatmap cell: 13 leaves room for every label, 30 is plenty
+HEATMAP_Y_AXIS = 90  # the query labels ('11 · 7') and their title, left of the first column
+HEATMAP_SPACING = 6
 
 
-def heatmap_columns(n_heads: int) -> int:
-    """Heatmaps per row: every head of a layer when there are at most HEATMAPS_PER_ROW, else the largest divisor
-    of n_heads up to it (8 heads: rows of 4), so each row holds heads of one layer; HEATMAPS_PER_ROW if none."""
-    if n_heads <= HEATMAPS_PER_ROW:
-        return max(n_heads, 1)
-    return next((c for c in range(HEATMAPS_PER_ROW, 1, -1) if n_heads % c == 0), HEATMAPS_PER_ROW)
+def heatmap_columns(n_heads: int, n_keys: int = 1, width: int = MAIN_WIDTH) -> int:
+    """Heatmaps per row: every head of a layer when there are at most HEATMAPS_PER_ROW and they fit `width` at the
+    smallest cell, else the largest divisor of n_heads that does (8 heads: rows of 4), so each row holds heads of
+    one layer; 1 when even one hardly fits."""
+
+    def fits(c: int) -> bool:
+        return HEATMAP_Y_AXIS + c * n_keys * HEATMAP_CELL[0] + (c - 1) * HEATMAP_SPACING <= width
+
+    limit = min(max(n_heads, 1), HEATMAPS_PER_ROW)
+    return next((c for c in range(limit, 1, -1) if n_heads % c == 0 and fits(c)), 1)
 
 
-def attention_heatmaps(df: pd.DataFrame) -> alt.FacetChart:
-    """ui.frames.attention_frame rows -> one heatmap per layer and head, layer by layer, at most HEATMAPS_PER_ROW
-    to a row (8 heads wrap into two rows of 4), each titled 'layer l · head h'."""
+def attention_heatmaps(df: pd.DataFrame, width: int = MAIN_WIDTH) -> alt.FacetChart:
+    """ui.frames.attention_frame rows -> one heatmap per layer and head, layer by layer, as many to a row as fit
+    `width` (the main area; at most HEATMAPS_PER_ROW, 8 heads wrap into two rows of 4), each titled
+    'layer l · head h', the colour legend (weight 0 to 1) above them, so nothing runs off the page at the right."""
     keys = list(df.sort_values("key")["key_label"].unique())
     queries = list(df.sort_values("query")["query_label"].unique())
-    columns = heatmap_columns(df["head"].nunique())
-    cell = min(max(HEATMAPS_WIDTH // (columns * max(len(keys), 1)), 13), 30)  # 13 px: room for every label
-    size = cell * max(len(keys), 1)
+    n_keys = max(len(keys), 1)
+    columns = heatmap_columns(df["head"].nunique(), n_keys, width)
+    room = (width - HEATMAP_Y_AXIS - (columns - 1) * HEATMAP_SPACING) // (columns * n_keys)
+    cell = min(max(room, HEATMAP_CELL[0]), HEATMAP_CELL[1])
+    size = cell * n_keys
     axis = {"labelOverlap": False, "labelFontSize": 9 if cell < 16 else 11}  # every row and column named
     panels = df.assign(panel="layer " + df["layer"].astype(str) + " · head " + df["head"].astype(str))
     order = list(dict.fromkeys(panels.sort_values(["layer", "head"], kind="stable")["panel"]))
+    legend = alt.Legend(orient="top", direction="horizontal", gradientLength=160, title="attention weight")
     return (
         alt.Chart(panels)
         .mark_rect(stroke="white", strokeWidth=0.5)
         .encode(
             x=alt.X("key_label:O", sort=keys, title="key (position · token)", axis=alt.Axis(labelAngle=-90, **axis)),
             y=alt.Y("query_label:O", sort=queries, title="query (position · token)", axis=alt.Axis(**axis)),
-            color=alt.Color("weight:Q", scale=WEIGHTS, title="weight"),
+            color=alt.Color("weight:Q", scale=WEIGHTS, title="weight", legend=legend),
             tooltip=[
                 alt.Tooltip("layer:O"),
                 alt.Tooltip("head:O"),
@@ -217,7 +234,7 @@ def attention_heatmaps(df: pd.DataFrame) -> alt.FacetChart:
         .facet(
             facet=alt.Facet("panel:N", sort=order, header=alt.Header(labelFontSize=13), title=None),
             columns=columns,
-            spacing=6,
+            spacing=HEATMAP_SPACING,
         )
     )
 
@@ -343,6 +360,6 @@ def length_curves(
         layers.insert(0, shaded)
     return (
         alt.layer(*layers, data=df)
-        .properties(width=(190 if columns < 5 else 135) if len(encodings) > 1 else 520, height=220)
-        .facet(facet=alt.Facet("encoding:N", title=None, sort=encodings), columns=columns)
+        .properties(width=panel_width(min(columns, len(encodings))) if len(encodings) > 1 else 520, height=220)
+        .facet(facet=alt.Facet("encoding:N", title=None, sort=encodings), columns=columns, spacing=FACET_SPACING)
     )
