@@ -72,3 +72,116 @@ def test_science_page_renders_formulas_as_math_and_redraws_the_sqrt_dk_table_fro
     rows = scaling_statistics(*science.SCALING_KEY)
     assert table.equals(scaling_table(rows))
     assert "numerics version 3" not in "\n".join(docs.read(name) for name in docs.FILES)
+
+
+# --- the README a newcomer reads, and the docs pages behind it (issue 29.8) ----------------------------------
+
+README = ROOT / "README.md"
+LOCAL_LINK = re.compile(r"\]\((?!https?://)([^)#\s]+)(#[^)\s]+)?\)")
+N_PAGES = len([p for p in (ROOT / "app_pages").glob("*.py") if p.name != "__init__.py"])
+
+
+def shipped_text() -> dict[str, str]:
+    """The README and every docs file, by name."""
+    return {"README.md": README.read_text(encoding="utf-8")} | {
+        f"docs/{p.name}": p.read_text(encoding="utf-8") for p in sorted(docs.DOCS_DIR.glob("*.md"))
+    }
+
+
+def test_every_docs_file_is_on_the_science_page_and_linked_from_both_indexes():
+    on_disk = {p.name for p in docs.DOCS_DIR.glob("*.md")}
+    assert set(docs.FILES) == on_disk  # a new docs file is shown, not forgotten
+    readme_links = {t for t, _ in LOCAL_LINK.findall(README.read_text())}
+    index_links = {t for t, _ in LOCAL_LINK.findall(docs.read("README.md"))}
+    assert {f"docs/{name}" for name in on_disk} <= readme_links, sorted(on_disk - {t[5:] for t in readme_links})
+    assert on_disk - {"README.md"} <= index_links, sorted(on_disk - index_links - {"README.md"})
+
+
+def test_the_readmes_links_land_on_files_and_sections_that_exist():
+    for target, anchor in LOCAL_LINK.findall(README.read_text()):
+        path = ROOT / target
+        assert path.exists(), target
+        if anchor and target.endswith(".md"):
+            assert anchor[1:] in docs.anchors(path.read_text(encoding="utf-8")), (target, anchor)
+
+
+def test_the_readme_tours_every_page_and_every_page_count_agrees_with_app_pages():
+    from ui.nav import PAGES
+
+    text = README.read_text()
+    assert N_PAGES == len(PAGES)
+    table = text[text.index("| section | page |") :].split("\n\n")[0].splitlines()[2:]
+    assert [line.split("|")[2].strip() for line in table] == [p.title for p in PAGES]
+    for name, body in shipped_text().items():
+        for n in re.findall(r"\b(\d+) pages\b", body):
+            assert int(n) == N_PAGES, f"{name} says {n} pages; app_pages/ has {N_PAGES}"
+
+
+def test_the_readme_opens_with_the_two_commands_and_the_torch_cpu_build_pinned_in_requirements_dev():
+    text = README.read_text()
+    pin = re.search(r"^torch==([\w.]+)$", (ROOT / "requirements-dev.txt").read_text(), re.M).group(1)
+    top = text[: text.index("\n## ")]
+    assert "pip install -r requirements.txt && streamlit run dashboard.py" in top
+    assert f"pip install torch=={pin} --index-url https://download.pytorch.org/whl/cpu" in top
+    assert "pip install -r requirements-dev.txt && python -m pytest" in top
+    assert "second terminal" in top.lower() or "terminal 2" in top.lower()  # streamlit run keeps the first one
+    assert "-r requirements-dev.txt && python -m pytest" in (ROOT / ".ci" / "run").read_text()  # CI runs it
+
+
+def test_nothing_shipped_types_a_test_count_or_a_suite_time_that_goes_stale():
+    stale = re.compile(r"\d[\d,]* (passed|tests? (passed|in))|\d+ min \d+ s", re.I)
+    assert {name: stale.findall(body) for name, body in shipped_text().items() if stale.search(body)} == {}
+
+
+def test_every_benchmark_script_is_named_by_the_readme_and_every_named_script_exists():
+    text = README.read_text()
+    scripts = {p.name for p in (ROOT / "benchmarks").glob("*.py") if not p.name.startswith("_")}
+    named = set(re.findall(r"`(?:python benchmarks/)?(\w+\.py)`", text)) | set(
+        re.findall(r"benchmarks/(\w+\.py)", text)
+    )
+    assert scripts <= named, sorted(scripts - named)
+    for name, body in shipped_text().items():
+        for script in re.findall(r"benchmarks/(\w+\.py)", body):
+            assert (ROOT / "benchmarks" / script).is_file(), (name, script)
+
+
+def test_docs_rendered_on_the_science_page_hold_no_image_it_could_not_show():
+    """st.markdown cannot load a relative image path, so the screenshots stay in the README."""
+    assert [name for name in docs.FILES if re.search(r"!\[[^\]]*\]\(", docs.read(name))] == []
+
+
+def test_a_heading_inside_a_code_block_is_not_a_section():
+    text = "# Title\n\n```bash\n# a shell comment\npython x.py\n```\n\n## After\nbody"
+    assert docs.anchors(text) == ["title", "after"]
+    assert [title for _, title, _ in docs.sections(text)] == ["Title", "After"]
+    assert "# a shell comment" in docs.sections(text)[0][2]
+
+
+def test_the_kernel_family_is_tied_to_the_instruction_set_and_the_environment_not_the_vendor():
+    """Issue 29.2: an AMD EPYC runs SkylakeX kernels where it has AVX-512; Haswell kernels there were forced."""
+    for name, body in shipped_text().items():
+        for sentence in re.split(r"(?<=[.;])\s+", " ".join(body.split())):
+            if "Haswell" in sentence and "EPYC" in sentence:
+                assert "OPENBLAS_CORETYPE" in sentence, (name, sentence)
+
+
+@pytest.mark.parametrize(
+    "claim",
+    [
+        "2L + 1 trained rows",  # only 2L rows are trained (issue 28.5)
+        "fixed distance back (L + 1)",  # copy reads L back
+        "show nothing",  # scaling and LN: no difference at 2 blocks and d_k = 8, not "nothing"
+        "change nothing",
+        "0.36 and\n0.19",  # every-position figures once quoted "at the query"
+        "0.36 and 0.19",
+        "all 15 pages",
+    ],
+)
+def test_no_page_or_docs_file_makes_a_claim_the_runs_do_not_support(claim):
+    shown = shipped_text() | {p.name: p.read_text() for p in (ROOT / "app_pages").glob("*.py")}
+    assert [name for name, body in shown.items() if claim in body] == []
+
+
+def test_the_training_docs_say_how_each_range_mode_weights_the_lengths():
+    text = " ".join(docs.read("training.md").split())
+    assert "long sequences dominate" in text and "each length counts equally" in text

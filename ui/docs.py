@@ -13,9 +13,12 @@ from pathlib import Path
 import streamlit as st
 
 DOCS_DIR = Path(__file__).resolve().parents[1] / "docs"
-FILES = ("README.md", "model.md", "training.md", "experiments.md", "interventions.md")  # the Science page's order
+SCIENCE = ("README.md", "model.md", "training.md", "experiments.md", "interventions.md")
+REFERENCE = ("architecture.md", "cli.md", "store.md", "hosting.md", "serving.md", "reproducibility.md", "benchmarks.md")
+FILES = SCIENCE + REFERENCE  # the Science page's order: the science, then how the lab is built and run
 PAGE = "science"  # the Science page's URL path (ui/nav.py)
 _HEADING = re.compile(r"^(#{1,3}) (.+)$")
+_FENCE = re.compile(r"^\s*(```|~~~)")
 _DOC_LINK = re.compile(r"\]\(([\w-]+\.md)(#[\w-]+)?\)")
 
 
@@ -29,9 +32,19 @@ def read(name: str) -> str:
     return (DOCS_DIR / name).read_text(encoding="utf-8")
 
 
+def _headings(lines: list[str]) -> list[re.Match | None]:
+    """Per line, its heading match, or None; a '# comment' inside a fenced code block is not a heading."""
+    out, fenced = [], False
+    for line in lines:
+        if _FENCE.match(line):
+            fenced = not fenced
+        out.append(None if fenced else _HEADING.match(line))
+    return out
+
+
 def anchors(text: str) -> list[str]:
     """The anchors of a docs file's headings, in order."""
-    return [slug(m.group(2)) for line in text.splitlines() if (m := _HEADING.match(line))]
+    return [slug(m.group(2)) for m in _headings(text.splitlines()) if m]
 
 
 def all_anchors() -> set[str]:
@@ -50,8 +63,8 @@ def in_page_links(text: str) -> str:
 def sections(text: str) -> list[tuple[int, str, str]]:
     """A docs file as (level, heading, markdown body) triples; level 0 for text before the first heading."""
     out, level, title, body = [], 0, "", []
-    for line in text.splitlines():
-        m = _HEADING.match(line)
+    lines = text.splitlines()
+    for line, m in zip(lines, _headings(lines), strict=True):
         if m:
             if title or any(s.strip() for s in body):
                 out.append((level, title, "\n".join(body).strip()))
