@@ -22,7 +22,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from attncore.config import RunConfig, make_run  # noqa: E402
 from attncore.evaluate import EvalResult  # noqa: E402
+from attncore.model import count_params  # noqa: E402
 from attncore.snapshots import snapshot_steps, unstack  # noqa: E402
+from attncore.tasks import N_TEST  # noqa: E402
 from lab import store  # noqa: E402
 from lab.store import backend as entries
 from lab.store import codec
@@ -34,7 +36,9 @@ SMALL = dict(steps=10, d_model=8, n_heads=2, n_layers=1, d_ff=8)  # a fake entry
 def fake_record(run: RunConfig) -> store.RunRecord:
     """A record with the right shapes for `run` and made-up numbers (nothing is trained)."""
     arrays = {name: np.zeros(shape, dtype=dtypes[0]) for name, (shape, dtypes) in codec.expected_arrays(run).items()}
-    ev = EvalResult(0.5, 0.25, 0.25, 250, 0.25, 250, 0.01)
+    n_distinct = codec._n_distinct(run.task)  # the counts a stored record must hold (codec.check_values)
+    n_repeated = N_TEST - n_distinct
+    ev = EvalResult(0.5, 0.25, 0.25, n_distinct, 0.25 if n_repeated else float("nan"), n_repeated, 0.01)
     snaps = {k.removeprefix(codec.SNAPSHOT_PREFIX): arrays.pop(k) for k in list(arrays) if k.startswith("snapshots.")}
     snaps["step"] = np.array(snapshot_steps(run.train.steps))
     return store.RunRecord(
@@ -43,7 +47,7 @@ def fake_record(run: RunConfig) -> store.RunRecord:
         final_loss=1.0,
         eval=ev,
         train_seconds=0.1,
-        n_params=0,
+        n_params=count_params(run.model),
         probe_tokens=arrays.pop("probe_tokens"),
         probe_attention=arrays.pop("probe_attention"),
         params={k.removeprefix(codec.PARAM_PREFIX): v for k, v in arrays.items()},

@@ -1,4 +1,4 @@
-"""The `cache` command: list, clear, check [--repair], export FILE [filters], import FILE.
+"""The `cache` command: list, clear, check [--repair [--drop-unverified]], sign, export FILE [filters], import FILE.
 
 Every failure is one line on stderr with exit code 2 (a check that finds damage without --repair exits 1).
 """
@@ -14,12 +14,21 @@ from lab import formats
 
 def register(sub) -> None:
     c = sub.add_parser("cache", help="list, clear, check, export or import the stored runs")
-    actions = c.add_subparsers(dest="action", required=True, metavar="{list,clear,check,export,import}")
+    actions = c.add_subparsers(dest="action", required=True, metavar="{list,clear,check,sign,export,import}")
     ls = actions.add_parser("list", help="the stored runs of this numerics version")
     ls.add_argument("--json", action="store_true", help="print the summaries as one JSON list")
     actions.add_parser("clear", help="delete every stored run")
     check = actions.add_parser("check", help="verify every entry's digests; --repair deletes what fails")
     check.add_argument("--repair", action="store_true", help="delete damaged entries and leftovers, rebuild the index")
+    check.add_argument(
+        "--drop-unverified",
+        action="store_true",
+        help="with --repair: also delete the runs not signed with ATTNCORE_CACHE_KEY (kept by default)",
+    )
+    actions.add_parser(
+        "sign",
+        help="re-seal the runs not signed with ATTNCORE_CACHE_KEY under it (after a key change: only your own runs)",
+    )
     export = actions.add_parser("export", help="write stored runs to one bundle file (no pickle)")
     export.add_argument("file", help="the bundle to write, e.g. runs.zip ('-' for stdout)")
     export.add_argument("--preset", help="only the stored runs of this preset: article, accuracy, ablations, smoke")
@@ -115,19 +124,54 @@ def cmd_import(a) -> int:
     return 0
 
 
+def _unverified_line(n: int, size: int) -> str:
+    return (
+        f"{formats.count(n, 'stored run')} ({size / 2**20:,.1f} MB) {'is' if n == 1 else 'are'} not signed with "
+        "this store's ATTNCORE_CACHE_KEY (the key changed, or was set on an unkeyed store): kept but not served; "
+        "`cache sign` re-seals them under the key, `cache check --repair --drop-unverified` deletes them"
+    )
+
+
 def cmd_check(a) -> int:
     from lab.store import cache_dir, check_store
 
-    report = check_store(repair=a.repair)
+    if a.drop_unverified and not a.repair:
+        return _fail("--drop-unverified: only with --repair")
+    report = check_store(repair=a.repair, drop_unverified=a.drop_unverified)
     verb = "deleted (recomputed when next asked for)" if a.repair else "found"
     print(f"{report['ok']} runs whole in {cache_dir()}; {report['other_version']} of other numerics versions")
     for path, problem in report["damaged"]:
         print(f"damaged, {verb}: {path}: {problem}")
+    if report["unverified"]:
+        if a.drop_unverified:
+            print(f"deleted {formats.count(len(report['unverified']), 'run')} not signed with ATTNCORE_CACHE_KEY")
+        else:
+            n = len(report["unverified"])
+            print(f"unverified, kept: {formats.count(n, 'run')} not signed with this store's ATTNCORE_CACHE_KEY")
+            print("  `cache sign` re-seals them under the key, `cache check --repair --drop-unverified` deletes them")
     if report["leftovers"]:
         print(f"{report['leftovers']} leftover temporary or lock files{' removed' if a.repair else ''}")
     if report["func_code"]:
         print("rewrote joblib's func_code.py")
-    return 1 if report["damaged"] and not a.repair else 0
+    return 1 if (report["damaged"] or report["unverified"]) and not a.repair else 0
+
+
+def cmd_sign(a) -> int:
+    from lab.store import cache_dir, sign_store
+
+    try:
+        report = sign_store()
+    except ValueError as exc:
+        return _fail(str(exc))
+    except OSError as exc:
+        return _fail(f"cannot sign in {cache_dir()} ({exc.strerror or type(exc).__name__})")
+    print(
+        f"signed {formats.count(report['signed'], 'run')} with ATTNCORE_CACHE_KEY in {cache_dir()} "
+        f"({report['already']:,} already were)"
+    )
+    for path, problem in report["left"]:
+        print(f"left unsigned: {path}: {problem}")
+    return 0
 
 
 def cmd_cache(a) -> int:
@@ -139,13 +183,20 @@ def cmd_cache(a) -> int:
         return cmd_import(a)
     if a.action == "check":
         return cmd_check(a)
+    if a.action == "sign":
+        return cmd_sign(a)
     if a.action == "clear":
         try:
             print(f"removed {formats.count(clear_cache(), 'run')} from {cache_dir()}")
         except OSError as exc:
             return _fail(f"cannot clear {cache_dir()} ({exc.strerror or type(exc).__name__})")
         return 0
+    from lab.store import unverified_runs
+
     summaries = list_cached()
+    n_unverified, unverified_size = unverified_runs()
+    if n_unverified:
+        print(f"warning: {_unverified_line(n_unverified, unverified_size)}", file=sys.stderr)
     if a.json:
         print(json.dumps(summaries))
         return 0

@@ -135,3 +135,25 @@ def test_home_tables_name_the_seeds_they_hold_and_the_run_list_only_what_varies(
     assert "scaling" in listed.columns and "d_model" not in listed.columns and "lr" not in listed.columns
     shared = f"Every stored run has learned position, pre-LN, lr 3e-3, {STEPS:,} steps, batch 32, d=32, 4 heads"
     assert shared in texts(at.caption)
+
+
+def test_a_changed_key_keeps_every_run_and_home_says_how_many_it_affects(empty_store, monkeypatch):
+    """Issue 27.1: the server's startup `cache check --repair` under another ATTNCORE_CACHE_KEY deletes nothing;
+    Home counts only the runs it can verify, and says why the others are not served and what to do."""
+    from lab.store import codec
+
+    monkeypatch.setenv(codec.KEY_VAR, "the old key")
+    for run in SHORT:
+        store.get_run(run)
+    func_dir = store._Entry(SHORT[0]).func_dir
+    before = sorted(p for p in func_dir.rglob("*") if p.is_file())
+    monkeypatch.setenv(codec.KEY_VAR, "a new key")
+    at = app()  # a fresh server: checks the store once
+    assert sorted(p for p in func_dir.rglob("*") if p.is_file()) == before
+    assert metric(at, "Runs in the cache") == "0"
+    said = texts(at.warning)
+    assert "3 stored runs are not signed with this server's ATTNCORE_CACHE_KEY" in said
+    assert "cache sign" in said and "--drop-unverified" in said
+    assert store.sign_store()["signed"] == 3
+    at = app()
+    assert metric(at, "Runs in the cache") == "3" and "not signed" not in texts(at.warning)

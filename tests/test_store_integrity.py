@@ -184,9 +184,14 @@ def test_with_a_key_a_forged_entry_is_refused_without_it_it_is_served(cache, mon
     with pytest.warns(store.CacheWarning, match="not signed"):
         assert_same_record(genuine, store.get_run(run, callback))
     assert len(steps) == STEPS
+    assert not store.is_cached(run) and store.unverified_runs()[0] == 2  # both unsigned: kept, never served (27.1)
     forge(entry_dir(run), forged_meta, forged_data, "a guessed key", monkeypatch)
     with pytest.warns(store.CacheWarning, match="not signed"):
         assert_same_record(genuine, store.get_run(run))
+    assert store.check_store(repair=True)["unverified"] and store.unverified_runs()[0] == 2  # a repair keeps them
+    assert len(store.check_store(repair=True, drop_unverified=True)["unverified"]) == 2  # deleted when asked to
+    assert store.unverified_runs() == (0, 0)
+    assert_same_record(genuine, store.get_run(run))  # computed and stored with the key
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # rewritten with the key: served
         assert_same_record(genuine, store.get_run(run))

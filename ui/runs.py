@@ -17,7 +17,7 @@ from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_r
 from attncore import RunConfig
 from attncore.evaluate import EvalResult, LengthResult, evaluate_lengths
 from attncore.inspect import evaluate_ablated
-from lab.store import RunRecord, is_cached, list_cached, pin_view, stored_run
+from lab.store import RunRecord, is_cached, list_cached, pin_view, stored_run, unverified_runs
 from ui import bundles, live, sweeps
 from ui.limits import BusyError, limits, training_slot
 from ui.metered import memo, metered
@@ -67,6 +67,20 @@ def _show(runs: Sequence[RunConfig]) -> None:
     if new and holder:
         view.update(new)
         pin_view(holder, list(view.values()))
+
+
+def unverified_notice() -> str | None:
+    """What Home says when stored runs are not signed with this server's ATTNCORE_CACHE_KEY (kept, not served)."""
+    n, size = unverified_runs()
+    if not n:
+        return None
+    return (
+        f"**{n:,} stored run{'s are' if n != 1 else ' is'} not signed with this server's ATTNCORE_CACHE_KEY** "
+        f"({size / 2**20:,.1f} MB): the key changed, or was set on a store sealed without one. They are kept but "
+        "not served, nor counted here. On the server, `python -m attncore cache sign` re-seals them under the "
+        "current key (only if they are your own runs); `python -m attncore cache check --repair "
+        "--drop-unverified` deletes them."
+    )
 
 
 def cached(run: RunConfig) -> RunRecord | None:

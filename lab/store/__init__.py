@@ -2,15 +2,17 @@
 
 A run's key is its full config plus NUMERICS_VERSION; joblib stores it through the store's backend (arrays
 and sealed JSON, never pickle). An entry that fails its checks is reported (CacheWarning), recomputed and
-rewritten. The parts, each importing only those below it:
+rewritten; one that is whole but not signed with the current ATTNCORE_CACHE_KEY is untrusted, not damaged:
+kept, never served, evicted or overwritten, until `cache sign` adopts it or `--drop-unverified` deletes it.
+The parts, each importing only those below it:
 
     record   what one run is (RunRecord, compute_run, NUMERICS_VERSION); attncore only
     codec    a record as data: .npz + sealed JSON sidecar, checked on read
     backend  joblib's store backend writing that format; per-run locks
     index    index.json and the size cap (LRU eviction)
     pins     the runs the visitors' views show, kept from eviction while fresh
-    check    `cache check [--repair]` over every entry
-    (this module) the store's API: get_run, is_cached, list_cached, put_run, clear_cache, check_store
+    check    `cache check [--repair]` and `cache sign` over every entry
+    (this module) the store's API: get_run, is_cached, list_cached, put_run, clear_cache, check_store, sign_store
 
 It may import attncore, lab.presets (the article's runs, never evicted) and joblib; never lab's sweeps,
 tables or comparisons, which build on it. The cached function lives here so that its joblib identity
@@ -50,7 +52,9 @@ __all__ = [
     "put_run",
     "remove_runs",
     "stored_bytes",
+    "sign_store",
     "stored_run",
+    "unverified_runs",
 ]
 
 ENV_VAR = "ATTNCORE_CACHE_DIR"
@@ -101,13 +105,28 @@ class _Entry:
         self.func_dir = Path(self.func.store_backend.location, self.func.func_id)
         self.path = self.func_dir / self.call_id[1]
         self.lock_path = self.location / "locks" / f"{self.call_id[1]}.lock"
+        self.unverified = False  # set by read(): whole, but not signed with the current key
 
     def read(self, warn: bool) -> RunRecord | None:
-        """The stored record if every check passes; None if absent; None with a CacheWarning if damaged."""
+        """The stored record if every check passes; None if absent; None with a CacheWarning if damaged or
+        unverified (whole, but not signed with the current key: then self.unverified is set)."""
+        self.unverified = False
         if not (self.path / backend.SIDECAR_FILE).exists() and not (self.path / backend.RECORD_FILE).exists():
             return None
         try:
             record, meta = backend.read_entry(self.path, NUMERICS_VERSION, self.args[0])
+        except codec.UnverifiedError:
+            self.unverified = True
+            if warn:
+                warnings.warn(
+                    f"cache entry {self.path} for {describe(self.run)} is not signed with this store's "
+                    f"{codec.KEY_VAR} (the key changed, or was set on an unkeyed store): kept but not served, so "
+                    "the run is computed again and not stored; `python -m attncore cache sign` adopts such runs, "
+                    "`cache check --repair --drop-unverified` deletes them",
+                    CacheWarning,
+                    stacklevel=4,
+                )
+            return None
         except codec.RecordError as exc:
             if warn:
                 warnings.warn(
@@ -222,12 +241,15 @@ def get_run(
     *,
     location: Path | str | None = None,
     keep=(),
+    max_bytes: int | None = None,
 ) -> RunRecord:
     """The run from the store, computed and stored first if needed.
 
     callback(step, loss) is only called when this call actually trains. `location` overrides
     cache_dir() (sweep workers get the caller's). A store that cannot be written still returns the run.
-    The size cap applied after storing never evicts this run nor those in `keep` (the rest of its sweep).
+    The size cap applied after storing (`max_bytes`, the caller's cap, else max_store_bytes()) never evicts
+    this run nor those in `keep` (the rest of its sweep or view). An entry of this run that is whole but not
+    signed with the current key is left as it is: the run is computed and returned, not stored over it.
     """
 
     try:
@@ -247,12 +269,14 @@ def get_run(
         record = entry.read(warn=not warned)  # another process may have stored it while we waited
         if record is not None:
             return record
+        if entry.unverified:  # another key's run is the operator's to adopt or drop, never overwritten here
+            return compute_run(run, callback)
         record = entry.compute(callback)
     meta = entry.stored()
     if meta is not None:
         try:
             index.update(entry.location, entry.func_dir, {entry.path.name: index.describe_entry(entry.path, meta)})
-            enforce_cap(location=entry.location, keep=[run, *keep])
+            enforce_cap(max_bytes, location=entry.location, keep=[run, *keep])
         except OSError:
             pass  # the entry is whole; the index is rebuilt when next read
     return record
@@ -266,15 +290,29 @@ def stored_run(run: RunConfig, *, location: Path | str | None = None) -> RunReco
         return None
 
 
-def put_run(record: RunRecord, *, location: Path | str | None = None) -> None:
-    """Store a record checked elsewhere (a bundle's), as joblib would have; OSError if the store refuses it."""
+def put_run(record: RunRecord, *, location: Path | str | None = None, replace: bool = True) -> bool:
+    """Store a record checked elsewhere (a bundle's), as joblib would have; OSError if the store refuses it.
 
+    With replace=False an entry already there (whole, or whole but not signed with the current key) is left
+    as it is. True when this call wrote the entry.
+    """
     entry = _Entry(record.config, location)
     meta, data = codec.encode(record)
     meta["numerics_version"] = NUMERICS_VERSION
     with backend.locked(entry.lock_path):
+        if not replace and (entry.stored() is not None or _unsigned(entry)):
+            return False
         backend.write_entry(entry.path, meta, data)
     index.update(entry.location, entry.func_dir, {entry.path.name: index.describe_entry(entry.path, meta)})
+    return True
+
+
+def _unsigned(entry: _Entry) -> bool:
+    """Whether the entry's sidecar is whole but not signed with the current key (kept for the operator)."""
+    try:
+        return not codec.open_seal(backend.read_sidecar(entry.path))[1]
+    except (OSError, codec.RecordError):
+        return False
 
 
 def remove_runs(runs, *, location: Path | str | None = None) -> None:
@@ -303,29 +341,56 @@ def _func_dir(location: Path) -> Path:
     return Path(func.store_backend.location, func.func_id)
 
 
+def _lines(location: Path) -> dict:
+    try:
+        return index.read(location, _func_dir(location))
+    except OSError:
+        return {}
+
+
 def list_cached(*, location: Path | str | None = None) -> list[dict]:
     """Summaries (RunRecord.summary()) of the stored runs of this NUMERICS_VERSION, oldest first.
 
-    Reads the store's index (re-read only when it changed; rebuilt from the sidecars if damaged).
+    Reads the store's index (re-read only when it changed; rebuilt from the sidecars if damaged). Runs not
+    signed with the current key are left out (unverified_runs counts them).
     """
-
     location = Path(location) if location is not None else cache_dir()
-    try:
-        found = index.read(location, _func_dir(location))
-    except OSError:
-        return []
+    found = _lines(location)
     mine = [e for e in found.values() if e.get("v") == NUMERICS_VERSION and isinstance(e.get("summary"), dict)]
+    mine = [e for e in mine if not e.get("unverified")]
     return [e["summary"] for e in sorted(mine, key=lambda e: e.get("created") or 0)]
 
 
 def stored_bytes(*, location: Path | str | None = None) -> int:
     """Bytes on disk of the stored runs of this NUMERICS_VERSION, from the index (what a bundle of them weighs)."""
     location = Path(location) if location is not None else cache_dir()
-    try:
-        found = index.read(location, _func_dir(location))
-    except OSError:
-        return 0
-    return sum(int(e.get("bytes") or 0) for e in found.values() if e.get("v") == NUMERICS_VERSION)
+    found = _lines(location).values()
+    return sum(int(e.get("bytes") or 0) for e in found if e.get("v") == NUMERICS_VERSION and not e.get("unverified"))
+
+
+def unverified_runs(*, location: Path | str | None = None) -> tuple[int, int]:
+    """(count, bytes) of the stored entries that are whole but not signed with the current ATTNCORE_CACHE_KEY.
+
+    They are kept, never served nor evicted: `cache sign` re-seals them under the key, `cache check --repair
+    --drop-unverified` deletes them.
+    """
+    location = Path(location) if location is not None else cache_dir()
+    found = [e for e in _lines(location).values() if e.get("unverified")]
+    return len(found), sum(int(e.get("bytes") or 0) for e in found)
+
+
+def sign_store(*, location: Path | str | None = None) -> dict:
+    """Re-seal under the current ATTNCORE_CACHE_KEY every entry whose only fault is its signature (lab.store.check).
+
+    Returns {"signed": n, "already": n, "left": [(folder, why)]}; ValueError when no key is set.
+    """
+    if not os.environ.get(codec.KEY_VAR):
+        raise ValueError(f"{codec.KEY_VAR} is not set: there is no key to sign with")
+    location = Path(location) if location is not None else cache_dir()
+    func = _memorized(str(location))
+    return check.sign(
+        location, _func_dir(location), NUMERICS_VERSION, lambda config: func._get_args_id(config, NUMERICS_VERSION)
+    )
 
 
 def clear_cache(*, location: Path | str | None = None) -> int:
@@ -344,11 +409,13 @@ def clear_cache(*, location: Path | str | None = None) -> int:
     return n
 
 
-def check_store(repair: bool = False, *, location: Path | str | None = None) -> dict:
+def check_store(repair: bool = False, *, location: Path | str | None = None, drop_unverified: bool = False) -> dict:
     """Verify every entry (sidecar seal, config, digest); with repair, delete what fails and rebuild the index.
 
-    Returns {"ok": n, "damaged": [folders], "other_version": n, "leftovers": n, "func_code": rewritten?}.
-    Damaged entries are recomputed when next asked for; leftovers are temporary files and unused locks.
+    Returns {"ok": n, "damaged": [(folder, why)], "unverified": [(folder, why)], "other_version": n,
+    "leftovers": n, "func_code": rewritten?}. Damaged entries are recomputed when next asked for; unverified
+    ones (whole, not signed with the current key) are kept, unless drop_unverified (with repair) deletes them;
+    leftovers are temporary files and unused locks.
     """
 
     location = Path(location) if location is not None else cache_dir()
@@ -359,6 +426,7 @@ def check_store(repair: bool = False, *, location: Path | str | None = None) -> 
         NUMERICS_VERSION,
         repair,
         lambda config: func._get_args_id(config, NUMERICS_VERSION),
+        drop_unverified=drop_unverified,
     )
     report["func_code"] = backend.repair_func_code(func) if repair else False
     return report

@@ -6,6 +6,8 @@ them, so a reader sees a whole entry or none. Nothing here unpickles: see lab.co
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 import threading
 import uuid
@@ -78,14 +80,21 @@ def _read_capped(path: Path, limit: int) -> bytes:
     return path.read_bytes()
 
 
-def read_meta(path: Path, numerics_version: int, config: dict | None = None) -> dict:
-    """The entry's checked sidecar meta (seal, format, version, config, declared shapes); RecordError otherwise."""
+def read_sidecar(path: Path) -> bytes:
+    """The entry folder's sidecar bytes (OSError if absent; RecordError beyond MAX_SIDECAR_BYTES)."""
+    return _read_capped(path / SIDECAR_FILE, MAX_SIDECAR_BYTES)
+
+
+def read_meta(path: Path, numerics_version: int, config: dict | None = None, *, unsigned: bool = False) -> dict:
+    """The entry's checked sidecar meta (seal, format, version, config, declared shapes, the numbers' ranges);
+    RecordError otherwise (UnverifiedError when whole but not signed with the current key, unless `unsigned`)."""
     try:
         text = _read_capped(path / SIDECAR_FILE, MAX_SIDECAR_BYTES)
     except OSError as exc:
         raise codec.RecordError(f"no readable sidecar ({exc.strerror or type(exc).__name__})") from None
-    meta = codec.unseal(text)
-    codec.check_meta(meta, numerics_version, config)
+    meta = codec.open_seal(text)[0] if unsigned else codec.unseal(text)
+    run = codec.check_meta(meta, numerics_version, config)
+    codec.check_values(meta, run, stored=True)
     return meta
 
 
@@ -99,12 +108,11 @@ def read_entry(path: Path, numerics_version: int, config: dict | None = None):
     return codec.decode(meta, data, numerics_version, config), meta
 
 
-def read_verified(path: Path, numerics_version: int, config: dict | None = None) -> tuple[dict, bytes]:
+def read_verified(
+    path: Path, numerics_version: int, config: dict | None = None, *, unsigned: bool = False
+) -> tuple[dict, bytes]:
     """(meta, npz bytes) when the sidecar holds and the bytes' digest matches it (no parsing); RecordError otherwise."""
-    import hashlib
-    import hmac
-
-    meta = read_meta(path, numerics_version, config)
+    meta = read_meta(path, numerics_version, config, unsigned=unsigned)
     try:
         data = _read_capped(path / RECORD_FILE, meta["npz_bytes"])
     except OSError:
@@ -114,9 +122,9 @@ def read_verified(path: Path, numerics_version: int, config: dict | None = None)
     return meta, data
 
 
-def verify_entry(path: Path, numerics_version: int, config: dict | None = None) -> dict:
+def verify_entry(path: Path, numerics_version: int, config: dict | None = None, *, unsigned: bool = False) -> dict:
     """The meta when the sidecar holds and the array file's digest matches it (no parsing); RecordError otherwise."""
-    return read_verified(path, numerics_version, config)[0]
+    return read_verified(path, numerics_version, config, unsigned=unsigned)[0]
 
 
 class RunBackend(FileSystemStoreBackend):

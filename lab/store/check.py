@@ -1,5 +1,8 @@
-"""`cache check [--repair]`: verify every stored entry, delete what fails (it is recomputed on demand), tidy up.
+"""`cache check [--repair]`: verify every stored entry, delete what fails (it is recomputed on demand), tidy up;
+`cache sign`: re-seal the entries whose only fault is not being signed with the current ATTNCORE_CACHE_KEY.
 
+An entry whose sidecar is whole but not signed with the current key is unverified, not damaged (a changed key,
+or a key set on an unkeyed store): never served, never deleted by a repair, unless asked (drop_unverified).
 Tidying removes temporary files older than TMP_AGE_SECONDS, lock files nobody holds, and rebuilds the index.
 """
 
@@ -19,22 +22,25 @@ except ImportError:
 TMP_AGE_SECONDS = 600  # a temporary file this old belongs to no write in progress
 
 
-def _entry_problem(path: Path, version: int, key_of) -> str | None:
-    """None for a whole entry of this version, 'other' for another version, else what is wrong."""
+def _entry_problem(path: Path, version: int, key_of) -> tuple[str, str] | None:
+    """None for a whole entry of this version, else (kind, what is wrong): kind 'other' for another numerics
+    version, 'unverified' for a whole sidecar not signed with the current key, 'damaged' for anything else."""
     try:
-        meta = codec.unseal((path / backend.SIDECAR_FILE).read_bytes())
+        meta, signed = codec.open_seal(backend.read_sidecar(path))
     except OSError:
-        return "no sidecar (an older layout, or a write that never finished)"
+        return "damaged", "no sidecar (an older layout, or a write that never finished)"
     except codec.RecordError as exc:
-        return str(exc)
+        return "damaged", str(exc)
+    if not signed:
+        return "unverified", f"not signed with this store's {codec.KEY_VAR} (sealed without it, or under another)"
     if meta.get("numerics_version") != version:
-        return "other"
+        return "other", "another numerics version"
     try:
         meta = backend.verify_entry(path, version)
     except codec.RecordError as exc:
-        return str(exc)
+        return "damaged", str(exc)
     if key_of(meta["config"]) != path.name:
-        return "the entry holds another run's config"
+        return "damaged", "the entry holds another run's config"
     return None
 
 
@@ -74,24 +80,27 @@ def _lock_held(path: Path) -> bool:
     return _probe_lock(path, remove=False) is True
 
 
-def check(location: Path, func_dir: Path, version: int, repair: bool, key_of) -> dict:
-    """The check's report; with repair, damaged entries deleted, leftovers removed, the index rebuilt."""
-    report = {"ok": 0, "other_version": 0, "damaged": [], "leftovers": 0}
+def check(location: Path, func_dir: Path, version: int, repair: bool, key_of, drop_unverified: bool = False) -> dict:
+    """The check's report; with repair, damaged entries deleted, leftovers removed, the index rebuilt.
+
+    Unverified entries are reported apart and kept, unless drop_unverified (with repair) deletes them too.
+    """
+    report = {"ok": 0, "other_version": 0, "damaged": [], "unverified": [], "leftovers": 0}
     old = time.time() - TMP_AGE_SECONDS
     for path in index.entry_dirs(func_dir):
         problem = _entry_problem(path, version, key_of)
-        if problem and problem.startswith("no sidecar") and _mtime(path) > old:
+        if problem and problem[1].startswith("no sidecar") and _mtime(path) > old:
             if _lock_held(location / "locks" / f"{path.name}.lock"):
                 continue  # a write in progress (arrays first, sidecar last, under the run's lock)
             if not (path / backend.RECORD_FILE).exists():
                 continue  # an empty folder (joblib's, a moment before the arrays): nothing to verify yet
         if problem is None:
             report["ok"] += 1
-        elif problem == "other":
+        elif problem[0] == "other":
             report["other_version"] += 1
         else:
-            report["damaged"].append((str(path), problem))
-            if repair:
+            report[problem[0]].append((str(path), problem[1]))
+            if repair and (problem[0] == "damaged" or drop_unverified):
                 shutil.rmtree(path, ignore_errors=True)
     for tmp in list(func_dir.glob(f"*/.*{backend.TMP_SUFFIX}")) + list(location.glob(f".*{backend.TMP_SUFFIX}")):
         try:
@@ -107,4 +116,33 @@ def check(location: Path, func_dir: Path, version: int, repair: bool, key_of) ->
             report["leftovers"] += 1
     if repair:
         index.rebuild_saved(location, func_dir)
+    return report
+
+
+def sign(location: Path, func_dir: Path, version: int, key_of) -> dict:
+    """Re-seal, under the current key, every entry of this version whose only fault is its signature.
+
+    Each entry is checked as a read checks it (digests, schema, the numbers' ranges, its config's key) before
+    its sidecar is rewritten, under the run's lock. Returns {"signed": n, "already": n, "left": [(folder, why)]}.
+    """
+    report = {"signed": 0, "already": 0, "left": []}
+    for path in index.entry_dirs(func_dir):
+        with backend.locked(location / "locks" / f"{path.name}.lock"):
+            try:
+                meta, signed = codec.open_seal(backend.read_sidecar(path))
+                if signed:
+                    report["already"] += 1
+                    continue
+                meta = backend.verify_entry(path, version, unsigned=True)
+                if key_of(meta["config"]) != path.name:
+                    raise codec.RecordError("the entry holds another run's config")
+                backend.write_atomic(path / backend.SIDECAR_FILE, codec.seal(meta).encode())
+            except OSError as exc:
+                report["left"].append((str(path), f"cannot be read or rewritten ({exc.strerror or exc})"))
+                continue
+            except codec.RecordError as exc:
+                report["left"].append((str(path), str(exc)))
+                continue
+        report["signed"] += 1
+    index.rebuild_saved(location, func_dir)
     return report

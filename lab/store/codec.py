@@ -40,6 +40,14 @@ class RecordError(ValueError):
     """Stored or uploaded run data that is damaged, forged, or not what it claims to be."""
 
 
+class UnverifiedError(RecordError):
+    """A sidecar whose own digest holds but whose HMAC does not verify under the current ATTNCORE_CACHE_KEY.
+
+    Untrusted, not damaged: sealed without a key or under another one (a changed key, a key set on an unkeyed
+    store). Such an entry is never served and never deleted automatically (`cache sign`, `--drop-unverified`).
+    """
+
+
 def _canonical(meta: dict) -> bytes:
     return json.dumps(meta, sort_keys=True, separators=(",", ":")).encode()
 
@@ -47,6 +55,12 @@ def _canonical(meta: dict) -> bytes:
 def _key() -> bytes | None:
     key = os.environ.get(KEY_VAR)
     return key.encode() if key else None
+
+
+def key_id() -> str:
+    """A short digest naming the current ATTNCORE_CACHE_KEY ('' when none is set); never the key itself."""
+    key = _key()
+    return hashlib.sha256(b"attnlab key id\0" + key).hexdigest()[:16] if key else ""
 
 
 def seal(meta: dict) -> str:
@@ -59,23 +73,33 @@ def seal(meta: dict) -> str:
     return json.dumps(sealed, sort_keys=True)
 
 
-def unseal(text: str | bytes) -> dict:
-    """The meta of a sidecar whose seal holds (and whose HMAC holds, when a key is set); else RecordError."""
+def open_seal(text: str | bytes) -> tuple[dict, bool]:
+    """(meta, signed) of a sidecar whose own SHA-256 holds; `signed`: its HMAC verifies under the current key
+    (always True when no key is set). RecordError when the text is unreadable or its digest does not match."""
     try:
         sealed = json.loads(text)
         meta, digest = sealed["meta"], sealed["sha256"]
         body = _canonical(meta)
-    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError, RecursionError) as exc:
         raise RecordError(f"unreadable sidecar ({type(exc).__name__})") from None
     if not isinstance(digest, str) or not hmac.compare_digest(digest, hashlib.sha256(body).hexdigest()):
         raise RecordError("the sidecar's digest does not match its content")
-    key = _key()
-    if key:
-        mac = sealed.get("hmac")
-        if not isinstance(mac, str) or not hmac.compare_digest(mac, hmac.new(key, body, hashlib.sha256).hexdigest()):
-            raise RecordError(f"the sidecar is not signed with this store's {KEY_VAR}")
     if not isinstance(meta, dict):
         raise RecordError("the sidecar's meta is not an object")
+    key, mac = _key(), sealed.get("hmac")
+    if not key:
+        return meta, True
+    return meta, isinstance(mac, str) and hmac.compare_digest(mac, hmac.new(key, body, hashlib.sha256).hexdigest())
+
+
+def unseal(text: str | bytes) -> dict:
+    """The meta of a sidecar whose seal holds and whose HMAC holds, when a key is set.
+
+    RecordError when damaged; UnverifiedError (a RecordError) when whole but not signed with the current key.
+    """
+    meta, signed = open_seal(text)
+    if not signed:
+        raise UnverifiedError(f"the sidecar is not signed with this store's {KEY_VAR}")
     return meta
 
 
@@ -212,41 +236,79 @@ def _n_distinct(task) -> int:
     return int(all_distinct(test_set(task)[:, : task.length]).sum())
 
 
-def check_values(meta: dict, run: RunConfig) -> None:
-    """An imported record's numbers are possible for its config; RecordError naming the first that is not.
+def _same(a, b) -> bool:
+    return a == b or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b))
 
-    Finite non-negative loss and times; accuracies from 0 to 1 (the subset accuracies None only when their
-    subset is empty); the test set's counts adding up to its N_TEST sequences; n_params the model's count.
-    """
-    e = meta["eval"]
-    if not _finite(meta["final_loss"]):
+
+def _check_numbers(v: dict, run: RunConfig, stored: bool) -> None:
+    """The record's scalars (the keys of RunRecord.summary(): final_loss, n_params, train_seconds, the eval's)."""
+    loss = v["final_loss"]
+    diverged = stored and isinstance(loss, float) and (math.isnan(loss) or loss == math.inf)
+    if not (diverged or _finite(loss)):
         raise RecordError("final_loss is not a finite number >= 0")
-    for name in ("train_seconds",):
-        if not _finite(meta[name], 0.0, 1e9):
+    for name in ("train_seconds", "eval_seconds"):
+        if not _finite(v[name], 0.0, 1e9):
             raise RecordError(f"{name} is not a number of seconds from 0 to 1e9")
-    if not _finite(e["eval_seconds"], 0.0, 1e9):
-        raise RecordError("eval_seconds is not a number of seconds from 0 to 1e9")
     for name in ("token_accuracy", "sequence_accuracy"):
-        if not _finite(e[name], 0.0, 1.0):
+        if not _finite(v[name], 0.0, 1.0):
             raise RecordError(f"{name} is not a number from 0 to 1")
     for kind in ("distinct", "repeated"):
-        n, acc = e[f"n_{kind}"], e[f"{kind}_accuracy"]
+        n, acc = v[f"n_{kind}"], v[f"{kind}_accuracy"]
         if not _count(n, 0, N_TEST):
             raise RecordError(f"n_{kind} is not a count from 0 to {N_TEST}")
         if (acc is None) != (n == 0) or (acc is not None and not _finite(acc, 0.0, 1.0)):
             raise RecordError(f"{kind}_accuracy is not a number from 0 to 1 (or empty when n_{kind} is 0)")
-    if e["n_distinct"] + e["n_repeated"] != N_TEST:
+    if v["n_distinct"] + v["n_repeated"] != N_TEST:
         raise RecordError(f"n_distinct + n_repeated is not the test set's {N_TEST} sequences")
-    if e["n_distinct"] != _n_distinct(run.task):
+    if v["n_distinct"] != _n_distinct(run.task):
         raise RecordError(f"n_distinct is not the count of the fixed test set's ({_n_distinct(run.task)})")
     n_params = sum(math.prod(shape) for shape in param_shapes(run.model).values())
-    if meta["n_params"] != n_params:
+    if v["n_params"] != n_params:
         raise RecordError(f"n_params is not the config's model's {n_params:,} parameters")
+    held_out = v.get("test_loss")
+    diverged = stored and isinstance(held_out, float) and (math.isnan(held_out) or held_out == math.inf)
+    if "test_loss" in v and not (diverged or _finite(held_out)):  # diverged weights score NaN, as their final loss
+        raise RecordError("test_loss is not a finite number >= 0")
+
+
+def _same(a, b) -> bool:
+    return a == b or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b))
+
+
+SUMMARY_NUMBERS = ("final_loss", "n_params", "train_seconds", *EVAL_FIELDS)
+
+
+def check_values(meta: dict, run: RunConfig, *, stored: bool = False) -> None:
+    """A record's numbers are possible for its config; RecordError naming the first that is not.
+
+    Finite non-negative loss and times; accuracies from 0 to 1 (the subset accuracies None only when their
+    subset is empty); the test set's counts adding up to its N_TEST sequences; n_params the model's count;
+    test_loss, where a record has one, finite and >= 0; the summary's numbers the record's. `stored` (a record
+    this store computed) also accepts a training that diverged (final loss NaN or infinite); an import does not.
+    """
+    values = {k: meta[k] for k in ("final_loss", "n_params", "train_seconds")}
+    values |= {k: meta["eval"][k] for k in EVAL_FIELDS}
+    for source in (meta, meta["eval"], meta["summary"]):
+        if "test_loss" in source:
+            values.setdefault("test_loss", source["test_loss"])
+            if not _same(source["test_loss"], values["test_loss"]):
+                raise RecordError("the summary's numbers are not the record's")
+    _check_numbers(values, run, stored)
     s = meta["summary"]
-    same = {"final_loss": meta["final_loss"], "n_params": meta["n_params"], "train_seconds": meta["train_seconds"]}
-    same |= {k: e[k] for k in EVAL_FIELDS}
-    if any(s.get(k) != v for k, v in same.items()):
+    if any(not _same(s.get(k), values[k]) for k in SUMMARY_NUMBERS):
         raise RecordError("the summary's numbers are not the record's")
+
+
+def check_summary(summary) -> None:
+    """An index line's summary (RunRecord.summary()) is what a checked sidecar holds; RecordError otherwise."""
+    try:
+        run = RunConfig.from_dict(summary["config"])
+        provenance.checked(summary.get("platform"))
+        _check_numbers(summary, run, stored=True)
+    except ConfigError as exc:
+        raise RecordError(f"invalid config ({exc.field})") from None
+    except (KeyError, TypeError, ValueError, AttributeError):
+        raise RecordError("the summary lacks a field or has one of the wrong type") from None
 
 
 MAX_NPY_HEADER = 10_000  # bytes of an .npy header (numpy's own default limit)
@@ -327,4 +389,5 @@ def decode(meta: dict, data: bytes, numerics_version: int, config: dict | None =
         params={name.removeprefix(PARAM_PREFIX): a for name, a in arrays.items() if name.startswith(PARAM_PREFIX)},
         snapshots=unstack(snaps),
         platform=provenance.checked(meta.get("platform")),
+        test_loss=meta["summary"].get("test_loss"),  # absent before issue 28: computed from the weights when asked
     )

@@ -11,14 +11,21 @@ import json
 import os
 import shutil
 import time
+import warnings
 from pathlib import Path
 
 from . import backend, codec, pins
+from .record import NUMERICS_VERSION, CacheWarning
 
 INDEX_FILE = "index.json"
 LOCK_FILE = "index.lock"
 ID_FILE = "store.id"  # a random identity made once per store; the index is sealed with it
-_memo: dict[str, tuple[tuple, dict]] = {}  # index path -> (file identity, entries)
+_memo: dict[tuple[str, str], tuple[tuple, dict]] = {}  # (index path, key id) -> (file identity, entries)
+
+
+def _memo_key(path: Path) -> tuple[str, str]:
+    """The memo's key: the index's path and which ATTNCORE_CACHE_KEY read it (another key sees other entries)."""
+    return str(path), codec.key_id()
 
 
 def _identity(path: Path) -> tuple | None:
@@ -47,27 +54,69 @@ def _entry_bytes(path: Path) -> int:
     return total
 
 
-def describe_entry(path: Path, meta: dict) -> dict:
-    """The index line of a stored entry."""
+def describe_entry(path: Path, meta: dict, signed: bool = True) -> dict:
+    """The index line of a stored entry; one not signed with the current key is listed as unverified, unsummarised."""
     try:
         created = (path / backend.SIDECAR_FILE).stat().st_mtime
     except OSError:
         created = time.time()
-    return {"v": meta.get("numerics_version"), "summary": meta.get("summary"), "bytes": _entry_bytes(path)} | {
-        "created": created
-    }
+    version = meta.get("numerics_version")
+    line = {"v": version if isinstance(version, int) and not isinstance(version, bool) else None}
+    line |= {"summary": meta.get("summary") if signed else None, "bytes": _entry_bytes(path), "created": created}
+    return line | ({} if signed else {"unverified": True})
+
+
+def _checked_line(path: Path) -> dict | None:
+    """The index line of an entry from its sidecar, checked as every read checks it (arrays aside): None when
+    damaged or malformed. Entries of other numerics versions are listed unsummarised (never served)."""
+    try:
+        text = path.joinpath(backend.SIDECAR_FILE).read_bytes()[: backend.MAX_SIDECAR_BYTES + 1]
+        if len(text) > backend.MAX_SIDECAR_BYTES:
+            return None
+        meta, signed = codec.open_seal(text)
+        if signed and meta.get("numerics_version") == NUMERICS_VERSION:
+            run = codec.check_meta(meta, NUMERICS_VERSION)
+            codec.check_values(meta, run, stored=True)
+        elif signed:
+            meta = {"numerics_version": meta.get("numerics_version")}
+    except (OSError, codec.RecordError):
+        return None
+    return describe_entry(path, meta, signed)
 
 
 def rebuild(func_dir: Path) -> dict:
-    """The index from the entries' sealed sidecars (the arrays are not read); damaged entries are left out."""
-    found = {}
+    """The index from the entries' sealed sidecars (the arrays are not read); damaged entries are left out,
+    with one CacheWarning saying how many (`cache check` names them)."""
+    found, bad = {}, 0
     for path in entry_dirs(func_dir):
-        try:
-            meta = codec.unseal((path / backend.SIDECAR_FILE).read_bytes())
-        except (OSError, codec.RecordError):
+        line = _checked_line(path)
+        if line is None:
+            bad += (path / backend.SIDECAR_FILE).exists()  # no sidecar: a write in progress, or joblib's leftover
             continue
-        found[path.name] = describe_entry(path, meta)
+        found[path.name] = line
+    if bad:
+        warnings.warn(
+            f"left {bad:,} damaged or malformed entr{'ies' if bad > 1 else 'y'} of {func_dir} out of the store's "
+            "index; `python -m attncore cache check` names them, `--repair` deletes them",
+            CacheWarning,
+            stacklevel=2,
+        )
     return found
+
+
+def _valid_line(line) -> bool:
+    """Whether an index line read back from index.json is one this module writes (the index is hostile too)."""
+    if not isinstance(line, dict) or not isinstance(line.get("bytes"), int) or line["bytes"] < 0:
+        return False
+    if not isinstance(line.get("created", 0), (int, float)) or not (line.get("v") is None or type(line["v"]) is int):
+        return False
+    if line.get("unverified") or line.get("v") != NUMERICS_VERSION:
+        return line.get("summary") is None or line.get("v") != NUMERICS_VERSION
+    try:
+        codec.check_summary(line.get("summary"))
+    except codec.RecordError:
+        return False
+    return True
 
 
 def store_id(location: Path) -> str | None:
@@ -104,7 +153,7 @@ def _matches_entries(found: dict, func_dir: Path) -> bool:
 def _load(location: Path, func_dir: Path) -> dict | None:
     path = location / INDEX_FILE
     ident = _identity(path)
-    memo = _memo.get(str(path))
+    memo = _memo.get(_memo_key(path))
     if ident is not None and memo is not None and memo[0] == ident:
         return memo[1]
     try:
@@ -112,25 +161,30 @@ def _load(location: Path, func_dir: Path) -> dict | None:
         found = meta["entries"]
         if meta.get("format") != "attnlab-index/1" or not isinstance(found, dict):
             raise codec.RecordError("not an index")
+        if not all(_valid_line(line) for line in found.values()):
+            raise codec.RecordError("a malformed line")
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
     sid = store_id(location)
     if sid is None or meta.get("store") != sid:
         return None  # another store's index (copied in), or one from before stores had an identity: rebuilt
+    if meta.get("key", "") != codec.key_id():
+        return None  # written under another ATTNCORE_CACHE_KEY (or none): which entries verify differs
     if memo is None and not _matches_entries(found, func_dir):
         return None  # first read in this process: an index that disagrees with the entries is rebuilt
-    _memo[str(path)] = (ident, found)
+    _memo[_memo_key(path)] = (ident, found)
     return found
 
 
 def _save(location: Path, found: dict) -> None:
     path = location / INDEX_FILE
     try:
-        body = json.dumps({"format": "attnlab-index/1", "store": store_id(location), "entries": found}).encode()
+        head = {"format": "attnlab-index/1", "store": store_id(location), "key": codec.key_id()}
+        body = json.dumps(head | {"entries": found}).encode()
         backend.write_atomic(path, codec.seal_bytes(body))
     except OSError:
         return  # a read-only store: the in-memory index still answers
-    _memo[str(path)] = (_identity(path), found)
+    _memo[_memo_key(path)] = (_identity(path), found)
 
 
 def read(location: Path, func_dir: Path) -> dict:
@@ -169,14 +223,16 @@ def evict(location: Path, func_dir: Path, max_bytes: int, keep: set[str], versio
     """Delete least-recently-used entries (other numerics versions first) until the store fits max_bytes.
 
     Entries in `keep` are never deleted, nor those that fresh pins protect (lab.store.pins: the views being
-    shown, up to half of max_bytes). Returns the call hashes removed.
+    shown, up to half of max_bytes), nor unverified ones (not signed with the current key: neither counted nor
+    evicted; `cache sign` or `cache check --repair --drop-unverified` settles them). Returns the call hashes removed.
     """
     with backend.locked(location / "locks" / LOCK_FILE, remove=False):
         found = _load(location, func_dir)
         found = dict(rebuild(func_dir) if found is None else found)
-        total = sum(int(e.get("bytes") or 0) for e in found.values())
+        total = sum(int(e.get("bytes") or 0) for e in found.values() if not e.get("unverified"))
         if total <= max_bytes:
             return []
+        keep = keep | {k for k, e in found.items() if e.get("unverified")}  # untrusted, not damaged: the operator's
         keep = keep | pins.pinned(location, {k: int(e.get("bytes") or 0) for k, e in found.items()}, max_bytes)
 
         def last_used(key: str) -> float:
