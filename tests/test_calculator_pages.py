@@ -212,12 +212,13 @@ def test_kv_cache_caption_names_only_the_curves_its_preset_draws():
 # --- KV cache, the serving engine's fit ----------------------------------------------------------
 
 ENGINE = dict(kv_mode="vllm")  # Llama-3-8B (the page's default preset) at max_model_len = context 8,192
+A100 = ENGINE | dict(kv_e_gpu="a100-40gb")  # the card of vLLM issue 12330 (the page starts on the simple fit's H100)
 
 
 def test_engine_mode_with_the_logs_figures_reproduces_issue_12330():
     # vLLM issue 12330: A100-40GB, V0, "total_gpu_memory (39.50GiB) x gpu_memory_utilization (0.90) = 35.55GiB",
     # non_torch 0.10GiB, activation 9.37GiB, KV 11.12GiB, 5,691 blocks, 11.12x for 8192 tokens
-    at = page("kv_cache", **ENGINE, kv_e_version="v0", kv_e_non_torch_gib="0.1", kv_e_activation_gib="9.37")
+    at = page("kv_cache", **A100, kv_e_version="v0", kv_e_non_torch_gib="0.1", kv_e_activation_gib="9.37")
     assert metric(at, "Available KV cache memory")[0] == "11.12 GiB"
     assert abs(int(metric(at, "GPU blocks")[0].replace(",", "")) - 5691) <= 0.03 * 5691
     assert metric(at, "Maximum concurrency for 8,192 tokens per request")[0] == "11.12×"
@@ -234,17 +235,26 @@ def test_engine_mode_with_the_logs_figures_reproduces_issue_12330():
 
 
 def test_engine_mode_defaults_estimate_and_say_so():
-    at = page("kv_cache", **ENGINE)
-    assert at.selectbox(key="kv_e_gpu").value == "a100-40gb" and at.selectbox(key="kv_e_version").value == "v1"
+    at = page("kv_cache", **A100)
+    assert at.selectbox(key="kv_e_version").value == "v1"
     formula = texts(at.markdown)
-    # V1 on a 40 GiB A100: 2,048 batched tokens, so the MLP phase 2048 · 2 · (2 · 4096 + 3 · 14336) B is the peak
-    assert f"**{2048 * 2 * (2 * 4096 + 3 * 14336) / 2**30:.2f} GiB** _(estimate)_" in formula
+    # V1 on a 40 GiB A100: 2,048 batched tokens and 256 sequences; the sampler's 2048 · 4096 · 2 + 256 · 128,256 ·
+    # (2 + 12) B is the peak, wider than the MLP phase 2048 · 2 · (2 · 4096 + 3 · 14336) B
+    sampler = 2048 * 4096 * 2 + 256 * 128256 * (2 + 12)
+    assert sampler > 2048 * 2 * (2 * 4096 + 3 * 14336)
+    assert f"**{sampler / 2**30:.2f} GiB** _(estimate)_" in formula
     assert "Available KV cache memory:" in at.code[0].value and "GPU KV cache size:" in at.code[0].value
-    assert "Estimates" in texts(at.caption)
+    captions = texts(at.caption)
+    assert "**Estimated**: what the engine would log" in captions
+    # every figure resting on the estimated peak says so, never "exact"
+    assert "blocks of 16 tokens _(estimate)_" in formula
+    assert "_(exact)_" not in formula.split("**budget**")[1].split("\n", 1)[1]
+    assert all(metric(at, label)[1].endswith("estimate") for label in ("Available KV", "GPU blocks", "GPU KV cache"))
+    assert "max_num_batched_tokens (2,048)" in captions and "max_num_seqs (256)" in captions
 
 
 def test_engine_mode_too_long_shows_the_engines_error():
-    at = page("kv_cache", **ENGINE, kv_e_len="300000")
+    at = page("kv_cache", **A100, kv_e_len="300000")
     assert "To serve at least one request with the models's max seq len (300000)" in texts(at.error)
     assert metric(at, "Longest max_model_len that starts")[1] == "✗ does not start at 300,000"
 
@@ -297,3 +307,62 @@ def test_kv_cache_fit_sentence_writes_sizes_as_the_metrics_do():
     weights = metric(at, "Weights in fp16")[0]
     cache = metric(at, "KV cache, decimal units")[0]
     assert f"weights {weights} + cache {cache}" in texts(at.success)  # '16.1 GB', '1.07 GB': one format
+
+
+HUGE = dict(kv_context="100000000", kv_batch="100000")  # both inside the fields' ranges: a cache past 2⁶³ B
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        HUGE,
+        HUGE | dict(kv_dtype="int4", kv_batch="1000000"),
+        HUGE | dict(kv_preset="llama-3-70b"),
+        HUGE | dict(kv_unit="GiB", kv_gpu_gib="h200"),
+        HUGE | ENGINE,
+        HUGE | ENGINE | dict(kv_preset="deepseek-v2-lite", kv_e_version="v0"),
+        dict(kv_preset="custom", kv_n_layers="10000000", kv_n_heads="10000000", kv_kv_heads="10000000",
+             kv_head_dim="10000000", kv_context="100000000", kv_batch="1000000"),
+    ],
+)  # fmt: skip
+def test_kv_cache_charts_caches_of_any_size_in_range(query):
+    at = page("kv_cache", **query)  # raised StreamlitDataframeConversionError: int too large to convert to C long
+    if not at.error or "valid workload" not in texts(at.error):
+        assert metric(at, "KV cache, binary")[0].endswith("B") and len(charts(at)) >= 2
+        curves = next(c for c in charts(at) if "KV cache (GiB)" in str(c))
+        assert "bytes_text" in str(curves)  # every digit in the tooltip, as text
+
+
+def test_engine_mode_keeps_the_card_chosen_in_the_simple_fit():
+    at = page("kv_cache", kv_gpu="rtx-4090")
+    rerun(at.radio(key="kv_mode").set_value("vllm"))
+    assert at.selectbox(key="kv_e_gpu").value == "rtx-4090"  # was a100-40gb whatever the simple fit showed
+    assert page("kv_cache", **ENGINE).selectbox(key="kv_e_gpu").value == "h100-80gb"  # the simple fit's default
+    typed = page("kv_cache", kv_gpu="other", kv_gpu_gb="40")
+    rerun(typed.radio(key="kv_mode").set_value("vllm"))
+    assert typed.selectbox(key="kv_e_gpu").value == "other"
+    assert (typed.number_input(key="kv_e_total").value, typed.selectbox(key="kv_e_unit").value) == (40.0, "GB")
+
+
+def test_engine_mode_shows_the_batch_limits_the_engine_will_use():
+    def limits(at):
+        return {n.label: (n.value, n.proto.disabled) for n in at.number_input if n.label.startswith("max_num")}
+
+    # V1 picks 8,192 tokens and 1,024 sequences on an H100, 2,048 and 256 on an A100 (never shown as 0)
+    assert limits(page("kv_cache", **ENGINE)) == {"max_num_batched_tokens": (8192, True), "max_num_seqs": (1024, True)}
+    assert limits(page("kv_cache", **A100)) == {"max_num_batched_tokens": (2048, True), "max_num_seqs": (256, True)}
+    own = page("kv_cache", **A100, kv_e_tokens="4096")  # a link that sets one turns the switch on
+    assert own.toggle(key="kv_e_batch_on").value and limits(own)["max_num_batched_tokens"] == (4096, False)
+    assert "at 4,096 batched tokens, 256 sequences" in texts(own.markdown)
+
+
+def test_engine_mode_labels_the_log_block_by_what_it_rests_on():
+    logged = dict(kv_e_version="v0", kv_e_weights_gib="14.96", kv_e_non_torch_gib="0.1", kv_e_activation_gib="9.37")
+    at = page("kv_cache", **A100, **logged)
+    captions = texts(at.caption)
+    assert "from your log's figures" in captions and "**Estimated**" not in captions
+    formula = texts(at.markdown)
+    assert "_(estimate)_" not in formula and "blocks of 16 tokens _(measured)_" in formula
+    assert metric(at, "GPU blocks")[1].endswith("measured")
+    estimated = texts(page("kv_cache", **A100, kv_e_version="v0").caption)
+    assert "**Estimated**: what the engine would log" in estimated and "(PR 10511)" in estimated

@@ -11,6 +11,7 @@ import streamlit as st
 from attncore import ConfigError
 from attncore.serving import engine as eng
 from attncore.serving import kvcache as kv
+from attncore.serving import validation
 from attncore.serving.kvcache import GB, GIB
 from attncore.serving.presets import CARDS, GPUS
 from ui import plain
@@ -20,6 +21,8 @@ from ui.metered import metered
 from ui.params import show_invalid, url_number, url_radio, url_select, url_toggle
 
 OTHER = "other"
+BATCH = {"max_num_batched_tokens": "kv_e_tokens", "max_num_seqs": "kv_e_seqs"}  # EngineSettings field: URL key
+SIMPLE_GPU = "h100-80gb"  # the simple fit's card when none is chosen
 UNITS = ("GiB", "GB")  # a typed capacity: GiB = 2^30 B (as torch reports), GB = 10^9 B (as sold)
 MEASURED = {  # EngineSettings field: (label, what to copy from the log)
     "weights_gib": ("Weights", "'model weights take X GiB' (V0) or 'Model loading took X GiB' (V1)"),
@@ -35,11 +38,25 @@ def card_label(name: str) -> str:
     )
 
 
+def simple_choice() -> tuple[str, float, str]:
+    """(card or OTHER, the typed size, its unit GB or GiB) as the simple fit holds them, so that switching fits
+    keeps the visitor's GPU (both fits list the same cards)."""
+    unit = url_select("Count the GPU's memory", "kv_unit", list(SIMPLE_UNITS), "GB", format_func=SIMPLE_UNITS.get,
+                      peek=True)  # fmt: skip
+    cards = GPUS if unit == "GB" else CARDS
+    key = "kv_gpu" if unit == "GB" else "kv_gpu_gib"
+    gpu = url_select("GPU", key, [*cards, OTHER], SIMPLE_GPU, peek=True)
+    size = url_number(f"GPU memory ({UNIT_NAMES[unit]})", "kv_gpu_gb", 80.0, 0.5, 90_000.0, peek=True)
+    return gpu, size, unit
+
+
 def gpu_inputs() -> tuple[float, str | None, str]:
-    """(total GiB, card name or None, weights' element type) from the card picker or a typed capacity."""
+    """(total GiB, card name or None, weights' element type) from the card picker or a typed capacity; both start
+    from the simple fit's choice."""
+    chosen, typed, typed_unit = simple_choice()
     cols = st.columns([3, 1, 1, 1.4])
     with cols[0]:
-        name = url_select("GPU (total as torch reports it)", "kv_e_gpu", [*CARDS, OTHER], "a100-40gb",
+        name = url_select("GPU (total as torch reports it)", "kv_e_gpu", [*CARDS, OTHER], chosen,
                           format_func=card_label)  # fmt: skip
     with cols[3]:
         weight_dtype = url_select("Weights element type", "kv_wdtype", kv.DTYPES, "bf16")
@@ -49,13 +66,14 @@ def gpu_inputs() -> tuple[float, str | None, str]:
         st.caption(("Logged by vLLM: " if card.logged else "Not from a vLLM log naming the card: ") + card.source)
         return card.total_gib, name, weight_dtype
     with cols[1]:
-        size = url_number("Total memory", "kv_e_total", 39.5, 0.5, 1e5, fmt="%.2f")
+        size = url_number("Total memory", "kv_e_total", typed if chosen == OTHER else 39.5, 0.5, 1e5, fmt="%.2f")
     with cols[2]:
-        unit = url_select("Unit", "kv_e_unit", UNITS, "GiB", help="GiB = 2³⁰ B, as torch and vLLM print; GB = 10⁹ B")
+        unit = url_select("Unit", "kv_e_unit", UNITS, typed_unit if chosen == OTHER else "GiB",
+                          help="GiB = 2³⁰ B, as torch and vLLM print; GB = 10⁹ B")  # fmt: skip
     return (size if unit == "GiB" else size * GB / GIB), None, weight_dtype
 
 
-def settings_inputs(default_len: int, window: int | None, n_layers: int) -> dict:
+def settings_inputs(default_len: int, window: int | None, n_layers: int, total: float, card: str | None) -> dict:
     cols = st.columns(4)
     with cols[0]:
         version = url_select("Engine", "kv_e_version", list(eng.VERSIONS), "v1", format_func=str.upper,
@@ -67,16 +85,26 @@ def settings_inputs(default_len: int, window: int | None, n_layers: int) -> dict
     with cols[3]:
         dtype = url_select("kv_cache_dtype", "kv_e_dtype", eng.KV_DTYPES, "auto", help="auto: the model's dtype")
     cols = st.columns(5 if window else 4)
+    # the batch limits the engine will use, shown as numbers; a switch below the row lets the visitor set them
+    engine_batch = eng.default_batch(eng.EngineSettings(version=version, max_model_len=max_len), total, card)
+    given = any(url_number(field, key, 0, 0, 10**7, peek=True) > 0 for field, key in BATCH.items())
+    with st.container():
+        own = url_toggle("Set max_num_batched_tokens and max_num_seqs myself", "kv_e_batch_on", given,
+                         help="Off: the values the engine picks for this card, version and max_model_len.")  # fmt: skip
+    batch = {}
+    for col, (field, key), value in zip(cols[1:3], BATCH.items(), engine_batch, strict=True):
+        with col:
+            if own:
+                batch[field] = url_number(field, key, value, 1, 10**7)
+            else:  # not a widget of the URL: the engine's own value, greyed out
+                st.number_input(field, value=value, disabled=True, help="the engine's default here")
+                batch[field] = None
     with cols[0]:
         block = url_select("block_size", "kv_e_block", [8, 16, 32, 64, 128], 16)
-    with cols[1]:
-        tokens = url_number("max_num_batched_tokens", "kv_e_tokens", 0, 0, 10**7, help="0: the engine's default")
-    with cols[2]:
-        seqs = url_number("max_num_seqs", "kv_e_seqs", 0, 0, 10**7, help="0: the engine's default")
     with cols[3]:
         tp = url_number("tensor_parallel_size", "kv_e_tp", 1, 1, 1024, help="KV heads and weights split over GPUs")
     values = dict(version=version, gpu_memory_utilization=util, max_model_len=max_len, kv_cache_dtype=dtype)
-    values |= dict(block_size=block, max_num_batched_tokens=tokens or None, max_num_seqs=seqs or None)
+    values |= dict(block_size=block, **batch)
     values["tensor_parallel_size"] = tp
     if window:
         with cols[4]:
@@ -124,7 +152,7 @@ def engine(arch, default_len: int, weight_params: int | None, custom: bool = Fal
         except ConfigError as e:
             show_invalid(e, "model")
             return None
-    values = settings_inputs(default_len, arch.sliding_window, arch.n_layers)
+    values = settings_inputs(default_len, arch.sliding_window, arch.n_layers, total, card)
     model_dtype = weight_dtype if weight_dtype in eng.MODEL_DTYPES else "bf16"
     try:
         key = (arch, total, eng.EngineSettings(**values), weight_dtype, model_dtype, card, weight_params)
@@ -143,19 +171,38 @@ def engine(arch, default_len: int, weight_params: int | None, custom: bool = Fal
     st.markdown(f"**{fit.engine}** — how the budget is divided:")
     st.markdown("  \n".join(cc.engine_formula(fit)))
     st.altair_chart(cc.engine_split(cc.engine_frame(fit), fit.total_bytes / GIB), width="stretch")
-    st.caption("What the engine would log (its words and number formats):")
+    if eng.log_estimated(fit):
+        st.caption("**Estimated**: what the engine would log if the estimates above held (its words and number "
+                   "formats, not a log):")  # fmt: skip
+    else:
+        st.caption("What the engine would log from your log's figures (its words and number formats):")
     st.code("\n".join(eng.log_lines(fit)), language=None, wrap_lines=True)
-    st.caption(
-        "Exact: the engine's own arithmetic (budget, blocks, tokens, concurrency, the startup check). Estimates: "
-        "the weights (parameters × bytes ÷ tp; the log adds a little for padding), non-torch memory (0.10 GiB on "
-        "one GPU, 0.30 GiB per GPU with tp > 1; tp 8 has logged 7 GiB) and the activation peak: the widest tensors "
-        f"of one forward over max_num_batched_tokens ({fit.max_num_batched_tokens:,}) and the logits of max_num_seqs "
-        f"({fit.max_num_seqs:,}) rows, without workspaces or the sampler's sort; against published logs it is "
-        "10–40 % low at default settings, and MoE routing buffers are not counted. Type your log's figures above "
-        "to replace any estimate. CUDA graphs (captured after the cache in these versions) live in the 1 − "
+    st.caption(engine_caption(fit))
+    return fit.kv_bytes
+
+
+def engine_caption(fit: eng.EngineFit) -> str:
+    """What each kind means and what the estimates rest on, with the activation estimate's error per published
+    log computed from attncore.serving.validation (never typed)."""
+    names = {"non_torch": "non-torch", "kv": "KV cache"}
+    estimates = [names.get(k, k) for k, kind in fit.kinds.items() if kind == "estimate"]
+    text = (
+        "Each figure is marked exact (the engine's own arithmetic on exact inputs), measured (typed from your log) "
+        "or estimate; a figure computed from an estimate is an estimate"
+        + (f", so here {', '.join(estimates)} are estimates. " if estimates else ". ")
+    )
+    text += (
+        "The estimates: the weights (parameters × bytes ÷ tp; the log adds a little for padding), non-torch memory "
+        "(0.10 GiB on one GPU, 0.30 GiB per GPU with tp > 1; tp 8 has logged 7 GiB), a card's total when no vLLM "
+        "log names the card, and the activation peak: the larger of the forward's widest tensors over "
+        f"max_num_batched_tokens ({fit.max_num_batched_tokens:,}) and the sampler's float32 work over the logits of "
+        f"max_num_seqs ({fit.max_num_seqs:,}) rows. Against the published V0 logs that print it, the activation "
+        f"estimate is off by {validation.error_sentence()}: issue 12330's launch flags are not all shown, the OCI "
+        "log shows no sampler work, and MoE routing buffers and workspaces are not counted. Type your log's figures "
+        "above to replace any estimate. CUDA graphs (captured after the cache in these versions) live in the 1 − "
         "utilization kept free; newer vLLM also subtracts them."
     )
-    return fit.kv_bytes
+    return text
 
 
 def cc_metrics(metrics) -> None:
@@ -175,9 +222,9 @@ def simple(base, geometry: dict, context: int, batch: int, dtype: str, params: i
     cols = st.columns(4)
     with cols[0]:
         key = "kv_gpu" if unit == "GB" else "kv_gpu_gib"  # the two lists differ: each keeps its own choice
-        gpu = url_select("GPU", key, [*cards, "other"], "h100-80gb", help=f"'other': type the memory in {unit}")
+        gpu = url_select("GPU", key, [*cards, OTHER], SIMPLE_GPU, help=f"'other': type the memory in {unit}")
     with cols[1]:
-        if gpu == "other":
+        if gpu == OTHER:
             size = url_number(f"GPU memory ({UNIT_NAMES[unit]})", "kv_gpu_gb", 80.0, 0.5, 90_000.0)
         else:
             size = cards[gpu]

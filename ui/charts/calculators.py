@@ -286,17 +286,19 @@ def memory_split(df: pd.DataFrame, gpu_size: float, unit: str = "GB") -> alt.Lay
 
 def engine_metrics(f: EngineFit) -> list[Metric]:
     """The cache, its blocks and tokens, the concurrency and the longest max_model_len that starts, labelled as
-    the engine logs them; the last one's note says whether it starts at the max_model_len asked for."""
+    the engine logs them, each note ending in the figure's kind; the last one's note says whether it starts at the
+    max_model_len asked for."""
     longest = "any" if f.longest_max_model_len is None else f"{f.longest_max_model_len:,}"
     verdict = f"{'✓ starts' if f.starts else '✗ does not start'} at {f.max_model_len:,}"
+    k = f.kinds
     return [
-        ("Available KV cache memory", f"{f.kv_bytes / GIB:.2f} GiB", f"= {f.kv_bytes / GB:.2f} GB"),
-        ("GPU blocks", f"{f.num_blocks:,}", f"of {f.block_size} tokens, {binary_size(f.block_bytes)} each"),
-        ("GPU KV cache size", f"{f.tokens:,} tokens", "over all requests"),
+        ("Available KV cache memory", f"{f.kv_bytes / GIB:.2f} GiB", f"= {f.kv_bytes / GB:.2f} GB, {k['kv']}"),
+        ("GPU blocks", f"{f.num_blocks:,}", f"{binary_size(f.block_bytes)} each, {k['blocks']}"),
+        ("GPU KV cache size", f"{f.tokens:,} tokens", f"all requests, {k['tokens']}"),
         (
             f"Maximum concurrency for {f.max_model_len:,} tokens per request",
             f"{f.concurrency:.2f}×",
-            "requests of full length at once",
+            f"full-length requests, {k['concurrency']}",
         ),
         ("Longest max_model_len that starts", longest, verdict),
     ]
@@ -304,7 +306,8 @@ def engine_metrics(f: EngineFit) -> list[Metric]:
 
 def engine_formula(f: EngineFit) -> list[str]:
     """The deductions and the blocks as markdown lines with the numbers substituted, each marked exact (the
-    engine's own arithmetic), estimate or measured (typed from a log)."""
+    engine's own arithmetic on exact inputs), estimate or measured (typed from a log): EngineFit.kinds, where a
+    figure computed from an estimate is an estimate."""
     rows = {r["term"]: r for r in deductions(f)}
     lines = []
     for term, r in rows.items():
@@ -314,14 +317,14 @@ def engine_formula(f: EngineFit) -> list[str]:
     share = f"{f.group_size} layers" + (" of one group" if len(f.groups) > 1 else "")
     lines.append(
         f"**blocks** = ⌊KV cache ÷ (page × {share})⌋ = ⌊{max(f.kv_bytes, 0):,} B ÷ ({f.page_bytes:,} B × "
-        f"{f.group_size})⌋ = **{f.num_blocks:,}** blocks of {f.block_size} tokens _(exact)_"
+        f"{f.group_size})⌋ = **{f.num_blocks:,}** blocks of {f.block_size} tokens _({f.kinds['blocks']})_"
     )
     groups = sum(n for _, n in f.groups)
     per = f" ÷ {groups} groups" if groups > 1 else ""
-    lines.append(f"**tokens** = blocks{per} × block_size = **{f.tokens:,}** _(exact)_")
+    lines.append(f"**tokens** = blocks{per} × block_size = **{f.tokens:,}** _({f.kinds['tokens']})_")
     lines.append(
         f"**concurrency** = blocks ÷ blocks one request of {f.max_model_len:,} tokens needs = {f.num_blocks:,} ÷ "
-        f"{f.blocks_per_request:,} = **{f.concurrency:.2f}×** _(exact)_"
+        f"{f.blocks_per_request:,} = **{f.concurrency:.2f}×** _({f.kinds['concurrency']})_"
     )
     return lines
 
