@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 import tracemalloc
 import zipfile
@@ -351,22 +352,20 @@ def test_download_all_runs_is_built_under_a_slot_and_capped(eight_runs, monkeypa
 
     size = store.stored_bytes()
     assert size > 0
-    reader = bundles.all_runs_file(size + 2**20)
-    assert isinstance(reader, io.BufferedReader)  # what st.download_button reads; its file is already unlinked
-    assert not Path(reader.name).exists()
-    data = reader.read()
-    reader.close()
+    data = bundles.all_runs_bundle(size + 2**20)  # read back under the slot: bytes, and no file left behind
+    assert isinstance(data, bytes)
+    assert not list(Path(tempfile.gettempdir()).glob("attnlab-download-*"))
     store.clear_cache()
     assert bundle.import_bundle(data) == (8, 0)
     with pytest.raises(bundle.BundleError, match="the runs are more than the limit of"):
-        bundles.all_runs_file(size // 2)
+        bundles.all_runs_bundle(size // 2)
     slots = limits._slots(limits.limits().max_concurrent)
     taken = [slots.acquire(blocking=False) for _ in range(limits.limits().max_concurrent)]
     assert all(taken)
     try:
         monkeypatch.setenv("ATTNLAB_SLOT_WAIT_SECONDS", "1")
         with pytest.raises(limits.BusyError, match="Download all runs"):
-            bundles.all_runs_file(size + 2**20)
+            bundles.all_runs_bundle(size + 2**20)
     finally:
         for _ in taken:
             slots.release()

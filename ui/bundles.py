@@ -61,25 +61,29 @@ def warm_start() -> str | None:
     return _warm(path, location) if path else None
 
 
-def all_runs_file(max_bytes: int):
-    """Every stored run as a bundle, built under one of the server's slots into a temporary file, opened for reading.
+def all_runs_bundle(max_bytes: int) -> bytes:
+    """Every stored run as one bundle's bytes, built and read back under one of the server's slots.
 
-    The runs stream from the store into the file one at a time (lab.bundle.export_bundle), so building
-    holds about one run in memory; Streamlit then reads the file once to serve it. BundleError beyond
-    `max_bytes`, BusyError when no slot freed up.
+    The runs stream from the store into a temporary file one at a time (lab.bundle.export_bundle), which
+    is read back once and deleted, so a build holds about one run and then the bundle, and no more builds
+    than there are slots run at once. The same stored runs give the same bytes, which Streamlit keeps once
+    (by content) however many visitors click how often. BundleError beyond `max_bytes`, BusyError when no
+    slot freed up.
     """
     with background_slot("Download all runs"):
-        fd, name = tempfile.mkstemp(prefix="attnlab-download-", suffix=".zip")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                bundle.export_bundle(fh, max_bytes=max_bytes)
-            return open(name, "rb")  # an io.BufferedReader, which st.download_button reads
-        finally:
-            os.unlink(name)  # the open file stays readable; nothing is left on disk
+        with tempfile.TemporaryFile(prefix="attnlab-download-", suffix=".zip") as fh:
+            bundle.export_bundle(fh, max_bytes=max_bytes)
+            fh.seek(0)
+            return fh.read()
 
 
-def _download_all() -> object:
-    return all_runs_file(limits().max_download_mb * 2**20)
+def _download_all() -> bytes:
+    """The deferred download's callable (run by Streamlit off the script, when clicked): the reason on the log."""
+    try:
+        return all_runs_bundle(limits().max_download_mb * 2**20)
+    except Exception as exc:  # Streamlit shows "Failed to generate file for download" under the button
+        print(f"Download all runs failed: {exc}", file=sys.stderr)
+        raise
 
 
 def download_section(lim) -> None:
@@ -97,7 +101,7 @@ def download_section(lim) -> None:
         return
     st.download_button(
         "Download all runs",
-        data=_download_all,  # built only when clicked, under a slot (all_runs_file)
+        data=_download_all,  # built only when clicked, under a slot (all_runs_bundle)
         file_name="attention-lab-runs.zip",
         mime="application/zip",
         icon=":material/download:",
