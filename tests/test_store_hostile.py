@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
 import shutil
+import time
 import warnings
 
 import pytest
@@ -243,3 +245,69 @@ def test_the_dashboard_pins_the_runs_its_page_shows_and_releases_them_on_a_page_
     assert store._Entry(run, cache).path.name in pin.read_text()
     at.switch_page("app_pages/parameters.py").run()  # a page that shows no run
     assert not at.exception and pin_files(cache) == []
+
+
+def test_a_dangling_symlink_or_a_vanishing_pin_file_disables_only_itself(cache, monkeypatch):
+    """Issue 27.6: one bad entry in pins/ used to make pinned() return nothing for the whole cap pass."""
+    import lab.presets
+
+    monkeypatch.setattr(lab.presets, "preset", lambda name: [])
+    for run in RUNS:
+        store.get_run(run)
+    store.pin_view(HOLDER, RUNS[:1])
+    folder = cache / store.pins.PIN_DIR
+    (folder / ("cd" * 16 + ".json")).symlink_to(cache / "nowhere.json")  # dangling
+    vanishing = folder / ("ef" * 16 + ".json")
+    vanishing.write_text('{"keys": []}')
+    read = store.pins._read
+
+    def vanish_first(path):
+        vanishing.unlink(missing_ok=True)  # removed between the listing and its reading
+        return read(path)
+
+    monkeypatch.setattr(store.pins, "_read", vanish_first)
+    sizes = sum(e["bytes"] for e in index.read(cache, store._Entry(RUNS[0], cache).func_dir).values())
+    assert store.enforce_cap(int(0.7 * sizes)) == 1  # the oldest run goes, unless pinned: then the next oldest
+    assert store.is_cached(RUNS[0]) and not store.is_cached(RUNS[1])
+    assert not (folder / ("cd" * 16 + ".json")).is_symlink()  # the bad entry is removed (the link, not a target)
+
+
+def test_a_symlinked_pins_folder_is_never_read_written_or_tidied(cache, tmp_path, monkeypatch):
+    """Issue 27.14: a cap pass deleted hex-named .json files in whatever folder pins/ pointed to."""
+    import lab.presets
+
+    monkeypatch.setattr(lab.presets, "preset", lambda name: [])
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    theirs = elsewhere / ("ab" * 16 + ".json")
+    theirs.write_text("someone else's file")
+    os.utime(theirs, (0, 0))  # old and malformed: a pin file like it would be removed
+    store.get_run(RUNS[0])
+    cache.joinpath(store.pins.PIN_DIR).symlink_to(elsewhere)
+    store.pin_view("cd" * 16, RUNS[:1])
+    assert store.enforce_cap(1) == 1
+    assert [p.name for p in elsewhere.iterdir()] == [theirs.name] and theirs.read_text() == "someone else's file"
+
+
+def test_pin_files_are_bounded_in_size_and_count(cache, monkeypatch):
+    """Issue 27.15: a cap pass reads at most MAX_PIN_FILES pins of at most MAX_PIN_BYTES each."""
+    import lab.presets
+
+    monkeypatch.setattr(lab.presets, "preset", lambda name: [])
+    store.get_run(RUNS[0])
+    folder = cache / store.pins.PIN_DIR
+    folder.mkdir()
+    now = time.time()
+    for i in range(store.pins.MAX_PIN_FILES + 40):
+        path = folder / f"{i:032x}.json"
+        path.write_text('{"keys": []}')
+        os.utime(path, (now - i, now - i))
+    big = folder / ("f" * 32 + ".json")
+    big.write_text(json.dumps({"keys": ["ab" * 16] * 2000}))  # > MAX_PIN_BYTES, and the newest
+    assert big.stat().st_size > store.pins.MAX_PIN_BYTES
+    opened = []
+    read = store.pins._read
+    monkeypatch.setattr(store.pins, "_read", lambda path: opened.append(path) or read(path))
+    store.enforce_cap(1)
+    assert len(opened) == store.pins.MAX_PIN_FILES and not big.exists()
+    assert len(list(folder.iterdir())) == store.pins.MAX_PIN_FILES - 1  # the newest, less the oversized one

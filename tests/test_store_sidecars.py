@@ -110,3 +110,27 @@ def test_the_run_pages_render_with_a_malformed_sidecar_in_the_store(cache):
             warnings.simplefilter("ignore", store.CacheWarning)
             at = app(page)  # asserts no exception
         assert not at.exception, page
+
+
+def test_cache_warnings_print_as_one_plain_line(cache):
+    """Issue 27.18: no Python two-line warning format (file path, source line) on the CLI's stderr."""
+    import subprocess
+    import sys
+
+    from test_store import subprocess_env
+
+    store.get_run(GOOD), store.get_run(BAD)
+    plant(_huge_accuracy)
+    rebuilt_index(cache)
+    done = subprocess.run(
+        [sys.executable, "-m", "attncore", "cache", "list"],
+        env=subprocess_env(cache),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines() == [
+        f"warning: left 1 damaged or malformed entry of {store._Entry(BAD).func_dir} out of the store's index; "
+        "`python -m attncore cache check` names them, `--repair` deletes them"
+    ]

@@ -6,6 +6,7 @@ The store's format, backend, index and checks build on it.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -32,6 +33,19 @@ NUMERICS_VERSION = 6  # 2: cross-entropy row sums as a matrix product; 3: float3
 
 class CacheWarning(UserWarning):
     """A cache entry failed its checks and was recomputed, or a run could not be stored."""
+
+
+_python_format = warnings.formatwarning
+
+
+def _format_warning(message, category, filename, lineno, line=None) -> str:
+    """A CacheWarning prints as one plain line ('warning: ...'), not with Python's file path and source line."""
+    if isinstance(category, type) and issubclass(category, CacheWarning):
+        return f"warning: {message}\n"
+    return _python_format(message, category, filename, lineno, line)
+
+
+warnings.formatwarning = _format_warning
 
 
 @dataclass
