@@ -1,8 +1,8 @@
 """Ablations: the sidebar's run as the base against any set of variants, each over N seeds, paired by seed."""
 
-import pandas as pd
 import streamlit as st
 
+from attncore.tasks import N_TEST
 from lab import compare, formats
 from lab.factors import tables as grouped_tables
 from ui import compare_view, docs, frames, sidebar
@@ -36,7 +36,7 @@ groups = compare_view.grouped(by_run, chosen, seeds)
 summary, comparisons, _ = grouped_tables([(None, groups)], curves=False)
 
 
-st.subheader("Loss curves")
+st.subheader("Training loss curves")
 compare_view.loss_panel(
     "abl",
     lambda smooth: compare.curve_bands(groups, smooth=smooth),
@@ -44,25 +44,31 @@ compare_view.loss_panel(
     "to the highest seed. The base is black.",
 )
 
-st.subheader("Final loss and accuracy over seeds, and each variant against the base")
+st.subheader("Test loss and accuracy over seeds, and each variant against the base")
 compare_view.show_tables(summary, comparisons, level="variant", seeds_key="abl_seeds", runs_per_seed=len(chosen))
 m = base.model
 size = f"d_head {m.d_model // m.n_heads}, {formats.count(m.n_layers, 'block')}"
 st.caption(
-    "Per-token and per-sequence accuracy by greedy generation on 500 test sequences; Δ is variant minus base at "
-    f"the same seed. At the article's size (d_head 8, 2 blocks; this base: {size}) the article found that only "
-    "removing position information matters: a finding, not a bug."
+    f"Test loss: teacher-forced cross-entropy over the answer tokens of the {N_TEST} fixed test sequences, the same "
+    "for every variant and seed (the last training batch differs between variants whose batch streams differ). "
+    "Per-token and per-sequence accuracy by greedy generation on those sequences; Δ is variant minus base at the "
+    "same seed."
+)
+st.caption(
+    f"The article, at d_head 8 and 2 blocks (this base: {size}) on one seed, found that only removing position "
+    "information matters. What these runs show is said above, computed from them: a difference shown is measured, "
+    "not judged; read its size beside the losses and accuracies in the table."
 )
 compare_view.downloads(summary, comparisons, "ablations")
 
 st.subheader("Distinct vs repeated symbols")
 per_seed = [frames.breakdown_frame({label: rs[i].eval for label, rs in groups.items()}) for i in range(len(seeds))]
-breakdown = pd.concat(per_seed).groupby(["variant", "symbols"], sort=False, as_index=False)
-breakdown = breakdown.agg(accuracy=("accuracy", "mean"), n=("n", "sum"))
+breakdown = compare_view.breakdown_over_seeds(per_seed)
 st.altair_chart(charts.breakdown_bars(breakdown), width="stretch")
 st.caption(
     f"Per-sequence accuracy, mean over {compare_view.seeds_text(seeds)}, on test sequences whose symbols are all "
-    "distinct vs those with a repeat. Without position information two equal symbols look the same wherever they "
+    f"distinct vs those with a repeat (n: how many of the {N_TEST} test sequences are of that kind; the same sequences "
+    "serve every seed). Without position information two equal symbols look the same wherever they "
     "sit: expect the 'no position' run to fail more often when a symbol repeats (the article, one seed: 0.246 on "
     "224 all-distinct sequences, 0.170 on 276 with a repeat)."
 )

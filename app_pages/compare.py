@@ -58,7 +58,7 @@ summary, comparisons, _ = grouped_tables(parts, curves=False)
 st.caption(f"{len(wanted)} runs over {compare_view.seeds_text(seeds)}, all from the run store.")
 
 
-st.subheader("Loss curves")
+st.subheader("Training loss curves")
 compare_view.loss_panel(
     "cmp",
     lambda smooth: grouped_tables(parts, smooth=smooth)[2],

@@ -4,6 +4,7 @@ import streamlit as st
 
 from attncore import ConfigError
 from attncore.config import TASKS
+from attncore.tasks import N_TEST
 from lab import formats
 from lab.tables import accuracy_table, runs_frame
 from ui import docs, frames, runs, sidebar, sweeps, tables
@@ -94,7 +95,9 @@ st.subheader("Accuracy over seeds")
 tables.show(table)
 st.caption(
     "Mean and minimum over the seeds of the per-token accuracy and of the per-sequence accuracy (a sequence "
-    "counts only if every symbol is right), by greedy generation on 500 test sequences."
+    f"counts only if every symbol is right), by greedy generation on {N_TEST} test sequences; the test loss is the "
+    "teacher-forced cross-entropy over the answer tokens of those same sequences, mean over the seeds ('–' if a "
+    "run has none)."
 )
 st.subheader("Accuracy against L")
 st.altair_chart(charts.accuracy_vs_length(frames.accuracy_long(table)), width="stretch")
@@ -105,12 +108,13 @@ st.caption(
     "$p^L$, but errors cluster in the same sequences, so it usually lands above $p^L$."
 )
 
-st.subheader("Loss curves of every seed")
+st.subheader("Training loss curves of every seed")
 smooth = url_number("Smoothing (steps)", "res_smooth", 25, 1, 500, help="Trailing moving average.", width=200)
 st.altair_chart(charts.seed_curves(frames.seed_loss_frame(records, smooth)))
 st.caption(
-    "Thin lines: one seed each (where they coincide, the seeds trained alike); dashed black: their mean; shaded: the "
-    "band between the best and the worst seed."
+    "Training loss: each step's loss on that step's own fresh batch (not the test loss above). Thin lines: one seed "
+    "each (where they coincide, the seeds trained alike); dashed black: their mean; shaded: the band between the "
+    "best and the worst seed."
 )
 
 d1, d2 = st.columns(2)

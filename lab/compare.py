@@ -206,6 +206,34 @@ def seeds_text(comparisons: pd.DataFrame) -> str:
     return text
 
 
+METRIC_WORDS = {"test_loss": "test loss", "token_accuracy": "per-token", "sequence_accuracy": "per-sequence"}
+
+
+def differences_text(comparisons: pd.DataFrame, names: Mapping[str, str] | None = None) -> str:
+    """What differs and by how much, level by level, from the comparisons: the metrics with a difference shown
+    (Δ mean and its interval), those identical on every seed, and those where no difference is shown or the seeds
+    are too few (with how many differed). `names`: metric -> words (default METRIC_WORDS). '' for no rows."""
+    names = METRIC_WORDS | dict(names or {})
+    keys = [c for c in ("facet", "test_length") if c in comparisons.columns] + ["level"]
+    parts = []
+    for key, rows in comparisons.groupby(keys, sort=False):
+        key = key if isinstance(key, tuple) else (key,)
+        label = ", ".join(str(k) for k in key)
+        said = {v: [] for v in stats.VERDICTS}
+        for r in rows.itertuples():
+            word = names.get(r.metric, r.metric)
+            if r.verdict == stats.SHOWN:
+                interval = stats.format_interval(r.ci_low, r.ci_high) + _level_note(r.ci_level)
+                word = f"{word} by {stats.format_delta(r.delta_mean)} {interval}"
+            elif r.verdict in (stats.TOO_FEW, stats.NOT_SHOWN) and r.n_nonzero < r.n:
+                word = f"{word} ({r.n_nonzero} of {r.n} seeds differ)"
+            said[r.verdict].append(word)
+        segments = [f"{verdict}: {', '.join(words)}" for verdict, words in said.items() if words]
+        segments.sort(key=lambda t: not t.startswith(stats.SHOWN))
+        parts.append(f"{label}: " + "; ".join(segments))
+    return ". ".join(parts) + ("." if parts else "")
+
+
 def _level_note(confidence: float) -> str:
     """' (97.5 %)' after an interval inverted at another level than 95 % (a Holm step), else ''."""
     if confidence != confidence or abs(confidence - stats.CONFIDENCE) < 1e-12:

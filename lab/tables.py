@@ -63,14 +63,14 @@ def _main_settings(frame: pd.DataFrame) -> tuple:
 
 
 def accuracy_table(records: Iterable, base: RunConfig | None = None) -> pd.DataFrame:
-    """Per task and L: mean and min over seeds of the per-token and per-sequence accuracy.
+    """Per task and L: mean and min over seeds of the per-token and per-sequence accuracy, and the mean test loss.
 
     Only runs with the settings of `base` count (default: the settings most runs share), so the
     ablations of a sweep stay out of it; they are ablation_table's.
     """
     frame = runs_frame(records)
     columns = ["task", "length", "seeds", "token_accuracy_mean", "token_accuracy_min"]
-    columns += ["sequence_accuracy_mean", "sequence_accuracy_min"]
+    columns += ["sequence_accuracy_mean", "sequence_accuracy_min", "test_loss_mean"]
     if frame.empty:
         return pd.DataFrame(columns=columns)
     settings = _main_settings(frame) if base is None else tuple(_flat_config(base)[k] for k in SETTINGS)
@@ -84,6 +84,7 @@ def accuracy_table(records: Iterable, base: RunConfig | None = None) -> pd.DataF
             token_accuracy_min=("token_accuracy", "min"),
             sequence_accuracy_mean=("sequence_accuracy", "mean"),
             sequence_accuracy_min=("sequence_accuracy", "min"),
+            test_loss_mean=("test_loss", lambda x: x.astype(float).mean(skipna=False)),  # a missing one: NaN
         )
         .reset_index()
     )

@@ -17,7 +17,7 @@ from attncore import make_run
 from attncore.inspect import evaluate_ablated
 from lab import formats
 from lab.compare import RULE
-from lab.stats import compare_paired, format_delta
+from lab.stats import compare_paired, format_delta, format_p, n_nonzero, p_floor
 from lab.store import get_run, is_cached
 from lab.tables import variant_name
 from ui.nav import PAGES
@@ -289,9 +289,9 @@ def test_ablations_table_has_base_first_and_differences(store):
     table, comparisons = at.dataframe[0].value, at.dataframe[1].value
     assert list(table["variant"]) == [base_label(make_run(steps=STEPS)), "no position"]
     base, ablated = get_run(make_run(steps=STEPS)), get_run(make_run(steps=STEPS, position="none"))
-    loss = comparisons[comparisons["metric"] == "final loss"].iloc[0]
-    assert loss["variant"] == "no position" and loss["Δ mean"] == format_delta(ablated.final_loss - base.final_loss)
-    assert loss["p floor"] == "1" and loss["95 % interval"] == "–"  # one seed: no interval, no test
+    loss = comparisons[comparisons["metric"] == "test loss"].iloc[0]  # held out, not the last training batch
+    assert loss["variant"] == "no position" and loss["Δ mean"] == format_delta(ablated.test_loss - base.test_loss)
+    assert loss["p floor"] == "1" and loss["interval"] == "(−∞, +∞)"  # one seed: the test rejects no shift
     assert set(comparisons["verdict"]) <= {"too few seeds", "identical on every seed"}
     assert len(charts(at)) == 2  # loss curves and the distinct/repeated breakdown
 
@@ -318,26 +318,39 @@ def test_ablations_over_seeds_show_bands_paired_differences_and_the_rule(store):
     summary, comparisons = at.dataframe[0].value, at.dataframe[1].value
     assert list(summary["n"]) == [2, 2]
     shown = list(at.dataframe[0].proto.column_order)  # mean and worst seed only: fits 1,280 px without scrolling
-    assert shown == ["variant", "n", "final_loss_mean", "final_loss_max", "token_accuracy_mean"] + [
+    assert shown == ["variant", "n", "test_loss_mean", "test_loss_max", "token_accuracy_mean"] + [
         "token_accuracy_min",
         "sequence_accuracy_mean",
         "sequence_accuracy_min",
     ]
-    runs = {
-        (p, s): get_run(make_run(steps=STEPS, seed=s, position=p)).eval for p in ("learned", "none") for s in (0, 1)
-    }
+    records = {(p, s): get_run(make_run(steps=STEPS, seed=s, position=p)) for p in ("learned", "none") for s in (0, 1)}
+    runs = {key: r.eval for key, r in records.items()}
     deltas = [runs["none", s].sequence_accuracy - runs["learned", s].sequence_accuracy for s in (0, 1)]
     row = comparisons[comparisons["metric"] == "per-sequence"].iloc[0]
     assert row["Δ min"] == format_delta(min(deltas)) and row["Δ max"] == format_delta(max(deltas))
     assert row["verdict"] == compare_paired({"none": deltas})["none"]["verdict"]
-    assert row["p floor"] == "0.5" and row["seeds"] == 2
-    # one floor for every row: said once under the table, not a column of the same value (the table fits 1,280 px)
-    assert "p floor" not in at.dataframe[1].proto.column_order and "p" in at.dataframe[1].proto.column_order
-    assert "With 2 seeds no p can be below **0.5**" in texts(at.caption)
+    # the floor counts the seeds that differ (a tie has no sign): 0.5 with both, 1 with none
+    assert row["p floor"] == format_p(p_floor(n_nonzero(deltas))) and row["seeds"] == 2
+    losses = [records["none", s].test_loss - records["learned", s].test_loss for s in (0, 1)]
+    tokens = [runs["none", s].token_accuracy - runs["learned", s].token_accuracy for s in (0, 1)]
+    floors = {format_p(p_floor(n_nonzero(d))) for d in (losses, tokens, deltas)}
+    if len(floors) == 1:  # one floor for every row: said once under the table, not a column (it fits 1,280 px)
+        assert "p floor" not in at.dataframe[1].proto.column_order and "p" in at.dataframe[1].proto.column_order
+        assert f"no p can be below **{floors.pop()}**" in texts(at.caption)
+    else:
+        assert "p floor" in at.dataframe[1].proto.column_order
     assert RULE in texts(at.caption)
-    assert "a difference can be shown from **6 seeds** on" in texts(at.markdown)
+    assert "a difference can be shown once 6 seeds differ" in texts(at.markdown)
+    assert "What differs, computed from these runs." in texts(at.markdown)
     layers = [layer["mark"]["type"] for layer in charts(at)[0]["layer"]]
     assert layers == ["area", "line"]  # the min-max band under the mean
+    # the breakdown's n is the test sequences of each kind, the same 500 for every seed: never summed over seeds
+    import pyarrow as pa
+
+    chart = at.get("vega_lite_chart")[1].proto
+    data = chart.datasets[0].data.data if chart.datasets else chart.data.data
+    bars = pa.ipc.open_stream(data).read_all().to_pandas()
+    assert set(bars[bars["symbols"] == "all distinct"]["n"]) == {runs["learned", 0].n_distinct}
     assert "seeds 0-1" in texts(at.caption)
     assert at.number_input(key="abl_seeds").max == 8  # the default hosted cap: 5 variants under Holm need 8
 
@@ -386,15 +399,15 @@ def test_compare_trains_missing_runs_as_one_sweep_then_shows_groups_and_verdicts
     assert not at.exception and not at.info
     summary, comparisons = at.dataframe[0].value, at.dataframe[1].value
     assert list(summary["scaling"]) == ["on", "off"] and list(summary["n"]) == [2, 2]
-    assert list(comparisons["metric"]) == ["final loss", "per-token", "per-sequence"]
+    assert list(comparisons["metric"]) == ["test loss", "per-token", "per-sequence"]
     assert set(comparisons["baseline"]) == {"on"} and set(comparisons["scaling"]) == {"off"}
     order = list(at.dataframe[1].proto.column_order)
     assert "verdict" in order and "baseline" not in order  # one baseline: named once, in the caption
     assert "Every row is against the baseline **on**, paired by seed." in texts(at.caption)
-    on = [get_run(make_run(steps=STEPS, seed=s, scaling=True)).final_loss for s in (0, 1)]
-    off = [get_run(make_run(steps=STEPS, seed=s, scaling=False)).final_loss for s in (0, 1)]
+    on = [get_run(make_run(steps=STEPS, seed=s, scaling=True)).test_loss for s in (0, 1)]
+    off = [get_run(make_run(steps=STEPS, seed=s, scaling=False)).test_loss for s in (0, 1)]
     assert comparisons["Δ mean"].iloc[0] == format_delta(np.mean(np.subtract(off, on)))
-    assert np.isclose(summary["final_loss_max"].iloc[1], max(off))
+    assert np.isclose(summary["test_loss_max"].iloc[1], max(off))
     specs = charts(at)
     assert [layer["mark"]["type"] for layer in specs[0]["layer"]] == ["area", "line"]  # loss: mean in a band
     assert [layer["mark"]["type"] for layer in specs[1]["layer"]] == ["area", "line"]  # accuracy during training

@@ -12,6 +12,7 @@ from attncore.snapshots import Snapshot
 from lab import store
 from lab.compare import (
     curve_bands,
+    differences_text,
     display,
     group_summary,
     paired_differences,
@@ -20,7 +21,7 @@ from lab.compare import (
     seeds_to_ask,
     snapshot_bands,
 )
-from lab.stats import IDENTICAL, MISSING, NOT_SHOWN, SHOWN, TOO_FEW
+from lab.stats import IDENTICAL, MISSING, NOT_SHOWN, SHOWN, TOO_FEW, format_delta
 
 
 def record(seed: int, sequence: float, token: float = 0.9, loss: float = 0.1, **overrides) -> dict:
@@ -167,6 +168,23 @@ def test_a_test_loss_missing_on_a_seed_is_said_not_judged():
     assert r["verdict"] == MISSING and r["p_value"] != r["p_value"]
     assert np.isnan(group_summary({"a": base}).iloc[0]["test_loss_mean"])  # no mean over other seeds: '–'
     assert group_summary({"a": base}).iloc[0]["token_accuracy_mean"] == pytest.approx(0.9)
+
+
+def test_the_sentence_says_what_differs_and_by_how_much_from_the_table():
+    """Post-LN against pre-LN: a tiny, consistent test-loss difference on 6 seeds, accuracy identical: the page's
+    sentence names the difference with its interval and the identical metrics, instead of 'shows nothing'."""
+    base = [record(s, 1.0, token=1.0, loss=2.0e-4 + 1e-6 * s) for s in range(6)]
+    post = [record(s, 1.0, token=1.0, loss=2.1e-4 + 1e-6 * s + 1e-7 * (s % 2), norm="post") for s in range(6)]
+    table = paired_differences({"pre": base, "post": post})
+    text = differences_text(table)
+    r = row(table, "post", "test_loss")
+    interval = f"[{format_delta(r['ci_low'])}, {format_delta(r['ci_high'])}]"
+    assert text == (
+        f"post: difference shown: test loss by {format_delta(r['delta_mean'])} {interval}; "
+        "identical on every seed: per-token, per-sequence."
+    )
+    assert r["ci_low"] > 0 and r["verdict"] == SHOWN
+    assert differences_text(table.iloc[0:0]) == ""
 
 
 # --- curves over seeds ---------------------------------------------------------

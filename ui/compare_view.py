@@ -133,7 +133,9 @@ DISPLAY_NAMES = {
     "delta_mean": "Δ mean",
     "delta_min": "Δ min",
     "delta_max": "Δ max",
-    "interval": "95 % interval",
+    "interval": "interval",
+    "t_interval": "t interval",
+    "differ": "seeds differing",
     "p_value": "p",
     "p_floor": "p floor",
     "p_corrected": "p (Holm)",
@@ -145,19 +147,30 @@ def comparison_table(comparisons: pd.DataFrame, **names) -> None:
     """The paired differences as text with magnitudes that fit (lab.compare.display), metrics by their short names."""
     shown = compare.display(comparisons).rename(columns=names | DISPLAY_NAMES)
     baselines, floors = list(dict.fromkeys(comparisons["baseline"])), list(dict.fromkeys(shown["p floor"]))
+    every_seed = bool((comparisons["n_nonzero"] == comparisons["n"]).all())
     # So that the table fits 1,280 px: a baseline or a floor shared by every row is said once below it, not
-    # repeated in a column, and each pair's smallest and largest Δ are left to the CSV (the interval shows spread).
+    # repeated in a column, and each pair's smallest and largest Δ and the t interval are left to the CSV.
     once = {"baseline"} if len(baselines) == 1 else set()
     once |= {"p floor"} if len(floors) == 1 else set()
-    order = [c for c in shown.columns if c not in once | {"Δ min", "Δ max"}]
+    once |= {"seeds differing"} if every_seed else set()
+    order = [c for c in shown.columns if c not in once | {"Δ min", "Δ max", "t interval"}]
     height = min(35 * (len(shown) + 1) + 3, 800)
     tables.show(shown.replace({"metric": METRIC_NAMES}), height=height, column_order=order)
-    said = ["Δ min and Δ max over the seeds of each pair are in the comparisons CSV."]
+    said = [
+        "Interval: the shifts the sign-flip test does not reject, at 95 % unless the cell names a Holm level; it "
+        "holds 0 exactly when no difference is shown. The t interval (95 %), Δ min and Δ max of each pair are in "
+        "the comparisons CSV."
+    ]
     if len(baselines) == 1:
         said.append(f"Every row is against the baseline **{plain(str(baselines[0]))}**, paired by seed.")
+    if every_seed:
+        said.append("Every pair differed on every seed.")
     if len(floors) == 1:
-        n = tables.count(int(comparisons["n"].iloc[0]), "seed")
-        said.append(f"With {n} no p can be below **{floors[0]}** (p floor: 2/2ⁿ, the exact test's smallest p).")
+        k = tables.count(int(comparisons["n_nonzero"].iloc[0]), "seed")
+        said.append(
+            f"With {k} that differ no p can be below **{floors[0]}** (p floor: 2/2ᵐ over the m seeds that differ; "
+            "a seed where both score exactly the same carries no sign)."
+        )
     st.caption(" ".join(said))
 
 
@@ -177,11 +190,12 @@ def show_tables(
     shown = summary.rename(columns=names)
     tables.show(shown, column_order=tables.worst_seed_columns(shown))  # fits 1,280 px: no sideways scrolling
     st.caption(
-        "Mean over the seeds of each setting, and its worst seed (the highest loss, the lowest accuracy); the CSV "
+        "Mean over the seeds of each setting, and its worst seed (the highest test loss, the lowest accuracy); the CSV "
         "download has min and max of every metric."
     )
     if len(comparisons):
         comparison_table(comparisons, **names)
+        st.markdown(f"**What differs, computed from these runs.** {plain(compare.differences_text(comparisons))}")
         seeds_advice(comparisons, seeds_key, runs_per_seed)
     st.caption(RULE)
 
@@ -189,19 +203,11 @@ def show_tables(
 def seeds_advice(
     comparisons: pd.DataFrame, seeds_key: str | None, runs_per_seed: int, max_seeds: int | None = None
 ) -> None:
-    """How many comparisons share a baseline (Holm), the seeds a verdict needs, and the button that adds them
-    (up to `max_seeds`, default the hosted max_seeds)."""
-    keys = [c for c in ("facet", "test_length", "baseline", "metric") if c in comparisons.columns]
-    m, n = int(comparisons.groupby(keys).size().max()), int(comparisons["n"].min())
-    needed = compare.seeds_needed(comparisons)
-    if m == 1:
-        how = "One level is compared with each baseline, per metric: no correction is needed, and"
-    else:
-        how = f"Holm's correction across the {m} levels compared with one baseline, per metric: with {m} comparisons"
-    st.markdown(
-        f"**Correction and seeds.** {how} a difference can be shown from **{needed} seeds** on (the floor 2/2ⁿ, "
-        f"times {m}, must be below 0.05). This view has {tables.count(n, 'seed')}."
-    )
+    """What the seeds allow (lab.compare.seeds_text: how many must differ, how many did), and the button that adds
+    seeds (up to `max_seeds`, default the hosted max_seeds) when a verdict is 'too few seeds'."""
+    n = int(comparisons["n"].min())
+    needed = compare.seeds_to_ask(comparisons)  # seeds_needed, or more where seeds tie at this rate
+    st.markdown(f"**Correction and seeds.** {plain(compare.seeds_text(comparisons))}")
     if seeds_key is None or n >= needed or stats.TOO_FEW not in set(comparisons["verdict"]):
         return
     lim = limits()
@@ -224,11 +230,12 @@ def seeds_advice(
             key=f"{seeds_key}_more",
             type="primary",
             on_click=lambda: st.session_state.update({seeds_key: needed}),
-            help="Every verdict here is 'too few seeds' or could be: this many seeds let a difference be shown.",
+            help="A verdict here is 'too few seeds': this many seeds let a difference be shown, if as many of the "
+            "new seeds differ as of these.",
         )
 
 
-METRIC_NAMES = {"final_loss": "final loss", "token_accuracy": "per-token", "sequence_accuracy": "per-sequence"}
+METRIC_NAMES = {"test_loss": "test loss", "token_accuracy": "per-token", "sequence_accuracy": "per-sequence"}
 
 
 def downloads(summary: pd.DataFrame, comparisons: pd.DataFrame, stem: str) -> None:
@@ -260,3 +267,14 @@ def loss_panel(prefix: str, bands_of: Callable[[int], pd.DataFrame], caption: st
     with c2:
         st.altair_chart(compare_charts.band_curves(bands_of(smooth), log=log), width="stretch")
     st.caption(caption)
+
+
+def breakdown_over_seeds(per_seed: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """ui.frames.breakdown_frame of each seed -> one row per variant and kind of sequence: the mean accuracy over
+    the seeds and n, the test sequences of that kind (the same fixed sequences serve every seed: never a sum)."""
+    frame = pd.concat(per_seed)
+    counts = frame.groupby(["variant", "symbols"], sort=False)["n"]
+    if (counts.nunique() > 1).any():
+        raise ValueError("the seeds were scored on different test sets")
+    grouped = frame.groupby(["variant", "symbols"], sort=False, as_index=False)
+    return grouped.agg(accuracy=("accuracy", "mean"), n=("n", "first"))

@@ -13,8 +13,8 @@ from attncore import ConfigError
 from attncore.config import TASKS
 from attncore.evaluate import MAX_TEST_LENGTHS
 from lab.compare import RULE, beyond_range_comparisons
-from lab.stats import format_delta
-from ui import compare_view, frames, runs, sidebar, tables
+from lab.stats import format_delta, format_interval
+from ui import compare_view, frames, runs, sidebar, sweeps, tables
 from ui.charts import runs as charts
 from ui.limits import limits
 from ui.params import show_invalid, url_number, url_radio, url_toggle
@@ -79,12 +79,18 @@ def findings_text(frame, task: str, n_seeds: int, last: int, randomized: bool) -
     )
 
 
+def _delta_text(r) -> str:
+    """'Δ −0.120 [−0.31, −0.02]', and how many seeds differed when some tie exactly."""
+    text = f"Δ {format_delta(r.delta_mean)} {format_interval(r.ci_low, r.ci_high)}"
+    return text + (f", {r.n_nonzero} of {r.n} seeds differ" if r.n_nonzero < r.n else "")
+
+
 def verdicts_text(comparisons, last: int) -> str:
     """One sentence per metric: each encoding's verdict against no position past the range, from the table."""
     parts = []
     for metric, name in (("sequence_accuracy", "per sequence"), ("token_accuracy", "per token")):
         rows = comparisons[comparisons["metric"] == metric]
-        listed = "; ".join(f"{r.level} {r.verdict} (Δ {format_delta(r.delta_mean)})" for r in rows.itertuples())
+        listed = "; ".join(f"{r.level} {r.verdict} ({_delta_text(r)})" for r in rows.itertuples())
         parts.append(f"{name}, {listed}")
     base = comparisons["baseline"].iloc[0]
     n = int(comparisons["n"].min())
@@ -125,7 +131,7 @@ def literature_protocol() -> None:
     found, missing = runs.cached_many(wanted)
     if missing:
         st.caption(f"{len(missing)} of {len(wanted)} runs are not trained yet (with the sidebar's other settings).")
-        if not st.button(f"Train the {len(missing)} missing runs", key="lit_train"):
+        if not st.button(f"Train the {len(missing)} missing runs ({sweeps.estimate_text(missing)})", key="lit_train"):
             return
         if runs.sweep(missing, "Training the encodings on lengths 1 to 8") is None:
             return
