@@ -23,7 +23,7 @@ MORE |= {
     "n_dense_layers": "Dense layers",
 }
 # fields whose 0 means "derived": offered as a named choice, not a magic zero (the Decoder still stores 0)
-DERIVED = {"n_kv_heads": ("= query heads", 256), "head_dim": ("d_model / heads", 1024)}
+DERIVED = {"n_kv_heads": ("= query heads", 256), "head_dim": ("d ÷ heads", 1024)}  # fits its select
 DERIVED |= {"v_head_dim": ("= head dim", 1024)}
 LIVE_LIMIT = 20_000_000  # parameters instantiated for the live cross-check
 

@@ -80,7 +80,7 @@ def test_derived_fields_are_named_choices_not_magic_zeros():
     at = page("parameters", par_preset="gpt2")
     kv, head = at.selectbox(key="par_n_kv_heads"), at.selectbox(key="par_head_dim")
     assert (kv.value, kv.format_func(kv.value)) == (0, "= query heads")
-    assert head.format_func(head.value) == "d_model / heads"
+    assert head.format_func(head.value) == "d ÷ heads"  # short enough for its select at 1,280 px
     rerun(kv.set_value(4))  # GQA: 12 query heads share 4 KV heads
     assert at.selectbox(key="par_n_kv_heads").value == 4 and not at.exception
 
@@ -111,7 +111,7 @@ def test_kv_cache_renders_llama_3_8b_and_its_fit_on_an_h100():
     assert metric(at, "KV cache, binary")[0] == "1.00 GiB"  # 2 · 32 · 8 · 128 · 8192 · 2 B = 2^30 B
     assert metric(at, "KV cache, decimal")[0] == "1.07 GB"
     assert metric(at, "Per token")[0] == "131,072 B"
-    assert metric(at, "Weights in fp16") == ("16.1 GB", f"{LLAMA3_8B:,} parameters")
+    assert metric(at, "Weights in fp16") == ("16.1 GB", "8.03B parameters")  # a note that fits its column
     budget = 72_000_000_000 - 2 * LLAMA3_8B  # 80 GB less 10%, less the fp16 weights
     assert metric(at, "Cached tokens that fit")[0] == f"{budget // 131_072:,}"
     assert metric(at, "Largest batch at context 8,192")[0] == f"{budget // (131_072 * 8192):,}"

@@ -24,6 +24,7 @@ ATTENTION_COLORS = {"MHA": VARIANT_COLORS[0], "GQA": TOKEN_COLOR, "MQA": VARIANT
 MODE_COLORS = alt.Scale(domain=list(MODES), range=[TOKEN_COLOR, SEQUENCE_COLOR])
 MUTED = "#BAB0AC"
 Metric = tuple[str, str, str]  # label, value, the small grey line under it
+LABEL_ROOM = 1.25  # a bar chart's value axis runs this far past its longest bar, so the bar's label fits
 
 
 # --- numbers as text ---------------------------------------------------------
@@ -75,9 +76,15 @@ def breakdown_frame(count: ParamCount) -> pd.DataFrame:
 
 def share_chart(df: pd.DataFrame, height: int = 230) -> alt.Chart:
     """breakdown_frame rows -> horizontal bars of each component's share of the total, labelled."""
+    top = min(1.0, float(df["share"].max()) * LABEL_ROOM) if len(df) else 1.0  # room for the longest bar's label
     base = alt.Chart(df.assign(label=[formats.share(x) for x in df["share"]])).encode(
         y=alt.Y("component:N", sort=list(COMPONENTS), title=None, axis=alt.Axis(labelFontSize=12)),
-        x=alt.X("share:Q", title="share of all parameters", axis=alt.Axis(format="%")),
+        x=alt.X(
+            "share:Q",
+            title="share of all parameters",
+            axis=alt.Axis(format="%"),
+            scale=alt.Scale(domain=[0, top], nice=False),
+        ),
         tooltip=["component:N", alt.Tooltip("params:Q", format=","), alt.Tooltip("share:Q", format=".1%")],
     )
     bars = base.mark_bar(cornerRadiusEnd=3).encode(color=alt.Color("component:N", scale=COMPONENT_COLORS, legend=None))
@@ -103,7 +110,7 @@ def cache_metrics(c: KVCache) -> list[Metric]:
         ("KV cache, binary units", binary_size(c.bytes), "GiB = 2³⁰ B"),
         ("KV cache, decimal units", decimal_size(c.bytes), "GB = 10⁹ B"),
         ("Per token", f"{c.bytes_per_token:,} B", "one sequence, all layers"),
-        (f"Weights in {c.weight_dtype}", weights, f"{c.weight_params or 0:,} parameters"),
+        (f"Weights in {c.weight_dtype}", weights, f"{count_text(c.weight_params or 0)} parameters"),  # fits 1/5 row
         ("Cache / weights", "—" if c.ratio is None else f"{c.ratio:.3g}×", f"{c.attention} cache"),
     ]
 
@@ -122,7 +129,7 @@ def fit_metrics(f: Fit, c: KVCache, unit: str = "GB") -> list[Metric]:
     longest = "any" if f.max_context is None else f"{f.max_context:,}"
     return [
         ("Cached tokens that fit", f"{f.tokens_that_fit:,}", "over all sequences"),
-        (f"Longest context at batch {c.batch:,}", longest, "per sequence; memory bound only"),
+        (f"Longest context at batch {c.batch:,}", longest, "memory bound only"),
         (f"Largest batch at context {c.context:,}", f"{f.max_batch:,}", "sequences"),
         (
             "Left for the cache",
@@ -221,12 +228,19 @@ def memory_chart(
 
 
 def dtype_bars(df: pd.DataFrame, chosen: str) -> alt.Chart:
-    """curves_frame of dtype_curves at one context -> a bar per element type, the chosen one highlighted."""
+    """curves_frame of dtype_curves at one context -> a horizontal bar per element type, the chosen one
+    highlighted, each labelled at its end (rows, so the labels never collide, at any width)."""
     order = list(dict.fromkeys(df["dtype"]))
     df = df.assign(label=df["bytes"].map(binary_size))  # as the metrics above: 528 MiB, not 0.516 GiB
+    top = float(df["gib"].max()) * LABEL_ROOM if len(df) else 1.0
     base = alt.Chart(df).encode(
-        x=alt.X("dtype:N", sort=order, title="cache element type", axis=alt.Axis(labelAngle=0)),
-        y=alt.Y("gib:Q", title="KV cache (GiB)"),
+        y=alt.Y("dtype:N", sort=order, title="cache element type"),
+        x=alt.X(
+            "gib:Q",
+            title="KV cache (GiB)",
+            scale=alt.Scale(domain=[0, top], nice=False),
+            axis=alt.Axis(labelFlush=True, labelOverlap=True),
+        ),
         tooltip=[
             "dtype:N",
             alt.Tooltip("bytes_text:N", title="bytes"),
@@ -235,8 +249,8 @@ def dtype_bars(df: pd.DataFrame, chosen: str) -> alt.Chart:
     )
     highlight = alt.condition(alt.datum.dtype == chosen, alt.value(TOKEN_COLOR), alt.value(MUTED))
     bars = base.mark_bar(cornerRadiusEnd=3).encode(color=highlight)
-    labels = base.mark_text(baseline="bottom", dy=-3, fontSize=11, color=BASE_COLOR).encode(text="label:N")
-    return (bars + labels).properties(height=340)
+    labels = base.mark_text(align="left", dx=3, fontSize=11, color=BASE_COLOR).encode(text="label:N")
+    return (bars + labels).properties(height=300)
 
 
 def fit_frame(f: Fit, cache_bytes: int, unit: str = "GB") -> pd.DataFrame:
@@ -263,7 +277,7 @@ def memory_split(df: pd.DataFrame, gpu_size: float, unit: str = "GB") -> alt.Lay
         alt.Chart(df.assign(order=range(len(df)), row=""))
         .mark_bar(size=30)
         .encode(
-            x=alt.X("size:Q", stack="zero", title=title),
+            x=alt.X("size:Q", stack="zero", title=title, axis=alt.Axis(labelFlush=True)),  # '80' not cut
             y=alt.Y("row:N", title=None, axis=None),
             color=alt.Color(
                 "part:N",
@@ -277,7 +291,7 @@ def memory_split(df: pd.DataFrame, gpu_size: float, unit: str = "GB") -> alt.Lay
         )
     )
     edge = alt.Chart(pd.DataFrame({"size": [gpu_size], "row": [""]})).encode(x="size:Q", y=alt.Y("row:N", axis=None))
-    edge = edge.mark_tick(color=BASE_COLOR, thickness=3, size=44)  # the card's edge, across the bar
+    edge = edge.mark_tick(color=BASE_COLOR, thickness=3, size=36)  # the card's edge, across the bar, above its label
     return alt.layer(bar, edge).properties(height=130)  # the whole chart: bar, axis and legend
 
 
@@ -350,7 +364,12 @@ def engine_split(df: pd.DataFrame, total_gib: float) -> alt.LayerChart:
         alt.Chart(df.assign(order=range(len(df)), row=""))
         .mark_bar(size=30)
         .encode(
-            x=alt.X("gib:Q", stack="zero", title="GPU memory (GiB = 2³⁰ B, as torch reports)"),
+            x=alt.X(
+                "gib:Q",
+                stack="zero",
+                title="GPU memory (GiB = 2³⁰ B, as torch reports)",
+                axis=alt.Axis(labelFlush=True),
+            ),
             y=alt.Y("row:N", title=None, axis=None),
             color=alt.Color(
                 "part:N",
@@ -364,7 +383,7 @@ def engine_split(df: pd.DataFrame, total_gib: float) -> alt.LayerChart:
         )
     )
     edge = alt.Chart(pd.DataFrame({"gib": [total_gib], "row": [""]})).encode(x="gib:Q", y=alt.Y("row:N", axis=None))
-    return alt.layer(bar, edge.mark_tick(color=BASE_COLOR, thickness=3, size=44)).properties(height=150)
+    return alt.layer(bar, edge.mark_tick(color=BASE_COLOR, thickness=3, size=36)).properties(height=150)
 
 
 # --- the measured companion --------------------------------------------------
