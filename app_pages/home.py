@@ -40,7 +40,10 @@ _, missing = runs.cached_summaries(article)
 swept = None
 label = f"Reproduce the article: train {sweeps.cost(missing)}" if missing else ""
 if missing:
-    results.caption("The button says how long the missing runs should take here, measured from stored runs.")
+    results.caption(
+        "The button says how long the missing runs should take here: estimated from their sizes, steps and batch by "
+        f"a cost model timed on this server, {sweeps.workers()} at a time."
+    )
 if missing and button.button(label, type="primary", key="reproduce"):
     with results:  # the progress shows under the button
         swept = runs.sweep(article, "Article sweep")

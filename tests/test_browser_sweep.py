@@ -33,7 +33,7 @@ def test_sweep_shows_progress_within_2_s_and_cancel_stores_nothing_half_trained(
     tab.goto(base)
     wait_for_app(tab)
     button = tab.get_by_role("button", name=re.compile("Reproduce the article"))
-    assert re.search(r"23 runs, (about .* here|no measured estimate yet)", button.inner_text())
+    assert re.search(r"23 runs, about .* here", button.inner_text())
     button.click()
     clicked = time.monotonic()
     bar = tab.get_by_test_id("stProgress")

@@ -5,6 +5,8 @@ Runs are short (30 steps) and live in a temporary run store (ATTNCORE_CACHE_DIR)
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -181,7 +183,7 @@ def test_length_page_trains_five_encodings_on_a_range_and_reports_from_the_runs(
 
 def test_length_page_randomized_positions_toggle_trains_other_runs(store):
     at = app("lengths", lit_seeds="1", lit_rand="true")
-    assert "Train the 5 missing runs" in [b.label for b in at.button]
+    assert any(re.fullmatch(r"Train the 5 missing runs \(about .+ here\)", b.label) for b in at.button)
     assert at.toggle(key="lit_rand_eval").value is False  # offered only with randomized positions
     assert "lit_rand_eval" not in [t.key for t in app("lengths", lit_seeds="1").toggle]
 

@@ -188,16 +188,18 @@ def test_cancel_stops_the_worker_and_stores_nothing(store):
     pool.discard(pool._current())
 
 
-def test_the_expected_duration_is_measured_from_stored_runs_of_the_same_size(store):
+def test_the_expected_duration_comes_from_the_cost_model_with_nothing_stored(store):
+    """Issue 29.5: an empty store still gives an estimate, the cost model's, longer for a longer or deeper run."""
+    from lab import cost_model
+    from lab.formats import duration
+
     run = make_run(steps=100, seed=9)
-    assert live.expected_seconds(run) is None
-    assert "No run of this size is stored yet" in live.expectation(run)
-    records = [get_run(make_run(steps=steps, seed=seed)) for steps, seed in ((20, 0), (30, 1), (40, 2))]
-    get_run(make_run(steps=20, d_model=16))  # another size: not used
-    per_step = sorted(r.train_seconds / r.config.train.steps for r in records)[1]
-    evaluation = sorted(r.eval.eval_seconds for r in records)[1]
-    assert live.expected_seconds(run) == (pytest.approx(per_step * 100 + evaluation), 3)
-    assert "the median pace of the 3 stored runs of this model size" in live.expectation(run)
+    assert f"Expect about {duration(cost_model.model().run_seconds(run))}: estimated from its size" in (
+        live.expectation(run)
+    )
+    model = cost_model.model()
+    assert model.run_seconds(make_run(steps=200)) > model.run_seconds(run)
+    assert model.run_seconds(make_run(steps=100, n_layers=8)) > model.run_seconds(run)
 
 
 # --- the Train flow in a script run ---------------------------------------------------------------

@@ -1,11 +1,10 @@
 """Live training from a page: the worker pool (rebuilt when a worker dies), the progress display with
-elapsed time, time left and Cancel, and the expected duration measured from the stored runs.
+elapsed time, time left and Cancel, and the expected duration (lab.cost_model).
 """
 
 from __future__ import annotations
 
 import json
-import statistics
 import tempfile
 import threading
 import time
@@ -17,8 +16,9 @@ import streamlit as st
 from joblib.externals.loky import ProcessPoolExecutor
 
 from attncore import RunConfig
+from lab import cost_model
 from lab.formats import duration
-from lab.store import RunRecord, cache_dir, list_cached
+from lab.store import RunRecord, cache_dir
 from ui import frames, worker
 from ui.charts import runs as charts
 from ui.limits import BusyError, limits, training_slot
@@ -81,41 +81,12 @@ def run_key(run: RunConfig) -> str:
     return json.dumps(run.to_dict(), sort_keys=True)
 
 
-def _size(run: RunConfig) -> tuple:
-    m = run.model
-    return m.d_model, m.n_layers, m.n_heads, m.d_ff, m.dtype, run.train.batch_size, run.task.length
-
-
-def expected_seconds(run: RunConfig, stored: list[dict] | None = None) -> tuple[float, int] | None:
-    """(seconds to train and evaluate `run`, how many stored runs it is measured from), or None.
-
-    Measured: the median time per step and the median evaluation time of the stored runs with the same
-    model, batch and length (their JSON summaries, `stored` if given, else lab.store.list_cached()), times this
-    run's steps.
-    """
-    similar = []
-    for s in list_cached() if stored is None else stored:
-        stored = RunConfig.from_dict(s["config"])
-        if _size(stored) == _size(run):
-            similar.append((s["train_seconds"] / stored.train.steps, s["eval_seconds"]))
-    if not similar:
-        return None
-    per_step = statistics.median(p for p, _ in similar)
-    return per_step * run.train.steps + statistics.median(e for _, e in similar), len(similar)
-
-
 def expectation(run: RunConfig) -> str:
-    """One sentence on how long training `run` should take, from measurements only."""
-    found = expected_seconds(run)
-    if found is None:
-        return (
-            "No run of this size is stored yet to time it by; once it trains, the bar shows the time left at the "
-            "pace it measures."
-        )
-    seconds, n = found
+    """One sentence on how long training `run` should take here, from lab.cost_model (no earlier run needed)."""
+    seconds = cost_model.model().run_seconds(run)
     return (
-        f"Expect about {duration(seconds)}: the median pace of the {n:,} stored run{'s' * (n != 1)} of this model "
-        "size on this server (time left shows as it trains)."
+        f"Expect about {duration(seconds)}: estimated from its size, steps and batch by a cost model timed on this "
+        "server (the bar shows the time left at the pace it measures)."
     )
 
 

@@ -131,6 +131,9 @@ def sweep(runs: Sequence[RunConfig], what: str, cached_before: int = 0) -> list[
             icon=":material/block:",
         )
         return None
+    if refused := sweeps.budget_error(missing):
+        st.error(refused, icon=":material/block:")
+        return None
     if missing:
         trained = sweeps.sweep_live(missing, what, cached=cached_before + len(records))
         if trained is None:
@@ -237,6 +240,9 @@ def require(run: RunConfig, describe: str) -> RunRecord:
     record = cached(run)
     if record is not None:
         return record
+    if refused := sweeps.budget_error([run]):
+        st.error(refused, icon=":material/block:")
+        st.stop()
     slot = st.empty()
     with slot.container():
         st.info(

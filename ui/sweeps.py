@@ -1,6 +1,7 @@
 """A sweep from a page: the missing runs trained on ui.live's worker pool, a few at a time, with the runs done of
 the total (cached ones counted apart), each running run's step, elapsed time, time left and a Cancel that stops
-every worker at its next step (nothing half-trained is stored). Also what a sweep will cost, said before the click.
+every worker at its next step (nothing half-trained is stored). Also what a sweep will cost, said before the click
+(lab.cost_model), and the per-view budget (max_view_cpu_s) that refuses a sweep estimated to cost more.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ from pathlib import Path
 import streamlit as st
 
 from attncore import RunConfig
+from lab import cost_model
 from lab.formats import count, duration
-from lab.store import RunRecord, cache_dir, is_cached, list_cached
+from lab.store import RunRecord, cache_dir, is_cached
 from ui import live, worker
 from ui.limits import BusyError, limits, training_slot
 from ui.metered import Memo
@@ -32,21 +34,36 @@ def workers() -> int:
     return max(1, min(lim.sweep_jobs, lim.max_concurrent))
 
 
-def estimate(missing: Sequence[RunConfig]) -> float | None:
-    """Seconds the missing runs should take here, measured from the stored runs (ui.live.expected_seconds),
-    `workers()` at a time; None when any of them has no stored run of its size to be measured from."""
-    stored = list_cached()
-    found = [live.expected_seconds(run, stored) for run in missing]
-    if not found or any(f is None for f in found):
+def estimate(missing: Sequence[RunConfig]) -> float:
+    """Wall seconds the missing runs should take here, `workers()` at a time, from lab.cost_model (their shapes,
+    steps and batch; calibrated on this server once per process): no earlier run is needed."""
+    return cost_model.model().wall_seconds(list(missing), workers())
+
+
+def budget_error(runs: Sequence[RunConfig]) -> str | None:
+    """Why this server refuses to train these runs for one view (their estimated computing time is over the
+    max_view_cpu_s cap), or None."""
+    work, cap = cost_model.model().work_seconds(list(runs)), limits().max_view_cpu_s
+    if work <= cap:
         return None
-    return sum(seconds for seconds, _ in found) / min(workers(), len(missing))
+    return (
+        f"Training {count(len(runs), 'run')} here would take about {duration(work)} of computing (estimated from "
+        f"their sizes), more than this server allows for one view ({duration(cap)}, max_view_cpu_s): choose fewer "
+        "runs or smaller ones (steps, blocks, width, batch, seeds)."
+    )
+
+
+def estimate_text(missing: Sequence[RunConfig]) -> str:
+    """'about 1 min 10 s here' (lab.cost_model's estimate), or that it is over this server's budget per view."""
+    if budget_error(missing):
+        work, cap = cost_model.model().work_seconds(list(missing)), limits().max_view_cpu_s
+        return f"about {duration(work)} of computing: over this server's {duration(cap)} per view"
+    return f"about {duration(estimate(missing))} here"
 
 
 def cost(missing: Sequence[RunConfig]) -> str:
-    """'18 runs, about 1 min 10 s here' or '18 runs, no measured estimate yet' (no stored run of their size)."""
-    seconds = estimate(missing)
-    runs = count(len(missing), "run")
-    return f"{runs}, about {duration(seconds)} here" if seconds is not None else f"{runs}, no measured estimate yet"
+    """'18 runs, about 1 min 10 s here', or '18 runs, about 2 h of computing: over this server's 1 h per view'."""
+    return f"{count(len(missing), 'run')}, {estimate_text(missing)}"
 
 
 @dataclass
@@ -131,6 +148,9 @@ def sweep_live(runs: Sequence[RunConfig], what: str, cached: int = 0) -> list[Ru
     The records in input order, or None when refused, cancelled or failed (the reason is shown).
     """
     runs = list(dict.fromkeys(runs))
+    if refused := budget_error(runs):
+        st.error(refused, icon=":material/block:")
+        return None
     token = st.session_state.setdefault(live.TOKEN_KEY, uuid.uuid4().hex)
     bar, cancel = st.empty(), st.empty()
     bar.progress(0.0, text=f"{what}: starting {cost(runs)}")

@@ -1,0 +1,124 @@
+"""How long training runs take here, estimated before any of them is trained: a cost model of one step from the
+run's shape and batch (multiply-adds, elementwise work, per-block overhead), calibrated once per process by timing
+a few small probe runs on this machine, times the steps, plus the evaluation; and the wall time of a sweep of runs
+on a number of worker processes. Imports attncore only (and NumPy).
+"""
+
+from __future__ import annotations
+
+import functools
+import heapq
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from attncore import RunConfig, make_run
+from attncore._blas import one_blas_thread
+from attncore.train import Trainer
+
+# The probes span what the coefficients tell apart: the fixed cost of a step, blocks, width, length, heads, batch.
+PROBES = (
+    dict(d_model=16, n_heads=2, n_layers=1, batch_size=8, length=4),
+    dict(d_model=32, n_heads=4, n_layers=2, batch_size=32, length=6),  # the article's run
+    dict(d_model=32, n_heads=4, n_layers=6, batch_size=32, length=6),
+    dict(d_model=32, n_heads=4, n_layers=2, batch_size=32, length=12),
+    dict(d_model=96, n_heads=2, n_layers=2, batch_size=32, length=6),
+    dict(d_model=32, n_heads=16, n_layers=2, batch_size=64, length=6),
+    dict(d_model=128, n_heads=1, n_layers=1, batch_size=16, length=6),
+    dict(d_model=256, n_heads=4, n_layers=1, batch_size=16, length=6),  # products large enough for BLAS's pace
+)
+PROBE_STEPS = 3  # steps per timed chunk; a probe's time is the median of PROBE_ROUNDS chunks
+PROBE_ROUNDS = 5
+EVAL_STEPS = 40  # the evaluation and the 20 snapshots cost about this many training steps of the same run
+
+
+def step_features(run: RunConfig) -> np.ndarray:
+    """What one training step's time is linear in: [1, blocks, matmul multiply-adds, attention multiply-adds,
+    elementwise values], averaged over the lengths a range-trained run draws from."""
+    m, t = run.model, run.train
+    B, n, d, f, H, V = t.batch_size, m.n_layers, m.d_model, m.d_ff, m.n_heads, m.vocab_size
+    rows = []
+    for length in range(run.task.min_length, run.task.length + 1):
+        T = 2 * length  # the tokens a step feeds the model
+        matmul = B * T * (n * (4 * d * d + 2 * d * f) + d * V)  # Q, K, V, out, FFN; the unembedding
+        attention = n * B * T * T * d  # scores and the weighted sum
+        elementwise = n * B * T * (d + f) + n * B * H * T * T  # norms, residuals, GELU; softmax
+        rows.append([1.0, n, matmul, attention, elementwise])
+    return np.mean(rows, axis=0)
+
+
+def _probe_run(shape: dict) -> RunConfig:
+    shape = dict(shape)
+    return make_run("copy", shape.pop("length"), **shape)
+
+
+def _time_probes() -> np.ndarray:
+    """Seconds per step of each probe: the median of PROBE_ROUNDS chunks (the pace a sweep keeps under this
+    machine's load, not its best moment), the probes interleaved so a burst of load does not land on one only."""
+    trainers = [Trainer(_probe_run(p)) for p in PROBES]
+    chunks = np.empty((PROBE_ROUNDS, len(PROBES)))
+    with one_blas_thread():  # as attncore.train trains
+        for trainer in trainers:
+            trainer.step()  # the first step allocates
+        for r in range(PROBE_ROUNDS):
+            for i, trainer in enumerate(trainers):
+                start = time.perf_counter()
+                for _ in range(PROBE_STEPS):
+                    trainer.step()
+                chunks[r, i] = (time.perf_counter() - start) / PROBE_STEPS
+    return np.median(chunks, axis=0)
+
+
+def fit(features: np.ndarray, seconds: np.ndarray) -> np.ndarray:
+    """Non-negative coefficients c with features @ c close to seconds in relative terms (least squares on each
+    row divided by its time); a feature whose coefficient comes out negative is dropped and the rest refitted."""
+    keep = list(range(features.shape[1]))
+    weighted = features / seconds[:, None]
+    while True:
+        c, *_ = np.linalg.lstsq(weighted[:, keep], np.ones(len(seconds)), rcond=None)
+        if (c >= 0).all() or len(keep) == 1:
+            out = np.zeros(features.shape[1])
+            out[keep] = np.maximum(c, 0)
+            return out
+        keep.pop(int(np.argmin(c)))
+
+
+@dataclass(frozen=True)
+class CostModel:
+    coefficients: np.ndarray  # seconds per unit of each step feature
+    probe_seconds: tuple[float, ...]  # what the calibration measured, per probe
+    calibration_seconds: float  # how long the calibration took
+
+    def step_seconds(self, run: RunConfig) -> float:
+        return float(step_features(run) @ self.coefficients)
+
+    def run_seconds(self, run: RunConfig) -> float:
+        """Seconds to train and evaluate `run` in one worker process."""
+        return self.step_seconds(run) * (run.train.steps + EVAL_STEPS)
+
+    def work_seconds(self, runs: Sequence[RunConfig]) -> float:
+        """CPU seconds of training all the runs: what a view's budget counts."""
+        return sum(self.run_seconds(r) for r in runs)
+
+    def wall_seconds(self, runs: Sequence[RunConfig], workers: int) -> float:
+        """Wall time of the runs trained in order on `workers` processes, each next run to the first one free."""
+        free = [0.0] * max(1, min(workers, len(runs)))
+        for run in runs:
+            heapq.heappush(free, heapq.heappop(free) + self.run_seconds(run))
+        return max(free) if runs else 0.0
+
+
+def calibrate() -> CostModel:
+    """Time the probes here (a second or two) and fit the step model."""
+    start = time.perf_counter()
+    seconds = _time_probes()
+    features = np.array([step_features(_probe_run(p)) for p in PROBES])
+    return CostModel(fit(features, seconds), tuple(seconds), time.perf_counter() - start)
+
+
+@functools.cache
+def model() -> CostModel:
+    """This process's cost model, calibrated on first use."""
+    return calibrate()
