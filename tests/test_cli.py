@@ -349,23 +349,27 @@ def test_sweep_group_by_prints_groups_and_paired_comparisons_as_json(tmp_path):
     ]
     by = {(run["config"]["model"]["scaling"], run["config"]["train"]["seed"]): run for run in runs}
     for g in out["groups"]:
-        for m in ("final_loss", "token_accuracy", "sequence_accuracy"):
+        for m in ("test_loss", "token_accuracy", "sequence_accuracy"):
             values = [by[(g["value"], seed)][m] for seed in (0, 1, 2)]
             assert g[m] == pytest.approx({"mean": sum(values) / 3, "min": min(values), "max": max(values)})
     assert [(c["level"], c["baseline"], c["metric"]) for c in out["comparisons"]] == [
-        ("on", "off", m) for m in ("final_loss", "token_accuracy", "sequence_accuracy")
+        ("on", "off", m) for m in ("test_loss", "token_accuracy", "sequence_accuracy")
     ]
     for c in out["comparisons"]:
         deltas = [by[(True, seed)][c["metric"]] - by[(False, seed)][c["metric"]] for seed in (0, 1, 2)]
         assert (c["delta_mean"], c["delta_min"], c["delta_max"]) == pytest.approx(
             (sum(deltas) / 3, min(deltas), max(deltas))
         )
-        assert c["n"] == 3 and c["p_floor"] == 0.25 and c["p_value"] >= 0.25
-        assert c["ci_low"] <= c["delta_mean"] <= c["ci_high"]
+        differ = sum(d != 0 for d in deltas)  # a seed on which both score the same carries no sign
+        assert c["n"] == 3 and c["n_nonzero"] == differ
+        assert c["p_floor"] == (2 / 2**differ if differ else 1.0) and c["p_value"] >= 0.25
+        assert (c["ci_low"], c["ci_high"]) == ("-inf", "inf")  # 3 seeds: the sign-flip test rejects no shift
+        assert c["t_low"] is None or c["t_low"] <= c["delta_mean"] <= c["t_high"]
         assert c["verdict"] in ("too few seeds", "identical on every seed")  # 3 seeds can show nothing
     text = attncore(cache, *argv, "--group-by", "scaling").stdout
     assert "Runs grouped by scaling" in text and "Each scaling against off, paired by seed" in text
-    assert "a difference can be shown from 6 seeds on; these runs have 3" in text
+    assert "a difference can be shown once 6 seeds differ" in text and "These runs have 3 seeds" in text
+    assert "t_interval" in text and "differ" in text
     assert "too few seeds" in text and "+0.0000" not in text
 
 
