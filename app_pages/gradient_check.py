@@ -3,6 +3,7 @@
 import streamlit as st
 
 from attncore.mechanisms.gradcheck import gradient_check, gradient_check_summary
+from lab.formats import scientific as sci
 from ui import docs
 from ui.charts.gradcheck import NORM_LABELS, PASS_MARK, eps_comparison, eps_label, gradcheck_chart, gradcheck_table
 from ui.limits import BusyError, limits
@@ -35,7 +36,7 @@ with c1:
         "gc_eps",
         EPS_OPTIONS,
         [1e-6, 1e-4],
-        format_func="{:.0e}".format,
+        format_func=lambda eps: sci(eps, 1),
         max_selections=4,
         placeholder="Pick ε values",
     )
@@ -63,7 +64,7 @@ for col, (norm, label) in zip(st.columns(2), NORM_LABELS.items(), strict=True):
     for m, s in zip(col.columns(len(worst)), worst, strict=True):
         m.metric(
             f"Worst at {eps_label(s['eps'])}",
-            f"{s['max_rel_dev']:.1e}",
+            f"{sci(s['max_rel_dev'])}",
             s["worst_tensor"],
             delta_color="off",
             delta_arrow="off",
@@ -80,16 +81,17 @@ for col, (norm, label) in zip(st.columns(2), NORM_LABELS.items(), strict=True):
         passes = v["worst_small"] < PASS_MARK  # the box's colour follows the figures it reports
         verdict = "under" if passes else "above"
         text = (
-            f"At {eps_label(v['eps_small'])} the worst deviation is {v['worst_small']:.1e}, {verdict} the "
-            f"{PASS_MARK:.0e} bar{': the backward pass checks out' if passes else ''}. At {eps_label(v['eps_large'])} "
-            f"it is {v['worst_large']:.1e}, {times}× larger ({counts})"
+            f"At {eps_label(v['eps_small'])} the worst deviation is {sci(v['worst_small'])}, {verdict} the "
+            f"{sci(PASS_MARK, 1)} bar{': the backward pass checks out' if passes else ''}. "
+            f"At {eps_label(v['eps_large'])} "
+            f"it is {sci(v['worst_large'])}, {times}× larger ({counts})"
             + (": the large step, not the backward pass, fails." if v["worst_large"] >= PASS_MARK else ".")
         )
         (col.success if passes else col.warning)(text, icon=":material/check:" if passes else ":material/warning:")
     else:
         col.warning(
-            f"With seed {seed}, {sizes} is **not clearly worse** (worst {v['worst_large']:.1e} against "
-            f"{v['worst_small']:.1e}, {v['ratio']:.3g}×; {counts}): no sampled coordinate sat near enough to a "
+            f"With seed {seed}, {sizes} is **not clearly worse** (worst {sci(v['worst_large'])} against "
+            f"{sci(v['worst_small'])}, {v['ratio']:.3g}×; {counts}): no sampled coordinate sat near enough to a "
             "ReLU kink for the large step to cross it. Try another seed (the default is one that shows it).",
             icon=":material/warning:",
         )
@@ -98,7 +100,7 @@ st.subheader("Per tensor")
 st.altair_chart(gradcheck_chart(rows))
 st.caption(
     f"Max of |numeric − analytic| / max(|numeric|, |analytic|) over the sampled coordinates of each tensor, seed "
-    f"{seed}; dashed: {PASS_MARK:.0e}, a usual bar for a passing check. Two errors compete: rounding, about "
+    f"{seed}; dashed: {sci(PASS_MARK, 1)}, a usual bar for a passing check. Two errors compete: rounding, about "
     "1e-16 · loss / ε, which favours a large "
     "ε, and the step itself, which across a ReLU kink or strong curvature ruins a large one. A tensor without a "
     "coordinate above 1e-6 in gradient has no point."

@@ -87,6 +87,15 @@ def learning_rate(lr: float) -> str:
     return f"{mantissa}e{int(exponent)}"
 
 
+def scientific(x: float, digits: int = 2) -> str:
+    """A number in the lab's short scientific notation, as the learning rates: 'digits' significant digits and a
+    plain exponent, '1.7e-5', '1e-6' (never '1e-06' beside '1e-6')."""
+    if x == 0 or not math.isfinite(x):
+        return "0" if x == 0 else str(x)
+    mantissa, exponent = f"{x:.{max(digits, 1) - 1}e}".split("e")
+    return _minus(f"{mantissa}e{int(exponent)}")
+
+
 def seconds(s: float) -> str:
     """Seconds of a measurement, rounded to what a reader uses: '13.9 s', '0.42 s', '125 s'."""
     if s >= 100:

@@ -110,6 +110,27 @@ def assert_tables_fit(tab) -> None:
     assert not wide, f"{len(wide)} of {len(sizes)} tables wider than their frame ([content, frame] px): {wide}"
 
 
+def assert_charts_fit(tab) -> None:
+    """Every chart (its canvas or svg) ends inside the main area's content box, and inside its column: nothing is
+    cut off at the right of a 1,280 px window (issue 29.3: the attention grid ended at 1,421 px)."""
+    wide = tab.evaluate(
+        """() => {
+            const main = document.querySelector('[data-testid=stMainBlockContainer]');
+            const style = getComputedStyle(main);
+            const right = main.getBoundingClientRect().right - parseFloat(style.paddingRight);
+            return [...document.querySelectorAll('[data-testid=stVegaLiteChart]')].flatMap((chart, i) => {
+                const drawn = chart.querySelector('canvas, svg');
+                if (!drawn) return [];
+                const column = chart.closest('[data-testid=stColumn]');
+                const limit = Math.min(column ? column.getBoundingClientRect().right : right, right);
+                const end = drawn.getBoundingClientRect().right;
+                return end > limit + 1 ? [[i, Math.round(end), Math.round(limit)]] : [];
+            });
+        }"""
+    )
+    assert not wide, f"charts cut off at the right ([chart, its right edge, the area's right edge] px): {wide}"
+
+
 def screenshot(tab, name: str, tmp_path: Path) -> None:
     """The whole page (the viewport grows to the content's height), into tmp_path and $SAVE_SCREENSHOTS."""
     height = tab.evaluate("document.querySelector('[data-testid=stMain]').scrollHeight")
@@ -136,6 +157,7 @@ def test_page_opened_by_its_url_renders_without_errors(warm_server, page, name, 
     assert_clean(page)
     assert page.locator("h1").first.inner_text().strip(), "the page has no title"
     assert_tables_fit(page)
+    assert_charts_fit(page)
     screenshot(page, name, tmp_path)
 
 

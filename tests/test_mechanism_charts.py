@@ -300,7 +300,7 @@ def test_gradcheck_table_and_chart_follow_the_library_rows():
     table = gradcheck.gradcheck_table(rows)
     names = list(dict.fromkeys(r["tensor"] for r in rows))
     assert list(table["tensor"]) == names
-    assert list(table.columns) == ["tensor", "post-LN, ε = 1e-06", "post-LN, ε = 1e-04", "checked"]
+    assert list(table.columns) == ["tensor", "post-LN, ε = 1e-6", "post-LN, ε = 1e-4", "checked"]
     for r in rows:
         column = f"post-LN, {gradcheck.eps_label(r['eps'])}"
         assert table.set_index("tensor").loc[r["tensor"], column] == r["max_rel_dev"]

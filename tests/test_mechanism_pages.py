@@ -12,6 +12,7 @@ from streamlit.testing.v1 import AppTest
 from attncore.mechanisms import demos as mech
 from attncore.mechanisms.attention_cost import attention_memory
 from attncore.mechanisms.gradcheck import gradient_check, gradient_check_summary
+from lab import formats
 from ui.charts.gradcheck import PASS_MARK, eps_comparison
 
 # --- Scaling -------------------------------------------------------------------------------------
@@ -235,15 +236,15 @@ def test_gradient_check_shows_both_norms_and_an_honest_verdict():
     rows = [r for norm in ("pre", "post") for r in gradient_check(norm, (1e-6, 1e-4), 0, 4)]
     worst = {(s["norm"], s["eps"]): s for s in gradient_check_summary(rows)}
     shown = [m.value for m in at.metric if m.label.startswith("Worst at")]
-    assert shown == [f"{worst[(n, e)]['max_rel_dev']:.1e}" for n in ("pre", "post") for e in (1e-6, 1e-4)]
+    assert shown == [formats.scientific(worst[(n, e)]["max_rel_dev"]) for n in ("pre", "post") for e in (1e-6, 1e-4)]
     comparison = eps_comparison(rows)
     # green only where the figures pass: the large eps clearly worse and the small one under the bar
     good = sum(v["large_is_worse"] and v["worst_small"] < PASS_MARK for v in comparison)
     assert verdicts(at) == (good, 2 - good)  # a seed where the large eps is not worse says so
     assert len(charts(at)) == 1
     table = at.dataframe[0].value
-    assert list(table.columns) == ["tensor", "pre-LN, ε = 1e-06", "pre-LN, ε = 1e-04", "post-LN, ε = 1e-06"] + [
-        "post-LN, ε = 1e-04",
+    assert list(table.columns) == ["tensor", "pre-LN, ε = 1e-6", "pre-LN, ε = 1e-4", "post-LN, ε = 1e-6"] + [
+        "post-LN, ε = 1e-4",
         "checked",
     ]
 
@@ -257,7 +258,7 @@ def test_gradient_check_shows_its_lesson_at_its_defaults():
     assert all(v["large_is_worse"] for v in eps_comparison(rows))
     assert verdicts(at) == (2, 0)
     for box, v in zip(at.success, eps_comparison(rows), strict=True):  # the green box reports passing figures
-        assert f"{v['worst_small']:.1e}, under the {PASS_MARK:.0e} bar" in box.value
+        assert f"{formats.scientific(v['worst_small'])}, under the {formats.scientific(PASS_MARK, 1)} bar" in box.value
     intro = at.caption[0].value
     assert "depends on the seed" in intro and "better than 1e-04" not in intro
     small = [s["max_rel_dev"] for s in gradient_check_summary(rows) if s["eps"] == 1e-6]
@@ -268,12 +269,12 @@ def test_gradient_check_follows_the_seed_and_restores_from_the_url():
     at = page("gradient_check", gc_coords="3", gc_seed="1", gc_eps=["1e-05", "1e-03"])
     assert at.multiselect(key="gc_eps").value == [1e-5, 1e-3] and at.number_input(key="gc_seed").value == 1
     labels = [m.label for m in at.metric]
-    assert labels == ["Worst at ε = 1e-05", "Worst at ε = 1e-03"] * 2
+    assert labels == ["Worst at ε = 1e-5", "Worst at ε = 1e-3"] * 2  # one notation: '1e-6', never '1e-06' too
     rows = gradient_check("pre", (1e-5, 1e-3), 1, 3)
-    assert at.metric[0].value == f"{gradient_check_summary(rows)[0]['max_rel_dev']:.1e}"
+    assert at.metric[0].value == formats.scientific(gradient_check_summary(rows)[0]["max_rel_dev"])
     at.number_input(key="gc_seed").set_value(2).run()
     rows = gradient_check("pre", (1e-5, 1e-3), 2, 3)
-    assert at.metric[0].value == f"{gradient_check_summary(rows)[0]['max_rel_dev']:.1e}"
+    assert at.metric[0].value == formats.scientific(gradient_check_summary(rows)[0]["max_rel_dev"])
 
 
 def test_gradient_check_without_eps_shows_an_error():

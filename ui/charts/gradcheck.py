@@ -6,6 +6,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from lab import formats
 from ui.charts.base import BAD, BASE_COLOR, GOOD, VARIANT_COLORS
 
 NORM_LABELS = {"pre": "pre-LN", "post": "post-LN"}
@@ -14,7 +15,7 @@ CLEARLY_WORSE = 2.0  # the large eps counts as worse when its worst deviation is
 
 
 def eps_label(eps: float) -> str:
-    return f"ε = {eps:.0e}"
+    return f"ε = {formats.scientific(eps, 1)}"
 
 
 def gradcheck_table(rows: list[dict]) -> pd.DataFrame:

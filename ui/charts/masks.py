@@ -52,7 +52,7 @@ def weights_with_row_sums(
 
     The cell shrinks with T so that both fit half the main area (T = 12 too); the weights are written in the
     cells while they have room."""
-    cell = cell or min(34, max(16, 220 // max(len(sums), 1)))
+    cell = cell or min(32, max(16, 200 // max(len(sums), 1)))
     frame = grid_frame(weights, ("query", "key"), "weight", mask)
     text = ".2f" if cell >= 28 else None
     heat = heatmap(frame, "key", "query", cell=cell, text_format=text, legend=False, fixed_size=False)
@@ -75,5 +75,5 @@ def weights_with_row_sums(
         x=alt.datum(LABEL_AT), text=alt.Text("row sum:Q", format=".3f"), color=alt.value(BASE_COLOR)
     )
     one = alt.Chart(pd.DataFrame({"one": [1.0]})).mark_rule(color=BASE_COLOR, strokeDash=[4, 3]).encode(x="one:Q")
-    sums_chart = alt.layer(bars, labels, one).properties(width=150, height=cell * len(frame))
+    sums_chart = alt.layer(bars, labels, one).properties(width=130, height=cell * len(frame))
     return alt.hconcat(heat, sums_chart, spacing=6).properties(title=title, autosize=PAD)

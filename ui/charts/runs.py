@@ -77,7 +77,7 @@ def seed_curves(df: pd.DataFrame, log: bool = True, columns: int = 3) -> alt.Fac
     )
     n_runs = max(1, df["run"].nunique()) if len(df) else 1
     columns = min(columns, n_runs)
-    width = panel_width(columns, SEED_CURVES_WIDTH)  # the y axis and the gaps between panels take the rest
+    width = panel_width(columns, SEED_CURVES_WIDTH, y_axis=80)  # the y axis and the gaps take the rest
     return (
         alt.layer(band, seeds, mean, data=df)
         .properties(width=width, height=200)
