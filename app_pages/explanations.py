@@ -3,7 +3,7 @@ map explains the output: the permutation test, Jain & Wallace's adversarial rows
 
 import streamlit as st
 
-from attncore.interpret import heads
+from attncore.interpret import explain, heads
 from lab import formats
 from ui import docs, interpret, probe, runs, sidebar, tables
 from ui.charts import interpret as charts
@@ -32,6 +32,15 @@ if found is not None:
     st.caption("The same scores on the probe sequence at each stored training snapshot.")
 
 st.subheader("Attention is not explanation, measured on this model")
+# an operator's cap above the search's own bound is clamped to it, and said
+max_restarts = min(lim.max_explain_restarts, explain.MAX_RESTARTS)
+max_steps = min(lim.max_explain_steps, explain.MAX_STEPS)
+if (max_restarts, max_steps) != (lim.max_explain_restarts, lim.max_explain_steps):
+    st.info(
+        f"This server's limits allow {lim.max_explain_restarts:,} restarts and {lim.max_explain_steps:,} Adam steps; "
+        f"the search itself stops at {explain.MAX_RESTARTS:,} and {explain.MAX_STEPS:,}: those are used.",
+        icon=":material/settings:",
+    )
 labels = [f"L{i}H{h}" for i in range(run.model.n_layers) for h in range(run.model.n_heads)]
 best = "L{}H{}".format(*heads.best_head(record.params, run, tokens))
 c1, c2, c3, c4 = st.columns(4)
@@ -40,9 +49,9 @@ with c1:
 with c2:
     query = url_select("Answer query", "exp_query", list(range(L, 2 * L)), 2 * L - 1)
 with c3:
-    restarts = url_number("Restarts", "exp_restarts", 5, 1, lim.max_explain_restarts)
+    restarts = url_number("Restarts", "exp_restarts", 5, 1, max_restarts)
 with c4:
-    steps = url_number("Adam steps", "exp_steps", 500, 10, lim.max_explain_steps, step=50)
+    steps = url_number("Adam steps", "exp_steps", 500, 10, max_steps, step=50)
 seeds = url_multiselect("Baseline seeds (Wiegreffe & Pinter)", "exp_seeds", list(range(10)), [0, 1, 2])
 layer, head = labels.index(picked) // run.model.n_heads, labels.index(picked) % run.model.n_heads
 others, missing = interpret.baselines(run, seeds)

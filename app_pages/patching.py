@@ -1,5 +1,6 @@
-"""Patching: change one input symbol, then copy each component's clean activation into the corrupted run and
-measure how much of the answer it brings back; and the logit lens, the answer read after each block."""
+"""Patching: change one input symbol, then copy each component's activation from one run into the other (clean into
+corrupted: denoising; corrupted into clean: noising) and measure how much of the answer difference it carries; and
+the logit lens, the answer read after each block."""
 
 import streamlit as st
 
@@ -18,18 +19,28 @@ tokens = probe.chosen_tokens(run, record, key="pat_seq")
 st.markdown(probe.answer_line(run, record, tokens))
 
 st.subheader("Activation patching: which component carries the changed symbol")
-left, right = st.columns(2)
+left, middle, right = st.columns(3)
 with left:
     at = url_select("Change the input symbol at position", "pat_at", list(range(L)), 0)
-with right:
+with middle:
     default = patching.default_symbol(tokens, L, at)
     symbol = url_select(f"to (the clean input has {int(tokens[at])})", "pat_sym", list(range(20)), default)
+with right:
+    direction = url_select(
+        "Direction",
+        "pat_dir",
+        list(patching.DIRECTIONS),
+        "denoise",
+        help="; ".join(f"{name}: {what}" for name, what in patching.DIRECTIONS.items()),
+    )
+denoise = direction == "denoise"
+value = "restored" if denoise else "destroyed"
 try:
     c = patching.contrast(run, tokens, at, symbol)
 except ConfigError as e:
     st.info(f"**Nothing to patch:** {plain.plain(e.message)}. Pick another symbol.", icon=":material/info:")
     c = None
-result = interpret.patch(record, c) if c is not None else None
+result = interpret.patch(record, c, direction) if c is not None else None
 if result is not None:
     corrupted = " ".join(charts.position_labels(c.corrupted)).replace(" · ", ":")
     m1, m2, m3 = st.columns(3)
@@ -40,19 +51,29 @@ if result is not None:
         f"Corrupted input (position:token) `{corrupted}`. Metric: logit of the clean answer {c.clean_token} minus "
         f"logit of the corrupted answer {c.corrupted_token} at query {c.query} (answer token {c.answer_index + 1}, "
         "the first that differs), both inputs carrying the clean answer prefix after SEP (teacher forcing). "
-        "Restored fraction = (patched − corrupted) / (clean − corrupted): 1 (orange) brings the clean metric back, "
-        "0 (white) changes nothing, negative (blue) pushes further toward the corrupted answer; the colour scale "
-        "stops at ±1."
+        + (
+            "**Denoising**: clean activations copied into the corrupted run, is the component *sufficient* to restore "
+            "the answer? Fraction restored = (patched − corrupted) / (clean − corrupted): 1 (orange) brings the clean "
+            "metric back, 0 (white) changes nothing, negative (blue) pushes further toward the corrupted answer. "
+            if denoise
+            else "**Noising**: corrupted activations copied into the clean run, is the component *necessary* for the "
+            "answer? Fraction destroyed = (clean − patched) / (clean − corrupted): 1 (orange) takes the clean answer's "
+            "lead away entirely, 0 (white) changes nothing, negative (blue) strengthens the clean answer. "
+        )
+        + "The colour scale stops at ±1. As Heimersheim & Nanda advise, read the two together: components that work "
+        "only jointly (an AND) each restore little when denoised, and redundant ones (an OR) each destroy little when "
+        "noised, so a small fraction alone does not show a component is unused."
     )
-    st.altair_chart(charts.patch_heads(result.head), width="content")
+    st.altair_chart(charts.patch_heads(result.head, value), width="content")
     mlp = ", ".join(f"block {i}: {v:.2f}" for i, v in enumerate(result.mlp))
     st.caption(f"Each head's output (z, before W_O) copied at every position. Each MLP at every position: {mlp}.")
-    st.altair_chart(charts.patch_components(result.resid_by_position, result.mlp_by_position, c.clean), width="content")
+    resid, mlp_pos = result.resid_by_position, result.mlp_by_position
+    st.altair_chart(charts.patch_components(resid, mlp_pos, c.clean, value), width="content")
     st.caption(
         "The residual stream entering each block, and each MLP's output, copied at one position at a time. "
         "Entering block 0 the stream is the embedding: only the changed position can matter there."
     )
-    st.altair_chart(charts.patch_head_positions(result.head_by_position, c.clean), width="content")
+    st.altair_chart(charts.patch_head_positions(result.head_by_position, c.clean, value), width="content")
     capped = len(result.positions) < len(c.clean)
     st.caption(
         "Each head's output copied at one position at a time. Positions after the query cannot matter (causal)."

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
-from .config import N_SYMBOLS, SEP, ConfigError, RunConfig
+from .config import N_SYMBOLS, ConfigError, RunConfig
 from .evaluate import EvalResult, evaluate
 from .model import attention_weights
-from .tasks import probe_sequence
+from .tasks import make_sequences, probe_sequence
 
 
 def parse_sequence(text: str, run: RunConfig) -> np.ndarray:
@@ -17,17 +19,15 @@ def parse_sequence(text: str, run: RunConfig) -> np.ndarray:
     """
     parts = text.replace(",", " ").split()
     L = run.task.length
-    try:
-        symbols = [int(p) for p in parts]
-    except ValueError:
-        raise ConfigError("sequence", f"symbols must be integers 0 to {N_SYMBOLS - 1}; got {text!r}") from None
+    if not all(re.fullmatch(r"[0-9]{1,3}", p, re.ASCII) for p in parts):  # int() also reads '٣', '+3' and '1_0'
+        raise ConfigError("sequence", f"symbols must be integers 0 to {N_SYMBOLS - 1} in ASCII digits; got {text!r}")
+    symbols = [int(p) for p in parts]
     if len(symbols) != L:
         raise ConfigError("sequence", f"needs exactly L={L} symbols, got {len(symbols)}")
     bad = [s for s in symbols if not 0 <= s < N_SYMBOLS]
     if bad:
         raise ConfigError("sequence", f"symbols must be 0 to {N_SYMBOLS - 1}; got {bad[0]}")
-    answer = symbols if run.task.name == "copy" else sorted(symbols)
-    return np.array(symbols + [SEP] + answer[:-1], dtype=np.int64)
+    return make_sequences(np.array([symbols]), run.task.name)[0, :-1]  # the task's own answer (reverse too)
 
 
 def attention_maps(params, run: RunConfig, tokens: np.ndarray | None = None) -> np.ndarray:

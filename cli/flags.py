@@ -7,10 +7,12 @@ cli.main and cli.sweep both import this module; neither imports the other at imp
 from __future__ import annotations
 
 import argparse
+import copy
 import itertools
 import math
+import re
 
-from attncore.config import DECAYS, NORMS, POSITIONS, TASKS, ConfigError
+from attncore.config import DECAYS, MAX_LENGTH, NORMS, POSITIONS, TASKS, ConfigError
 from attncore.memory import parse_size
 from lab.presets import MAX_JOBS  # configs only: no store, no joblib
 
@@ -43,8 +45,47 @@ class ArgumentError(Exception):
     pass
 
 
+class HelpFormatter(argparse.HelpFormatter):
+    """--help with each flag's default: '(default: 1500)', lists as their values ('copy sort'); none for a flag
+    whose default is unset (None) or off (False), or whose help already says its default."""
+
+    @staticmethod
+    def _default_text(action) -> str:
+        default = action.default
+        if not action.option_strings or default is None or default is False or default is argparse.SUPPRESS:
+            return ""
+        if "default" in (action.help or "").lower():
+            return ""
+        shown = " ".join(map(str, default)) if isinstance(default, (list, tuple)) else str(default)
+        return f"(default: {shown})".replace("%", "%%")
+
+    def _format_action(self, action):
+        if not action.help and self._default_text(action):  # a flag without help still shows its default
+            action = copy.copy(action)
+            action.help = self._default_text(action)
+        return super()._format_action(action)
+
+    def _get_help_string(self, action):
+        return f"{action.help.strip()} {self._default_text(action)}".strip()
+
+
+class Typed(argparse.Action):
+    """Store the value and note that the flag was typed (`typed_<dest>`): '--length 6' and no --length at all
+    have the same value, but only the first contradicts --train-lengths 1 8."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+        setattr(namespace, f"typed_{self.dest}", True)
+
+
 class Parser(argparse.ArgumentParser):
-    """argparse that raises instead of printing usage, so every error is one line."""
+    """argparse that raises instead of printing usage, so every error is one line; a value that starts with a
+    minus and a digit (-1G, -1e-3) is read as a value, never as a flag, so its own check names what is wrong."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = re.compile(r"^-\.?[0-9]")  # argparse's own: -1 and -.5 only
 
     def error(self, message):
         raise ArgumentError(message.removeprefix("argument "))
@@ -74,6 +115,8 @@ def jobs(text: str) -> int:
 
 def memory_size(text: str) -> int:
     """argparse type: a byte count like 512M, 2G, 1.5GiB."""
+    if text.strip().startswith("-"):
+        raise argparse.ArgumentTypeError(f"must be more than 0 bytes (a size like 512M, 2G or 1.5GiB), got {text!r}")
     try:
         return parse_size(text)
     except ValueError as e:
@@ -88,7 +131,7 @@ def add_model_args(p: argparse.ArgumentParser, many: bool = False) -> None:
         return [v] if many else v
 
     p.add_argument("--task", choices=TASKS, default=listed("copy"), nargs=nargs)
-    p.add_argument("--length", type=int, default=listed(6), nargs=nargs, metavar="L")
+    p.add_argument("--length", type=int, default=listed(6), nargs=nargs, metavar="L", action=Typed)
     p.add_argument("--seed", type=int, default=listed(0), nargs=nargs)
     p.add_argument("--position", choices=POSITIONS, default=listed("learned"), nargs=nargs)
     p.add_argument("--norm", choices=NORMS, default=listed("pre"), nargs=nargs)
@@ -185,11 +228,15 @@ def run_settings(a) -> dict:
 
 
 def check_length_flags(a, default_length: int = 6) -> None:
-    """--train-lengths MIN MAX sets L = MAX: a different --length alongside it is a contradiction."""
+    """--train-lengths MIN MAX (1 <= MIN <= MAX <= MAX_LENGTH) sets L = MAX: a typed --length other than MAX
+    alongside it is a contradiction (the default L, untyped, is not)."""
     if a.train_lengths is None:
         return
-    given = a.length if isinstance(a.length, list) else [a.length]
-    if given not in ([default_length], [a.train_lengths[1]]):
+    low, high = a.train_lengths
+    if not 1 <= low <= high <= MAX_LENGTH:
         raise ConfigError(
-            "train-lengths", f"sets L = MAX = {a.train_lengths[1]}; drop --length {' '.join(map(str, given))}"
+            "train-lengths", f"MIN and MAX must be from 1 to {MAX_LENGTH} with MIN <= MAX, got {low} {high}"
         )
+    given = a.length if isinstance(a.length, list) else [a.length]
+    if getattr(a, "typed_length", False) and given != [high]:
+        raise ConfigError("train-lengths", f"sets L = MAX = {high}; drop --length {' '.join(map(str, given))}")

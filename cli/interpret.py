@@ -9,35 +9,51 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 import numpy as np
 
-from attncore.config import ConfigError
+from attncore.config import SEP, ConfigError, check_int
 from attncore.inspect import parse_sequence
 from attncore.interpret import explain as ex
 from attncore.interpret import heads as hd
 from attncore.interpret import lens as ln
 from attncore.interpret import patching as pt
 from attncore.tasks import probe_sequence
-from cli.flags import add_model_args, run_settings
+from cli.flags import add_model_args, check_length_flags, run_settings
+from lab import formats
 
 COMMANDS = ("patch", "lens", "heads", "explain")
 MAX_TEST = 500  # --n-test: the fixed test set's size
+# explain's ranges: about 16x the defaults at most, so a typo is refused rather than run for an hour
+MAX_PERMUTATIONS, MAX_RESTARTS, MAX_SEARCH_STEPS, MAX_BASELINE_SEEDS = 10_000, 20, 2_000, 10
 
 
 def run_from_args(a):
     """The RunConfig of the `train` flags (as cli.main's, which imports this module)."""
     from attncore.config import make_run
 
+    check_length_flags(a)
     return make_run(a.task, a.length, a.seed, lr=a.lr, position=a.position, norm=a.norm, **run_settings(a))
 
 
-def _record(run, cap):
+def _check_training(runs, cap) -> list:
+    """The runs not stored yet, after the memory check of training them (raises before anything is trained)."""
     from attncore.memory import check_fits
-    from lab.store import get_run, is_cached  # the run store (joblib) loads only here
+    from lab.store import is_cached  # the run store (joblib) loads only here
 
-    if not is_cached(run):
+    missing = [run for run in runs if not is_cached(run)]
+    for run in missing:
         check_fits([run], cap=cap)
+    return missing
+
+
+def _record(run, cap):
+    """The run's record from the store, trained first (saying so on stderr) if it is not stored yet."""
+    from lab.store import describe, get_run
+
+    if _check_training([run], cap):
+        print(f"training {describe(run)} (not in the store yet) ...", file=sys.stderr, flush=True)
     return get_run(run)
 
 
@@ -54,6 +70,10 @@ def _fmt(row) -> str:
     return " ".join("   nan" if x is None or np.isnan(x) else f"{x:6.3f}" for x in row)
 
 
+def _tokens_text(tokens) -> str:
+    return " ".join("SEP" if int(t) == SEP else str(int(t)) for t in tokens)
+
+
 def cmd_patch(a) -> int:
     run = run_from_args(a)
     tokens = _tokens(a, run)
@@ -65,20 +85,22 @@ def cmd_patch(a) -> int:
         c = pt.contrast(run, tokens, a.at, symbol)
     except ConfigError as e:
         raise ConfigError("--" + e.field.replace("position", "at"), e.message) from None
-    result = pt.patch(_record(run, a.max_memory).params, run, c)
+    result = pt.patch(_record(run, a.max_memory).params, run, c, direction=a.direction)
     if a.json:
         print(json.dumps({"config": run.to_dict()} | result.to_dict()))
         return 0
-    print(f"clean {' '.join(map(str, c.clean))}  ->  corrupted {' '.join(map(str, c.corrupted))}")
+    print(f"clean {_tokens_text(c.clean)}  ->  corrupted {_tokens_text(c.corrupted)}")
     print(
         f"metric at query {c.query}: logit[{c.clean_token}] - logit[{c.corrupted_token}] "
         f"(clean answer prefix): clean {result.clean_metric:.3f}, corrupted {result.corrupted_metric:.3f}; "
         f"p(clean answer) {result.clean_prob:.3f} -> {result.corrupted_prob:.3f}"
     )
-    print("restored fraction, each head's output at every position (rows: layers, columns: heads)")
+    what = "restored" if a.direction == "denoise" else "destroyed"
+    print(f"{a.direction}: {pt.DIRECTIONS[a.direction]}; fraction {what} (1: the component alone)")
+    print(f"fraction {what}, each head's output at every position (rows: layers, columns: heads)")
     for layer, row in enumerate(result.head):
         print(f"  L{layer}  {_fmt(row)}")
-    print("restored fraction, residual stream entering each block, by position")
+    print(f"fraction {what}, residual stream entering each block, by position")
     for layer, row in enumerate(result.resid_by_position):
         print(f"  L{layer}  {_fmt(row)}")
     print(f"each MLP at every position: {_fmt(result.mlp)}")
@@ -123,19 +145,24 @@ def cmd_heads(a) -> int:
 def cmd_explain(a) -> int:
     run = run_from_args(a)
     tokens = _tokens(a, run)
-    L = run.task.length
-    record = _record(run, a.max_memory)
+    L, m = run.task.length, run.model
     if (a.layer is None) != (a.head is None):
         raise ConfigError("--head", "give --layer and --head together, or neither (the best-reading head)")
-    layer, head = hd.best_head(record.params, run, tokens) if a.layer is None else (a.layer, a.head)
+    if a.layer is not None:  # checked before anything is trained
+        check_int("--layer", a.layer, 0, m.n_layers - 1)
+        check_int("--head", a.head, 0, m.n_heads - 1)
     query = 2 * L - 1 if a.query is None else a.query
     ex.check_query(run, query)
-    t = ex.target(record.params, run, tokens, layer, head, query)  # checks layer and head before any training
+    if len(set(a.baseline_seeds)) > MAX_BASELINE_SEEDS:
+        raise ConfigError("--baseline-seeds", f"at most {MAX_BASELINE_SEEDS} seeds, got {len(set(a.baseline_seeds))}")
     seeds = [s for s in dict.fromkeys(a.baseline_seeds) if s != run.train.seed]
-    others = {}
-    for s in seeds:
-        other = _replace_seed(run, s)
-        others[s] = (_record(other, a.max_memory).params, other)
+    others = [_replace_seed(run, s) for s in seeds]
+    ex.check_fits(run, max(a.permutations, a.restarts), a.max_memory)
+    _check_training([run, *others], a.max_memory)  # every run it needs, before the first is trained
+    record = _record(run, a.max_memory)
+    layer, head = hd.best_head(record.params, run, tokens) if a.layer is None else (a.layer, a.head)
+    t = ex.target(record.params, run, tokens, layer, head, query)
+    others = {other.train.seed: (_record(other, a.max_memory).params, other) for other in others}
     perm = ex.permutation_tvd(t, a.permutations)
     result = {
         "config": run.to_dict(),
@@ -149,24 +176,24 @@ def cmd_explain(a) -> int:
         "tvd_max": ex.TVD_MAX,
         "jsd_ceiling": ex.LN2,
     }
-    result["finding"] = ex.finding(result)
+    result["finding"] = ex.finding(result, formats.loss)
     if a.json:
         print(json.dumps(result))
         return 0
+    d = formats.loss  # divergences, as in the finding
     print(f"head L{layer}H{head}, answer query {query}: row {_fmt(t.row)}")
-    print(f"permutation test ({a.permutations}): TVD median {np.median(perm):.4f}, max {perm.max():.4f}")
-    for k, r in enumerate(result["adversarial"]):
-        print(f"  restart {k}: JSD {r['jsd']:.4f} at TVD {r['tvd']:.4f}{'' if r['feasible'] else ' (not within)'}")
+    median, top = d(float(np.median(perm))), d(float(perm.max()))
+    print(f"permutation test ({formats.count(a.permutations, 'shuffle')}): TVD median {median}, max {top}")
+    for k, r in enumerate(result["adversarial"], start=1):  # numbered 1..k, as on the Explanations page
+        print(f"  restart {k}: JSD {d(r['jsd'])} at TVD {d(r['tvd'])}{'' if r['feasible'] else ' (not within)'}")
     for s in result["seed_jsd"]:
-        print(f"  seed {s['seed']}: JSD {s['jsd']:.4f} (closest head of the layer {s['closest_head_jsd']:.4f})")
+        print(f"  seed {s['seed']}: JSD {d(s['jsd'])} (closest head of the layer {d(s['closest_head_jsd'])})")
     print(result["finding"])
     return 0
 
 
 def _replace_seed(run, seed):
     import dataclasses
-
-    from attncore.config import check_int
 
     check_int("--baseline-seeds", seed, 0, 2**32 - 1)
     return dataclasses.replace(run, train=dataclasses.replace(run.train, seed=seed))
@@ -201,13 +228,42 @@ def register(sub) -> None:
         parsers[name] = p
     parsers["patch"].add_argument("--at", type=int, default=0, help="input position whose symbol changes (default 0)")
     parsers["patch"].add_argument("--symbol", type=int, help="the corrupted symbol (default: the smallest absent)")
+    parsers["patch"].add_argument(
+        "--direction",
+        choices=tuple(pt.DIRECTIONS),
+        default="denoise",
+        help="denoise (default): clean activations into the corrupted run, is a component sufficient to restore "
+        "the answer? noise: corrupted activations into the clean run, is it necessary? (Heimersheim & Nanda)",
+    )
     for name in ("lens", "heads"):
         parsers[name].add_argument("--n-test", type=_count("--n-test", 1, MAX_TEST), default=100)
     e = parsers["explain"]
     e.add_argument("--layer", type=int, help="default: the head whose map best matches the task's pattern")
     e.add_argument("--head", type=int)
     e.add_argument("--query", type=int, help="answer position L..2L-1 (default 2L-1)")
-    e.add_argument("--permutations", type=_count("--permutations", 1, 10_000), default=100)
-    e.add_argument("--restarts", type=_count("--restarts", 1, 100), default=5)
-    e.add_argument("--search-steps", type=_count("--search-steps", 1, 100_000), default=500)
-    e.add_argument("--baseline-seeds", type=int, nargs="+", default=[0, 1, 2], metavar="SEED")
+    e.add_argument(
+        "--permutations",
+        type=_count("--permutations", 1, MAX_PERMUTATIONS),
+        default=100,
+        help=f"shuffles of the row (1 to {MAX_PERMUTATIONS:,}; default 100)",
+    )
+    e.add_argument(
+        "--restarts",
+        type=_count("--restarts", 1, MAX_RESTARTS),
+        default=5,
+        help=f"restarts of the adversarial search (1 to {MAX_RESTARTS}; default 5)",
+    )
+    e.add_argument(
+        "--search-steps",
+        type=_count("--search-steps", 1, MAX_SEARCH_STEPS),
+        default=500,
+        help=f"Adam steps of each restart (1 to {MAX_SEARCH_STEPS:,}; default 500)",
+    )
+    e.add_argument(
+        "--baseline-seeds",
+        type=int,
+        nargs="+",
+        default=[0, 1, 2],
+        metavar="SEED",
+        help=f"other seeds' models to compare with (at most {MAX_BASELINE_SEEDS}; default 0 1 2)",
+    )

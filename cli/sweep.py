@@ -127,16 +127,29 @@ class ProgressBar:
         self.stream.flush()
 
 
+def ablations(records):
+    """(the ablation table, its base run, the base's label): lab.tables' table with the base named by the one
+    factor the sweep varies ('learned position' against 'rope position'), or 'full' when it varies several."""
+    from lab.tables import ablation_base, ablation_table, variant_name
+
+    base = ablation_base(records)
+    table = ablation_table(records, base)
+    same = [r.config for r in records if (r.config.task, r.config.train.seed) == (base.task, base.train.seed)]
+    names = {variant_name(base, other) for other in same if other != base}
+    label = names.pop() if len(names) == 1 else "full"
+    table.loc[table["variant"] == "full", "variant"] = label
+    return table, base, label
+
+
 def print_tables(records) -> None:
-    from lab.tables import ablation_base, ablation_table, accuracy_table
+    from lab.tables import accuracy_table
 
     acc = accuracy_table(records)
     print("Accuracy by task and L over seeds (mean, min)")
     print(acc.to_string(index=False, formatters=formats.table_formatters(acc.columns)))
-    base = ablation_base(records)
-    abl = ablation_table(records, base)
+    abl, base, label = ablations(records)
     if len(abl) > 1:
-        print(f"\nAblations of {base.task.name} L={base.task.length} seed={base.train.seed} (diff: to 'full')")
+        print(f"\nAblations of {base.task.name} L={base.task.length} seed={base.train.seed} (diff: to '{label}')")
         print(abl.to_string(index=False, formatters=formats.table_formatters(abl.columns)))
 
 
@@ -197,14 +210,23 @@ def cmd_sweep(a) -> int:
     client = connect(a.scheduler) if a.backend == "dask" and missing else None
     start = time.perf_counter()
     try:
+        trained = set()
         records = run_sweep(
-            runs, n_jobs=a.jobs, backend=a.backend, scheduler=client or a.scheduler, progress=ProgressBar()
+            runs,
+            n_jobs=a.jobs,
+            backend=a.backend,
+            scheduler=client or a.scheduler,
+            progress=ProgressBar(),
+            trained=trained,
         )
     finally:
         if client is not None:
             client.close()
     seconds = time.perf_counter() - start
-    print(f"{formats.count(len(runs), 'run')} ({sum(cached):,} from the cache) in {seconds:.1f} s", file=sys.stderr)
+    unique = len(set(runs))  # served from the store: every run this sweep did not train (another may have)
+    print(
+        f"{formats.count(unique, 'run')} ({unique - len(trained):,} from the cache) in {seconds:.1f} s", file=sys.stderr
+    )
     if a.csv:
         write_csv(records, Path(a.csv))
     if a.group_by:
@@ -224,9 +246,9 @@ def cmd_sweep(a) -> int:
 
 
 def write_csv(records, directory: Path) -> None:
-    from lab.tables import ablation_table, accuracy_table, runs_frame
+    from lab.tables import accuracy_table, runs_frame
 
-    frames = runs_frame(records), accuracy_table(records), ablation_table(records)
+    frames = runs_frame(records), accuracy_table(records), ablations(records)[0]
     try:  # checked before the sweep; the disk can still fill up or the directory vanish since
         directory.mkdir(parents=True, exist_ok=True)
         for frame, name in zip(frames, CSV_FILES, strict=True):

@@ -30,9 +30,11 @@ CONNECT_SECONDS = 5  # how long a dask scheduler may take to answer before the s
 SCHEDULER_ADDRESS = re.compile(r"(tcp|tls|ws|wss)://([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\]):([0-9]{1,5})")
 
 
-def _sweep_one(index: int, run: RunConfig, location: str, keep=()) -> tuple[int, RunRecord]:
+def _sweep_one(index: int, run: RunConfig, location: str, keep=()) -> tuple[int, RunRecord, bool]:
     # Runs in a worker process: the store pins BLAS to one thread, so workers do not fight over cores.
-    return index, get_run(run, location=location, keep=keep)
+    steps = []  # get_run calls back only when it trains; else another process stored the run meanwhile
+    record = get_run(run, lambda step, loss: steps or steps.append(step), location=location, keep=keep)
+    return index, record, bool(steps)
 
 
 def check_jobs(n_jobs) -> None:
@@ -120,8 +122,11 @@ def run_sweep(
     progress: Callable[[int, int], object] | None = None,
     *,
     location: Path | str | None = None,
+    trained: set | None = None,
 ) -> list[RunRecord]:
     """Every run's record, in input order; cached runs are read here, the others computed in parallel.
+    `trained`, if given, receives the runs this call trained itself (the rest came from the store, some perhaps
+    stored by another process while this one ran).
 
     backend 'loky' uses local processes (n_jobs=-1: all cores). backend 'dask' sends the missing runs to
     the dask.distributed scheduler at `scheduler` (an address or a Client); its workers write to the same
@@ -137,8 +142,10 @@ def run_sweep(
     unique = list(dict.fromkeys(runs))  # a run listed twice is computed once
     done: dict[RunConfig, RunRecord] = {}
 
-    def finished(run: RunConfig, record: RunRecord) -> None:
+    def finished(run: RunConfig, record: RunRecord, trained_here: bool = False) -> None:
         done[run] = record
+        if trained_here and trained is not None:
+            trained.add(run)
         if progress is not None:
             progress(len(done), len(unique))
 
@@ -152,15 +159,15 @@ def run_sweep(
     if missing and backend == "loky":
         with parallel_config(backend="loky", initializer=_exit_with_parent, initargs=(os.getpid(),)):
             workers = loky_workers(n_jobs, len(missing))  # no idle processes
-            for i, record in Parallel(n_jobs=workers, return_as="generator_unordered")(tasks):
-                finished(missing[i], record)
+            for i, record, trained_here in Parallel(n_jobs=workers, return_as="generator_unordered")(tasks):
+                finished(missing[i], record, trained_here)
     elif missing:
         client, own = _client(scheduler)
         try:
             _check_cluster(client)
             with parallel_config(backend="dask", client=client):
-                for i, record in Parallel(n_jobs=n_jobs, return_as="generator_unordered")(tasks):
-                    finished(missing[i], record)
+                for i, record, trained_here in Parallel(n_jobs=n_jobs, return_as="generator_unordered")(tasks):
+                    finished(missing[i], record, trained_here)
         finally:
             if own:
                 client.close()

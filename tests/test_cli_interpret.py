@@ -42,7 +42,7 @@ def test_lens_heads_and_explain_json(cache):
     lens = json.loads(attncore(cache, "lens", *SHORT, "--json").stdout)
     assert np.array(lens["probe"]).shape == (3, 6) and lens["layers"][0] == "embed"
     heads = json.loads(attncore(cache, "heads", *SHORT, "--n-test", "10", "--json").stdout)
-    assert set(heads["probe"]) == {"previous token", "same symbol earlier", "L back", "k-th smallest"}
+    assert set(heads["probe"]) == {"previous token", "same symbol earlier", "L back", "k-th smallest", "mirrored"}
     assert len(heads["steps"]) == len(heads["snapshots"]["L back"])
     r = attncore(cache, "explain", *SHORT, "--layer", "0", "--head", "1", "--query", "9", "--permutations", "10",
                  "--restarts", "2", "--search-steps", "20", "--baseline-seeds", "0", "1", "--json")  # fmt: skip
@@ -64,8 +64,60 @@ def test_lens_heads_and_explain_json(cache):
         (["explain", "--query", "2"], "--query"),
         (["explain", "--restarts", "0"], "--restarts"),
         (["heads", "--n-test", "501"], "--n-test"),
+        (["explain", "--permutations", "10001"], "--permutations"),  # issue 27.4: a typo cannot cost an hour
+        (["explain", "--restarts", "21"], "--restarts"),
+        (["explain", "--search-steps", "2001"], "--search-steps"),
+        (["explain", "--baseline-seeds", *map(str, range(11))], "--baseline-seeds"),
+        (["explain", "--input", "\u0663 2 3 4 5 6"], "--input"),  # issue 27.21: an Arabic-Indic three
+        (["patch", "--input", "+1 2 3 4 5 6"], "--input"),
+        (["patch", "--direction", "sideways"], "--direction"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(cache, argv, flag):
     r = attncore(cache, *argv, *SHORT)
     assert r.returncode == 2 and r.stderr.startswith(f"error: {flag}") and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_explain_refuses_a_search_too_big_for_memory_before_training(tmp_path):
+    """Issue 27.4: the estimate (1,000 shuffles in chunks: about 33 MiB) against --max-memory, which training's
+    own estimate (about 22 MiB) passes: refused with the figure and the limit, and nothing trained."""
+    from test_cli import stored
+
+    r = attncore(tmp_path, "explain", *SHORT, "--permutations", "1000", "--max-memory", "30M")
+    assert r.returncode == 2 and r.stderr.startswith("error: --max-memory: explaining needs about"), r.stderr
+    assert "MiB a row), more than the 30 MiB --max-memory cap" in r.stderr
+    assert not stored(tmp_path)
+
+
+def test_explain_says_it_trains_and_numbers_restarts_as_the_page(tmp_path):
+    """Issue 29.7: an untrained config says so on stderr (each run it trains), restarts are numbered 1..k as on
+    the Explanations page; issue 28.5: divergences in lab.formats (never 'JSD 0.000 to 0.000')."""
+    r = attncore(tmp_path, "explain", *SHORT, "--layer", "0", "--head", "1", "--permutations", "10",
+                 "--restarts", "2", "--search-steps", "20", "--baseline-seeds", "0", "1")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "training copy L=6 seed=0" in r.stderr and "training copy L=6 seed=1" in r.stderr
+    assert "  restart 1: JSD " in r.stdout and "  restart 2: JSD " in r.stdout and "restart 0" not in r.stdout
+    assert "0.000 to 0.000" not in r.stdout and "shuffles move it more than the search's bound" in r.stdout
+    again = attncore(tmp_path, "explain", *SHORT, "--layer", "0", "--head", "1", "--permutations", "10",
+                     "--restarts", "2", "--search-steps", "20", "--baseline-seeds", "0", "1")  # fmt: skip
+    assert again.stdout == r.stdout and "training" not in again.stderr  # stored now
+
+
+def test_patch_prints_sep_and_offers_both_directions(cache):
+    text = attncore(cache, "patch", *SHORT, "--at", "2", "--symbol", "5")
+    assert text.returncode == 0, text.stderr
+    assert "clean 17 3 0 12 7 9 SEP 17 3 0 12 7  ->  corrupted 17 3 5 12 7 9 SEP 17 3 0 12 7" in text.stdout
+    assert "denoise: clean activations copied into the corrupted run" in text.stdout
+    denoise = json.loads(attncore(cache, "patch", *SHORT, "--at", "2", "--symbol", "5", "--json").stdout)
+    r = attncore(cache, "patch", *SHORT, "--at", "2", "--symbol", "5", "--direction", "noise", "--json")
+    noise = json.loads(r.stdout)
+    assert noise["direction"] == "noise" and denoise["direction"] == "denoise"
+    # the changed input position carries the whole difference either way; nothing else does at the embedding
+    assert noise["resid_by_position"][0][2] == pytest.approx(1.0, abs=1e-5)
+    assert np.allclose(np.delete(noise["resid_by_position"][0], 2), 0.0, atol=1e-5)
+    assert not np.allclose(noise["grid"], denoise["grid"])
+
+
+def test_heads_scores_the_reverse_pattern(cache):
+    heads = json.loads(attncore(cache, "heads", *SHORT, "--task", "reverse", "--n-test", "5", "--json").stdout)
+    assert np.array(heads["probe"]["mirrored"]).shape == (2, 4)

@@ -149,6 +149,40 @@ def test_detection_scores_on_constructed_maps():
     assert s["same symbol earlier"][0, 1] == 0.0
 
 
+def test_the_mirrored_pattern_is_the_key_reverse_must_read():
+    L, T = 3, 6
+    tokens = np.array([4, 9, 2, 20, 2, 9])  # reverse: answer 2 9 4, read from input positions 2, 1, 0
+    d = heads.detection_patterns(tokens, L)["mirrored"]
+    assert [tuple(np.flatnonzero(d[i])) for i in range(T)] == [(), (), (), (2,), (1,), (0,)]
+    maps = np.zeros((1, 1, T, T))
+    maps[0, 0, np.arange(T), np.maximum(2 * L - 1 - np.arange(T), 0)] = 1.0
+    assert heads.scores(maps, tokens, L)["mirrored"][0, 0] == 1.0
+    assert [heads.task_pattern(make_run(task)) for task in ("copy", "sort", "reverse")] == [
+        "L back", "k-th smallest", "mirrored"
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", [0, 2])
+def test_on_reverse_the_chosen_head_is_the_one_whose_ablation_costs_most(tmp_path, monkeypatch, seed):
+    """Issue 28.1: on a trained reverse run the head best_head picks (the Explanations page's and `explain`'s
+    default) is the one whose ablation costs the most per-token accuracy, not one picked by sort's pattern."""
+    from attncore.inspect import evaluate_ablated
+    from lab.store import get_run
+
+    monkeypatch.setenv("ATTNCORE_CACHE_DIR", str(tmp_path))
+    run = make_run("reverse", 6, seed, steps=600)
+    record = get_run(run)  # trained once into this test's store
+    assert record.eval.sequence_accuracy > 0.9  # it has learned the task
+    chosen = heads.best_head(record.params, run, probe_sequence(run.task))
+    cost = {
+        (layer, h): -evaluate_ablated(record.params, run, [(layer, h)]).token_accuracy
+        for layer in range(run.model.n_layers)
+        for h in range(run.model.n_heads)
+    }
+    assert chosen == max(cost, key=cost.get)
+    assert sorted(cost.values())[-1] > sorted(cost.values())[-2]  # a strict maximum: no tie decides it
+
+
 def test_snapshot_scores_follow_the_stored_maps(trained):
     run, params = trained
     tokens = probe_sequence(run.task)
@@ -221,6 +255,64 @@ def test_explain_measurements(trained):
     assert explain.finding(result).startswith("At these settings")
 
 
+EXPLAIN_PEAK = """
+import json, sys, tracemalloc
+import numpy as np
+from attncore.config import make_run
+from attncore.interpret import explain
+from attncore.model import init_params
+from attncore.tasks import probe_sequence
+
+run = make_run(steps=2, **json.loads(sys.argv[1]))
+params = init_params(run.model, np.random.default_rng(0))
+tracemalloc.start()
+t = explain.target(params, run, probe_sequence(run.task), 0, 0, 2 * run.task.length - 1)
+explain.permutation_tvd(t, 1000)
+explain.adversarial(t, restarts=1000, steps=1)
+print(json.dumps([tracemalloc.get_traced_memory()[1], explain.explain_bytes(run, 1000)]))
+"""
+
+
+@pytest.mark.parametrize("settings", [{}, {"d_model": 64, "d_ff": 1024}, {"length": 12, "n_heads": 8}])
+def test_explain_memory_is_bounded_and_estimated_within_2x(settings):
+    """Issue 27.4: 1,000 shuffles and 1,000 restarts run in chunks, so the peak stays at the estimate, which is
+    within a factor of 2 of the tracemalloc peak (the old one-batch pass took about 0.2-1 MB a row)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    r = subprocess.run([sys.executable, "-c", EXPLAIN_PEAK, json.dumps(settings)], cwd=repo, capture_output=True,
+                       text=True, env=os.environ | {"PYTHONPATH": str(repo)}, timeout=300)  # fmt: skip
+    peak, estimate = json.loads(r.stdout)
+    assert peak <= estimate <= 2 * peak, (peak, estimate)
+    assert estimate < 3 * explain.CHUNK_BYTES
+
+
+def test_chunked_shuffles_and_search_give_the_one_batch_numbers(trained, monkeypatch):
+    run, params = trained
+    t = explain.target(params, run, probe_sequence(run.task), 0, 1, 9)
+    whole = explain.permutation_tvd(t, 50), explain.adversarial(t, restarts=7, steps=20)
+    monkeypatch.setattr(explain, "CHUNK_BYTES", 3 * explain.row_bytes(run))  # chunks of 3 rows
+    assert explain.chunk_rows(run) == 3
+    chunked = explain.permutation_tvd(t, 50), explain.adversarial(t, restarts=7, steps=20)
+    assert np.allclose(whole[0], chunked[0], rtol=0, atol=1e-12)
+    assert [a["jsd"] for a in whole[1]] == pytest.approx([a["jsd"] for a in chunked[1]], abs=1e-9)
+
+
+def test_explain_check_fits_names_the_figure_and_the_limit():
+    run = make_run(d_model=256, n_layers=4)
+    need = explain.explain_bytes(run, 10_000)
+    explain.check_fits(run, 10_000, cap=need)  # fits exactly
+    with pytest.raises(ConfigError) as e:
+        explain.check_fits(run, 10_000, cap=need - 1)
+    assert e.value.field == "max_memory" and "explaining needs about" in e.value.message
+    assert "--max-memory cap" in e.value.message
+    assert explain.explain_bytes(run, 10_000) == explain.explain_bytes(run, 100_000)  # the chunk bounds it
+
+
 def test_explain_refuses_out_of_range(trained):
     run, params = trained
     for kw, field in (({"layer": 2}, "layer"), ({"head": 4}, "head"), ({"query": 5}, "query")):
@@ -277,3 +369,20 @@ def test_the_finding_follows_the_numbers():
     assert "hardly matters" in text and "JSD 0.500" in text and "went farther than a retrained model" in text
     loose["seed_jsd"][0]["closest_head_jsd"] = 0.6
     assert "went no farther" in explain.finding(loose)
+
+
+@pytest.mark.parametrize("text", ["\u0663 2 3 4 5 6", "+1 2 3 4 5 6", "1_0 2 3 4 5 6", "1 2 3 4 5 \uff16"])
+def test_typed_symbols_are_ascii_digits_only(text):
+    """Issue 27.21: int() reads Arabic-Indic and full-width digits, signs and underscores; a typed input does not."""
+    from attncore.inspect import parse_sequence
+
+    with pytest.raises(ConfigError) as e:
+        parse_sequence(text, make_run())
+    assert e.value.field == "sequence" and "ASCII digits" in e.value.message
+
+
+def test_a_typed_reverse_input_carries_the_reversed_answer_prefix():
+    from attncore.inspect import parse_sequence
+
+    assert parse_sequence("1 2 3 4 5 6", make_run("reverse")).tolist() == [1, 2, 3, 4, 5, 6, 20, 6, 5, 4, 3, 2]
+    assert parse_sequence("3, 1, 2", make_run("sort", 3)).tolist() == [3, 1, 2, 20, 1, 2]

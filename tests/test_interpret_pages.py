@@ -12,6 +12,7 @@ from streamlit.testing.v1 import AppTest
 from attncore import make_run
 from attncore.interpret import explain, heads, patching
 from attncore.tasks import probe_sequence
+from lab import formats
 from lab.store import get_run
 
 STEPS = 60
@@ -84,7 +85,7 @@ def test_explanations_show_the_library_figures(store):
     assert at.selectbox(key="exp_head").value == f"L{layer}H{head}"
     found = explain.explain(record.params, run, tokens, layer, head, 11, others={1: (other.params, other.config)},
                             restarts=2, steps=50)  # fmt: skip
-    assert explain.finding(found) in texts(at.info)
+    assert explain.finding(found, formats.loss) in texts(at.info)
     assert len(charts(at)) == 6  # two score maps, scores over training, permutation, divergences, rows
     table = at.dataframe[0].value
     assert list(table["head"]) == [f"L{i}H{h}" for i in range(2) for h in range(4)]

@@ -11,6 +11,7 @@ import streamlit as st
 
 from attncore import RunConfig
 from attncore.interpret import explain, heads, lens, patching
+from lab import formats
 from lab.store import RunRecord
 from ui import runs
 from ui.limits import BusyError, limits
@@ -29,13 +30,16 @@ def _metered(kind: str, key: tuple, compute, what: str):
         return None
 
 
-def patch(record: RunRecord, c: patching.Contrast) -> patching.PatchResult | None:
-    """Restored fractions for every component (positions capped by max_patch_positions); None when busy."""
+def patch(record: RunRecord, c: patching.Contrast, direction: str = "denoise") -> patching.PatchResult | None:
+    """Fractions restored (denoise) or destroyed (noise) for every component (positions capped by
+    max_patch_positions); None when busy."""
     cap = limits().max_patch_positions
-    key = _key(record, c.clean, c.position, int(c.corrupted[c.position]), cap)
-    return _metered(
-        "patch", key, lambda: patching.patch(record.params, record.config, c, max_positions=cap), "activation patching"
-    )
+    key = _key(record, c.clean, c.position, int(c.corrupted[c.position]), cap, direction)
+
+    def compute():
+        return patching.patch(record.params, record.config, c, max_positions=cap, direction=direction)
+
+    return _metered("patch", key, compute, "activation patching")
 
 
 def logit_lens(record: RunRecord, tokens: np.ndarray) -> dict | None:
@@ -85,7 +89,7 @@ def explanation(record: RunRecord, others: list[RunRecord], tokens, layer, head,
             restarts=restarts,
             steps=steps,
         )
-        return found | {"finding": explain.finding(found)}
+        return found | {"finding": explain.finding(found, formats.loss)}
 
     return _metered("explain", key, compute, "the attention search")
 

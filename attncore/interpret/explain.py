@@ -2,6 +2,9 @@
 arXiv:1908.04626): for one head and one answer query, how much the output moves when that row of attention
 weights is shuffled, how far another row can be while the output stays put, and how far the same head's row
 lies in models trained from other seeds. Computed in float64 from the trained weights.
+
+The shuffles and the search's restarts run in chunks of rows sized to CHUNK_BYTES, so their memory does not
+grow with their number; check_fits refuses, before anything runs, a model whose chunk would not fit.
 """
 
 from __future__ import annotations
@@ -13,12 +16,58 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import layers as L
+from .. import memory
 from ..config import ConfigError, RunConfig, check_int
 from ..inspect import attention_maps
 from .hooked import backward_to_pattern_row, run_with_hooks
 
 LN2 = math.log(2)  # the ceiling of the Jensen-Shannon divergence in nats
 TVD_MAX, PENALTY = 0.01, 500.0  # J&W: output within TVD 0.01, enforced by 500 * ReLU(TVD - 0.01)
+# the library's own bounds (the command line's and the pages' caps are tighter)
+MAX_PERMUTATIONS, MAX_RESTARTS, MAX_STEPS = 100_000, 1000, 100_000
+CHUNK_BYTES = 32 * 2**20  # one hooked pass's arrays: the rows of a shuffle or a search step run in chunks this size
+
+
+def row_bytes(run: RunConfig) -> int:
+    """Estimated bytes one input row costs in a hooked float64 pass with its backward: every activation of every
+    block is kept (residuals, LN caches, q/k/v, z, each head's result, the FFN hidden layer and its caches, scores
+    and weights); tests/test_interpret.py checks it is within a factor of 2 of the tracemalloc peak."""
+    m, T = run.model, 2 * run.task.length
+    per_block = T * (12 * m.d_model + 6 * m.d_ff + m.n_heads * m.d_model + 4 * m.n_heads * T)
+    return 8 * (m.n_layers * per_block + T * (4 * m.d_model + 2 * m.vocab_size))
+
+
+def chunk_rows(run: RunConfig) -> int:
+    """Rows per hooked pass so that one chunk's arrays stay under CHUNK_BYTES (at least one row)."""
+    return max(1, CHUNK_BYTES // row_bytes(run))
+
+
+def explain_bytes(run: RunConfig, rows: int) -> int:
+    """Estimated peak bytes of explaining one row of `run` with `rows` rows (permutations or restarts): the
+    float64 copy of the weights and the backward's weight gradients, one chunk's pass, and the zeros the FFN's
+    ReLU keeps per shape (a full chunk and the last one)."""
+    m, chunk = run.model, min(rows, chunk_rows(run))
+    relu_zeros = 2 * chunk * 2 * run.task.length * m.d_ff
+    return 8 * (2 * memory._param_count(run) + relu_zeros) + chunk * row_bytes(run)
+
+
+def check_fits(run: RunConfig, rows: int, cap: int | None = None) -> None:
+    """Raise ConfigError (field max_memory) if explaining is estimated to need more than `cap` bytes or than the
+    memory available now, as training is checked (attncore.memory.check_fits)."""
+    need = explain_bytes(run, rows)
+    limits = [(n, why) for n, why in ((cap, "--max-memory cap"), (memory.available_bytes(), "available")) if n]
+    if limits and need > min(limits)[0]:
+        limit, why = min(limits)
+        raise ConfigError(
+            "max_memory",
+            f"explaining needs about {memory.human(need)} (estimated from the shapes, {memory.human(row_bytes(run))} "
+            f"a row), more than the {memory.human(limit)} {why}; lower --d, --d-ff, --layers or --length",
+        )
+
+
+def _chunks(n: int, size: int):
+    """Slices covering range(n) in order, `size` at a time."""
+    return [slice(i, min(i + size, n)) for i in range(0, n, size)]
 
 
 def tvd(p: np.ndarray, q: np.ndarray) -> np.ndarray:
@@ -86,39 +135,58 @@ def outputs_with_rows(t: Target, rows: np.ndarray, *, keep_caches=False):
 
 
 def permutation_tvd(t: Target, n: int = 100, seed: int = 0) -> np.ndarray:
-    """(n,) TVD of the output when the row's weights are shuffled among the keys it may see (n permutations)."""
-    check_int("permutations", n, 1, 100_000)
+    """(n,) TVD of the output when the row's weights are shuffled among the keys it may see (n permutations),
+    run chunk_rows rows at a time."""
+    check_int("permutations", n, 1, MAX_PERMUTATIONS)
     rng = np.random.default_rng(seed)
-    rows = np.stack([t.row[rng.permutation(len(t.row))] for _ in range(n)])
-    return tvd(outputs_with_rows(t, rows), t.output)
+    rows = np.stack([t.row[rng.permutation(len(t.row))] for _ in range(n)])  # (n, query + 1)
+    return np.concatenate([tvd(outputs_with_rows(t, rows[c]), t.output) for c in _chunks(n, chunk_rows(t.run))])
+
+
+def _row_backward(t: Target, probs, logits, caches, dprobs) -> np.ndarray:
+    """d(sum dprobs * probs)/d rows (B, query + 1) of a pass run with keep_caches."""
+    dlogits = np.zeros_like(logits)
+    dlogits[:, t.query] = L.softmax_backward(dprobs, probs)
+    drow = backward_to_pattern_row(dlogits, caches, t.params, t.run.model, t.layer, t.head, t.query)
+    return drow[:, : t.query + 1]
 
 
 def row_gradient(t: Target, rows: np.ndarray, dprobs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(output probs (B, V), d(sum dprobs * probs)/d rows (B, query + 1)) by the hand-written backward."""
     probs, logits, caches = outputs_with_rows(t, rows, keep_caches=True)
-    dlogits = np.zeros_like(logits)
-    dlogits[:, t.query] = L.softmax_backward(dprobs, probs)
-    drow = backward_to_pattern_row(dlogits, caches, t.params, t.run.model, t.layer, t.head, t.query)
-    return probs, drow[:, : t.query + 1]
+    return probs, _row_backward(t, probs, logits, caches, dprobs)
+
+
+def _tvd_and_gradient(t: Target, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(TVD of each row's output (B,), d TVD / d row (B, query + 1) where the TVD is above the bound, else 0):
+    one pass with its backward per chunk of rows."""
+    d_out, d_row = np.empty(len(rows)), np.zeros_like(rows)
+    for c in _chunks(len(rows), chunk_rows(t.run)):
+        probs, logits, caches = outputs_with_rows(t, rows[c], keep_caches=True)
+        d_out[c] = tvd(probs, t.output)
+        over = (d_out[c] > TVD_MAX).astype(np.float64)[:, None]  # the penalty's ReLU is active
+        if over.any():
+            d_row[c] = _row_backward(t, probs, logits, caches, 0.5 * np.sign(probs - t.output) * over)
+    return d_out, d_row
 
 
 def adversarial(t: Target, restarts: int = 5, steps: int = 500, lr: float = 0.01, seed: int = 0) -> list[dict]:
     """Jain & Wallace's search: maximise JSD(row', row) subject to TVD(output', output) <= 0.01.
 
     Rows are softmax(theta) over the visible keys, theta from uniform plus N(0, 0.1) noise, one per restart
-    (run as one batch); Adam on -(JSD - 500 * ReLU(TVD - 0.01)). Per restart: the largest JSD among the
-    iterates within the TVD bound ({jsd, tvd, feasible: True, row}), else the last iterate (feasible False).
-    """
-    check_int("restarts", restarts, 1, 1000)
-    check_int("steps", steps, 1, 100_000)
+    (run as one batch, chunk_rows at a time); Adam on -(JSD - 500 * ReLU(TVD - 0.01)). Per restart: the largest
+    JSD among the iterates within the TVD bound ({jsd, tvd, feasible: True, row}), else the last iterate
+    (feasible False)."""
+    check_int("restarts", restarts, 1, MAX_RESTARTS)
+    check_int("steps", steps, 1, MAX_STEPS)
     rng = np.random.default_rng(seed)
     theta = rng.normal(0.0, 0.1, (restarts, len(t.row)))
     m, v = np.zeros_like(theta), np.zeros_like(theta)
     best = [{"jsd": -1.0, "tvd": math.inf, "feasible": False} for _ in range(restarts)]
     for step in range(1, steps + 2):  # the last pass only scores the final rows
         rows = _softmax(theta)
-        probs = outputs_with_rows(t, rows)
-        d_out, d_row = tvd(probs, t.output), jsd(rows, t.row[None])
+        d_out, dtvd_drow = _tvd_and_gradient(t, rows)
+        d_row = jsd(rows, t.row[None])
         for k in range(restarts):
             if d_out[k] <= TVD_MAX and d_row[k] > best[k]["jsd"]:
                 best[k] = {"jsd": float(d_row[k]), "tvd": float(d_out[k]), "feasible": True, "row": rows[k].tolist()}
@@ -132,8 +200,6 @@ def adversarial(t: Target, restarts: int = 5, steps: int = 500, lr: float = 0.01
                         "row": rows[k].tolist(),
                     }
             break
-        over = (d_out > TVD_MAX).astype(np.float64)[:, None]  # the penalty's ReLU is active
-        _, dtvd_drow = row_gradient(t, rows, 0.5 * np.sign(probs - t.output) * over)
         mix = 0.5 * (rows + t.row[None])
         with np.errstate(divide="ignore"):
             djsd = 0.5 * np.log(rows / mix)  # dJSD/d row'
@@ -183,26 +249,41 @@ def explain(params, run, tokens, layer, head, query, *, others=None, permutation
     }
 
 
-def finding(result: dict) -> str:
-    """One sentence stating what the numbers show, decided from the numbers (no outcome presumed)."""
+def _three_digits(x: float) -> str:
+    return f"{x:#.3g}"  # trailing zeros kept: 0.700
+
+
+def finding(result: dict, number=_three_digits) -> str:
+    """One sentence stating what the numbers show, decided from the numbers (no outcome presumed) and from the
+    search's own bound TVD_MAX. `number` writes a divergence (the pages and the command line pass lab.formats.loss:
+    three significant digits, scientific below 1e-3, so 0.0004 is not '0.000')."""
     perm = np.asarray(result["permutation_tvd"])
     feasible = [a["jsd"] for a in result["adversarial"] if a["feasible"]]
     seeds = [s["closest_head_jsd"] for s in result["seed_jsd"]]
     same = [s["jsd"] for s in result["seed_jsd"]]
     head = f"L{result['layer']}H{result['head']}"
-    moved = float(np.median(perm))
-    part1 = f"shuffling {head}'s row moves the output by a median TVD of {moved:.3f} " + (
-        "(it depends on where the weight sits)" if moved > TVD_MAX else "(the order of the weights hardly matters)"
+    moved, beyond = float(np.median(perm)), int((perm > TVD_MAX).sum())
+    bound = f"{beyond} of {len(perm)} shuffles move it more than the search's bound of TVD {TVD_MAX}"
+    part1 = f"shuffling {head}'s row moves the output by a median TVD of {number(moved)} ({bound}: " + (
+        "it depends on where the weight sits)" if moved > TVD_MAX else "the order of the weights hardly matters)"
     )
     if not feasible:
         part2 = f"no alternative row kept the output within TVD {TVD_MAX} (the head resists the search)"
     else:
         best = max(feasible)
-        part2 = f"an alternative row at JSD {best:.3f} (at most ln 2 = {LN2:.3f}) keeps the output within TVD {TVD_MAX}"
+        part2 = (
+            f"an alternative row at JSD {number(best)} (at most ln 2 = {number(LN2)}) keeps the output within "
+            f"TVD {TVD_MAX}"
+        )
     if seeds:
+
+        def span(values):  # '0.004' when the range prints as one number, else '4.00e-04 to 0.250'
+            low, high = number(min(values)), number(max(values))
+            return low if low == high else f"{low} to {high}"
+
         part2 += (
-            f"; in other seeds the closest head of this layer reads within JSD {min(seeds):.3f} to {max(seeds):.3f} "
-            f"of this row (the same-numbered head: {min(same):.3f} to {max(same):.3f})"
+            f"; in other seeds the closest head of this layer reads within JSD {span(seeds)} of this row "
+            f"(the same-numbered head: {span(same)})"
         )
         if feasible:
             further = "farther" if best > max(seeds) else "no farther"

@@ -17,7 +17,10 @@ PATTERNS = {
     "same symbol earlier": "earlier keys holding the query's own symbol",
     "L back": "the key L positions back: the symbol copy must write",
     "k-th smallest": "the input position of the k-th smallest symbol: the one sort must write",
+    "mirrored": "the input position mirrored about SEP (answer token j reads symbol L + 1 − j): the one reverse "
+    "must write",
 }
+TASK_PATTERNS = {"copy": "L back", "sort": "k-th smallest", "reverse": "mirrored"}  # what each task must read
 
 
 def detection_patterns(tokens: np.ndarray, length: int) -> dict[str, np.ndarray]:
@@ -36,6 +39,7 @@ def detection_patterns(tokens: np.ndarray, length: int) -> dict[str, np.ndarray]
         "same symbol earlier": (j < i) & (tokens[None, :] == tokens[:, None]),
         "L back": j == i - L,
         "k-th smallest": kth,
+        "mirrored": j == 2 * L - 1 - i,  # query L + k (writing answer token k + 1) reads input position L - 1 - k
     }
     return {name: (p & rows).astype(np.float64) for name, p in pats.items()}
 
@@ -69,8 +73,9 @@ def snapshot_scores(snapshots, tokens: np.ndarray, length: int) -> tuple[np.ndar
 
 
 def task_pattern(run: RunConfig) -> str:
-    """The pattern a head that reads what the task needs would match: L back for copy, k-th smallest for sort."""
-    return "L back" if run.task.name == "copy" else "k-th smallest"
+    """The pattern a head that reads what the task needs would match: L back for copy, k-th smallest for sort,
+    the mirrored key for reverse."""
+    return TASK_PATTERNS[run.task.name]
 
 
 def best_head(params, run: RunConfig, tokens: np.ndarray) -> tuple[int, int]:

@@ -1,11 +1,18 @@
 """Activation patching (SPEC §12, as TransformerLens's `get_act_patch_*`): run a clean and a corrupted input,
-copy one component's activation from the clean run into the corrupted run, and measure how much of the clean
-behaviour it restores.
+copy one component's activation from one run into the other, and measure how much of the difference it carries.
+
+Two directions (Heimersheim & Nanda 2024, "How to use and interpret activation patching", arXiv:2404.15255):
+  denoise  clean activations copied into the corrupted run: is the component *sufficient* to restore the
+           clean answer? Components that only work together each restore little.
+  noise    corrupted activations copied into the clean run: is the component *necessary*, does the clean
+           answer break without it? Redundant components each break little.
 
 The metric is the logit difference logit[clean answer] - logit[corrupted answer] at the first answer position
 where the two inputs' answers differ; both inputs carry the clean answer prefix after SEP (teacher forcing).
 Before that position the two prefixes agree anyway, so the metric there is the same under either prefix.
-Restored fraction = (patched - corrupted) / (clean - corrupted): 1 = the component alone carries the difference.
+Fraction moved = (patched - patched run's own) / (source run's - patched run's own): denoising, the restored
+fraction (patched - corrupted) / (clean - corrupted); noising, the fraction destroyed (clean - patched) /
+(clean - corrupted). 1 = the component alone carries the whole difference.
 """
 
 from __future__ import annotations
@@ -81,6 +88,12 @@ def copy_from(clean_act: np.ndarray, index):
     return hook
 
 
+DIRECTIONS = {
+    "denoise": "clean activations copied into the corrupted run (is the component sufficient to restore?)",
+    "noise": "corrupted activations copied into the clean run (is the component necessary?)",
+}
+
+
 @dataclass(frozen=True)
 class PatchResult:
     contrast: Contrast
@@ -94,6 +107,7 @@ class PatchResult:
     mlp: np.ndarray  # (n_layers,) each MLP's output at every position
     mlp_by_position: np.ndarray  # (n_layers, T)
     positions: np.ndarray  # (T',) the positions patched one by one (the first T' of the input)
+    direction: str = "denoise"  # a key of DIRECTIONS; every grid above is the fraction moved in this direction
 
     def to_dict(self) -> dict:
         c = self.contrast
@@ -105,6 +119,8 @@ class PatchResult:
             "clean_token": c.clean_token,
             "corrupted_token": c.corrupted_token,
             "metric": "logit[clean answer] - logit[corrupted answer] at the query, clean answer prefix",
+            "direction": self.direction,
+            "patched": DIRECTIONS[self.direction],
             "clean_metric": self.clean_metric,
             "corrupted_metric": self.corrupted_metric,
             "clean_probability": self.clean_prob,
@@ -131,37 +147,44 @@ def _batched_metric(params, cfg, tokens, hooks_list, c: Contrast) -> np.ndarray:
     return out
 
 
-def patch(params, run: RunConfig, c: Contrast, *, max_positions: int | None = None) -> PatchResult:
-    """Restored fractions for every component; positions beyond the first `max_positions` are left NaN."""
+def patch(params, run: RunConfig, c: Contrast, *, max_positions: int | None = None, direction="denoise") -> PatchResult:
+    """Fractions moved for every component, in `direction` (denoise: clean into corrupted, the restored fraction;
+    noise: corrupted into clean, the fraction destroyed); positions beyond the first `max_positions` are NaN."""
+    if direction not in DIRECTIONS:
+        raise ConfigError("direction", f"must be one of {', '.join(DIRECTIONS)}; got {direction!r}")
     cfg = run.model
     T = len(c.clean)
     n_pos = T if max_positions is None else min(T, max_positions)
     clean_logits, clean_acts = run_with_hooks(params, c.clean[None], cfg)
-    corrupt_logits, _ = run_with_hooks(params, c.corrupted[None], cfg)
+    corrupt_logits, corrupt_acts = run_with_hooks(params, c.corrupted[None], cfg)
     m_clean, m_corrupt = logit_difference(clean_logits, c)[0], logit_difference(corrupt_logits, c)[0]
-    span = m_clean - m_corrupt
+    if direction == "denoise":  # the activations come from `source` and go into the run of `target`
+        source, target, m_source, m_target = clean_acts, c.corrupted, m_clean, m_corrupt
+    else:
+        source, target, m_source, m_target = corrupt_acts, c.clean, m_corrupt, m_clean
+    span = m_source - m_target
 
-    def restored(hooks_list):
-        m = _batched_metric(params, cfg, c.corrupted, hooks_list, c)
-        return (m - m_corrupt) / span if span != 0 else np.full(len(m), np.nan)
+    def moved(hooks_list):
+        m = _batched_metric(params, cfg, target, hooks_list, c)
+        return (m - m_target) / span if span != 0 else np.full(len(m), np.nan)
 
     nl, H, everywhere = cfg.n_layers, cfg.n_heads, slice(None)
-    z = [clean_acts[f"blocks.{i}.attn.z"] for i in range(nl)]
-    head = restored([{f"blocks.{i}.attn.z": copy_from(z[i], (everywhere, h))} for i in range(nl) for h in range(H)])
+    z = [source[f"blocks.{i}.attn.z"] for i in range(nl)]
+    head = moved([{f"blocks.{i}.attn.z": copy_from(z[i], (everywhere, h))} for i in range(nl) for h in range(H)])
     by_pos = np.full((nl, H, T), np.nan)
-    by_pos[:, :, :n_pos] = restored(
+    by_pos[:, :, :n_pos] = moved(
         [{f"blocks.{i}.attn.z": copy_from(z[i], (t, h))} for i in range(nl) for h in range(H) for t in range(n_pos)]
     ).reshape(nl, H, n_pos)
     resid = np.full((nl, T), np.nan)
     name = "blocks.{}.resid_pre"
-    resid[:, :n_pos] = restored(
-        [{name.format(i): copy_from(clean_acts[name.format(i)], (t,))} for i in range(nl) for t in range(n_pos)]
+    resid[:, :n_pos] = moved(
+        [{name.format(i): copy_from(source[name.format(i)], (t,))} for i in range(nl) for t in range(n_pos)]
     ).reshape(nl, n_pos)
     name = "blocks.{}.mlp_out"
-    mlp = restored([{name.format(i): copy_from(clean_acts[name.format(i)], (everywhere,))} for i in range(nl)])
+    mlp = moved([{name.format(i): copy_from(source[name.format(i)], (everywhere,))} for i in range(nl)])
     mlp_pos = np.full((nl, T), np.nan)
-    mlp_pos[:, :n_pos] = restored(
-        [{name.format(i): copy_from(clean_acts[name.format(i)], (t,))} for i in range(nl) for t in range(n_pos)]
+    mlp_pos[:, :n_pos] = moved(
+        [{name.format(i): copy_from(source[name.format(i)], (t,))} for i in range(nl) for t in range(n_pos)]
     ).reshape(nl, n_pos)
     return PatchResult(
         c,
@@ -175,4 +198,5 @@ def patch(params, run: RunConfig, c: Contrast, *, max_positions: int | None = No
         mlp,
         mlp_pos,
         np.arange(n_pos),
+        direction,
     )

@@ -46,47 +46,47 @@ def position_labels(tokens) -> list[str]:
     return [f"{i} · {_token(t)}" for i, t in enumerate(tokens)]
 
 
-def head_grid_frame(grid: np.ndarray) -> pd.DataFrame:
-    """(n_layers, H) -> rows layer ('L0'), head ('H0'), restored."""
+def head_grid_frame(grid: np.ndarray, value: str = "restored") -> pd.DataFrame:
+    """(n_layers, H) -> rows layer ('L0'), head ('H0'), value (the fraction restored, or destroyed when noising)."""
     nl, H = grid.shape
     return pd.DataFrame(
-        [{"layer": f"L{i}", "head": f"H{h}", "restored": float(grid[i, h])} for i in range(nl) for h in range(H)]
+        [{"layer": f"L{i}", "head": f"H{h}", value: float(grid[i, h])} for i in range(nl) for h in range(H)]
     )
 
 
-def patch_heads(grid: np.ndarray) -> alt.Chart:
-    """Restored fraction of each head's output patched at every position: layers down, heads across."""
-    return cells(head_grid_frame(grid), "head", "layer", "restored", scale=RESTORED, cell=(56, 36))
+def patch_heads(grid: np.ndarray, value: str = "restored") -> alt.Chart:
+    """Fraction restored (or destroyed) by each head's output patched at every position: layers down, heads across."""
+    return cells(head_grid_frame(grid, value), "head", "layer", value, scale=RESTORED, cell=(56, 36))
 
 
-def components_frame(resid: np.ndarray, mlp: np.ndarray, tokens) -> pd.DataFrame:
-    """resid_by_position (n_layers, T), mlp_by_position (n_layers, T) -> rows component, position, restored."""
+def components_frame(resid: np.ndarray, mlp: np.ndarray, tokens, value: str = "restored") -> pd.DataFrame:
+    """resid_by_position (n_layers, T), mlp_by_position (n_layers, T) -> rows component, position, value."""
     labels = position_labels(tokens)
     rows = []
     for name, a in (("residual into block {}", resid), ("MLP of block {}", mlp)):  # y labels, in this order
         for i, row in enumerate(a):
             rows += [
-                {"component": name.format(i), "position": labels[t], "restored": float(v)}
+                {"component": name.format(i), "position": labels[t], value: float(v)}
                 for t, v in enumerate(row)
                 if not np.isnan(v)
             ]
     return pd.DataFrame(rows)
 
 
-def patch_components(resid: np.ndarray, mlp: np.ndarray, tokens) -> alt.Chart:
+def patch_components(resid: np.ndarray, mlp: np.ndarray, tokens, value: str = "restored") -> alt.Chart:
     """The residual stream entering each block and each MLP's output, patched at one position at a time."""
-    df = components_frame(resid, mlp, tokens)
-    return cells(df, "position", "component", "restored", scale=RESTORED, x_sort=position_labels(tokens),
+    df = components_frame(resid, mlp, tokens, value)
+    return cells(df, "position", "component", value, scale=RESTORED, x_sort=position_labels(tokens),
                  x_title="position · token", angle=-45)  # fmt: skip
 
 
-def head_positions_frame(by_position: np.ndarray, tokens) -> pd.DataFrame:
-    """(n_layers, H, T) -> rows head ('L0H1'), position, restored (NaN cells, beyond the cap, dropped)."""
+def head_positions_frame(by_position: np.ndarray, tokens, value: str = "restored") -> pd.DataFrame:
+    """(n_layers, H, T) -> rows head ('L0H1'), position, value (NaN cells, beyond the cap, dropped)."""
     labels = position_labels(tokens)
     nl, H, T = by_position.shape
     return pd.DataFrame(
         [
-            {"head": f"L{i}H{h}", "position": labels[t], "restored": float(by_position[i, h, t])}
+            {"head": f"L{i}H{h}", "position": labels[t], value: float(by_position[i, h, t])}
             for i in range(nl)
             for h in range(H)
             for t in range(T)
@@ -95,10 +95,10 @@ def head_positions_frame(by_position: np.ndarray, tokens) -> pd.DataFrame:
     )
 
 
-def patch_head_positions(by_position: np.ndarray, tokens) -> alt.Chart:
+def patch_head_positions(by_position: np.ndarray, tokens, value: str = "restored") -> alt.Chart:
     """Each head's output patched at one position at a time: heads down, positions across."""
-    df = head_positions_frame(by_position, tokens)
-    return cells(df, "position", "head", "restored", scale=RESTORED, cell=(44, 24), x_sort=position_labels(tokens),
+    df = head_positions_frame(by_position, tokens, value)
+    return cells(df, "position", "head", value, scale=RESTORED, cell=(44, 24), x_sort=position_labels(tokens),
                  x_title="position · token", angle=-45)  # fmt: skip
 
 
