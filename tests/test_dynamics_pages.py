@@ -148,8 +148,10 @@ def test_length_page_compares_each_encoding_with_a_baseline_at_each_test_length(
     row = table[(table["test L′"] == 9) & (table["encoding"] == "RoPE") & (table["metric"] == "per-sequence")]
     assert row.iloc[0]["Δ min"] == format_delta(min(deltas))
     assert "Holm's correction across the encodings, per test length and metric" in texts(at.caption)
-    # four encodings against learned (at L′ = 3) need 8 seeds under Holm, more than one sweep of five allows (6)
-    assert "8 seeds is more than this server allows (6)" in texts(at.info)
+    # four encodings against learned (at L′ = 3) need 8 differing seeds under Holm (more where seeds tie), more than
+    # one sweep of five allows (6)
+    asked = re.search(r"(\d+) seeds is more than this server allows \(6\)", texts(at.info))
+    assert asked and int(asked.group(1)) >= 8
 
 
 def test_length_page_trains_five_encodings_on_a_range_and_reports_from_the_runs(store):
@@ -177,7 +179,7 @@ def test_length_page_trains_five_encodings_on_a_range_and_reports_from_the_runs(
     base = np.mean([r.sequence_accuracy for r in evaluate_lengths(none.params, none.config, list(range(9, 17)))])
     delta = np.mean([r.sequence_accuracy for r in expected[8:]]) - base
     seq = table[(table["encoding"] == "ALiBi") & (table["metric"] == "per-sequence")].iloc[0]
-    assert f"ALiBi {seq['verdict']} (Δ {format_delta(delta)})" in text.split("per token,")[0]
+    assert f"ALiBi {seq['verdict']} (Δ {format_delta(delta)}" in text.split("per token,")[0]  # then its interval
     assert "Against none, on the mean accuracy at test lengths 9 to 16" in text
 
 

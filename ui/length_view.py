@@ -13,7 +13,7 @@ from attncore import ConfigError
 from attncore.config import TASKS
 from attncore.evaluate import MAX_TEST_LENGTHS
 from lab.compare import RULE, beyond_range_comparisons
-from lab.stats import format_delta
+from lab.stats import IDENTICAL, format_delta, format_interval
 from ui import compare_view, frames, runs, sidebar, sweeps, tables
 from ui.charts import runs as charts
 from ui.limits import limits
@@ -79,12 +79,20 @@ def findings_text(frame, task: str, n_seeds: int, last: int, randomized: bool) -
     )
 
 
+def _delta_text(r) -> str:
+    """'Δ −0.120 [−0.31, −0.02]', and how many seeds differed when some tie exactly."""
+    if r.verdict == IDENTICAL:
+        return "Δ 0"
+    text = f"Δ {format_delta(r.delta_mean)} {format_interval(r.ci_low, r.ci_high)}"
+    return text + (f", {r.n_nonzero} of {r.n} seeds differ" if r.n_nonzero < r.n else "")
+
+
 def verdicts_text(comparisons, last: int) -> str:
     """One sentence per metric: each encoding's verdict against no position past the range, from the table."""
     parts = []
     for metric, name in (("sequence_accuracy", "per sequence"), ("token_accuracy", "per token")):
         rows = comparisons[comparisons["metric"] == metric]
-        listed = "; ".join(f"{r.level} {r.verdict} (Δ {format_delta(r.delta_mean)})" for r in rows.itertuples())
+        listed = "; ".join(f"{r.level} {r.verdict} ({_delta_text(r)})" for r in rows.itertuples())
         parts.append(f"{name}, {listed}")
     base = comparisons["baseline"].iloc[0]
     n = int(comparisons["n"].min())
