@@ -248,3 +248,13 @@ def test_difference_shown_exactly_when_the_interval_leaves_out_zero(seed):
 def test_seeds_needed_counts_seeds_that_differ():
     assert stats.n_nonzero([0.0, 1.0, -0.0, 2.0]) == 2
     assert stats.seeds_needed(1) == 6  # nonzero deltas: a tie adds none
+
+
+def test_above_sixteen_seeds_the_interval_inverts_the_same_monte_carlo_draws():
+    rng = np.random.default_rng(7)
+    deltas = rng.normal(0.4, 1.0, 18)
+    low, high = stats.sign_flip_interval(deltas)
+    assert low < deltas.mean() < high and (low, high) == stats.sign_flip_interval(deltas)  # fixed draws
+    eps = 1e-6 * (high - low)
+    assert stats.sign_flip_p(deltas - low) >= 0.05 and stats.sign_flip_p(deltas - high) >= 0.05
+    assert stats.sign_flip_p(deltas - (low - eps)) < 0.05 and stats.sign_flip_p(deltas - (high + eps)) < 0.05
