@@ -132,6 +132,9 @@ def build_parser(argv=None) -> Parser:
         from cli import sweep as cli_sweep
 
         cli_sweep.register(sub)
+        from cli import regimes as cli_regimes
+
+        cli_regimes.register(sub)
     return parser
 
 

@@ -106,18 +106,18 @@ def all_runs(cells: Sequence[Cell]) -> list[RunConfig]:
 
 
 def table(cells: Sequence[Cell], summaries: Mapping[RunConfig, dict]) -> pd.DataFrame:
-    """One row per cell and metric: the cell's coordinates, each variant's mean, and the paired comparison of the
-    second variant against the first (lab.compare's columns: delta_mean, ci_low, ci_high, p_value, p_floor,
-    p_corrected, verdict, …)."""
+    """One row per cell and metric: the cell's coordinates, `facet` (the cell in words, so lab.compare.display and
+    the seed advice treat each cell as its own panel), each variant's mean, and lab.compare.paired_differences'
+    columns (level: the second variant, against the baseline)."""
     rows = []
     for cell in cells:
         groups = {label: [summaries[run] for run in runs] for label, runs in cell.groups.items()}
         comparisons = compare.paired_differences(groups, metrics=METRICS)
-        (a, a_runs), (b, b_runs) = groups.items()
+        a_runs, b_runs = groups.values()
         for _, c in comparisons.iterrows():
             m = c["metric"]
-            means = {"baseline": a, "variant": b, "baseline_mean": _mean(a_runs, m), "variant_mean": _mean(b_runs, m)}
-            rows.append(cell.key | means | c.drop(["level", "baseline"]).to_dict())
+            means = {"baseline_mean": _mean(a_runs, m), "variant_mean": _mean(b_runs, m)}
+            rows.append(cell.key | {"facet": cell_text(cell.key)} | means | c.to_dict())
     return pd.DataFrame(rows)
 
 
@@ -165,7 +165,8 @@ def at_best(cells: Sequence[Cell], summaries: Mapping[RunConfig, dict]) -> pd.Da
     return compare.paired_differences(groups, metrics=METRICS)
 
 
-def _cell_text(key: dict) -> str:
+def cell_text(key: dict) -> str:
+    """A cell's coordinates in words: '8 blocks, lr 1e-2, no warm-up'."""
     parts = []
     for name, value in key.items():
         if name == "lr":
@@ -187,19 +188,30 @@ def finding(rows: pd.DataFrame, metric: str = LOSS) -> str:
     rows = rows[rows["metric"] == metric]
     if rows.empty:
         return "No cell has runs to compare yet."
-    keys = [c for c in rows.columns if c in ("layers", "lr", "warmup", "d_k", "heads")]
     shown = rows[rows["verdict"] == stats.SHOWN]
     name = "test loss" if metric == LOSS else metric.replace("_", " ")
-    variant, baseline = rows["variant"].iloc[0], rows["baseline"].iloc[0]
+    variant, baseline = rows["level"].iloc[0], rows["baseline"].iloc[0]
     if shown.empty:
         counts = rows["verdict"].value_counts()
         told = "; ".join(f"{formats.count(int(n), 'cell')}: {v}" for v, n in counts.items())
         return f"{variant} against {baseline} on the {name}: no cell shows a difference ({told})."
-    parts = [
-        f"{_cell_text({k: r[k] for k in keys})} (Δ {stats.format_delta(r['delta_mean'])})" for _, r in shown.iterrows()
-    ]
+    parts = [f"{r['facet']} (Δ {stats.format_delta(r['delta_mean'])})" for _, r in shown.iterrows()]
     rest = len(rows) - len(shown)
     return (
         f"{variant} against {baseline} on the {name}: a difference is shown in {formats.count(len(shown), 'cell')} of "
         f"{len(rows)}: " + "; ".join(parts) + f". In the other {rest} no difference is shown or the seeds are too few."
     )
+
+
+def by_variant(cells: Sequence[Cell], summaries: Mapping[RunConfig, dict]) -> pd.DataFrame:
+    """Long form for charts: one row per cell, variant and metric with the cell's coordinates, the mean, min and
+    max over the seeds, and n (the seeds with a number)."""
+    rows = []
+    for cell in cells:
+        for label, runs in cell.groups.items():
+            for metric in METRICS:
+                values = [summaries[r][metric] for r in runs if summaries[r].get(metric) is not None]
+                spread = (np.mean(values), np.min(values), np.max(values)) if values else (math.nan,) * 3
+                stat = dict(zip(("mean", "min", "max"), map(float, spread), strict=True))
+                rows.append(cell.key | {"variant": label, "metric": metric, "n": len(values)} | stat)
+    return pd.DataFrame(rows)

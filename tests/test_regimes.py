@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -87,3 +88,89 @@ def test_the_lr_summary_and_the_comparison_at_each_variants_best_learning_rate()
     fair = regimes.at_best(cells, summaries)
     test = fair[fair["metric"] == regimes.LOSS].iloc[0]
     assert test["delta_mean"] == pytest.approx(0.05 + 0.025) and test["verdict"] == stats.SHOWN
+
+
+# --- the command line and the page, on a few short runs ------------------------------------------------------------
+
+SMALL = {"depth": dict(depths=(2,), lrs=(1e-2,)), "heads": dict(sizes=(8, 16)), "lr": dict(lrs=(1e-3, 1e-2))}
+SMALL_QUERY = {
+    "depth": {"reg_depths": "2", "reg_lrs": "1e-2"},
+    "heads": {"reg_sizes": "8,16"},
+    "lr": {"reg_lrgrid": "1e-3,1e-2"},
+}
+STEPS, SEEDS = 100, 2
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    from apptest_helpers import temporary_store
+
+    runs = [r for e, o in SMALL.items() for r in regimes.all_runs(regimes.cells_of(e, range(SEEDS), steps=STEPS, **o))]
+    with temporary_store(tmp_path_factory, runs):
+        yield
+
+
+@pytest.mark.parametrize("experiment", regimes.EXPERIMENTS)
+def test_cli_regimes_prints_its_table_verdicts_and_finding(store, capsys, experiment):
+    from cli.main import main
+
+    flags = {
+        "depth": ["--depths", "2", "--lrs", "1e-2"],
+        "heads": ["--sizes", "8", "16"],
+        "lr": ["--lrs", "1e-3", "1e-2"],
+    }
+    argv = ["regimes", experiment, "--seeds", str(SEEDS), "--steps", str(STEPS), "--json", *flags[experiment]]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["experiment"] == experiment and out["seeds"] == SEEDS
+    cells = {c["facet"] for c in out["cells"]}
+    assert len(cells) == {"depth": 2, "heads": 2, "lr": 2}[experiment]
+    for c in out["cells"]:
+        assert c["verdict"] in stats.VERDICTS and c["n"] == SEEDS and c["metric"] in regimes.METRICS
+    assert out["finding"].startswith({"depth": "post-LN", "heads": "scaling off", "lr": "post-LN"}[experiment])
+    if experiment == "lr":
+        assert {v["variant"] for v in out["variants"]} == {"pre-LN", "post-LN"}
+        assert all(v["sensitivity"] >= 0 for v in out["variants"])
+
+
+def test_cli_regimes_refuses_bad_input_with_exit_2(capsys):
+    from cli.main import main
+
+    assert main(["regimes", "depth", "--seeds", "0"]) == 2
+    assert "--seeds" in capsys.readouterr().err
+    assert main(["regimes", "depth", "--layers", "3"]) == 2
+    assert "--layers" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("experiment", regimes.EXPERIMENTS)
+def test_the_regimes_page_draws_each_experiment_from_its_runs(store, experiment):
+    from apptest_helpers import charts, texts
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file("../dashboard.py", default_timeout=120)
+    at.query_params.update({"reg_exp": experiment, "reg_seeds": str(SEEDS), "reg_steps": str(STEPS)})
+    at.query_params.update(SMALL_QUERY[experiment])
+    at.run()
+    at.switch_page("app_pages/regimes.py").run()
+    assert not at.exception, [e.message for e in at.exception]
+    shown = texts(at.markdown)
+    assert "What the lab found." in shown and "What the sources claim" in texts(at.subheader)
+    assert len(charts(at)) >= 2
+    assert not any(b.key == "reg_train" for b in at.button)  # every run cached: nothing to train
+    assert "all from the run store" in texts(at.caption)
+
+
+def test_the_regimes_page_offers_to_train_what_is_missing(tmp_path, monkeypatch):
+    from apptest_helpers import texts
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("ATTNCORE_CACHE_DIR", str(tmp_path))
+    at = AppTest.from_file("../dashboard.py", default_timeout=120)
+    at.query_params.update(
+        {"reg_exp": "depth", "reg_seeds": "2", "reg_steps": "100", "reg_depths": "2", "reg_lrs": "1e-2"}
+    )
+    at.run()
+    at.switch_page("app_pages/regimes.py").run()
+    assert not at.exception
+    assert "0 of 8 runs cached" in texts(at.info)
+    assert any(b.key == "reg_train" for b in at.button)

@@ -66,33 +66,42 @@ def _forward_stats(params, run: RunConfig, batch: np.ndarray) -> dict[str, np.nd
     return {k: np.array(v) for k, v in out.items()}
 
 
+def _layer_means(stats: list[dict]) -> dict:
+    """Per-layer figures over the batches: the largest logit over every batch, the other figures' means."""
+    stacked = {k: np.stack([s[k] for s in stats]) for k in stats[0]}  # each (n, n_layers)
+    out = {k: [float(x) for x in v.mean(axis=0)] for k, v in stacked.items()}
+    return out | {"max_logit": [float(x) for x in stacked["max_logit"].max(axis=0)]}
+
+
+def attention_figures(params, run: RunConfig, batches: list[np.ndarray] | None = None) -> dict:
+    """The forward-only figures per layer over the fixed batches: {"residual_norm", "max_logit", "entropy",
+    "saturated"}, each a list from the input."""
+    check_supported(run.model)
+    batches = fixed_batches(run) if batches is None else batches
+    with one_blas_thread():
+        return _layer_means([_forward_stats(params, run, b) for b in batches])
+
+
 def measure(params, run: RunConfig, batches: list[np.ndarray] | None = None) -> dict:
     """The figures of one set of weights, averaged over the fixed batches (grad norms also with their spread,
     the standard deviation over the batches). JSON-able: {"blocks": [{block, grad_norm: {attn_in, attn_out,
     ffn_in, ffn_out}, grad_norm_spread: {…}, residual_norm}, …], "max_logit": [...], "entropy": [...],
     "saturated": [...]} with blocks and layers in order from the input."""
-    check_supported(run.model)
     batches = fixed_batches(run) if batches is None else batches
+    layers = attention_figures(params, run, batches)
     with one_blas_thread():
         grads = np.stack([_grad_norms(params, run, b) for b in batches])  # (n, n_layers, 4)
-        stats = [_forward_stats(params, run, b) for b in batches]
     mean, spread = grads.mean(axis=0), grads.std(axis=0)
-    per_layer = {k: np.stack([s[k] for s in stats]) for k in stats[0]}  # each (n, n_layers)
     blocks = [
         {
             "block": i,
             "grad_norm": {m: float(mean[i, j]) for j, m in enumerate(MATRICES)},
             "grad_norm_spread": {m: float(spread[i, j]) for j, m in enumerate(MATRICES)},
-            "residual_norm": float(per_layer["residual_norm"][:, i].mean()),
+            "residual_norm": layers["residual_norm"][i],
         }
         for i in range(run.model.n_layers)
     ]
-    return {
-        "blocks": blocks,
-        "max_logit": [float(x) for x in per_layer["max_logit"].max(axis=0)],  # the largest over every batch
-        "entropy": [float(x) for x in per_layer["entropy"].mean(axis=0)],
-        "saturated": [float(x) for x in per_layer["saturated"].mean(axis=0)],
-    }
+    return {"blocks": blocks} | {k: layers[k] for k in ("max_logit", "entropy", "saturated")}
 
 
 def at_init(run: RunConfig) -> dict:

@@ -1,0 +1,89 @@
+"""Regimes: the sizes and schedules where √d_k scaling and the LayerNorm's place matter, each judged over seeds."""
+
+import streamlit as st
+
+from lab import regimes
+from lab.compare import curve_bands
+from ui import compare_view
+from ui import regimes_view as view
+from ui.charts import compare as compare_charts
+from ui.charts import regimes as charts
+from ui.limits import limits
+from ui.params import url_select
+from ui.plain import plain
+
+st.title("Regimes")
+st.caption(
+    "At the lab's default size (2 blocks, d_k = 8) the √d_k scaling and the LayerNorm's place show no difference in "
+    "accuracy: the effects the papers describe live at other depths, head sizes and learning rates. Each experiment "
+    "here trains its grid of runs over seeds as one metered sweep and judges every cell by the comparison rule "
+    "(paired by seed: interval, exact sign-flip p, verdict) on the held-out test loss and the per-sequence accuracy."
+)
+lim = limits()
+c1, c2 = st.columns([3, 1])
+with c1:
+    experiment = url_select("Experiment", "reg_exp", list(regimes.EXPERIMENTS), "depth", format_func=view.NAMES.get)
+with c2:
+    seeds = compare_view.seeds_input("reg_seeds", default=regimes.DEFAULT_SEEDS)
+options = view.controls(experiment, lim)
+chosen = all(options.get(k, True) for k in ("depths", "lrs", "sizes"))  # an emptied multiselect: no grid
+cells = regimes.cells_of(experiment, seeds, **options) if chosen else []
+if not cells:
+    st.info("Pick at least one level of each setting above.", icon=":material/touch_app:")
+    st.stop()
+wanted = regimes.all_runs(cells)
+by_run = compare_view.ensure_trained(wanted, f"Training the {experiment} experiment", "reg_train")
+if by_run is None:
+    st.stop()
+summaries = {run: by_run[run].summary() for run in wanted}
+rows = regimes.table(cells, summaries)
+st.caption(f"{len(wanted)} runs in {len(cells)} cells over {compare_view.seeds_text(seeds)}, all from the run store.")
+view.finding(rows)
+
+st.subheader("Verdict per cell")
+view.verdicts(rows, experiment)
+
+if experiment == "depth":
+    st.subheader("Gradient norms by block at initialisation")
+    frame = view.norms_at_init(cells, "Gradient norms at initialisation")
+    st.altair_chart(charts.grad_norms(frame), width="content")
+    st.caption(
+        f"‖∂L/∂W‖ of each block's FFN output matrix, mean over {view.norms.N_BATCHES} fixed batches of the task, "
+        "on the first seed's initial weights (the same at every learning rate). Xiong et al.'s Fig. 3 is this "
+        "picture: post-LN's norm near the output against pre-LN's. `python -m attncore norms` prints all four "
+        "matrices and their spread."
+    )
+    deepest = max(c.key["layers"] for c in cells)
+    st.subheader(f"Training loss at {deepest} blocks")
+    for cell in (c for c in cells if c.key["layers"] == deepest):
+        groups = {label: [by_run[r] for r in runs] for label, runs in cell.groups.items()}
+        st.markdown(f"**{plain(regimes.cell_text(cell.key))}**")
+        st.altair_chart(compare_charts.band_curves(curve_bands(groups, smooth=25), height=260), width="stretch")
+    st.caption("Training loss (log scale, 25-step moving average): the mean over the seeds in a band from the "
+               "lowest to the highest seed; pre-LN black.")  # fmt: skip
+elif experiment == "heads":
+    st.subheader("Loss and accuracy against the head size")
+    st.altair_chart(
+        charts.against(regimes.by_variant(cells, summaries), "d_k", "head size d_k", log_x=True), width="content"
+    )
+    st.subheader("Attention entropy and saturation")
+    st.altair_chart(charts.attention_by_size(view.attention_after(cells, by_run, "Attention figures")), width="content")
+    st.caption(
+        "Mean over the layers and the fixed batches of the first seed's run; a row is saturated when one key takes "
+        "more than 0.99 of its weight. The Scaling page measures Var(q·k) = d_k on random inputs."
+    )
+    st.page_link("app_pages/scaling.py", label="Scaling: Var(q·k) = d_k, measured", icon=":material/straighten:")
+else:
+    st.subheader("Test loss against the learning rate")
+    by_lr = regimes.by_variant(cells, summaries)
+    st.altair_chart(charts.against(by_lr, "lr", "learning rate", log_x=True, log_y=True), width="content")
+    initial = view.initial_loss(cells)
+    best = regimes.lr_summary(cells, summaries, initial)
+    fair = regimes.at_best(cells, summaries)
+    view.lr_tables(best, fair, initial)
+
+st.subheader("Every cell, paired by seed")
+view.cell_table(rows, runs_per_seed=len(wanted) // len(seeds))
+st.download_button("Download the cells (CSV)", rows.to_csv(index=False), f"regimes-{experiment}.csv", "text/csv")
+st.subheader("What the sources claim")
+st.markdown(view.SOURCES[experiment])

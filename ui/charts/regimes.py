@@ -1,0 +1,139 @@
+"""Charts of the Regimes page (issue 30.4) as pure functions: lab.regimes / attncore.interpret.norms frames in,
+alt.Chart out. The baseline variant is black, the other the first variant colour; every chart is sized to fit a
+1,280 px main area (facets at most three to a row)."""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+from ui.charts.base import BASE_COLOR, DIVERGING, PAD, VARIANT_COLORS
+
+METRIC_TITLES = {"test_loss": "test loss", "sequence_accuracy": "per-sequence accuracy"}
+PANEL_WIDTH = 300  # three panels and their axes fit 1,280 px
+MATRIX_NAMES = {"attn_in": "attention in (W_QKV)", "attn_out": "attention out (W_O)", "ffn_in": "FFN in (W₁)"}
+MATRIX_NAMES |= {"ffn_out": "FFN out (W₂)"}
+
+
+def _variant_colors(variants: list[str]) -> alt.Scale:
+    return alt.Scale(domain=variants, range=[BASE_COLOR, VARIANT_COLORS[0]][: len(variants)])
+
+
+def _legend() -> alt.Legend:
+    return alt.Legend(orient="bottom", title=None, labelLimit=240)
+
+
+def verdict_grid(rows: pd.DataFrame, x: str, y: str, x_title: str, y_title: str) -> alt.Chart:
+    """lab.regimes.table rows of one metric: a cell per (x, y) coloured by the mean Δ (variant minus baseline;
+    diverging, 0 pale) with the verdict written in it."""
+    df = rows.assign(
+        verdict_short=rows["verdict"]
+        .map({"difference shown": "shown", "no difference shown": "not shown", "too few seeds": "too few seeds"})
+        .fillna("identical"),
+        delta=rows["delta_mean"].astype(float),
+    )
+    enc = dict(
+        x=alt.X(f"{x}:O", title=x_title, axis=alt.Axis(labelAngle=0)),
+        y=alt.Y(f"{y}:O", title=y_title or None, axis=alt.Axis(labelLimit=220)),
+    )
+    tooltip = [x, y, "baseline_mean:Q", "variant_mean:Q", "delta:Q", "ci_low:Q", "ci_high:Q", "p_value:Q", "verdict"]
+    rect = (
+        alt.Chart()
+        .mark_rect(stroke="white", strokeWidth=2)
+        .encode(
+            color=alt.Color("delta:Q", scale=DIVERGING, title="mean Δ", legend=alt.Legend(orient="right")),
+            tooltip=tooltip,
+            **enc,
+        )
+    )
+    text = alt.Chart().mark_text(fontSize=12, color=BASE_COLOR).encode(text="verdict_short:N", **enc)
+    n_x, n_y = df[x].nunique(), df[y].nunique()
+    size = {"width": min(130 * n_x, 600), "height": 46 * n_y, "autosize": PAD}  # its own size: not squeezed
+    return alt.layer(rect, text, data=df).properties(**size)
+
+
+def against(frame: pd.DataFrame, x: str, x_title: str, *, log_x: bool = False, log_y: bool = False) -> alt.Chart:
+    """lab.regimes.by_variant rows: for each metric a panel, each variant's mean over seeds as a line with dots
+    and its min-max over seeds as a band, against the cells' `x`."""
+    variants = list(dict.fromkeys(frame["variant"]))
+    scale_x = alt.Scale(type="log", base=2 if x == "d_k" else 10, nice=False) if log_x else alt.Scale(zero=False)
+    panels = []
+    for metric, title in METRIC_TITLES.items():
+        df = frame[frame["metric"] == metric].assign(band=lambda d: d["variant"])  # see below
+        if df.empty:
+            continue
+        y_scale = alt.Scale(type="log") if log_y and metric == "test_loss" else alt.Scale(zero=False)
+        ex = alt.X(f"{x}:Q", title=x_title, scale=scale_x)
+        color = alt.Color("variant:N", scale=_variant_colors(variants), sort=variants, legend=_legend())
+        # the band fills by a copy of the variant, so its scale (no legend) is not merged with the lines' legend
+        fill = alt.Fill("band:N", scale=_variant_colors(variants), sort=variants, legend=None)
+        band = (
+            alt.Chart(df).mark_area(opacity=0.15).encode(x=ex, y=alt.Y("min:Q", scale=y_scale), y2="max:Q", fill=fill)
+        )
+        tooltip = [x, "variant", alt.Tooltip("mean:Q", format=".4g"), alt.Tooltip("min:Q", format=".4g")]
+        tooltip += [alt.Tooltip("max:Q", format=".4g"), alt.Tooltip("n:Q", title="seeds")]
+        y = alt.Y("mean:Q", title=f"{title} (mean over seeds)", scale=y_scale)
+        line = alt.Chart(df).mark_line(point=True).encode(x=ex, y=y, color=color, tooltip=tooltip)
+        panels.append(alt.layer(band, line).properties(width=PANEL_WIDTH, height=240))
+    return alt.hconcat(*panels)
+
+
+def norms_frame(by_setting: dict[tuple[str, int], dict]) -> pd.DataFrame:
+    """{(norm, depth): attncore.interpret.norms.measure output} -> long rows: norm, depth, block (1-based, from
+    the input), matrix, grad_norm, spread."""
+    rows = []
+    for (norm, depth), figures in by_setting.items():
+        for b in figures["blocks"]:
+            for matrix, value in b["grad_norm"].items():
+                spread = b["grad_norm_spread"][matrix]
+                rows.append({"norm": norm, "depth": depth, "block": b["block"] + 1, "matrix": matrix,
+                             "grad_norm": value, "spread": spread})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def grad_norms(df: pd.DataFrame, matrix: str = "ffn_out") -> alt.Chart:
+    """One matrix's gradient norm at initialisation against the block (1 = nearest the input), pre-LN black and
+    post-LN coloured, a panel per depth (Xiong et al. 2020, Fig. 3)."""
+    df = df[df["matrix"] == matrix]
+    norms = ["pre-LN", "post-LN"]
+    df = df.assign(variant=df["norm"].map({"pre": "pre-LN", "post": "post-LN"}))
+    color = alt.Color("variant:N", scale=_variant_colors(norms), sort=norms, legend=_legend())
+    tooltip = [
+        "variant",
+        "depth",
+        "block",
+        alt.Tooltip("grad_norm:Q", format=".3g"),
+        alt.Tooltip("spread:Q", format=".2g"),
+    ]
+    chart = (
+        alt.Chart()
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("block:O", title="block (1 = nearest the input)", axis=alt.Axis(labelAngle=0)),
+            y=alt.Y("grad_norm:Q", title=f"‖∂L/∂W‖ of {MATRIX_NAMES[matrix]}", scale=alt.Scale(type="log")),
+            color=color,
+            tooltip=tooltip,
+        )
+        .properties(width=PANEL_WIDTH - 40, height=220)
+    )
+    header = alt.Header(labelExpr="datum.value + ' blocks'", labelFontSize=12)
+    return alt.layer(chart, data=df).facet(column=alt.Column("depth:O", header=header, title=None), columns=3)
+
+
+def attention_by_size(df: pd.DataFrame) -> alt.Chart:
+    """ui.regimes_view.attention_after rows: the attention entropy and the saturated share against d_k, each
+    variant a colour, at initialisation dashed and after training solid."""
+    variants = list(dict.fromkeys(df["variant"]))
+    color = alt.Color("variant:N", scale=_variant_colors(variants), sort=variants, legend=_legend())
+    dash = alt.StrokeDash("when:N", sort=["at initialisation", "after training"], legend=_legend())
+    x = alt.X("d_k:Q", title="head size d_k", scale=alt.Scale(type="log", base=2, nice=False))
+    panels = []
+    for field, title in (("entropy", "attention entropy (nats)"), ("saturated", "share of saturated rows")):
+        tooltip = ["variant", "when", "d_k", alt.Tooltip(f"{field}:Q", format=".3g")]
+        panels.append(
+            alt.Chart(df)
+            .mark_line(point=True)
+            .encode(x=x, y=alt.Y(f"{field}:Q", title=title), color=color, strokeDash=dash, tooltip=tooltip)
+            .properties(width=PANEL_WIDTH, height=220)
+        )
+    return alt.hconcat(*panels)

@@ -1,0 +1,171 @@
+"""The Regimes page's parts (issue 30.4): each experiment's controls (URL-bound, within the hosted caps), the
+figures it draws from its runs, and the sources it is read against. The experiments themselves are lab.regimes'.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from attncore.interpret import norms
+from attncore.train import initial_params
+from lab import compare, formats, regimes
+from ui import compare_view, metered, tables
+from ui.charts import regimes as charts
+from ui.limits import Limits
+from ui.params import url_multiselect, url_number, url_select
+from ui.plain import plain
+from ui.sidebar import LEARNING_RATES
+
+NAMES = {"depth": "Depth: pre-LN vs post-LN", "heads": "Wide heads: √d_k scaling", "lr": "Learning-rate sensitivity"}
+PAIR_NAMES = {"norm": "pre-LN vs post-LN", "scaling": "scaling on vs off", "warmup": "no warm-up vs warm-up"}
+PAIR_NAMES |= {"depth": "2 vs 8 blocks"}
+SOURCES = {
+    "depth": (
+        "Xiong et al. 2020 (arXiv:2002.04745): at initialisation the gradients of the parameters near the output "
+        "grow with depth in post-LN and not in pre-LN (their Fig. 3), so post-LN needs a small step and a warm-up; "
+        "Liu et al. 2020 (arXiv:2004.08249) trace post-LN's trouble to the residual branches amplifying changes of "
+        'the output. The article: "a measurement on two blocks does not support a recommendation on twenty-four".'
+    ),
+    "heads": (
+        "Vaswani et al. 2017, footnote 4: with unit-variance components q·k has variance d_k, so without 1/√d_k the "
+        "softmax saturates as d_k grows and its gradient vanishes. At initialisation, after a LayerNorm and weights "
+        "N(0, 1)/√fan_in, the components have unit variance: the effect should grow with d_k."
+    ),
+    "lr": (
+        "Wortsman et al. 2023 (arXiv:2309.14322): the final loss against the learning rate over orders of magnitude; "
+        "LR sensitivity = E_lr[min(ℓ(lr), ℓ₀) − min_lr ℓ(lr)], ℓ₀ the loss at initialisation. A fair comparison of "
+        "two variants takes each at its own best learning rate, as well as both at a shared one."
+    ),
+}
+
+
+def controls(experiment: str, lim: Limits) -> dict:
+    """lab.regimes options from the experiment's widgets (URL keys reg_*), within the hosted caps."""
+    c0, c00 = st.columns(2)
+    with c0:
+        task = url_select("Task (L = 6)", "reg_task", ["copy", "sort", "reverse"], "sort")
+    with c00:
+        steps = url_select(
+            "Steps per run", "reg_steps", [s for s in (100, 500, 1500, 3000) if s <= lim.max_steps], 1500
+        )
+    out = {"task": task, "steps": steps}
+    c1, c2 = st.columns(2)
+    if experiment == "depth":
+        with c1:
+            depths = [d for d in (1, 2, 4, 6, 8, 12) if d <= lim.max_layers]
+            out["depths"] = tuple(url_multiselect("Blocks", "reg_depths", depths, list(regimes.DEPTHS)))
+        with c2:
+            out["lrs"] = tuple(url_multiselect("Learning rates", "reg_lrs", LEARNING_RATES, list(regimes.DEPTH_LRS),
+                                               format_func=formats.learning_rate))  # fmt: skip
+    elif experiment == "heads":
+        with c1:
+            heads = url_select("Heads", "reg_heads", [1, 4], 1, format_func=lambda h: f"{h} (d = {h}·d_k)")
+        with c2:
+            sizes = [s for s in regimes.HEAD_SIZES if heads * s <= lim.max_d_model]
+            out["sizes"] = tuple(url_multiselect("Head sizes d_k", "reg_sizes", sizes, sizes))
+        out["heads"] = heads
+    else:
+        with c1:
+            pairs = list(regimes.PAIRS)
+            out["pair"] = url_select("Variant pair", "reg_pair", pairs, "norm", format_func=PAIR_NAMES.get)
+        with c2:
+            out["lrs"] = tuple(url_multiselect("Learning rates", "reg_lrgrid", list(regimes.LR_GRID),
+                                               list(regimes.LR_GRID), format_func=formats.learning_rate))  # fmt: skip
+        if out["pair"] != "depth":
+            out["n_layers"] = url_number("Blocks (both variants)", "reg_layers", 2, 1, lim.max_layers)
+    return out
+
+
+def finding(rows: pd.DataFrame) -> None:
+    st.markdown(f"**What the lab found.** {plain(regimes.finding(rows))}")
+    st.caption(plain(regimes.finding(rows, "sequence_accuracy")))
+
+
+def verdicts(rows: pd.DataFrame, experiment: str) -> None:
+    """The verdict grid of the test loss and the cell table of both metrics."""
+    loss = rows[rows["metric"] == regimes.LOSS]
+    if experiment == "depth":
+        loss = loss.assign(schedule=[f"lr {formats.learning_rate(lr)}, " + (f"warm-up {w}" if w else "no warm-up")
+                                     for lr, w in zip(loss["lr"], loss["warmup"], strict=True)])  # fmt: skip
+        chart = charts.verdict_grid(loss, "layers", "schedule", "blocks", "learning rate and warm-up")
+    elif experiment == "heads":
+        layout = formats.count(int(loss["heads"].iloc[0]), "head")
+        chart = charts.verdict_grid(loss.assign(layout=layout), "d_k", "layout", "d_k", "")
+    else:
+        chart = charts.verdict_grid(loss.assign(pair="test loss"), "lr", "pair", "learning rate", "")
+    st.altair_chart(chart, width="content")
+    variant, baseline = loss["level"].iloc[0], loss["baseline"].iloc[0]
+    st.caption(
+        f"Each cell: the mean paired Δ of the test loss, {plain(variant)} minus {plain(baseline)} (orange: "
+        f"{plain(variant)} worse), and the verdict of the exact sign-flip test over the seeds. Each cell is its own "
+        "comparison, as Compare's panels: no correction across cells."
+    )
+
+
+def cell_table(rows: pd.DataFrame, runs_per_seed: int) -> pd.DataFrame:
+    """The cells' comparisons as Compare shows its panels' (interval, p, floor, verdict; the seeds a verdict
+    needs and a button adding them); returns them for the CSV."""
+    comparisons = rows[["facet", *compare.COMPARISON_COLUMNS]]
+    compare_view.comparison_table(comparisons, facet="cell")
+    compare_view.seeds_advice(comparisons, "reg_seeds", runs_per_seed)
+    st.caption(compare.RULE)
+    return comparisons
+
+
+def norms_at_init(cells, what: str) -> pd.DataFrame:
+    """Gradient norms by block at initialisation for each (norm, depth) of a depth experiment's cells (seed of the
+    first run), metered like any heavy page work."""
+    by_setting = {}
+    for cell in cells:
+        for runs in cell.groups.values():
+            run = runs[0]
+            key = (run.model.norm, run.model.n_layers)
+            if key not in by_setting:
+                by_setting[key] = metered.metered("norms-init", run, lambda r=run: norms.at_init(r), what)
+    return charts.norms_frame(by_setting)
+
+
+def attention_after(cells, by_run, what: str) -> pd.DataFrame:
+    """The heads experiment's attention entropy and saturated share (means over the layers) at initialisation
+    and after training, per variant and d_k, for the first seed."""
+    rows = []
+    for cell in cells:
+        for label, runs in cell.groups.items():
+            run = runs[0]
+            for when, params in (("at initialisation", initial_params(run)), ("after training", by_run[run].params)):
+                key = (run, when)
+                figures = metered.metered(
+                    "norms-attention", key, lambda r=run, p=params: norms.attention_figures(p, r), what
+                )
+                means = {k: float(sum(v) / len(v)) for k, v in figures.items()}  # over the layers
+                rows.append({"d_k": cell.key["d_k"], "variant": label, "when": when} | means)
+    return pd.DataFrame(rows)
+
+
+def initial_loss(cells) -> float:
+    """ℓ₀ of the LR sensitivity: the test loss of the initial weights, mean over the baseline's seeds (metered)."""
+    from attncore.evaluate import test_loss
+
+    runs = next(iter(cells[0].groups.values()))
+    losses = [metered.metered("test-loss-init", r, lambda r=r: test_loss(initial_params(r), r), "Initial loss")
+              for r in runs]  # fmt: skip
+    return float(sum(losses) / len(losses))
+
+
+def lr_tables(best: pd.DataFrame, fair: pd.DataFrame, initial: float) -> None:
+    """Each variant's best learning rate and LR sensitivity, then the pair compared each at its best."""
+    shown = best.assign(
+        best_lr=[formats.learning_rate(x) for x in best["best_lr"]],
+        best_loss=[formats.loss(x) for x in best["best_loss"]],
+        sensitivity=[formats.significant(x, 3) for x in best["sensitivity"]],
+    ).rename(columns={"best_lr": "best lr", "best_loss": "test loss at its best lr", "sensitivity": "LR sensitivity"})
+    tables.show(shown)
+    st.caption(
+        "LR sensitivity (Wortsman et al. 2023): the mean over the grid of min(ℓ(lr), ℓ₀) − the best ℓ, each ℓ the "
+        f"mean test loss over the seeds, ℓ₀ = {formats.loss(initial)} the test loss at initialisation (mean over "
+        "the seeds). Lower is less sensitive."
+    )
+    st.markdown("**The pair each at its own best learning rate**, paired by seed (the table below compares them "
+                "at each shared learning rate):")  # fmt: skip
+    compare_view.comparison_table(fair)
