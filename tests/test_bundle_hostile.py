@@ -445,6 +445,29 @@ def test_uploads_are_refused_while_streamlits_upload_limit_exceeds_max_bundle_mb
     assert "Load a bundle is off: Streamlit's server.maxUploadSize is 50 MB" in texts(at.warning)
 
 
+def test_an_upload_is_capped_in_the_unit_the_browser_counts_and_says_it(cache, monkeypatch):
+    """Streamlit's browser refuses files above maxUploadSize x 10^6 bytes: Home's cap and its label use that MB
+    (issue 27.19); a file just above it (as a Windows browser, counting 2^20, lets through) is refused."""
+    from apptest_helpers import texts
+    from streamlit import config
+    from test_app import app
+
+    monkeypatch.setenv("ATTNLAB_BUNDLE_UPLOAD", "1")
+    monkeypatch.setenv("ATTNLAB_MAX_BUNDLE_MB", "1")
+    shipped = config.get_option("server.maxUploadSize")
+    config.set_option("server.maxUploadSize", 1)
+    try:
+        at = app()
+        uploader = at.file_uploader(key="bundle_upload")
+        assert "up to 1 MB = 1,000,000 bytes" in uploader.label
+        uploader.set_value(("x.zip", b"\0" * 1_000_001, "application/zip")).run()
+    finally:
+        config.set_option("server.maxUploadSize", shipped)
+    assert not at.exception
+    assert "The bundle is 1,000,001 bytes, more than this server's 1 MB = 1,000,000 bytes." in texts(at.error)
+    assert store.list_cached() == []
+
+
 def test_a_run_whose_arrays_inflate_beyond_their_file_is_refused_before_loading(cache, tmp_path):
     """A large config with its arrays deflated to nothing: every header fits its config, the file is tiny."""
     from dataclasses import replace

@@ -16,12 +16,15 @@ from ui.limits import background_slot, limits
 from ui.plain import plain
 
 BUNDLE_VAR = "ATTNLAB_BUNDLE"
+# An upload's MB is 10**6 bytes: the unit in which Streamlit's browser code refuses files above maxUploadSize
+# (2**20 only on Windows; its server allows maxUploadSize * 2**20), so what the browser sends is what Home takes.
+UPLOAD_MB = 10**6
 
 
 def enforce_store_cap(keep=()) -> None:
     """Evict least-recently-used runs beyond the server's max_store_mb (never the article's, nor `keep`'s)."""
     try:
-        store.enforce_cap(int(limits().max_store_mb * 2**20), keep=keep)
+        store.enforce_cap(limits().store_bytes(), keep=keep)
     except OSError:
         pass  # a read-only store cannot grow either
 
@@ -126,8 +129,10 @@ def share_section() -> bool:
             icon=":material/settings:",
         )
         return False
+    cap = lim.max_bundle_mb * UPLOAD_MB
     upload = st.file_uploader(
-        f"Load a bundle (a .zip from Download all runs or `cache export`, up to {lim.max_bundle_mb} MB)",
+        f"Load a bundle (a .zip from Download all runs or `cache export`, up to {lim.max_bundle_mb} MB "
+        f"= {cap:,} bytes)",
         type=["zip"],
         key="bundle_upload",
         max_upload_size=lim.max_bundle_mb,
@@ -135,11 +140,14 @@ def share_section() -> bool:
     if upload is None or st.session_state.get("bundle_done") == upload.file_id:
         return False
     st.session_state["bundle_done"] = upload.file_id  # one import per uploaded file, not one per rerun
-    if upload.size > lim.max_bundle_mb * 2**20:
-        st.error(f"The bundle is larger than {lim.max_bundle_mb} MB.", icon=":material/block:")
+    if upload.size > cap:
+        st.error(
+            f"The bundle is {upload.size:,} bytes, more than this server's {lim.max_bundle_mb} MB = {cap:,} bytes.",
+            icon=":material/block:",
+        )
         return False
     try:
-        stored, kept, families = bundle.import_bundle_report(upload.getvalue(), lim.max_bundle_mb * 2**20)
+        stored, kept, families = bundle.import_bundle_report(upload.getvalue(), cap)
     except bundle.BundleError as exc:
         st.error(f"The bundle was not loaded: {exc}", icon=":material/block:")
         return False
