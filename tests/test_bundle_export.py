@@ -195,3 +195,36 @@ def test_two_concurrent_imports_of_one_bundle_report_each_run_stored_once(export
     assert sum(stored for stored, _ in results) == 3, results
     assert all(stored + kept == 3 for stored, kept in results), results
     assert len(store.list_cached()) == 3
+
+
+# --- the held-out loss of issue 28 (a run's summary's test_loss) ----------------------------------------------
+
+
+def with_test_loss(path, value) -> bytes:
+    """The bundle with run 1's test_loss set to `value` (left out when value is ...)."""
+    files = members(path)
+    manifest = json.loads(files["manifest.json"])
+    summary = manifest["runs"][0]["summary"]
+    summary.pop("test_loss", None)
+    if value is not ...:
+        summary["test_loss"] = value
+    files["manifest.json"] = json.dumps(manifest).encode()
+    return zipped(files)
+
+
+def test_a_run_with_a_valid_test_loss_or_none_at_all_is_imported(exported):
+    assert "test_loss" in json.loads(members(exported)["manifest.json"])["runs"][0]["summary"]
+    store.clear_cache()
+    assert bundle.import_bundle(with_test_loss(exported, 0.125)) == (3, 0)
+    assert store.list_cached()[0]["test_loss"] == 0.125
+    store.clear_cache()
+    assert bundle.import_bundle(with_test_loss(exported, ...)) == (3, 0)  # a bundle from before issue 28
+    assert len(store.list_cached()) == 3  # its held-out loss, if asked for, is computed from the weights
+
+
+@pytest.mark.parametrize("value", [-1.0, float("inf"), float("nan"), "0.5", True, None], ids=repr)
+def test_a_run_with_an_impossible_test_loss_is_refused(exported, value):
+    store.clear_cache()
+    with pytest.raises(bundle.BundleError, match="run 1 of 3: test_loss is not a finite number >= 0"):
+        bundle.import_bundle(with_test_loss(exported, value))
+    assert store.list_cached() == []
