@@ -71,9 +71,13 @@ with run_tab:
     )
 
     st.subheader("The position encodings side by side at the sidebar's length")
-    n_seeds = url_number("Seeds per encoding", "len_seeds", 3, 1, max(1, lim.max_sweep_runs // len(POSITIONS)))
+    positions = length_view.encodings_picker("len_enc", POSITIONS)
+    n_seeds = url_number("Seeds per encoding", "len_seeds", 3, 1, lim.max_seeds)  # the one seed cap of every page
+    if len(positions) < 2:
+        st.info("Pick at least two encodings to compare.", icon=":material/touch_app:")
+        st.stop()
     try:
-        compare = [sidebar.make(position=p, seed=s) for p in POSITIONS for s in range(n_seeds)]
+        compare = [sidebar.make(position=p, seed=s) for p in positions for s in range(n_seeds)]
     except ConfigError as e:
         show_invalid(e, "configuration for this comparison")
         st.stop()
@@ -90,13 +94,14 @@ with run_tab:
             st.stop()
         st.session_state["_len_compared"] = wanted
     found, missing = runs.cached_many(compare)
-    if missing and runs.sweep(missing, "Training the position encodings") is None:
-        st.stop()
-    found, _ = runs.cached_many(compare)
+    if missing:
+        if runs.sweep(missing, "Training the position encodings") is None:
+            st.stop()
+        st.rerun()  # all trained: the page again, without the caption and the button above the results
     per_run = runs.length_results(found, lengths)
     if per_run is None:
         st.stop()
-    by_encoding = {sidebar.POSITION_LABELS[p]: [] for p in POSITIONS}
+    by_encoding = {sidebar.POSITION_LABELS[p]: [] for p in positions}
     for r, res in zip(found, per_run, strict=True):
         by_encoding[sidebar.POSITION_LABELS[r.config.model.position]].append(res)
     st.altair_chart(charts.length_curves(frames.length_frame(by_encoding), L, lengths[-1]))
@@ -114,7 +119,6 @@ with run_tab:
             "Each encoding against the first with a number at that test length (learned, or sinusoidal past the "
             "learned table), paired by seed; Holm's correction across the encodings, per test length and metric."
         )
-        cap = max(1, lim.max_sweep_runs // len(POSITIONS))
-        compare_view.seeds_advice(comparisons, "len_seeds", len(POSITIONS), max_seeds=cap)
+        compare_view.seeds_advice(comparisons, "len_seeds", len(positions))  # the cap of every page: max_seeds
         st.caption(RULE)
     docs.link("length-generalisation", "Length generalisation: what each encoding can and cannot reach")

@@ -6,6 +6,7 @@ import streamlit as st
 
 from attncore import ConfigError
 from attncore.interpret import patching
+from lab import formats
 from ui import docs, interpret, plain, probe, runs, sidebar
 from ui.charts import interpret as charts
 from ui.params import url_select
@@ -44,8 +45,8 @@ result = interpret.patch(record, c, direction) if c is not None else None
 if result is not None:
     corrupted = " ".join(charts.position_labels(c.corrupted)).replace(" · ", ":")
     m1, m2, m3 = st.columns(3)
-    m1.metric("Logit difference, clean", f"{result.clean_metric:.2f}")
-    m2.metric("Logit difference, corrupted", f"{result.corrupted_metric:.2f}")
+    m1.metric("Logit difference, clean", formats.with_spec(result.clean_metric, ".2f"))  # '−13.29': the lab's minus
+    m2.metric("Logit difference, corrupted", formats.with_spec(result.corrupted_metric, ".2f"))
     m3.metric("p(clean answer)", f"{result.clean_prob:.3f} → {result.corrupted_prob:.3f}")
     st.caption(
         f"Corrupted input (position:token) `{corrupted}`. Metric: logit of the clean answer {c.clean_token} minus "
@@ -65,7 +66,7 @@ if result is not None:
         "noised, so a small fraction alone does not show a component is unused."
     )
     st.altair_chart(charts.patch_heads(result.head, value), width="content")
-    mlp = ", ".join(f"block {i}: {v:.2f}" for i, v in enumerate(result.mlp))
+    mlp = ", ".join(f"block {i}: {formats.with_spec(v, '.2f')}" for i, v in enumerate(result.mlp))
     st.caption(f"Each head's output (z, before W_O) copied at every position. Each MLP at every position: {mlp}.")
     resid, mlp_pos = result.resid_by_position, result.mlp_by_position
     st.altair_chart(charts.patch_components(resid, mlp_pos, c.clean, value), width="content")

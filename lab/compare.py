@@ -241,24 +241,47 @@ def _level_note(confidence: float) -> str:
     return f" ({stats.format_level(confidence)})"
 
 
+def _spec(values) -> str:
+    """lab.formats.column_spec over the finite values: one format for a whole column (issue 29.6)."""
+    return formats.column_spec([v for v in values if v == v and not math.isinf(v)])
+
+
+def _signed_column(values, spec: str) -> list[str]:
+    """Signed differences in the column's one spec; exactly 0 as '0' (identical on every seed), never '+0.0000'."""
+    return ["0" if v == 0 else formats.with_spec(v, spec, signed=True) for v in values]
+
+
+def _interval(low: float, high: float, spec: str) -> str:
+    """'[low, high]' in the column's spec; '(−∞, +∞)' when no shift is rejected, '–' when there is none."""
+    if low != low or high != high:
+        return "–"
+    if math.isinf(low) and math.isinf(high):
+        return "(−∞, +∞)"
+    low_text, high_text = _signed_column([low, high], spec)
+    return f"[{low_text}, {high_text}]"
+
+
 def display(comparisons: pd.DataFrame) -> pd.DataFrame:
-    """The comparisons as text for people: differences and intervals to 3 significant digits (scientific below
-    1e-3, never +0.0000 beside a verdict), the sign-flip interval with its level when it is not 95 %, the t
-    interval apart, p, Holm's p and the floor to 4, 'differ' as k of n seeds; the verdict next to the level and
-    metric, so a narrow table still shows it."""
+    """The comparisons as text for people, each column in one format (lab.formats.column_spec): differences and
+    intervals to 3 significant digits of the column's smallest (scientific when that is below 1e-3; exactly 0 as
+    '0', never +0.0000 beside a verdict), the sign-flip interval with its level when it is not 95 %, the t interval
+    apart, p, Holm's p and the floor to 4 (lab.formats.p_values), 'differ' as k of n seeds; the verdict next to the
+    level and metric, so a narrow table still shows it."""
     out = comparisons.copy()
     for c in ("delta_mean", "delta_min", "delta_max"):
-        out[c] = [stats.format_delta(v) for v in out[c]]
+        out[c] = _signed_column(out[c], _spec(out[c]))
+    spec = _spec([*out["ci_low"], *out["ci_high"]])  # both ends of every row's interval in one format
     out["ci_low"] = [
-        stats.format_interval(lo, hi) + _level_note(level)
+        _interval(lo, hi, spec) + _level_note(level)
         for lo, hi, level in zip(out["ci_low"], out["ci_high"], out["ci_level"], strict=True)
     ]
-    out["t_low"] = [stats.format_interval(lo, hi) for lo, hi in zip(out["t_low"], out["t_high"], strict=True)]
+    spec = _spec([*out["t_low"], *out["t_high"]])
+    out["t_low"] = [_interval(lo, hi, spec) for lo, hi in zip(out["t_low"], out["t_high"], strict=True)]
     out["n_nonzero"] = [f"{k} of {n}" for k, n in zip(out["n_nonzero"], out["n"], strict=True)]
     out = out.drop(columns=["ci_high", "t_high", "ci_level"])
     out = out.rename(columns={"ci_low": "interval", "t_low": "t_interval", "n_nonzero": "differ"})
     for c in ("p_value", "p_floor", "p_corrected"):
-        out[c] = [stats.format_p(v) for v in out[c]]
+        out[c] = formats.p_values(out[c])  # one format per column (issue 29.6: 0.007812 beside 0.25)
     first = [c for c in ("facet", "test_length") if c in out]
     first += ["level", "metric", "verdict", "n", "differ", "delta_mean", "interval", "p_value", "p_corrected"]
     first += ["p_floor", "t_interval", "delta_min", "delta_max", "baseline"]

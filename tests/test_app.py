@@ -17,7 +17,7 @@ from attncore import make_run
 from attncore.inspect import evaluate_ablated
 from lab import formats
 from lab.compare import RULE
-from lab.stats import compare_paired, format_delta, format_p, n_nonzero, p_floor
+from lab.stats import compare_paired, n_nonzero, p_floor
 from lab.store import get_run, is_cached
 from lab.tables import variant_name
 from ui.nav import PAGES
@@ -34,6 +34,15 @@ def store(tmp_path_factory):
     """A temporary run store with the default configuration (30 steps) and its no-position ablation."""
     with temporary_store(tmp_path_factory, [make_run(steps=STEPS), make_run(steps=STEPS, position="none")]):
         yield
+
+
+def shows(text: str, x: float) -> bool:
+    """A table cell in its column's one format (lab.formats.column_spec, issue 29.6) reads as x: its digits, at
+    least 3 significant, agree; exactly 0 is '0'."""
+    if x == 0:
+        return text == "0"
+    value = float(text.replace("−", "-"))
+    return abs(value - x) <= 5e-3 * abs(x) or abs(value - x) <= 10 ** -len(text.split(".")[-1].split("e")[0])
 
 
 def app(page: str = "", **query) -> AppTest:
@@ -290,8 +299,8 @@ def test_ablations_table_has_base_first_and_differences(store):
     assert list(table["variant"]) == [base_label(make_run(steps=STEPS)), "no position"]
     base, ablated = get_run(make_run(steps=STEPS)), get_run(make_run(steps=STEPS, position="none"))
     loss = comparisons[comparisons["metric"] == "test loss"].iloc[0]  # held out, not the last training batch
-    assert loss["variant"] == "no position" and loss["Δ mean"] == format_delta(ablated.test_loss - base.test_loss)
-    assert loss["p floor"] == "1" and loss["interval"] == "(−∞, +∞)"  # one seed: the test rejects no shift
+    assert loss["variant"] == "no position" and shows(loss["Δ mean"], ablated.test_loss - base.test_loss)
+    assert loss["p floor"] == "1.000" and loss["interval"] == "(−∞, +∞)"  # one seed: the test rejects no shift
     assert set(comparisons["verdict"]) <= {"too few seeds", "identical on every seed"}
     assert len(charts(at)) == 2  # loss curves and the distinct/repeated breakdown
 
@@ -327,13 +336,13 @@ def test_ablations_over_seeds_show_bands_paired_differences_and_the_rule(store):
     runs = {key: r.eval for key, r in records.items()}
     deltas = [runs["none", s].sequence_accuracy - runs["learned", s].sequence_accuracy for s in (0, 1)]
     row = comparisons[comparisons["metric"] == "per-sequence"].iloc[0]
-    assert row["Δ min"] == format_delta(min(deltas)) and row["Δ max"] == format_delta(max(deltas))
+    assert shows(row["Δ min"], min(deltas)) and shows(row["Δ max"], max(deltas))
     assert row["verdict"] == compare_paired({"none": deltas})["none"]["verdict"]
     # the floor counts the seeds that differ (a tie has no sign): 0.5 with both, 1 with none
-    assert row["p floor"] == format_p(p_floor(n_nonzero(deltas))) and row["seeds"] == 2
+    assert shows(row["p floor"], p_floor(n_nonzero(deltas))) and row["seeds"] == 2
     losses = [records["none", s].test_loss - records["learned", s].test_loss for s in (0, 1)]
     tokens = [runs["none", s].token_accuracy - runs["learned", s].token_accuracy for s in (0, 1)]
-    floors = {format_p(p_floor(n_nonzero(d))) for d in (losses, tokens, deltas)}
+    floors = {formats.p_values([p_floor(n_nonzero(d))])[0] for d in (losses, tokens, deltas)}
     if len(floors) == 1:  # one floor for every row: said once under the table, not a column (it fits 1,280 px)
         assert "p floor" not in at.dataframe[1].proto.column_order and "p" in at.dataframe[1].proto.column_order
         assert f"no p can be below **{floors.pop()}**" in texts(at.caption)
@@ -406,7 +415,7 @@ def test_compare_trains_missing_runs_as_one_sweep_then_shows_groups_and_verdicts
     assert "Every row is against the baseline **on**, paired by seed." in texts(at.caption)
     on = [get_run(make_run(steps=STEPS, seed=s, scaling=True)).test_loss for s in (0, 1)]
     off = [get_run(make_run(steps=STEPS, seed=s, scaling=False)).test_loss for s in (0, 1)]
-    assert comparisons["Δ mean"].iloc[0] == format_delta(np.mean(np.subtract(off, on)))
+    assert shows(comparisons["Δ mean"].iloc[0], np.mean(np.subtract(off, on)))
     assert np.isclose(summary["test_loss_max"].iloc[1], max(off))
     specs = charts(at)
     assert [layer["mark"]["type"] for layer in specs[0]["layer"]] == ["area", "line"]  # loss: mean in a band

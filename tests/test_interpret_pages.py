@@ -48,8 +48,8 @@ def test_patching_shows_the_library_figures(store):
     run = make_run(steps=STEPS)
     tokens = probe_sequence(run.task)
     r = patching.patch(get_run(run).params, run, patching.contrast(run, tokens, 0, 1))  # default: position 0 -> 1
-    assert metric(at, "Logit difference, clean") == f"{r.clean_metric:.2f}"
-    assert metric(at, "Logit difference, corrupted") == f"{r.corrupted_metric:.2f}"
+    assert metric(at, "Logit difference, clean") == formats.with_spec(r.clean_metric, ".2f")  # one minus sign: −
+    assert metric(at, "Logit difference, corrupted") == formats.with_spec(r.corrupted_metric, ".2f")
     specs = charts(at)
     assert len(specs) == 4  # heads, residual + MLP by position, heads by position, the logit lens
     (grid,) = chart_data(at)[0]
@@ -62,7 +62,7 @@ def test_patching_follows_its_inputs_and_the_url(store):
     assert at.selectbox(key="pat_at").value == 3 and at.selectbox(key="pat_sym").value == 5
     run = make_run(steps=STEPS)
     r = patching.patch(get_run(run).params, run, patching.contrast(run, probe_sequence(run.task), 3, 5))
-    assert metric(at, "Logit difference, corrupted") == f"{r.corrupted_metric:.2f}"
+    assert metric(at, "Logit difference, corrupted") == formats.with_spec(r.corrupted_metric, ".2f")
     at.selectbox(key="pat_sym").set_value(12).run()  # the clean symbol at position 3: nothing to patch
     assert not at.exception and "Nothing to patch" in texts(at.info)
     assert len(charts(at)) == 1  # only the logit lens

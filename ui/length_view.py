@@ -17,7 +17,7 @@ from lab.stats import IDENTICAL, format_delta, format_interval
 from ui import compare_view, frames, runs, sidebar, sweeps, tables
 from ui.charts import runs as charts
 from ui.limits import limits
-from ui.params import show_invalid, url_number, url_radio, url_toggle
+from ui.params import show_invalid, url_multiselect, url_number, url_radio, url_toggle
 
 LIT_L, LIT_NMAX = 8, 64  # trained on 1..8, tested to 16; randomized positions from [0, 64)
 # At 1,500 steps (the article's) the range 1..8 is not learned inside (per sequence 0.47-0.82 on copy): a
@@ -34,7 +34,7 @@ PAPERS = (
 )
 
 
-def lit_runs(task: str, randomized: bool, seeds, steps: int) -> list:
+def lit_runs(task: str, randomized: bool, seeds, steps: int, positions=LIT_POSITIONS) -> list:
     """The sidebar's settings with each encoding, trained on 1..LIT_L (no position: never randomized)."""
     return [
         sidebar.make(
@@ -46,9 +46,23 @@ def lit_runs(task: str, randomized: bool, seeds, steps: int) -> list:
             steps=steps,
             randomized_positions=LIT_NMAX if randomized and p != "none" else None,
         )
-        for p in LIT_POSITIONS
+        for p in positions
         for s in seeds
     ]
+
+
+def encodings_picker(key: str, options) -> list[str]:
+    """Which encodings to train and compare (the first chosen is the baseline): fewer encodings are fewer runs,
+    and fewer comparisons under Holm's correction need fewer seeds, so the seed advice can be acted on."""
+    chosen = url_multiselect(
+        "Encodings",
+        key,
+        list(options),
+        list(options),
+        format_func=sidebar.POSITION_LABELS.get,
+        help="Fewer encodings: fewer runs to train, and fewer comparisons, so a difference needs fewer seeds.",
+    )
+    return [p for p in options if p in chosen]
 
 
 def _score(x: float) -> str:
@@ -122,26 +136,37 @@ def literature_protocol() -> None:
         False,
         help="As Ruoss et al.'s code: each test length on positions drawn from [0, N_MAX), one fixed draw per length.",
     )
-    n_seeds = url_number("Seeds", "lit_seeds", 3, 1, max(1, min(lim.max_seeds, lim.max_sweep_runs // 5)))
+    positions = encodings_picker("lit_enc", LIT_POSITIONS)
+    n_seeds = url_number("Seeds", "lit_seeds", 3, 1, lim.max_seeds)  # the one seed cap of every page
+    if len(positions) < 2:
+        st.info("Pick at least two encodings to compare.", icon=":material/touch_app:")
+        return
     seeds = list(range(n_seeds))
     last = min(2 * LIT_L, lim.max_test_length, MAX_TEST_LENGTHS)
     try:
-        wanted = lit_runs(task, randomized, seeds, lit_steps())
+        wanted = lit_runs(task, randomized, seeds, lit_steps(), positions)
     except ConfigError as e:
         show_invalid(e, "configuration for this comparison")
         return
     found, missing = runs.cached_many(wanted)
     if missing:
+        if len(missing) > lim.max_sweep_runs:
+            st.warning(
+                f"{len(missing)} runs to train is more than this server trains at once ({lim.max_sweep_runs}): "
+                "choose fewer encodings or seeds.",
+                icon=":material/block:",
+            )
+            return
         st.caption(f"{len(missing)} of {len(wanted)} runs are not trained yet (with the sidebar's other settings).")
         if not st.button(f"Train the {len(missing)} missing runs ({sweeps.estimate_text(missing)})", key="lit_train"):
             return
         if runs.sweep(missing, "Training the encodings on lengths 1 to 8") is None:
             return
-        found, _ = runs.cached_many(wanted)
+        st.rerun()  # all trained: the page again, without the notice and the button that said they were missing
     per_run = runs.length_results(found, list(range(1, last + 1)), randomized=at_random)
     if per_run is None:
         return
-    curves = {sidebar.POSITION_LABELS[p]: [] for p in LIT_POSITIONS}
+    curves = {sidebar.POSITION_LABELS[p]: [] for p in positions}
     by_seed = {label: {} for label in curves}
     for record, results in zip(found, per_run, strict=True):
         label = sidebar.POSITION_LABELS[record.config.model.position]
@@ -161,7 +186,6 @@ def literature_protocol() -> None:
     if len(comparisons):
         st.markdown(verdicts_text(comparisons, last))
         compare_view.comparison_table(comparisons, level="encoding")
-        cap = max(1, min(lim.max_seeds, lim.max_sweep_runs // len(LIT_POSITIONS)))
-        compare_view.seeds_advice(comparisons, "lit_seeds", len(LIT_POSITIONS), max_seeds=cap)
+        compare_view.seeds_advice(comparisons, "lit_seeds", len(positions))  # the cap of every page: max_seeds
         st.caption(RULE)
     st.markdown(PAPERS)

@@ -36,14 +36,15 @@ def workers() -> int:
 
 def estimate(missing: Sequence[RunConfig]) -> float:
     """Wall seconds the missing runs should take here, `workers()` at a time, from lab.cost_model (their shapes,
-    steps and batch; calibrated on this server once per process): no earlier run is needed."""
-    return cost_model.model().wall_seconds(list(missing), workers())
+    steps and batch; calibrated on this server once per process, `workers()` probes at once): no earlier run is
+    needed."""
+    return cost_model.model(workers()).wall_seconds(list(missing), workers())
 
 
 def budget_error(runs: Sequence[RunConfig]) -> str | None:
     """Why this server refuses to train these runs for one view (their estimated computing time is over the
     max_view_cpu_s cap), or None."""
-    work, cap = cost_model.model().work_seconds(list(runs)), limits().max_view_cpu_s
+    work, cap = cost_model.model(workers()).work_seconds(list(runs)), limits().max_view_cpu_s
     if work <= cap:
         return None
     return (
@@ -56,7 +57,7 @@ def budget_error(runs: Sequence[RunConfig]) -> str | None:
 def estimate_text(missing: Sequence[RunConfig]) -> str:
     """'about 1 min 10 s here' (lab.cost_model's estimate), or that it is over this server's budget per view."""
     if budget_error(missing):
-        work, cap = cost_model.model().work_seconds(list(missing)), limits().max_view_cpu_s
+        work, cap = cost_model.model(workers()).work_seconds(list(missing)), limits().max_view_cpu_s
         return f"about {duration(work)} of computing: over this server's {duration(cap)} per view"
     return f"about {duration(estimate(missing))} here"
 
@@ -135,16 +136,19 @@ def report_cancelled() -> None:
     _stop_all(s)
     wait([j.future for j in s.running], timeout=CANCEL_WAIT_SECONDS)
     trained = sum(is_cached(run) for run in s.runs)
-    st.warning(
+    # a toast, not a box: this runs in dashboard.py before the page, where a box stood above the page's title
+    st.toast(
         f"{what}: cancelled after {trained} of {count(len(s.runs), 'run')}. The finished runs are stored; the ones "
         "in progress were stopped at their next step, and nothing half-trained was stored.",
         icon=":material/stop_circle:",
+        duration="long",
     )
 
 
-def sweep_live(runs: Sequence[RunConfig], what: str, cached: int = 0) -> list[RunRecord] | None:
+def sweep_live(runs: Sequence[RunConfig], what: str, cached: int = 0, keep=()) -> list[RunRecord] | None:
     """Train the given (missing) runs on the worker pool, `workers()` at a time, with live progress and Cancel.
 
+    Each worker's cap pass takes the page's max_store_mb and keeps these runs and `keep` (the rest of the view).
     The records in input order, or None when refused, cancelled or failed (the reason is shown).
     """
     runs = list(dict.fromkeys(runs))
@@ -161,7 +165,8 @@ def sweep_live(runs: Sequence[RunConfig], what: str, cached: int = 0) -> list[Ru
     try:
         with training_slot(what.lower()), tempfile.TemporaryDirectory() as tmp:
             cancel.button("Cancel", key=f"sweep_cancel_{what}", icon=":material/stop_circle:")  # a click reruns
-            pool = live.pool(limits().max_concurrent)
+            lim = limits()
+            pool, cap, view = live.pool(lim.max_concurrent), lim.store_bytes(), tuple(dict.fromkeys([*runs, *keep]))
             _sweeps().put(token, (what, s))
             try:
                 while queue or s.running:
@@ -169,7 +174,7 @@ def sweep_live(runs: Sequence[RunConfig], what: str, cached: int = 0) -> list[Ru
                         run = queue.pop(0)
                         path = Path(tmp) / f"progress-{len(s.done) + len(s.running)}-{uuid.uuid4().hex}.f64"
                         progress = worker.open_progress(path, run.train.steps, create=True)
-                        job = pool.submit(worker.train_with_progress, run, str(cache_dir()), str(path))
+                        job = pool.submit(worker.train_with_progress, run, str(cache_dir()), str(path), view, cap)
                         s.running.append(_Job(run, job, progress))
                     time.sleep(REFRESH_SECONDS)
                     for j in [j for j in s.running if j.future.done()]:
