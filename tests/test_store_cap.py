@@ -94,3 +94,110 @@ def test_get_run_enforces_the_cap_from_the_environment_and_keeps_what_it_stored(
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert store.max_store_bytes() == store.DEFAULT_MAX_STORE_MB * 2**20
+
+
+# --- one settings reader for every process (issue 27.3) ------------------------------------------------------
+
+
+def secrets_cap(folder, mb) -> None:
+    """A .streamlit/secrets.toml in `folder` (the working folder) with [limits] max_store_mb = mb."""
+    (folder / ".streamlit").mkdir(exist_ok=True)
+    (folder / ".streamlit" / "secrets.toml").write_text(f"[limits]\nmax_store_mb = {mb}\n")
+
+
+def test_the_store_reads_max_store_mb_from_secrets_toml_as_the_pages_do(cache, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    secrets_cap(tmp_path, 2000)
+    assert store.max_store_bytes() == 2000 * 2**20  # the CLI and the workers, without Streamlit
+    monkeypatch.setenv(store.MAX_STORE_VAR, "3")
+    assert store.max_store_bytes() == 3 * 2**20  # the environment first, as ui.limits
+    monkeypatch.delenv(store.MAX_STORE_VAR)
+    secrets_cap(tmp_path, '"lots"')
+    with pytest.warns(store.CacheWarning, match=r"ignoring max_store_mb in .streamlit/secrets.toml='lots'"):
+        assert store.max_store_bytes() == store.DEFAULT_MAX_STORE_MB * 2**20
+
+
+def test_a_secrets_cap_larger_than_the_default_is_honoured_by_a_workers_cap_pass(cache, tmp_path, monkeypatch):
+    """The 314 runs lost in issue 27.3, in small: a worker's cap pass fell back to the default under a larger cap."""
+    from ui import worker
+
+    others = fill_article_and_others(cache, 10)
+    monkeypatch.setattr(store, "DEFAULT_MAX_STORE_MB", 0.001)  # a default that keeps nothing but the article
+    monkeypatch.chdir(tmp_path)
+    secrets_cap(tmp_path, 1000)
+    run = make_run(steps=STEPS, seed=7)
+    progress = tmp_path / "progress.f64"
+    worker.open_progress(progress, run.train.steps, create=True)
+    worker.train_with_progress(run, str(cache), str(progress))  # a worker given no cap: reads the same settings
+    assert all(store.is_cached(r) for r in others) and store.is_cached(run)
+    progress_2 = tmp_path / "progress-2.f64"
+    worker.open_progress(progress_2, STEPS, create=True)
+    other = make_run(steps=STEPS, seed=8)
+    worker.train_with_progress(other, str(cache), str(progress_2), (), 2**30)  # the page's cap, passed in
+    assert all(store.is_cached(r) for r in others)
+
+
+def _train_page():
+    from attncore.config import make_run
+    from ui import runs
+
+    runs.require(make_run(steps=30, seed=3), "a test run")
+
+
+def test_the_page_hands_its_secrets_cap_to_the_training_worker(cache, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    from ui import live
+
+    captured = []
+
+    class Pool:  # the worker pool, replaced: what the page submits is recorded, nothing trains
+        def submit(self, fn, *args):
+            captured.append(args)
+            raise RuntimeError("captured")  # the page reports a failed training in one line
+
+    monkeypatch.setattr(live, "pool", lambda n: Pool())
+    at = AppTest.from_function(_train_page, default_timeout=60)
+    at.secrets["limits"] = {"max_store_mb": 2000}
+    at.run()
+    at.button(key="train").click().run()
+    assert captured and captured[0][-1] == 2000 * 2**20
+
+
+# --- a view's own runs never evict each other (issue 27.5) ---------------------------------------------------
+
+
+def _sweep_view(runs):
+    from ui import runs as ui_runs
+
+    ui_runs.sweep(runs, "Test sweep")
+
+
+def test_a_view_keeps_all_its_runs_while_another_visitors_pin_holds_the_rest(cache, monkeypatch):
+    """Issue 27.5: each worker's cap pass kept only its own run, and the view's pin lapses once the view weighs
+    more than the pins' budget (half the cap): the view's first runs were evicted by its last ones."""
+    from streamlit.testing.v1 import AppTest
+
+    others = [make_run(steps=STEPS, seed=s) for s in (10, 11)]
+    for run in others:
+        store.get_run(run)
+    store.pin_view("cd" * 16, others)  # another visitor's view, shown now
+    view = [make_run(steps=STEPS, seed=s) for s in range(4)]
+    cap_mb = 1.2 * store.view_bytes(view) / 2**20  # the view fits; the view and the other pin do not
+    monkeypatch.setenv(store.MAX_STORE_VAR, f"{cap_mb:.6f}")
+    at = AppTest.from_function(_sweep_view, args=(view,), default_timeout=120).run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert all(store.is_cached(run) for run in view)
+    assert all(store.is_cached(run) for run in others)  # pinned, within the pins' budget
+
+
+def test_a_view_that_cannot_fit_under_the_cap_is_refused_before_training(cache, monkeypatch):
+    from apptest_helpers import texts
+    from streamlit.testing.v1 import AppTest
+
+    view = [make_run(steps=STEPS, seed=s) for s in range(6)]
+    monkeypatch.setenv(store.MAX_STORE_VAR, "1")
+    at = AppTest.from_function(_sweep_view, args=(view,), default_timeout=120).run()
+    said = texts(at.error)
+    assert "This view's 6 runs would take about" in said and "more than this server's run store may hold (1 MB" in said
+    assert not any(store.is_cached(run) for run in view)  # nothing trained

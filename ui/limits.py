@@ -1,7 +1,9 @@
 """Hosted-mode caps (the largest work a visitor may ask for) and the server's slots for heavy work.
 
 Each cap is read from an environment variable (e.g. ATTNLAB_MAX_STEPS=2000), else from
-`.streamlit/secrets.toml` under `[limits]` (e.g. `max_steps = 2000`), else the default below.
+`.streamlit/secrets.toml` under `[limits]` (e.g. `max_steps = 2000`), else the default below: one rule
+for every process (lab.settings; the pages pass st.secrets, workers and the CLI read the same files).
+A new cap is one field of Limits (with its parser in PARSERS when it is not a whole number).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from dataclasses import dataclass, fields
 
 import streamlit as st
 
-from lab import store
+from lab import settings
 
 LIMIT_RANGE = (1, 10**9)  # every cap is a whole number in this range
 WAIT_REFRESH_SECONDS = 0.25  # how often a waiting page checks for a free slot (and for the visitor leaving)
@@ -54,6 +56,10 @@ class Limits:
     max_download_mb: int = 200  # Home's "Download all runs": the largest bundle it builds (cache import's default)
     bundle_upload: bool | None = None  # Home's "Load a bundle": None = on with a display, off when headless
 
+    def store_bytes(self) -> int:
+        """max_store_mb in bytes: the cap every pass over the store takes (the page's, and its workers')."""
+        return int(self.max_store_mb * 2**20)
+
     def upload_allowed(self) -> bool:
         """Whether Home offers to load a bundle: the switch if set, else only for a desktop (non-headless) server."""
         if self.bundle_upload is not None:
@@ -80,7 +86,7 @@ def parse_limit(name: str, raw) -> int:
 def parse_store_mb(name: str, raw) -> float:
     """max_store_mb: a positive number of MB below 10^9 (a fraction too), read exactly as lab.store reads it."""
     try:
-        return store.parse_store_mb(raw)
+        return settings.parse_store_mb(raw)
     except (ValueError, TypeError):
         shown = repr(raw) if len(repr(raw)) <= 40 else repr(raw)[:37] + "..."
         raise ValueError(f"{name} must be a number of MB above 0 and below 1,000,000,000, got {shown}") from None
@@ -99,14 +105,17 @@ def parse_switch(name: str, raw) -> bool:
     return SWITCH[key]
 
 
+PARSERS = {"bundle_upload": parse_switch, "max_store_mb": parse_store_mb}  # every other cap: parse_limit
+
+
 def parse_limits(environ: Mapping[str, str], secrets: Mapping) -> tuple[Limits, list[str]]:
     """(the caps, one message per value rejected); a rejected value leaves that cap at its default."""
     values, problems = {}, []
     for f in fields(Limits):
-        raw = environ.get(f"ATTNLAB_{f.name.upper()}", secrets.get(f.name))
+        raw = settings.raw_setting(f.name, environ, secrets)
         if raw is None:
             continue
-        parse = {"bundle_upload": parse_switch, "max_store_mb": parse_store_mb}.get(f.name, parse_limit)
+        parse = PARSERS.get(f.name, parse_limit)
         try:
             values[f.name] = parse(f.name, raw)
         except ValueError as e:

@@ -147,8 +147,9 @@ def train_live(run: RunConfig) -> RunRecord | None:
         with training_slot() as slot, tempfile.TemporaryDirectory() as tmp:
             progress_path = Path(tmp) / "progress.f64"
             progress = worker.open_progress(progress_path, steps, create=True)
-            job = pool(limits().max_concurrent).submit(
-                worker.train_with_progress, run, str(cache_dir()), str(progress_path)
+            lim = limits()
+            job = pool(lim.max_concurrent).submit(
+                worker.train_with_progress, run, str(cache_dir()), str(progress_path), (), lim.store_bytes()
             )
             slot.hand_to(job)  # the slot is free again when the worker is, not when this page leaves
             jobs = _last_jobs()

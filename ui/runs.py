@@ -17,7 +17,7 @@ from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_r
 from attncore import RunConfig
 from attncore.evaluate import EvalResult, LengthResult, evaluate_lengths
 from attncore.inspect import evaluate_ablated
-from lab.store import RunRecord, is_cached, list_cached, pin_view, stored_run, unverified_runs
+from lab.store import RunRecord, is_cached, list_cached, pin_view, stored_run, unverified_runs, view_bytes
 from ui import bundles, live, sweeps
 from ui.limits import BusyError, limits, training_slot
 from ui.metered import memo, metered
@@ -134,12 +134,31 @@ def sweep(runs: Sequence[RunConfig], what: str, cached_before: int = 0) -> list[
     if refused := sweeps.budget_error(missing):
         st.error(refused, icon=":material/block:")
         return None
+    if missing and not fits_the_store(runs):
+        return None
     if missing:
-        trained = sweeps.sweep_live(missing, what, cached=cached_before + len(records))
+        trained = sweeps.sweep_live(missing, what, cached=cached_before + len(records), keep=runs)
         if trained is None:
             return None
         bundles.enforce_store_cap(keep=runs)  # the runs just trained stay for the view that asked for them
     return [cached(run) or _trained(run, trained) for run in runs] if missing else records
+
+
+def fits_the_store(runs: Sequence[RunConfig]) -> bool:
+    """Whether the view's runs, once all stored, fit under the store's cap (so none of them must be evicted to
+    keep it); else an error saying so, and False: the view is refused before anything trains."""
+    lim = limits()
+    need = view_bytes(runs)
+    if need <= lim.store_bytes():
+        return True
+    n = len(set(runs))
+    st.error(
+        f"This view's {n:,} run{'s' * (n != 1)} would take about {need / 2**20:,.1f} MB once stored, more than this "
+        f"server's run store may hold ({lim.max_store_mb:,g} MB, max_store_mb), so they could not all stay stored. "
+        "Fewer seeds, steps or a smaller model fit; the operator can raise max_store_mb.",
+        icon=":material/block:",
+    )
+    return False
 
 
 def _trained(run: RunConfig, trained: list[RunRecord]) -> RunRecord:
@@ -242,6 +261,8 @@ def require(run: RunConfig, describe: str) -> RunRecord:
         return record
     if refused := sweeps.budget_error([run]):
         st.error(refused, icon=":material/block:")
+        st.stop()
+    if not fits_the_store([run]):
         st.stop()
     slot = st.empty()
     with slot.container():

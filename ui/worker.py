@@ -47,9 +47,13 @@ def losses_so_far(progress: np.memmap) -> np.ndarray:
     return np.array(losses[: missing.argmax() if missing.any() else len(losses)])
 
 
-def train_with_progress(run: RunConfig, location: str, progress_path: str) -> RunRecord:
+def train_with_progress(
+    run: RunConfig, location: str, progress_path: str, keep=(), max_bytes: int | None = None
+) -> RunRecord:
     """lab.store.get_run in this process, each step's loss written to progress_path as it trains.
 
+    The cap pass after storing takes the page's cap (`max_bytes`: ui.limits' max_store_mb, secrets.toml
+    included; else lab.settings' reading of the same) and never evicts `keep`, the rest of the page's view.
     Raises Cancelled once the page sets the flag (or when its progress file is already gone: the page
     that asked went away before this started).
     """
@@ -63,4 +67,4 @@ def train_with_progress(run: RunConfig, location: str, progress_path: str) -> Ru
         if progress[0] != 0.0:
             raise Cancelled(step + 1)
 
-    return get_run(run, callback=on_step, location=location)
+    return get_run(run, callback=on_step, location=location, keep=keep, max_bytes=max_bytes)

@@ -21,6 +21,7 @@ tables or comparisons, which build on it. The cached function lives here so that
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import warnings
@@ -28,9 +29,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import joblib
+import numpy as np
 
 from attncore.config import RunConfig
-from lab import presets
+from lab import presets, settings
 
 from . import backend, check, codec, index, pins
 from .record import NUMERICS_VERSION, CacheWarning, RunRecord, compute_run, describe
@@ -44,6 +46,7 @@ __all__ = [
     "clear_cache",
     "compute_run",
     "enforce_cap",
+    "expected_bytes",
     "get_run",
     "is_cached",
     "list_cached",
@@ -55,11 +58,12 @@ __all__ = [
     "sign_store",
     "stored_run",
     "unverified_runs",
+    "view_bytes",
 ]
 
 ENV_VAR = "ATTNCORE_CACHE_DIR"
 REPO_ROOT = Path(__file__).resolve().parents[2]
-MAX_STORE_VAR = "ATTNLAB_MAX_STORE_MB"
+MAX_STORE_VAR = settings.env_var("max_store_mb")  # ATTNLAB_MAX_STORE_MB
 DEFAULT_MAX_STORE_MB = 512  # a 1 GB container: ~85 hosted-maximum runs (~6 MB each), ~2,300 default ones (228 kB)
 
 
@@ -179,28 +183,24 @@ class _Entry:
 
 
 def max_store_bytes() -> int:
-    """The store's size cap from $ATTNLAB_MAX_STORE_MB (default DEFAULT_MAX_STORE_MB): a positive number of MB.
+    """The store's size cap, max_store_mb (default DEFAULT_MAX_STORE_MB) as lab.settings reads it in every
+    process: $ATTNLAB_MAX_STORE_MB, else max_store_mb under [limits] in .streamlit/secrets.toml.
 
-    ui.limits reads max_store_mb with the same rule (parse_store_mb), so a value is applied everywhere or
-    reported as ignored everywhere.
+    ui.limits parses the page's value with the same rule (lab.settings.parse_store_mb), so a value is applied
+    everywhere or reported as ignored everywhere.
     """
-    raw = os.environ.get(MAX_STORE_VAR)
+    raw = settings.raw_setting("max_store_mb")
     try:
-        mb = parse_store_mb(raw) if raw else DEFAULT_MAX_STORE_MB
+        mb = DEFAULT_MAX_STORE_MB if raw is None or raw == "" else parse_store_mb(raw)
     except ValueError:
-        warnings.warn(f"ignoring {MAX_STORE_VAR}={raw[:20]!r}: not a positive number of MB", CacheWarning, stacklevel=3)
+        shown = repr(raw) if len(repr(raw)) <= 24 else repr(raw)[:21] + "..."
+        where = settings.source("max_store_mb")
+        warnings.warn(f"ignoring {where}={shown}: not a positive number of MB", CacheWarning, stacklevel=3)
         mb = DEFAULT_MAX_STORE_MB
     return int(mb * 2**20)
 
 
-def parse_store_mb(raw) -> float:
-    """A store size in MB from text or a number: finite, above 0 and below 10^9; ValueError otherwise."""
-    if isinstance(raw, bool):
-        raise ValueError(raw)
-    mb = float(raw)
-    if not (0 < mb < 1e9):
-        raise ValueError(raw)
-    return mb
+parse_store_mb = settings.parse_store_mb
 
 
 def _article_keys(location: Path) -> set[str]:
@@ -366,6 +366,29 @@ def stored_bytes(*, location: Path | str | None = None) -> int:
     location = Path(location) if location is not None else cache_dir()
     found = _lines(location).values()
     return sum(int(e.get("bytes") or 0) for e in found if e.get("v") == NUMERICS_VERSION and not e.get("unverified"))
+
+
+ARRAY_OVERHEAD_BYTES = 400  # per array: its .npy header and zip records, and its line in the sidecar (measured ~350)
+ENTRY_OVERHEAD_BYTES = 3000  # the sidecar's fixed part and joblib's metadata.json (measured ~2,500)
+
+
+def expected_bytes(run: RunConfig) -> int:
+    """About the bytes `run` takes once stored (its arrays, their framing, the sidecars), from its config alone."""
+    arrays = codec.expected_arrays(run)
+    data = sum(math.prod(shape) * np.dtype(dtypes[0]).itemsize for shape, dtypes in arrays.values())
+    return data + ARRAY_OVERHEAD_BYTES * len(arrays) + ENTRY_OVERHEAD_BYTES
+
+
+def view_bytes(runs, *, location: Path | str | None = None) -> int:
+    """The bytes `runs` take once all are stored: the index's figure for those stored, expected_bytes for the rest."""
+    location = Path(location) if location is not None else cache_dir()
+    found = _lines(location)
+    total = 0
+    for run in dict.fromkeys(runs):
+        line = found.get(_Entry(run, location).path.name)
+        stored = line is not None and not line.get("unverified")
+        total += int(line.get("bytes") or 0) if stored else expected_bytes(run)
+    return total
 
 
 def unverified_runs(*, location: Path | str | None = None) -> tuple[int, int]:

@@ -1,0 +1,86 @@
+"""Operator settings read one way by every process (the pages, their training workers, the command line).
+
+A setting `name` is ATTNLAB_<NAME> in the environment, else `name` under [limits] in .streamlit/secrets.toml,
+else its default. The secrets files are Streamlit's defaults (~/.streamlit/secrets.toml, then the working
+folder's .streamlit/secrets.toml, the later one winning), read with tomllib and re-read when they change.
+The dashboard's pages pass Streamlit's own st.secrets (ui.limits), which reads the same files.
+Standard library only: the bottom of lab, importable by the store and by ui.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+
+ENV_PREFIX = "ATTNLAB_"
+SECTION = "limits"
+MAX_SECRETS_BYTES = 2**20  # a secrets file is a few lines
+_files: dict[Path, tuple[tuple, dict]] = {}  # path -> (file identity, its [limits] table)
+
+
+def env_var(name: str) -> str:
+    """The environment variable of a setting: max_store_mb -> ATTNLAB_MAX_STORE_MB."""
+    return ENV_PREFIX + name.upper()
+
+
+def secrets_files() -> list[Path]:
+    """Streamlit's default secrets files, in the order it merges them (the later one wins)."""
+    return [Path.home() / ".streamlit" / "secrets.toml", Path.cwd() / ".streamlit" / "secrets.toml"]
+
+
+def _limits_table(path: Path) -> dict:
+    """The [limits] table of one secrets file ({} when absent, unreadable, too large or not TOML)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return {}
+    ident = (st.st_ino, st.st_mtime_ns, st.st_size)
+    cached = _files.get(path)
+    if cached is not None and cached[0] == ident:
+        return cached[1]
+    table = {}
+    try:
+        if st.st_size <= MAX_SECRETS_BYTES:
+            section = tomllib.loads(path.read_text()).get(SECTION)
+            table = dict(section) if isinstance(section, dict) else {}
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError):
+        pass
+    _files[path] = (ident, table)
+    return table
+
+
+def file_secrets() -> dict:
+    """The [limits] settings of the secrets files, merged as Streamlit merges them."""
+    merged: dict = {}
+    for path in secrets_files():
+        merged |= _limits_table(path)
+    return merged
+
+
+def raw_setting(name: str, environ: Mapping[str, str] | None = None, secrets: Mapping | None = None):
+    """The unparsed value of setting `name`: the environment's, else the secrets' (the files', if not given), else
+    None. Each caller parses it with its own rule and default (ui.limits.parse_limits, lab.store.max_store_bytes)."""
+    environ = os.environ if environ is None else environ
+    secrets = file_secrets() if secrets is None else secrets
+    return environ.get(env_var(name), secrets.get(name))
+
+
+def source(name: str, environ: Mapping[str, str] | None = None) -> str:
+    """Where raw_setting found `name`, for a message: 'ATTNLAB_MAX_STORE_MB' or 'max_store_mb in secrets.toml'."""
+    environ = os.environ if environ is None else environ
+    return env_var(name) if env_var(name) in environ else f"{name} in .streamlit/secrets.toml"
+
+
+def parse_store_mb(raw) -> float:
+    """A store size in MB from text or a number: finite, above 0 and below 10^9; ValueError otherwise."""
+    if isinstance(raw, bool):
+        raise ValueError(raw)
+    try:
+        mb = float(raw)
+    except (TypeError, ValueError):
+        raise ValueError(raw) from None
+    if not (0 < mb < 1e9):
+        raise ValueError(raw)
+    return mb
