@@ -421,3 +421,13 @@ def test_band_curves_add_the_legends_rows_to_the_height_and_keep_accuracy_off_th
     acc = compare_charts.band_curves(bands, log=False, y_title="mean per-sequence accuracy").to_dict()
     low, high = acc["layer"][0]["encoding"]["y"]["scale"]["domain"]
     assert high > 1.0 and low <= 0.4  # a curve at 1.0 is drawn inside the plot, not on its top edge
+
+
+def test_scores_over_training_axis_ends_at_the_last_stored_step():
+    """Issue 29.3: the log axis ran to 5,000 steps when the data stop at 1,500."""
+    from ui.charts import interpret
+
+    steps = np.array([1, 10, 100, 1500])
+    spec = interpret.scores_over_training(steps, {"previous token": np.zeros((4, 1, 2))}).to_dict()
+    scale = spec["spec"]["encoding"]["x"]["scale"]
+    assert scale["domain"] == [1, 1500] and scale["nice"] is False

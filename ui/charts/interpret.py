@@ -162,7 +162,12 @@ def scores_over_training(steps: np.ndarray, scores: dict[str, np.ndarray], colum
         alt.Chart(df)
         .mark_line(point=alt.OverlayMarkDef(size=18))
         .encode(
-            x=alt.X("step:Q", scale=alt.Scale(type="log"), title="training step (log)"),
+            # the steps stored, first to last: a nice log axis ran to 5,000 past data ending at 1,500 (issue 29.3)
+            x=alt.X(
+                "step:Q",
+                scale=alt.Scale(type="log", domain=[int(min(steps)), int(max(steps))], nice=False),
+                title="training step (log)",
+            ),
             y=alt.Y("score:Q", scale=alt.Scale(domain=[0, 1]), title="score"),
             color=alt.Color("head:N", sort=heads, scale=alt.Scale(range=SEED_COLORS), title="head"),
             tooltip=["pattern:N", "head:N", "step:Q", alt.Tooltip("score:Q", format=".3f")],
