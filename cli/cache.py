@@ -112,8 +112,8 @@ def cmd_export(a) -> int:
 def cmd_import(a) -> int:
     from lab.bundle import BundleError, foreign_text, import_bundle_report
 
-    if not 0 < a.max_mb <= 100_000:
-        return _fail("--max-mb: must be from 0 to 100,000 MB (exclusive of 0)")
+    if not 1 <= a.max_mb <= 100_000:  # a smaller limit would refuse a bundle of one run
+        return _fail(f"--max-mb: must be from 1 to 100,000 MB, got {a.max_mb:g}")
     try:
         stored, kept, families = import_bundle_report(a.file, int(a.max_mb * 2**20), trust=a.trust)
     except BundleError as exc:

@@ -214,9 +214,9 @@ def _count(name: str, low: int, high: int):
 
 def register(sub) -> None:
     helps = {
-        "patch": "activation patching: what each head, position, residual stream and MLP restores",
+        "patch": "activation patching: what each head, position, residual stream and MLP restores (or destroys)",
         "lens": "logit lens: the correct token's probability read after each block",
-        "heads": "head detection scores (previous token, same symbol, L back, k-th smallest), and over training",
+        "heads": "head detection scores (previous token, same symbol, L back, k-th smallest, mirrored), over training",
         "explain": "attention is not explanation: permutation test, adversarial rows, other seeds' maps",
     }
     parsers = {}

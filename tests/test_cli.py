@@ -117,6 +117,30 @@ BAD_INPUT = {
     ),
     "scaling and no-scaling": (["sweep", *SMALL, "--scaling", "on", "--no-scaling"], "--scaling", "not both"),
     "scaling maybe": (["sweep", *SMALL, "--scaling", "maybe"], "--scaling", "'on', 'off'"),
+    # issue 27.20: each message names the flag typed and its real range
+    "train-lengths 1 0": (["train", "--train-lengths", "1", "0"], "--train-lengths", "from 1 to 64 with MIN <= MAX"),
+    "train-lengths and a typed --length": (
+        ["train", "--train-lengths", "1", "8", "--length", "6"],
+        "--train-lengths",
+        "sets L = MAX = 8; drop --length 6",
+    ),
+    "sweep train-lengths and a typed --length": (
+        ["sweep", "--train-lengths", "1", "8", "--length", "6", "--steps", "5"],
+        "--train-lengths",
+        "drop --length 6",
+    ),
+    "max-memory -1G": (["train", *SMALL, "--max-memory", "-1G"], "--max-memory", "more than 0 bytes"),
+    "window-layers -1": (
+        ["kv-cache", "--preset", "mistral-7b-v0.1", "--engine", "vllm", "--gpu", "h100-80gb", "--window-layers", "-1"],
+        "--window-layers",
+        "from 0 to 32, got -1",
+    ),
+    "window-layers 33": (
+        ["kv-cache", "--preset", "mistral-7b-v0.1", "--engine", "vllm", "--gpu", "h100-80gb", "--window-layers", "33"],
+        "--window-layers",
+        "from 0 to 32, got 33",
+    ),
+    "max-mb 1e-9": (["cache", "import", "{tmp}/a-file", "--max-mb", "1e-9"], "--max-mb", "from 1 to 100,000 MB"),
 }
 
 
@@ -430,3 +454,35 @@ def test_evaluate_on_randomized_positions(tmp_path):
     assert randomized["lengths"][2]["sequence_accuracy"] is None  # 2·7 = 14 positions > N_MAX = 12
     refused = attncore(tmp_path, "evaluate", "--steps", "20", "--test-lengths", "2", "--eval-positions", "randomized")
     assert refused.returncode == 2 and refused.stderr.startswith("error: --eval-positions:"), refused.stderr
+
+
+def test_help_shows_every_default(tmp_path):
+    """Issue 29.7: `train --help` shows each flag's default (none for unset or off flags)."""
+    r = attncore(tmp_path, "train", "--help")
+    text = " ".join(r.stdout.split())  # argparse wraps the help column
+    for shown in ("--steps STEPS (default: 1500)", "--length L (default: 6)", "--task {copy,sort,reverse} (default: "
+                  "copy)", "--lr LR (default: 0.003)", "--batch BATCH (default: 32)"):  # fmt: skip
+        assert shown in text, shown
+    assert "(default: None)" not in text and "(default: False)" not in text
+    sweep = " ".join(attncore(tmp_path, "sweep", "--help").stdout.split())
+    assert "--seed SEED [SEED ...] (default: 0)" in sweep
+
+
+def test_a_sweep_counts_what_it_trained_and_names_its_base_by_the_varied_factor(tmp_path, monkeypatch, capsys):
+    """Issue 27.20: a sweep whose runs another process stored while it ran says they came from the cache (its
+    start-time check saw none); issue 29.7: a sweep varying only the position names its base 'learned position'."""
+    from cli.main import main
+    from lab import store
+    from lab import sweep as lab_sweep
+
+    monkeypatch.setenv("ATTNCORE_CACHE_DIR", str(tmp_path))
+    argv = ["sweep", "--position", "learned", "rope", "--train-lengths", "2", "4", "--steps", "5", "--jobs", "1"]
+    assert main(argv) == 0
+    first = capsys.readouterr()
+    assert "2 runs (0 from the cache)" in first.err
+    assert "(diff: to 'learned position')" in first.out and "full" not in first.out
+    # as if another sweep had stored both runs after this one checked the store
+    monkeypatch.setattr(store, "is_cached", lambda run, **kw: False)
+    monkeypatch.setattr(lab_sweep, "is_cached", lambda run, **kw: False)
+    assert main(argv) == 0
+    assert "2 runs (2 from the cache)" in capsys.readouterr().err

@@ -31,8 +31,10 @@ def page(name: str, **query) -> AppTest:
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
-    """The default configuration at 60 steps, seed 1 of it (one baseline seed for the explanations), sort L=4."""
+    """The default configuration at 60 steps, seed 1 of it (one baseline seed for the explanations), sort and
+    reverse at L=4."""
     runs = [make_run(steps=STEPS), make_run(steps=STEPS, seed=1), make_run("sort", 4, steps=STEPS)]
+    runs.append(make_run("reverse", 4, steps=STEPS))
     with temporary_store(tmp_path_factory, runs):
         yield
 
@@ -113,3 +115,37 @@ def test_sort_patches_the_first_changed_answer_and_scores_the_kth_smallest(store
     assert not at.error and "answer token 2, the first that differs" in texts(at.caption)  # 0 3 12 17 -> 0 1 3 12
     at = page("explanations", **SHORT, task="sort", L="4", exp_steps="20", exp_restarts="1", exp_seeds="0")
     assert "k-th smallest" in at.dataframe[0].value.columns
+
+
+def test_patching_noises_on_request_and_says_how_to_read_each_direction(store):
+    """Issue 28.5: the direction is named (denoising by default) and noising is a switch in the URL."""
+    at = page("patching", **SHORT)
+    assert "**Denoising**" in str([c.value for c in at.caption]) and "Heimersheim & Nanda" in texts(at.caption)
+    at = page("patching", **SHORT, pat_dir="noise")
+    run = make_run(steps=STEPS)
+    c = patching.contrast(run, probe_sequence(run.task), 0, 1)
+    r = patching.patch(get_run(run).params, run, c, direction="noise")
+    (grid,) = chart_data(at)[0]
+    assert np.allclose(grid["destroyed"], r.head.ravel())
+    assert "Noising" in texts(at.caption) and "necessary" in texts(at.caption)
+
+
+def test_an_operator_cap_above_the_search_bound_is_clamped_with_a_notice(store, monkeypatch):
+    """Issue 27.13: a restarts cap of 2,000 and a URL asking 1,001 (within it, beyond the search's 1,000)."""
+    monkeypatch.setenv("ATTNLAB_MAX_EXPLAIN_RESTARTS", "2000")
+    at = page("explanations", **SHORT, exp_restarts="1001", exp_steps="10", exp_seeds="0")
+    box = at.number_input(key="exp_restarts")  # the old page offered 2,000 and raised ConfigError on 1,001
+    assert box.max == explain.MAX_RESTARTS and box.value == 5  # beyond the cap: the default, said below
+    assert "the search itself stops at 1,000" in texts(at.info)
+    assert "URL parameter exp_restarts=" in texts(at.warning)
+
+
+def test_explanations_pick_the_mirrored_head_on_reverse(store):
+    """Issue 28.1: on reverse the default head is the one whose map best matches the mirrored pattern."""
+    at = page("explanations", **SHORT, task="reverse", L="4", exp_steps="20", exp_restarts="1", exp_seeds="0")
+    run = make_run("reverse", 4, steps=STEPS)
+    layer, head = heads.best_head(get_run(run).params, run, probe_sequence(run.task))
+    scores = heads.probe_scores(get_run(run).params, run, probe_sequence(run.task))["mirrored"]
+    assert (layer, head) == np.unravel_index(int(np.argmax(scores)), scores.shape)
+    assert at.selectbox(key="exp_head").value == f"L{layer}H{head}"
+    assert "mirrored" in at.dataframe[0].value.columns

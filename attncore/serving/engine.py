@@ -80,8 +80,10 @@ class EngineSettings:
             if getattr(self, name) is not None:
                 check_int(name, getattr(self, name), 1, 10_000_000)
         check_int("tensor_parallel_size", self.tensor_parallel_size, 1, 1024)
-        if self.window_layers is not None:
-            check_int("window_layers", self.window_layers, 0, 100_000)
+        if self.window_layers is not None and (
+            isinstance(self.window_layers, bool) or not isinstance(self.window_layers, numbers.Integral)
+        ):  # its range, 0 to the model's layers, is checked by engine_fit: one range in every message
+            raise ConfigError("window_layers", f"must be an integer, got {self.window_layers!r}")
         for name in ("weights_gib", "non_torch_gib", "activation_gib", "kv_cache_memory_gib"):
             value = getattr(self, name)
             if value is not None and (
@@ -265,9 +267,9 @@ def engine_fit(
     if s.kv_cache_memory_gib is not None and s.version == "v0":
         raise ConfigError("kv_cache_memory_gib", "is a V1 flag (--kv-cache-memory-bytes); V0 always profiles")
     window_layers = (a.n_layers if a.sliding_window else 0) if s.window_layers is None else s.window_layers
+    check_int("window_layers", window_layers, 0, a.n_layers)
     if window_layers and not a.sliding_window:
         raise ConfigError("window_layers", "needs a sliding window on the model (window > 0)")
-    check_int("window_layers", window_layers, 0, a.n_layers)
 
     total = round(total_gib * GIB)
     budget = int(total * s.gpu_memory_utilization)
