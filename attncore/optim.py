@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 
+CHUNK = 1 << 15  # elements of each block of Adam's update (128 KiB of float32 per buffer: five fit a core's L2)
+
 
 class Adam:
     """Bias-corrected Adam, no weight decay, written as torch.optim.Adam computes it."""
@@ -19,23 +21,31 @@ class Adam:
         self.t = 0
 
     def step(self, grad: np.ndarray) -> None:
-        """Update the parameters in place from the flat gradient."""
+        """Update the parameters in place from the flat gradient.
+
+        The buffer is walked in CHUNK-element blocks, every pass of the update over one block before the next, so
+        a large model's update stays in the CPU's cache instead of streaming its buffers from memory a dozen
+        times (what made a deep step cost more than its depth). Elementwise: the same bits for any CHUNK.
+        """
         self.t += 1
-        b1, b2, tmp = self.beta1, self.beta2, self._tmp
-        self.m *= b1
-        self.m += (1 - b1) * grad
-        self.v *= b2
-        np.multiply(grad, grad, out=tmp)
-        tmp *= 1 - b2
-        self.v += tmp
+        b1, b2 = self.beta1, self.beta2
         bias1 = 1 - b1**self.t
         bias2 = 1 - b2**self.t
-        np.sqrt(self.v, out=tmp)
-        tmp *= 1 / math.sqrt(bias2)
-        tmp += self.eps
-        np.divide(self.m, tmp, out=tmp)
-        tmp *= self.lr / bias1
-        self.params -= tmp
+        for lo in range(0, self.params.size, CHUNK):
+            hi = lo + CHUNK
+            m, v, g, tmp = self.m[lo:hi], self.v[lo:hi], grad[lo:hi], self._tmp[lo:hi]
+            m *= b1
+            m += (1 - b1) * g
+            v *= b2
+            np.multiply(g, g, out=tmp)
+            tmp *= 1 - b2
+            v += tmp
+            np.sqrt(v, out=tmp)
+            tmp *= 1 / math.sqrt(bias2)
+            tmp += self.eps
+            np.divide(m, tmp, out=tmp)
+            tmp *= self.lr / bias1
+            self.params[lo:hi] -= tmp
 
 
 def lr_multiplier(step: int, steps: int, warmup: int = 0, decay: str = "none", min_lr_ratio: float = 0.0) -> float:

@@ -6,8 +6,8 @@ on a number of worker processes. Imports attncore only (and NumPy).
 
 from __future__ import annotations
 
-import functools
 import heapq
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -110,15 +110,29 @@ class CostModel:
         return max(free) if runs else 0.0
 
 
-def calibrate() -> CostModel:
-    """Time the probes here (a second or two) and fit the step model."""
+def calibrate(workers: int = 1) -> CostModel:
+    """Time the probes here (a second or two) and fit the step model. With workers > 1 the probes run in that many
+    fresh processes at once, as a sweep's runs do, so the model sees what they cost each other (shared cores,
+    caches and memory bandwidth); the probe times are their mean."""
     start = time.perf_counter()
-    seconds = _time_probes()
+    if workers <= 1:
+        seconds = _time_probes()
+    else:
+        from joblib.externals.loky import ProcessPoolExecutor  # processes that do not re-run the caller's __main__
+
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            seconds = np.mean([job.result() for job in [pool.submit(_time_probes) for _ in range(workers)]], axis=0)
     features = np.array([step_features(_probe_run(p)) for p in PROBES])
     return CostModel(fit(features, seconds), tuple(seconds), time.perf_counter() - start)
 
 
-@functools.cache
-def model() -> CostModel:
-    """This process's cost model, calibrated on first use."""
-    return calibrate()
+_models: dict[int, CostModel] = {}
+_calibrating = threading.Lock()  # one calibration at a time: two at once would time each other
+
+
+def model(workers: int = 1) -> CostModel:
+    """This process's cost model for runs trained `workers` at a time, calibrated on first use."""
+    with _calibrating:
+        if workers not in _models:
+            _models[workers] = calibrate(workers)
+        return _models[workers]

@@ -84,7 +84,7 @@ def test_home_estimates_the_article_sweep_with_nothing_stored(cache):
     assert re.fullmatch(r"Reproduce the article: train 23 runs, about .+ here", label), label
     from lab.presets import preset
 
-    assert duration(cost_model.model().wall_seconds(preset("article"), 2)) in label
+    assert duration(cost_model.model(2).wall_seconds(preset("article"), 2)) in label  # sweeps.workers() is 2
 
 
 def test_a_view_over_the_budget_is_refused_naming_its_cost_and_the_cap(cache, monkeypatch):

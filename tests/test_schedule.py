@@ -54,3 +54,22 @@ def test_the_trainer_takes_each_steps_learning_rate_from_the_schedule():
         seen.append(trainer.opt.lr)
     assert seen == lr_schedule(run.train)
     assert seen[0] == pytest.approx(run.train.lr / 4) and seen[-1] == 0.0
+
+
+def test_adams_update_is_the_same_bits_in_any_block_size(monkeypatch):
+    """Adam walks its buffer in cache-sized blocks (optim.CHUNK); elementwise, so any block size gives the same bits."""
+    from attncore import optim
+
+    rng = np.random.default_rng(3)
+    start = rng.standard_normal(100_003).astype(np.float32)
+    grads = [(rng.standard_normal(start.size) * 10.0 ** rng.uniform(-6, 1, start.size)).astype(np.float32)]
+    grads += [g * 0.5 for g in grads * 3]
+    results = []
+    for chunk in (7, 4096, 1 << 20):
+        monkeypatch.setattr(optim, "CHUNK", chunk)
+        opt = optim.Adam(start.copy(), lr=1e-2)
+        for g in grads:
+            opt.step(g)
+        results.append(opt.params)
+    assert not np.array_equal(results[0], start)
+    assert all(np.array_equal(results[0], r) for r in results[1:])

@@ -1,0 +1,66 @@
+"""What depth costs: one training step of 8 blocks against one of 2 at the same width (issue 30.2 asks at most
+4.5x: linear in depth, plus the embedding, loss and Adam that every depth shares).
+
+Each width's two models (the article's run otherwise: 4 heads, d_ff = 4d, batch 32, copy L = 6) are stepped in
+alternating chunks on one BLAS thread, as attncore.train trains; the fastest chunk of each is kept (other load
+on a shared machine only ever adds time, so the fastest is the closest to the step's own cost). Printed: the step
+times, their ratio, and the cost model's ratio (lab.cost_model, calibrated first).
+
+    python benchmarks/depth_cost.py [--widths 32 128 256] [--rounds 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from attncore import make_run  # noqa: E402
+from attncore._blas import one_blas_thread  # noqa: E402
+from attncore.train import Trainer  # noqa: E402
+from lab import cost_model  # noqa: E402
+
+DEPTHS = (2, 8)
+
+
+def step_seconds(width: int, rounds: int) -> dict[int, float]:
+    """{depth: seconds of one step (the fastest chunk)} at this width."""
+    trainers = {n: Trainer(make_run(d_model=width, n_layers=n)) for n in DEPTHS}
+    steps = max(1, round(2000 / width**1.5))  # chunks of a few hundred ms at most
+    chunks = {n: [] for n in DEPTHS}
+    with one_blas_thread():
+        for t in trainers.values():
+            t.step()
+        for _ in range(rounds):
+            for n, t in trainers.items():
+                start = time.perf_counter()
+                for _ in range(steps):
+                    t.step()
+                chunks[n].append((time.perf_counter() - start) / steps)
+    return {n: min(c) for n, c in chunks.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--widths", type=int, nargs="+", default=[32, 128, 256])
+    parser.add_argument("--rounds", type=int, default=7)
+    a = parser.parse_args()
+    model = cost_model.model()
+    print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
+    print(f"{'d':>4} {'2 blocks':>10} {'8 blocks':>10} {'ratio':>6} {'model':>6}")
+    for width in a.widths:
+        found = step_seconds(width, a.rounds)
+        two, eight = found[2], found[8]
+        predicted = model.step_seconds(make_run(d_model=width, n_layers=8)) / model.step_seconds(
+            make_run(d_model=width, n_layers=2)
+        )
+        print(f"{width:>4} {two * 1e3:>8.2f}ms {eight * 1e3:>8.2f}ms {eight / two:>6.2f} {predicted:>6.2f}", flush=True)
+    print("ratio: an 8-block step over a 2-block step (at most 4.5 asked; 4.0 is exactly linear with nothing shared)")
+
+
+if __name__ == "__main__":
+    main()
