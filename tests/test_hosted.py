@@ -375,3 +375,74 @@ def test_a_non_finite_cap_in_secrets_shows_a_warning_not_a_traceback(trained):
     assert not at.exception
     assert "max_steps must be a whole number from 1 to 1,000,000,000, got inf" in " ".join(w.value for w in at.warning)
     assert at.number_input(key="steps").max == 3000 and at.number_input(key="layers").max == 3
+
+
+# --- the dashboard's workers end with it (issue 27.12) -------------------------------------------------------
+
+POOL_SCRIPT = """
+import os, sys, time
+from ui.live import WorkerPool
+pool = WorkerPool(2)
+jobs = [pool.submit(time.sleep, 0.5) for _ in range(4)]
+for job in jobs:
+    job.result()
+print("ready", flush=True)
+time.sleep(600)
+"""
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every live process below `pid` (workers, loky's resource tracker), from /proc."""
+    parents = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z":
+            parents[int(stat.parent.name)] = int(fields[1])
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {p for p, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process tree from /proc")
+def test_kill_9_of_the_dashboard_ends_its_training_workers_and_resource_tracker():
+    import subprocess
+    import time
+
+    root = Path(__file__).resolve().parents[1]
+    server = subprocess.Popen(
+        [sys.executable, "-c", POOL_SCRIPT],
+        cwd=root,
+        env=os.environ | {"PYTHONPATH": str(root)},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    children: set[int] = set()
+    try:
+        assert server.stdout.readline().strip() == "ready"
+        children = _descendants(server.pid)
+        assert len(children) >= 2  # two workers (and loky's resource tracker)
+        os.kill(server.pid, signal.SIGKILL)
+        server.wait(timeout=10)
+        deadline = time.monotonic() + 30
+        while any(_alive(p) for p in children) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not [p for p in children if _alive(p)]
+    finally:  # whatever failed, nothing this test started is left running
+        for p in children | _descendants(server.pid):
+            if _alive(p):
+                os.kill(p, signal.SIGKILL)
+        if server.poll() is None:
+            server.kill()
+        server.stdout.close()

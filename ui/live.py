@@ -5,6 +5,7 @@ elapsed time, time left and Cancel, and the expected duration (lab.cost_model).
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 import threading
 import time
@@ -19,6 +20,7 @@ from attncore import RunConfig
 from lab import cost_model
 from lab.formats import duration
 from lab.store import RunRecord, cache_dir
+from lab.sweep import _exit_with_parent as exit_with_parent  # the sweep's own watch of its parent process
 from ui import frames, worker
 from ui.charts import runs as charts
 from ui.limits import BusyError, limits, training_slot
@@ -34,6 +36,8 @@ class WorkerPool:
 
     loky's processes, not multiprocessing's spawn: spawn re-runs the parent's __main__ in each worker,
     and under Streamlit that is the page script (the worker would import Streamlit and log warnings).
+    loky workers do not watch their parent on POSIX, so each runs lab.sweep's parent watch: after a kill -9
+    of the server they exit (and loky's resource tracker with them, once no process holds its pipe).
     """
 
     def __init__(self, n: int):
@@ -41,8 +45,10 @@ class WorkerPool:
 
     def _current(self) -> ProcessPoolExecutor:
         with self._lock:
-            if self._executor is None:
-                self._executor = ProcessPoolExecutor(max_workers=self.n)
+            if self._executor is None:  # each worker ends within a second of this server process dying (kill -9)
+                self._executor = ProcessPoolExecutor(
+                    max_workers=self.n, initializer=exit_with_parent, initargs=(os.getpid(),)
+                )
             return self._executor
 
     def discard(self, executor: ProcessPoolExecutor) -> None:
