@@ -65,8 +65,11 @@ def test_cache_and_fit_metrics_of_llama_3_8b():
     assert metrics["Per token"][0] == "131,072 B" and metrics["Cache / weights"][1] == "GQA cache"
     assert metrics["Cache / weights"][0] == f"{cache.bytes / (2 * 8_030_261_248):.3g}×"
     fit = kvcache.fit(cache, 80)
-    labels = [label for label, *_ in cc.fit_metrics(fit, cache)]
-    assert labels[1:3] == ["Longest context at batch 4", "Largest batch at context 8,192"]
+    metrics = cc.fit_metrics(fit, cache)
+    assert [(label, note) for label, _, note in metrics[1:3]] == [
+        ("Longest context", "at batch 4"),
+        ("Largest batch", "at context 8,192"),
+    ]
     assert cc.fit_metrics(fit, cache)[0][1] == f"{(72 * 10**9 - 2 * 8_030_261_248) // 131_072:,}"
     windowed = kvcache.kv_cache_for(get_preset("mistral-7b-v0.1").arch, 65536, 1, "fp16")
     assert cc.fit_metrics(kvcache.fit(windowed, 80), windowed)[1][1] == "any"

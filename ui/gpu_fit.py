@@ -117,9 +117,9 @@ def settings_inputs(default_len: int, window: int | None, n_layers: int, total: 
         f: url_number(f"{lab} (GiB)", f"kv_e_{f}", 0.0, 0.0, 1e5, peek=True) > 0 for f, (lab, _) in MEASURED.items()
     }
     with st.expander("Figures from your own startup log, in place of the estimates", expanded=any(given.values())):
-        cols = st.columns(len(MEASURED))
-        for col, (field, (label, hint)) in zip(cols, MEASURED.items(), strict=True):
-            with col:
+        cols = st.columns(2)  # a toggle's label in a quarter of the row was cut off
+        for i, (field, (label, hint)) in enumerate(MEASURED.items()):
+            with cols[i % 2]:
                 use = url_toggle(f"{label} from my log", f"kv_e_{field}_on", given[field], help=hint)
                 value = url_number(f"{label} (GiB)", f"kv_e_{field}", 0.0, 0.0, 1e5, fmt="%.2f", disabled=not use)
             values[field] = value if use else None

@@ -129,8 +129,8 @@ def fit_metrics(f: Fit, c: KVCache, unit: str = "GB") -> list[Metric]:
     longest = "any" if f.max_context is None else f"{f.max_context:,}"
     return [
         ("Cached tokens that fit", f"{f.tokens_that_fit:,}", "over all sequences"),
-        (f"Longest context at batch {c.batch:,}", longest, "memory bound only"),
-        (f"Largest batch at context {c.context:,}", f"{f.max_batch:,}", "sequences"),
+        ("Longest context", longest, f"at batch {c.batch:,}"),  # labels short enough for any batch or context
+        ("Largest batch", f"{f.max_batch:,}", f"at context {c.context:,}"),
         (
             "Left for the cache",
             size_in(max(f.budget_bytes, 0), unit),
