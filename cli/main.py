@@ -36,6 +36,8 @@ def print_summary(s: dict) -> None:
     trained = f"L={k['length']}" if lengths is None else f"L={lengths[0]}-{lengths[1]}"
     trained += " mixed" if k.get("mixed_lengths") else ""
     trained += f" randomized<{t['randomized_positions']}" if t.get("randomized_positions") else ""
+    trained += f" warmup={t['warmup']}" if t.get("warmup") else ""
+    trained += f" decay={t['decay']}->{t.get('min_lr_ratio', 0.0):g}" if t.get("decay", "none") != "none" else ""
     print(
         f"{k['name']} {trained} seed={t['seed']}  position={m['position']} norm={m['norm']}-LN "
         f"scaling={'on' if m['scaling'] else 'off'} lr={formats.learning_rate(t['lr'])}  "
