@@ -137,7 +137,7 @@ def test_home_tables_name_the_seeds_they_hold_and_the_run_list_only_what_varies(
     assert shared in texts(at.caption)
 
 
-def test_a_changed_key_keeps_every_run_and_home_says_how_many_it_affects(empty_store, monkeypatch):
+def test_a_changed_key_keeps_every_run_and_home_says_how_many_it_affects(empty_store, monkeypatch, capsys):
     """Issue 27.1: the server's startup `cache check --repair` under another ATTNCORE_CACHE_KEY deletes nothing;
     Home counts only the runs it can verify, and says why the others are not served and what to do."""
     from lab.store import codec
@@ -150,6 +150,8 @@ def test_a_changed_key_keeps_every_run_and_home_says_how_many_it_affects(empty_s
     monkeypatch.setenv(codec.KEY_VAR, "a new key")
     at = app()  # a fresh server: checks the store once
     assert sorted(p for p in func_dir.rglob("*") if p.is_file()) == before
+    log = capsys.readouterr().err
+    assert "deleted a damaged entry" not in log and "run store: kept 3 runs not signed with ATTNCORE_CACHE_KEY" in log
     assert metric(at, "Runs in the cache") == "0"
     said = texts(at.warning)
     assert "3 stored runs are not signed with this server's ATTNCORE_CACHE_KEY" in said

@@ -47,13 +47,21 @@ def _warm(path: str, location: str) -> str | None:
 
 @st.cache_resource(show_spinner="Checking the run store...")
 def _checked(location: str) -> None:
-    """`cache check --repair` once per server process and store: damaged entries go, so no count sticks."""
+    """`cache check --repair` once per server process and store: damaged entries go, so no count sticks.
+
+    Runs not signed with the current ATTNCORE_CACHE_KEY are untrusted, not damaged: kept (Home says so)."""
     try:
         report = store.check_store(repair=True)
     except OSError:
         return
     for path, problem in report["damaged"]:
         print(f"run store: deleted a damaged entry {path}: {problem}", file=sys.stderr)
+    if n := len(report["unverified"]):
+        print(
+            f"run store: kept {n:,} runs not signed with ATTNCORE_CACHE_KEY (not served); `python -m attncore cache "
+            "sign` re-seals them under the key, `cache check --repair --drop-unverified` deletes them",
+            file=sys.stderr,
+        )
 
 
 def warm_start() -> str | None:
