@@ -219,3 +219,52 @@ def test_engine_frame_split_formula_and_metrics():
     assert labels[1:4] == ["GPU blocks", "GPU KV cache size", "Maximum concurrency for 8,192 tokens per request"]
     broke = engine_fit(get_preset("llama-3-70b").arch, 39.50, EngineSettings())
     assert cc.engine_frame(broke).set_index("part").loc["KV cache", "gib"] == 0  # no negative bar
+
+
+# --- sizes past 2⁶³ B and labels that fit ------------------------------------------------------------
+
+
+def test_curve_frames_of_caches_past_int64_convert_to_arrow_with_every_digit_kept():
+    """A context and batch at the KV page's tops give caches past 2⁶³ B: Python ints Arrow cannot hold."""
+    import pyarrow as pa
+
+    geometry = kvcache.cache_geometry(get_preset("llama-3-70b").arch)
+    rows = kvcache.cache_curves(contexts=cc.chart_contexts(10**8), batch=10**6, **geometry)
+    assert max(r["bytes"] for r in rows) > 2**63
+    df = cc.curves_frame(rows)
+    pa.Table.from_pandas(df)  # raised 'Python int too large to convert to C long'
+    assert list(df["bytes_text"]) == [f"{r['bytes']:,}" for r in rows]
+    for chart in (cc.memory_chart(df, 10**8, 10.0), cc.dtype_bars(cc.curves_frame(kvcache.dtype_curves(
+            contexts=[10**8], batch=10**6, **geometry)), "fp16")):  # fmt: skip
+        tooltips = [t.get("field") for layer in layers(chart) for t in layer["encoding"].get("tooltip", [])]
+        assert "bytes_text" in tooltips and "bytes" not in tooltips
+
+
+def test_dtype_bars_are_rows_with_room_for_each_label():
+    """Side by side, seven columns in a third of the page ran their labels together ('1.00 GiB1.00 GiB'); as rows
+    each label has the width past its bar, and the axis leaves room for the longest one."""
+    df = cc.curves_frame(kvcache.dtype_curves(32, 32, 8, 128, [8192]))
+    bars, labels = layers(cc.dtype_bars(df, "fp16"))
+    assert bars["encoding"]["y"]["field"] == "dtype" and bars["encoding"]["x"]["field"] == "gib"
+    assert labels["mark"]["align"] == "left" and labels["encoding"]["text"]["field"] == "label"
+    assert bars["encoding"]["x"]["scale"]["domain"][1] >= 1.2 * df["gib"].max()
+
+
+def test_share_chart_leaves_room_for_the_longest_bars_label():
+    count = calc.count_parameters(get_preset("llama-3-70b").arch)  # the FFN holds 80 %
+    df = cc.breakdown_frame(count)
+    bars, _ = layers(cc.share_chart(df))
+    top = bars["encoding"]["x"]["scale"]["domain"][1]
+    assert 1.2 * df["share"].max() <= top <= 1.0
+
+
+def test_engine_formula_and_metrics_mark_each_figure_by_what_it_rests_on():
+    from attncore.serving.engine import EngineSettings, engine_fit
+
+    estimated = engine_fit(get_preset("llama-3-8b").arch, 39.50, EngineSettings(), gpu="a100-40gb")
+    lines = cc.engine_formula(estimated)
+    assert lines[0].endswith("_(exact)_") and all(line.endswith("_(estimate)_") for line in lines[1:])
+    assert all(note.endswith("estimate") for _, _, note in cc.engine_metrics(estimated)[:4])
+    logged = EngineSettings(version="v0", weights_gib=14.96, non_torch_gib=0.1, activation_gib=9.37)
+    measured = engine_fit(get_preset("llama-3-8b").arch, 39.50, logged, gpu="a100-40gb")
+    assert all(line.endswith("_(measured)_") for line in cc.engine_formula(measured)[1:])

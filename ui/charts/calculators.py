@@ -376,14 +376,14 @@ def engine_split(df: pd.DataFrame, total_gib: float) -> alt.LayerChart:
                 title=None,
                 sort=list(ENGINE_PARTS),
                 scale=alt.Scale(domain=list(ENGINE_PARTS), range=colors),
-                legend=alt.Legend(orient="bottom", columns=3, labelLimit=260),
+                legend=alt.Legend(orient="bottom", columns=2, labelLimit=260),
             ),  # fmt: skip
             order="order:Q",
             tooltip=["part:N", alt.Tooltip("gib:Q", format=".2f", title="GiB"), alt.Tooltip("share:Q", format=".1%")],
         )
     )
     edge = alt.Chart(pd.DataFrame({"gib": [total_gib], "row": [""]})).encode(x="gib:Q", y=alt.Y("row:N", axis=None))
-    return alt.layer(bar, edge.mark_tick(color=BASE_COLOR, thickness=3, size=36)).properties(height=150)
+    return alt.layer(bar, edge.mark_tick(color=BASE_COLOR, thickness=3, size=36)).properties(height=170)
 
 
 # --- the measured companion --------------------------------------------------
