@@ -67,7 +67,7 @@ def _tokens(a, run) -> np.ndarray:
 
 
 def _fmt(row) -> str:
-    return " ".join("   nan" if x is None or np.isnan(x) else f"{x:6.3f}" for x in row)
+    return " ".join("   nan" if x is None or np.isnan(x) else f"{formats.with_spec(x, '.3f'):>6}" for x in row)
 
 
 def _tokens_text(tokens) -> str:
@@ -92,11 +92,12 @@ def cmd_patch(a) -> int:
     print(f"clean {_tokens_text(c.clean)}  ->  corrupted {_tokens_text(c.corrupted)}")
     print(
         f"metric at query {c.query}: logit[{c.clean_token}] - logit[{c.corrupted_token}] "
-        f"(clean answer prefix): clean {result.clean_metric:.3f}, corrupted {result.corrupted_metric:.3f}; "
+        f"(clean answer prefix): clean {formats.with_spec(result.clean_metric, '.3f')}, "
+        f"corrupted {formats.with_spec(result.corrupted_metric, '.3f')}; "
         f"p(clean answer) {result.clean_prob:.3f} -> {result.corrupted_prob:.3f}"
     )
     what = "restored" if a.direction == "denoise" else "destroyed"
-    print(f"{a.direction}: {pt.DIRECTIONS[a.direction]}; fraction {what} (1: the component alone)")
+    print(f"{a.direction}: {pt.DIRECTIONS[a.direction]}; 1 = the component alone carries the whole difference")
     print(f"fraction {what}, each head's output at every position (rows: layers, columns: heads)")
     for layer, row in enumerate(result.head):
         print(f"  L{layer}  {_fmt(row)}")
