@@ -170,7 +170,8 @@ def test_the_page_hands_its_secrets_cap_to_the_training_worker(cache, monkeypatc
 def _sweep_view(runs):
     from ui import runs as ui_runs
 
-    ui_runs.sweep(runs, "Test sweep")
+    _, missing = ui_runs.cached_summaries(runs)  # as the pages do: the view first, then only its missing runs
+    ui_runs.sweep(missing, "Test sweep")
 
 
 def test_a_view_keeps_all_its_runs_while_another_visitors_pin_holds_the_rest(cache, monkeypatch):
@@ -178,11 +179,12 @@ def test_a_view_keeps_all_its_runs_while_another_visitors_pin_holds_the_rest(cac
     more than the pins' budget (half the cap): the view's first runs were evicted by its last ones."""
     from streamlit.testing.v1 import AppTest
 
+    view = [make_run(steps=STEPS, seed=s) for s in range(4)]
+    store.get_run(view[0]), store.get_run(view[1])  # half the view is stored already, and used least recently
     others = [make_run(steps=STEPS, seed=s) for s in (10, 11)]
     for run in others:
         store.get_run(run)
     store.pin_view("cd" * 16, others)  # another visitor's view, shown now
-    view = [make_run(steps=STEPS, seed=s) for s in range(4)]
     cap_mb = 1.2 * store.view_bytes(view) / 2**20  # the view fits; the view and the other pin do not
     monkeypatch.setenv(store.MAX_STORE_VAR, f"{cap_mb:.6f}")
     at = AppTest.from_function(_sweep_view, args=(view,), default_timeout=120).run()

@@ -63,9 +63,9 @@ def _show(runs: Sequence[RunConfig]) -> None:
     """Pin the runs this view asks for (cached or about to be trained), so no cap pass evicts them while shown."""
     view = st.session_state.setdefault(VIEW, {})
     new = {run_key(run): run for run in runs if run_key(run) not in view}
+    view.update(new)
     holder = _holder()
     if new and holder:
-        view.update(new)
         pin_view(holder, list(view.values()))
 
 
@@ -134,14 +134,20 @@ def sweep(runs: Sequence[RunConfig], what: str, cached_before: int = 0) -> list[
     if refused := sweeps.budget_error(missing):
         st.error(refused, icon=":material/block:")
         return None
-    if missing and not fits_the_store(runs):
+    view = _view(runs)  # the page may pass only its missing runs: the rest of what it shows stays too
+    if missing and not fits_the_store(view):
         return None
     if missing:
-        trained = sweeps.sweep_live(missing, what, cached=cached_before + len(records), keep=runs)
+        trained = sweeps.sweep_live(missing, what, cached=cached_before + len(records), keep=view)
         if trained is None:
             return None
-        bundles.enforce_store_cap(keep=runs)  # the runs just trained stay for the view that asked for them
+        bundles.enforce_store_cap(keep=view)  # the runs just trained stay for the view that asked for them
     return [cached(run) or _trained(run, trained) for run in runs] if missing else records
+
+
+def _view(runs: Sequence[RunConfig]) -> list[RunConfig]:
+    """`runs` and every other run this script run's view has asked for (begin_view, _show)."""
+    return list(dict.fromkeys([*st.session_state.get(VIEW, {}).values(), *runs]))
 
 
 def fits_the_store(runs: Sequence[RunConfig]) -> bool:
