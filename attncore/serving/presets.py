@@ -1,4 +1,5 @@
-"""Real decoder models with their published parameter totals, and common GPU memory sizes.
+"""Real decoder models with their published parameter totals, and GPUs: each card once (CARDS), with the total torch
+reports for the serving engine's fit and its size as sold (GPUS, decimal GB) for the simple fit.
 
 Each architecture follows the model's released config.json; tests/test_calculators.py
 checks that count_parameters reproduces every published total exactly.
@@ -115,6 +116,7 @@ PRESETS: dict[str, Preset] = {
         ),
     )
 }
+
 
 @dataclass(frozen=True)
 class Card:
