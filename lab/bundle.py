@@ -64,6 +64,8 @@ def export_bundle(target, runs=None, *, location=None, max_bytes: int | None = N
     configs = (
         [s["config"] for s in store.list_cached(location=location)] if runs is None else [r.to_dict() for r in runs]
     )
+    if len(configs) > MAX_RUNS:  # an import would refuse the bundle: refused before anything is written
+        raise BundleError(f"{len(configs):,} runs are more than a bundle holds ({MAX_RUNS:,}); export a part of them")
     metas, total = [], 0
     with zipfile.ZipFile(target, "w", compression=zipfile.ZIP_STORED) as z:
         for config in configs:
@@ -82,9 +84,21 @@ def export_bundle(target, runs=None, *, location=None, max_bytes: int | None = N
             metas.append(meta if mac is None else meta | {"hmac": mac})
             del data, found
         manifest = json.dumps({"format": FORMAT, "numerics_version": store.NUMERICS_VERSION, "runs": metas}).encode()
+        _importable(manifest, len(metas))
         z.writestr(_fixed(MANIFEST, zipfile.ZIP_DEFLATED), manifest)
         z.comment = f"{FORMAT} manifest sha256 {hashlib.sha256(manifest).hexdigest()}".encode()
     return len(metas)
+
+
+def _importable(manifest: bytes, n_runs: int) -> None:
+    """BundleError unless read_bundle's manifest checks accept this manifest (runs of many layers weigh more)."""
+    limit = _manifest_limit(n_runs)
+    try:
+        if len(manifest) > limit:
+            raise BundleError(f"{MANIFEST} would be {_bytes(len(manifest))}, more than {_bytes(limit)}")
+        _check_structure(manifest, n_runs)
+    except BundleError as exc:
+        raise BundleError(f"an import would refuse this bundle ({exc}); export fewer runs at once") from None
 
 
 def _fixed(name: str, compression: int = zipfile.ZIP_STORED) -> zipfile.ZipInfo:

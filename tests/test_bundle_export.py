@@ -141,6 +141,20 @@ def test_write_bundle_refuses_when_every_matched_run_is_damaged(stored, tmp_path
     assert bundle.write_bundle(target, RUNS[1:]) == 2
 
 
+def test_an_export_that_an_import_would_refuse_is_refused_before_anything_is_written(stored, tmp_path, monkeypatch):
+    target = tmp_path / "keep.zip"
+    target.write_bytes(b"the operator's file")
+    most = bundle.MAX_RUNS
+    monkeypatch.setattr(bundle, "MAX_RUNS", 2)
+    with pytest.raises(bundle.BundleError, match=r"3 runs are more than a bundle holds \(2\); export a part"):
+        bundle.write_bundle(target)
+    monkeypatch.setattr(bundle, "MAX_RUNS", most)
+    monkeypatch.setattr(bundle, "MANIFEST_BYTES_PER_RUN", 1024)  # as if the runs had many more layers
+    with pytest.raises(bundle.BundleError, match="an import would refuse this bundle .manifest.json would be"):
+        bundle.write_bundle(target)
+    assert target.read_bytes() == b"the operator's file"
+
+
 def test_the_same_runs_give_the_same_bundle_bytes(exported, tmp_path):
     """What lets Streamlit keep one copy of Home's download, however often it is clicked (issue 27.2)."""
     again = tmp_path / "again.zip"

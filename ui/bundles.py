@@ -103,6 +103,13 @@ def download_section(lim) -> None:
     if not n:
         st.caption("Download all runs is offered once the store holds a run.")
         return
+    if n > bundle.MAX_RUNS:
+        st.info(
+            f"The store holds {n:,} runs, more than one bundle holds ({bundle.MAX_RUNS:,}); `cache export` on the "
+            "server writes a part of them (--preset, --task, --length, --seed) to a file.",
+            icon=":material/info:",
+        )
+        return
     if size > lim.max_download_mb * 2**20:
         st.info(
             f"The {n:,} stored runs weigh {size / 2**20:,.0f} MB, more than this server's download limit of "
