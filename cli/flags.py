@@ -85,7 +85,8 @@ class Parser(argparse.ArgumentParser):
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, **kwargs)
-        self._negative_number_matcher = re.compile(r"^-\.?[0-9]")  # argparse's own: -1 and -.5 only
+        # argparse's own reads -1 and -.5 only; matched from the start (3.11) or whole (.*: later versions alike)
+        self._negative_number_matcher = re.compile(r"-\.?[0-9].*")
 
     def error(self, message):
         raise ArgumentError(message.removeprefix("argument "))
