@@ -12,6 +12,10 @@ from attncore.config import ConfigError
 from lab import formats, stats
 
 MAX_SEEDS = 16
+# lab.regimes' names, repeated so that building the parser loads no pandas (tests/test_regimes.py checks they agree)
+EXPERIMENTS = ("depth", "heads", "lr")
+PAIRS = ("norm", "scaling", "warmup", "depth")
+DEFAULT_SEEDS = 6
 
 
 def _seeds(text: str) -> int:
@@ -124,19 +128,18 @@ def _lr(text: str) -> float:
 
 def register(sub) -> None:
     from cli.flags import jobs, memory_size
-    from lab import regimes
 
     p = sub.add_parser("regimes", help="a Regimes experiment (depth, heads or lr) over seeds, with verdicts")
-    p.add_argument("experiment", choices=regimes.EXPERIMENTS)
-    p.add_argument("--seeds", type=_seeds, default=regimes.DEFAULT_SEEDS, help=f"seeds 0..N-1 (1-{MAX_SEEDS})")
+    p.add_argument("experiment", choices=EXPERIMENTS)
+    p.add_argument("--seeds", type=_seeds, default=DEFAULT_SEEDS, help=f"seeds 0..N-1 (1-{MAX_SEEDS})")
     p.add_argument("--task", choices=("copy", "sort", "reverse"), default="sort")
     p.add_argument("--length", type=int, default=6)
     p.add_argument("--steps", type=int, default=1500)
-    p.add_argument("--depths", type=int, nargs="+", help=f"depth: blocks (default {regimes.DEPTHS})")
+    p.add_argument("--depths", type=int, nargs="+", help="depth: blocks (default 2 4 8)")
     p.add_argument("--lrs", type=_lr, nargs="+", help="depth, lr: learning rates")
-    p.add_argument("--sizes", type=int, nargs="+", help=f"heads: d_k values (default {regimes.HEAD_SIZES})")
+    p.add_argument("--sizes", type=int, nargs="+", help="heads: d_k values (default 8 16 32 64 128)")
     p.add_argument("--heads", type=int, choices=(1, 4), default=1, help="heads: 1 head of d = d_k or 4 of d = 4 d_k")
-    p.add_argument("--pair", choices=tuple(regimes.PAIRS), default="norm", help="lr: the variant pair")
+    p.add_argument("--pair", choices=PAIRS, default="norm", help="lr: the variant pair")
     p.add_argument("--layers", type=int, help="lr: the blocks of both variants (default 2)")
     p.add_argument("--jobs", type=jobs, default=-1, help="parallel workers (-1: all cores)")
     p.add_argument("--max-memory", type=memory_size, metavar="SIZE", help="refuse runs estimated to need more")

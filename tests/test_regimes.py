@@ -133,6 +133,13 @@ def test_cli_regimes_prints_its_table_verdicts_and_finding(store, capsys, experi
         assert all(v["sensitivity"] >= 0 for v in out["variants"])
 
 
+def test_the_command_line_offers_the_experiments_pairs_and_defaults_of_lab_regimes():
+    from cli import regimes as cli_regimes
+
+    assert cli_regimes.EXPERIMENTS == regimes.EXPERIMENTS and cli_regimes.PAIRS == tuple(regimes.PAIRS)
+    assert cli_regimes.DEFAULT_SEEDS == regimes.DEFAULT_SEEDS
+
+
 def test_cli_regimes_refuses_bad_input_with_exit_2(capsys):
     from cli.main import main
 
