@@ -3,7 +3,9 @@
 The sidecar carries the config, the numerics version, the platform that computed it (lab.provenance; absent in
 records stored before issue 19, which are still served), the scalars, the arrays' shapes and the SHA-256 of
 the .npz bytes; it is sealed by a SHA-256 of its own canonical text, and by an HMAC when ATTNCORE_CACHE_KEY
-is set. Everything read back is treated as untrusted: digests first, then schema and shapes against the config.
+is set. Everything read back is treated as untrusted: digests first, then schema and shapes against the config,
+then the numbers' ranges (check_values, as for an import). A sidecar whose digest holds but whose HMAC does
+not verify under the current key is UnverifiedError: untrusted, not damaged (the store keeps it).
 """
 
 from __future__ import annotations

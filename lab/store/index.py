@@ -1,8 +1,11 @@
 """The store's index (index.json: one line of summary per entry) and its size cap with least-recently-used eviction.
 
 The index is sealed like a sidecar, rewritten atomically under its own lock, re-read only when its file
-changes, and rebuilt from the entries' sidecars when it is missing or damaged. Last use is an entry's
-sidecar mtime (touched on every hit), read only when something must be evicted.
+changes, and rebuilt from the entries' sidecars when it is missing, damaged, holds a malformed line or was
+written under another ATTNCORE_CACHE_KEY. A rebuild checks each sidecar as a read does (arrays aside) and
+leaves the damaged out; entries not signed with the current key are listed as unverified (no summary: never
+served, counted or evicted). Last use is an entry's sidecar mtime (touched on every hit), read only when
+something must be evicted.
 """
 
 from __future__ import annotations
@@ -70,10 +73,7 @@ def _checked_line(path: Path) -> dict | None:
     """The index line of an entry from its sidecar, checked as every read checks it (arrays aside): None when
     damaged or malformed. Entries of other numerics versions are listed unsummarised (never served)."""
     try:
-        text = path.joinpath(backend.SIDECAR_FILE).read_bytes()[: backend.MAX_SIDECAR_BYTES + 1]
-        if len(text) > backend.MAX_SIDECAR_BYTES:
-            return None
-        meta, signed = codec.open_seal(text)
+        meta, signed = codec.open_seal(backend.read_sidecar(path))
         if signed and meta.get("numerics_version") == NUMERICS_VERSION:
             run = codec.check_meta(meta, NUMERICS_VERSION)
             codec.check_values(meta, run, stored=True)
