@@ -207,5 +207,5 @@ def cmd_cache(a) -> int:
     columns += ["token_accuracy", "sequence_accuracy", "train_seconds"]
     print(f"{formats.count(len(frame), 'run')} in {cache_dir()}")
     if len(frame):
-        print(frame[columns].to_string(index=False, formatters=formats.table_formatters(columns)))
+        print(frame[columns].to_string(index=False, formatters=formats.table_formatters(columns, frame[columns])))
     return 0

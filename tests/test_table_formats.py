@@ -65,7 +65,7 @@ NUMBER = re.compile(r"^(?P<sign>[+\-−]?)(?P<body>.+)$")
 SCIENTIFIC = re.compile(r"^\d(?:\.(\d+))?e([+\-−]?)(\d+)$")
 FIXED = re.compile(r"^(?:\d{1,3}(?:,\d{3})+|\d+)\.(\d+)(%?)$")
 INTEGER = re.compile(r"^(?:\d{1,3}(?:,\d{3})+|\d+)(%?)$")
-INTERVAL = re.compile(r"^[\[(](.+), (.+)[\])]$")
+INTERVAL = re.compile(r"^[\[(](.+?), (.+?)[\])](?: \(.*\))?$")  # a Holm level may follow: (97.5 %)
 NOT_NUMBERS = {"–", "−∞", "+∞", "∞", "", "None", "nan", "NaN"}
 EXACT = {"0", "0%", "100%"}  # exactly 0 (a Δ identical on every seed) and shares of 0 and 1: said exactly, not rounded
 
