@@ -28,14 +28,14 @@ MAX_BUNDLE_BYTES = 200 * 2**20  # default cap on a bundle file (and on what it u
 MAX_RUNS = 5000
 # A run's manifest entry: ~4 kB, ~90 objects and lists, ~170 commas with 2 layers; each layer adds ~0.75 kB, 24
 # and 28 (~50 kB, ~1,600, ~1,900 at the 64-layer maximum). One run may take the most; the whole manifest is
-# sized for MAX_RUNS runs of up to 8 layers (8 kB, 256, 512 each): json.loads of 5,000 2-layer entries (19 MB)
-# costs ~0.6 s and ~100 MB, and a hostile manifest at the caps about as much (scalars are counted too).
+# sized for MAX_RUNS runs of about 4 layers (8 kB, 160, 320 each): json.loads of 5,000 2-layer entries (19 MB)
+# costs ~0.6 s and ~100 MB, and of the worst manifest within every cap ~1 s and ~150 MB (scalars are counted).
 MANIFEST_BYTES_PER_RUN = 64 * 2**10
 MAX_MANIFEST_BYTES = MAX_RUNS * 8 * 2**10
 CONTAINERS_PER_RUN = 2048
-MAX_CONTAINERS = MAX_RUNS * 256
+MAX_CONTAINERS = MAX_RUNS * 160
 VALUES_PER_RUN = 4096  # commas (one per value beyond each object's or list's first)
-MAX_VALUES = MAX_RUNS * 512
+MAX_VALUES = MAX_RUNS * 320
 MAX_DEPTH = 16  # a real manifest nests 6 deep (manifest, runs, run, summary, config, model)
 FIXED_TIME = (1980, 1, 1, 0, 0, 0)  # every member's timestamp: the same runs give the same bytes
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
@@ -83,20 +83,23 @@ def export_bundle(target, runs=None, *, location=None, max_bytes: int | None = N
             mac = codec.sign(meta)  # a keyed process vouches for its runs; a store with the same key accepts them
             metas.append(meta if mac is None else meta | {"hmac": mac})
             del data, found
-        manifest = json.dumps({"format": FORMAT, "numerics_version": store.NUMERICS_VERSION, "runs": metas}).encode()
-        _importable(manifest, len(metas))
+        document = {"format": FORMAT, "numerics_version": store.NUMERICS_VERSION, "runs": metas}
+        manifest = json.dumps(document).encode()
+        _importable(manifest, document, len(metas))
         z.writestr(_fixed(MANIFEST, zipfile.ZIP_DEFLATED), manifest)
         z.comment = f"{FORMAT} manifest sha256 {hashlib.sha256(manifest).hexdigest()}".encode()
     return len(metas)
 
 
-def _importable(manifest: bytes, n_runs: int) -> None:
-    """BundleError unless read_bundle's manifest checks accept this manifest (runs of many layers weigh more)."""
+def _importable(manifest: bytes, document: dict, n_runs: int) -> None:
+    """BundleError unless read_bundle's manifest checks accept `manifest` (json.dumps of `document`): runs of
+    many layers weigh more. The structure is counted on the document, which costs no copy of the text."""
     limit = _manifest_limit(n_runs)
     try:
         if len(manifest) > limit:
             raise BundleError(f"{MANIFEST} would be {_bytes(len(manifest))}, more than {_bytes(limit)}")
-        _check_structure(manifest, n_runs)
+        containers, commas, depth = _structure(document)
+        _check_counts(containers, commas, n_runs, depth)
     except BundleError as exc:
         raise BundleError(f"an import would refuse this bundle ({exc}); export fewer runs at once") from None
 
@@ -176,14 +179,30 @@ def _check_structure(text: bytes, n_runs: int) -> None:
     has exactly the structure counted here, or is not JSON at all.
     """
     bare = _STRING.sub(b'""', text)
-    if bare.count(b"{") + bare.count(b"[") > 16 + min(MAX_CONTAINERS, n_runs * CONTAINERS_PER_RUN):
-        raise BundleError(f"not a bundle: {MANIFEST} holds more objects than {n_runs} runs need")
-    if bare.count(b",") > 16 + min(MAX_VALUES, n_runs * VALUES_PER_RUN):
-        raise BundleError(f"not a bundle: {MANIFEST} holds more values than {n_runs} runs need")
+    _check_counts(bare.count(b"{") + bare.count(b"["), bare.count(b","), n_runs)
     brackets = np.frombuffer(bare.translate(None, _NOT_BRACKET), dtype=np.uint8)
     steps = np.where((brackets == ord("{")) | (brackets == ord("[")), 1, -1).astype(np.int32)
-    if steps.size and int(np.cumsum(steps).max()) > MAX_DEPTH:
+    _check_counts(0, 0, n_runs, int(np.cumsum(steps).max()) if steps.size else 0)
+
+
+def _check_counts(containers: int, commas: int, n_runs: int, depth: int = 0) -> None:
+    if containers > 16 + min(MAX_CONTAINERS, n_runs * CONTAINERS_PER_RUN):
+        raise BundleError(f"not a bundle: {MANIFEST} holds more objects than {n_runs} runs need")
+    if commas > 16 + min(MAX_VALUES, n_runs * VALUES_PER_RUN):
+        raise BundleError(f"not a bundle: {MANIFEST} holds more values than {n_runs} runs need")
+    if depth > MAX_DEPTH:
         raise BundleError(f"not a bundle: {MANIFEST} is nested deeper than {MAX_DEPTH} levels")
+
+
+def _structure(value, depth: int = 1) -> tuple[int, int, int]:
+    """(objects and lists, commas, deepest nesting) of `value` written as JSON: what _check_structure counts."""
+    if not isinstance(value, (dict, list)):
+        return 0, 0, depth - 1
+    containers, commas, deepest = 1, max(len(value) - 1, 0), depth
+    for child in value.values() if isinstance(value, dict) else value:
+        c, k, d = _structure(child, depth + 1)
+        containers, commas, deepest = containers + c, commas + k, max(deepest, d)
+    return containers, commas, deepest
 
 
 def _manifest(z: zipfile.ZipFile, info: zipfile.ZipInfo, n_runs: int) -> dict:

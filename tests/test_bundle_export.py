@@ -242,3 +242,12 @@ def test_a_run_with_an_impossible_test_loss_is_refused(exported, value):
     with pytest.raises(bundle.BundleError, match="run 1 of 3: test_loss is not a finite number >= 0"):
         bundle.import_bundle(with_test_loss(exported, value))
     assert store.list_cached() == []
+
+
+def test_export_counts_a_manifest_as_import_does(exported):
+    """export checks the structure on the document, import on the text: the same counts for the same manifest."""
+    text = members(exported)["manifest.json"]
+    bare = bundle._STRING.sub(b'""', text)
+    brackets = bare.count(b"{") + bare.count(b"[")
+    containers, commas, depth = bundle._structure(json.loads(text))
+    assert (containers, commas, depth) == (brackets, bare.count(b","), 6)
