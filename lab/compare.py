@@ -209,10 +209,23 @@ def seeds_text(comparisons: pd.DataFrame) -> str:
 METRIC_WORDS = {"test_loss": "test loss", "token_accuracy": "per-token", "sequence_accuracy": "per-sequence"}
 
 
-def differences_text(comparisons: pd.DataFrame, names: Mapping[str, str] | None = None) -> str:
+def _base_mean(summary: pd.DataFrame | None, r) -> float:
+    """The baseline group's mean of r.metric in group_summary's table (per facet when faceted); NaN if absent."""
+    if summary is None or f"{r.metric}_mean" not in summary.columns:
+        return math.nan
+    rows = summary[summary["level"] == r.baseline]
+    if "facet" in summary.columns and hasattr(r, "facet"):
+        rows = rows[rows["facet"] == r.facet]
+    return float(rows[f"{r.metric}_mean"].iloc[0]) if len(rows) == 1 else math.nan
+
+
+def differences_text(
+    comparisons: pd.DataFrame, names: Mapping[str, str] | None = None, summary: pd.DataFrame | None = None
+) -> str:
     """What differs and by how much, level by level, from the comparisons: the metrics with a difference shown
-    (Δ mean and its interval), those identical on every seed, and those where no difference is shown or the seeds
-    are too few (with how many differed). `names`: metric -> words (default METRIC_WORDS). '' for no rows."""
+    (Δ mean and its interval; for the test loss, given group_summary's `summary`, also as a share of the baseline's
+    mean), those identical on every seed, and those where no difference is shown or the seeds are too few (with how
+    many differed). `names`: metric -> words (default METRIC_WORDS). '' for no rows."""
     names = METRIC_WORDS | dict(names or {})
     keys = [c for c in ("facet", "test_length") if c in comparisons.columns] + ["level"]
     parts = []
@@ -225,6 +238,9 @@ def differences_text(comparisons: pd.DataFrame, names: Mapping[str, str] | None 
             if r.verdict == stats.SHOWN:
                 interval = stats.format_interval(r.ci_low, r.ci_high) + _level_note(r.ci_level)
                 word = f"{word} by {stats.format_delta(r.delta_mean)} {interval}"
+                base = _base_mean(summary, r) if r.metric == "test_loss" else math.nan
+                if base == base and base > 0:
+                    word += f", {100 * r.delta_mean / base:+.2g} % of {r.baseline}'s mean {formats.loss(base)}"
             elif r.verdict in (stats.TOO_FEW, stats.NOT_SHOWN) and r.n_nonzero < r.n:
                 word = f"{word} ({r.n_nonzero} of {r.n} seeds differ)"
             said[r.verdict].append(word)

@@ -185,6 +185,9 @@ def test_the_sentence_says_what_differs_and_by_how_much_from_the_table():
     )
     assert r["ci_low"] > 0 and r["verdict"] == SHOWN
     assert differences_text(table.iloc[0:0]) == ""
+    summary = group_summary({"pre": base, "post": post})
+    share = 100 * r["delta_mean"] / summary.iloc[0]["test_loss_mean"]  # of pre-LN's mean test loss
+    assert f"{interval}, {share:+.2g} % of pre's mean" in differences_text(table, summary=summary)
 
 
 # --- curves over seeds ---------------------------------------------------------

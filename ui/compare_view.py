@@ -195,7 +195,8 @@ def show_tables(
     )
     if len(comparisons):
         comparison_table(comparisons, **names)
-        st.markdown(f"**What differs, computed from these runs.** {plain(compare.differences_text(comparisons))}")
+        said = compare.differences_text(comparisons, summary=summary)
+        st.markdown(f"**What differs, computed from these runs.** {plain(said)}")
         seeds_advice(comparisons, seeds_key, runs_per_seed)
     st.caption(RULE)
 
