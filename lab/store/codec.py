@@ -264,7 +264,7 @@ def _check_numbers(v: dict, run: RunConfig, stored: bool) -> None:
         raise RecordError(f"n_distinct + n_repeated is not the test set's {N_TEST} sequences")
     if v["n_distinct"] != _n_distinct(run.task):
         raise RecordError(f"n_distinct is not the count of the fixed test set's ({_n_distinct(run.task)})")
-    n_params = sum(math.prod(shape) for shape in param_shapes(run.model).values())
+    n_params = _n_params(run.model)
     if v["n_params"] != n_params:
         raise RecordError(f"n_params is not the config's model's {n_params:,} parameters")
     held_out = v.get("test_loss")
@@ -301,10 +301,21 @@ def check_values(meta: dict, run: RunConfig, *, stored: bool = False) -> None:
         raise RecordError("the summary's numbers are not the record's")
 
 
+@functools.lru_cache(maxsize=1024)
+def _n_params(model) -> int:
+    return sum(math.prod(shape) for shape in param_shapes(model).values())
+
+
+@functools.lru_cache(maxsize=4096)
+def _run_of(config_text: str) -> RunConfig:
+    """RunConfig.from_dict of a config's canonical JSON, memoised: an index of thousands is re-read often."""
+    return RunConfig.from_dict(json.loads(config_text))
+
+
 def check_summary(summary) -> None:
     """An index line's summary (RunRecord.summary()) is what a checked sidecar holds; RecordError otherwise."""
     try:
-        run = RunConfig.from_dict(summary["config"])
+        run = _run_of(json.dumps(summary["config"], sort_keys=True))
         provenance.checked(summary.get("platform"))
         _check_numbers(summary, run, stored=True)
     except ConfigError as exc:
