@@ -29,8 +29,8 @@ PROBES = (
     dict(d_model=128, n_heads=1, n_layers=1, batch_size=16, length=6),
     dict(d_model=256, n_heads=4, n_layers=1, batch_size=16, length=6),  # products large enough for BLAS's pace
 )
-PROBE_STEPS = 3  # steps per timed chunk; a probe's time is the median of PROBE_ROUNDS chunks
-PROBE_ROUNDS = 5
+PROBE_STEPS = 3  # steps per timed chunk
+PROBE_ROUNDS = 7  # chunks per probe: the fastest gives the model's shape, the median over the fastest its pace
 EVAL_STEPS = 40  # the evaluation and the 20 snapshots cost about this many training steps of the same run
 
 
@@ -55,8 +55,8 @@ def _probe_run(shape: dict) -> RunConfig:
 
 
 def _time_probes() -> np.ndarray:
-    """Seconds per step of each probe: the median of PROBE_ROUNDS chunks (the pace a sweep keeps under this
-    machine's load, not its best moment), the probes interleaved so a burst of load does not land on one only."""
+    """(PROBE_ROUNDS, probes) seconds per step of each timed chunk, the probes interleaved so a burst of other load
+    does not land on one only."""
     trainers = [Trainer(_probe_run(p)) for p in PROBES]
     chunks = np.empty((PROBE_ROUNDS, len(PROBES)))
     with one_blas_thread():  # as attncore.train trains
@@ -68,7 +68,7 @@ def _time_probes() -> np.ndarray:
                 for _ in range(PROBE_STEPS):
                     trainer.step()
                 chunks[r, i] = (time.perf_counter() - start) / PROBE_STEPS
-    return np.median(chunks, axis=0)
+    return chunks
 
 
 def fit(features: np.ndarray, seconds: np.ndarray) -> np.ndarray:
@@ -88,7 +88,7 @@ def fit(features: np.ndarray, seconds: np.ndarray) -> np.ndarray:
 @dataclass(frozen=True)
 class CostModel:
     coefficients: np.ndarray  # seconds per unit of each step feature
-    probe_seconds: tuple[float, ...]  # what the calibration measured, per probe
+    probe_seconds: tuple[float, ...]  # what the calibration measured: each probe's median step
     calibration_seconds: float  # how long the calibration took
 
     def step_seconds(self, run: RunConfig) -> float:
@@ -116,14 +116,18 @@ def calibrate(workers: int = 1) -> CostModel:
     caches and memory bandwidth); the probe times are their mean."""
     start = time.perf_counter()
     if workers <= 1:
-        seconds = _time_probes()
+        chunks = _time_probes()
     else:
         from joblib.externals.loky import ProcessPoolExecutor  # processes that do not re-run the caller's __main__
 
         with ProcessPoolExecutor(max_workers=workers) as pool:
-            seconds = np.mean([job.result() for job in [pool.submit(_time_probes) for _ in range(workers)]], axis=0)
+            chunks = np.concatenate([job.result() for job in [pool.submit(_time_probes) for _ in range(workers)]])
+    # Other load only ever adds time: the fastest chunks give the cost's shape (stable coefficients), and the
+    # typical chunk over the fastest, the pace this machine keeps now, which scales the whole model.
+    fastest, typical = chunks.min(axis=0), np.median(chunks, axis=0)
+    pace = float(np.median(typical / fastest))
     features = np.array([step_features(_probe_run(p)) for p in PROBES])
-    return CostModel(fit(features, seconds), tuple(seconds), time.perf_counter() - start)
+    return CostModel(pace * fit(features, fastest), tuple(typical), time.perf_counter() - start)
 
 
 _models: dict[int, CostModel] = {}
