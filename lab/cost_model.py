@@ -1,7 +1,7 @@
 """How long training runs take here, estimated before any of them is trained: a cost model of one step from the
 run's shape and batch (multiply-adds, elementwise work, per-block overhead), calibrated once per process by timing
 a few small probe runs on this machine, times the steps, plus the evaluation; and the wall time of a sweep of runs
-on a number of worker processes. Imports attncore only (and NumPy).
+on a number of worker processes. Imports attncore and NumPy (and joblib's loky, for a calibration in parallel).
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ class CostModel:
 def calibrate(workers: int = 1) -> CostModel:
     """Time the probes here (a second or two) and fit the step model. With workers > 1 the probes run in that many
     fresh processes at once, as a sweep's runs do, so the model sees what they cost each other (shared cores,
-    caches and memory bandwidth); the probe times are their mean."""
+    caches and memory bandwidth); their chunks are pooled."""
     start = time.perf_counter()
     if workers <= 1:
         chunks = _time_probes()
