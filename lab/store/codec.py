@@ -173,16 +173,20 @@ def encode(record) -> tuple[dict, bytes]:
 
 def expected_arrays(run: RunConfig) -> dict[str, tuple[tuple[int, ...], tuple[str, ...]]]:
     """name -> (shape, allowed dtypes) of every array a record of this run must hold, and nothing else."""
-    m, L = run.model, run.task.length
+    return dict(_expected_arrays(run.model, run.task.length, run.train.steps))
+
+
+@functools.lru_cache(maxsize=1024)  # the seeds of a sweep share it; a rebuild of the index checks thousands
+def _expected_arrays(m, L: int, steps: int) -> dict[str, tuple[tuple[int, ...], tuple[str, ...]]]:
     floats = (np.dtype(m.dtype).str,)
     out = {
-        "loss_history": ((run.train.steps,), (np.dtype(np.float64).str, np.dtype(np.float32).str)),
+        "loss_history": ((steps,), (np.dtype(np.float64).str, np.dtype(np.float32).str)),
         "probe_tokens": ((2 * L,), (np.dtype(np.int64).str, np.dtype(np.int32).str)),
         "probe_attention": ((m.n_layers, m.n_heads, 2 * L, 2 * L), floats),
     }
     for name, shape in param_shapes(m).items():
         out[PARAM_PREFIX + name] = (tuple(shape), floats)
-    n = len(snapshot_steps(run.train.steps))
+    n = len(snapshot_steps(steps))
     out[SNAPSHOT_PREFIX + "step"] = ((n,), (np.dtype(np.int64).str,))
     for name in ("token_accuracy", "sequence_accuracy"):
         out[SNAPSHOT_PREFIX + name] = ((n,), (np.dtype(np.float64).str,))
