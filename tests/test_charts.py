@@ -431,3 +431,15 @@ def test_scores_over_training_axis_ends_at_the_last_stored_step():
     spec = interpret.scores_over_training(steps, {"previous token": np.zeros((4, 1, 2))}).to_dict()
     scale = spec["spec"]["encoding"]["x"]["scale"]
     assert scale["domain"] == [1, 1500] and scale["nice"] is False
+
+
+@pytest.mark.parametrize("columns", [4, 5])
+def test_length_curves_panels_share_the_main_area(columns):
+    """Issue 29.3: the Length page's facets ran past 1,280 px (ALiBi hidden) on both tabs."""
+    names = ["none", "learned", "sinusoidal", "RoPE", "ALiBi"]
+    df = pd.DataFrame(
+        {"encoding": names, "length": 4, "metric": "per-token", "seeds": 1, "mean": 0.5, "min": 0.4, "max": 0.6}
+    )
+    spec = charts.length_curves(df, trained=4, longest=8, columns=columns).to_dict()
+    shown = min(columns, len(names))
+    assert 95 + shown * spec["spec"]["width"] + (shown - 1) * spec["spacing"] <= MAIN_WIDTH

@@ -126,9 +126,23 @@ def test_heatmap_sizes_cells_and_picks_the_colour_type():
     faceted = spec(
         masks.mask_heatmap(np.tri(3, dtype=bool)[None].repeat(2, 0), ("sequence", "query", "key"), facet="sequence")
     )
-    assert faceted["facet"]["column"]["field"] == "sequence"
+    assert faceted["facet"]["field"] == "sequence"
     color = faceted["spec"]["layer"][0]["encoding"]["color"]
     assert color["type"] == "nominal" and color["scale"]["domain"] == ["allowed", "masked"]
+
+
+def test_faceted_heatmaps_wrap_to_fit_the_main_area():
+    """Six padded sequences of 16 positions: 6 panels of 16 cells in one row ran far past the page (issue 29.3)."""
+    from ui.charts.base import MAIN_WIDTH
+
+    weights = np.full((6, 16, 16), 1 / 16)
+    s = spec(
+        base.heatmap(
+            base.grid_frame(weights, ("sequence", "query", "key"), "weight"), "key", "query", cell=28, facet="sequence"
+        )
+    )
+    panel = s["spec"]["width"]
+    assert s["columns"] >= 1 and 70 + s["columns"] * (panel + 20) + 80 <= MAIN_WIDTH or s["columns"] == 1
 
 
 def test_mask_frame_labels_allowed_and_masked():

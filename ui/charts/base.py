@@ -126,9 +126,10 @@ def heatmap(
         text = alt.Chart().mark_text(fontSize=10).encode(text=alt.Text(f"{value}:Q", format=text_format), **enc)
         layers.append(text.encode(color=contrast))
     chart = alt.layer(*layers, data=df).properties(width=cell_x * n_x, height=cell_y * n_y)
-    if facet:
+    if facet:  # as many panels to a row as fit the main area (with the axis and a legend): more wrap below
         header = alt.Header(labelExpr=f"'{facet} ' + datum.value", labelFontSize=12)
-        return chart.facet(column=alt.Column(f"{facet}:O", header=header, title=None))
+        columns = max(1, (MAIN_WIDTH - Y_AXIS_WIDTH - 80) // (cell_x * n_x + FACET_SPACING))
+        return chart.facet(facet=alt.Facet(f"{facet}:O", header=header, title=None), columns=columns)
     if fixed_size:
         chart = chart.properties(autosize=PAD)
     return chart.properties(title=title) if title else chart

@@ -20,9 +20,13 @@ def mask_frame(mask: np.ndarray, axes: tuple[str, ...]) -> pd.DataFrame:
     return frame
 
 
-def mask_heatmap(mask: np.ndarray, axes: tuple[str, ...], cell: int = 22, facet: str | None = None) -> alt.Chart:
-    """Allowed cells blue, masked ones grey."""
-    return heatmap(mask_frame(mask, axes), axes[-1], axes[-2], "key is", scale=MASK, cell=cell, facet=facet)
+def mask_heatmap(
+    mask: np.ndarray, axes: tuple[str, ...], cell: int = 22, facet: str | None = None, legend: bool | str = True
+) -> alt.Chart:
+    """Allowed cells blue, masked ones grey; the legend at the right, or above/below ('top', 'bottom') in a
+    narrow column, where one at the right ran out of it."""
+    frame = mask_frame(mask, axes)
+    return heatmap(frame, axes[-1], axes[-2], "key is", scale=MASK, cell=cell, facet=facet, legend=legend)
 
 
 def row_sum_frame(sums: np.ndarray) -> pd.DataFrame:

@@ -360,6 +360,8 @@ def length_curves(
         layers.insert(0, shaded)
     return (
         alt.layer(*layers, data=df)
-        .properties(width=panel_width(min(columns, len(encodings))) if len(encodings) > 1 else 520, height=220)
+        .properties(
+            width=panel_width(min(columns, len(encodings)), y_axis=95) if len(encodings) > 1 else 520, height=220
+        )
         .facet(facet=alt.Facet("encoding:N", title=None, sort=encodings), columns=columns, spacing=FACET_SPACING)
     )
