@@ -44,7 +44,8 @@ def print_summary(s: dict) -> None:
         f"d={m['d_model']} heads={m['n_heads']} layers={m['n_layers']} steps={t['steps']}"
     )
     print(
-        f"  final loss {formats.loss(s['final_loss'])}   per-token {s['token_accuracy']:.3f}   "
+        f"  test loss {formats.loss(s['test_loss']) if s.get('test_loss') is not None else '-'}   "
+        f"last-batch loss {formats.loss(s['final_loss'])}   per-token {s['token_accuracy']:.3f}   "
         f"per-sequence {s['sequence_accuracy']:.3f}   params {s['n_params']:,}   "
         f"train {s['train_seconds']:.1f} s{'  (cached)' if s.get('cached') else ''}"
     )

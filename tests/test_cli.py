@@ -22,6 +22,7 @@ import pytest
 
 from attncore.config import ConfigError, make_run
 from attncore.memory import parse_size, training_bytes
+from lab import formats
 from lab.store import backend as entries
 
 REPO = Path(__file__).resolve().parents[1]
@@ -164,6 +165,15 @@ def test_bad_input_exits_2_with_one_line_before_training(tmp_path, argv, flag, a
     assert lines[0].startswith(f"error: {flag}: ") and allowed in lines[0]
     assert r.stdout == ""
     assert stored(cache) == []
+
+
+def test_train_text_names_the_held_out_test_loss_and_labels_the_last_batch(tmp_path):
+    cache = tmp_path / "cache"
+    flags = ["--length", "3", "--steps", "20"]
+    summary = json.loads(attncore(cache, "train", *flags, "--json").stdout)
+    text = attncore(cache, "train", *flags).stdout
+    assert f"test loss {formats.loss(summary['test_loss'])}" in text
+    assert f"last-batch loss {formats.loss(summary['final_loss'])}" in text and "final loss" not in text
 
 
 def test_train_json_prints_the_snapshots_and_evaluate_matches_it_at_the_trained_length(tmp_path):
