@@ -164,9 +164,9 @@ def column(values, digits: int = 3, signed: bool = False, max_decimals: int = MA
 
 
 def p_values(values) -> list[str]:
-    """A column of p-values in one format, 4 significant digits of the smallest (the floor 0.03125 of 6 seeds
-    exactly): ['0.03125', '0.50000', '1.00000']; scientific for all when the smallest is below 1e-4."""
-    return column(values, 4, max_decimals=6)
+    """A column of p-values in one format, 3 significant digits of the smallest: ['0.250', '0.500', '1.000'],
+    ['0.00781', '0.25000']; scientific for all when the smallest is below 1e-3."""
+    return column(values, 3)
 
 
 def table_formatters(columns, frame=None) -> dict:

@@ -227,7 +227,7 @@ def test_seed_curves_fill_the_main_area_and_tell_seeds_apart():
     spec = charts.seed_curves(df).to_dict()
     assert spec["columns"] == 2  # two runs: two panels sharing the width, not a third empty column
     width = spec["spec"]["width"]
-    assert 80 + 2 * width + 20 <= MAIN_WIDTH == charts.SEED_CURVES_WIDTH  # the y axis, two panels and their gap
+    assert 105 + 2 * width + 20 <= MAIN_WIDTH == charts.SEED_CURVES_WIDTH  # the y axis, two panels and their gap
     band, seeds, mean = spec["spec"]["layer"]
     assert seeds["mark"]["opacity"] >= 0.9 and seeds["mark"]["strokeWidth"] > 1
     assert mean["mark"]["strokeDash"]  # the mean is dashed, not one more solid line among the seeds

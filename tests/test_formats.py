@@ -76,8 +76,8 @@ def test_a_column_has_one_format_for_all_its_values():
     assert formats.column([0.471, 1.87e-4]) == ["4.71e-01", "1.87e-04"]
     assert formats.column([0.471, 2.3]) == ["0.471", "2.300"]
     assert formats.column([-0.03, 0.431, float("nan")], signed=True) == ["−0.0300", "+0.4310", "–"]
-    assert formats.p_values([0.007812, 0.03906, 0.25]) == ["0.007812", "0.039060", "0.250000"]
-    assert formats.p_values([0.03125, 1]) == ["0.03125", "1.00000"]
+    assert formats.p_values([0.007812, 0.03906, 0.25]) == ["0.00781", "0.03906", "0.25000"]
+    assert formats.p_values([0.25, 1]) == ["0.250", "1.000"] and formats.p_values([3e-5, 1])[0] == "3.00e-05"
     assert formats.signed_accuracy(-0.5) == "−0.500"
 
 

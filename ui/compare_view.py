@@ -153,6 +153,7 @@ def comparison_table(comparisons: pd.DataFrame, **names) -> None:
     once = {"baseline"} if len(baselines) == 1 else set()
     once |= {"p floor"} if len(floors) == 1 else set()
     once |= {"seeds differing"} if every_seed else set()
+    once |= set() if every_seed else {"seeds"}  # '3 of 3' names the seeds too: one column fewer, so it fits 1,280 px
     order = [c for c in shown.columns if c not in once | {"Δ min", "Δ max", "t interval"}]
     height = min(35 * (len(shown) + 1) + 3, 800)
     tables.show(shown.replace({"metric": METRIC_NAMES}), height=height, column_order=order)

@@ -77,7 +77,7 @@ def seed_curves(df: pd.DataFrame, log: bool = True, columns: int = 3) -> alt.Fac
     )
     n_runs = max(1, df["run"].nunique()) if len(df) else 1
     columns = min(columns, n_runs)
-    width = panel_width(columns, SEED_CURVES_WIDTH, y_axis=80)  # the y axis and the gaps take the rest
+    width = panel_width(columns, SEED_CURVES_WIDTH, y_axis=105)  # the y axis (labels to 0.0001) and the gaps
     return (
         alt.layer(band, seeds, mean, data=df)
         .properties(width=width, height=200)
@@ -176,7 +176,7 @@ def breakdown_bars(df: pd.DataFrame) -> alt.Chart:
             color=alt.Color("symbols:N", title=None, scale=SYMBOLS, legend=alt.Legend(orient="bottom")),
             tooltip=["variant:N", "symbols:N", alt.Tooltip("accuracy:Q", format=".3f"), "n:Q"],
         )
-        .properties(height=max(1, len(variants)) * 2 * 14)
+        .properties(height=max(1, len(variants)) * 2 * 16 + 80)  # Streamlit fits the axis and legend in it too
     )
 
 
