@@ -300,7 +300,7 @@ def test_ablations_table_has_base_first_and_differences(store):
     base, ablated = get_run(make_run(steps=STEPS)), get_run(make_run(steps=STEPS, position="none"))
     loss = comparisons[comparisons["metric"] == "test loss"].iloc[0]  # held out, not the last training batch
     assert loss["variant"] == "no position" and shows(loss["Δ mean"], ablated.test_loss - base.test_loss)
-    assert loss["p floor"] == "1.000" and loss["interval"] == "(−∞, +∞)"  # one seed: the test rejects no shift
+    assert loss["p floor"] == "1.00" and loss["interval"] == "(−∞, +∞)"  # one seed: the test rejects no shift
     assert set(comparisons["verdict"]) <= {"too few seeds", "identical on every seed"}
     assert len(charts(at)) == 2  # loss curves and the distinct/repeated breakdown
 
