@@ -172,7 +172,12 @@ def breakdown_bars(df: pd.DataFrame) -> alt.Chart:
         .encode(
             y=alt.Y("variant:N", title=None, sort=variants, axis=alt.Axis(labelLimit=160)),
             yOffset=alt.YOffset("symbols:N", sort=SYMBOLS.domain),
-            x=alt.X("accuracy:Q", title="per-sequence accuracy", scale=alt.Scale(domain=[0, 1])),
+            x=alt.X(
+                "accuracy:Q",
+                title="per-sequence accuracy",
+                scale=alt.Scale(domain=[0, 1]),
+                axis=alt.Axis(values=[0, 0.25, 0.5, 0.75, 1], format=".2f"),  # five ticks, readable at any width
+            ),
             color=alt.Color("symbols:N", title=None, scale=SYMBOLS, legend=alt.Legend(orient="bottom")),
             tooltip=["variant:N", "symbols:N", alt.Tooltip("accuracy:Q", format=".3f"), "n:Q"],
         )
