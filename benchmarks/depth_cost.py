@@ -3,7 +3,7 @@
 The last block computes only the answer rows, so it is cheaper than the others and the 8/2 ratio sits above 4
 where the blocks dominate a step (wide models); the embedding, loss and Adam's fixed costs pull it below 4.
 
-Each width's two models (the article's run otherwise: 4 heads, d_ff = 4d, batch 32, copy L = 6) are stepped in
+Each width's models (the article's run otherwise: 4 heads, d_ff = 4d, batch 32, copy L = 6) are stepped in
 alternating chunks on one BLAS thread, as attncore.train trains; the fastest chunk of each is kept (other load
 on a shared machine only ever adds time, so the fastest is the closest to the step's own cost). Printed: the step
 times, their ratio, and the cost model's ratio (lab.cost_model, calibrated first).
