@@ -310,12 +310,11 @@ def import_bundle_report(
     wrote: a run stored meanwhile by another process (a concurrent import) counts as already there.
     """
     imported = list({_key(r.config): r for r in read_bundle(source, max_bytes, trust=trust)}.values())
+    new = [r for r in imported if not store.is_cached(r.config, location=location)]
     done = []
-    try:
-        for record in imported:
-            if store.is_cached(record.config, location=location):
-                continue
-            if store.put_run(record, location=location, replace=False):  # checked again under the run's lock
+    try:  # each checked again under its lock: a run another import stored meanwhile is left, not counted
+        for record, wrote in zip(new, store.put_runs(new, location=location, replace=False), strict=True):
+            if wrote:
                 done.append(record.config)
     except BaseException:
         store.remove_runs(done, location=location)

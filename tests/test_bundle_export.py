@@ -183,18 +183,19 @@ def test_a_bundle_listing_a_run_twice_counts_it_once(exported, capsys):
 
 
 def test_two_concurrent_imports_of_one_bundle_report_each_run_stored_once(exported, monkeypatch):
-    """Both imports check the store before either writes (a barrier at their first write): each run is written
-    by one of them, and the two counts add up to the bundle's runs."""
+    """Both imports look the bundle's runs up in the store before either writes (a barrier after their last
+    look-up): each run is written by one of them, and the two counts add up to the bundle's runs."""
     store.clear_cache()
-    real, barrier, first = store.put_run, threading.Barrier(2, timeout=30), threading.local()
+    real, barrier, calls = store.is_cached, threading.Barrier(2, timeout=30), threading.local()
 
-    def put_run(record, **kwargs):
-        if not getattr(first, "done", False):
-            first.done = True
+    def is_cached(run, **kwargs):
+        found = real(run, **kwargs)
+        calls.n = getattr(calls, "n", 0) + 1
+        if calls.n == len(RUNS):
             barrier.wait()
-        return real(record, **kwargs)
+        return found
 
-    monkeypatch.setattr(store, "put_run", put_run)
+    monkeypatch.setattr(store, "is_cached", is_cached)
     results = []
 
     def one():

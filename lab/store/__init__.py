@@ -25,7 +25,7 @@ import math
 import os
 import shutil
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import joblib
@@ -53,6 +53,7 @@ __all__ = [
     "max_store_bytes",
     "pin_view",
     "put_run",
+    "put_runs",
     "remove_runs",
     "stored_bytes",
     "sign_store",
@@ -296,15 +297,28 @@ def put_run(record: RunRecord, *, location: Path | str | None = None, replace: b
     With replace=False an entry already there (whole, or whole but not signed with the current key) is left
     as it is. True when this call wrote the entry.
     """
-    entry = _Entry(record.config, location)
-    meta, data = codec.encode(record)
-    meta["numerics_version"] = NUMERICS_VERSION
-    with backend.locked(entry.lock_path):
-        if not replace and (entry.stored() is not None or _unsigned(entry)):
-            return False
-        backend.write_entry(entry.path, meta, data)
-    index.update(entry.location, entry.func_dir, {entry.path.name: index.describe_entry(entry.path, meta)})
-    return True
+    return list(put_runs([record], location=location, replace=replace))[0]
+
+
+def put_runs(records, *, location: Path | str | None = None, replace: bool = True) -> Iterator[bool]:
+    """put_run for each record in turn, yielding whether this call wrote it; the index is written once, when the
+    iteration ends or is refused midway (an import of thousands of runs rewrites it once, not once a run)."""
+    lines, entry = {}, None
+    try:
+        for record in records:
+            entry = _Entry(record.config, location)
+            meta, data = codec.encode(record)
+            meta["numerics_version"] = NUMERICS_VERSION
+            with backend.locked(entry.lock_path):
+                wrote = replace or (entry.stored() is None and not _unsigned(entry))
+                if wrote:
+                    backend.write_entry(entry.path, meta, data)
+            if wrote:
+                lines[entry.path.name] = index.describe_entry(entry.path, meta)
+            yield wrote
+    finally:
+        if lines:
+            index.update(entry.location, entry.func_dir, lines)
 
 
 def _unsigned(entry: _Entry) -> bool:
