@@ -36,15 +36,17 @@ EVAL_STEPS = 40  # the evaluation and the 20 snapshots cost about this many trai
 
 def step_features(run: RunConfig) -> np.ndarray:
     """What one training step's time is linear in: [1, blocks, matmul multiply-adds, attention multiply-adds,
-    elementwise values], averaged over the lengths a range-trained run draws from."""
+    elementwise values], averaged over the lengths a range-trained run draws from. The last block computes its
+    keys and values on every position but the rest on the answer rows only (attncore.model), as counted here."""
     m, t = run.model, run.train
     B, n, d, f, H, V = t.batch_size, m.n_layers, m.d_model, m.d_ff, m.n_heads, m.vocab_size
     rows = []
     for length in range(run.task.min_length, run.task.length + 1):
         T = 2 * length  # the tokens a step feeds the model
-        matmul = B * T * (n * (4 * d * d + 2 * d * f) + d * V)  # Q, K, V, out, FFN; the unembedding
-        attention = n * B * T * T * d  # scores and the weighted sum
-        elementwise = n * B * T * (d + f) + n * B * H * T * T  # norms, residuals, GELU; softmax
+        queries = (n - 1) * T + length  # rows past Q, K, V summed over the blocks: the last block's answers only
+        matmul = B * (n * T * 3 * d * d + queries * (d * d + 2 * d * f) + length * d * V)  # the unembedding
+        attention = B * queries * T * d  # scores and the weighted sum
+        elementwise = B * queries * (d + f) + B * H * queries * T  # norms, residuals, GELU; softmax
         rows.append([1.0, n, matmul, attention, elementwise])
     return np.mean(rows, axis=0)
 

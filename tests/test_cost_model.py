@@ -8,7 +8,6 @@ from __future__ import annotations
 import re
 
 import numpy as np
-import pytest
 from apptest_helpers import texts
 from streamlit.testing.v1 import AppTest
 from streamlit.util import calc_hash
@@ -21,12 +20,20 @@ from lab.store import list_cached
 
 
 def test_a_steps_features_grow_linearly_with_depth():
-    """Every per-block term doubles with the blocks; the fixed term does not (so depth costs linearly)."""
-    two, four = step_features(make_run(n_layers=2)), step_features(make_run(n_layers=4))
-    assert two[0] == four[0] == 1.0 and four[1] == 2 * two[1]
-    assert four[3] == 2 * two[3] and four[4] == 2 * two[4]
-    embedding = step_features(make_run(n_layers=1))[2] * 2 - two[2]  # the unembedding, counted once
-    assert four[2] - embedding == pytest.approx(2 * (two[2] - embedding))
+    """Every block past the first adds the same work (the cost is linear in depth); the fixed term stays 1."""
+    two, four, eight = (step_features(make_run(n_layers=n)) for n in (2, 4, 8))
+    assert two[0] == four[0] == eight[0] == 1.0
+    assert np.allclose(eight - four, 2 * (four - two)) and ((four - two)[1:] > 0).all()
+
+
+def test_the_last_block_counts_its_answer_rows_only():
+    """Past Q, K and V the last block computes the L answer rows, not all 2L positions (attncore.model)."""
+    run, deeper = make_run(n_layers=1), make_run(n_layers=2)
+    B, T, L, d, f = 32, 12, 6, 32, 128
+    added = step_features(deeper) - step_features(run)  # one more full block
+    assert added[2] == B * T * (3 * d * d + d * d + 2 * d * f) and added[3] == B * T * T * d
+    last = step_features(run)[2] - B * L * d * 21  # the one block, the unembedding taken out
+    assert last == B * (T * 3 * d * d + L * (d * d + 2 * d * f))
 
 
 def test_a_range_trained_run_costs_its_lengths_on_average():
