@@ -181,3 +181,20 @@ def test_the_regimes_page_offers_to_train_what_is_missing(tmp_path, monkeypatch)
     assert not at.exception
     assert "0 of 8 runs cached" in texts(at.info)
     assert any(b.key == "reg_train" for b in at.button)
+
+
+def test_at_its_defaults_the_depth_experiment_is_offered_with_an_estimate_within_the_caps(tmp_path, monkeypatch):
+    """The page's default grid (144 runs) is within the hosted caps and the per-view budget: a Train button that
+    says what it will cost, no refusal."""
+    from apptest_helpers import texts
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("ATTNCORE_CACHE_DIR", str(tmp_path))
+    at = AppTest.from_file("../dashboard.py", default_timeout=120)
+    at.run()
+    at.switch_page("app_pages/regimes.py").run()
+    assert not at.exception and not at.warning and not at.error
+    n = len(regimes.all_runs(regimes.depth_cells(range(regimes.DEFAULT_SEEDS))))
+    assert f"0 of {n} runs cached" in texts(at.info)
+    (button,) = [b for b in at.button if b.key == "reg_train"]
+    assert f"{n} runs, about" in button.label and "over this server" not in button.label

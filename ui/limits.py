@@ -36,9 +36,9 @@ class Limits:
     max_heads: int = 16
     max_batch: int = 128
     max_concurrent: int = 2  # heavy jobs (trainings, sweeps, timings, ablations) running at once on this server
-    max_sweep_runs: int = 30  # runs one button press may train
+    max_sweep_runs: int = 160  # runs one button press may train (their computing time: max_view_cpu_s)
     max_seeds: int = 8  # Ablations, Compare: seeds per variant or level (8: five variants vs one base, Holm)
-    max_compare_runs: int = 60  # Ablations, Compare: runs one view loads (cached or not)
+    max_compare_runs: int = 160  # Ablations, Compare, Regimes: runs one view loads (cached or not; Regimes' 144)
     max_view_cpu_s: int = 3600  # computing seconds one button press may start, estimated (lab.cost_model) before it
     sweep_jobs: int = 2  # worker processes of a sweep
     slot_wait_seconds: int = 120  # how long a job waits for a free slot
