@@ -98,7 +98,7 @@ def _exit_with_parent(parent_pid: int, interval: float = 0.5) -> None:
     threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
-def _check_cluster(client) -> None:
+def check_cluster(client) -> None:
     """Fail with one clear line, not a hang, when the scheduler or a worker cannot import this project."""
 
     def importable() -> bool:  # a nested function travels by value, so it runs even where lab is missing
@@ -164,7 +164,7 @@ def run_sweep(
     elif missing:
         client, own = _client(scheduler)
         try:
-            _check_cluster(client)
+            check_cluster(client)
             with parallel_config(backend="dask", client=client):
                 for i, record, trained_here in Parallel(n_jobs=n_jobs, return_as="generator_unordered")(tasks):
                     finished(missing[i], record, trained_here)

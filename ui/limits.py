@@ -20,6 +20,7 @@ from dataclasses import dataclass, fields
 
 import streamlit as st
 
+from attncore import ConfigError
 from lab import settings
 
 LIMIT_RANGE = (1, 10**9)  # every cap is a whole number in this range
@@ -55,6 +56,7 @@ class Limits:
     max_bundle_mb: int = 50  # largest run bundle a visitor may upload on Home (and Streamlit's server.maxUploadSize)
     max_download_mb: int = 200  # Home's "Download all runs": the largest bundle it builds (cache import's default)
     bundle_upload: bool | None = None  # Home's "Load a bundle": None = on with a display, off when headless
+    dask_scheduler: str | None = None  # tcp://HOST:PORT: the pages' sweeps train there (lab.sweep's Dask path)
 
     def store_bytes(self) -> int:
         """max_store_mb in bytes: the cap every pass over the store takes (the page's, and its workers')."""
@@ -105,7 +107,20 @@ def parse_switch(name: str, raw) -> bool:
     return SWITCH[key]
 
 
-PARSERS = {"bundle_upload": parse_switch, "max_store_mb": parse_store_mb}  # every other cap: parse_limit
+def parse_scheduler(name: str, raw) -> str:
+    """dask_scheduler: an address protocol://host:port, checked as the command line's --scheduler is."""
+    from lab.sweep import check_scheduler_address
+
+    try:
+        check_scheduler_address(raw)
+    except ConfigError:
+        allowed = "tcp, tls, ws or wss, port 1-65535"
+        raise ValueError(f"{name} must be an address like tcp://HOST:PORT ({allowed})") from None
+    return raw
+
+
+PARSERS = {"bundle_upload": parse_switch, "max_store_mb": parse_store_mb, "dask_scheduler": parse_scheduler}
+# every other cap: parse_limit
 
 
 def parse_limits(environ: Mapping[str, str], secrets: Mapping) -> tuple[Limits, list[str]]:

@@ -7,6 +7,7 @@ every worker at its next step (nothing half-trained is stored). Also what a swee
 from __future__ import annotations
 
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Sequence
@@ -19,7 +20,7 @@ import streamlit as st
 from attncore import RunConfig
 from lab import cost_model
 from lab.formats import count, duration
-from lab.store import RunRecord, cache_dir, is_cached
+from lab.store import RunRecord, cache_dir, get_run, is_cached
 from ui import live, worker
 from ui.limits import BusyError, limits, training_slot
 from ui.metered import Memo
@@ -70,8 +71,54 @@ def cost(missing: Sequence[RunConfig]) -> str:
 @dataclass
 class _Job:
     run: RunConfig
-    future: Future
-    progress: object  # the worker's memory-mapped progress file (ui.worker)
+    future: Future  # a concurrent.futures or a distributed Future
+    progress: object  # the worker's memory-mapped progress file (ui.worker); None on a Dask cluster
+
+
+_clients: dict[str, object] = {}  # address -> distributed.Client, one per server process (st.cache_resource would
+_clients_lock = threading.Lock()  # take the Client, which is awaitable, for a coroutine)
+
+
+def _dask_client(address: str):
+    """The server's distributed.Client on the configured scheduler, connected and checked once (lab.sweep's connect
+    and check_cluster; again after it closed): ConfigError, one line, when none answers or its workers cannot
+    import the lab."""
+    from lab.sweep import check_cluster, connect
+
+    with _clients_lock:
+        client = _clients.get(address)
+        if client is not None and client.status == "running":
+            return client
+        client = connect(address)
+        try:
+            check_cluster(client)
+        except Exception:
+            client.close()
+            raise
+        _clients[address] = client
+        return client
+
+
+def _submitter(lim, tmp: str, view: tuple, cap: int):
+    """submit(run, index) -> _Job: on the local worker pool with a progress file, or, with dask_scheduler set, on
+    the cluster through lab.store.get_run (the same function the command line's `--backend dask` runs there, so
+    the bits are the same; the workers' own max_store_mb applies there)."""
+    location = str(cache_dir())
+    if lim.dask_scheduler:
+        client = _dask_client(lim.dask_scheduler)
+
+        def on_cluster(run: RunConfig, index: int) -> _Job:
+            return _Job(run, client.submit(get_run, run, location=location, keep=view, pure=False), None)
+
+        return on_cluster
+    pool = live.pool(lim.max_concurrent)
+
+    def local(run: RunConfig, index: int) -> _Job:
+        path = Path(tmp) / f"progress-{index}-{uuid.uuid4().hex}.f64"
+        progress = worker.open_progress(path, run.train.steps, create=True)
+        return _Job(run, pool.submit(worker.train_with_progress, run, location, str(path), view, cap), progress)
+
+    return local
 
 
 @dataclass
@@ -89,7 +136,7 @@ def _text(what: str, s: _Sweep, estimate_s: float | None) -> tuple[float, str]:
     """(fraction done, the progress line) from the state of the sweep."""
     now = time.monotonic()
     total_steps = sum(r.train.steps for r in s.runs)
-    running_steps = {id(j): len(worker.losses_so_far(j.progress)) for j in s.running}
+    running_steps = {id(j): 0 if j.progress is None else len(worker.losses_so_far(j.progress)) for j in s.running}
     steps_done = sum(r.train.steps for r in s.done) + sum(running_steps.values())
     if steps_done and s.first_step_at is None:
         s.first_step_at = now
@@ -99,7 +146,7 @@ def _text(what: str, s: _Sweep, estimate_s: float | None) -> tuple[float, str]:
     parts = [head]
     for j in s.running:
         n = running_steps[id(j)]
-        shown = f"step {n:,} of {j.run.train.steps:,}" if n else "starting"
+        shown = f"step {n:,} of {j.run.train.steps:,}" if n else "on the cluster" if j.progress is None else "starting"
         parts.append(f"run {s.runs.index(j.run) + 1}: {shown}")
     parts.append(f"{duration(now - s.started)} elapsed")
     left = None
@@ -115,7 +162,8 @@ def _text(what: str, s: _Sweep, estimate_s: float | None) -> tuple[float, str]:
 def _stop_all(s: _Sweep) -> None:
     """The page is leaving mid-sweep (Cancel, a rerun, the visitor gone): stop every worker of this sweep."""
     for j in s.running:
-        worker.request_cancel(j.progress)
+        if j.progress is not None:  # a cluster's run cannot be stopped midway: it finishes and is stored whole
+            worker.request_cancel(j.progress)
         j.future.cancel()
 
 
@@ -166,16 +214,13 @@ def sweep_live(runs: Sequence[RunConfig], what: str, cached: int = 0, keep=()) -
         with training_slot(what.lower()), tempfile.TemporaryDirectory() as tmp:
             cancel.button("Cancel", key=f"sweep_cancel_{what}", icon=":material/stop_circle:")  # a click reruns
             lim = limits()
-            pool, cap, view = live.pool(lim.max_concurrent), lim.store_bytes(), tuple(dict.fromkeys([*runs, *keep]))
+            view = tuple(dict.fromkeys([*runs, *keep]))
+            submit = _submitter(lim, tmp, view, lim.store_bytes())
             _sweeps().put(token, (what, s))
             try:
                 while queue or s.running:
                     while queue and len(s.running) < workers():
-                        run = queue.pop(0)
-                        path = Path(tmp) / f"progress-{len(s.done) + len(s.running)}-{uuid.uuid4().hex}.f64"
-                        progress = worker.open_progress(path, run.train.steps, create=True)
-                        job = pool.submit(worker.train_with_progress, run, str(cache_dir()), str(path), view, cap)
-                        s.running.append(_Job(run, job, progress))
+                        s.running.append(submit(queue.pop(0), len(s.done) + len(s.running)))
                     time.sleep(REFRESH_SECONDS)
                     for j in [j for j in s.running if j.future.done()]:
                         s.done[j.run] = j.future.result()  # a failed run raises here (the others are stopped)
