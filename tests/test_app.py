@@ -412,7 +412,8 @@ def test_compare_trains_missing_runs_as_one_sweep_then_shows_groups_and_verdicts
     assert set(comparisons["baseline"]) == {"on"} and set(comparisons["scaling"]) == {"off"}
     order = list(at.dataframe[1].proto.column_order)
     assert "verdict" in order and "baseline" not in order  # one baseline: named once, in the caption
-    assert "Every row is against the baseline **on**, paired by seed." in texts(at.caption)
+    assert "scaling" not in order  # one level compared with it: named once too
+    assert "Every row is **off** against the baseline **on**, paired by seed." in texts(at.caption)
     on = [get_run(make_run(steps=STEPS, seed=s, scaling=True)).test_loss for s in (0, 1)]
     off = [get_run(make_run(steps=STEPS, seed=s, scaling=False)).test_loss for s in (0, 1)]
     assert shows(comparisons["Δ mean"].iloc[0], np.mean(np.subtract(off, on)))

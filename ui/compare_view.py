@@ -150,8 +150,14 @@ def comparison_table(comparisons: pd.DataFrame, **names) -> None:
     every_seed = bool((comparisons["n_nonzero"] == comparisons["n"]).all())
     # So that the table fits 1,280 px: a baseline or a floor shared by every row is said once below it, not
     # repeated in a column, and each pair's smallest and largest Δ and the t interval are left to the CSV.
+    levels = list(dict.fromkeys(comparisons["level"]))
     once = {"baseline"} if len(baselines) == 1 else set()
+    once |= {names.get("level", "level")} if len(levels) == 1 and len(baselines) == 1 else set()
     once |= {"p floor"} if len(floors) == 1 else set()
+    metrics = list(dict.fromkeys(comparisons["metric"]))
+    once |= {"metric"} if len(metrics) == 1 else set()
+    uncorrected = bool((comparisons["p_corrected"] == comparisons["p_value"]).all())  # one level per baseline
+    once |= {"p (Holm)"} if uncorrected else set()
     once |= {"seeds differing"} if every_seed else set()
     once |= set() if every_seed else {"seeds"}  # '3 of 3' names the seeds too: one column fewer, so it fits 1,280 px
     order = [c for c in shown.columns if c not in once | {"Δ min", "Δ max", "t interval"}]
@@ -163,7 +169,13 @@ def comparison_table(comparisons: pd.DataFrame, **names) -> None:
         "the comparisons CSV."
     ]
     if len(baselines) == 1:
-        said.append(f"Every row is against the baseline **{plain(str(baselines[0]))}**, paired by seed.")
+        level = f"**{plain(str(levels[0]))}** " if len(levels) == 1 else ""
+        said.append(f"Every row is {level}against the baseline **{plain(str(baselines[0]))}**, paired by seed.")
+    if len(metrics) == 1:
+        name = METRIC_NAMES.get(metrics[0], metrics[0])
+        said.append(f"Every row compares the {name}{' accuracy' if 'accuracy' in metrics[0] else ''}.")
+    if uncorrected:
+        said.append("Holm's correction leaves every p as it is here (one comparison per baseline and metric).")
     if every_seed:
         said.append("Every pair differed on every seed.")
     if len(floors) == 1:

@@ -7,10 +7,9 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from ui.charts.base import BASE_COLOR, DIVERGING, PAD, VARIANT_COLORS
+from ui.charts.base import BASE_COLOR, PAD, VARIANT_COLORS, diverging, panel_width
 
 METRIC_TITLES = {"test_loss": "test loss", "sequence_accuracy": "per-sequence accuracy"}
-PANEL_WIDTH = 300  # three panels and their axes fit 1,280 px
 MATRIX_NAMES = {"attn_in": "attention in (W_QKV)", "attn_out": "attention out (W_O)", "ffn_in": "FFN in (W₁)"}
 MATRIX_NAMES |= {"ffn_out": "FFN out (W₂)"}
 
@@ -41,7 +40,7 @@ def verdict_grid(rows: pd.DataFrame, x: str, y: str, x_title: str, y_title: str)
         alt.Chart()
         .mark_rect(stroke="white", strokeWidth=2)
         .encode(
-            color=alt.Color("delta:Q", scale=DIVERGING, title="mean Δ", legend=alt.Legend(orient="right")),
+            color=alt.Color("delta:Q", scale=diverging(df["delta"]), title="mean Δ", legend=alt.Legend(orient="right")),
             tooltip=tooltip,
             **enc,
         )
@@ -74,7 +73,7 @@ def against(frame: pd.DataFrame, x: str, x_title: str, *, log_x: bool = False, l
         tooltip += [alt.Tooltip("max:Q", format=".4g"), alt.Tooltip("n:Q", title="seeds")]
         y = alt.Y("mean:Q", title=f"{title} (mean over seeds)", scale=y_scale)
         line = alt.Chart(df).mark_line(point=True).encode(x=ex, y=y, color=color, tooltip=tooltip)
-        panels.append(alt.layer(band, line).properties(width=PANEL_WIDTH, height=240))
+        panels.append(alt.layer(band, line).properties(width=panel_width(2) - 40, height=240))
     return alt.hconcat(*panels)
 
 
@@ -114,10 +113,11 @@ def grad_norms(df: pd.DataFrame, matrix: str = "ffn_out") -> alt.Chart:
             color=color,
             tooltip=tooltip,
         )
-        .properties(width=PANEL_WIDTH - 40, height=220)
+        .properties(width=panel_width(min(3, df["depth"].nunique())), height=220)
     )
     header = alt.Header(labelExpr="datum.value + ' blocks'", labelFontSize=12)
-    return alt.layer(chart, data=df).facet(column=alt.Column("depth:O", header=header, title=None), columns=3)
+    faceted = alt.layer(chart, data=df).facet(column=alt.Column("depth:O", header=header, title=None), columns=3)
+    return faceted.resolve_scale(x="independent")  # each panel's blocks only
 
 
 def attention_by_size(df: pd.DataFrame) -> alt.Chart:
@@ -134,6 +134,6 @@ def attention_by_size(df: pd.DataFrame) -> alt.Chart:
             alt.Chart(df)
             .mark_line(point=True)
             .encode(x=x, y=alt.Y(f"{field}:Q", title=title), color=color, strokeDash=dash, tooltip=tooltip)
-            .properties(width=PANEL_WIDTH, height=220)
+            .properties(width=panel_width(2) - 40, height=220)
         )
     return alt.hconcat(*panels)
