@@ -18,7 +18,15 @@ record = runs.require(run, "the configuration above")
 
 e = record.eval
 cols = st.columns(5)
-cols[0].metric("Final loss", formats.loss(record.final_loss))
+cols[0].metric(
+    "Test loss",
+    formats.loss(record.test_loss),
+    f"last batch {formats.loss(record.final_loss)}",
+    delta_color="off",
+    delta_arrow="off",
+    help="Teacher-forced cross-entropy over the answer tokens of the 500 fixed test sequences: the held-out loss "
+    "every comparison uses. Below it, the training loss of the last step's batch (one noisy batch).",
+)
 cols[1].metric("Per-token accuracy", f"{e.token_accuracy:.3f}")
 cols[2].metric("Per-sequence accuracy", f"{e.sequence_accuracy:.3f}")
 cols[3].metric("Parameters", f"{record.n_params:,}")

@@ -170,7 +170,10 @@ def add_model_args(p: argparse.ArgumentParser, many: bool = False) -> None:
         help="train on every length MIN..MAX (L becomes MAX): one length per batch, drawn each step",
     )
     p.add_argument(
-        "--mixed-lengths", action="store_true", help="with --train-lengths: mix lengths in a batch (right padding)"
+        "--mixed-lengths",
+        action="store_true",
+        help="with --train-lengths: mix lengths in a batch (right padding; the loss averages every answer token, so "
+        "long sequences count more; without it one length per batch weights each length equally)",
     )
     p.add_argument(
         "--randomized-positions",

@@ -122,7 +122,9 @@ def test_home_invalid_sidebar_shows_error(store):
 def test_train_cached_run_appears_at_once(store):
     at = app("train")
     record = get_run(make_run(steps=STEPS))
-    assert metric(at, "Final loss") == formats.loss(record.final_loss)
+    assert metric(at, "Test loss") == formats.loss(record.test_loss)  # the held-out loss, not the last batch's
+    (loss,) = [m for m in at.metric if m.label == "Test loss"]
+    assert loss.delta == f"last batch {formats.loss(record.final_loss)}"
     assert metric(at, "Per-sequence accuracy") == f"{record.eval.sequence_accuracy:.3f}"
     assert metric(at, "Parameters") == "27,253"
     assert len(charts(at)) == 2  # the loss curve, and accuracy over the training snapshots (issue 14)
@@ -140,15 +142,15 @@ def test_train_uncached_run_trains_on_demand(store):
     assert not at.exception
     assert is_cached(make_run(seed=5, steps=STEPS))
     record = get_run(make_run(seed=5, steps=STEPS))
-    assert metric(at, "Final loss") == formats.loss(record.final_loss)
+    assert metric(at, "Test loss") == formats.loss(record.test_loss)
 
 
 def test_train_sidebar_change_changes_what_is_shown(store):
     at = app("train")
-    before = metric(at, "Final loss")
+    before = metric(at, "Test loss")
     at.selectbox(key="pos").set_value("none").run()
     assert "none position" in texts(at.caption)
-    assert metric(at, "Final loss") != before  # the no-position run is cached too, with its own loss
+    assert metric(at, "Test loss") != before  # the no-position run is cached too, with its own loss
 
 
 def test_train_invalid_combination_shows_error_not_traceback(store):

@@ -134,12 +134,12 @@ OUTCOME = """() => {
   if (document.querySelector('[data-testid="stException"]')) return 'traceback';
   if (document.body.textContent.includes('BUSY_TEXT')) return 'busy';
   const labels = [...document.querySelectorAll('[data-testid="stMetricLabel"]')].map(e => e.textContent);
-  return labels.some(t => t.includes('Final loss')) ? 'trained' : false;
+  return labels.some(t => t.includes('Test loss')) ? 'trained' : false;
 }""".replace("BUSY_TEXT", BUSY)
 
 
 def outcome(tab, timeout: float) -> str:
-    """How the visitor's training ended: trained (the Final loss metric), busy, traceback, or timeout."""
+    """How the visitor's training ended: trained (the Test loss metric), busy, traceback, or timeout."""
     try:
         return tab.wait_for_function(OUTCOME, timeout=timeout * 1000, polling=200).json_value()
     except sync_api.TimeoutError:

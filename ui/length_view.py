@@ -125,7 +125,8 @@ def literature_protocol() -> None:
     lim = limits()
     st.caption(
         f"Trained for {lit_steps():,} steps on every length from 1 to 8 (one length per batch, "
-        "drawn each step, as Ruoss et al.; the sidebar's other settings), then tested by greedy generation at "
+        "drawn each step, as Ruoss et al., so each length weighs the same; mixed in padded batches a long sequence "
+        "would count more; the sidebar's other settings), then tested by greedy generation at "
         "each length from 1 to 16 on that length's own 500 sequences."
     )
     task = url_radio("Task", "lit_task", TASKS, "copy")

@@ -77,7 +77,12 @@ def _advanced(lim) -> dict:
         "layers": partial(url_number, "Layers (blocks)", "layers", 2, 1, lim.max_layers),
         "batch": partial(url_number, "Batch size", "batch", 32, 1, lim.max_batch, step=8),
         "mixed": partial(
-            url_toggle, "Mix lengths in a batch", "mixed", False, help="With a range: right-padded batches."
+            url_toggle,
+            "Mix lengths in a batch",
+            "mixed",
+            False,
+            help="With a range: right-padded batches, the loss averaged over every answer token, so a long sequence "
+            "counts more than a short one. Off: one length per batch, each length weighted equally.",
         ),
         "nmax": partial(
             url_number,
