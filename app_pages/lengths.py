@@ -114,7 +114,7 @@ with run_tab:
         by_seed[sidebar.POSITION_LABELS[r.config.model.position]][r.config.train.seed] = res
     comparisons = length_comparisons(by_seed)
     if len(comparisons):
-        compare_view.comparison_table(comparisons, level="encoding", test_length="test L′")
+        compare_view.comparison_tables_by_metric(comparisons, level="encoding", test_length="test L′")
         st.caption(
             "Each encoding against the first with a number at that test length (learned, or sinusoidal past the "
             "learned table), paired by seed; Holm's correction across the encodings, per test length and metric."

@@ -137,7 +137,9 @@ def test_length_page_compares_each_encoding_with_a_baseline_at_each_test_length(
     at = app("lengths", len_L=["3", "9"], len_seeds="2")
     at.button(key="len_compare").click().run()
     assert not at.exception, [e.message for e in at.exception]
-    table = next(d.value for d in at.dataframe if "encoding" in d.value.columns)
+    per_metric = [d.value for d in at.dataframe if "encoding" in d.value.columns]  # one table per metric
+    assert [set(t["metric"]) for t in per_metric] == [{"per-token"}, {"per-sequence"}]
+    table = pd.concat(per_metric, ignore_index=True)
     assert set(table[table["test L′"] == 3]["baseline"]) == {"learned"}
     assert set(table[table["test L′"] == 9]["baseline"]) == {"sinusoidal"}
     assert set(table[table["test L′"] == 9]["encoding"]) == {"RoPE", "ALiBi", "none"}

@@ -187,6 +187,21 @@ def comparison_table(comparisons: pd.DataFrame, **names) -> None:
     st.caption(" ".join(said))
 
 
+TABLE_TITLES = {
+    "test_loss": "Test loss",
+    "token_accuracy": "Per-token accuracy",
+    "sequence_accuracy": "Per-sequence accuracy",
+}
+
+
+def comparison_tables_by_metric(comparisons: pd.DataFrame, **names) -> None:
+    """comparison_table once per metric under its title: without the metric column, a wide comparison (many
+    levels, cells or test lengths) fits the main area."""
+    for metric in dict.fromkeys(comparisons["metric"]):
+        st.markdown(f"**{TABLE_TITLES.get(metric, metric)}**")
+        comparison_table(comparisons[comparisons["metric"] == metric], **names)
+
+
 def show_tables(
     summary: pd.DataFrame,
     comparisons: pd.DataFrame,

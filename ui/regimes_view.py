@@ -107,9 +107,7 @@ def cell_table(rows: pd.DataFrame, runs_per_seed: int) -> pd.DataFrame:
     """The cells' comparisons as Compare shows its panels' (interval, p, floor, verdict; the seeds a verdict
     needs and a button adding them); returns them for the CSV."""
     comparisons = rows[["facet", *compare.COMPARISON_COLUMNS]]
-    for metric, title in (("test_loss", "Test loss"), ("sequence_accuracy", "Per-sequence accuracy")):
-        st.markdown(f"**{title}**")  # one table per metric: each fits the main area
-        compare_view.comparison_table(comparisons[comparisons["metric"] == metric], facet="cell")
+    compare_view.comparison_tables_by_metric(comparisons, facet="cell")
     compare_view.seeds_advice(comparisons, "reg_seeds", runs_per_seed)
     st.caption(compare.RULE)
     return comparisons
