@@ -113,6 +113,17 @@ def _kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
+@contextmanager
+def chromium() -> Iterator:
+    """Debian's Chromium under playwright, headless with the project's flags, closed on exit."""
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
 def wait_for_app(tab, timeout: float = 60.0) -> None:
     """Until the script has finished running and every chart has drawn."""
     tab.wait_for_selector("[data-testid=stApp][data-test-connection-state=CONNECTED]", timeout=timeout * 1000)

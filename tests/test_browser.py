@@ -15,7 +15,13 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import pytest
-from browser_helpers import CHROMIUM, CHROMIUM_ARGS, ROOT, console_error, streamlit_server, sync_api, wait_for_app
+from browser_helpers import (
+    ROOT,
+    chromium,
+    console_error,
+    streamlit_server,
+    wait_for_app,
+)
 
 from ui.nav import PAGES as NAV_PAGES
 
@@ -56,10 +62,8 @@ def server(cache, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+    with chromium() as b:
         yield b
-        b.close()
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 import pytest
-from browser_helpers import CHROMIUM, CHROMIUM_ARGS, streamlit_server, sync_api  # skips locally, fails in CI
+from browser_helpers import chromium, streamlit_server  # skips locally, fails in CI
 
 LINK = "[Session expired - log in again](https://evil.example/login)"
 IMAGE = "![p](http://127.0.0.1:9/x.png)"
@@ -32,10 +32,8 @@ def base(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    with chromium() as b:
         yield b
-        b.close()
 
 
 @pytest.mark.parametrize("path", list(LINKS))

@@ -5,7 +5,7 @@ exception. The calculator pages need no stored runs, so the server gets an empty
 from __future__ import annotations
 
 import pytest
-from browser_helpers import CHROMIUM, CHROMIUM_ARGS, streamlit_server, sync_api, wait_for_app
+from browser_helpers import chromium, streamlit_server, wait_for_app
 
 WIDTHS = (1280, 390)
 VIEWS = (
@@ -56,10 +56,8 @@ def server(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+    with chromium() as b:
         yield b
-        b.close()
 
 
 @pytest.mark.parametrize("width", WIDTHS)

@@ -36,6 +36,16 @@ def cluster():
     mp.undo()
 
 
+def click_train_on_the_regimes_page(timeout: int) -> AppTest:
+    at = AppTest.from_file("../dashboard.py", default_timeout=timeout)
+    at.query_params.update(QUERY)
+    at.run()
+    at.switch_page("app_pages/regimes.py").run()
+    (button,) = [b for b in at.button if b.key == "reg_train"]
+    button.click().run()
+    return at
+
+
 def test_a_scheduler_address_is_read_as_a_setting_and_checked():
     lim, problems = parse_limits({"ATTNLAB_DASK_SCHEDULER": "tcp://127.0.0.1:8786"}, {})
     assert lim.dask_scheduler == "tcp://127.0.0.1:8786" and problems == []
@@ -54,12 +64,7 @@ def test_a_pages_sweep_goes_to_the_scheduler_and_matches_local_training(cluster,
 
     monkeypatch.setattr("ui.live.pool", no_local_pool)
     runs = regimes.all_runs(regimes.depth_cells(range(1), steps=100, depths=(2,), lrs=(1e-2,)))
-    at = AppTest.from_file("../dashboard.py", default_timeout=240)
-    at.query_params.update(QUERY)
-    at.run()
-    at.switch_page("app_pages/regimes.py").run()
-    (button,) = [b for b in at.button if b.key == "reg_train"]
-    button.click().run()
+    at = click_train_on_the_regimes_page(timeout=240)
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert all(is_cached(run) for run in runs)
     assert "What the lab found." in texts(at.markdown)
@@ -70,11 +75,6 @@ def test_a_pages_sweep_goes_to_the_scheduler_and_matches_local_training(cluster,
 def test_an_unreachable_scheduler_is_one_message_not_a_traceback(tmp_path, monkeypatch):
     monkeypatch.setenv("ATTNCORE_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("ATTNLAB_DASK_SCHEDULER", "tcp://127.0.0.1:9")  # the discard port: nothing answers
-    at = AppTest.from_file("../dashboard.py", default_timeout=120)
-    at.query_params.update(QUERY)
-    at.run()
-    at.switch_page("app_pages/regimes.py").run()
-    (button,) = [b for b in at.button if b.key == "reg_train"]
-    button.click().run()
+    at = click_train_on_the_regimes_page(timeout=120)
     assert not at.exception
     assert any("no dask scheduler answered at tcp://127.0.0.1:9" in e.value for e in at.error)
