@@ -122,7 +122,8 @@ def test_the_readme_opens_with_the_two_commands_and_the_torch_cpu_build_pinned_i
     pin = re.search(r"^torch==([\w.]+)$", (ROOT / "requirements-dev.txt").read_text(), re.M).group(1)
     top = text[: text.index("\n## ")]
     assert "pip install -r requirements.txt && streamlit run dashboard.py" in top
-    assert f"pip install torch=={pin} --index-url https://download.pytorch.org/whl/cpu" in top
+    assert f"pip install torch=={pin} && pip install -r requirements-dev.txt" in top  # torch first, pinned
+    assert "CPU build" in top and "--index-url" not in top  # the CPU build is said, no package host is named
     assert "pip install -r requirements-dev.txt && python -m pytest" in top
     assert "second terminal" in top.lower() or "terminal 2" in top.lower()  # streamlit run keeps the first one
     assert "-r requirements-dev.txt && python -m pytest" in (ROOT / ".ci" / "run").read_text()  # CI runs it
