@@ -14,10 +14,11 @@ from ui.plain import plain
 
 st.title("Regimes")
 st.caption(
-    "At the lab's default size (2 blocks, d_k = 8) the √d_k scaling and the LayerNorm's place show no difference in "
-    "accuracy: the effects the papers describe live at other depths, head sizes and learning rates. Each experiment "
-    "here trains its grid of runs over seeds as one metered sweep and judges every cell by the comparison rule "
-    "(paired by seed: interval, exact sign-flip p, verdict) on the held-out test loss and the per-sequence accuracy."
+    "At the article's size (2 blocks, d_k = 8) it found no difference in accuracy from the √d_k scaling or the "
+    "LayerNorm's place; the effects the papers describe live at other depths, head sizes and learning rates. Each "
+    "experiment here trains its grid of runs over seeds as one metered sweep and judges every cell by the comparison "
+    "rule (paired by seed: interval, exact sign-flip p, verdict) on the held-out test loss and the per-sequence "
+    "accuracy."
 )
 lim = limits()
 c1, c2 = st.columns([3, 1])
