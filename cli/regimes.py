@@ -48,15 +48,6 @@ def options(a) -> dict:
     return out
 
 
-def _initial_loss(cells) -> float:
-    """The test loss at initialisation, mean over the baseline's seeds (ℓ₀ of the LR sensitivity)."""
-    from attncore.evaluate import test_loss
-    from attncore.train import initial_params
-
-    runs = next(iter(cells[0].groups.values()))
-    return float(sum(test_loss(initial_params(r), r) for r in runs) / len(runs))
-
-
 def _row_text(r) -> str:
     keys = r["facet"]
     low, high = r["ci_low"], r["ci_high"]
@@ -85,7 +76,7 @@ def cmd_regimes(a) -> int:
     out = {"experiment": a.experiment, "seeds": a.seeds, "cells": json.loads(rows.to_json(orient="records"))}
     out["finding"] = regimes.finding(rows)
     if a.experiment == "lr":
-        best = regimes.lr_summary(cells, summaries, _initial_loss(cells))
+        best = regimes.lr_summary(cells, summaries, regimes.initial_loss(cells))
         fair = regimes.at_best(cells, summaries)
         out["variants"] = json.loads(best.to_json(orient="records"))
         out["at_best"] = json.loads(fair.to_json(orient="records"))

@@ -14,13 +14,15 @@ panels). Pure functions: configs out, summaries in, DataFrames and sentences out
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from attncore.config import RunConfig, make_run
+from attncore.evaluate import test_loss
+from attncore.train import initial_params
 from lab import compare, formats, stats
 
 EXPERIMENTS = ("depth", "heads", "lr")
@@ -136,32 +138,48 @@ def lr_sensitivity(losses: Mapping[float, float], initial: float) -> float:
     return float(np.mean(capped - min(min(finite), initial)))
 
 
+def _losses_by_lr(cells: Sequence[Cell], summaries: Mapping[RunConfig, dict], label: str) -> dict[float, float]:
+    """{lr: the variant's mean test loss over the seeds} of an lr experiment."""
+    return {cell.key["lr"]: _mean([summaries[r] for r in cell.groups[label]], LOSS) for cell in cells}
+
+
+def _best_lr(losses: Mapping[float, float]) -> float:
+    """The learning rate of the lowest finite loss (a diverged, NaN loss is never best)."""
+    return min(losses, key=lambda lr: losses[lr] if math.isfinite(losses[lr]) else math.inf)
+
+
+def initial_loss(cells: Sequence[Cell], loss_at_init: Callable[[RunConfig], float] | None = None) -> float:
+    """ℓ₀ of the LR sensitivity: the test loss of the initial weights, mean over the baseline's seeds.
+    `loss_at_init(run)` computes one (the page passes a metered one); default attncore.evaluate.test_loss."""
+    if loss_at_init is None:
+
+        def loss_at_init(run: RunConfig) -> float:
+            return test_loss(initial_params(run), run)
+
+    runs = next(iter(cells[0].groups.values()))
+    return float(np.mean([loss_at_init(run) for run in runs]))
+
+
 def lr_summary(cells: Sequence[Cell], summaries: Mapping[RunConfig, dict], initial: float) -> pd.DataFrame:
     """Per variant of an lr experiment: the best learning rate (lowest mean test loss), its loss and the LR
-    sensitivity over the grid. `initial`: the test loss at initialisation (the same for every variant whose
-    initial weights agree; the mean over the seeds)."""
-    labels = list(cells[0].groups)
+    sensitivity over the grid. `initial`: the test loss at initialisation (initial_loss)."""
     rows = []
-    for label in labels:
-        losses = {cell.key["lr"]: _mean([summaries[r] for r in cell.groups[label]], LOSS) for cell in cells}
-        best = min(losses, key=lambda lr: losses[lr] if math.isfinite(losses[lr]) else math.inf)
-        rows.append(
-            {
-                "variant": label,
-                "best_lr": best,
-                "best_loss": losses[best],
-                "sensitivity": lr_sensitivity(losses, initial),
-            }
-        )
+    for label in cells[0].groups:
+        losses = _losses_by_lr(cells, summaries, label)
+        best = _best_lr(losses)
+        sensitivity = lr_sensitivity(losses, initial)
+        rows.append({"variant": label, "best_lr": best, "best_loss": losses[best], "sensitivity": sensitivity})
     return pd.DataFrame(rows)
 
 
 def at_best(cells: Sequence[Cell], summaries: Mapping[RunConfig, dict]) -> pd.DataFrame:
     """The two variants of an lr experiment compared each at its own best learning rate, paired by seed (the fair
     comparison of Wortsman et al.; the shared-lr comparisons are `table`'s rows)."""
-    best = lr_summary(cells, summaries, math.inf).set_index("variant")["best_lr"]
     by_lr = {cell.key["lr"]: cell for cell in cells}
-    groups = {label: [summaries[r] for r in by_lr[lr].groups[label]] for label, lr in best.items()}
+    groups = {}
+    for label in cells[0].groups:
+        lr = _best_lr(_losses_by_lr(cells, summaries, label))
+        groups[label] = [summaries[r] for r in by_lr[lr].groups[label]]
     return compare.paired_differences(groups, metrics=METRICS)
 
 

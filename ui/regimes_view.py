@@ -144,13 +144,13 @@ def attention_after(cells, by_run, what: str) -> pd.DataFrame:
 
 
 def initial_loss(cells) -> float:
-    """ℓ₀ of the LR sensitivity: the test loss of the initial weights, mean over the baseline's seeds (metered)."""
+    """lab.regimes.initial_loss with each run's initial test loss metered (server-wide memo, else a slot)."""
     from attncore.evaluate import test_loss
 
-    runs = next(iter(cells[0].groups.values()))
-    losses = [metered.metered("test-loss-init", r, lambda r=r: test_loss(initial_params(r), r), "Initial loss")
-              for r in runs]  # fmt: skip
-    return float(sum(losses) / len(losses))
+    def metered_loss(run):
+        return metered.metered("test-loss-init", run, lambda: test_loss(initial_params(run), run), "Initial loss")
+
+    return regimes.initial_loss(cells, metered_loss)
 
 
 def lr_tables(best: pd.DataFrame, fair: pd.DataFrame, initial: float) -> None:
