@@ -209,16 +209,13 @@ def finding(rows: pd.DataFrame, metric: str = LOSS) -> str:
     shown = rows[rows["verdict"] == stats.SHOWN]
     name = "test loss" if metric == LOSS else metric.replace("_", " ")
     variant, baseline = rows["level"].iloc[0], rows["baseline"].iloc[0]
+    others = rows[rows["verdict"] != stats.SHOWN]["verdict"].value_counts()
+    told = "; ".join(f"{formats.count(int(n), 'cell')}: {v}" for v, n in others.items())  # the other cells' verdicts
     if shown.empty:
-        counts = rows["verdict"].value_counts()
-        told = "; ".join(f"{formats.count(int(n), 'cell')}: {v}" for v, n in counts.items())
         return f"{variant} against {baseline} on the {name}: no cell shows a difference ({told})."
     parts = [f"{r['facet']} (Δ {stats.format_delta(r['delta_mean'])})" for _, r in shown.iterrows()]
-    rest = len(rows) - len(shown)
-    return (
-        f"{variant} against {baseline} on the {name}: a difference is shown in {formats.count(len(shown), 'cell')} of "
-        f"{len(rows)}: " + "; ".join(parts) + f". In the other {rest} no difference is shown or the seeds are too few."
-    )
+    head = f"{variant} against {baseline} on the {name}: a difference is shown in {formats.count(len(shown), 'cell')}"
+    return f"{head} of {len(rows)}: " + "; ".join(parts) + (f". The others: {told}." if told else ".")
 
 
 def by_variant(cells: Sequence[Cell], summaries: Mapping[RunConfig, dict]) -> pd.DataFrame:

@@ -65,6 +65,7 @@ def test_the_table_shows_a_difference_where_every_seed_differs_and_none_where_th
     assert (test.drop(index=(8, 0))["verdict"] == stats.IDENTICAL).all()
     text = regimes.finding(rows)
     assert "8 blocks, lr 1e-2, no warm-up" in text and "1 cell of 4" in text
+    assert "The others: 3 cells: identical on every seed." in text  # what the other cells are, not a guess
 
 
 def test_lr_sensitivity_caps_each_point_at_the_initial_loss():
