@@ -2,10 +2,12 @@
 
 import streamlit as st
 
+from attncore.interpret.norms import SNAPSHOT_BATCHES
 from attncore.optim import lr_schedule
 from attncore.snapshots import SNAPSHOT_N_TEST
 from lab import formats, provenance
 from ui import frames, runs, sidebar
+from ui.charts import regimes as regime_charts
 from ui.charts import runs as charts
 from ui.params import url_select_slider
 from ui.plain import plain
@@ -77,3 +79,21 @@ st.caption(
     "Per-sequence accuracy split by whether the input repeats a symbol: a model without position "
     "information cannot tell two equal symbols apart by where they sit."
 )
+
+st.subheader("Norms by block during training")
+if record.norms is None:
+    st.info(
+        "This run was stored before its norms were recorded with it; `python -m attncore norms` with the sidebar's "
+        "settings measures them by training it again, bit for bit.",
+        icon=":material/history:",
+    )
+else:
+    st.altair_chart(regime_charts.snapshot_norms(regime_charts.snapshot_norms_frame(record.norms)), width="content")
+    st.caption(
+        f"At each of the {len(record.norms)} snapshots, on {SNAPSHOT_BATCHES * run.train.batch_size} fixed "
+        "sequences of the task (the same for every run of this task and length): the gradient norm of each block's "
+        "FFN output matrix, the residual stream's mean norm after the block, the largest attention logit "
+        "|q·k|/scale and the mean attention entropy of the rows that see two keys or more. The Regimes page sets "
+        "them beside each other across depths and head sizes; `python -m attncore norms --json` prints all four "
+        "matrices and the initial figures."
+    )

@@ -25,7 +25,8 @@ class TrainResult:
     params: dict[str, np.ndarray]
     train_seconds: float  # the training steps only, without the snapshots
     snapshots: list[Snapshot] = field(default_factory=list)  # in step order; empty with snapshots=False
-    snapshot_seconds: float = 0.0  # time spent taking the snapshots
+    snapshot_seconds: float = 0.0  # time spent taking the snapshots (and measuring them, with on_snapshot)
+    measured: list = field(default_factory=list)  # on_snapshot's result at each snapshot, in step order
 
     @property
     def final_loss(self) -> float:
@@ -88,27 +89,33 @@ class Trainer:
 
 
 def train(
-    run: RunConfig, callback: Callable[[int, float], object] | None = None, *, snapshots: bool = True
+    run: RunConfig,
+    callback: Callable[[int, float], object] | None = None,
+    *,
+    snapshots: bool = True,
+    on_snapshot: Callable[[dict, int], object] | None = None,
 ) -> TrainResult:
     """Train the model of `run` on fresh batches every step with Adam.
 
     callback(step, loss) is called after every step (a progress bar, a live curve). With snapshots
     (the default) the weights after each step of `snapshot_steps(steps)` are scored and their probe
     attention kept (attncore.snapshots); that reads the weights only and draws no batch, so the loss
-    history and the final weights are bit-identical with snapshots=False.
+    history and the final weights are bit-identical with snapshots=False. on_snapshot(params, step), when given,
+    is called there too (it must only read the weights) and its results are kept in `measured`.
 
     BLAS runs on one thread for the whole call (attncore._blas), restored after: OpenBLAS splits a product
     differently over 1 and 2 threads, and the bits must not depend on the thread count the process inherits.
     """
     with one_blas_thread():
-        return _train(run, callback, snapshots)
+        return _train(run, callback, snapshots, on_snapshot)
 
 
-def _train(run: RunConfig, callback: Callable[[int, float], object] | None, snapshots: bool) -> TrainResult:
+def _train(run: RunConfig, callback, snapshots: bool, on_snapshot) -> TrainResult:
     trainer = Trainer(run)
     history = np.empty(run.train.steps)
     at = set(snapshot_steps(run.train.steps)) if snapshots else set()
     taken: list[Snapshot] = []
+    measured = []
     snapshot_seconds = 0.0
     start = time.perf_counter()
     gc_was_enabled = gc.isenabled()
@@ -119,6 +126,8 @@ def _train(run: RunConfig, callback: Callable[[int, float], object] | None, snap
             if step + 1 in at:  # the weights after step + 1 Adam steps
                 t0 = time.perf_counter()
                 taken.append(take_snapshot(trainer.params, run, step + 1))
+                if on_snapshot is not None:
+                    measured.append(on_snapshot(trainer.params, step + 1))
                 snapshot_seconds += time.perf_counter() - t0
             if callback is not None:
                 callback(step, history[step])
@@ -127,4 +136,4 @@ def _train(run: RunConfig, callback: Callable[[int, float], object] | None, snap
             gc.enable()
     seconds = time.perf_counter() - start - snapshot_seconds
     params = {k: v.copy() for k, v in trainer.params.items()}
-    return TrainResult(run, history, params, seconds, taken, snapshot_seconds)
+    return TrainResult(run, history, params, seconds, taken, snapshot_seconds, measured)

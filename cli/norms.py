@@ -1,8 +1,9 @@
 """`python -m attncore norms` (issue 30.3): gradient and residual norms by block, and the attention logits,
 entropy and saturated rows by layer, at initialisation and at each training snapshot of the run of the flags.
 
-The snapshots are measured by training the run again (attncore.interpret.norms.over_training: the same steps,
-bit for bit); `--init-only` measures the initial weights alone, in about a second.
+The snapshots' figures are stored with the run (its record, trained first if it is not stored yet); a record
+stored before them is measured by training the run again (attncore.interpret.norms.over_training: the same steps,
+bit for bit). The initial figures follow from the config; `--init-only` measures them alone, in about a second.
 """
 
 from __future__ import annotations
@@ -28,6 +29,20 @@ def _print_layers(figures: dict) -> None:
         print(f"  {label:<16} " + " ".join(f"{formats.significant(x, 3):>7}" for x in figures[key]))
 
 
+def _snapshots(run) -> list[dict]:
+    """The figures at the run's snapshots: from its record (trained and stored first if it is not stored yet),
+    or, for a record stored before they were, by training the run again."""
+    from lab.store import describe, get_run, is_cached
+
+    if not is_cached(run):
+        print(f"training {describe(run)} (not in the store yet) ...", file=sys.stderr, flush=True)
+    record = get_run(run)
+    if record.norms is not None:
+        return record.norms
+    print("its record was stored before the norms were: training it again to measure them ...", file=sys.stderr)
+    return nm.over_training(run)[0]
+
+
 def cmd_norms(a) -> int:
     from attncore.config import make_run
     from attncore.memory import check_fits
@@ -35,15 +50,15 @@ def cmd_norms(a) -> int:
     check_length_flags(a)
     run = make_run(a.task, a.length, a.seed, lr=a.lr, position=a.position, norm=a.norm, **run_settings(a))
     check_fits([run], cap=a.max_memory)
-    if a.init_only:
-        out = {"init": nm.at_init(run), "snapshots": []}
-    else:
-        print(f"training the run to measure its {run.train.steps} steps' snapshots ...", file=sys.stderr)
-        out, _ = nm.over_training(run)
+    snapshots = [] if a.init_only else _snapshots(run)
+    out = {"init": nm.at_init(run), "snapshots": snapshots}
     if a.json:
-        print(json.dumps(out | {"config": run.to_dict()}))
+        batches = {"init_batches": nm.N_BATCHES, "snapshot_batches": nm.SNAPSHOT_BATCHES}
+        print(json.dumps(out | batches | {"config": run.to_dict()}))
         return 0
-    print(f"gradient norms ‖∂L/∂W‖_F by block, mean over {nm.N_BATCHES} fixed batches, and the residual norm")
+    print(f"gradient norms ‖∂L/∂W‖_F by block and the residual norm after it, at initialisation over {nm.N_BATCHES}")
+    first = "first fixed batch" if nm.SNAPSHOT_BATCHES == 1 else f"first {nm.SNAPSHOT_BATCHES} fixed batches"
+    print(f"fixed batches (the mean), at each training snapshot on the {first}")
     print("at initialisation:")
     _print_blocks(out["init"])
     _print_layers(out["init"])

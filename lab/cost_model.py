@@ -31,7 +31,7 @@ PROBES = (
 )
 PROBE_STEPS = 3  # steps per timed chunk
 PROBE_ROUNDS = 7  # chunks per probe: the fastest gives the model's shape, the median over the fastest its pace
-EVAL_STEPS = 40  # the evaluation and the 20 snapshots cost about this many training steps of the same run
+EVAL_STEPS = 80  # the evaluation and the 20 snapshots (with their norms, issue 30.3) cost about this many steps
 
 
 def step_features(run: RunConfig) -> np.ndarray:

@@ -127,10 +127,22 @@ def test_train_cached_run_appears_at_once(store):
     assert loss.delta == f"last batch {formats.loss(record.final_loss)}"
     assert metric(at, "Per-sequence accuracy") == f"{record.eval.sequence_accuracy:.3f}"
     assert metric(at, "Parameters") == "27,253"
-    assert len(charts(at)) == 2  # the loss curve, and accuracy over the training snapshots (issue 14)
+    assert len(charts(at)) == 3  # the loss curve, accuracy over the snapshots (issue 14), their norms (issue 30.3)
     assert "accuracy" in str(charts(at)[1]["layer"][0]["encoding"]["y"])
+    assert "largest |q·k|/scale" in str(charts(at)[2]) and "stored before its norms" not in texts(at.info)
     kernel = record.platform["blas_kernel"]
     assert f"{kernel} kernels on 1 thread" in texts(at.caption).replace("\\", "")  # where its numbers came from
+
+
+def test_train_says_a_record_stored_before_its_norms_has_none(store):
+    import dataclasses
+
+    from lab.store import put_run
+    from lab.store.record import compute_run
+
+    put_run(dataclasses.replace(compute_run(make_run(seed=7, steps=STEPS)), norms=None))  # as stored before 30.3
+    at = app("train", seed="7")
+    assert len(charts(at)) == 2 and "stored before its norms were recorded" in texts(at.info)
 
 
 def test_train_uncached_run_trains_on_demand(store):

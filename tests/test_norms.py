@@ -3,6 +3,9 @@ training bit-identical, the direction Xiong et al. report at initialisation, and
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import io
 import json
 import math
 
@@ -11,8 +14,12 @@ import pytest
 
 from attncore.config import make_run
 from attncore.interpret import norms as nm
+from attncore.snapshots import snapshot_steps
 from attncore.train import initial_params, train
 from cli.main import main
+from lab import store
+from lab.store import NUMERICS_VERSION, codec
+from lab.store.record import compute_run
 
 torch = pytest.importorskip("torch")
 from torch_reference import TorchModel, torch_loss_and_grads  # noqa: E402
@@ -81,12 +88,53 @@ def test_the_fixed_batches_depend_on_the_task_and_length_only():
 
 def test_measuring_over_training_leaves_the_run_bit_identical():
     run = make_run("copy", 4, 1, steps=40)
-    figures, params = nm.over_training(run)
+    snapshots, params = nm.over_training(run)
     trained = train(run, snapshots=False)
     for name, value in trained.params.items():
         np.testing.assert_array_equal(params[name], value)
-    assert [s["step"] for s in figures["snapshots"]][-1] == 40
-    assert figures["init"] == nm.at_init(run)
+    assert [s["step"] for s in snapshots] == snapshot_steps(40)
+    measured = train(run, on_snapshot=nm.at_snapshots(run))  # how a record's training measures them
+    np.testing.assert_array_equal(measured.loss_history, trained.loss_history)
+    assert measured.measured == snapshots  # what an old record's retraining gives is what a new record stores
+
+
+def test_a_record_stores_its_snapshots_norms_and_an_old_record_still_decodes_without_them():
+    run = make_run("sort", 3, 2, steps=30, n_layers=3)
+    record = compute_run(run)
+    assert record.norms == nm.over_training(run)[0]
+    meta, data = codec.encode(record)
+    meta["numerics_version"] = NUMERICS_VERSION
+    assert codec.decode(meta, data, NUMERICS_VERSION).norms == record.norms
+    old = dataclasses.replace(record, norms=None)  # a record stored before issue 30
+    meta, data = codec.encode(old)
+    meta["numerics_version"] = NUMERICS_VERSION
+    assert not any(name.startswith(codec.NORMS_PREFIX) for name in meta["arrays"])
+    assert codec.decode(meta, data, NUMERICS_VERSION).norms is None
+
+
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (lambda a: a["norms.saturated"].__setitem__((0, 0), 1.5), "saturated"),
+        (lambda a: a["norms.grad_norm"].__setitem__((1, 0, 2), -1.0), "grad_norm"),
+        (lambda a: a["norms.entropy"].__setitem__((0, 1), 9.0), "entropy"),
+        (lambda a: a["norms.step"].__setitem__(0, 7), "steps"),
+    ],
+)
+def test_a_stored_norm_that_cannot_be_is_refused(damage, message):
+    run = make_run("copy", 3, 0, steps=30)
+    record = compute_run(run)
+    meta, data = codec.encode(record)
+    with np.load(io.BytesIO(data)) as npz:
+        arrays = {k: npz[k].copy() for k in npz.files}
+    damage(arrays)
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    data = buffer.getvalue()
+    meta |= {"numerics_version": NUMERICS_VERSION, "npz_sha256": hashlib.sha256(data).hexdigest()}
+    meta["npz_bytes"] = len(data)
+    with pytest.raises(codec.RecordError, match=message):
+        codec.decode(meta, data, NUMERICS_VERSION)
 
 
 def test_post_ln_gradients_near_the_output_do_not_shrink_with_depth_as_pre_ln_ones_do():
@@ -100,9 +148,14 @@ def test_post_ln_gradients_near_the_output_do_not_shrink_with_depth_as_pre_ln_on
     assert last_over_first("pre") < 0.7 < 1.0 < last_over_first("post")
 
 
-def test_cli_norms_prints_the_documented_json(capsys):
-    assert main(["norms", "--task", "copy", "--length", "3", "--steps", "12", "--layers", "2", "--json"]) == 0
+def test_cli_norms_prints_the_documented_json_from_the_stored_record(capsys, cache, monkeypatch):
+    flags = ["norms", "--task", "copy", "--length", "3", "--steps", "12", "--layers", "2", "--json"]
+    assert main(flags) == 0
     out = json.loads(capsys.readouterr().out)
+    monkeypatch.setattr(nm, "over_training", None)  # a second call reads the record: no training
+    assert main(flags) == 0
+    assert json.loads(capsys.readouterr().out) == out
+    assert out["snapshots"] == store.get_run(make_run("copy", 3, 0, steps=12, n_layers=2)).norms
     assert [b["block"] for b in out["init"]["blocks"]] == [0, 1]
     assert set(out["init"]["blocks"][0]["grad_norm"]) == {"attn_in", "attn_out", "ffn_in", "ffn_out"}
     assert set(out["init"]["blocks"][0]["grad_norm_spread"]) == set(out["init"]["blocks"][0]["grad_norm"])
@@ -110,6 +163,15 @@ def test_cli_norms_prints_the_documented_json(capsys):
     assert snap["step"] == 12 and len(snap["max_logit"]) == len(snap["entropy"]) == len(snap["saturated"]) == 2
     assert all(0 <= s <= 1 for s in snap["saturated"])
     assert all(0 <= e <= math.log(6) for e in snap["entropy"])
+
+
+def test_cli_norms_of_a_record_stored_before_them_trains_the_run_again(capsys, cache):
+    run = make_run("copy", 3, 0, steps=12)
+    store.put_run(dataclasses.replace(compute_run(run), norms=None))
+    assert main(["norms", "--task", "copy", "--length", "3", "--steps", "12", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "stored before the norms" in captured.err
+    assert json.loads(captured.out)["snapshots"] == nm.over_training(run)[0]
 
 
 def test_cli_norms_refuses_bad_input_with_exit_2(capsys):

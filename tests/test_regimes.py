@@ -164,6 +164,9 @@ def test_the_regimes_page_draws_each_experiment_from_its_runs(store, experiment)
     shown = texts(at.markdown)
     assert "What the lab found." in shown and "What the sources claim" in texts(at.subheader)
     assert len(charts(at)) >= 2
+    if experiment == "heads":  # the logits' growth, read from the stored runs' snapshot norms (issue 30.3)
+        assert len([c for c in charts(at) if "largest |q·k|/scale" in str(c)]) == 1
+        assert "left out" not in texts(at.caption)
     assert not any(b.key == "reg_train" for b in at.button)  # every run cached: nothing to train
     assert "all from the run store" in texts(at.caption)
 
@@ -199,3 +202,21 @@ def test_at_its_defaults_the_depth_experiment_is_offered_with_an_estimate_within
     assert f"0 of {n} runs cached" in texts(at.info)
     (button,) = [b for b in at.button if b.key == "reg_train"]
     assert f"{n} runs, about" in button.label and "over this server" not in button.label
+
+
+def test_the_logits_over_training_come_from_the_records_and_old_records_are_counted_out():
+    import dataclasses
+
+    from lab.store.record import compute_run
+    from ui import regimes_view
+
+    cells = regimes.cells_of("heads", range(1), steps=20, sizes=(8,))
+    records = {run: compute_run(run) for run in regimes.all_runs(cells)}
+    frame, missing = regimes_view.logits_over_training(cells, records)
+    assert missing == 0 and set(frame["variant"]) == set(cells[0].groups)
+    on = cells[0].groups["scaling on"][0]
+    expected = [max(s["max_logit"]) for s in records[on].norms]
+    assert frame[frame["variant"] == "scaling on"]["max_logit"].tolist() == expected
+    records[on] = dataclasses.replace(records[on], norms=None)  # stored before issue 30.3
+    frame, missing = regimes_view.logits_over_training(cells, records)
+    assert missing == 1 and len(frame) == len(expected)

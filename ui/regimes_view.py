@@ -143,6 +143,22 @@ def attention_after(cells, by_run, what: str) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def logits_over_training(cells, by_run) -> tuple[pd.DataFrame, int]:
+    """(rows variant, d_k, step, max_logit: the largest attention logit over the layers at each snapshot of the
+    heads experiment's first-seed runs, read from their records; how many records hold no norms (stored before
+    issue 30) and are left out)."""
+    rows, missing = [], 0
+    for cell in cells:
+        for label, runs in cell.groups.items():
+            snapshots = by_run[runs[0]].norms
+            if snapshots is None:
+                missing += 1
+                continue
+            rows += [{"variant": label, "d_k": cell.key["d_k"], "step": s["step"], "max_logit": max(s["max_logit"])}
+                     for s in snapshots]  # fmt: skip
+    return pd.DataFrame(rows, columns=["variant", "d_k", "step", "max_logit"]), missing
+
+
 def initial_loss(cells) -> float:
     """lab.regimes.initial_loss with each run's initial test loss metered (server-wide memo, else a slot)."""
     from attncore.evaluate import test_loss

@@ -23,7 +23,9 @@ from .hooked import check_supported, run_with_hooks
 
 N_BATCHES = 16  # the fixed batches every figure is averaged over
 BATCH_SEED = 20_260_302  # their own seed: the same batches for every run of a task and length, any training seed
+SNAPSHOT_BATCHES = 1  # a training snapshot is measured on the first fixed batch (a twentieth of a default run's time)
 SATURATED = 0.99  # a row is saturated when one key takes more than this weight
+CHUNK_SCORES = 1 << 21  # attention-score entries (B·H·T·T) of one forward: 16 MiB of float64
 MATRICES = {"attn_in": "attn.w_qkv", "attn_out": "attn.w_out", "ffn_in": "ffn.w1", "ffn_out": "ffn.w2"}
 
 
@@ -42,65 +44,69 @@ def _grad_norms(params, run: RunConfig, batch: np.ndarray) -> np.ndarray:
     )
 
 
-def _forward_stats(params, run: RunConfig, batch: np.ndarray) -> dict[str, np.ndarray]:
-    """Per layer on one batch's inputs: the residual norm after the block (mean over tokens of ‖x‖₂), the largest
-    |q·k|·scale over allowed (causal) pairs, and over the queries that see two keys or more (row 0 sees one and
-    is trivially saturated) the mean entropy of the attention row (nats) and the share of saturated rows."""
+def _forward_sums(params, run: RunConfig, seqs: np.ndarray) -> np.ndarray:
+    """(n_layers, 4) over some sequences' inputs, per layer: the sum over tokens of the residual norm ‖x‖₂ after
+    the block, the largest |q·k|·scale over allowed (causal) pairs, and over the queries that see two keys or
+    more (row 0 sees one and is trivially saturated) the sum of the attention rows' entropies (nats) and the
+    count of saturated rows."""
     cfg = run.model
-    idx = batch[:, :-1]
+    idx = seqs[:, :-1]
     _, acts, caches = run_with_hooks(params, idx, cfg, keep_caches=True)
-    T = idx.shape[1]
-    causal = np.tril(np.ones((T, T), dtype=bool))
-    out = {"residual_norm": [], "max_logit": [], "entropy": [], "saturated": []}
+    causal = np.tril(np.ones((idx.shape[1],) * 2, dtype=bool))
+    out = np.empty((cfg.n_layers, 4))
     for i in range(cfg.n_layers):
         p = f"blocks.{i}."
         resid = acts[p + "resid_post"].astype(np.float64)  # (B, T, D)
-        out["residual_norm"].append(np.linalg.norm(resid, axis=-1).mean())
         _, q, k, _, pattern, factor, _ = caches[p + "attn"]
         scores = np.abs(q.astype(np.float64) @ k.astype(np.float64).swapaxes(-1, -2)) * (factor or 1.0)
-        out["max_logit"].append(scores[..., causal].max())  # (B, H, T, T) -> the allowed pairs
         rows = pattern[:, :, 1:].astype(np.float64)  # (B, H, T-1, T)
         logs = np.log(np.where(rows > 0, rows, 1.0))
-        out["entropy"].append(-(rows * logs).sum(axis=-1).mean())
-        out["saturated"].append((rows.max(axis=-1) > SATURATED).mean())
-    return {k: np.array(v) for k, v in out.items()}
-
-
-def _layer_means(stats: list[dict]) -> dict:
-    """Per-layer figures over the batches: the largest logit over every batch, the other figures' means."""
-    stacked = {k: np.stack([s[k] for s in stats]) for k in stats[0]}  # each (n, n_layers)
-    out = {k: [float(x) for x in v.mean(axis=0)] for k, v in stacked.items()}
-    return out | {"max_logit": [float(x) for x in stacked["max_logit"].max(axis=0)]}
+        out[i] = (
+            np.linalg.norm(resid, axis=-1).sum(),
+            scores[..., causal].max(),  # (B, H, T, T) -> the allowed pairs
+            -(rows * logs).sum(),
+            (rows.max(axis=-1) > SATURATED).sum(),
+        )
+    return out
 
 
 def attention_figures(params, run: RunConfig, batches: list[np.ndarray] | None = None) -> dict:
-    """The forward-only figures per layer over the fixed batches: {"residual_norm", "max_logit", "entropy",
-    "saturated"}, each a list from the input."""
+    """The forward-only figures per layer over the fixed batches' sequences: {"residual_norm" (mean over tokens),
+    "max_logit" (the largest), "entropy" and "saturated" (mean and share over the rows)}, each a list from the
+    input. The sequences go through the model a chunk of CHUNK_SCORES score entries at a time."""
     check_supported(run.model)
-    batches = fixed_batches(run) if batches is None else batches
+    seqs = np.concatenate(fixed_batches(run) if batches is None else batches)
+    n, T, H = len(seqs), seqs.shape[1] - 1, run.model.n_heads
+    per = max(1, CHUNK_SCORES // (H * T * T))
     with one_blas_thread():
-        return _layer_means([_forward_stats(params, run, b) for b in batches])
+        sums = np.stack([_forward_sums(params, run, seqs[i : i + per]) for i in range(0, n, per)])
+    rows = n * H * (T - 1)
+    figures = {
+        "residual_norm": sums[:, :, 0].sum(axis=0) / (n * T),
+        "max_logit": sums[:, :, 1].max(axis=0),
+        "entropy": sums[:, :, 2].sum(axis=0) / rows,
+        "saturated": sums[:, :, 3].sum(axis=0) / rows,
+    }
+    return {k: [float(x) for x in v] for k, v in figures.items()}
 
 
 def measure(params, run: RunConfig, batches: list[np.ndarray] | None = None) -> dict:
-    """The figures of one set of weights, averaged over the fixed batches (grad norms also with their spread,
-    the standard deviation over the batches). JSON-able: {"blocks": [{block, grad_norm: {attn_in, attn_out,
-    ffn_in, ffn_out}, grad_norm_spread: {…}, residual_norm}, …], "max_logit": [...], "entropy": [...],
-    "saturated": [...]} with blocks and layers in order from the input."""
+    """The figures of one set of weights over the fixed batches: the gradient norms' mean and, over two batches
+    or more, their spread (the standard deviation over the batches); the forward figures over all their
+    sequences. JSON-able: {"blocks": [{block, grad_norm: {attn_in, attn_out, ffn_in, ffn_out}, grad_norm_spread:
+    {…}, residual_norm}, …], "max_logit": [...], "entropy": [...], "saturated": [...]}, blocks and layers from the
+    input."""
     batches = fixed_batches(run) if batches is None else batches
     layers = attention_figures(params, run, batches)
     with one_blas_thread():
         grads = np.stack([_grad_norms(params, run, b) for b in batches])  # (n, n_layers, 4)
     mean, spread = grads.mean(axis=0), grads.std(axis=0)
-    blocks = [
-        {
-            "block": i,
-            "grad_norm": {m: float(mean[i, j]) for j, m in enumerate(MATRICES)},
-            "grad_norm_spread": {m: float(spread[i, j]) for j, m in enumerate(MATRICES)},
-            "residual_norm": layers["residual_norm"][i],
-        }
-        for i in range(run.model.n_layers)
-    ]
+    blocks = []
+    for i in range(run.model.n_layers):
+        block = {"block": i, "grad_norm": {m: float(mean[i, j]) for j, m in enumerate(MATRICES)}}
+        if len(batches) > 1:
+            block["grad_norm_spread"] = {m: float(spread[i, j]) for j, m in enumerate(MATRICES)}
+        blocks.append(block | {"residual_norm": layers["residual_norm"][i]})
     return {"blocks": blocks} | {k: layers[k] for k in ("max_logit", "entropy", "saturated")}
 
 
@@ -109,19 +115,73 @@ def at_init(run: RunConfig) -> dict:
     return measure(initial_params(run), run)
 
 
-def over_training(run: RunConfig, progress: Callable[[int], object] | None = None) -> tuple[dict, dict]:
-    """({"init": …, "snapshots": [{"step": s, …}, …]}, final weights): trains `run` as attncore.train does
-    (the same steps, bit for bit) and measures the weights after each step of `snapshot_steps(steps)`."""
-    batches = fixed_batches(run)
+def at_snapshots(run: RunConfig) -> Callable[[dict, int], dict]:
+    """attncore.train's on_snapshot for these figures: (weights, step) -> {"step": step} | measure(...) on the
+    first SNAPSHOT_BATCHES fixed batches (a record stores them; the initial figures, over all N_BATCHES, follow
+    from the config and are computed when asked: at_init)."""
+    batches = fixed_batches(run, SNAPSHOT_BATCHES)
+    return lambda params, step: {"step": step} | measure(params, run, batches)
+
+
+def over_training(run: RunConfig, progress: Callable[[int], object] | None = None) -> tuple[list[dict], dict]:
+    """(the figures at each snapshot [{"step": s, …}, …], final weights) of a run whose record does not hold them
+    (stored before issue 30): trains `run` as attncore.train does (the same steps, bit for bit) and measures
+    the weights after each step of `snapshot_steps(steps)` as the record's training would have."""
     trainer = Trainer(run)
-    init = measure(trainer.params, run, batches)
-    at = set(snapshot_steps(run.train.steps))
+    at, measured = set(snapshot_steps(run.train.steps)), at_snapshots(run)
     snaps = []
     with one_blas_thread():
         for step in range(run.train.steps):
             trainer.step()
             if step + 1 in at:
-                snaps.append({"step": step + 1} | measure(trainer.params, run, batches))
+                snaps.append(measured(trainer.params, step + 1))
             if progress is not None:
                 progress(step)
-    return {"init": init, "snapshots": snaps}, {k: v.copy() for k, v in trainer.params.items()}
+    return snaps, {k: v.copy() for k, v in trainer.params.items()}
+
+
+# --- storage: a run's snapshot figures as arrays, beside its snapshots (lab.store.codec) --------------------
+
+LAYER_FIGURES = ("residual_norm", "max_logit", "entropy", "saturated")  # one number per block or layer
+
+
+def array_shapes(n_layers: int, n_snapshots: int) -> dict[str, tuple[int, ...]]:
+    """name -> shape of the arrays `stack` makes (leading axis: the snapshot)."""
+    out = {"step": (n_snapshots,), "grad_norm": (n_snapshots, n_layers, len(MATRICES))}
+    return out | {k: (n_snapshots, n_layers) for k in LAYER_FIGURES}
+
+
+def stack(snapshots: list[dict]) -> dict[str, np.ndarray]:
+    """at_snapshots' results in step order -> arrays named as array_shapes (float64; step int64)."""
+    out = {
+        "step": np.array([s["step"] for s in snapshots], dtype=np.int64),
+        "grad_norm": np.array([[[b["grad_norm"][m] for m in MATRICES] for b in s["blocks"]] for s in snapshots]),
+        "residual_norm": np.array([[b["residual_norm"] for b in s["blocks"]] for s in snapshots]),
+    }
+    return out | {k: np.array([s[k] for s in snapshots], dtype=np.float64) for k in LAYER_FIGURES[1:]}
+
+
+def unstack(arrays: dict[str, np.ndarray], seq_len: int) -> list[dict]:
+    """The inverse of `stack`, checking the numbers are possible: norms and logits >= 0 (NaN or infinite where
+    training diverged), entropies from 0 to log(seq_len) nats, saturated shares from 0 to 1; ValueError."""
+    floats = {k: np.asarray(v, dtype=np.float64) for k, v in arrays.items() if k != "step"}
+    for name, a in floats.items():
+        high = {"entropy": np.log(seq_len) + 1e-9, "saturated": 1.0}.get(name, np.inf)
+        if not (np.isnan(a) | ((a >= 0) & (a <= high))).all():
+            raise ValueError(f"{name} holds a number its figure cannot take")
+    g, n_layers = floats["grad_norm"], floats["grad_norm"].shape[1]
+    return [
+        {
+            "step": int(step),
+            "blocks": [
+                {
+                    "block": i,
+                    "grad_norm": {m: float(g[s, i, j]) for j, m in enumerate(MATRICES)},
+                    "residual_norm": float(floats["residual_norm"][s, i]),
+                }
+                for i in range(n_layers)
+            ],
+        }
+        | {k: [float(x) for x in floats[k][s]] for k in LAYER_FIGURES[1:]}
+        for s, step in enumerate(np.asarray(arrays["step"]))
+    ]

@@ -23,6 +23,7 @@ import numpy as np
 
 from attncore.config import ConfigError, RunConfig
 from attncore.evaluate import EvalResult
+from attncore.interpret import norms
 from attncore.model import param_shapes
 from attncore.snapshots import snapshot_steps, stack, unstack
 from attncore.tasks import N_TEST, all_distinct, test_set
@@ -34,6 +35,7 @@ FORMAT = "attnlab-run/1"
 KEY_VAR = "ATTNCORE_CACHE_KEY"
 PARAM_PREFIX = "params."
 SNAPSHOT_PREFIX = "snapshots."  # step, token_accuracy, sequence_accuracy, probe_attention (attncore.snapshots.stack)
+NORMS_PREFIX = "norms."  # the snapshots' norms (attncore.interpret.norms.stack); absent in records before issue 30
 EVAL_FIELDS = ("token_accuracy", "sequence_accuracy", "distinct_accuracy", "n_distinct")
 EVAL_FIELDS += ("repeated_accuracy", "n_repeated", "eval_seconds")
 
@@ -149,6 +151,8 @@ def encode(record) -> tuple[dict, bytes]:
     }
     arrays |= {PARAM_PREFIX + name: value for name, value in record.params.items()}
     arrays |= {SNAPSHOT_PREFIX + name: value for name, value in stack(record.snapshots).items()}
+    if record.norms is not None:
+        arrays |= {NORMS_PREFIX + name: value for name, value in norms.stack(record.norms).items()}
     buffer = io.BytesIO()
     np.savez(buffer, **{name: np.ascontiguousarray(a) for name, a in arrays.items()})
     data = buffer.getvalue()
@@ -171,9 +175,20 @@ def encode(record) -> tuple[dict, bytes]:
     return meta, data
 
 
-def expected_arrays(run: RunConfig) -> dict[str, tuple[tuple[int, ...], tuple[str, ...]]]:
-    """name -> (shape, allowed dtypes) of every array a record of this run must hold, and nothing else."""
-    return dict(_expected_arrays(run.model, run.task.length, run.train.steps))
+def expected_arrays(run: RunConfig, with_norms: bool = True) -> dict[str, tuple[tuple[int, ...], tuple[str, ...]]]:
+    """name -> (shape, allowed dtypes) of every array a record of this run must hold, and nothing else; a record
+    stored before issue 30 holds no norms (with_norms=False)."""
+    out = dict(_expected_arrays(run.model, run.task.length, run.train.steps))
+    if with_norms:
+        n = len(snapshot_steps(run.train.steps))
+        for name, shape in norms.array_shapes(run.model.n_layers, n).items():
+            kind = np.int64 if name == "step" else np.float64
+            out[NORMS_PREFIX + name] = (shape, (np.dtype(kind).str,))
+    return out
+
+
+def _has_norms(names) -> bool:
+    return any(name.startswith(NORMS_PREFIX) for name in names)
 
 
 @functools.lru_cache(maxsize=1024)  # the seeds of a sweep share it; a rebuild of the index checks thousands
@@ -219,7 +234,7 @@ def check_meta(meta: dict, numerics_version: int, config: dict | None = None) ->
         raise RecordError("the sidecar lacks a field or has one of the wrong type") from None
     if not all(x is None or (isinstance(x, (int, float)) and not isinstance(x, bool)) for x in scalars + eval_values):
         raise RecordError("a scalar of the record is not a number")
-    expected = expected_arrays(run)
+    expected = expected_arrays(run, _has_norms(declared))
     if declared.keys() != expected.keys():
         raise RecordError("the arrays do not match the config's model")
     for name, (shape, dtypes) in expected.items():
@@ -364,7 +379,7 @@ def decode(meta: dict, data: bytes, numerics_version: int, config: dict | None =
     run = check_meta(meta, numerics_version, config)
     if imported:
         check_values(meta, run)
-    expected = expected_arrays(run)
+    expected = expected_arrays(run, _has_norms(meta["arrays"]))
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as z:
             names = {info.filename.removesuffix(".npy"): info for info in z.infolist()}
@@ -393,6 +408,13 @@ def decode(meta: dict, data: bytes, numerics_version: int, config: dict | None =
         raise RecordError("a snapshot's accuracy is not a number from 0 to 1")
     if imported and not np.all(np.isfinite(arrays["loss_history"])):
         raise RecordError("the loss history holds a number that is not finite")
+    found = {name.removeprefix(NORMS_PREFIX): a for name, a in arrays.items() if name.startswith(NORMS_PREFIX)}
+    if found and found["step"].tolist() != snapshot_steps(run.train.steps):
+        raise RecordError("the norms were not measured at the steps the config's training takes its snapshots")
+    try:
+        figures = norms.unstack(found, 2 * run.task.length) if found else None
+    except ValueError as exc:
+        raise RecordError(f"array {NORMS_PREFIX}{exc}") from None
     ev = {k: float("nan") if meta["eval"][k] is None else meta["eval"][k] for k in EVAL_FIELDS}
     return RunRecord(
         config=run,
@@ -407,4 +429,5 @@ def decode(meta: dict, data: bytes, numerics_version: int, config: dict | None =
         snapshots=unstack(snaps),
         platform=provenance.checked(meta.get("platform")),
         test_loss=meta["summary"].get("test_loss"),  # absent before issue 28: computed from the weights when asked
+        norms=figures,  # None before issue 30
     )

@@ -17,6 +17,7 @@ from attncore.config import RunConfig
 from attncore.evaluate import EvalResult, evaluate
 from attncore.evaluate import test_loss as measure_test_loss
 from attncore.inspect import attention_maps
+from attncore.interpret import norms
 from attncore.snapshots import Snapshot
 from attncore.tasks import probe_sequence
 from attncore.train import train
@@ -64,6 +65,7 @@ class RunRecord:
     snapshots: list[Snapshot] = field(default_factory=list)  # at snapshot_steps(steps), in step order
     platform: dict | None = None  # lab.provenance.current() where it was computed; None: stored before issue 19
     test_loss: float | None = None  # attncore.evaluate.test_loss; None: stored before issue 28 (see held_out_loss)
+    norms: list[dict] | None = None  # attncore.interpret.norms at each snapshot; None: stored before issue 30
 
     def held_out_loss(self) -> float:
         """The test loss (teacher-forced, on the fixed test set); a record stored before issue 28 computes it from
@@ -103,7 +105,7 @@ def compute_run(run: RunConfig, callback: Callable[[int, float], object] | None 
     run took 0.3-0.4 s on one thread and 0.3-2.6 s on two), and a sweep runs one process per core.
     """
     with threadpool_limits(limits=1, user_api="blas"):
-        result = train(run, callback)
+        result = train(run, callback, on_snapshot=norms.at_snapshots(run))
         platform = provenance.current(run.model.dtype)
         tokens = probe_sequence(run.task)  # (2L,)
         return RunRecord(
@@ -119,6 +121,7 @@ def compute_run(run: RunConfig, callback: Callable[[int, float], object] | None 
             snapshots=result.snapshots,
             platform=platform,
             test_loss=measure_test_loss(result.params, run),
+            norms=result.measured,
         )
 
 

@@ -137,3 +137,67 @@ def attention_by_size(df: pd.DataFrame) -> alt.Chart:
             .properties(width=panel_width(2) - 40, height=220)
         )
     return alt.hconcat(*panels)
+
+
+NORM_FIGURES = {  # the figures a record stores at each snapshot (attncore.interpret.norms), as the panels name them
+    "grad_norm": "‖∂L/∂W₂‖ of the FFN out matrix",
+    "residual_norm": "residual norm after the block",
+    "max_logit": "largest |q·k|/scale",
+    "entropy": "attention entropy (nats)",
+}
+
+
+def snapshot_norms_frame(snapshots: list[dict]) -> pd.DataFrame:
+    """A record's norms (one dict per snapshot) -> long rows: step, block (1-based, from the input), figure, value."""
+    rows = []
+    for s in snapshots:
+        for b in s["blocks"]:
+            i = b["block"]
+            values = {"grad_norm": b["grad_norm"]["ffn_out"], "residual_norm": b["residual_norm"]}
+            values |= {k: s[k][i] for k in ("max_logit", "entropy")}
+            rows += [{"step": s["step"], "block": i + 1, "figure": k, "value": v} for k, v in values.items()]
+    return pd.DataFrame(rows, columns=["step", "block", "figure", "value"])
+
+
+def snapshot_norms(df: pd.DataFrame) -> alt.Chart:
+    """snapshot_norms_frame rows: a panel per figure (two to a row), each block a line against the step (both
+    log scales but the entropy's), from light (nearest the input) to dark (nearest the output)."""
+    blocks = sorted(df["block"].unique())
+    color = alt.Color(
+        "block:O", scale=alt.Scale(scheme="viridis", reverse=True), sort=blocks, legend=alt.Legend(orient="right")
+    )
+    x = alt.X("step:Q", title="training step", scale=alt.Scale(type="log", nice=False))
+    panels = []
+    for figure, title in NORM_FIGURES.items():
+        part = df[(df["figure"] == figure) & (df["value"] > 0)] if figure != "entropy" else df[df["figure"] == figure]
+        y_scale = alt.Scale(type="log") if figure in ("grad_norm", "max_logit") else alt.Scale(zero=False)
+        tooltip = ["block", "step", alt.Tooltip("value:Q", title=title, format=".3g")]
+        panels.append(
+            alt.Chart(part)
+            .mark_line(point=alt.OverlayMarkDef(size=18))
+            .encode(x=x, y=alt.Y("value:Q", title=title, scale=y_scale), color=color, tooltip=tooltip)
+            .properties(width=panel_width(2) - 75, height=190)  # each panel has its own y axis
+        )
+    return alt.vconcat(alt.hconcat(*panels[:2]), alt.hconcat(*panels[2:]))
+
+
+def logit_growth(df: pd.DataFrame) -> alt.Chart:
+    """ui.regimes_view.logits_over_training rows (variant, d_k, step, max_logit): the largest attention logit
+    over the layers against the step, a line per d_k, a panel per variant (shared y: the panels compare)."""
+    sizes = sorted(df["d_k"].unique())
+    color = alt.Color("d_k:O", title="d_k", scale=alt.Scale(scheme="viridis", reverse=True), sort=sizes)
+    tooltip = ["variant", "d_k", "step", alt.Tooltip("max_logit:Q", format=".3g")]
+    chart = (
+        alt.Chart()
+        .mark_line(point=alt.OverlayMarkDef(size=18))
+        .encode(
+            x=alt.X("step:Q", title="training step", scale=alt.Scale(type="log", nice=False)),
+            y=alt.Y("max_logit:Q", title="largest |q·k|/scale", scale=alt.Scale(type="log")),
+            color=color,
+            tooltip=tooltip,
+        )
+        .properties(width=panel_width(2) - 45, height=220)  # room for the legend
+    )
+    variants = list(dict.fromkeys(df["variant"]))
+    column = alt.Column("variant:N", sort=variants, title=None, header=alt.Header(labelFontSize=12))
+    return alt.layer(chart, data=df).facet(column=column)
