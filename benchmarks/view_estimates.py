@@ -3,7 +3,8 @@ trained cold the way a page's sweep trains them (issues 29.5, 30.2).
 
 Views: Home's "Reproduce the article" (23 runs), Ablations' default (the base and five ablations over seeds 0-2,
 18 runs), Compare's default (learned vs no position over seeds 0-5, 12 runs), the Length page's first tab (five
-encodings trained on lengths 1-8 for 3,000 steps over seeds 0-2, 15 runs; as ui.length_view.lit_runs builds them).
+encodings trained on lengths 1-8 for 3,000 steps over seeds 0-2, 15 runs; as ui.length_view.lit_runs builds them),
+and on request the Regimes page's three experiments at their defaults (lab.regimes: 144, 60 and 84 runs).
 Each is trained in an empty temporary store by ui.worker.train_with_progress on a loky pool of `--workers`
 processes (the dashboard's sweep: 2), its runs in order, each next to the first free worker; the pool is started
 before the clock (the dashboard's pool persists). The model is calibrated once, first, as the server does: its
@@ -11,6 +12,7 @@ probes timed in `--workers` processes at once. Printed per view: estimated and m
 and the load average, so a figure from a shared machine can be read for what it is.
 
     python benchmarks/view_estimates.py [--views home ablations compare length] [--workers 2]
+    python benchmarks/view_estimates.py --views regimes-heads regimes-lr   (regimes-depth: about an hour here)
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from joblib.externals.loky import ProcessPoolExecutor  # noqa: E402
 
 from attncore import make_run  # noqa: E402
-from lab import cost_model  # noqa: E402
+from lab import cost_model, regimes  # noqa: E402
 from lab.presets import ablations, preset  # noqa: E402
 from lab.provenance import current, describe  # noqa: E402
 from ui import worker  # noqa: E402
@@ -48,6 +50,12 @@ VIEWS = {
         ],
     ),
 }
+for _name in regimes.EXPERIMENTS:  # the Regimes page's experiments at their defaults (6 seeds), as the page sweeps them
+    VIEWS[f"regimes-{_name}"] = (
+        f"Regimes: {_name}, its default grid over {regimes.DEFAULT_SEEDS} seeds",
+        lambda e=_name: regimes.all_runs(regimes.cells_of(e, range(regimes.DEFAULT_SEEDS))),
+    )
+DEFAULT_VIEWS = ["home", "ablations", "compare", "length"]  # the Regimes views are long: ask for them by name
 
 
 def _ready() -> int:
@@ -70,7 +78,7 @@ def train_view(pool: ProcessPoolExecutor, runs: list) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--views", nargs="+", choices=list(VIEWS), default=list(VIEWS))
+    parser.add_argument("--views", nargs="+", choices=list(VIEWS), default=DEFAULT_VIEWS)
     parser.add_argument("--workers", type=int, default=2)
     a = parser.parse_args()
     print(f"platform: {describe(current())}; {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
