@@ -212,9 +212,9 @@ def finding(rows: pd.DataFrame, metric: str = LOSS) -> str:
     others = rows[rows["verdict"] != stats.SHOWN]["verdict"].value_counts()
     told = "; ".join(f"{formats.count(int(n), 'cell')}: {v}" for v, n in others.items())  # the other cells' verdicts
     if shown.empty:
-        return f"{variant} against {baseline} on the {name}: no cell shows a difference ({told})."
+        return f"{variant} against {baseline}, on the {name}: no cell shows a difference ({told})."
     parts = [f"{r['facet']} (Δ {stats.format_delta(r['delta_mean'])})" for _, r in shown.iterrows()]
-    head = f"{variant} against {baseline} on the {name}: a difference is shown in {formats.count(len(shown), 'cell')}"
+    head = f"{variant} against {baseline}, on the {name}: a difference is shown in {formats.count(len(shown), 'cell')}"
     return f"{head} of {len(rows)}: " + "; ".join(parts) + (f". The others: {told}." if told else ".")
 
 

@@ -166,7 +166,7 @@ def snapshot_norms(df: pd.DataFrame) -> alt.Chart:
     color = alt.Color(
         "block:O", scale=alt.Scale(scheme="viridis", reverse=True), sort=blocks, legend=alt.Legend(orient="right")
     )
-    x = alt.X("step:Q", title="training step", scale=alt.Scale(type="log", nice=False))
+    x = alt.X("step:Q", title="training step (log scale)", scale=alt.Scale(type="log", nice=False))
     panels = []
     for figure, title in NORM_FIGURES.items():
         part = df[(df["figure"] == figure) & (df["value"] > 0)] if figure != "entropy" else df[df["figure"] == figure]
@@ -191,8 +191,8 @@ def logit_growth(df: pd.DataFrame) -> alt.Chart:
         alt.Chart()
         .mark_line(point=alt.OverlayMarkDef(size=18))
         .encode(
-            x=alt.X("step:Q", title="training step", scale=alt.Scale(type="log", nice=False)),
-            y=alt.Y("max_logit:Q", title="largest |q·k|/scale", scale=alt.Scale(type="log")),
+            x=alt.X("step:Q", title="training step (log scale)", scale=alt.Scale(type="log", nice=False)),
+            y=alt.Y("max_logit:Q", title="largest |q·k|/scale (log scale)", scale=alt.Scale(type="log")),
             color=color,
             tooltip=tooltip,
         )
