@@ -25,9 +25,12 @@ from attncore.mechanisms.demos import scaling_statistics  # noqa: E402
 from attncore.mechanisms.gradcheck import gradient_check  # noqa: E402
 from attncore.model import init_params  # noqa: E402
 from attncore.serving.kvbench import benchmark_generation  # noqa: E402
+from ui.limits import Limits  # noqa: E402
 
 DEFAULT = dict(d_model=32, n_layers=2, n_heads=4)  # the sidebar's defaults (L = 6)
-HOSTED_MAX = dict(d_model=128, n_layers=4, n_heads=16)  # max_d_model, max_layers, max_heads (L = 12)
+_CAPS = Limits()  # the hosted caps' defaults (ui/limits.py): the largest model a visitor may ask for
+HOSTED_MAX = dict(d_model=_CAPS.max_d_model, n_layers=_CAPS.max_layers, n_heads=_CAPS.max_heads)
+MAX_L = _CAPS.max_length
 
 
 def measured(label: str, fn) -> float:
@@ -54,9 +57,9 @@ def interpret(length: int, model: dict, positions: int, restarts: int, steps: in
     measured(f"Patching ({positions} positions) + lens, {size}", lambda: (
         patching.patch(params, run, patching.contrast(run, tokens, 0, 19), max_positions=positions),
         lens.logit_lens(params, run, tokens)))  # fmt: skip
-    targets = [explain.target(params, run, tokens, i, h, 2 * length - 1) for i, h in np.ndindex(run.model.n_layers,
-               run.model.n_heads)]  # fmt: skip
-    measured(f"Shuffle table (every head, 100 permutations), {size}", lambda: [
+    heads = list(np.ndindex(run.model.n_layers, run.model.n_heads))[: _CAPS.max_ablation_heads]  # as the page caps it
+    targets = [explain.target(params, run, tokens, i, h, 2 * length - 1) for i, h in heads]
+    measured(f"Shuffle table ({len(heads)} heads, 100 permutations), {size}", lambda: [
         explain.permutation_tvd(t, 100) for t in targets])  # fmt: skip
     measured(f"Adversarial search ({restarts} x {steps}), {size}", lambda: explain.adversarial(targets[0], restarts,
              steps))  # fmt: skip
@@ -70,8 +73,8 @@ def main() -> None:
         if "ablation" in only:
             measured("Attention: 1 head zeroed, default model", lambda: ablation(6, DEFAULT, 1))
             measured("Attention: every head zeroed alone, default model (8)", lambda: ablation(6, DEFAULT, 8))
-            measured("Attention: 1 head zeroed, hosted maximum", lambda: ablation(12, HOSTED_MAX, 1))
-            measured("Attention: 16 heads zeroed one by one, hosted maximum", lambda: ablation(12, HOSTED_MAX, 16))
+            measured("Attention: 1 head zeroed, hosted maximum", lambda: ablation(MAX_L, HOSTED_MAX, 1))
+            measured("Attention: 16 heads zeroed one by one, hosted maximum", lambda: ablation(MAX_L, HOSTED_MAX, 16))
         if "gradcheck" in only:
             for coords, eps in ((24, (1e-6, 1e-4)), (64, (1e-8, 1e-6, 1e-4, 1e-2))):
                 label = f"Gradient check: one seed, {coords} coords, {len(eps)} eps, both norms"
@@ -91,7 +94,7 @@ def main() -> None:
             measured("Cost: 12 lengths to 2048, d_k 256, 10 trials", lambda: time_attention(widest, 256, 10))
         if "interpret" in only:
             interpret(6, DEFAULT, 24, 5, 500)
-            interpret(12, HOSTED_MAX, 24, 5, 500)
+            interpret(MAX_L, HOSTED_MAX, 24, 5, 500)
         if "kv" in only:
             measured("KV cache: default (2 layers, d 128, 8 heads, 64 new, 3 repeats)", lambda: benchmark_generation(
                 n_layers=2, d_model=128, n_heads=8, n_new=64, repeats=3))  # fmt: skip
