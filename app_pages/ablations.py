@@ -7,6 +7,7 @@ from lab import compare, formats
 from lab.factors import tables as grouped_tables
 from ui import compare_view, docs, frames, sidebar
 from ui.charts import runs as charts
+from ui.limits import limits
 from ui.params import url_multiselect
 from ui.variants import DEFAULT, VARIANTS, variant_runs
 
@@ -21,10 +22,10 @@ with c2:
     seeds = compare_view.seeds_input("abl_seeds")
 caption.caption(
     f"Base: {sidebar.describe(base, seed=False)}, over {compare_view.seeds_text(seeds)}. Each variant changes one "
-    "or two settings of the base. At a given seed every variant starts from the same initial values as the base "
+    "to three settings of the base. At a given seed every variant starts from the same initial values as the base "
     "for every tensor they share, and trains on the same batches, so a paired difference isolates the change."
 )
-chosen, notes = variant_runs(base, names, sidebar.make)
+chosen, notes = variant_runs(base, names, compare_view.capped(sidebar.make, limits()))  # 8 layers, d_k × 4: capped
 for note in notes:
     st.caption(f"Skipped {note}.")
 
@@ -57,7 +58,8 @@ st.caption(
 st.caption(
     f"The article, at d_head 8 and 2 blocks (this base: {size}) on one seed, found that only removing position "
     "information matters. What these runs show is said above, computed from them: a difference shown is measured, "
-    "not judged; read its size beside the losses and accuracies in the table."
+    "not judged; read its size beside the losses and accuracies in the table. The variants at 8 layers and at "
+    "d_k × 4 reach the depth and head widths where the Regimes page compares the LayerNorm's place and the scaling."
 )
 compare_view.downloads(summary, comparisons, "ablations")
 

@@ -16,7 +16,7 @@ st.caption(
     "comes from the sidebar. At a given seed the runs start from the same initial values for every tensor of the "
     "same name and shape, and draw their batches from the same random stream: they are compared seed by seed."
 )
-sidebar.selected_run()  # an invalid sidebar shows its message and stops here
+base = sidebar.selected_run()  # an invalid sidebar shows its message and stops here
 lim = limits()
 label = compare_view.factor_label
 c1, c2, c3 = st.columns([2, 2, 1])
@@ -32,21 +32,30 @@ with c2:
     )
 with c3:
     seeds = compare_view.seeds_input("cmp_seeds", default=6)
+heads = 1 if "heads" in (factor, facet) else base.model.n_heads  # the head count a d_k level keeps
 levels = compare_view.level_picker(
-    factor, f"{label(factor)}: levels (the first is the baseline)", f"cmp_lv_{factor}", lim
+    factor, f"{label(factor)}: levels (the first is the baseline)", f"cmp_lv_{factor}", lim, heads
 )
 facet_levels = []
-if facet == factor:
-    st.caption("The panels must be by another setting than the one varied: showing one panel.")
-if facet not in ("none", factor):
-    facet_levels = compare_view.level_picker(facet, f"{label(facet)}: one panel each", f"cmp_fv_{facet}", lim)
+if facet == factor or {facet, factor} == {"d", "d_k"}:
+    why = " (a d_k level sets d)" if facet != factor else ""
+    st.caption(f"The panels must be by another setting than the one varied{why}: showing one panel.")
+elif facet != "none":
+    facet_levels = compare_view.level_picker(facet, f"{label(facet)}: one panel each", f"cmp_fv_{facet}", lim, heads)
 facet = facet if facet_levels else None  # no panel levels chosen: one panel
+if "d_k" in (factor, facet):
+    kept = {"heads": "each level's"}.get(factor) or {"heads": "each panel's"}.get(facet)
+    kept = kept or f"the sidebar's {base.model.n_heads}"
+    st.caption(
+        f"Varying d_k keeps the head count ({kept}) and grows the width with it: d = heads × d_k (and d_ff = 4d), "
+        "so a wider head is also a wider model."
+    )
 if len(levels) < 2:
     st.info(f"Pick at least two levels of {label(factor)} to compare.", icon=":material/touch_app:")
     st.stop()
 
 try:
-    wanted = comparison_runs(sidebar.make, factor, levels, seeds, facet, facet_levels)
+    wanted = comparison_runs(compare_view.capped(sidebar.make, lim), factor, levels, seeds, facet, facet_levels)
 except ConfigError as e:
     compare_view.show_invalid_combination(e)
     st.stop()

@@ -1,5 +1,5 @@
-"""The factors a comparison may vary (task, L, position, ...), the runs of a comparison over seeds, and its
-records grouped by factor level into lab.compare's groups, tables and JSON. Pure: no streamlit.
+"""The factors a comparison may vary (task, L, position, ..., the head width d_k), the runs of a comparison over
+seeds, and its records grouped by factor level into lab.compare's groups, tables and JSON. Pure: no streamlit.
 """
 
 from __future__ import annotations
@@ -37,6 +37,8 @@ FACTORS = {
         Factor("lr", "lr", "learning rate", "train", "lr"),
         Factor("d", "d_model", "d", "model", "d_model"),
         Factor("heads", "n_heads", "heads", "model", "n_heads"),
+        # derived: d_k = d_model // n_heads; a level v is the run at d_model = v × its heads (head count kept)
+        Factor("d_k", "d_model", "d_k", "model", "d_model"),
         Factor("layers", "n_layers", "layers", "model", "n_layers"),
         Factor("steps", "steps", "steps", "train", "steps"),
         Factor("batch", "batch_size", "batch", "train", "batch_size"),
@@ -61,7 +63,10 @@ def _config(record) -> dict:
 def value_of(record_or_run, factor: str):
     """The factor's value in a run (RunConfig), a RunRecord or a summary() dict."""
     f = FACTORS[factor]
-    value = _config(record_or_run)[f.section][f.key]
+    config = _config(record_or_run)
+    if factor == "d_k":
+        return config["model"]["d_model"] // config["model"]["n_heads"]
+    value = config[f.section][f.key]
     return value[0] if factor == "range" and value is not None else value
 
 
@@ -89,16 +94,18 @@ def comparison_runs(
 ) -> list[RunConfig]:
     """The runs of a comparison: every (facet level, level, seed), each make(**{arg: value, "seed": seed}).
 
-    `make` is ui.sidebar.make or make_run-like; it raises ConfigError for an invalid combination.
+    `make` is ui.sidebar.make or make_run-like; it raises ConfigError for an invalid combination. A d_k level
+    keeps the head count (the facet's when the panels are by heads, else make()'s) and sets d_model = heads × d_k.
     Duplicates are dropped (order kept).
     """
     facets = [(facet, v) for v in facet_levels] if facet else [(None, None)]
     runs = []
     for facet_name, facet_value in facets:
-        extra = {FACTORS[facet_name].arg: facet_value} if facet_name else {}
+        extra = {facet_name: facet_value} if facet_name else {}
         for value in levels:
             try:
-                runs += [make(**(extra | {FACTORS[factor].arg: value, "seed": seed})) for seed in seeds]
+                kw = make_arguments(make, extra | {factor: value})
+                runs += [make(**kw, seed=seed) for seed in seeds]
             except ConfigError as e:
                 where = f"{factor} {level_label(factor, value)}"
                 where += f", {facet_name} {level_label(facet_name, facet_value)}" if facet_name else ""
@@ -106,15 +113,33 @@ def comparison_runs(
     return list(dict.fromkeys(runs))
 
 
+def make_arguments(make: Callable[..., RunConfig], levels: dict) -> dict:
+    """make's keywords for {factor: value}: each factor's make_run argument; d_k is d_model = heads × d_k, with
+    the heads of `levels` or else of make() (no other factor changes the head count)."""
+    kw = {FACTORS[name].arg: value for name, value in levels.items() if name != "d_k"}
+    if "d_k" in levels:
+        if "d_model" in kw:
+            raise ConfigError("d_model", "vary d or d_k, not both (d = heads × d_k)")
+        heads = kw["n_heads"] if "n_heads" in kw else make().model.n_heads
+        kw["d_model"] = levels["d_k"] * heads
+    return kw
+
+
 def varied_besides(records: Iterable, factor: str) -> list[str]:
-    """What differs between the records besides the factor and the seed: factor names, else section.key."""
+    """What differs between the records besides the factor and the seed: factor names, else section.key. A d_k
+    level sets d, so d is not reported for d_k; nor d_ff for d or d_k when it is 4d in every record (make_run's
+    default follows d)."""
+    configs = [_config(record) for record in records]
     f = FACTORS[factor]
-    names = {(g.section, g.key): g.name for g in FACTORS.values()}
+    names = {(g.section, g.key): g.name for g in FACTORS.values() if g.name != "d_k"}
+    implied = {(f.section, f.key), ("train", "seed")}
+    if factor in ("d", "d_k") and all(c["model"]["d_ff"] == 4 * c["model"]["d_model"] for c in configs):
+        implied.add(("model", "d_ff"))
     seen: dict[str, set] = {}
-    for record in records:
-        for section, fields in _config(record).items():
+    for config in configs:
+        for section, fields in config.items():
             for key, value in fields.items():
-                if (section, key) not in ((f.section, f.key), ("train", "seed")):
+                if (section, key) not in implied:
                     seen.setdefault(names.get((section, key), f"{section}.{key}"), set()).add(repr(value))
     return [name for name, values in seen.items() if len(values) > 1]
 

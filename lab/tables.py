@@ -141,6 +141,7 @@ def _format_lr(lr: float) -> str:
 def variant_name(run: RunConfig, base: RunConfig) -> str:
     """How `run` differs from `base`, in the article's words: 'no position', 'pre-LN, lr 1e-2', 'full' if not."""
     r, b = _flat_config(_config(run)), _flat_config(_config(base))
+    r["d_k"], b["d_k"] = r["d_model"] // r["n_heads"], b["d_model"] // b["n_heads"]
     differs = {k for k in r if r[k] != b[k]}
     parts = []
     if "scaling" in differs:
@@ -154,22 +155,23 @@ def variant_name(run: RunConfig, base: RunConfig) -> str:
     if "task" in differs:
         parts.append(r["task"])
     named = {
-        "length": "L {}",
-        "seed": "seed {}",
-        "d_model": "d {}",
-        "n_heads": "{} heads",
-        "n_layers": "{} layers",
-        "steps": "{} steps",
-        "batch_size": "batch {}",
-        "dtype": "{}",
-        "beta1": "beta1 {:g}",
-        "beta2": "beta2 {:g}",
-        "eps": "eps {:g}",
-        "warmup": "warm-up {}",
-        "decay": "{} decay",
-        "min_lr_ratio": "to {:g} lr",
+        "length": "L {}".format,
+        "seed": "seed {}".format,
+        "d_model": "d {}".format,
+        "n_heads": lambda n: formats.count(n, "head"),
+        "d_k": "d_k {}".format,  # the head width d // heads: named when d or the heads change it
+        "n_layers": lambda n: formats.count(n, "layer"),
+        "steps": "{} steps".format,
+        "batch_size": "batch {}".format,
+        "dtype": "{}".format,
+        "beta1": "beta1 {:g}".format,
+        "beta2": "beta2 {:g}".format,
+        "eps": "eps {:g}".format,
+        "warmup": "warm-up {}".format,
+        "decay": "{} decay".format,
+        "min_lr_ratio": "to {:g} lr".format,
     }
-    parts += [fmt.format(r[k]) for k, fmt in named.items() if k in differs]
+    parts += [name(r[k]) for k, name in named.items() if k in differs]
     if "d_ff" in differs and not ("d_model" in differs and r["d_ff"] == 4 * r["d_model"]):
         parts.append(f"d_ff {r['d_ff']}")
     return ", ".join(parts) or "full"

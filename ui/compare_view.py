@@ -25,8 +25,9 @@ from ui.sidebar import FIELD_LABELS, LEARNING_RATES
 FIELD_LABELS = FIELD_LABELS | {"scaling": "Scaling"}
 
 
-def level_options(factor: str, lim: Limits) -> tuple[list, list]:
-    """(the levels offered for a factor within the hosted caps, the default levels); the first is the baseline."""
+def level_options(factor: str, lim: Limits, heads: int = 1) -> tuple[list, list]:
+    """(the levels offered for a factor within the hosted caps, the default levels); the first is the baseline.
+    d_k levels are those with heads × d_k within the width cap (`heads`: the count a d_k level keeps)."""
 
     def upto(values, cap):
         return [v for v in values if v <= cap]
@@ -40,6 +41,7 @@ def level_options(factor: str, lim: Limits) -> tuple[list, list]:
         "lr": (LEARNING_RATES, [1e-3, 3e-3, 1e-2]),
         "d": (upto([8, 16, 32, 64, 128, 256], lim.max_d_model), [16, 32, 64]),
         "heads": (upto([1, 2, 4, 8, 16], lim.max_heads), [1, 2, 4]),
+        "d_k": (upto([4, 8, 16, 32, 64, 128], lim.max_d_model // heads), [8, 32]),  # the article's 8; a wide head
         "layers": (list(range(1, lim.max_layers + 1)), [1, 2]),
         "steps": (upto([100, 250, 500, 1000, 1500, 2000, 3000], lim.max_steps), [500, 1500]),
         "batch": (upto([8, 16, 32, 64, 128], lim.max_batch), [16, 32, 64]),
@@ -52,10 +54,33 @@ def level_options(factor: str, lim: Limits) -> tuple[list, list]:
     return options, [v for v in default if v in options]
 
 
-def level_picker(factor: str, title: str, key: str, lim: Limits) -> list:
+LEVEL_HELP = {"d_k": "A d_k level keeps the head count and sets the width: d = heads × d_k (and d_ff = 4d)."}
+
+
+def level_picker(factor: str, title: str, key: str, lim: Limits, heads: int = 1) -> list:
     """A URL-bound multiselect of a factor's levels (within the hosted caps), its default levels preselected."""
-    options, default = level_options(factor, lim)
-    return url_multiselect(title, key, options, default, format_func=format_level(factor))
+    options, default = level_options(factor, lim, heads)
+    format_func = format_level(factor)
+    return url_multiselect(title, key, options, default, format_func=format_func, help=LEVEL_HELP.get(factor))
+
+
+def capped(make: Callable[..., RunConfig], lim: Limits) -> Callable[..., RunConfig]:
+    """`make`, refusing a run whose shape is over the hosted caps with a ConfigError naming the field (a d_k level
+    times the heads, or a variant's depth or width, may be; the sidebar caps only its own fields)."""
+
+    def make_capped(**overrides) -> RunConfig:
+        run = make(**overrides)
+        m = run.model
+        for field, value, cap in (
+            ("d_model", m.d_model, lim.max_d_model),
+            ("n_heads", m.n_heads, lim.max_heads),
+            ("n_layers", m.n_layers, lim.max_layers),
+        ):
+            if value > cap:
+                raise ConfigError(field, f"at most {cap:,} on this server, got {value:,}")
+        return run
+
+    return make_capped
 
 
 def seeds_input(key: str, default: int = 3) -> list[int]:

@@ -24,6 +24,13 @@ VARIANTS = dict(ABLATIONS) | {
     "lr 3e-2": {"lr": 3e-2},
     "post-LN with warm-up": lambda base: {"norm": "post", "warmup": warmup_steps(base)},  # Xiong et al. 2020
     "warm-up": lambda base: {"warmup": warmup_steps(base)},
+    # the regimes where the LayerNorm's place and the √d_k scaling matter (docs/regimes.md): depth and wide heads
+    # (post-LN fails at 8 layers without a warm-up there; no scaling is worse from d_k = 32, d_k × 4 at the defaults)
+    "8 layers": {"n_layers": 8},
+    "post-LN at 8 layers": {"norm": "post", "n_layers": 8},
+    "post-LN with warm-up at 8 layers": lambda base: {"norm": "post", "n_layers": 8, "warmup": warmup_steps(base)},
+    "d_k × 4": lambda base: {"d_model": 4 * base.model.d_model},  # the same heads, each 4 times as wide
+    "no scaling at d_k × 4": lambda base: {"scaling": False, "d_model": 4 * base.model.d_model},
 }
 DEFAULT = list(ABLATIONS)
 
@@ -39,9 +46,9 @@ def variant_runs(base: RunConfig, names, make) -> tuple[dict[str, RunConfig], li
     """{label: run} for the chosen variants (base first, named by base_label; the others as in lab.tables), and
     notes on the skipped ones.
 
-    `make(**overrides)` builds a run from the base settings (ui.sidebar.make). A variant equal to the base
-    or to an earlier one is skipped (one note lists them); an invalid one (e.g. RoPE with an odd head size) is
-    reported.
+    `make(**overrides)` builds a run from the base settings (ui.sidebar.make, within the hosted caps by
+    ui.compare_view.capped). A variant equal to the base or to an earlier one is skipped (one note lists them); an
+    invalid one (e.g. RoPE with an odd head size, or a width over the cap) is reported.
     """
     chosen, notes, repeats = {base_label(base): base}, [], []
     for name in names:
