@@ -59,7 +59,7 @@ if experiment == "depth":
     for cell in (c for c in cells if c.key["layers"] == deepest):
         groups = {label: [by_run[r] for r in runs] for label, runs in cell.groups.items()}
         st.markdown(f"**{plain(regimes.cell_text(cell.key))}**")
-        st.altair_chart(compare_charts.band_curves(curve_bands(groups, smooth=25), height=260), width="stretch")
+        st.altair_chart(compare_charts.band_curves(curve_bands(groups, smooth=25)), width="stretch")
     st.caption("Training loss (log scale, 25-step moving average): the mean over the seeds in a band from the "
                "lowest to the highest seed; pre-LN black.")  # fmt: skip
 elif experiment == "heads":
