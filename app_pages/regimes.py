@@ -76,14 +76,13 @@ elif experiment == "heads":
     st.page_link("app_pages/scaling.py", label="Scaling: Var(q·k) = d_k, measured", icon=":material/straighten:")
     st.subheader("The largest attention logit over training")
     logits, missing = view.logits_over_training(cells, by_run)
-    batch = wanted[0].train.batch_size * view.norms.SNAPSHOT_BATCHES  # the fixed sequences a snapshot is measured on
     if len(logits):
         st.altair_chart(charts.logit_growth(logits), width="content")
     st.caption(
-        f"max |q·k|/scale over the layers, the causal pairs and {batch} fixed sequences of the task, at each "
-        "training snapshot of the first seed's run (stored with the run). Dehghani et al. 2023 and Wortsman et al. "
-        "2023 trace training instabilities to these logits growing; on the same initial weights they are √d_k "
-        "times larger without the scaling."
+        f"max |q·k|/scale over the layers, the causal pairs and {view.norms.snapshot_sequences(wanted[0])} fixed "
+        "sequences of the task, at each training snapshot of the first seed's run (stored with the run). Dehghani "
+        "et al. 2023 and Wortsman et al. 2023 trace training instabilities to these logits growing; on the same "
+        "initial weights they are √d_k times larger without the scaling."
         + (f" {missing} of the runs were stored before their norms were and are left out." if missing else "")
     )
 else:

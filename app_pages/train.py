@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from attncore.interpret.norms import SNAPSHOT_BATCHES
+from attncore.interpret.norms import snapshot_sequences
 from attncore.optim import lr_schedule
 from attncore.snapshots import SNAPSHOT_N_TEST
 from lab import formats, provenance
@@ -90,7 +90,7 @@ if record.norms is None:
 else:
     st.altair_chart(regime_charts.snapshot_norms(regime_charts.snapshot_norms_frame(record.norms)), width="content")
     st.caption(
-        f"At each of the {len(record.norms)} snapshots, on {SNAPSHOT_BATCHES * run.train.batch_size} fixed "
+        f"At each of the {len(record.norms)} snapshots, on {snapshot_sequences(run)} fixed "
         "sequences of the task (the same for every run of this task and length): the gradient norm of each block's "
         "FFN output matrix, the residual stream's mean norm after the block, the largest attention logit "
         "|q·k|/scale and the mean attention entropy of the rows that see two keys or more. The Regimes page sets "

@@ -48,7 +48,7 @@ def _check_training(runs, cap) -> list:
     return missing
 
 
-def _record(run, cap):
+def stored_record(run, cap):
     """The run's record from the store, trained first (saying so on stderr) if it is not stored yet."""
     from lab.store import describe, get_run
 
@@ -85,7 +85,7 @@ def cmd_patch(a) -> int:
         c = pt.contrast(run, tokens, a.at, symbol)
     except ConfigError as e:
         raise ConfigError("--" + e.field.replace("position", "at"), e.message) from None
-    result = pt.patch(_record(run, a.max_memory).params, run, c, direction=a.direction)
+    result = pt.patch(stored_record(run, a.max_memory).params, run, c, direction=a.direction)
     if a.json:
         print(json.dumps({"config": run.to_dict()} | result.to_dict()))
         return 0
@@ -111,7 +111,7 @@ def cmd_patch(a) -> int:
 def cmd_lens(a) -> int:
     run = run_from_args(a)
     tokens = _tokens(a, run)
-    found = ln.logit_lens(_record(run, a.max_memory).params, run, tokens, a.n_test)
+    found = ln.logit_lens(stored_record(run, a.max_memory).params, run, tokens, a.n_test)
     names = ["embed"] + [f"block {i}" for i in range(run.model.n_layers)]
     if a.json:
         print(json.dumps({"config": run.to_dict(), "layers": names} | {k: v.tolist() for k, v in found.items()}))
@@ -127,7 +127,7 @@ def cmd_lens(a) -> int:
 def cmd_heads(a) -> int:
     run = run_from_args(a)
     tokens = _tokens(a, run)
-    record = _record(run, a.max_memory)
+    record = stored_record(run, a.max_memory)
     probe, test = hd.probe_scores(record.params, run, tokens), hd.test_scores(record.params, run, a.n_test)
     steps, over = hd.snapshot_scores(record.snapshots, record.probe_tokens, run.task.length)
     if a.json:
@@ -160,10 +160,10 @@ def cmd_explain(a) -> int:
     others = [_replace_seed(run, s) for s in seeds]
     ex.check_fits(run, max(a.permutations, a.restarts), a.max_memory)
     _check_training([run, *others], a.max_memory)  # every run it needs, before the first is trained
-    record = _record(run, a.max_memory)
+    record = stored_record(run, a.max_memory)
     layer, head = hd.best_head(record.params, run, tokens) if a.layer is None else (a.layer, a.head)
     t = ex.target(record.params, run, tokens, layer, head, query)
-    others = {other.train.seed: (_record(other, a.max_memory).params, other) for other in others}
+    others = {other.train.seed: (stored_record(other, a.max_memory).params, other) for other in others}
     perm = ex.permutation_tvd(t, a.permutations)
     result = {
         "config": run.to_dict(),

@@ -29,14 +29,12 @@ def _print_layers(figures: dict) -> None:
         print(f"  {label:<16} " + " ".join(f"{formats.significant(x, 3):>7}" for x in figures[key]))
 
 
-def _snapshots(run) -> list[dict]:
+def _snapshots(run, cap) -> list[dict]:
     """The figures at the run's snapshots: from its record (trained and stored first if it is not stored yet),
     or, for a record stored before they were, by training the run again."""
-    from lab.store import describe, get_run, is_cached
+    from cli.interpret import stored_record
 
-    if not is_cached(run):
-        print(f"training {describe(run)} (not in the store yet) ...", file=sys.stderr, flush=True)
-    record = get_run(run)
+    record = stored_record(run, cap)
     if record.norms is not None:
         return record.norms
     print("its record was stored before the norms were: training it again to measure them ...", file=sys.stderr)
@@ -50,7 +48,7 @@ def cmd_norms(a) -> int:
     check_length_flags(a)
     run = make_run(a.task, a.length, a.seed, lr=a.lr, position=a.position, norm=a.norm, **run_settings(a))
     check_fits([run], cap=a.max_memory)
-    snapshots = [] if a.init_only else _snapshots(run)
+    snapshots = [] if a.init_only else _snapshots(run, a.max_memory)
     out = {"init": nm.at_init(run), "snapshots": snapshots}
     if a.json:
         batches = {"init_batches": nm.N_BATCHES, "snapshot_batches": nm.SNAPSHOT_BATCHES}

@@ -69,14 +69,18 @@ def test_the_final_snapshot_equals_a_direct_evaluation_of_the_final_weights_on_t
     np.testing.assert_array_equal(final.probe_attention, attention_maps(trained.params, RUN))
 
 
-def test_a_snapshot_holds_the_weights_after_exactly_its_step(trained):
-    snap = trained.snapshots[len(trained.snapshots) // 2]
+def assert_replays(snap) -> None:
+    """The snapshot's probe attention and scores are those of RUN's weights replayed for exactly its steps."""
     trainer = Trainer(RUN)
     for _ in range(snap.step):
         trainer.step()
     np.testing.assert_array_equal(snap.probe_attention, attention_maps(trainer.params, RUN))
     direct = evaluate(trainer.params, RUN, n=SNAPSHOT_N_TEST)
     assert (snap.token_accuracy, snap.sequence_accuracy) == (direct.token_accuracy, direct.sequence_accuracy)
+
+
+def test_a_snapshot_holds_the_weights_after_exactly_its_step(trained):
+    assert_replays(trained.snapshots[len(trained.snapshots) // 2])
 
 
 def test_snapshots_leave_the_loss_history_and_the_final_weights_bit_identical(trained):
@@ -158,10 +162,4 @@ def test_nested_and_concurrent_pins_restore_the_count_once_the_last_caller_leave
 def test_a_snapshot_equals_the_steps_replayed_on_two_blas_threads(trained, two_blas_threads):
     """The bits of a run do not depend on the thread count: the snapshot's weights replayed step by step in a
     process on 2 BLAS threads give the same probe attention and the same scores."""
-    snap = trained.snapshots[-3]
-    trainer = Trainer(RUN)
-    for _ in range(snap.step):
-        trainer.step()
-    np.testing.assert_array_equal(snap.probe_attention, attention_maps(trainer.params, RUN))
-    direct = evaluate(trainer.params, RUN, n=SNAPSHOT_N_TEST)
-    assert (snap.token_accuracy, snap.sequence_accuracy) == (direct.token_accuracy, direct.sequence_accuracy)
+    assert_replays(trained.snapshots[-3])

@@ -16,9 +16,8 @@ import numpy as np
 from .._blas import one_blas_thread
 from ..config import RunConfig, TaskConfig
 from ..model import loss_and_grads
-from ..snapshots import snapshot_steps
 from ..tasks import sample_batch
-from ..train import Trainer, initial_params
+from ..train import initial_params, train
 from .hooked import check_supported, run_with_hooks
 
 N_BATCHES = 16  # the fixed batches every figure is averaged over
@@ -124,21 +123,17 @@ def at_snapshots(run: RunConfig) -> Callable[[dict, int], dict]:
     return lambda params, step: {"step": step} | measure(params, run, batches)
 
 
-def over_training(run: RunConfig, progress: Callable[[int], object] | None = None) -> tuple[list[dict], dict]:
+def over_training(run: RunConfig) -> tuple[list[dict], dict]:
     """(the figures at each snapshot [{"step": s, …}, …], final weights) of a run whose record does not hold them
-    (stored before issue 30): trains `run` as attncore.train does (the same steps, bit for bit) and measures
-    the weights after each step of `snapshot_steps(steps)` as the record's training would have."""
-    trainer = Trainer(run)
-    at, measured = set(snapshot_steps(run.train.steps)), at_snapshots(run)
-    snaps = []
-    with one_blas_thread():
-        for step in range(run.train.steps):
-            trainer.step()
-            if step + 1 in at:
-                snaps.append(measured(trainer.params, step + 1))
-            if progress is not None:
-                progress(step)
-    return snaps, {k: v.copy() for k, v in trainer.params.items()}
+    (stored before issue 30): trains `run` again through attncore.train with at_snapshots, as a record's training
+    measures them (the same steps, bit for bit)."""
+    result = train(run, on_snapshot=at_snapshots(run))
+    return result.measured, result.params
+
+
+def snapshot_sequences(run: RunConfig) -> int:
+    """How many fixed sequences of the task a training snapshot is measured on."""
+    return SNAPSHOT_BATCHES * run.train.batch_size
 
 
 # --- storage: a run's snapshot figures as arrays, beside its snapshots (lab.store.codec) --------------------

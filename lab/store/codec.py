@@ -178,13 +178,7 @@ def encode(record) -> tuple[dict, bytes]:
 def expected_arrays(run: RunConfig, with_norms: bool = True) -> dict[str, tuple[tuple[int, ...], tuple[str, ...]]]:
     """name -> (shape, allowed dtypes) of every array a record of this run must hold, and nothing else; a record
     stored before issue 30 holds no norms (with_norms=False)."""
-    out = dict(_expected_arrays(run.model, run.task.length, run.train.steps))
-    if with_norms:
-        n = len(snapshot_steps(run.train.steps))
-        for name, shape in norms.array_shapes(run.model.n_layers, n).items():
-            kind = np.int64 if name == "step" else np.float64
-            out[NORMS_PREFIX + name] = (shape, (np.dtype(kind).str,))
-    return out
+    return dict(_expected_arrays(run.model, run.task.length, run.train.steps, with_norms))
 
 
 def _has_norms(names) -> bool:
@@ -192,7 +186,7 @@ def _has_norms(names) -> bool:
 
 
 @functools.lru_cache(maxsize=1024)  # the seeds of a sweep share it; a rebuild of the index checks thousands
-def _expected_arrays(m, L: int, steps: int) -> dict[str, tuple[tuple[int, ...], tuple[str, ...]]]:
+def _expected_arrays(m, L: int, steps: int, with_norms: bool) -> dict[str, tuple[tuple[int, ...], tuple[str, ...]]]:
     floats = (np.dtype(m.dtype).str,)
     out = {
         "loss_history": ((steps,), (np.dtype(np.float64).str, np.dtype(np.float32).str)),
@@ -206,6 +200,10 @@ def _expected_arrays(m, L: int, steps: int) -> dict[str, tuple[tuple[int, ...], 
     for name in ("token_accuracy", "sequence_accuracy"):
         out[SNAPSHOT_PREFIX + name] = ((n,), (np.dtype(np.float64).str,))
     out[SNAPSHOT_PREFIX + "probe_attention"] = ((n, m.n_layers, m.n_heads, 2 * L, 2 * L), floats)
+    if with_norms:
+        for name, shape in norms.array_shapes(m.n_layers, n).items():
+            kind = np.int64 if name == "step" else np.float64
+            out[NORMS_PREFIX + name] = (shape, (np.dtype(kind).str,))
     return out
 
 
@@ -409,7 +407,7 @@ def decode(meta: dict, data: bytes, numerics_version: int, config: dict | None =
     if imported and not np.all(np.isfinite(arrays["loss_history"])):
         raise RecordError("the loss history holds a number that is not finite")
     found = {name.removeprefix(NORMS_PREFIX): a for name, a in arrays.items() if name.startswith(NORMS_PREFIX)}
-    if found and found["step"].tolist() != snapshot_steps(run.train.steps):
+    if found and found["step"].tolist() != snaps["step"].tolist():
         raise RecordError("the norms were not measured at the steps the config's training takes its snapshots")
     try:
         figures = norms.unstack(found, 2 * run.task.length) if found else None
