@@ -3,7 +3,7 @@
 import streamlit as st
 
 from attncore import ConfigError
-from attncore.config import TASKS
+from attncore.config import ARTICLE_TASKS
 from attncore.tasks import N_TEST
 from lab import formats
 from lab.tables import accuracy_table, runs_frame
@@ -13,14 +13,18 @@ from ui.limits import limits
 from ui.params import url_multiselect, url_number
 
 # the sidebar settings Results applies (all but task, L and seed), at the article's values (the defaults)
-ARTICLE = {key: default for key, (_, default) in sidebar.DEFAULTS.items() if key not in ("task", "L", "seed")}
+ARTICLE = {
+    key: default
+    for key, (_, default) in sidebar.DEFAULTS.items()
+    if key not in ("task", "L", "seed", *sidebar.INDUCTION_KEYS)
+}
 
 
 def applied_settings() -> tuple[str, list[str]]:
     """The sidebar's settings that Results applies, as one line, and the names of those not at the article's."""
     now = {key: sidebar.settings()[arg] for key, (arg, _) in sidebar.DEFAULTS.items() if key in ARTICLE}
     names = {"pos": "position", "norm": "LayerNorm", "scaling": "scaling", "lr": "learning rate", "steps": "steps"}
-    names |= {"d": "width d", "heads": "heads", "layers": "layers", "batch": "batch"}
+    names |= {"d": "width d", "heads": "heads", "layers": "layers", "batch": "batch", "emb": "embedding std"}
     line = (
         f"{sidebar.POSITION_LABELS.get(now['pos'], now['pos'])} position · {sidebar.NORM_LABELS.get(now['norm'])} · "
         f"scaling {'on' if now['scaling'] else 'off'} · lr {formats.learning_rate(now['lr'])} · "
@@ -49,7 +53,7 @@ if differs:
 docs.link("accuracy-by-task-and-length", "What this experiment measures, and what the article reported")
 c1, c2, c3 = st.columns(3)
 with c1:
-    tasks = url_multiselect("Tasks", "res_tasks", TASKS, TASKS, placeholder="Pick copy, sort or both")
+    tasks = url_multiselect("Tasks", "res_tasks", ARTICLE_TASKS, ARTICLE_TASKS, placeholder="Pick copy, sort or both")
 with c2:
     lengths = url_multiselect(
         "Lengths L", "res_L", range(1, limits().max_length + 1), [4, 6, 8], placeholder="Pick lengths"

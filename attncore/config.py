@@ -13,13 +13,20 @@ from dataclasses import dataclass
 POSITIONS = ("learned", "sinusoidal", "rope", "alibi", "none")
 NORMS = ("pre", "post")
 DTYPES = ("float32", "float64")
-TASKS = ("copy", "sort", "reverse")
+ARTICLE_TASKS = ("copy", "sort", "reverse")  # [s1..sL, SEP, a1..aL] over 20 symbols, the loss on the answer
+INDUCTION = "induction"  # T random tokens of V with a repeated prefix, the loss on every position (SPEC §14)
+TASKS = (*ARTICLE_TASKS, INDUCTION)
 DECAYS = ("none", "linear", "cosine")  # the learning rate after warm-up (attncore.optim.lr_multiplier)
 N_SYMBOLS = 20  # symbols 0..19
 SEP = 20  # the separator token
 VOCAB_SIZE = N_SYMBOLS + 1
 MAX_LENGTH = 64  # longest task length L accepted anywhere
 MAX_RANDOMIZED = 4096  # largest N_MAX of randomized positions
+MAX_EMBED_STD = 10.0  # the largest initial std of the embeddings
+MIN_INDUCTION_T, MAX_INDUCTION_T = 4, 256  # T: tokens of an induction sequence (the hosted cap may be lower)
+MAX_INDUCTION_VOCAB = 1024  # V: tokens drawn uniformly
+MIN_K = 2  # the shortest repeated prefix: its repeat holds one query with a target (k .. 2k - 2)
+INDUCTION_DEFAULTS = {"vocab": 32, "k_min": 4}  # TaskConfig's fields an induction task fills when not given
 
 
 class ConfigError(ValueError):
@@ -66,6 +73,7 @@ class ModelConfig:
     norm: str = "pre"
     scaling: bool = True  # divide scores by sqrt(d_head)
     dtype: str = "float32"
+    embed_std: float = 0.1  # the token embedding's (and learned position table's) initial std, SPEC §4's 0.1
 
     def __post_init__(self):
         check_int("vocab_size", self.vocab_size, 2, 1_000_000)
@@ -87,6 +95,11 @@ class ModelConfig:
         if not isinstance(self.scaling, bool):
             raise ConfigError("scaling", f"must be true or false, got {self.scaling!r}")
         check_choice("dtype", self.dtype, DTYPES)
+        if isinstance(self.embed_std, bool) or not isinstance(self.embed_std, (int, float)):
+            raise ConfigError("embed_std", f"must be a number, got {self.embed_std!r}")
+        if not 0.0 < self.embed_std <= MAX_EMBED_STD:  # also refuses nan
+            raise ConfigError("embed_std", f"must be above 0 and at most {MAX_EMBED_STD:g}, got {self.embed_std}")
+        object.__setattr__(self, "embed_std", float(self.embed_std))  # 1 and 1.0: one cache key
 
     @property
     def d_head(self) -> int:
@@ -131,13 +144,22 @@ class TrainConfig:
 @dataclass(frozen=True)
 class TaskConfig:
     name: str = "copy"
-    length: int = 6  # L: symbols to copy or sort; with train_lengths the longest trained (and evaluated) length
+    length: int = 6  # L: symbols to copy or sort; with train_lengths the longest trained (and evaluated) length.
+    # The induction task: T, the tokens of a sequence.
     train_lengths: tuple[int, int] | None = None  # (L_min, L_max = length): train on every length of the range
     mixed_lengths: bool = False  # with train_lengths: lengths mixed in a batch (right padding), else one per batch
+    vocab: int | None = None  # induction: V, the tokens drawn uniformly (default 32); None for the other tasks
+    k_min: int | None = None  # induction: the shortest repeated prefix k (default 4; k ~ U{k_min .. T/2})
 
     def __post_init__(self):
         check_choice("task", self.name, TASKS)
-        check_int("length", self.length, 1, MAX_LENGTH)
+        if self.name == INDUCTION:
+            self._check_induction()
+        else:
+            check_int("length", self.length, 1, MAX_LENGTH)
+            for field in ("vocab", "k_min"):
+                if getattr(self, field) is not None:
+                    raise ConfigError(field, f"is a setting of the induction task, not of {self.name}")
         if self.train_lengths is not None:
             lengths = self.train_lengths
             if isinstance(lengths, (str, bytes)) or not hasattr(lengths, "__len__") or len(lengths) != 2:
@@ -153,6 +175,20 @@ class TaskConfig:
         if self.mixed_lengths and self.train_lengths is None:
             raise ConfigError("mixed_lengths", "needs train_lengths (a range to mix)")
 
+    def _check_induction(self) -> None:
+        """T, V and k_min in range (k_min at most T/2); V and k_min filled from INDUCTION_DEFAULTS when None."""
+        for field, default in INDUCTION_DEFAULTS.items():
+            if getattr(self, field) is None:
+                object.__setattr__(self, field, default)
+        check_int("T", self.length, MIN_INDUCTION_T, MAX_INDUCTION_T)
+        check_int("vocab", self.vocab, 2, MAX_INDUCTION_VOCAB)
+        half = self.length // 2
+        if isinstance(self.k_min, numbers.Integral) and not isinstance(self.k_min, bool) and self.k_min > half:
+            raise ConfigError("k_min", f"must be from {MIN_K} to T/2 = {half} (the repeat must fit), got {self.k_min}")
+        check_int("k_min", self.k_min, MIN_K, half)
+        if self.train_lengths is not None:
+            raise ConfigError("train_lengths", "is not a setting of the induction task (one length T)")
+
     @property
     def min_length(self) -> int:
         """The shortest trained length (L itself without a range)."""
@@ -160,14 +196,30 @@ class TaskConfig:
 
     @property
     def seq_len(self) -> int:
-        """Tokens in a full sequence [s1..sL, SEP, a1..aL]."""
-        return 2 * self.length + 1
+        """Tokens in a full sequence: [s1..sL, SEP, a1..aL] (2L + 1), or the induction task's T."""
+        return self.length if self.name == INDUCTION else 2 * self.length + 1
+
+    @property
+    def n_inputs(self) -> int:
+        """Positions the model reads: the sequence without its last token (2L, or T - 1)."""
+        return self.seq_len - 1
+
+    @property
+    def answer_len(self) -> int:
+        """Targets with a loss, the last ones of the sequence: the L answer tokens, or every one of the T - 1."""
+        return self.n_inputs if self.name == INDUCTION else self.length
+
+    @property
+    def vocab_size(self) -> int:
+        """Tokens the model must embed: 20 symbols and SEP, or the induction task's V."""
+        return self.vocab if self.name == INDUCTION else VOCAB_SIZE
 
 
 # fields left out of RunConfig.to_dict at their default, so the cache key of configs without them is unchanged
 OPTIONAL_FIELDS = {
+    "model": {"embed_std": 0.1},
     "train": {"randomized_positions": None, "warmup": 0, "decay": "none", "min_lr_ratio": 0.0},
-    "task": {"train_lengths": None, "mixed_lengths": False},
+    "task": {"train_lengths": None, "mixed_lengths": False, "vocab": None, "k_min": None},  # the last two: induction's
 }
 
 
@@ -180,8 +232,11 @@ class RunConfig:
     task: TaskConfig = TaskConfig()
 
     def __post_init__(self):
-        if self.model.vocab_size != VOCAB_SIZE:
-            raise ConfigError("vocab_size", f"the tasks need {VOCAB_SIZE}, got {self.model.vocab_size}")
+        if self.model.vocab_size != self.task.vocab_size:
+            raise ConfigError("vocab_size", f"the task needs {self.task.vocab_size}, got {self.model.vocab_size}")
+        if self.task.name == INDUCTION:
+            self._check_induction()
+            return
         if self.model.position in ("learned", "sinusoidal") and self.model.max_len < 2 * self.task.length:
             raise ConfigError(
                 "length",
@@ -201,6 +256,16 @@ class RunConfig:
                 )
             if self.model.position in ("learned", "sinusoidal") and self.model.max_len < n_max:
                 raise ConfigError("randomized_positions", f"needs a table of N_MAX={n_max} rows (max_len)")
+
+    def _check_induction(self) -> None:
+        if self.model.position in ("learned", "sinusoidal") and self.model.max_len < self.task.n_inputs:
+            raise ConfigError(
+                "T",
+                f"T={self.task.length} needs {self.task.n_inputs} positions but the position table has "
+                f"max_len={self.model.max_len}; allowed T from {MIN_INDUCTION_T} to {self.model.max_len + 1}",
+            )
+        if self.train.randomized_positions is not None:
+            raise ConfigError("randomized_positions", "is not a setting of the induction task")
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
@@ -240,19 +305,24 @@ def make_run(
     warmup: int = 0,
     decay: str = "none",
     min_lr_ratio: float = 0.0,
+    vocab: int | None = None,
+    k_min: int | None = None,
+    embed_std: float = 0.1,
 ) -> RunConfig:
     """The article's experiment (SPEC §7) with any field overridden; t_max = 2L + 1 (N_MAX with randomized
     positions). With train_lengths (MIN, MAX) the run trains on lengths MIN..MAX and L is MAX; train_min
-    is the same as train_lengths (train_min, length)."""
+    is the same as train_lengths (train_min, length). task "induction": `length` is T and `vocab`, `k_min` its V
+    and shortest repeat (make_induction has its defaults); t_max = T."""
     if train_min is not None:
         if train_lengths is not None:
             raise ConfigError("train_min", "give train_lengths or train_min, not both")
         train_lengths = (train_min, length)
     if train_lengths is not None and len(train_lengths) == 2 and length != train_lengths[1]:
         length = train_lengths[1]
-    task_cfg = TaskConfig(task, length, train_lengths, mixed_lengths)
+    task_cfg = TaskConfig(task, length, train_lengths, mixed_lengths, vocab, k_min)
     d_ff = 4 * d_model if d_ff is None else d_ff
     model = ModelConfig(
+        vocab_size=task_cfg.vocab_size,
         d_model=d_model,
         n_heads=n_heads,
         n_layers=n_layers,
@@ -262,6 +332,7 @@ def make_run(
         norm=norm,
         scaling=scaling,
         dtype=dtype,
+        embed_std=embed_std,
     )
     train = TrainConfig(
         steps=steps,
@@ -274,3 +345,18 @@ def make_run(
         min_lr_ratio=min_lr_ratio,
     )
     return RunConfig(model, train, task_cfg)
+
+
+# The induction experiment's defaults (issue 34, from a prototype that showed the phase change on 4 of 4 seeds):
+# T = 32 tokens of V = 32, k ~ U{4 .. 16}; 2 blocks, d = 32, 2 heads, RoPE, pre-LN, lr 1e-3, batch 32, 2,000 steps;
+# the token embedding drawn N(0, 1) as the prototype's (PyTorch's nn.Embedding): at SPEC §4's 0.1 the blocks' outputs
+# drown the tokens' identity in the residual stream and the pair of heads had not formed by 2,000 steps
+# (docs/induction.md).
+INDUCTION_RUN = dict(length=32, vocab=32, k_min=4, n_layers=2, d_model=32, n_heads=2, position="rope", norm="pre",
+                     lr=1e-3, batch_size=32, steps=2000, embed_std=1.0)  # fmt: skip
+
+
+def make_induction(seed: int = 0, **overrides) -> RunConfig:
+    """The induction task's run at INDUCTION_RUN's defaults, any make_run argument overridden (length is T)."""
+    kw = INDUCTION_RUN | overrides
+    return make_run(INDUCTION, kw.pop("length"), seed, **kw)

@@ -8,10 +8,11 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
+from . import induction
 from ._blas import one_blas_thread
-from .config import MAX_LENGTH, ConfigError, RunConfig, TaskConfig, check_int
+from .config import INDUCTION, MAX_LENGTH, ConfigError, RunConfig, TaskConfig, check_int
 from .model import forward, generate
-from .tasks import N_TEST, TEST_SEED, all_distinct, draw_positions, test_set
+from .tasks import N_TEST, TEST_SEED, all_distinct, draw_positions, test_distinct, test_set
 
 
 @dataclass(frozen=True)
@@ -39,8 +40,11 @@ def evaluation_positions(length: int, n_max: int):
 
 def evaluate(params, run: RunConfig, *, head_mask=None, n: int = N_TEST, positions=None) -> EvalResult:
     """Feed the model its own greedy outputs (KV-cached) and score the L answer tokens; positions (2L,) in place
-    of 0..2L-1 (evaluation on randomized positions, as Ruoss et al.'s code)."""
+    of 0..2L-1 (evaluation on randomized positions, as Ruoss et al.'s code). The induction task: teacher-forced
+    (the model reads the true tokens), the most likely token at each repeat query (induction.held_out)."""
     start = time.perf_counter()
+    if run.task.name == INDUCTION:
+        return _evaluate_induction(params, run, head_mask, n, start)
     L = run.task.length
     seqs = test_set(run.task, n)
     tokens, _ = generate(params, seqs[:, : L + 1], L, run.model, head_mask=head_mask, positions=positions)
@@ -58,6 +62,22 @@ def evaluate(params, run: RunConfig, *, head_mask=None, n: int = N_TEST, positio
     )
 
 
+def _evaluate_induction(params, run: RunConfig, head_mask, n: int, start: float) -> EvalResult:
+    """EvalResult of the induction task: per-token = repeat targets right, per-sequence = every one of a sequence's;
+    the subsets split the sequences by whether their first copy's tokens all differ."""
+    h = induction.held_out(params, run, n, head_mask)
+    distinct = test_distinct(run.task)[:n]
+    return EvalResult(
+        token_accuracy=h.token_accuracy,
+        sequence_accuracy=h.sequence_accuracy,
+        distinct_accuracy=_mean(h.right[distinct]),
+        n_distinct=int(distinct.sum()),
+        repeated_accuracy=_mean(h.right[~distinct]),
+        n_repeated=int((~distinct).sum()),
+        eval_seconds=time.perf_counter() - start,
+    )
+
+
 TEST_LOSS_CHUNK = 50  # sequences per forward pass: a fixed split, so the stored number never depends on memory
 
 
@@ -70,7 +90,11 @@ def test_loss(params, run: RunConfig, n: int = N_TEST) -> float:
     other run of that task and L on the same sequences. The model computes in its own dtype; the log-softmax and
     the mean are float64 over a fixed split into TEST_LOSS_CHUNK sequences, on one BLAS thread (attncore._blas):
     the same bits whatever the caller's thread count, since the number is stored with the run.
+
+    The induction task's test loss is its training objective on the held-out set: the mean over every position.
     """
+    if run.task.name == INDUCTION:
+        return induction.held_out(params, run, n).loss
     L = run.task.length
     seqs = test_set(run.task, n)
     nll = []

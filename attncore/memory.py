@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 import re
 
-from .config import ConfigError, RunConfig
+from .config import INDUCTION, ConfigError, RunConfig
+from .induction import CHUNK as INDUCTION_CHUNK
 from .tasks import N_TEST
 
 GIB = 2**30
@@ -41,11 +42,17 @@ def training_bytes(run: RunConfig) -> int:
     widest = max(m.d_model * m.d_ff, m.d_model * 3 * m.d_model, m.vocab_size * m.d_model)
     # weights, gradients, Adam's two moments, the copy returned; at init a float64 draw of the widest matrix
     state = 5 * params * item + 8 * widest
-    B, T = run.train.batch_size, 2 * L  # the model reads [s1..sL, SEP, a1..a(L-1)]
+    # the model reads [s1..sL, SEP, a1..a(L-1)] (2L) with a loss on the L answers; induction: T - 1, on all
+    B, T, A = run.train.batch_size, run.task.n_inputs, run.task.answer_len
     rows = B * T
     # every block's forward is kept for the backward; the backward adds a gradient of each, and the
     # zeros the FFN's ReLU compares against stay cached per shape
-    train = m.n_layers * _forward_elements(m, B, T, T) + 3 * rows * m.d_ff + 3 * B * L * m.vocab_size
+    train = m.n_layers * _forward_elements(m, B, T, T) + 3 * rows * m.d_ff + 3 * B * A * m.vocab_size
+    if run.task.name == INDUCTION:  # teacher-forced, CHUNK sequences a forward with every block's cache (and the
+        # temporaries beside them: tracemalloc measured up to twice those), the logits' float64 copies
+        chunk = INDUCTION_CHUNK
+        evaluate = 2 * m.n_layers * _forward_elements(m, chunk, T, T) + 6 * chunk * T * m.vocab_size
+        return state + item * max(train, evaluate)
     # evaluation: N_TEST sequences, the prompt (L + 1 positions) in one forward, then one token at a time
     # with a KV cache of every layer; blocks are not kept
     prompt = N_TEST * (L + 1)

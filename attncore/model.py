@@ -76,7 +76,7 @@ def tensor_rng(seed: int, name: str) -> np.random.Generator:
 
 
 def init_params(cfg: ModelConfig, rng: np.random.Generator | int) -> dict[str, np.ndarray]:
-    """SPEC §4: weights N(0, 1)/sqrt(fan_in), biases 0, LN gamma 1 beta 0, embeddings N(0, 1)*0.1.
+    """SPEC §4: weights N(0, 1)/sqrt(fan_in), biases 0, LN gamma 1 beta 0, embeddings N(0, 1)*0.1 (cfg.embed_std).
 
     rng an int seed: every tensor draws from its own stream `tensor_rng(seed, name)`, so variants
     at one seed (no position table, post-LN, ...) start bit-identical on every tensor they share.
@@ -90,7 +90,7 @@ def init_params(cfg: ModelConfig, rng: np.random.Generator | int) -> dict[str, n
         leaf = name.rsplit(".", 1)[-1]
         if name in ("tok_emb", "pos_emb") or leaf.startswith("w"):
             draw = (tensor_rng(rng, name) if seeded else rng).standard_normal(shape)
-            params[name][...] = draw * 0.1 if name in ("tok_emb", "pos_emb") else draw / np.sqrt(shape[0])
+            params[name][...] = draw * cfg.embed_std if name in ("tok_emb", "pos_emb") else draw / np.sqrt(shape[0])
         elif leaf == "gamma":
             params[name][...] = 1.0
     return params

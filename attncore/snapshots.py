@@ -1,5 +1,6 @@
 """Training snapshots (issue 14.1): at ~20 log-spaced steps, the probe's attention and the greedy accuracy
-on a fixed subset of the test set, recorded by `train` without touching its weights or batch stream.
+on a fixed subset of the test set, recorded by `train` without touching its weights or batch stream. The induction
+task's are every 25 steps (its phase change needs the curve), with its losses and head scores (attncore.induction).
 """
 
 from __future__ import annotations
@@ -8,7 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .config import RunConfig, check_int
+from . import induction
+from .config import INDUCTION, RunConfig, check_int
 from .evaluate import evaluate
 from .inspect import attention_maps
 
@@ -24,11 +26,20 @@ class Snapshot:
     step: int
     token_accuracy: float  # greedy generation on the first SNAPSHOT_N_TEST test sequences
     sequence_accuracy: float
-    probe_attention: np.ndarray  # (n_layers, H, 2L, 2L) attention weights on the task's probe
+    probe_attention: np.ndarray  # (n_layers, H, 2L, 2L) attention weights on the task's probe (T - 1 for induction)
+    induction: dict | None = None  # the induction task's figures (INDUCTION_FIGURES); None for the other tasks
 
     def summary(self) -> dict:
-        """JSON-able scalars: {step, token_accuracy, sequence_accuracy}."""
-        return {"step": self.step, "token_accuracy": self.token_accuracy, "sequence_accuracy": self.sequence_accuracy}
+        """JSON-able scalars: {step, token_accuracy, sequence_accuracy} (and the induction task's figures)."""
+        out = {"step": self.step, "token_accuracy": self.token_accuracy, "sequence_accuracy": self.sequence_accuracy}
+        if self.induction is not None:
+            out |= {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in self.induction.items()}
+        return out
+
+
+# an induction snapshot's figures (attncore.induction.measure): the scalars, then the per-head (n_layers, H) scores
+INDUCTION_SCALARS = ("loss", "repeat_loss", "first_loss", "icl_score")
+INDUCTION_HEADS = {"induction_score": "induction", "previous_token_score": "previous token"}
 
 
 def snapshot_steps(steps: int, n: int = N_SNAPSHOTS) -> list[int]:
@@ -44,31 +55,69 @@ def snapshot_steps(steps: int, n: int = N_SNAPSHOTS) -> list[int]:
     return sorted({int(p) for p in points} | {steps})
 
 
+def run_snapshot_steps(run: RunConfig) -> list[int]:
+    """The steps a run's training takes its snapshots at: snapshot_steps, or the induction task's every 25."""
+    return task_snapshot_steps(run.task.name, run.train.steps)
+
+
+def task_snapshot_steps(task: str, steps: int) -> list[int]:
+    """run_snapshot_steps of a run of this task and steps."""
+    return induction.snapshot_steps(steps) if task == INDUCTION else snapshot_steps(steps)
+
+
 def take_snapshot(params, run: RunConfig, step: int) -> Snapshot:
     """Score `params` on the snapshot subset and record the probe's attention; reads params only."""
+    maps = attention_maps(params, run)
+    if run.task.name == INDUCTION:
+        m = induction.measure(params, run)
+        figures = {k: m[k] for k in INDUCTION_SCALARS} | {k: m[p] for k, p in INDUCTION_HEADS.items()}
+        return Snapshot(step, m["token_accuracy"], m["sequence_accuracy"], maps, figures)
     scores = evaluate(params, run, n=SNAPSHOT_N_TEST)
-    return Snapshot(step, scores.token_accuracy, scores.sequence_accuracy, attention_maps(params, run))
+    return Snapshot(step, scores.token_accuracy, scores.sequence_accuracy, maps)
 
 
 def stack(snapshots: list[Snapshot]) -> dict[str, np.ndarray]:
     """Snapshots -> arrays for storage: step (S,), token_accuracy (S,), sequence_accuracy (S,),
-    probe_attention (S, n_layers, H, 2L, 2L)."""
+    probe_attention (S, n_layers, H, 2L, 2L); induction snapshots also each of INDUCTION_SCALARS (S,) and
+    INDUCTION_HEADS (S, n_layers, H), float64."""
     if not snapshots:
         raise ValueError("no snapshots to stack")
-    return {
+    out = {
         "step": np.array([s.step for s in snapshots], dtype=np.int64),
         "token_accuracy": np.array([s.token_accuracy for s in snapshots], dtype=np.float64),
         "sequence_accuracy": np.array([s.sequence_accuracy for s in snapshots], dtype=np.float64),
         "probe_attention": np.stack([s.probe_attention for s in snapshots]),
     }
+    if snapshots[0].induction is not None:
+        for name in (*INDUCTION_SCALARS, *INDUCTION_HEADS):
+            out[name] = np.array([s.induction[name] for s in snapshots], dtype=np.float64)
+    return out
+
+
+def induction_array_shapes(n_layers: int, n_heads: int, n_snapshots: int) -> dict[str, tuple[int, ...]]:
+    """name -> shape of the induction figures `stack` adds (float64)."""
+    out = {name: (n_snapshots,) for name in INDUCTION_SCALARS}
+    return out | {name: (n_snapshots, n_layers, n_heads) for name in INDUCTION_HEADS}
 
 
 def unstack(arrays: dict[str, np.ndarray]) -> list[Snapshot]:
-    """The inverse of `stack` (arrays as stored), checking that the four arrays agree in length."""
+    """The inverse of `stack` (arrays as stored), checking that the arrays agree in length."""
     steps = np.asarray(arrays["step"])
     tok, seq, att = (np.asarray(arrays[k]) for k in ("token_accuracy", "sequence_accuracy", "probe_attention"))
     if not (
         steps.ndim == tok.ndim == seq.ndim == 1 and att.ndim == 5 and len(steps) == len(tok) == len(seq) == len(att)
     ):
         raise ValueError("snapshot arrays disagree in shape")
-    return [Snapshot(int(s), float(t), float(q), a) for s, t, q, a in zip(steps, tok, seq, att, strict=True)]
+    names = (*INDUCTION_SCALARS, *INDUCTION_HEADS)
+    figures = [None] * len(steps)
+    if names[0] in arrays:
+        found = {name: np.asarray(arrays[name], dtype=np.float64) for name in names}
+        if any(len(a) != len(steps) for a in found.values()):
+            raise ValueError("snapshot arrays disagree in shape")
+        figures = [
+            {k: float(found[k][i]) for k in INDUCTION_SCALARS} | {k: found[k][i] for k in INDUCTION_HEADS}
+            for i in range(len(steps))
+        ]
+    return [
+        Snapshot(int(s), float(t), float(q), a, f) for s, t, q, a, f in zip(steps, tok, seq, att, figures, strict=True)
+    ]

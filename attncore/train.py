@@ -14,7 +14,7 @@ from ._malloc import keep_freed_memory
 from .config import RunConfig
 from .model import flatten, init_params, loss_and_grads, param_shapes, unflatten
 from .optim import Adam, lr_schedule
-from .snapshots import Snapshot, snapshot_steps, take_snapshot
+from .snapshots import Snapshot, run_snapshot_steps, take_snapshot
 from .tasks import draw_positions, sample_batch, sample_range_batch
 
 
@@ -71,12 +71,13 @@ class Trainer:
         """One step on a fresh batch; returns its loss.
 
         A range-trained run draws its length (or, mixed, each sequence's length) from the batch stream first;
-        randomized positions are drawn from it after the batch. The article's run draws the batch only.
+        randomized positions are drawn from it after the batch. The article's run draws the batch only. The
+        induction task's loss is on every position (answer_len = T - 1), the others' on the L answer tokens.
         """
         run, rng = self.run, self.data_rng
         task, n_max = run.task, run.train.randomized_positions
         if task.train_lengths is None:
-            batch, lengths, n = sample_batch(task, run.train.batch_size, rng), None, task.length
+            batch, lengths, n = sample_batch(task, run.train.batch_size, rng), None, task.answer_len
         else:
             batch, lengths = sample_range_batch(task, run.train.batch_size, rng)
             n = (batch.shape[1] - 1) // 2
@@ -98,7 +99,7 @@ def train(
     """Train the model of `run` on fresh batches every step with Adam.
 
     callback(step, loss) is called after every step (a progress bar, a live curve). With snapshots
-    (the default) the weights after each step of `snapshot_steps(steps)` are scored and their probe
+    (the default) the weights after each step of `run_snapshot_steps(run)` are scored and their probe
     attention kept (attncore.snapshots); that reads the weights only and draws no batch, so the loss
     history and the final weights are bit-identical with snapshots=False. on_snapshot(params, step), when given,
     is called there too (it must only read the weights) and its results are kept in `measured`.
@@ -113,7 +114,7 @@ def train(
 def _train(run: RunConfig, callback, snapshots: bool, on_snapshot) -> TrainResult:
     trainer = Trainer(run)
     history = np.empty(run.train.steps)
-    at = set(snapshot_steps(run.train.steps)) if snapshots else set()
+    at = set(run_snapshot_steps(run)) if snapshots else set()
     taken: list[Snapshot] = []
     measured = []
     snapshot_seconds = 0.0

@@ -12,7 +12,7 @@ import itertools
 import math
 import re
 
-from attncore.config import DECAYS, MAX_LENGTH, NORMS, POSITIONS, TASKS, ConfigError
+from attncore.config import DECAYS, INDUCTION, INDUCTION_RUN, MAX_LENGTH, NORMS, POSITIONS, TASKS, ConfigError
 from attncore.memory import parse_size
 from lab.presets import MAX_JOBS  # configs only: no store, no joblib
 
@@ -33,7 +33,13 @@ FLAGS = {
     "mixed_lengths": "--mixed-lengths",
     "randomized_positions": "--randomized-positions",
     "randomized": "--eval-positions",
+    "vocab": "--V",
 }
+# --task induction: the flags it reads with their own defaults (INDUCTION_RUN) when not typed (argparse dest ->
+# make_run keyword), and those of the induction task only
+INDUCTION_DEFAULTED = {"steps": "steps", "batch": "batch_size", "d_model": "d_model", "heads": "n_heads",
+                       "layers": "n_layers", "lr": "lr", "position": "position", "embed_std": "embed_std"}  # fmt: skip
+INDUCTION_ONLY = {"T": "length", "V": "vocab", "k_min": "k_min"}
 
 
 def flag_of(field: str) -> str:
@@ -134,9 +140,9 @@ def add_model_args(p: argparse.ArgumentParser, many: bool = False) -> None:
     p.add_argument("--task", choices=TASKS, default=listed("copy"), nargs=nargs)
     p.add_argument("--length", type=int, default=listed(6), nargs=nargs, metavar="L", action=Typed)
     p.add_argument("--seed", type=int, default=listed(0), nargs=nargs)
-    p.add_argument("--position", choices=POSITIONS, default=listed("learned"), nargs=nargs)
+    p.add_argument("--position", choices=POSITIONS, default=listed("learned"), nargs=nargs, action=Typed)
     p.add_argument("--norm", choices=NORMS, default=listed("pre"), nargs=nargs)
-    p.add_argument("--lr", type=finite_float, default=listed(3e-3), nargs=nargs)
+    p.add_argument("--lr", type=finite_float, default=listed(3e-3), nargs=nargs, action=Typed)
     p.add_argument(
         "--warmup", type=int, default=listed(0), nargs=nargs, metavar="N", help="steps of linear warm-up (0: none)"
     )
@@ -155,12 +161,20 @@ def add_model_args(p: argparse.ArgumentParser, many: bool = False) -> None:
         metavar="R",
         help="where --decay ends, as a fraction of --lr (0 to 1)",
     )
-    p.add_argument("--steps", type=int, default=1500)
-    p.add_argument("--batch", type=int, default=32)
-    p.add_argument("--d", type=int, default=32, dest="d_model")
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--steps", type=int, default=1500, action=Typed)
+    p.add_argument("--batch", type=int, default=32, action=Typed)
+    p.add_argument("--d", type=int, default=32, dest="d_model", action=Typed)
+    p.add_argument("--heads", type=int, default=4, action=Typed)
+    p.add_argument("--layers", type=int, default=2, action=Typed)
     p.add_argument("--d-ff", type=int, default=None, help="default 4d")
+    p.add_argument(
+        "--embed-std",
+        type=finite_float,
+        default=0.1,
+        action=Typed,
+        help="the initial std of the token embedding (and learned position table)",
+    )
+    add_induction_args(p)
     p.add_argument("--no-scaling", action="store_true", help="do not divide scores by sqrt(d_head)")
     p.add_argument(
         "--train-lengths",
@@ -192,6 +206,40 @@ def add_model_args(p: argparse.ArgumentParser, many: bool = False) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
+def add_induction_args(p: argparse.ArgumentParser) -> None:
+    """--T, --V and --k-min: the induction task's sequence."""
+    what = "the induction task's"
+    p.add_argument("--T", type=int, default=INDUCTION_RUN["length"], action=Typed, help=f"{what} tokens per sequence")
+    p.add_argument("--V", type=int, default=INDUCTION_RUN["vocab"], action=Typed, help=f"{what} vocabulary")
+    p.add_argument(
+        "--k-min", type=int, default=INDUCTION_RUN["k_min"], action=Typed, help=f"{what} shortest repeated prefix"
+    )
+
+
+def typed(a, dest: str) -> bool:
+    return bool(getattr(a, f"typed_{dest}", False))
+
+
+def run_of(a):
+    """The RunConfig of parsed `train` flags. --task induction: --T, --V, --k-min set its sequence, and the flags
+    not typed take the induction defaults (attncore.config.INDUCTION_RUN: 2 heads, RoPE, lr 1e-3, 2,000 steps,
+    embedding std 1); the other tasks refuse the induction flags."""
+    from attncore.config import make_run
+
+    check_length_flags(a)
+    settings = run_settings(a) | {"lr": a.lr, "position": a.position, "norm": a.norm}
+    if a.task != INDUCTION:
+        for dest in INDUCTION_ONLY:
+            if typed(a, dest):
+                raise ConfigError(dest, "is a setting of --task induction")
+        return make_run(a.task, a.length, a.seed, **settings)
+    if typed(a, "length"):
+        raise ConfigError("length", "is L of the copy, sort and reverse tasks; the induction task's length is --T")
+    settings |= {key: INDUCTION_RUN[key] for dest, key in INDUCTION_DEFAULTED.items() if not typed(a, dest)}
+    settings |= {key: getattr(a, dest) for dest, key in INDUCTION_ONLY.items()}
+    return make_run(INDUCTION, settings.pop("length"), a.seed, **settings)
+
+
 # flags that set the same value for every run of a sweep (argparse dest -> make_run keyword)
 SETTING_FLAGS = {
     "steps": "steps",
@@ -200,6 +248,7 @@ SETTING_FLAGS = {
     "heads": "n_heads",
     "layers": "n_layers",
     "d_ff": "d_ff",
+    "embed_std": "embed_std",
 }
 
 

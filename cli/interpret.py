@@ -20,7 +20,7 @@ from attncore.interpret import heads as hd
 from attncore.interpret import lens as ln
 from attncore.interpret import patching as pt
 from attncore.tasks import probe_sequence
-from cli.flags import add_model_args, check_length_flags, run_settings
+from cli.flags import add_model_args, run_of
 from lab import formats
 
 COMMANDS = ("patch", "lens", "heads", "explain")
@@ -30,11 +30,8 @@ MAX_PERMUTATIONS, MAX_RESTARTS, MAX_SEARCH_STEPS, MAX_BASELINE_SEEDS = 10_000, 2
 
 
 def run_from_args(a):
-    """The RunConfig of the `train` flags (as cli.main's, which imports this module)."""
-    from attncore.config import make_run
-
-    check_length_flags(a)
-    return make_run(a.task, a.length, a.seed, lr=a.lr, position=a.position, norm=a.norm, **run_settings(a))
+    """The RunConfig of the `train` flags (cli.flags.run_of, as cli.main's)."""
+    return run_of(a)
 
 
 def _check_training(runs, cap) -> list:
@@ -129,7 +126,7 @@ def cmd_heads(a) -> int:
     tokens = _tokens(a, run)
     record = stored_record(run, a.max_memory)
     probe, test = hd.probe_scores(record.params, run, tokens), hd.test_scores(record.params, run, a.n_test)
-    steps, over = hd.snapshot_scores(record.snapshots, record.probe_tokens, run.task.length)
+    steps, over = hd.snapshot_scores(record.snapshots, record.probe_tokens, run.task)
     if a.json:
         out = {"config": run.to_dict(), "patterns": list(hd.PATTERNS), "steps": steps.tolist()}
         out |= {"probe": {k: v.tolist() for k, v in probe.items()}, "test": {k: v.tolist() for k, v in test.items()}}

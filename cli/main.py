@@ -1,4 +1,5 @@
-"""The command line: `python -m attncore train|evaluate|sweep|cache|params|kv-cache|patch|lens|heads|explain ...`.
+"""The command line: `python -m attncore train|evaluate|sweep|cache|params|kv-cache|patch|lens|heads|explain|
+regimes|induction ...`.
 
 Bad or dangerous input (a value out of range, a run too big for memory) exits with code 2 and one line
 on stderr, never a traceback; output into a closed pipe exits 141 quietly. The flags live in flags.py;
@@ -13,7 +14,7 @@ import os
 import sys
 
 from attncore.config import MAX_LENGTH, ConfigError
-from cli.flags import ArgumentError, Parser, add_model_args, check_length_flags, flag_of, run_settings
+from cli.flags import ArgumentError, Parser, add_model_args, flag_of, run_of
 from lab import formats
 
 # every command but sweep and cache (they load lab's sweep module)
@@ -22,11 +23,8 @@ BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a writer whose read
 
 
 def run_from_args(a):
-    """A RunConfig from parsed `train` flags."""
-    from attncore.config import make_run
-
-    check_length_flags(a)
-    return make_run(a.task, a.length, a.seed, lr=a.lr, position=a.position, norm=a.norm, **run_settings(a))
+    """A RunConfig from parsed `train` flags (cli.flags.run_of)."""
+    return run_of(a)
 
 
 def print_summary(s: dict) -> None:
@@ -138,6 +136,9 @@ def build_parser(argv=None) -> Parser:
         from cli import regimes as cli_regimes
 
         cli_regimes.register(sub)
+        from cli import induction as cli_induction
+
+        cli_induction.register(sub)
     return parser
 
 

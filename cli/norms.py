@@ -12,7 +12,7 @@ import json
 import sys
 
 from attncore.interpret import norms as nm
-from cli.flags import add_model_args, check_length_flags, run_settings
+from cli.flags import add_model_args, run_of
 from lab import formats
 
 
@@ -42,11 +42,9 @@ def _snapshots(run, cap) -> list[dict]:
 
 
 def cmd_norms(a) -> int:
-    from attncore.config import make_run
     from attncore.memory import check_fits
 
-    check_length_flags(a)
-    run = make_run(a.task, a.length, a.seed, lr=a.lr, position=a.position, norm=a.norm, **run_settings(a))
+    run = run_of(a)
     check_fits([run], cap=a.max_memory)
     snapshots = [] if a.init_only else _snapshots(run, a.max_memory)
     out = {"init": nm.at_init(run), "snapshots": snapshots}

@@ -16,6 +16,7 @@ from pathlib import Path
 from attncore.config import ConfigError
 from cli.flags import (
     GRID_FACTORS,
+    INDUCTION_ONLY,
     MAX_GRID,
     MAX_JOBS,
     SETTING_FLAGS,
@@ -24,6 +25,7 @@ from cli.flags import (
     jobs,
     run_settings,
     schedules,
+    typed,
 )
 from lab import formats
 
@@ -73,6 +75,11 @@ def sweep_runs(a) -> list:
         }
         return [with_settings(run, **changed) for run in preset(a.preset)]
     check_length_flags(a)
+    if "induction" in a.task:
+        raise ConfigError("task", "the induction task is swept by `python -m attncore induction` (or trained by train)")
+    for dest in INDUCTION_ONLY:
+        if typed(a, dest):
+            raise ConfigError(dest, "is a setting of --task induction")
     if a.scaling and a.no_scaling:
         raise ConfigError("scaling", "give --scaling on/off or --no-scaling, not both")
     scalings = [v == "on" for v in a.scaling] if a.scaling else None

@@ -16,6 +16,8 @@ import numpy as np
 
 from attncore import RunConfig, make_run
 from attncore._blas import one_blas_thread
+from attncore.config import INDUCTION
+from attncore.snapshots import run_snapshot_steps
 from attncore.train import Trainer
 
 # The probes span what the coefficients tell apart: the fixed cost of a step, blocks, width, length, heads, batch.
@@ -32,6 +34,16 @@ PROBES = (
 PROBE_STEPS = 3  # steps per timed chunk
 PROBE_ROUNDS = 7  # chunks per probe: the fastest gives the model's shape, the median over the fastest its pace
 EVAL_STEPS = 80  # the evaluation and the 20 snapshots (with their norms, issue 30.3) cost about this many steps
+# an induction snapshot (held-out losses, the probe set's scores, the norms) costs about 5 steps, the final
+# figures about 20 (measured on the default run: 424 steps' time beside 2,000 steps, 81 snapshots)
+INDUCTION_SNAPSHOT_STEPS, INDUCTION_EVAL_STEPS = 5, 20
+
+
+def eval_steps(run: RunConfig) -> int:
+    """Steps' worth of time a run spends outside its training steps: evaluation and snapshots."""
+    if run.task.name == INDUCTION:
+        return INDUCTION_SNAPSHOT_STEPS * len(run_snapshot_steps(run)) + INDUCTION_EVAL_STEPS
+    return EVAL_STEPS
 
 
 def step_features(run: RunConfig) -> np.ndarray:
@@ -42,9 +54,11 @@ def step_features(run: RunConfig) -> np.ndarray:
     B, n, d, f, H, V = t.batch_size, m.n_layers, m.d_model, m.d_ff, m.n_heads, m.vocab_size
     rows = []
     for length in range(run.task.min_length, run.task.length + 1):
-        T = 2 * length  # the tokens a step feeds the model
-        queries = (n - 1) * T + length  # rows past Q, K, V summed over the blocks: the last block's answers only
-        matmul = B * (n * T * 3 * d * d + queries * (d * d + 2 * d * f) + length * d * V)  # the unembedding
+        T, answers = 2 * length, length  # the tokens a step feeds the model, those with a loss
+        if run.task.name == INDUCTION:
+            T = answers = run.task.n_inputs  # a loss on every position
+        queries = (n - 1) * T + answers  # rows past Q, K, V summed over the blocks: the last block's answers only
+        matmul = B * (n * T * 3 * d * d + queries * (d * d + 2 * d * f) + answers * d * V)  # the unembedding
         attention = B * queries * T * d  # scores and the weighted sum
         elementwise = B * queries * (d + f) + B * H * queries * T  # norms, residuals, GELU; softmax
         rows.append([1.0, n, matmul, attention, elementwise])
@@ -98,7 +112,7 @@ class CostModel:
 
     def run_seconds(self, run: RunConfig) -> float:
         """Seconds to train and evaluate `run` in one worker process."""
-        return self.step_seconds(run) * (run.train.steps + EVAL_STEPS)
+        return self.step_seconds(run) * (run.train.steps + eval_steps(run))
 
     def work_seconds(self, runs: Sequence[RunConfig]) -> float:
         """CPU seconds of training all the runs: what a view's budget counts."""

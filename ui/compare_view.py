@@ -10,7 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from attncore import ConfigError, RunConfig
-from attncore.config import POSITIONS, TASKS
+from attncore.config import ARTICLE_TASKS, POSITIONS
 from lab import compare, stats
 from lab.compare import RULE
 from lab.factors import FACTORS, level_label, with_seed
@@ -33,7 +33,7 @@ def level_options(factor: str, lim: Limits, heads: int = 1) -> tuple[list, list]
         return [v for v in values if v <= cap]
 
     table = {
-        "task": (list(TASKS), ["copy", "sort"]),
+        "task": (list(ARTICLE_TASKS), ["copy", "sort"]),  # induction is a task of its own page
         "length": (list(range(1, lim.max_length + 1)), [4, 6, 8]),
         "position": (list(POSITIONS), ["learned", "none"]),
         "norm": (["pre", "post"], ["pre", "post"]),
@@ -216,6 +216,8 @@ TABLE_TITLES = {
     "test_loss": "Test loss",
     "token_accuracy": "Per-token accuracy",
     "sequence_accuracy": "Per-sequence accuracy",
+    "repeat_loss": "Repeat loss (held out)",
+    "first_loss": "First-copy loss (held out)",
 }
 
 
@@ -290,6 +292,7 @@ def seeds_advice(
 
 
 METRIC_NAMES = {"test_loss": "test loss", "token_accuracy": "per-token", "sequence_accuracy": "per-sequence"}
+METRIC_NAMES |= {"repeat_loss": "repeat loss", "first_loss": "first-copy loss"}
 
 
 def downloads(summary: pd.DataFrame, comparisons: pd.DataFrame, stem: str) -> None:

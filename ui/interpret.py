@@ -52,7 +52,7 @@ def head_scores(record: RunRecord, tokens: np.ndarray) -> dict | None:
 
     def compute():
         run = record.config
-        steps, over = heads.snapshot_scores(record.snapshots, record.probe_tokens, run.task.length)
+        steps, over = heads.snapshot_scores(record.snapshots, record.probe_tokens, run.task)
         return {
             "probe": heads.probe_scores(record.params, run, tokens),
             "test": heads.test_scores(record.params, run),

@@ -10,7 +10,7 @@ from __future__ import annotations
 import streamlit as st
 
 from attncore import ConfigError
-from attncore.config import TASKS
+from attncore.config import ARTICLE_TASKS
 from attncore.evaluate import MAX_TEST_LENGTHS
 from lab.compare import RULE, beyond_range_comparisons
 from lab.stats import IDENTICAL, format_delta, format_interval
@@ -129,7 +129,7 @@ def literature_protocol() -> None:
         "would count more; the sidebar's other settings), then tested by greedy generation at "
         "each length from 1 to 16 on that length's own 500 sequences."
     )
-    task = url_radio("Task", "lit_task", TASKS, "copy")
+    task = url_radio("Task", "lit_task", ARTICLE_TASKS, "copy")
     randomized = url_toggle(f"Randomized positions (N_MAX = {LIT_NMAX})", "lit_rand", False)
     at_random = randomized and url_toggle(
         "Evaluate on randomized positions too",

@@ -33,6 +33,8 @@ class Limits:
     max_steps: int = 3000
     max_d_model: int = 256  # head sizes d_k up to d (one head); the per-view budget meters what a width costs
     max_length: int = 12  # L: symbols per task sequence
+    max_induction_length: int = 64  # T: tokens per sequence of the induction task (attncore allows up to 256)
+    max_vocab: int = 256  # V: the induction task's vocabulary
     max_layers: int = 12
     max_heads: int = 16
     max_batch: int = 128

@@ -103,12 +103,12 @@ def verdicts(rows: pd.DataFrame, experiment: str) -> None:
     )
 
 
-def cell_table(rows: pd.DataFrame, runs_per_seed: int) -> pd.DataFrame:
+def cell_table(rows: pd.DataFrame, runs_per_seed: int, seeds_key: str = "reg_seeds") -> pd.DataFrame:
     """The cells' comparisons as Compare shows its panels' (interval, p, floor, verdict; the seeds a verdict
-    needs and a button adding them); returns them for the CSV."""
+    needs and a button adding them, to the URL key `seeds_key`); returns them for the CSV."""
     comparisons = rows[["facet", *compare.COMPARISON_COLUMNS]]
     compare_view.comparison_tables_by_metric(comparisons, facet="cell")
-    compare_view.seeds_advice(comparisons, "reg_seeds", runs_per_seed)
+    compare_view.seeds_advice(comparisons, seeds_key, runs_per_seed)
     st.caption(compare.RULE)
     return comparisons
 

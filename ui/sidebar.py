@@ -2,8 +2,9 @@
 
 dashboard.py draws it once per script run (before the page), so its values persist across pages
 and its query parameters (task, L, seed, scaling, pos, norm, lr, steps, d, heads, layers, batch, range, mixed,
-nmax, warmup, decay, minlr)
-stay in the URL on every page. Pages call `selected_run()` or `make(**overrides)`.
+nmax, warmup, decay, minlr, emb; the induction task's T, V, kmin)
+stay in the URL on every page. Pages call `selected_run()` or `make(**overrides)`. Choosing the induction task
+sets the fields its experiment needs to its defaults (attncore.config.INDUCTION_RUN); leaving it, to the article's.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from functools import partial
 import streamlit as st
 
 from attncore import ConfigError, RunConfig, make_run
-from attncore.config import DECAYS, POSITIONS, TASKS
+from attncore.config import DECAYS, INDUCTION, INDUCTION_RUN, MAX_EMBED_STD, POSITIONS, TASKS
 from lab import formats
 from ui import plain, urls
 from ui.limits import limits
@@ -43,16 +44,38 @@ DEFAULTS = {
     "warmup": ("warmup", 0),  # steps of linear warm-up, 0: none
     "decay": ("decay", "none"),
     "minlr": ("min_lr_ratio", 0.0),
+    "emb": ("embed_std", 0.1),  # the token embedding's initial std (SPEC §4: 0.1)
+    "T": ("induction_length", INDUCTION_RUN["length"]),  # the induction task's T, V and k_min
+    "V": ("vocab", INDUCTION_RUN["vocab"]),
+    "kmin": ("k_min", INDUCTION_RUN["k_min"]),
 }
+INDUCTION_KEYS = ("T", "V", "kmin")  # shown for the induction task only
+# the fields choosing the induction task sets to its experiment's defaults (and leaving it, back to the article's)
+TASK_DEFAULTED = {"pos": "position", "heads": "n_heads", "lr": "lr", "steps": "steps", "emb": "embed_std"}
 ADVANCED = "sidebar_advanced"  # session-state key of the Advanced expander
 ADVANCED_FIELDS = {"lr", "steps", "d_model", "n_heads", "n_layers", "batch_size", "mixed_lengths"}
-ADVANCED_FIELDS |= {"randomized_positions", "warmup", "decay", "min_lr_ratio"}  # make_run fields under Advanced
+ADVANCED_FIELDS |= {"randomized_positions", "warmup", "decay", "min_lr_ratio", "embed_std"}  # under Advanced
 MAX_NMAX = 1024  # the sidebar's largest N_MAX of randomized positions
 
 
 def _reset() -> None:
     for key, (_, default) in DEFAULTS.items():
         st.session_state[key] = default
+
+
+def task_defaults(task: str) -> dict:
+    """{query key: value} of the TASK_DEFAULTED fields for a task: the induction experiment's, or the article's."""
+    if task == INDUCTION:
+        return {key: INDUCTION_RUN[arg] for key, arg in TASK_DEFAULTED.items()}
+    return {key: DEFAULTS[key][1] for key in TASK_DEFAULTED}
+
+
+def _task_changed() -> None:
+    """The task radio's callback: into or out of the induction task, its fields take the new task's defaults."""
+    task, before = st.session_state.get("task"), st.session_state.get("_task_before", DEFAULTS["task"][1])
+    if (task == INDUCTION) != (before == INDUCTION):
+        st.session_state.update(task_defaults(task))
+    st.session_state["_task_before"] = task
 
 
 def set_values(**values) -> None:
@@ -122,14 +145,44 @@ def _advanced(lim) -> dict:
             step=0.05,
             help="Where the decay ends at the last step (0 to 1); unused without a decay.",
         ),
+        "emb": partial(
+            url_number,
+            "Embedding init std",
+            "emb",
+            0.1,
+            0.01,
+            MAX_EMBED_STD,
+            step=0.1,
+            help="The token embedding's (and learned position table's) initial standard deviation: 0.1 in the "
+            "article's model, 1 for the induction task (PyTorch's nn.Embedding).",
+        ),
     }
 
 
 def _widgets(check: bool) -> None:
     lim = limits()
-    url_radio("Task", "task", TASKS, "copy", help="copy: repeat the L symbols; sort: in order; reverse: backwards.")
-    url_number("Sequence length L", "L", 6, 1, lim.max_length, help="Symbols before the separator.")
-    url_toggle("Train on lengths 1..L", "range", False, help="One length per batch, drawn each step (Ruoss et al.).")
+    task = url_radio(
+        "Task",
+        "task",
+        TASKS,
+        "copy",
+        on_change=_task_changed,
+        help="copy: repeat the L symbols; sort: in order; reverse: backwards; induction: T random tokens whose "
+        "first k repeat, predicted at every position (choosing it sets its experiment's position, heads, lr, steps "
+        "and embedding std).",
+    )
+    st.session_state["_task_before"] = task
+    if task == INDUCTION:
+        url_number("Sequence length T", "T", INDUCTION_RUN["length"], 4, lim.max_induction_length,
+                   help="Tokens per sequence; k ~ U{k_min .. T/2} of them repeat.")  # fmt: skip
+        url_number("Vocabulary V", "V", INDUCTION_RUN["vocab"], 2, lim.max_vocab, help="Tokens drawn uniformly.")
+        url_number("Shortest repeat k_min", "kmin", INDUCTION_RUN["k_min"], 2, lim.max_induction_length // 2,
+                   help="The repeated prefix k is drawn from k_min to T/2 per sequence.")  # fmt: skip
+    else:
+        url_number("Sequence length L", "L", 6, 1, lim.max_length, help="Symbols before the separator.")
+        url_toggle(
+            "Train on lengths 1..L", "range", False, help="One length per batch, drawn each step (Ruoss et al.)."
+        )
     url_number("Seed", "seed", 0, 0, 9999, help="Seeds the initial weights and the training batches.")
     url_select("Position encoding", "pos", POSITIONS, "learned", format_func=POSITION_LABELS.get)
     url_radio("LayerNorm", "norm", ("pre", "post"), "pre", format_func=NORM_LABELS.get)
@@ -166,8 +219,13 @@ def settings() -> dict:
 
 
 def make(**overrides) -> RunConfig:
-    """The sidebar's RunConfig with some fields replaced (make_run names); raises ConfigError."""
+    """The sidebar's RunConfig with some fields replaced (make_run names); raises ConfigError. The induction task
+    takes its T, V and k_min (length in `overrides` is its T) and never a range of lengths."""
     kw = settings() | overrides
+    induction_length, vocab, k_min = kw.pop("induction_length"), kw.pop("vocab"), kw.pop("k_min")
+    if kw["task"] == INDUCTION:
+        kw |= {"length": overrides.get("length", induction_length), "vocab": vocab, "k_min": k_min}
+        kw["train_range"] = False  # the toggle is not shown for it
     if kw.pop("train_range") and "train_lengths" not in kw and kw.get("train_min") is None:
         kw["train_min"] = 1
     kw["randomized_positions"] = kw["randomized_positions"] or None
@@ -206,6 +264,11 @@ FIELD_LABELS = {
     "warmup": "Warm-up steps",
     "decay": "Learning-rate decay",
     "min_lr_ratio": "Decay to (fraction of lr)",
+    "embed_std": "Embedding init std",
+    "T": "Sequence length T",
+    "vocab": "Vocabulary V",
+    "vocab_size": "Vocabulary V",
+    "k_min": "Shortest repeat k_min",
 }
 
 
@@ -221,6 +284,8 @@ def describe(run: RunConfig, seed: bool = True) -> str:
     """One line naming a run, e.g. for captions and titles; seed=False leaves the seed out (a view over seeds)."""
     m, t, k = run.model, run.train, run.task
     lengths = f"L={k.length}" if k.train_lengths is None else f"L={k.train_lengths[0]}-{k.train_lengths[1]}"
+    if k.name == INDUCTION:
+        lengths = f"T={k.length}, V={k.vocab}, k={k.k_min}-{k.length // 2}"
     lengths += " mixed" if k.mixed_lengths else ""
     lengths += f" · randomized positions < {t.randomized_positions}" if t.randomized_positions else ""
     return (
@@ -228,6 +293,7 @@ def describe(run: RunConfig, seed: bool = True) -> str:
         f"{NORM_LABELS[m.norm]} · scaling {'on' if m.scaling else 'off'} · lr {formats.learning_rate(t.lr)} · "
         f"{t.steps:,} steps · d={m.d_model}, {formats.count(m.n_heads, 'head')}, "
         f"{formats.count(m.n_layers, 'layer')} · batch {t.batch_size}{schedule_text(t)}"
+        + (f" · embedding std {m.embed_std:g}" if m.embed_std != DEFAULTS["emb"][1] else "")
     )
 
 

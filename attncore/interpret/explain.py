@@ -19,6 +19,7 @@ from .. import layers as L
 from .. import memory
 from ..config import ConfigError, RunConfig, check_int
 from ..inspect import attention_maps
+from ..tasks import answer_queries
 from .hooked import backward_to_pattern_row, run_with_hooks
 
 LN2 = math.log(2)  # the ceiling of the Jensen-Shannon divergence in nats
@@ -32,7 +33,7 @@ def row_bytes(run: RunConfig) -> int:
     """Estimated bytes one input row costs in a hooked float64 pass with its backward: every activation of every
     block is kept (residuals, LN caches, q/k/v, z, each head's result, the FFN hidden layer and its caches, scores
     and weights); tests/test_interpret.py checks it is within a factor of 2 of the tracemalloc peak."""
-    m, T = run.model, 2 * run.task.length
+    m, T = run.model, run.task.n_inputs
     per_block = T * (12 * m.d_model + 6 * m.d_ff + m.n_heads * m.d_model + 4 * m.n_heads * T)
     return 8 * (m.n_layers * per_block + T * (4 * m.d_model + 2 * m.vocab_size))
 
@@ -47,7 +48,7 @@ def explain_bytes(run: RunConfig, rows: int) -> int:
     float64 copy of the weights and the backward's weight gradients, one chunk's pass, and the zeros the FFN's
     ReLU keeps per shape (a full chunk and the last one)."""
     m, chunk = run.model, min(rows, chunk_rows(run))
-    relu_zeros = 2 * chunk * 2 * run.task.length * m.d_ff
+    relu_zeros = 2 * chunk * run.task.n_inputs * m.d_ff
     return 8 * (2 * memory._param_count(run) + relu_zeros) + chunk * row_bytes(run)
 
 
@@ -102,10 +103,10 @@ class Target:
 
 def target(params, run: RunConfig, tokens, layer: int, head: int, query: int) -> Target:
     """The row and output to explain; ConfigError names a head or query out of range."""
-    cfg, L_ = run.model, run.task.length
+    cfg = run.model
     check_int("layer", layer, 0, cfg.n_layers - 1)
     check_int("head", head, 0, cfg.n_heads - 1)
-    check_int("query", query, L_, 2 * L_ - 1)
+    check_query(run, query)
     run64 = dataclasses.replace(run, model=dataclasses.replace(cfg, dtype="float64"))
     p64 = {k: np.asarray(v, dtype=np.float64) for k, v in params.items()}
     tokens = np.asarray(tokens, dtype=np.int64)
@@ -292,6 +293,8 @@ def finding(result: dict, number=_three_digits) -> str:
 
 
 def check_query(run: RunConfig, query: int) -> None:
-    L_ = run.task.length
-    if not L_ <= query <= 2 * L_ - 1:
-        raise ConfigError("query", f"must be an answer position from {L_} to {2 * L_ - 1}, got {query}")
+    """ConfigError unless `query` is one of the task's answer queries (tasks.answer_queries)."""
+    queries = answer_queries(run.task)
+    low, high = int(queries[0]), int(queries[-1])
+    if isinstance(query, bool) or not isinstance(query, (int, np.integer)) or not low <= query <= high:
+        raise ConfigError("query", f"must be an answer position from {low} to {high}, got {query}")

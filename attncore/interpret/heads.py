@@ -1,16 +1,19 @@
 """Head detection scores (as TransformerLens's head_detector, error measure "mul"): the share of a head's
 attention that falls on a 0/1 pattern D, score = sum(A * D) / sum(A), over the answer queries L..2L-1
-(the rows with a loss; every row of A sums to 1, so the score is the mean weight on the pattern there).
+(the rows with a loss; every row of A sums to 1, so the score is the mean weight on the pattern there). The
+induction task's two patterns are attncore.induction's: induction over the repeat's queries, previous token
+over every query but the first.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..config import RunConfig
+from .. import induction
+from ..config import INDUCTION, RunConfig, TaskConfig
 from ..inspect import attention_maps
 from ..model import attention_weights
-from ..tasks import test_set
+from ..tasks import induction_test_set, test_set
 
 PATTERNS = {
     "previous token": "the key just before the query",
@@ -20,7 +23,17 @@ PATTERNS = {
     "mirrored": "the input position mirrored about SEP (answer token j reads symbol L + 1 − j): the one reverse "
     "must write",
 }
-TASK_PATTERNS = {"copy": "L back", "sort": "k-th smallest", "reverse": "mirrored"}  # what each task must read
+INDUCTION_PATTERNS = {
+    "induction": "the key after the previous occurrence of the query's token, k − 1 back (over the repeat's queries)",
+    "previous token": "the key just before the query (over every query but the first)",
+}
+# what each task must read
+TASK_PATTERNS = {"copy": "L back", "sort": "k-th smallest", "reverse": "mirrored", INDUCTION: "induction"}
+
+
+def patterns_of(task: TaskConfig) -> dict[str, str]:
+    """The patterns scored for a task, {name: what it is}."""
+    return INDUCTION_PATTERNS if task.name == INDUCTION else PATTERNS
 
 
 def detection_patterns(tokens: np.ndarray, length: int) -> dict[str, np.ndarray]:
@@ -52,29 +65,43 @@ def scores(maps: np.ndarray, tokens: np.ndarray, length: int) -> dict[str, np.nd
     return {name: (a * d[L:]).sum(axis=(-1, -2)) / total for name, d in detection_patterns(tokens, L).items()}
 
 
+def task_scores(maps: np.ndarray, tokens: np.ndarray, task: TaskConfig | int) -> dict[str, np.ndarray]:
+    """`scores` for the task (an int: the article's tasks at that L); the induction task's on an input whose
+    first half repeats (the probe's layout, k = T/2)."""
+    if isinstance(task, TaskConfig) and task.name == INDUCTION:
+        return induction.head_scores(maps, task.length // 2)
+    return scores(maps, tokens, task if isinstance(task, int) else task.length)
+
+
 def probe_scores(params, run: RunConfig, tokens: np.ndarray) -> dict[str, np.ndarray]:
     """{pattern: (n_layers, H)} on one input (2L,)."""
-    return scores(attention_maps(params, run, tokens), tokens, run.task.length)
+    return task_scores(attention_maps(params, run, tokens), tokens, run.task)
 
 
 def test_scores(params, run: RunConfig, n_test: int = 100) -> dict[str, np.ndarray]:
-    """{pattern: (n_layers, H)} averaged over the first n_test fixed test sequences."""
+    """{pattern: (n_layers, H)} averaged over the first n_test fixed test sequences (induction: each scored at its
+    own repeated prefix k)."""
+    if run.task.name == INDUCTION:
+        seqs, ks = (a[:n_test] for a in induction_test_set(run.task))
+        maps = attention_weights(params, seqs[:, :-1], run.model)  # (n_layers, N, H, T', T')
+        per = [induction.head_scores(maps[:, n], int(k)) for n, k in enumerate(ks)]
+        return {name: np.mean([p[name] for p in per], axis=0) for name in INDUCTION_PATTERNS}
     seqs = test_set(run.task)[:n_test, :-1]  # (N, 2L)
     maps = attention_weights(params, seqs, run.model)  # (n_layers, N, H, T, T)
     per = [scores(maps[:, n], seqs[n], run.task.length) for n in range(len(seqs))]
     return {name: np.mean([p[name] for p in per], axis=0) for name in PATTERNS}
 
 
-def snapshot_scores(snapshots, tokens: np.ndarray, length: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """(steps (S,), {pattern: (S, n_layers, H)}) from training snapshots' probe attention."""
+def snapshot_scores(snapshots, tokens: np.ndarray, task: TaskConfig | int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """(steps (S,), {pattern: (S, n_layers, H)}) from training snapshots' probe attention (task as task_scores)."""
     steps = np.array([s.step for s in snapshots])
     maps = np.stack([s.probe_attention for s in snapshots])  # (S, n_layers, H, T, T)
-    return steps, scores(maps, tokens, length)
+    return steps, task_scores(maps, tokens, task)
 
 
 def task_pattern(run: RunConfig) -> str:
     """The pattern a head that reads what the task needs would match: L back for copy, k-th smallest for sort,
-    the mirrored key for reverse."""
+    the mirrored key for reverse, the induction pattern for induction."""
     return TASK_PATTERNS[run.task.name]
 
 

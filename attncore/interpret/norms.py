@@ -9,12 +9,13 @@ so measuring at the snapshots leaves a run's loss history and weights bit-identi
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import numpy as np
 
 from .._blas import one_blas_thread
-from ..config import RunConfig, TaskConfig
+from ..config import RunConfig
 from ..model import loss_and_grads
 from ..tasks import sample_batch
 from ..train import initial_params, train
@@ -30,15 +31,16 @@ MATRICES = {"attn_in": "attn.w_qkv", "attn_out": "attn.w_out", "ffn_in": "ffn.w1
 
 
 def fixed_batches(run: RunConfig, n: int = N_BATCHES) -> list[np.ndarray]:
-    """n batches (B, 2L+1) of the run's task at its longest length L, drawn from BATCH_SEED and L only."""
-    task = TaskConfig(run.task.name, run.task.length)
+    """n batches (B, 2L+1) of the run's task at its longest length L, drawn from BATCH_SEED and L only (the
+    induction task: (B, T) of its T, V and k_min)."""
+    task = dataclasses.replace(run.task, train_lengths=None, mixed_lengths=False)
     rng = np.random.default_rng([BATCH_SEED, task.length])
     return [sample_batch(task, run.train.batch_size, rng) for _ in range(n)]
 
 
 def _grad_norms(params, run: RunConfig, batch: np.ndarray) -> np.ndarray:
     """(n_layers, 4): ‖∂loss/∂W‖_F of each block's four weight matrices (MATRICES' order) on one batch."""
-    _, grads = loss_and_grads(params, batch, run.model, run.task.length)
+    _, grads = loss_and_grads(params, batch, run.model, run.task.answer_len)
     return np.array(
         [[np.linalg.norm(grads[f"blocks.{i}.{m}"]) for m in MATRICES.values()] for i in range(run.model.n_layers)]
     )

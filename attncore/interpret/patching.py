@@ -8,7 +8,9 @@ Two directions (Heimersheim & Nanda 2024, "How to use and interpret activation p
            answer break without it? Redundant components each break little.
 
 The metric is the logit difference logit[clean answer] - logit[corrupted answer] at the first answer position
-where the two inputs' answers differ; both inputs carry the clean answer prefix after SEP (teacher forcing).
+where the two inputs' answers differ; both inputs carry the clean answer prefix after SEP (teacher forcing). On
+the induction task a token p of the first copy changes (the repeat keeps the clean tokens): the query k + p - 1,
+whose token's previous occurrence is at p - 1, should now predict the new token if an induction head reads p.
 Before that position the two prefixes agree anyway, so the metric there is the same under either prefix.
 Fraction moved = (patched - patched run's own) / (source run's - patched run's own): denoising, the restored
 fraction (patched - corrupted) / (clean - corrupted); noising, the fraction destroyed (clean - patched) /
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..config import N_SYMBOLS, ConfigError, RunConfig, check_int
+from ..config import INDUCTION, N_SYMBOLS, ConfigError, RunConfig, check_int
 from ..tasks import make_sequences
 from .hooked import run_with_hooks
 
@@ -39,8 +41,23 @@ class Contrast:
     corrupted_token: int
 
 
+def positions(run: RunConfig) -> range:
+    """The input positions a contrast may change: the L symbols, or the induction first copy's 1 .. k - 1 (k = T/2;
+    position 0 is read by no repeat query: query k - 1 cannot know that the repeat starts)."""
+    if run.task.name == INDUCTION:
+        return range(1, run.task.length // 2)
+    return range(run.task.length)
+
+
+def symbols(run: RunConfig) -> range:
+    """The symbols an input position may take: 0..19, or the induction task's 0..V-1."""
+    return range(run.task.vocab if run.task.name == INDUCTION else N_SYMBOLS)
+
+
 def contrast(run: RunConfig, clean: np.ndarray, position: int, symbol: int) -> Contrast:
     """The clean input (2L,) with input symbol `position` set to `symbol`, keeping the clean answer prefix."""
+    if run.task.name == INDUCTION:
+        return _induction_contrast(run, np.asarray(clean, dtype=np.int64), position, symbol)
     L = run.task.length
     clean = np.asarray(clean, dtype=np.int64)
     check_int("position", position, 0, L - 1)
@@ -57,11 +74,24 @@ def contrast(run: RunConfig, clean: np.ndarray, position: int, symbol: int) -> C
     return Contrast(clean, corrupted, position, j, L + j, int(clean_answer[j]), int(corrupted_answer[j]))
 
 
-def default_symbol(clean: np.ndarray, length: int, position: int) -> int:
-    """The smallest symbol absent from the clean input's symbols (so the change is unambiguous), else any other."""
+def _induction_contrast(run: RunConfig, clean: np.ndarray, position: int, symbol: int) -> Contrast:
+    """The induction input (T - 1,) with first-copy token `position` set to `symbol`; the repeat stays clean."""
+    k, allowed = run.task.length // 2, positions(run)
+    check_int("position", position, allowed.start, allowed.stop - 1)
+    check_int("symbol", symbol, 0, run.task.vocab - 1)
+    if clean[position] == symbol:
+        raise ConfigError("symbol", f"must differ from the clean token {int(clean[position])} at position {position}")
+    corrupted = clean.copy()
+    corrupted[position] = symbol
+    return Contrast(clean, corrupted, position, position - 1, k + position - 1, int(clean[position]), int(symbol))
+
+
+def default_symbol(clean: np.ndarray, length: int, position: int, vocab: int = N_SYMBOLS) -> int:
+    """The smallest symbol absent from the clean input's first `length` symbols (so the change is unambiguous), else
+    any other; vocab: the symbols there are (the induction task's V)."""
     present = set(int(s) for s in clean[:length])
-    free = [s for s in range(N_SYMBOLS) if s not in present]
-    return free[0] if free else (int(clean[position]) + 1) % N_SYMBOLS
+    free = [s for s in range(vocab) if s not in present]
+    return free[0] if free else (int(clean[position]) + 1) % vocab
 
 
 def logit_difference(logits: np.ndarray, c: Contrast) -> np.ndarray:

@@ -21,15 +21,22 @@ import zipfile
 
 import numpy as np
 
-from attncore.config import ConfigError, RunConfig
+from attncore.config import INDUCTION, ConfigError, RunConfig
 from attncore.evaluate import EvalResult
 from attncore.interpret import norms
 from attncore.model import param_shapes
-from attncore.snapshots import snapshot_steps, stack, unstack
-from attncore.tasks import N_TEST, all_distinct, test_set
+from attncore.snapshots import (
+    INDUCTION_HEADS,
+    induction_array_shapes,
+    run_snapshot_steps,
+    stack,
+    task_snapshot_steps,
+    unstack,
+)
+from attncore.tasks import N_TEST, test_distinct
 from lab import provenance
 
-from .record import RunRecord
+from .record import INDUCTION_FIGURES, RunRecord
 
 FORMAT = "attnlab-run/1"
 KEY_VAR = "ATTNCORE_CACHE_KEY"
@@ -178,7 +185,7 @@ def encode(record) -> tuple[dict, bytes]:
 def expected_arrays(run: RunConfig, with_norms: bool = True) -> dict[str, tuple[tuple[int, ...], tuple[str, ...]]]:
     """name -> (shape, allowed dtypes) of every array a record of this run must hold, and nothing else; a record
     stored before issue 30 holds no norms (with_norms=False)."""
-    return dict(_expected_arrays(run.model, run.task.length, run.train.steps, with_norms))
+    return dict(_expected_arrays(run.model, run.task, run.train.steps, with_norms))
 
 
 def _has_norms(names) -> bool:
@@ -186,20 +193,24 @@ def _has_norms(names) -> bool:
 
 
 @functools.lru_cache(maxsize=1024)  # the seeds of a sweep share it; a rebuild of the index checks thousands
-def _expected_arrays(m, L: int, steps: int, with_norms: bool) -> dict[str, tuple[tuple[int, ...], tuple[str, ...]]]:
+def _expected_arrays(m, task, steps: int, with_norms: bool) -> dict[str, tuple[tuple[int, ...], tuple[str, ...]]]:
+    T = task.n_inputs  # the probe's positions: 2L, or the induction task's T - 1
     floats = (np.dtype(m.dtype).str,)
     out = {
         "loss_history": ((steps,), (np.dtype(np.float64).str, np.dtype(np.float32).str)),
-        "probe_tokens": ((2 * L,), (np.dtype(np.int64).str, np.dtype(np.int32).str)),
-        "probe_attention": ((m.n_layers, m.n_heads, 2 * L, 2 * L), floats),
+        "probe_tokens": ((T,), (np.dtype(np.int64).str, np.dtype(np.int32).str)),
+        "probe_attention": ((m.n_layers, m.n_heads, T, T), floats),
     }
     for name, shape in param_shapes(m).items():
         out[PARAM_PREFIX + name] = (tuple(shape), floats)
-    n = len(snapshot_steps(steps))
+    n = len(task_snapshot_steps(task.name, steps))
     out[SNAPSHOT_PREFIX + "step"] = ((n,), (np.dtype(np.int64).str,))
     for name in ("token_accuracy", "sequence_accuracy"):
         out[SNAPSHOT_PREFIX + name] = ((n,), (np.dtype(np.float64).str,))
-    out[SNAPSHOT_PREFIX + "probe_attention"] = ((n, m.n_layers, m.n_heads, 2 * L, 2 * L), floats)
+    out[SNAPSHOT_PREFIX + "probe_attention"] = ((n, m.n_layers, m.n_heads, T, T), floats)
+    if task.name == INDUCTION:
+        for name, shape in induction_array_shapes(m.n_layers, m.n_heads, n).items():
+            out[SNAPSHOT_PREFIX + name] = (shape, (np.dtype(np.float64).str,))
     if with_norms:
         for name, shape in norms.array_shapes(m.n_layers, n).items():
             kind = np.int64 if name == "step" else np.float64
@@ -251,8 +262,8 @@ def _count(x, low: int, high: int) -> bool:
 
 @functools.lru_cache(maxsize=256)
 def _n_distinct(task) -> int:
-    """Sequences of the fixed test set (attncore.tasks.test_set) whose L symbols all differ."""
-    return int(all_distinct(test_set(task)[:, : task.length]).sum())
+    """Sequences of the fixed test set (attncore.tasks.test_set) whose L symbols (induction: first copy) all differ."""
+    return int(test_distinct(task).sum())
 
 
 def _same(a, b) -> bool:
@@ -288,6 +299,15 @@ def _check_numbers(v: dict, run: RunConfig, stored: bool) -> None:
     diverged = stored and isinstance(held_out, float) and (math.isnan(held_out) or held_out == math.inf)
     if "test_loss" in v and not (diverged or _finite(held_out)):  # diverged weights score NaN, as their final loss
         raise RecordError("test_loss is not a finite number >= 0")
+    induction = run.task.name == INDUCTION
+    for name in INDUCTION_FIGURES:
+        if (name in v) != induction:
+            what = "missing" if induction else f"not a figure of the {run.task.name} task"
+            raise RecordError(f"{name} is {what}")
+        x = v.get(name)
+        low = -math.inf if name == "icl_score" else 0.0  # the in-context score is a difference of losses
+        if induction and not ((stored and isinstance(x, float) and math.isnan(x)) or _finite(x, low)):
+            raise RecordError(f"{name} is not a finite number{' >= 0' if low == 0 else ''}")
 
 
 def _same(a, b) -> bool:
@@ -302,7 +322,8 @@ def check_values(meta: dict, run: RunConfig, *, stored: bool = False) -> None:
 
     Finite non-negative loss and times; accuracies from 0 to 1 (the subset accuracies None only when their
     subset is empty); the test set's counts adding up to its N_TEST sequences; n_params the model's count;
-    test_loss, where a record has one, finite and >= 0; the summary's numbers the record's. `stored` (a record
+    test_loss, where a record has one, finite and >= 0; an induction run's figures (INDUCTION_FIGURES) present and
+    finite, the losses >= 0, and no other task's; the summary's numbers the record's. `stored` (a record
     this store computed) also accepts a training that diverged (final loss NaN or infinite); an import does not.
     """
     values = {k: meta[k] for k in ("final_loss", "n_params", "train_seconds")}
@@ -312,6 +333,7 @@ def check_values(meta: dict, run: RunConfig, *, stored: bool = False) -> None:
             values.setdefault("test_loss", source["test_loss"])
             if not _same(source["test_loss"], values["test_loss"]):
                 raise RecordError("the summary's numbers are not the record's")
+    values |= {k: meta["summary"][k] for k in INDUCTION_FIGURES if k in meta["summary"]}  # the summary holds them
     _check_numbers(values, run, stored)
     s = meta["summary"]
     if any(not _same(s.get(k), values[k]) for k in SUMMARY_NUMBERS):
@@ -364,6 +386,14 @@ def check_headers(z: zipfile.ZipFile, infos: dict, expected: dict) -> None:
             raise RecordError(f"array {name} does not have the shape {shape} its config needs")
 
 
+def _induction_possible(snaps: dict) -> bool:
+    """The induction figures of the snapshots: losses >= 0 and head scores from 0 to 1 (NaN where training
+    diverged); the in-context score, a difference of losses, any number or NaN."""
+    nan_or = [np.isnan(snaps[k]) | (snaps[k] >= 0) for k in ("loss", "repeat_loss", "first_loss")]
+    nan_or += [np.isnan(snaps[k]) | ((snaps[k] >= 0) & (snaps[k] <= 1 + 1e-9)) for k in INDUCTION_HEADS]
+    return all(np.all(a) for a in nan_or) and not np.isinf(snaps["icl_score"]).any()
+
+
 def decode(meta: dict, data: bytes, numerics_version: int, config: dict | None = None, *, imported: bool = False):
     """The RunRecord stored as (meta, npz bytes), checked: digest of the bytes, then schema, then every array.
 
@@ -400,17 +430,19 @@ def decode(meta: dict, data: bytes, numerics_version: int, config: dict | None =
         if arrays[name].shape != shape or arrays[name].dtype.str not in dtypes:
             raise RecordError(f"array {name} does not have the shape {shape} its config needs")
     snaps = {name.removeprefix(SNAPSHOT_PREFIX): a for name, a in arrays.items() if name.startswith(SNAPSHOT_PREFIX)}
-    if snaps["step"].tolist() != snapshot_steps(run.train.steps):
+    if snaps["step"].tolist() != run_snapshot_steps(run):
         raise RecordError("the snapshots were not taken at the steps the config's training takes them")
     if not all(np.all((a >= 0) & (a <= 1)) for a in (snaps["token_accuracy"], snaps["sequence_accuracy"])):
         raise RecordError("a snapshot's accuracy is not a number from 0 to 1")
+    if run.task.name == INDUCTION and not _induction_possible(snaps):
+        raise RecordError("a snapshot's induction figures are not possible (a negative loss, a score outside 0-1)")
     if imported and not np.all(np.isfinite(arrays["loss_history"])):
         raise RecordError("the loss history holds a number that is not finite")
     found = {name.removeprefix(NORMS_PREFIX): a for name, a in arrays.items() if name.startswith(NORMS_PREFIX)}
     if found and found["step"].tolist() != snaps["step"].tolist():
         raise RecordError("the norms were not measured at the steps the config's training takes its snapshots")
     try:
-        figures = norms.unstack(found, 2 * run.task.length) if found else None
+        figures = norms.unstack(found, run.task.n_inputs) if found else None
     except ValueError as exc:
         raise RecordError(f"array {NORMS_PREFIX}{exc}") from None
     ev = {k: float("nan") if meta["eval"][k] is None else meta["eval"][k] for k in EVAL_FIELDS}
@@ -428,4 +460,5 @@ def decode(meta: dict, data: bytes, numerics_version: int, config: dict | None =
         platform=provenance.checked(meta.get("platform")),
         test_loss=meta["summary"].get("test_loss"),  # absent before issue 28: computed from the weights when asked
         norms=figures,  # None before issue 30
+        induction={k: meta["summary"][k] for k in INDUCTION_FIGURES} if run.task.name == INDUCTION else None,
     )

@@ -1,0 +1,111 @@
+"""The Induction heads page's parts (issue 34): its controls (URL-bound, within the hosted caps), the causal check
+metered as page work, the tables and the sources it is read against. The experiment itself is lab.induction's.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import streamlit as st
+
+from attncore.config import INDUCTION_RUN
+from lab import formats, induction
+from lab.store import RunRecord
+from ui import metered, runs, tables
+from ui.limits import BusyError, Limits
+from ui.params import url_multiselect, url_select
+from ui.plain import plain
+
+VARIANT_OPTIONS = [induction.Variant(n, p) for n, p in ((2, "rope"), (1, "rope"), (2, "none"), (2, "learned"),
+                                                        (1, "none"), (3, "rope"))]  # fmt: skip
+DEFAULT_VARIANTS = [induction.Variant(n, p) for n, p in induction.PAGE_VARIANTS]
+EMBED_STDS = {1.0: "1: PyTorch's nn.Embedding (the induction default)", 0.1: "0.1: the lab's article model (SPEC §4)"}
+SOURCES = (
+    "Olsson et al. 2022, *In-context Learning and Induction Heads* (arXiv:2209.11895): partway through training a "
+    "two-layer attention model forms a previous-token head in its first layer and an induction head in its second "
+    "(from a token, attend to the token after its previous occurrence: the first head's output tells each key which "
+    "token came before it, and the second head's keys read it, K-composition), and the loss on repeated text drops "
+    "at the same moment; a one-layer model cannot compose two heads and never does. Their in-context learning "
+    "score is the loss at a late token minus the loss at an early one (tokens 500 and 50 of their contexts; here "
+    "the same token in the first copy and in the repeat). The lab's chapter on this experiment compares its runs "
+    "with theirs and with the prototype this page was planned from."
+)
+
+
+def variant_picker() -> list[induction.Variant]:
+    """The variants to train (URL key ind_var), the first the baseline of every comparison."""
+    return url_multiselect("Variants (the first is the baseline)", "ind_var", VARIANT_OPTIONS, DEFAULT_VARIANTS,
+                           format_func=lambda v: v.label, placeholder="Pick variants")  # fmt: skip
+
+
+def controls(lim: Limits) -> dict:
+    """lab.induction.runs_of settings from the page's widgets (URL keys ind_*), within the hosted caps."""
+    c1, c2 = st.columns(2)
+    with c1:
+        options = [s for s in (500, 1000, 2000, 3000) if s <= lim.max_steps]
+        steps = url_select("Steps per run", "ind_steps", options, INDUCTION_RUN["steps"], format_func=str)
+    with c2:
+        embed = url_select("Token embedding at initialisation (std)", "ind_emb", list(EMBED_STDS),
+                           INDUCTION_RUN["embed_std"], format_func=EMBED_STDS.get)  # fmt: skip
+    return {"steps": steps, "embed_std": embed}
+
+
+def ablations(wanted, by_run: dict) -> dict | None:
+    """{run: lab.induction.ablations(record)} (each head zeroed on the 500 held-out sequences), metered as page
+    work (server-wide memo, else a slot); None with a message when the server is busy."""
+    out = {}
+    try:
+        for run in wanted:
+            record: RunRecord = by_run[run]
+            key = runs.run_key(run)
+            out[run] = metered.metered("induction-ablation", key, lambda r=record: induction.ablations(r), "ablations")
+    except BusyError as e:
+        st.warning(str(e), icon=":material/hourglass_top:")
+        return None
+    return out
+
+
+def finding(table: pd.DataFrame, rows: pd.DataFrame, vocab: int) -> None:
+    st.markdown(f"**What the lab found.** {plain(induction.finding(table, rows, vocab))}")
+
+
+def phase_table(table: pd.DataFrame) -> None:
+    """Per variant: the seeds with a phase change, its step's mean and range, and the final losses."""
+
+    def steps(r) -> str:
+        if not r["changed"]:
+            return "none"
+        return f"{r['step_mean']:,.0f} ({r['step_min']:,.0f}–{r['step_max']:,.0f})"
+
+    shown = pd.DataFrame({
+        "variant": table["variant"],
+        "phase change": [f"{int(r['changed'])} of {int(r['seeds'])}" for _, r in table.iterrows()],
+        "phase step: mean (range)": [steps(r) for _, r in table.iterrows()],
+        "largest 200-step drop": [formats.loss(x) for x in table["largest_drop"]],
+        "repeat loss at the end": [formats.loss(x) for x in table["repeat_final"]],
+        "first copy at the end": [formats.loss(x) for x in table["first_final"]],
+    })  # fmt: skip
+    tables.show(shown)
+    threshold = formats.loss(induction.figures.PHASE_THRESHOLD)
+    st.caption(
+        f"A phase change: the held-out repeat loss falls by more than {threshold} nats within "
+        f"{induction.figures.WINDOW} steps (its largest such drop); its step is where the loss has made half of that "
+        "drop. Means over the seeds; the losses on the 500 held-out sequences with the final weights. The step has no "
+        "paired test: a variant without a change has no step to pair."
+    )
+
+
+def ln_v(vocab: int) -> str:
+    return f"ln {vocab} = {formats.loss(math.log(vocab))}"
+
+
+def levels(table: pd.DataFrame, chosen, vocab: int) -> dict[str, float]:
+    """The causal check's reference lines: ln V, and the one-layer variant's final repeat loss at the baseline's
+    position when it is among the variants."""
+    out = {ln_v(vocab): math.log(vocab)}
+    baseline = chosen[0]
+    for v in chosen:
+        if v.layers == 1 and v.position == baseline.position:
+            out[f"{v.label}, repeat"] = float(table[table["variant"] == v.label]["repeat_final"].iloc[0])
+    return out
