@@ -4,6 +4,7 @@ map explains the output: the permutation test, Jain & Wallace's adversarial rows
 import streamlit as st
 
 from attncore.interpret import explain, heads
+from attncore.tasks import answer_queries
 from lab import formats
 from ui import docs, interpret, probe, runs, sidebar, tables
 from ui.charts import interpret as charts
@@ -14,7 +15,7 @@ st.title("Explanations")
 run = sidebar.selected_run()
 st.caption(sidebar.describe(run))
 record = runs.require(run, sidebar.describe(run))
-L, lim = run.task.length, limits()
+L, lim, queries, sep = run.task.length, limits(), [int(q) for q in answer_queries(run.task)], probe.has_sep(run)
 tokens = probe.chosen_tokens(run, record, key="exp_seq")
 st.markdown(probe.answer_line(run, record, tokens))
 
@@ -24,9 +25,11 @@ if found is not None:
     for key, what in (("probe", "this input"), ("test", "the mean over 100 test sequences")):
         st.altair_chart(charts.detection_scores(found[key]), width="content")
         st.caption(f"Score on {what}.")
+    rows = f"the answer queries {L}..{2 * L - 1}" if sep else "the rows each pattern names"
     st.caption(
-        f"Score = Σ(A ⊙ D) / ΣA over the answer queries {L}..{2 * L - 1}: the share of a head's weight on a 0/1 "
-        "pattern D. " + " · ".join(f"**{n}**: {d}" for n, d in heads.PATTERNS.items()) + "."
+        f"Score = Σ(A ⊙ D) / ΣA over {rows}: the share of a head's weight on a 0/1 pattern D. "
+        + " · ".join(f"**{n}**: {d}" for n, d in heads.patterns_of(run.task).items())
+        + "."
     )
     st.altair_chart(charts.scores_over_training(found["steps"], found["training"]))
     st.caption("The same scores on the probe sequence at each stored training snapshot.")
@@ -47,7 +50,7 @@ c1, c2, c3, c4 = st.columns(4)
 with c1:
     picked = url_select("Head", "exp_head", labels, best, help="Default: the map that best matches the task's pattern.")
 with c2:
-    query = url_select("Answer query", "exp_query", list(range(L, 2 * L)), 2 * L - 1)
+    query = url_select("Answer query", "exp_query", queries, queries[-1])
 with c3:
     restarts = url_number("Restarts", "exp_restarts", 5, 1, max_restarts)
 with c4:
@@ -73,7 +76,7 @@ if result is not None:
         "(c) The same input in models trained from other seeds: the same-numbered head and the closest head."
         + (f" Not trained yet: seeds {', '.join(str(r.train.seed) for r in missing)}." if missing else "")
     )
-    st.altair_chart(charts.rows_chart(result, tokens), width="content")
+    st.altair_chart(charts.rows_chart(result, tokens, sep), width="content")
     st.caption("The original row, the farthest alternative found within the bound, and the closest other-seed row.")
 table = interpret.shuffle_table(record, tokens, query)
 if table is not None:

@@ -6,6 +6,7 @@ import streamlit as st
 
 from attncore import ConfigError
 from attncore.interpret import patching
+from attncore.tasks import answer_queries
 from lab import formats
 from ui import docs, interpret, plain, probe, runs, sidebar
 from ui.charts import interpret as charts
@@ -15,17 +16,20 @@ st.title("Patching")
 run = sidebar.selected_run()
 st.caption(sidebar.describe(run))
 record = runs.require(run, sidebar.describe(run))
-L = run.task.length
+L, queries, sep = run.task.length, answer_queries(run.task), probe.has_sep(run)
+first = L if sep else L // 2  # the symbols a change may hit: the L inputs, or the induction task's first copy
 tokens = probe.chosen_tokens(run, record, key="pat_seq")
 st.markdown(probe.answer_line(run, record, tokens))
 
 st.subheader("Activation patching: which component carries the changed symbol")
 left, middle, right = st.columns(3)
 with left:
-    at = url_select("Change the input symbol at position", "pat_at", list(range(L)), 0)
+    positions = list(patching.positions(run))
+    at = url_select("Change the input symbol at position", "pat_at", positions, positions[0])
 with middle:
-    default = patching.default_symbol(tokens, L, at)
-    symbol = url_select(f"to (the clean input has {int(tokens[at])})", "pat_sym", list(range(20)), default)
+    symbols = list(patching.symbols(run))
+    default = patching.default_symbol(tokens, first, at, len(symbols))
+    symbol = url_select(f"to (the clean input has {int(tokens[at])})", "pat_sym", symbols, default)
 with right:
     direction = url_select(
         "Direction",
@@ -43,15 +47,21 @@ except ConfigError as e:
     c = None
 result = interpret.patch(record, c, direction) if c is not None else None
 if result is not None:
-    corrupted = " ".join(charts.position_labels(c.corrupted)).replace(" · ", ":")
+    corrupted = " ".join(charts.position_labels(c.corrupted, sep)).replace(" · ", ":")
     m1, m2, m3 = st.columns(3)
     m1.metric("Logit difference, clean", formats.with_spec(result.clean_metric, ".2f"))  # '−13.29': the lab's minus
     m2.metric("Logit difference, corrupted", formats.with_spec(result.corrupted_metric, ".2f"))
     m3.metric("p(clean answer)", f"{result.clean_prob:.3f} → {result.corrupted_prob:.3f}")
     st.caption(
         f"Corrupted input (position:token) `{corrupted}`. Metric: logit of the clean answer {c.clean_token} minus "
-        f"logit of the corrupted answer {c.corrupted_token} at query {c.query} (answer token {c.answer_index + 1}, "
-        "the first that differs), both inputs carrying the clean answer prefix after SEP (teacher forcing). "
+        f"logit of the corrupted answer {c.corrupted_token} at query {c.query} "
+        + (
+            f"(answer token {c.answer_index + 1}, the first that differs), both inputs carrying the clean answer "
+            "prefix after SEP (teacher forcing). "
+            if sep
+            else f"(the repeat's query whose token last occurred at {c.position - 1}: an induction head reads the "
+            f"changed position {c.position} from it), both inputs carrying the clean repeat. "
+        )
         + (
             "**Denoising**: clean activations copied into the corrupted run, is the component *sufficient* to restore "
             "the answer? Fraction restored = (patched − corrupted) / (clean − corrupted): 1 (orange) brings the clean "
@@ -69,12 +79,12 @@ if result is not None:
     mlp = ", ".join(f"block {i}: {formats.with_spec(v, '.2f')}" for i, v in enumerate(result.mlp))
     st.caption(f"Each head's output (z, before W_O) copied at every position. Each MLP at every position: {mlp}.")
     resid, mlp_pos = result.resid_by_position, result.mlp_by_position
-    st.altair_chart(charts.patch_components(resid, mlp_pos, c.clean, value), width="content")
+    st.altair_chart(charts.patch_components(resid, mlp_pos, c.clean, value, sep), width="content")
     st.caption(
         "The residual stream entering each block, and each MLP's output, copied at one position at a time. "
         "Entering block 0 the stream is the embedding: only the changed position can matter there."
     )
-    st.altair_chart(charts.patch_head_positions(result.head_by_position, c.clean, value), width="content")
+    st.altair_chart(charts.patch_head_positions(result.head_by_position, c.clean, value, sep), width="content")
     capped = len(result.positions) < len(c.clean)
     st.caption(
         "Each head's output copied at one position at a time. Positions after the query cannot matter (causal)."
@@ -84,10 +94,11 @@ if result is not None:
 st.subheader("Logit lens: the answer read after each block")
 found = interpret.logit_lens(record, tokens)
 if found is not None:
-    st.altair_chart(charts.logit_lens(found, L), width="content")
+    st.altair_chart(charts.logit_lens(found, int(queries[0])), width="content")
+    over = "100 test sequences" if sep else "100 held-out sequences of the probe's layout (k = T/2)"
     st.caption(
         "The residual stream after each block put through the final LayerNorm and the output head, as if the "
-        f"model stopped there: the probability of the correct token at answer queries {L}..{2 * L - 1} "
-        "(teacher-forced), on this input and as the mean over 100 test sequences. The last row is the model's output."
+        f"model stopped there: the probability of the correct token at answer queries {queries[0]}..{queries[-1]} "
+        f"(teacher-forced), on this input and as the mean over {over}. The last row is the model's output."
     )
 docs.link("interventions", "Interventions: patching, the logit lens, head scores, attention as explanation")

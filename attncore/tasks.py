@@ -68,6 +68,9 @@ def test_distinct(task: TaskConfig) -> np.ndarray:
     return all_distinct(first)
 
 
+test_distinct.__test__ = False  # a measurement: pytest must not collect it where a test module imports it
+
+
 # --- the induction task (SPEC §14) ---------------------------------------------
 
 PROBE_SEED = 20_220_308  # the induction probe set's own seed (Olsson et al.'s repeated random tokens)
@@ -98,9 +101,14 @@ def induction_test_set(task: TaskConfig) -> tuple[np.ndarray, np.ndarray]:
 
 
 def induction_probe_set(task: TaskConfig, n: int = N_PROBE) -> tuple[np.ndarray, np.ndarray]:
-    """Olsson et al.'s probe: n sequences (n, T) of random tokens whose first half repeats (k = T/2), their k."""
-    T, k = task.length, task.length // 2
-    tokens = np.random.default_rng([PROBE_SEED, T, task.vocab]).integers(0, task.vocab, (n, T))
+    """Olsson et al.'s probe: n sequences (n, T) of random tokens whose first half repeats (k = T/2), their k. The
+    first copy's tokens all differ (drawn without replacement when V >= T/2), as nearly always in Olsson's 50,000-token
+    vocabulary: the token after a previous occurrence is then unambiguous."""
+    T, k, V = task.length, task.length // 2, task.vocab
+    rng = np.random.default_rng([PROBE_SEED, T, V])
+    tokens = rng.integers(0, V, (n, T))
+    if V >= k:
+        tokens[:, :k] = [rng.permutation(V)[:k] for _ in range(n)]
     ks = np.full(n, k, dtype=np.int64)
     return repeat_prefix(tokens, ks).astype(np.int64), ks
 

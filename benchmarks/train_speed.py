@@ -5,7 +5,9 @@ rounds of --chunk steps, the contenders interleaved round by round, so a noisy
 shared machine slows them alike. Prints the median ms per step of each and the
 ratios, and the time of attncore's own matrix products replayed alone (the floor
 that per-call overhead sits on). The same step at batch 1, where the arithmetic
-all but vanishes, measures that per-call overhead itself.
+all but vanishes, measures that per-call overhead itself. The induction default
+(T = V = 32, 2 heads, RoPE, a loss on every position; attncore.config.INDUCTION_RUN)
+is timed beside its PyTorch peer too, and its 2,000 steps extrapolated.
 
     python benchmarks/train_speed.py [--steps 1500] [--chunk 100] [--threads 1]
 """
@@ -28,7 +30,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from torch_reference import TorchModel, torch_loss  # noqa: E402
 
-from attncore.config import make_run  # noqa: E402
+from attncore.config import make_induction, make_run  # noqa: E402
 from attncore.model import loss_and_grads  # noqa: E402
 from attncore.tasks import sample_batch  # noqa: E402
 from attncore.train import Trainer, batch_rng, initial_params  # noqa: E402
@@ -37,8 +39,8 @@ from attncore.train import Trainer, batch_rng, initial_params  # noqa: E402
 class AttncoreTrainer:
     """attncore.train's own Trainer, driven in resumable chunks."""
 
-    def __init__(self, dtype: str, batch_size: int = 32):
-        self.trainer = Trainer(make_run("copy", 6, 0, batch_size=batch_size, dtype=dtype))
+    def __init__(self, dtype: str, batch_size: int = 32, run=None):
+        self.trainer = Trainer(run or make_run("copy", 6, 0, batch_size=batch_size, dtype=dtype))
 
     def steps(self, n: int) -> float:
         for _ in range(n):
@@ -49,17 +51,17 @@ class AttncoreTrainer:
 class TorchTrainer:
     """The same model, batches and initial weights in PyTorch eager with torch.optim.Adam."""
 
-    def __init__(self, dtype: str):
-        self.run = make_run("copy", 6, 0)
+    def __init__(self, dtype: str, run=None):
+        self.run = run or make_run("copy", 6, 0)
         self.data_rng = batch_rng(0)
         self.model = TorchModel(self.run.model, initial_params(self.run), dtype)
         self.opt = torch.optim.Adam(self.model.parameters(), lr=self.run.train.lr)
 
     def steps(self, n: int) -> float:
         for _ in range(n):
-            batch = sample_batch(self.run.task, 32, self.data_rng)
+            batch = sample_batch(self.run.task, self.run.train.batch_size, self.data_rng)
             self.opt.zero_grad(set_to_none=True)
-            loss = torch_loss(self.model, batch, 6)
+            loss = torch_loss(self.model, batch, self.run.task.answer_len)
             loss.backward()
             self.opt.step()
         return loss.item()
@@ -143,6 +145,8 @@ def main() -> None:
         "attncore sums as matmuls, float32": MatmulReplay("float32", model=False),
         "attncore float32, batch 1": AttncoreTrainer("float32", batch_size=1),
         "attncore matmuls only, batch 1": MatmulReplay("float32", batch_size=1),
+        "attncore float32, induction": AttncoreTrainer("float32", run=make_induction()),
+        "torch eager float32, induction": TorchTrainer("float32", run=make_induction()),
     }
     replay, sums = contenders["attncore matmuls only, float32"], contenders["attncore sums as matmuls, float32"]
     print(f"{len(replay.operands)} matrix products per step, {replay.flops / 1e6:.1f} MFLOP (float32 step)")
@@ -171,6 +175,10 @@ def main() -> None:
     print(f"  attncore float32 / its matmuls alone     {a32 / mm32:5.2f}x   (goal: at most 1.5x)")
     mm_all = mm32 + med["attncore sums as matmuls, float32"]
     print(f"  ... counting its sums as matmuls too     {a32 / mm_all:5.2f}x")
+    ind, ind_torch = med["attncore float32, induction"], med["torch eager float32, induction"]
+    steps = make_induction().train.steps
+    print(f"  torch eager float32 / attncore float32, induction default   {ind_torch / ind:5.2f}x")
+    print(f"  (the induction default's {steps:,} steps: {ind * steps / 1e3:.1f} s of attncore's training steps)")
     overhead = med["attncore float32, batch 1"] - med["attncore matmuls only, batch 1"]
     print("\nper-call floor")
     print(f"  everything but the matmuls, at batch 1   {overhead:7.3f} ms  (per-call cost, almost no arithmetic)")

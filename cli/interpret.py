@@ -13,13 +13,13 @@ import sys
 
 import numpy as np
 
-from attncore.config import SEP, ConfigError, check_int
+from attncore.config import INDUCTION, SEP, ConfigError, check_int
 from attncore.inspect import parse_sequence
 from attncore.interpret import explain as ex
 from attncore.interpret import heads as hd
 from attncore.interpret import lens as ln
 from attncore.interpret import patching as pt
-from attncore.tasks import probe_sequence
+from attncore.tasks import answer_queries, probe_sequence
 from cli.flags import add_model_args, run_of
 from lab import formats
 
@@ -67,17 +67,18 @@ def _fmt(row) -> str:
     return " ".join("   nan" if x is None or np.isnan(x) else f"{formats.with_spec(x, '.3f'):>6}" for x in row)
 
 
-def _tokens_text(tokens) -> str:
-    return " ".join("SEP" if int(t) == SEP else str(int(t)) for t in tokens)
+def _tokens_text(tokens, sep: bool = True) -> str:
+    return " ".join("SEP" if sep and int(t) == SEP else str(int(t)) for t in tokens)
 
 
 def cmd_patch(a) -> int:
     run = run_from_args(a)
     tokens = _tokens(a, run)
-    L = run.task.length
-    if not 0 <= a.at < L:
-        raise ConfigError("--at", f"must be an input position from 0 to {L - 1}, got {a.at}")
-    symbol = pt.default_symbol(tokens, L, a.at) if a.symbol is None else a.symbol
+    allowed = pt.positions(run)
+    first = run.task.length // 2 if run.task.name == INDUCTION else run.task.length  # the symbols a change may hit
+    if a.at not in allowed:
+        raise ConfigError("--at", f"must be an input position from {allowed.start} to {allowed.stop - 1}, got {a.at}")
+    symbol = pt.default_symbol(tokens, first, a.at, len(pt.symbols(run))) if a.symbol is None else a.symbol
     try:
         c = pt.contrast(run, tokens, a.at, symbol)
     except ConfigError as e:
@@ -86,7 +87,8 @@ def cmd_patch(a) -> int:
     if a.json:
         print(json.dumps({"config": run.to_dict()} | result.to_dict()))
         return 0
-    print(f"clean {_tokens_text(c.clean)}  ->  corrupted {_tokens_text(c.corrupted)}")
+    sep = run.task.name != INDUCTION
+    print(f"clean {_tokens_text(c.clean, sep)}  ->  corrupted {_tokens_text(c.corrupted, sep)}")
     print(
         f"metric at query {c.query}: logit[{c.clean_token}] - logit[{c.corrupted_token}] "
         f"(clean answer prefix): clean {formats.with_spec(result.clean_metric, '.3f')}, "
@@ -113,7 +115,8 @@ def cmd_lens(a) -> int:
     if a.json:
         print(json.dumps({"config": run.to_dict(), "layers": names} | {k: v.tolist() for k, v in found.items()}))
         return 0
-    print(f"probability of the correct token at answer queries {run.task.length}..{2 * run.task.length - 1}")
+    queries = answer_queries(run.task)
+    print(f"probability of the correct token at answer queries {queries[0]}..{queries[-1]}")
     for key, title in (("probe", "this input"), ("test", f"mean over {a.n_test} test sequences")):
         print(title)
         for name, row in zip(names, found[key], strict=True):
@@ -128,14 +131,15 @@ def cmd_heads(a) -> int:
     probe, test = hd.probe_scores(record.params, run, tokens), hd.test_scores(record.params, run, a.n_test)
     steps, over = hd.snapshot_scores(record.snapshots, record.probe_tokens, run.task)
     if a.json:
-        out = {"config": run.to_dict(), "patterns": list(hd.PATTERNS), "steps": steps.tolist()}
+        out = {"config": run.to_dict(), "patterns": list(hd.patterns_of(run.task)), "steps": steps.tolist()}
         out |= {"probe": {k: v.tolist() for k, v in probe.items()}, "test": {k: v.tolist() for k, v in test.items()}}
         print(json.dumps(out | {"snapshots": {k: v.tolist() for k, v in over.items()}}))
         return 0
-    print(f"{'head':>6}  " + "  ".join(f"{name:>19}" for name in hd.PATTERNS) + "   (input / test mean)")
+    names = list(hd.patterns_of(run.task))
+    print(f"{'head':>6}  " + "  ".join(f"{name:>19}" for name in names) + "   (input / test mean)")
     for layer in range(run.model.n_layers):
         for h in range(run.model.n_heads):
-            cells = [f"{probe[n][layer, h]:8.3f} / {test[n][layer, h]:.3f}" for n in hd.PATTERNS]
+            cells = [f"{probe[n][layer, h]:8.3f} / {test[n][layer, h]:.3f}" for n in names]
             print(f"  L{layer}H{h}  " + "  ".join(f"{c:>19}" for c in cells))
     return 0
 
@@ -143,13 +147,13 @@ def cmd_heads(a) -> int:
 def cmd_explain(a) -> int:
     run = run_from_args(a)
     tokens = _tokens(a, run)
-    L, m = run.task.length, run.model
+    m = run.model
     if (a.layer is None) != (a.head is None):
         raise ConfigError("--head", "give --layer and --head together, or neither (the best-reading head)")
     if a.layer is not None:  # checked before anything is trained
         check_int("--layer", a.layer, 0, m.n_layers - 1)
         check_int("--head", a.head, 0, m.n_heads - 1)
-    query = 2 * L - 1 if a.query is None else a.query
+    query = int(answer_queries(run.task)[-1]) if a.query is None else a.query
     ex.check_query(run, query)
     if len(set(a.baseline_seeds)) > MAX_BASELINE_SEEDS:
         raise ConfigError("--baseline-seeds", f"at most {MAX_BASELINE_SEEDS} seeds, got {len(set(a.baseline_seeds))}")

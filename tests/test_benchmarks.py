@@ -50,3 +50,14 @@ def test_replay_holds_every_matrix_product_of_a_step(batch_size):
 def test_sums_written_as_products_are_kept_apart():
     sums = train_speed.MatmulReplay("float32", model=False)
     assert sums.operands and all(train_speed._is_reduction(a.shape, b.shape) for a, b in sums.operands)
+
+
+def test_the_induction_peers_train_the_same_model_on_the_same_batches():
+    """The benchmark's induction contenders (issue 34): PyTorch's peer starts from attncore's weights, draws the same
+    batches and takes the every-position loss, so both time the same training (float64: the same losses)."""
+    from attncore.config import make_induction
+
+    run = make_induction(dtype="float64")
+    ours, theirs = train_speed.AttncoreTrainer("float64", run=run), train_speed.TorchTrainer("float64", run=run)
+    for _ in range(3):
+        assert abs(ours.steps(1) - theirs.steps(1)) < 1e-10

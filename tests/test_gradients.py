@@ -1,7 +1,8 @@
 """Centred finite differences in float64 against the hand-written backward pass (SPEC §5).
 
 Every parameter tensor, pre-LN and post-LN, every position mode, with and without scaling, on the
-small model of SPEC §5 (d 16, 4 heads, 2 blocks, d_ff 64, 3 sequences of sort L = 4).
+small model of SPEC §5 (d 16, 4 heads, 2 blocks, d_ff 64, 3 sequences of sort L = 4); and the induction task's
+loss on every position (3 sequences of T = 10), every position mode, both norms.
 """
 
 from __future__ import annotations
@@ -28,13 +29,15 @@ ATOL = 5e-9
 N_SAMPLED = 10  # coordinates per tensor where |g| > 1e-6
 N_ANY = 2  # and coordinates drawn from the whole tensor, zero gradients included
 ANSWER_LEN = 4
-CONFIGS = list(itertools.product(POSITIONS, NORMS, (True, False)))
+CONFIGS = [(*c, "sort") for c in itertools.product(POSITIONS, NORMS, (True, False))]
+# the every-position loss (issue 34): each position mode once, both norms among them
+CONFIGS += [(p, n, True, "induction") for p, n in zip(POSITIONS, itertools.cycle(NORMS))]
 
 
-def small_run(position: str, norm: str, scaling: bool):
+def small_run(position: str, norm: str, scaling: bool, task: str = "sort"):
+    task_settings = {"length": 10, "vocab": 12, "k_min": 2} if task == "induction" else {"length": ANSWER_LEN}
     return make_run(
-        "sort",
-        ANSWER_LEN,
+        task,
         d_model=16,
         n_heads=4,
         n_layers=2,
@@ -43,6 +46,7 @@ def small_run(position: str, norm: str, scaling: bool):
         norm=norm,
         scaling=scaling,
         dtype="float64",
+        **task_settings,
     )
 
 
@@ -70,17 +74,18 @@ def relative_deviation(numeric: np.ndarray, analytic: np.ndarray) -> np.ndarray:
 
 
 @functools.cache
-def gradient_check(make_params, position: str, norm: str, scaling: bool) -> dict[str, dict]:
+def gradient_check(make_params, position: str, norm: str, scaling: bool, task: str = "sort") -> dict[str, dict]:
     """Per tensor: sampled coordinates, their analytic gradient and both finite differences."""
-    run = small_run(position, norm, scaling)
+    run = small_run(position, norm, scaling, task)
+    answer_len = run.task.answer_len  # the induction task's: every position
     params = make_params(run.model, seed=0)
     rng = np.random.default_rng(1)
     seqs = sample_batch(run.task, 3, rng)
-    _, grads = loss_and_grads(params, seqs, run.model, ANSWER_LEN)
+    _, grads = loss_and_grads(params, seqs, run.model, answer_len)
     assert grads.keys() == params.keys()
 
     def loss():
-        return answer_loss(params, seqs, run.model, ANSWER_LEN)
+        return answer_loss(params, seqs, run.model, answer_len)
 
     out = {}
     for name, array in params.items():
@@ -108,15 +113,15 @@ def agrees(fd, g, atol):
     return np.abs(fd - g) <= RTOL * np.maximum(np.abs(g), np.abs(fd)) + atol
 
 
-@pytest.mark.parametrize(("position", "norm", "scaling"), CONFIGS)
-def test_every_parameter_gradient_matches_finite_differences(random_params, position, norm, scaling):
+@pytest.mark.parametrize(("position", "norm", "scaling", "task"), CONFIGS)
+def test_every_parameter_gradient_matches_finite_differences(random_params, position, norm, scaling, task):
     """Pass at EPS; or, where a ReLU input lies within EPS of its kink, pass at EPS / 10 instead.
 
     A kink crossing shows as a difference quotient that has not converged: EPS and EPS / 10 disagree.
     A wrong gradient fails both ways, since the converged quotient must still match it.
     """
     worst = 0.0
-    for name, c in gradient_check(random_params, position, norm, scaling).items():
+    for name, c in gradient_check(random_params, position, norm, scaling, task).items():
         assert c["n_resolvable"] > 0, f"{name}: no coordinate with |g| > 1e-6, the tensor goes unchecked"
         g, fd, fine = c["g"], c["fd"], c["fd_fine"]
         miss = ~agrees(fd, g, ATOL)

@@ -48,6 +48,20 @@ def test_loss_and_every_gradient_match_torch_autograd(random_params, position, n
         assert max_relative(g, torch_grads[name]) < 1e-9, name
 
 
+@pytest.mark.parametrize(("position", "norm"), list(itertools.product(POSITIONS, NORMS)))
+def test_the_every_position_loss_and_its_gradients_match_torch_autograd(random_params, position, norm):
+    """The induction task's loss (issue 34): next-token cross-entropy on every one of the T - 1 positions."""
+    run = make_run("induction", 12, position=position, norm=norm, dtype="float64", vocab=9, k_min=2)
+    seqs = sample_batch(run.task, 8, np.random.default_rng(5))
+    params = random_params(run.model, seed=3)
+    assert run.task.answer_len == seqs.shape[1] - 1
+    loss, grads = loss_and_grads(params, seqs, run.model, run.task.answer_len)
+    torch_value, torch_grads = torch_loss_and_grads(TorchModel(run.model, params), seqs, run.task.answer_len)
+    assert abs(loss - torch_value) <= 1e-12 * abs(torch_value)
+    for name, g in grads.items():
+        assert max_relative(g, torch_grads[name]) < 1e-9, name
+
+
 def test_float32_model_matches_torch_float32(random_params):
     """The benchmark's float32 peer computes the same model as attncore's float32 training."""
     run, seqs = run_and_batch(dtype="float32", batch=32)

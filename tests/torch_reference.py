@@ -210,7 +210,8 @@ class TorchModel(nn.Module):
 
 
 def torch_loss(model: TorchModel, seqs, answer_len: int, positions=None, lengths=None) -> torch.Tensor:
-    """Cross-entropy on the last answer_len next-token targets of seqs (B, 2L+1), as attncore's loss_and_grads.
+    """Cross-entropy on the last answer_len next-token targets of seqs (B, 2L+1), as attncore's loss_and_grads
+    (answer_len = T - 1 of the induction task's seqs (B, T): every position).
 
     lengths (B,): seqs is right-padded; the loss is the mean over each sequence's answer tokens n..2n-1 (inputs).
     """

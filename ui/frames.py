@@ -71,11 +71,12 @@ def accuracy_long(table: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)
 
 
-def token_name(token: int) -> str:
-    return "SEP" if token == SEP else str(int(token))
+def token_name(token: int, sep: bool = True) -> str:
+    """A token as shown: 'SEP' for the separator (sep=False: a task without one, whose token 20 is a token)."""
+    return "SEP" if sep and token == SEP else str(int(token))
 
 
-def attention_frame(maps: np.ndarray, tokens: np.ndarray) -> pd.DataFrame:
+def attention_frame(maps: np.ndarray, tokens: np.ndarray, sep: bool = True) -> pd.DataFrame:
     """maps (n_layers, H, T, T), tokens (T,) -> one row per allowed (query, key) pair of every head.
 
     Keys after the query are masked by causality and left out, so they show as blank cells.
@@ -83,7 +84,7 @@ def attention_frame(maps: np.ndarray, tokens: np.ndarray) -> pd.DataFrame:
     n_layers, n_heads, T, _ = maps.shape
     layer, head, query, key = np.indices(maps.shape).reshape(4, -1)
     keep = key <= query
-    names = np.array([token_name(t) for t in tokens])
+    names = np.array([token_name(t, sep) for t in tokens])
     frame = pd.DataFrame(
         {
             "layer": layer[keep],

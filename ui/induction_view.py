@@ -43,7 +43,7 @@ def controls(lim: Limits) -> dict:
     """lab.induction.runs_of settings from the page's widgets (URL keys ind_*), within the hosted caps."""
     c1, c2 = st.columns(2)
     with c1:
-        options = [s for s in (500, 1000, 2000, 3000) if s <= lim.max_steps]
+        options = [s for s in (100, 500, 1000, 2000, 3000) if s <= lim.max_steps]
         steps = url_select("Steps per run", "ind_steps", options, INDUCTION_RUN["steps"], format_func=str)
     with c2:
         embed = url_select("Token embedding at initialisation (std)", "ind_emb", list(EMBED_STDS),

@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from attncore import ConfigError, RunConfig
+from attncore.config import INDUCTION
 from attncore.inspect import parse_sequence
-from attncore.model import generate
-from attncore.tasks import make_sequences
+from attncore.model import forward, generate
+from attncore.tasks import answer_queries, answer_tokens, make_sequences
 from lab.store import RunRecord
 from ui import plain
 from ui.frames import token_name
@@ -18,13 +19,16 @@ def chosen_tokens(run: RunConfig, record: RunRecord, key: str = "seq") -> np.nda
     """A text input mirrored in the URL (?seq=... or another key); invalid text shows st.error and falls back
     to the probe."""
     L, probe = run.task.length, record.probe_tokens
+    what = f"{L} symbols from 0 to 19"
+    if run.task.name == INDUCTION:  # the first copy: the input repeats it
+        L, what = L // 2, f"The first copy, T/2 = {L // 2} tokens from 0 to {run.task.vocab - 1} (the input repeats it)"
     text = url_text(
         "Input symbols",
         key,
         "",
         check=lambda text: text.strip() and parse_sequence(text, run),
         placeholder=" ".join(map(str, probe[:L])),
-        help=f"{L} symbols from 0 to 19, separated by spaces. Empty: the probe sequence.",
+        help=f"{what}, separated by spaces. Empty: the probe sequence.",
     )
     if not text.strip():
         return probe
@@ -35,8 +39,16 @@ def chosen_tokens(run: RunConfig, record: RunRecord, key: str = "seq") -> np.nda
         return probe
 
 
+def has_sep(run: RunConfig) -> bool:
+    """Whether the task's sequences hold SEP (token 20); the induction task's 20 is a token like the others."""
+    return run.task.name != INDUCTION
+
+
 def answer_line(run: RunConfig, record: RunRecord, tokens: np.ndarray) -> str:
-    """Markdown: the input (2L,), the task's answer, and the trained model's greedy answer."""
+    """Markdown: the input (2L,), the task's answer, and the trained model's greedy answer (induction: its most
+    likely token at each repeat query, reading the true tokens)."""
+    if run.task.name == INDUCTION:
+        return _induction_line(run, record, tokens)
     L = run.task.length
     expected = make_sequences(tokens[None, :L], run.task.name)[0, L + 1 :]  # (L,)
     answer = generate(record.params, tokens[None, : L + 1], L, run.model)[0][0]  # (L,)
@@ -44,4 +56,16 @@ def answer_line(run: RunConfig, record: RunRecord, tokens: np.ndarray) -> str:
     return (
         f"Input `{' '.join(token_name(t) for t in tokens)}` · expected answer `{' '.join(map(str, expected))}` · "
         f"the model's greedy answer `{' '.join(map(str, answer))}` (**{verdict}**)"
+    )
+
+
+def _induction_line(run: RunConfig, record: RunRecord, tokens: np.ndarray) -> str:
+    queries, expected = answer_queries(run.task), answer_tokens(run.task, tokens)[0]  # (A,), (A,)
+    logits, _ = forward(record.params, tokens[None], run.model)  # (1, T - 1, V): every query reads the true tokens
+    predicted = logits[0, queries].argmax(axis=-1)
+    right = int((predicted == expected).sum())
+    return (
+        f"Input `{' '.join(map(str, tokens))}` · the repeat's targets (queries {queries[0]}–{queries[-1]}) "
+        f"`{' '.join(map(str, expected))}` · the model's most likely tokens there `{' '.join(map(str, predicted))}` "
+        f"(**{right} of {len(expected)} right**, reading the true tokens)"
     )

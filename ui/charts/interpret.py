@@ -37,13 +37,14 @@ def cells(df, x: str, y: str, value: str, *, scale, cell=(44, 30), x_sort=None, 
     return chart.properties(autosize=PAD) if fixed_size else chart  # PAD: Streamlit keeps the cells' size
 
 
-def _token(t: int) -> str:
-    return "SEP" if int(t) == SEP else str(int(t))
+def _token(t: int, sep: bool = True) -> str:
+    return "SEP" if sep and int(t) == SEP else str(int(t))
 
 
-def position_labels(tokens) -> list[str]:
-    """'3 · 12': position and token, the Attention page's axis labels."""
-    return [f"{i} · {_token(t)}" for i, t in enumerate(tokens)]
+def position_labels(tokens, sep: bool = True) -> list[str]:
+    """'3 · 12': position and token, the Attention page's axis labels; sep=False for a task without SEP (induction,
+    whose token 20 is a token like the others)."""
+    return [f"{i} · {_token(t, sep)}" for i, t in enumerate(tokens)]
 
 
 def head_grid_frame(grid: np.ndarray, value: str = "restored") -> pd.DataFrame:
@@ -59,9 +60,11 @@ def patch_heads(grid: np.ndarray, value: str = "restored") -> alt.Chart:
     return cells(head_grid_frame(grid, value), "head", "layer", value, scale=RESTORED, cell=(56, 36))
 
 
-def components_frame(resid: np.ndarray, mlp: np.ndarray, tokens, value: str = "restored") -> pd.DataFrame:
+def components_frame(
+    resid: np.ndarray, mlp: np.ndarray, tokens, value: str = "restored", sep: bool = True
+) -> pd.DataFrame:
     """resid_by_position (n_layers, T), mlp_by_position (n_layers, T) -> rows component, position, value."""
-    labels = position_labels(tokens)
+    labels = position_labels(tokens, sep)
     rows = []
     for name, a in (("residual into block {}", resid), ("MLP of block {}", mlp)):  # y labels, in this order
         for i, row in enumerate(a):
@@ -73,16 +76,18 @@ def components_frame(resid: np.ndarray, mlp: np.ndarray, tokens, value: str = "r
     return pd.DataFrame(rows)
 
 
-def patch_components(resid: np.ndarray, mlp: np.ndarray, tokens, value: str = "restored") -> alt.Chart:
+def patch_components(
+    resid: np.ndarray, mlp: np.ndarray, tokens, value: str = "restored", sep: bool = True
+) -> alt.Chart:
     """The residual stream entering each block and each MLP's output, patched at one position at a time."""
-    df = components_frame(resid, mlp, tokens, value)
-    return cells(df, "position", "component", value, scale=RESTORED, x_sort=position_labels(tokens),
+    df = components_frame(resid, mlp, tokens, value, sep)
+    return cells(df, "position", "component", value, scale=RESTORED, x_sort=position_labels(tokens, sep),
                  x_title="position · token", angle=-45)  # fmt: skip
 
 
-def head_positions_frame(by_position: np.ndarray, tokens, value: str = "restored") -> pd.DataFrame:
+def head_positions_frame(by_position: np.ndarray, tokens, value: str = "restored", sep: bool = True) -> pd.DataFrame:
     """(n_layers, H, T) -> rows head ('L0H1'), position, value (NaN cells, beyond the cap, dropped)."""
-    labels = position_labels(tokens)
+    labels = position_labels(tokens, sep)
     nl, H, T = by_position.shape
     return pd.DataFrame(
         [
@@ -95,10 +100,10 @@ def head_positions_frame(by_position: np.ndarray, tokens, value: str = "restored
     )
 
 
-def patch_head_positions(by_position: np.ndarray, tokens, value: str = "restored") -> alt.Chart:
+def patch_head_positions(by_position: np.ndarray, tokens, value: str = "restored", sep: bool = True) -> alt.Chart:
     """Each head's output patched at one position at a time: heads down, positions across."""
-    df = head_positions_frame(by_position, tokens, value)
-    return cells(df, "position", "head", value, scale=RESTORED, cell=(44, 24), x_sort=position_labels(tokens),
+    df = head_positions_frame(by_position, tokens, value, sep)
+    return cells(df, "position", "head", value, scale=RESTORED, cell=(44, 24), x_sort=position_labels(tokens, sep),
                  x_title="position · token", angle=-45)  # fmt: skip
 
 
@@ -228,9 +233,9 @@ def permutation_tvd(tvds) -> alt.LayerChart:
     return alt.layer(bars, bound.encode(x="tvd:Q")).properties(width=480, height=180, autosize=PAD)
 
 
-def rows_frame(result: dict, tokens) -> pd.DataFrame:
+def rows_frame(result: dict, tokens, sep: bool = True) -> pd.DataFrame:
     """The original row, the farthest alternative row within the bound, and the closest other-seed row."""
-    labels = position_labels(tokens)[: len(result["row"])]
+    labels = position_labels(tokens, sep)[: len(result["row"])]
     series = {"original": result["row"]}
     feasible = [a for a in result["adversarial"] if a["feasible"]]
     if feasible:
@@ -243,9 +248,9 @@ def rows_frame(result: dict, tokens) -> pd.DataFrame:
     )
 
 
-def rows_chart(result: dict, tokens) -> alt.Chart:
+def rows_chart(result: dict, tokens, sep: bool = True) -> alt.Chart:
     """The rows side by side: weight on each key."""
-    df = rows_frame(result, tokens)
+    df = rows_frame(result, tokens, sep)
     names = list(dict.fromkeys(df["row"]))
     return (
         alt.Chart(df)
