@@ -54,6 +54,12 @@ st.caption(
     "for every variant and seed (the last training batch differs between variants whose batch streams differ). "
     "Per-token and per-sequence accuracy by greedy generation on those sequences; Δ is variant minus base at the "
     "same seed."
+    + (
+        " On the induction task the test loss is over every position, and the accuracies are of the most likely "
+        "token at each repeat query, reading the true tokens (the Induction heads page compares the repeat loss)."
+        if base.task.name == "induction"
+        else ""
+    )  # fmt: skip
 )
 st.caption(
     f"The article, at d_head 8 and 2 blocks (this base: {size}) on one seed, found that only removing position "
@@ -67,6 +73,13 @@ st.subheader("Distinct vs repeated symbols")
 per_seed = [frames.breakdown_frame({label: rs[i].eval for label, rs in groups.items()}) for i in range(len(seeds))]
 breakdown = compare_view.breakdown_over_seeds(per_seed)
 st.altair_chart(charts.breakdown_bars(breakdown), width="stretch")
+if base.task.name == "induction":
+    st.caption(
+        f"Sequences whose repeat is all right (most likely token, reading the true tokens), mean over "
+        f"{compare_view.seeds_text(seeds)}, on the {N_TEST} held-out sequences whose first copy's tokens all differ "
+        "vs those where one repeats (after a repeated token the next one is ambiguous)."
+    )
+    st.stop()
 st.caption(
     f"Per-sequence accuracy, mean over {compare_view.seeds_text(seeds)}, on test sequences whose symbols are all "
     f"distinct vs those with a repeat (n: how many of the {N_TEST} test sequences are of that kind; the same sequences "

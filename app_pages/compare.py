@@ -3,9 +3,10 @@
 import streamlit as st
 
 from attncore import ConfigError
+from attncore.snapshots import run_snapshot_steps
 from lab.factors import FACTORS, comparison_runs, faceted, snapshot_tables
 from lab.factors import tables as grouped_tables
-from ui import compare_view, sidebar
+from ui import compare_view, probe, sidebar
 from ui.charts import compare as compare_charts
 from ui.limits import limits
 from ui.params import url_select
@@ -79,15 +80,16 @@ st.subheader("Accuracy during training")
 snapshots = snapshot_tables(parts)
 st.altair_chart(compare_charts.band_curves(snapshots, log=False, y_title="mean per-sequence accuracy"), width="stretch")
 st.caption(
-    "Per-sequence accuracy by greedy generation at each run's 20 training snapshots (log-spaced steps), on the "
-    "first 100 of the 500 test sequences: the line is the mean over the seeds, the band the lowest to the highest."
+    f"Per-sequence accuracy {probe.accuracy_how(base)} at each run's "
+    f"{probe.snapshots_how(base, len(run_snapshot_steps(base)))} of the 500 test sequences: the line is the mean over "
+    "the seeds, the band the lowest to the highest."
 )
 
 st.subheader(f"Accuracy against {label(factor).lower()}")
 st.altair_chart(compare_charts.accuracy_by_level(summary, label(factor)), width="stretch")
 st.caption(
-    "Per-token and per-sequence accuracy by greedy generation on 500 test sequences per run: the dot is the mean "
-    "over the seeds, the bar runs from the lowest to the highest seed."
+    f"Per-token and per-sequence accuracy {probe.accuracy_how(base)} on 500 test sequences per run: the dot is the "
+    "mean over the seeds, the bar runs from the lowest to the highest seed."
 )
 
 st.subheader(f"Each level against {compare_view.format_level(factor)(levels[0])}, paired by seed")

@@ -4,9 +4,8 @@ import streamlit as st
 
 from attncore.interpret.norms import snapshot_sequences
 from attncore.optim import lr_schedule
-from attncore.snapshots import SNAPSHOT_N_TEST
 from lab import formats, provenance
-from ui import frames, runs, sidebar
+from ui import frames, probe, runs, sidebar
 from ui.charts import regimes as regime_charts
 from ui.charts import runs as charts
 from ui.params import url_select_slider
@@ -39,9 +38,15 @@ cols[4].metric(
     delta_color="off",
     delta_arrow="off",
 )
+measured = (
+    "true greedy generation on 500 fixed test sequences: the model is fed its own previous outputs. Per-sequence "
+    f"counts a sequence only if all {run.task.length} answer symbols are right."
+    if probe.has_sep(run)
+    else "the most likely token at each repeat query of 500 fixed held-out sequences, the model reading the true "
+    "tokens (the induction task). Per-sequence counts a sequence only if every repeat token is right."
+)
 st.caption(
-    f"Accuracy is measured by true greedy generation on 500 fixed test sequences: the model is fed its own "
-    f"previous outputs. Per-sequence counts a sequence only if all {run.task.length} answer symbols are right. "
+    f"Accuracy is measured by {measured} "
     f"Evaluation took {e.eval_seconds:.2f} s. Computed on {plain(provenance.describe(record.platform))}."
 )
 
@@ -51,8 +56,13 @@ snapshot_steps = [s.step for s in record.snapshots]
 step = url_select_slider("Training step", "train_step", snapshot_steps, steps, format_func=str)
 st.altair_chart(charts.loss_curve_at(curve, step, steps), width="stretch")
 st.caption(
-    "Cross-entropy on the answer tokens only, averaged over them, at every step on a fresh batch "
-    "(there is no fixed training set to overfit). Both axes log scale: on the loss, a straight fall is a power law."
+    (
+        "Cross-entropy on the answer tokens only, averaged over them"
+        if probe.has_sep(run)
+        else "Next-token cross-entropy on every position (the induction task's loss), averaged over them"
+    )  # fmt: skip
+    + ", at every step on a fresh batch (there is no fixed training set to overfit). Both axes log scale: on the "
+    "loss, a straight fall is a power law."
 )
 if (lrs := lr_schedule(run.train)) is not None:
     st.altair_chart(charts.learning_rate_curve(frames.schedule_frame(lrs), step, steps), width="stretch")
@@ -64,7 +74,7 @@ if (lrs := lr_schedule(run.train)) is not None:
 st.altair_chart(charts.snapshot_accuracy(frames.snapshot_frame(record.snapshots), step, steps), width="stretch")
 at = next(s for s in record.snapshots if s.step == step)
 st.caption(
-    f"Greedy accuracy at {len(snapshot_steps)} steps spaced evenly on a log scale, on the first {SNAPSHOT_N_TEST} of "
+    f"Accuracy ({probe.accuracy_how(run)}) at the {probe.snapshots_how(run, len(snapshot_steps))} of "
     f"the 500 test sequences (the final numbers above use all 500). After step {step:,}: per-token "
     f"{at.token_accuracy:.3f}, per-sequence {at.sequence_accuracy:.3f}. The Attention page shows the maps of "
     "each of these steps."
@@ -73,11 +83,15 @@ st.caption(
 perfect = e.distinct_accuracy == 1 and e.repeated_accuracy == 1
 st.subheader("Distinct vs repeated symbols: no sequence wrong" if perfect else "Where it goes wrong")
 left, right = st.columns(2)
-left.metric(f"All {run.task.length} symbols distinct ({e.n_distinct} test sequences)", f"{e.distinct_accuracy:.3f}")
+which = f"All {run.task.length} symbols" if probe.has_sep(run) else "First copy's tokens all"
+left.metric(f"{which} distinct ({e.n_distinct} test sequences)", f"{e.distinct_accuracy:.3f}")
 right.metric(f"Some symbol repeated ({e.n_repeated} test sequences)", f"{e.repeated_accuracy:.3f}")
 st.caption(
-    "Per-sequence accuracy split by whether the input repeats a symbol: a model without position "
-    "information cannot tell two equal symbols apart by where they sit."
+    "Per-sequence accuracy split by whether the input repeats a symbol: a model without position information cannot "
+    "tell two equal symbols apart by where they sit."
+    if probe.has_sep(run)
+    else "Per-sequence accuracy split by whether the first copy repeats a token: after a repeated token, the token "
+    "that follows its previous occurrence is ambiguous, and an induction head must guess."
 )
 
 st.subheader("Norms by block during training")

@@ -18,7 +18,7 @@ from lab.store import RunRecord
 
 # The config columns that make two runs of one task, L and seed differ (max_len follows from L).
 SETTINGS = ["position", "norm", "scaling", "lr", "steps", "batch_size", "d_model", "n_heads", "n_layers", "d_ff"]
-SETTINGS += ["dtype", "beta1", "beta2", "eps", "warmup", "decay", "min_lr_ratio"]
+SETTINGS += ["dtype", "beta1", "beta2", "eps", "warmup", "decay", "min_lr_ratio", "embed_std"]
 RUN_COLUMNS = ["task", "length", "seed"] + SETTINGS
 RESULT_COLUMNS = ["test_loss", "final_loss", "token_accuracy", "sequence_accuracy", "distinct_accuracy"]
 RESULT_COLUMNS += ["n_distinct"]
@@ -170,6 +170,7 @@ def variant_name(run: RunConfig, base: RunConfig) -> str:
         "warmup": "warm-up {}".format,
         "decay": "{} decay".format,
         "min_lr_ratio": "to {:g} lr".format,
+        "embed_std": "embedding std {:g}".format,
     }
     parts += [name(r[k]) for k, name in named.items() if k in differs]
     if "d_ff" in differs and not ("d_model" in differs and r["d_ff"] == 4 * r["d_model"]):

@@ -6,8 +6,10 @@ import numpy as np
 
 from attncore import ConfigError, RunConfig
 from attncore.config import INDUCTION
+from attncore.induction import N_SNAPSHOT_TEST, SNAPSHOT_EVERY
 from attncore.inspect import parse_sequence
 from attncore.model import forward, generate
+from attncore.snapshots import SNAPSHOT_N_TEST
 from attncore.tasks import answer_queries, answer_tokens, make_sequences
 from lab.store import RunRecord
 from ui import plain
@@ -69,3 +71,17 @@ def _induction_line(run: RunConfig, record: RunRecord, tokens: np.ndarray) -> st
         f"`{' '.join(map(str, expected))}` · the model's most likely tokens there `{' '.join(map(str, predicted))}` "
         f"(**{right} of {len(expected)} right**, reading the true tokens)"
     )
+
+
+def accuracy_how(run: RunConfig) -> str:
+    """How a run's accuracy is measured, for captions: 'by greedy generation', or the induction task's way."""
+    if run.task.name == INDUCTION:
+        return "as the most likely token at each repeat query, the model reading the true tokens (the induction task)"
+    return "by greedy generation"
+
+
+def snapshots_how(run: RunConfig, n: int) -> str:
+    """Where a run's n training snapshots are taken and scored, for captions."""
+    if run.task.name == INDUCTION:
+        return f"{n} training snapshots (every {SNAPSHOT_EVERY} steps or more), on the first {N_SNAPSHOT_TEST}"
+    return f"{n} training snapshots (log-spaced steps), on the first {SNAPSHOT_N_TEST}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from attncore import ConfigError, RunConfig, make_run
+from attncore.config import INDUCTION, make_induction
 from lab.presets import ABLATIONS
 from lab.tables import variant_name
 
@@ -26,6 +27,7 @@ VARIANTS = dict(ABLATIONS) | {
     "warm-up": lambda base: {"warmup": warmup_steps(base)},
     # the regimes where the LayerNorm's place and the √d_k scaling matter (docs/regimes.md): depth and wide heads
     # (post-LN fails at 8 layers without a warm-up there; no scaling is worse from d_k = 32, d_k × 4 at the defaults)
+    "1 layer": {"n_layers": 1},  # the induction task: one layer cannot compose a previous-token and an induction head
     "8 layers": {"n_layers": 8},
     "post-LN at 8 layers": {"norm": "post", "n_layers": 8},
     "post-LN with warm-up at 8 layers": lambda base: {"norm": "post", "n_layers": 8, "warmup": warmup_steps(base)},
@@ -36,8 +38,13 @@ DEFAULT = list(ABLATIONS)
 
 
 def base_label(base: RunConfig) -> str:
-    """The base row's name: what it is against the article's model of the same task, L and seed."""
-    article = make_run(base.task.name, base.task.length, base.train.seed)
+    """The base row's name: what it is against the article's model of the same task, L and seed (the induction
+    task: against its experiment's defaults at the same T, V and k_min)."""
+    k = base.task
+    if k.name == INDUCTION:
+        article = make_induction(base.train.seed, length=k.length, vocab=k.vocab, k_min=k.k_min)
+    else:
+        article = make_run(k.name, k.length, base.train.seed)
     name = variant_name(base, article)
     return "base: the full model" if name == "full" else f"base: {name}"
 

@@ -11,15 +11,23 @@ import numpy as np
 import pandas as pd
 
 from attncore.config import SEP
-from ui.charts.base import BASE_COLOR, PAD, SEED_COLORS, SEQUENCE_COLOR, WEIGHT_COLOR, WEIGHTS
+from ui.charts.base import BASE_COLOR, MAIN_WIDTH, PAD, SEED_COLORS, SEQUENCE_COLOR, WEIGHT_COLOR, WEIGHTS
 
 # the app's diverging colours on a fixed domain, so a restored fraction of 1 always looks the same
 RESTORED = alt.Scale(domain=[-1, 1], range=[WEIGHT_COLOR, "#F4F4F4", SEQUENCE_COLOR], clamp=True)
+POSITIONS_WIDTH = MAIN_WIDTH - 200  # a chart across the positions, less its row labels and legend
 
 
 def cells(df, x: str, y: str, value: str, *, scale, cell=(44, 30), x_sort=None, y_sort=None, x_title=None,
-          angle=0, fmt=".2f", fixed_size=True) -> alt.LayerChart:  # fmt: skip
-    """A labelled heatmap with its axes in the given order (base.heatmap sorts them as text)."""
+          angle=0, fmt=".2f", fixed_size=True, fit_width: int | None = None) -> alt.LayerChart:  # fmt: skip
+    """A labelled heatmap with its axes in the given order (base.heatmap sorts them as text). fit_width: the
+    columns narrow (and their labels shorten to one decimal) so that the cells fit that many pixels (the induction
+    task's 31 positions)."""
+    n_x = df[x].nunique()
+    font = 10
+    if fit_width and cell[0] * n_x > fit_width:
+        cell = (max(16, fit_width // max(n_x, 1)), cell[1])
+        fmt, font = (".1f", 9) if cell[0] < 34 else (fmt, font)
     enc = dict(
         x=alt.X(f"{x}:O", sort=x_sort or list(dict.fromkeys(df[x])), title=x_title or x,
                 axis=alt.Axis(labelAngle=angle, labelLimit=240)),
@@ -31,8 +39,8 @@ def cells(df, x: str, y: str, value: str, *, scale, cell=(44, 30), x_sort=None, 
         .encode(color=alt.Color(f"{value}:Q", scale=scale, title=value), tooltip=list(df.columns), **enc)
     )
     contrast = alt.condition(f"abs(datum['{value}']) > 0.6", alt.value("white"), alt.value(BASE_COLOR))
-    text = alt.Chart().mark_text(fontSize=10).encode(text=alt.Text(f"{value}:Q", format=fmt), color=contrast, **enc)
-    n_x, n_y = df[x].nunique(), df[y].nunique()
+    text = alt.Chart().mark_text(fontSize=font).encode(text=alt.Text(f"{value}:Q", format=fmt), color=contrast, **enc)
+    n_y = df[y].nunique()
     chart = alt.layer(rect, text, data=df).properties(width=cell[0] * n_x, height=cell[1] * n_y)
     return chart.properties(autosize=PAD) if fixed_size else chart  # PAD: Streamlit keeps the cells' size
 
@@ -82,7 +90,7 @@ def patch_components(
     """The residual stream entering each block and each MLP's output, patched at one position at a time."""
     df = components_frame(resid, mlp, tokens, value, sep)
     return cells(df, "position", "component", value, scale=RESTORED, x_sort=position_labels(tokens, sep),
-                 x_title="position · token", angle=-45)  # fmt: skip
+                 x_title="position · token", angle=-45, fit_width=POSITIONS_WIDTH)  # fmt: skip
 
 
 def head_positions_frame(by_position: np.ndarray, tokens, value: str = "restored", sep: bool = True) -> pd.DataFrame:
@@ -104,7 +112,7 @@ def patch_head_positions(by_position: np.ndarray, tokens, value: str = "restored
     """Each head's output patched at one position at a time: heads down, positions across."""
     df = head_positions_frame(by_position, tokens, value, sep)
     return cells(df, "position", "head", value, scale=RESTORED, cell=(44, 24), x_sort=position_labels(tokens, sep),
-                 x_title="position · token", angle=-45)  # fmt: skip
+                 x_title="position · token", angle=-45, fit_width=POSITIONS_WIDTH)  # fmt: skip
 
 
 LENS_INPUTS = {"probe": "this input", "test": "mean over test sequences"}
@@ -127,7 +135,7 @@ def logit_lens(found: dict[str, np.ndarray], length: int) -> alt.FacetChart:
     """Probability of the correct token at each answer query, read after each block; one panel per input."""
     df = lens_frame(found, length)
     chart = cells(df[df["input"] == LENS_INPUTS["probe"]], "answer query", "read after", "p", scale=WEIGHTS,
-                  fixed_size=False)  # fmt: skip
+                  fixed_size=False, fit_width=(MAIN_WIDTH - 160) // 2)  # fmt: skip
     chart.data = alt.Undefined  # the facet below brings the data
     header = alt.Header(labelFontSize=12, labelFontWeight="bold")
     return chart.facet(
