@@ -187,7 +187,7 @@ def cmd_cache(a) -> int:
         return cmd_sign(a)
     if a.action == "clear":
         try:
-            print(f"removed {formats.count(clear_cache(), 'run')} from {cache_dir()}")
+            print(f"removed {formats.count(clear_cache(cache_dir()), 'run')} from {cache_dir()}")
         except OSError as exc:
             return _fail(f"cannot clear {cache_dir()} ({exc.strerror or type(exc).__name__})")
         return 0

@@ -168,6 +168,12 @@ def main(argv=None) -> int:
     except ArgumentError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except RuntimeError as e:  # the store refusing to delete a folder of runs says so in its one line
+        backend = sys.modules.get("lab.store.backend")
+        if backend is None or not isinstance(e, backend.ClearRefused):
+            raise
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     except BrokenPipeError:  # `... | head -1`: the reader has what it wanted
         _quiet_stdout()
         return BROKEN_PIPE

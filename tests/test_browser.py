@@ -2,9 +2,8 @@
 
 Fails on any exception box or browser console error; reports each page's render time (cached runs:
 under 2 s) and saves a screenshot per page into a temporary folder, and into $SAVE_SCREENSHOTS too.
-For the README's screenshots with real runs:
-    SAVE_SCREENSHOTS=docs/screenshots ATTNLAB_BROWSER_STEPS=1500 ATTNLAB_BROWSER_CACHE=cache \
-        python -m pytest tests/test_browser.py -q -s
+For the README's screenshots with real runs (trained into the test's own store, as every run of the suite):
+    SAVE_SCREENSHOTS=docs/screenshots ATTNLAB_BROWSER_STEPS=1500 python -m pytest tests/test_browser.py -q -s
 """
 
 from __future__ import annotations
@@ -41,7 +40,7 @@ def cache(tmp_path_factory) -> Path:
     """A run store holding every run the pages show by default: the article's runs, the ablations over seeds
     0-2 (Ablations shows 3 seeds by default) and learned vs no position over seeds 0-5 (Compare's default view),
     at STEPS steps, and the Masks page's padded-batch model."""
-    location = Path(os.environ.get("ATTNLAB_BROWSER_CACHE") or tmp_path_factory.mktemp("cache")).resolve()
+    location = tmp_path_factory.mktemp("cache").resolve()
     from attncore import make_run
     from lab.presets import ablations, preset, with_settings
     from lab.sweep import run_sweep

@@ -13,7 +13,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 import tracemalloc
 import zipfile
@@ -39,7 +38,7 @@ def exported(cache, tmp_path):
         store.get_run(run)
     path = tmp_path / "runs.zip"
     assert bundle.export_bundle(path) == 2
-    store.clear_cache()
+    store.clear_cache(cache)
     return path
 
 
@@ -279,18 +278,18 @@ def test_a_keyed_store_accepts_only_bundles_signed_with_its_key(cache, tmp_path,
     unsigned = tmp_path / "unsigned.zip"
     bundle.export_bundle(unsigned)
     monkeypatch.setenv(codec.KEY_VAR, "the-operators-key")
-    store.clear_cache()
+    store.clear_cache(cache)
     for run in RUNS:
         store.get_run(run)
     signed = tmp_path / "signed.zip"
     bundle.export_bundle(signed)
     assert "hmac" in json.loads(members(signed)["manifest.json"])["runs"][0]
-    store.clear_cache()
+    store.clear_cache(cache)
     with pytest.raises(bundle.BundleError, match=f"run 1 of 2 is not signed with this store's {codec.KEY_VAR}"):
         bundle.import_bundle(unsigned)
     assert store.list_cached() == []
     assert bundle.import_bundle(signed) == (2, 0)
-    store.clear_cache()
+    store.clear_cache(cache)
     # a forged number under a signature made with another key, or after signing, is refused too
     monkeypatch.setenv(codec.KEY_VAR, "another-key")
     with pytest.raises(bundle.BundleError, match="is not signed"):
@@ -336,39 +335,15 @@ def eight_runs(cache):
     return cache
 
 
-def test_a_bundle_streams_to_its_file_one_run_at_a_time(eight_runs, tmp_path):
+def test_a_bundle_streams_to_its_file_one_run_at_a_time(cache, eight_runs, tmp_path):
     one = max(len(store._Entry(run).stored_bytes(warn=False)[1]) for run in MANY)
     path = tmp_path / "all.zip"
     with open(path, "wb") as fh:
         raised, _, peak = cost(lambda: bundle.export_bundle(fh))
     assert raised is None
     assert peak < 4 * one < path.stat().st_size / 2, (peak, one)  # about one run in memory, not all eight
-    store.clear_cache()
+    store.clear_cache(cache)
     assert bundle.import_bundle(path) == (8, 0)
-
-
-def test_download_all_runs_is_built_under_a_slot_and_capped(eight_runs, monkeypatch):
-    from ui import bundles, limits
-
-    size = store.stored_bytes()
-    assert size > 0
-    data = bundles.all_runs_bundle(size + 2**20)  # read back under the slot: bytes, and no file left behind
-    assert isinstance(data, bytes)
-    assert not list(Path(tempfile.gettempdir()).glob("attnlab-download-*"))
-    store.clear_cache()
-    assert bundle.import_bundle(data) == (8, 0)
-    with pytest.raises(bundle.BundleError, match="the runs are more than the limit of"):
-        bundles.all_runs_bundle(size // 2)
-    slots = limits._slots(limits.limits().max_concurrent)
-    taken = [slots.acquire(blocking=False) for _ in range(limits.limits().max_concurrent)]
-    assert all(taken)
-    try:
-        monkeypatch.setenv("ATTNLAB_SLOT_WAIT_SECONDS", "1")
-        with pytest.raises(limits.BusyError, match="Download all runs"):
-            bundles.all_runs_bundle(size + 2**20)
-    finally:
-        for _ in taken:
-            slots.release()
 
 
 def test_home_offers_the_download_only_within_the_cap(eight_runs, monkeypatch):
@@ -376,11 +351,11 @@ def test_home_offers_the_download_only_within_the_cap(eight_runs, monkeypatch):
     from test_app import app
 
     at = app()
-    assert [b.label for b in at.get("download_button")] == ["Download all runs"]
+    assert [b.label for b in at.button if b.key == "bundle_prepare"] == ["Prepare Download all runs"]
     monkeypatch.setenv("ATTNLAB_MAX_DOWNLOAD_MB", "1")
     assert store.stored_bytes() > 2**20
     at = app()
-    assert not at.get("download_button")
+    assert not [b for b in at.button if b.key == "bundle_prepare"] and not at.get("link_button")
     assert "more than this server's download limit of 1 MB" in texts(at.info)
 
 

@@ -25,16 +25,11 @@ def test_patch_json_has_the_grid_and_by_position(cache, monkeypatch):
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert np.array(out["grid"]).shape == (2, 4) and np.array(out["by_position"]).shape == (2, 4, 12)
-    import os
-
     from lab.store import get_run  # the run the command trained, from the same store
 
-    os.environ["ATTNCORE_CACHE_DIR"] = str(cache)
-    try:
-        run = make_run(steps=40)
-        expected = patching.patch(get_run(run).params, run, patching.contrast(run, probe_sequence(run.task), 2, 5))
-    finally:
-        del os.environ["ATTNCORE_CACHE_DIR"]
+    run = make_run(steps=40)
+    record = get_run(run, location=cache)
+    expected = patching.patch(record.params, run, patching.contrast(run, probe_sequence(run.task), 2, 5))
     assert np.allclose(out["grid"], expected.head) and out["query"] == expected.contrast.query == 8
 
 

@@ -81,11 +81,11 @@ def test_uploads_can_be_switched_off_and_download_is_offered_once_there_are_runs
     monkeypatch.setenv("ATTNLAB_BUNDLE_UPLOAD", "0")
     at = app()
     assert not at.file_uploader
-    assert not at.get("download_button")  # an empty store: nothing to download (issue 18.3)
+    assert not [b for b in at.button if b.key == "bundle_prepare"]  # an empty store: nothing to download (18.3)
     assert "Download all runs is offered once the store holds a run." in texts(at.caption)
     store.get_run(SHORT[0])
     at = app()
-    assert [b.label for b in at.get("download_button")] == ["Download all runs"]
+    assert [b.label for b in at.button if b.key == "bundle_prepare"] == ["Prepare Download all runs"]
 
 
 def test_a_shipped_bundle_makes_a_fresh_server_start_warm(bundle_file, empty_store, monkeypatch):

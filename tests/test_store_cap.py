@@ -28,15 +28,14 @@ def test_thousands_of_entries_are_listed_from_the_index_without_walking(cache, m
     def no_walk(*args):
         raise AssertionError("list_cached walked the entries")
 
-    monkeypatch.setattr(store_index, "rebuild", no_walk)
-    listed = store.list_cached()
-    assert [s["config"] for s in listed[:3]] == [r.to_dict() for r in runs[:3]]  # oldest first
-    extra = make_run("sort", 4, 0, **store_listing.SMALL)
-    store_listing.write_fake(cache, extra)  # written without the index: a hit adds it (no walk either)
-    assert store.get_run(extra).config == extra
-    assert len(store.list_cached()) == 2001
-    monkeypatch.undo()
-    monkeypatch.setenv(store.ENV_VAR, str(cache))
+    with monkeypatch.context() as walks:
+        walks.setattr(store_index, "rebuild", no_walk)
+        listed = store.list_cached()
+        assert [s["config"] for s in listed[:3]] == [r.to_dict() for r in runs[:3]]  # oldest first
+        extra = make_run("sort", 4, 0, **store_listing.SMALL)
+        store_listing.write_fake(cache, extra)  # written without the index: a hit adds it (no walk either)
+        assert store.get_run(extra).config == extra
+        assert len(store.list_cached()) == 2001
     (cache / store_index.INDEX_FILE).write_bytes(b"damaged")
     assert len(store.list_cached()) == 2001  # rebuilt from the sidecars
 
