@@ -12,7 +12,7 @@ from conftest import ROOT
 from test_store import STEPS, counting
 
 from attncore.config import make_run
-from lab import store
+from lab import settings, store
 from lab.presets import preset
 from lab.store import index as store_index
 
@@ -104,8 +104,16 @@ def secrets_cap(folder, mb) -> None:
     (folder / ".streamlit" / "secrets.toml").write_text(f"[limits]\nmax_store_mb = {mb}\n")
 
 
-def test_the_store_reads_max_store_mb_from_secrets_toml_as_the_pages_do(cache, tmp_path, monkeypatch):
+def default_secrets_files_of_the_tests_own(tmp_path, monkeypatch) -> None:
+    """Streamlit's default secrets files (home's, the working folder's) made the test's own: no
+    STREAMLIT_SECRETS_FILES (the suite points it at a file of its own), HOME and the working folder in tmp_path."""
+    monkeypatch.delenv(settings.SECRETS_FILES_VAR, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.chdir(tmp_path)
+
+
+def test_the_store_reads_max_store_mb_from_secrets_toml_as_the_pages_do(cache, tmp_path, monkeypatch):
+    default_secrets_files_of_the_tests_own(tmp_path, monkeypatch)
     secrets_cap(tmp_path, 2000)
     assert store.max_store_bytes() == 2000 * 2**20  # the CLI and the workers, without Streamlit
     monkeypatch.setenv(store.MAX_STORE_VAR, "3")
@@ -122,7 +130,7 @@ def test_a_secrets_cap_larger_than_the_default_is_honoured_by_a_workers_cap_pass
 
     others = fill_article_and_others(cache, 10)
     monkeypatch.setattr(store, "DEFAULT_MAX_STORE_MB", 0.001)  # a default that keeps nothing but the article
-    monkeypatch.chdir(tmp_path)
+    default_secrets_files_of_the_tests_own(tmp_path, monkeypatch)
     secrets_cap(tmp_path, 1000)
     run = make_run(steps=STEPS, seed=7)
     progress = tmp_path / "progress.f64"
@@ -134,6 +142,17 @@ def test_a_secrets_cap_larger_than_the_default_is_honoured_by_a_workers_cap_pass
     other = make_run(steps=STEPS, seed=8)
     worker.train_with_progress(other, str(cache), str(progress_2), (), 2**30)  # the page's cap, passed in
     assert all(store.is_cached(r) for r in others)
+
+
+def test_streamlit_secrets_files_names_the_secrets_files_for_every_process(cache, tmp_path, monkeypatch):
+    first, second = tmp_path / "a.toml", tmp_path / "b.toml"
+    first.write_text("[limits]\nmax_store_mb = 100\n")
+    second.write_text("[limits]\nmax_store_mb = 300\n")
+    monkeypatch.setenv(settings.SECRETS_FILES_VAR, f"{first} {second}")
+    assert settings.secrets_files() == [first, second]
+    assert store.max_store_bytes() == 300 * 2**20  # the later file wins, as Streamlit merges them
+    monkeypatch.setenv(settings.SECRETS_FILES_VAR, str(tmp_path / "absent.toml"))
+    assert store.max_store_bytes() == store.DEFAULT_MAX_STORE_MB * 2**20
 
 
 def _train_page():
