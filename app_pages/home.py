@@ -38,13 +38,15 @@ with share:  # an upload lands in the store before anything below is counted
     bundles.share_section()
 _, missing = runs.cached_summaries(article)
 swept = None
-label = f"Reproduce the article: train {sweeps.cost(missing)}" if missing else ""
 if missing:
     results.caption(
-        "The button says how long the missing runs should take here: estimated from their sizes, steps and batch by "
-        f"a cost model timed on this server, {sweeps.workers()} at a time."
+        "The button says how long the missing runs should take here, and their computing (CPU time): estimated from "
+        f"their sizes, steps and batch by a cost model timed on this server, {sweeps.workers()} at a time."
     )
-if missing and button.button(label, type="primary", key="reproduce"):
+clicked = missing and sweeps.train_button(
+    "Reproduce the article: train ", missing, "reproduce", "python -m attncore sweep --preset article", place=button
+)
+if clicked:
     with results:  # the progress shows under the button
         swept = runs.sweep(article, "Article sweep")
     if swept is not None:

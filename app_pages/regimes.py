@@ -33,7 +33,8 @@ if not cells:
     st.info("Pick at least one level of each setting above.", icon=":material/touch_app:")
     st.stop()
 wanted = regimes.all_runs(cells)
-by_run = compare_view.ensure_trained(wanted, f"Training the {experiment} experiment", "reg_train")
+command = regimes.command(experiment, len(seeds), options) if seeds[0] == 0 else None  # the CLI's seeds: 0..N-1
+by_run = compare_view.ensure_trained(wanted, f"Training the {experiment} experiment", "reg_train", command)
 if by_run is None:
     st.stop()
 summaries = {run: by_run[run].summary() for run in wanted}

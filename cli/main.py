@@ -60,7 +60,9 @@ def cmd_train(a) -> int:
     cached = is_cached(run)
     if not cached:
         check_fits([run], cap=a.max_memory)
-    record = get_run(run)
+    from cli.sweep import StepProgress
+
+    record = get_run(run, StepProgress(run.train.steps))  # called only while it trains: steps, loss, time left
     summary = record.summary() | {"cached": cached}
     if a.json:
         snapshots = [s.summary() for s in record.snapshots]  # in step order

@@ -59,6 +59,40 @@ def _row_text(r) -> str:
     )
 
 
+def estimate(experiment: str, cells, runs, n_jobs: int) -> dict:
+    """What training the experiment's missing runs costs here: {"experiment", "runs", "missing", "cpu_seconds",
+    "wall_seconds", "workers", "model"} (lab.cost_model: computing from this machine's CPU time, the wall time
+    from the workers and the load now)."""
+    from lab import cost_model
+    from lab.store import is_cached
+    from lab.sweep import loky_workers
+
+    missing = [run for run in runs if not is_cached(run)]
+    workers = loky_workers(n_jobs, len(missing)) if missing else loky_workers(n_jobs, len(runs))
+    model = cost_model.model(workers)
+    return {
+        "experiment": experiment,
+        "runs": len(runs),
+        "missing": len(missing),
+        "cpu_seconds": round(model.work_seconds(missing), 1),
+        "wall_seconds": round(model.wall_seconds(missing, workers, cost_model.slowdown(workers)), 1),
+        "workers": workers,
+        "cells": len(cells),
+        "model": model,
+    }
+
+
+def estimate_line(e: dict) -> str:
+    """'depth: 96 runs in 8 cells, 96 to train: about 6 min here, 12 min of computing, on 2 workers'."""
+    head = f"{e['experiment']}: {formats.count(e['runs'], 'run')} in {formats.count(e['cells'], 'cell')}"
+    if not e["missing"]:
+        return f"{head}, all stored"
+    return (
+        f"{head}, {e['missing']:,} to train: about {formats.duration(e['wall_seconds'])} here, "
+        f"{formats.duration(e['cpu_seconds'])} of computing, on {formats.count(e['workers'], 'worker')}"
+    )
+
+
 def cmd_regimes(a) -> int:
     from attncore.memory import check_fits
     from lab import regimes
@@ -67,10 +101,19 @@ def cmd_regimes(a) -> int:
     cells = regimes.cells_of(a.experiment, range(a.seeds), **options(a))
     runs = regimes.all_runs(cells)
     check_fits(runs, workers=2 if a.jobs != 1 else 1, cap=a.max_memory)
-    print(f"{a.experiment}: {formats.count(len(runs), 'run')} in {formats.count(len(cells), 'cell')}", file=sys.stderr)
+    cost = estimate(a.experiment, cells, runs, a.jobs)
+    if a.estimate:
+        if a.json:
+            keys = ("experiment", "runs", "missing", "cpu_seconds", "wall_seconds", "workers")
+            print(json.dumps({k: cost[k] for k in keys}))
+        else:
+            print(estimate_line(cost))
+        return 0
+    print(estimate_line(cost), file=sys.stderr)
     from cli.sweep import ProgressBar
 
-    records = run_sweep(runs, n_jobs=a.jobs, progress=ProgressBar())
+    bar = ProgressBar(estimate=cost["wall_seconds"])
+    records = run_sweep(runs, n_jobs=a.jobs, progress=bar, cost=cost["model"])
     summaries = {run: record.summary() for run, record in zip(runs, records, strict=True)}
     rows = regimes.table(cells, summaries)
     out = {"experiment": a.experiment, "seeds": a.seeds, "cells": json.loads(rows.to_json(orient="records"))}
@@ -135,4 +178,9 @@ def register(sub) -> None:
     p.add_argument("--jobs", type=jobs, default=-1, help="parallel workers (-1: all cores)")
     p.add_argument("--max-memory", type=memory_size, metavar="SIZE", help="refuse runs estimated to need more")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument(
+        "--estimate",
+        action="store_true",
+        help="print what training it would cost here (runs, computing, wall time, workers) and train nothing",
+    )
     p.set_defaults(func=cmd_regimes)

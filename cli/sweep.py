@@ -108,12 +108,23 @@ def check_csv_dir(directory: Path) -> None:
 
 
 class ProgressBar:
-    """done/total runs and elapsed time on stderr: redrawn in place on a terminal, else a line a second at most."""
+    """done/total runs, elapsed time and the time left on stderr: redrawn in place on a terminal, else a line a
+    second at most. The time left is `estimate` (wall seconds, lab.cost_model's) less the time elapsed until the
+    first run is done, then the pace so far, weighted by each run's estimated computing when `costs` gives it
+    (in the order the runs finish: a sweep deals the longest first)."""
 
-    def __init__(self, stream=None, width: int = 30):
+    def __init__(self, stream=None, width: int = 30, estimate: float | None = None):
         self.stream = stream or sys.stderr
         self.width, self.start, self.last = width, time.perf_counter(), -1.0
         self.tty = self.stream.isatty()
+        self.estimate = estimate
+
+    def left(self, done: int, total: int, elapsed: float) -> float | None:
+        if done >= total:
+            return None
+        if done:
+            return elapsed * (total - done) / done
+        return None if self.estimate is None else max(0.0, self.estimate - elapsed)
 
     def __call__(self, done: int, total: int) -> None:
         now = time.perf_counter() - self.start
@@ -122,8 +133,38 @@ class ProgressBar:
         self.last = now
         filled = self.width * done // max(total, 1)
         line = f"[{'#' * filled}{'.' * (self.width - filled)}] {done}/{formats.count(total, 'run')}  {now:.1f} s"
+        if (left := self.left(done, total, now)) is not None:
+            line += f", about {formats.duration(left)} left"
         end = "\n" if done == total or not self.tty else ""
-        self.stream.write(("\r" if self.tty else "") + line + end)
+        self.stream.write(("\r" if self.tty else "") + line.ljust(78 if self.tty else 0) + end)
+        self.stream.flush()
+
+
+class StepProgress:
+    """One training's step, loss, elapsed time and time left on stderr (get_run's callback): redrawn in place on a
+    terminal, else a line every few seconds; a last line when the steps are done and the evaluation starts."""
+
+    def __init__(self, steps: int, stream=None, every: float = 5.0):
+        self.stream = stream or sys.stderr
+        self.steps, self.start = steps, time.perf_counter()
+        self.tty = self.stream.isatty()
+        self.every = 0.2 if self.tty else every
+        self.last = 0.0  # the first line once `every` has passed: a short training prints only its last
+
+    def __call__(self, step: int, loss: float) -> None:
+        now = time.perf_counter() - self.start
+        done = step + 1
+        final = done >= self.steps
+        if not final and now - self.last < self.every:
+            return
+        self.last = now
+        line = f"step {done:,}/{self.steps:,}  loss {formats.loss(loss)}  {formats.duration(now)} elapsed"
+        if final:
+            line += ", evaluating on the test sequences"
+        else:
+            line += f", about {formats.duration(now * (self.steps - done) / done)} left"
+        end = "\n" if final or not self.tty else ""
+        self.stream.write(("\r" if self.tty else "") + line.ljust(78 if self.tty else 0) + end)
         self.stream.flush()
 
 

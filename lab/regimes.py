@@ -102,6 +102,19 @@ def cells_of(experiment: str, seeds, **options) -> list[Cell]:
     return makers[experiment](seeds, **options)
 
 
+def command(experiment: str, n_seeds: int, options: Mapping) -> str:
+    """The command line that trains the same grid (`python -m attncore regimes ...`, seeds 0..n_seeds-1) as the
+    page's options: what a hosted page names when its caps refuse the grid."""
+    flags = {"task": "--task", "length": "--length", "steps": "--steps", "depths": "--depths", "lrs": "--lrs"}
+    flags |= {"sizes": "--sizes", "heads": "--heads", "pair": "--pair", "n_layers": "--layers"}
+    parts = ["python -m attncore regimes", experiment, f"--seeds {n_seeds}"]
+    for name, value in options.items():
+        values = value if isinstance(value, (tuple, list)) else (value,)
+        shown = [formats.learning_rate(v) if name == "lrs" else str(v) for v in values]
+        parts.append(f"{flags[name]} {' '.join(shown)}")
+    return " ".join(parts)
+
+
 def all_runs(cells: Sequence[Cell]) -> list[RunConfig]:
     """Every run of the cells once, in order: the one sweep that trains an experiment."""
     return list(dict.fromkeys(run for cell in cells for runs in cell.groups.values() for run in runs))

@@ -123,6 +123,7 @@ def run_sweep(
     *,
     location: Path | str | None = None,
     trained: set | None = None,
+    cost=None,
 ) -> list[RunRecord]:
     """Every run's record, in input order; cached runs are read here, the others computed in parallel.
     `trained`, if given, receives the runs this call trained itself (the rest came from the store, some perhaps
@@ -131,7 +132,8 @@ def run_sweep(
     backend 'loky' uses local processes (n_jobs=-1: all cores). backend 'dask' sends the missing runs to
     the dask.distributed scheduler at `scheduler` (an address or a Client); its workers write to the same
     cache location as the caller (`location`, default cache_dir()), so it must be a path they can reach.
-    progress(done, total) is called in this process after every finished run.
+    progress(done, total) is called in this process after every finished run. With `cost` (a lab.cost_model
+    CostModel) the missing runs are dealt longest first, so the last to finish are short ones.
     """
     check_jobs(n_jobs)
     if backend not in BACKENDS:
@@ -155,6 +157,8 @@ def run_sweep(
             finished(run, get_run(run, location=location))
         else:
             missing.append(run)
+    if cost is not None:
+        missing.sort(key=cost.run_seconds, reverse=True)
     tasks = (delayed(_sweep_one)(i, run, location, tuple(unique)) for i, run in enumerate(missing))
     if missing and backend == "loky":
         with parallel_config(backend="loky", initializer=_exit_with_parent, initargs=(os.getpid(),)):

@@ -113,6 +113,8 @@ def isolate() -> Path:
         if name == KEY_VAR or name.startswith("STREAMLIT_") or (name.startswith("ATTNLAB_") and name not in TEST_KNOBS):
             del os.environ[name]
     os.environ[STORE_VAR] = str(session_dir / "store")
+    os.environ["ATTNLAB_HOSTED"] = "1"  # the caps tested as a public server has them, display or not; tests of a
+    # local server set 0 themselves
     os.environ["STREAMLIT_SECRETS_FILES"] = str(session_dir / "secrets.toml")  # absent: no secrets
     sys.addaudithook(_audit)
     active = True

@@ -220,3 +220,59 @@ def test_the_logits_over_training_come_from_the_records_and_old_records_are_coun
     records[on] = dataclasses.replace(records[on], norms=None)  # stored before issue 30.3
     frame, missing = regimes_view.logits_over_training(cells, records)
     assert missing == 1 and len(frame) == len(expected)
+
+
+def test_the_page_names_the_command_line_that_trains_the_same_grid():
+    """lab.regimes.command, parsed by the command line, gives the page's cells (what a refusal names)."""
+    from cli.main import build_parser
+    from cli.regimes import options
+
+    page_options = {
+        "depth": {"task": "sort", "steps": 1500, "depths": (2, 8), "lrs": (3e-3, 1e-2)},
+        "heads": {"task": "copy", "steps": 500, "sizes": (8, 64), "heads": 4},
+        "lr": {"task": "reverse", "steps": 100, "pair": "warmup", "lrs": (1e-4, 1e-1), "n_layers": 4},
+    }
+    for experiment, chosen in page_options.items():
+        text = regimes.command(experiment, 3, chosen)
+        argv = text.split()[3:]  # after `python -m attncore`
+        a = build_parser(argv).parse_args(argv)
+        cli_cells = regimes.cells_of(a.experiment, range(a.seeds), **options(a))
+        page_cells = regimes.cells_of(experiment, range(3), **chosen)
+        assert [c.groups for c in cli_cells] == [c.groups for c in page_cells], text
+
+
+def test_cli_regimes_estimate_says_what_it_would_cost_and_trains_nothing(tmp_path, monkeypatch, capsys):
+    from cli.main import main
+    from lab import cost_model
+    from lab.store import list_cached
+
+    monkeypatch.setenv("ATTNCORE_CACHE_DIR", str(tmp_path))
+    assert main(["regimes", "lr", "--lrs", "1e-3", "1e-2", "--seeds", "2", "--jobs", "2", "--estimate", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out) == {"experiment", "runs", "missing", "cpu_seconds", "wall_seconds", "workers"}
+    cells = regimes.cells_of("lr", range(2), lrs=(1e-3, 1e-2))
+    runs = regimes.all_runs(cells)
+    assert out["experiment"] == "lr" and out["runs"] == out["missing"] == len(runs) == 8 and out["workers"] == 2
+    assert out["cpu_seconds"] == round(cost_model.model(2).work_seconds(runs), 1)
+    assert out["wall_seconds"] >= out["cpu_seconds"] / 2 - 0.1  # two workers at best share it out evenly
+    assert list_cached() == []
+    assert main(["regimes", "lr", "--lrs", "1e-3", "1e-2", "--seeds", "2", "--estimate"]) == 0
+    line = capsys.readouterr().out.strip()
+    assert line.startswith("lr: 8 runs in 2 cells, 8 to train: about ") and line.endswith(" of computing, on 2 workers")
+
+
+def test_a_hosted_regimes_grid_over_the_budget_names_the_command_line_that_trains_it(tmp_path, monkeypatch):
+    from apptest_helpers import texts
+    from streamlit.testing.v1 import AppTest
+    from test_cost_model import slow_machine
+
+    monkeypatch.setenv("ATTNCORE_CACHE_DIR", str(tmp_path))
+    slow_machine(monkeypatch, 10.0)
+    at = AppTest.from_file("../dashboard.py", default_timeout=120)
+    at.query_params.update({"reg_exp": "lr", "reg_seeds": "2", "reg_steps": "100", "reg_lrgrid": "1e-3,1e-2"})
+    at.run()
+    at.switch_page("app_pages/regimes.py").run()
+    (button,) = [b for b in at.button if b.key == "reg_train"]
+    assert button.disabled and "over this server's 60 min 00 s per view" in button.label
+    expected = regimes.command("lr", 2, {"task": "sort", "steps": 100, "pair": "norm", "lrs": (1e-3, 1e-2)})
+    assert f"`{expected} --layers 2`" in texts(at.info) and "ATTNLAB_MAX_VIEW_CPU_S" in texts(at.info)

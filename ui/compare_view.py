@@ -109,10 +109,13 @@ def show_invalid_combination(e: ConfigError) -> None:
     st.error(f"**This comparison is not valid.** {label}: {e.message}.", icon=":material/error:")
 
 
-def ensure_trained(wanted: Sequence[RunConfig], what: str, key: str) -> dict[RunConfig, RunRecord] | None:
+def ensure_trained(
+    wanted: Sequence[RunConfig], what: str, key: str, command: str | None = None
+) -> dict[RunConfig, RunRecord] | None:
     """{run: record} once every run is in the store; else the count of what is cached, a button that trains the
-    missing ones as one sweep (within max_sweep_runs, or a message saying what is over it), and None.
-    A view of more than max_compare_runs runs is refused with a message before anything is loaded."""
+    missing ones as one sweep (ui.sweeps.train_button: its cost, or on a hosted server why it is refused, naming
+    `command`, the command line that does the same work), and None. A view of more than max_compare_runs runs is
+    refused with a message before anything is loaded (hosted mode)."""
     lim = limits()
     if len(wanted) > lim.max_compare_runs:
         st.warning(
@@ -129,15 +132,8 @@ def ensure_trained(wanted: Sequence[RunConfig], what: str, key: str) -> dict[Run
             f"{tables.count(len(missing), 'run')} still to train. The results appear once all are trained.",
             icon=":material/science:",
         )
-        if len(missing) > lim.max_sweep_runs:
-            st.warning(
-                f"{len(missing)} runs is more than this server trains at once ({lim.max_sweep_runs}): "
-                "choose fewer levels, variants or seeds.",
-                icon=":material/block:",
-            )
-            return None
         button = st.empty()
-        if not button.button(f"Train the missing: {sweeps.cost(missing)}", type="primary", key=key):
+        if not sweeps.train_button("Train the missing: ", missing, key, command, place=button):
             return None
         if runs.sweep(missing, what, cached_before=len(records)) is None:
             return None

@@ -151,15 +151,8 @@ def literature_protocol() -> None:
         return
     found, missing = runs.cached_many(wanted)
     if missing:
-        if len(missing) > lim.max_sweep_runs:
-            st.warning(
-                f"{len(missing)} runs to train is more than this server trains at once ({lim.max_sweep_runs}): "
-                "choose fewer encodings or seeds.",
-                icon=":material/block:",
-            )
-            return
         st.caption(f"{len(missing)} of {len(wanted)} runs are not trained yet (with the sidebar's other settings).")
-        if not st.button(f"Train the {len(missing)} missing runs ({sweeps.estimate_text(missing)})", key="lit_train"):
+        if not sweeps.train_button("Train the missing: ", missing, "lit_train"):
             return
         if runs.sweep(missing, "Training the encodings on lengths 1 to 8") is None:
             return

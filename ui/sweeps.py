@@ -1,7 +1,8 @@
 """A sweep from a page: the missing runs trained on ui.live's worker pool, a few at a time, with the runs done of
 the total (cached ones counted apart), each running run's step, elapsed time, time left and a Cancel that stops
 every worker at its next step (nothing half-trained is stored). Also what a sweep will cost, said before the click
-(lab.cost_model), and the per-view budget (max_view_cpu_s) that refuses a sweep estimated to cost more.
+(lab.cost_model: the wall time here now and the computing), the one sweep button of every page (train_button), and
+the hosted per-view budget (max_view_cpu_s) that refuses a sweep estimated to compute for longer.
 """
 
 from __future__ import annotations
@@ -29,43 +30,97 @@ REFRESH_SECONDS = 0.25  # the progress text is redrawn this often (the issue ask
 CANCEL_WAIT_SECONDS = 3.0
 
 
+CONFIRM_SECONDS = 30 * 60  # a local server asks once more before a sweep estimated to take longer than this here
+
+
 def workers() -> int:
     """Runs of one sweep trained at once: the sweep's share of the worker pool."""
     lim = limits()
     return max(1, min(lim.sweep_jobs, lim.max_concurrent))
 
 
+def computing(runs: Sequence[RunConfig]) -> float:
+    """CPU seconds the runs should take to train (lab.cost_model, calibrated on this server's CPU time once per
+    process, `workers()` probes at once): what a view's budget counts, whatever the load."""
+    return cost_model.model(workers()).work_seconds(list(runs))
+
+
 def estimate(missing: Sequence[RunConfig]) -> float:
-    """Wall seconds the missing runs should take here, `workers()` at a time, from lab.cost_model (their shapes,
-    steps and batch; calibrated on this server once per process, `workers()` probes at once): no earlier run is
-    needed."""
-    return cost_model.model(workers()).wall_seconds(list(missing), workers())
+    """Wall seconds the missing runs should take here now, `workers()` at a time: their computing shared out over
+    the workers, slowed by what the machine's other work takes (cost_model.slowdown, measured now)."""
+    n = workers()
+    return cost_model.model(n).wall_seconds(list(missing), n, cost_model.slowdown(n))
 
 
-def budget_error(runs: Sequence[RunConfig]) -> str | None:
-    """Why this server refuses to train these runs for one view (their estimated computing time is over the
-    max_view_cpu_s cap), or None."""
-    work, cap = cost_model.model(workers()).work_seconds(list(runs)), limits().max_view_cpu_s
+def budget_error(runs: Sequence[RunConfig], command: str | None = None) -> str | None:
+    """Why this server refuses to train these runs for one view (hosted mode: their estimated computing is over
+    max_view_cpu_s), naming the setting that lifts the cap and the command line that does the same work; or None."""
+    lim = limits()
+    work, cap = computing(runs), lim.max_view_cpu_s
     if work <= cap:
         return None
     return (
         f"Training {count(len(runs), 'run')} here would take about {duration(work)} of computing (estimated from "
         f"their sizes), more than this server allows for one view ({duration(cap)}, max_view_cpu_s): choose fewer "
-        "runs or smaller ones (steps, blocks, width, batch, seeds)."
+        f"runs or smaller ones (steps, blocks, width, batch, seeds). {_elsewhere(lim, 'max_view_cpu_s', command)}"
     )
 
 
+def _elsewhere(lim, cap: str, command: str | None) -> str:
+    """'Its operator lifts the cap with ...; the command line trains the same runs with no cap: `...`.'"""
+    cli = command or "python -m attncore sweep ... (python -m attncore sweep --help)"
+    return f"The operator lifts the cap with {lim.lifted_by(cap)}; the command line has no cap: `{cli}`."
+
+
 def estimate_text(missing: Sequence[RunConfig]) -> str:
-    """'about 1 min 10 s here' (lab.cost_model's estimate), or that it is over this server's budget per view."""
-    if budget_error(missing):
-        work, cap = cost_model.model(workers()).work_seconds(list(missing)), limits().max_view_cpu_s
-        return f"about {duration(work)} of computing: over this server's {duration(cap)} per view"
-    return f"about {duration(estimate(missing))} here"
+    """'about 6 min here, 12 min of computing': the wall time here now and the CPU time (the same phrase on every
+    button); over a hosted server's budget, 'about 2 h of computing: over this server's 1 h per view'."""
+    lim = limits()
+    work = computing(missing)
+    if work > lim.max_view_cpu_s:
+        return f"about {duration(work)} of computing: over this server's {duration(lim.max_view_cpu_s)} per view"
+    wall = estimate(missing)
+    return f"{_about(wall)} here, {duration(work) if work >= 0.5 else 'under a second'} of computing"
+
+
+def _about(seconds: float) -> str:
+    return f"about {duration(seconds)}" if seconds >= 0.5 else "under a second"
 
 
 def cost(missing: Sequence[RunConfig]) -> str:
-    """'18 runs, about 1 min 10 s here', or '18 runs, about 2 h of computing: over this server's 1 h per view'."""
+    """'18 runs, about 1 min here, 2 min of computing' (or over this server's budget per view)."""
     return f"{count(len(missing), 'run')}, {estimate_text(missing)}"
+
+
+def train_button(label: str, missing: Sequence[RunConfig], key: str, command: str | None = None, place=None) -> bool:
+    """The sweep button of every page: `label` and what the sweep costs ('Train the missing: 18 runs, about 1 min
+    here, 2 min of computing'). Over a hosted server's caps (max_sweep_runs, max_view_cpu_s) it is shown disabled
+    with the reason before any click, naming the setting that lifts the cap and `command`, the command line that
+    does the same work; on a local server a sweep of more than CONFIRM_SECONDS here asks once more (a checkbox).
+    True when the visitor asked to train now. `place`: a container to draw the button in (default: the page)."""
+    place = st if place is None else place
+    lim = limits()
+    text = f"{label}{cost(missing)}"
+    refused = None
+    if len(missing) > lim.max_sweep_runs:
+        refused = (
+            f"{count(len(missing), 'run')} is more than this server trains at once ({lim.max_sweep_runs:,}, "
+            f"max_sweep_runs): choose fewer levels, variants or seeds. {_elsewhere(lim, 'max_sweep_runs', command)}"
+        )
+    else:
+        refused = budget_error(missing, command)
+    if refused:
+        place.button(text, type="primary", key=key, disabled=True)
+        st.info(refused, icon=":material/block:")
+        return False
+    confirmed = True
+    if (wall := estimate(missing)) > CONFIRM_SECONDS:
+        confirmed = st.checkbox(
+            f"Yes, train for about {duration(wall)}: the page shows the progress and Cancel stops it",
+            key=f"{key}_confirm",
+            help="A long sweep: the runs are stored as each finishes, so a cancelled sweep resumes where it stopped.",
+        )
+    return place.button(text, type="primary", key=key, disabled=not confirmed)
 
 
 @dataclass
@@ -130,6 +185,7 @@ class _Sweep:
     started: float = field(default_factory=time.monotonic)
     steps_seen: int = 0  # steps trained in this sweep (finished runs and running ones)
     first_step_at: float | None = None
+    cold: bool = False  # the worker processes were started for this sweep (their first run loads the lab first)
 
 
 def _text(what: str, s: _Sweep, estimate_s: float | None) -> tuple[float, str]:
@@ -145,9 +201,7 @@ def _text(what: str, s: _Sweep, estimate_s: float | None) -> tuple[float, str]:
         head += f" ({s.cached:,} more already cached)"
     parts = [head]
     for j in s.running:
-        n = running_steps[id(j)]
-        shown = f"step {n:,} of {j.run.train.steps:,}" if n else "on the cluster" if j.progress is None else "starting"
-        parts.append(f"run {s.runs.index(j.run) + 1}: {shown}")
+        parts.append(f"run {s.runs.index(j.run) + 1}: {_job_state(j, running_steps[id(j)], s.cold)}")
     parts.append(f"{duration(now - s.started)} elapsed")
     left = None
     if s.first_step_at is not None and now - s.first_step_at >= 0.5:
@@ -157,6 +211,17 @@ def _text(what: str, s: _Sweep, estimate_s: float | None) -> tuple[float, str]:
         left = max(0.0, estimate_s - (now - s.started))
     parts.append(f"about {duration(left)} left" if left is not None else "time left: measuring the pace")
     return min(1.0, steps_done / max(1, total_steps)), " · ".join(parts)
+
+
+def _job_state(j: _Job, steps: int, cold: bool) -> str:
+    """What a running job of the sweep is doing, or waiting for, in a few words."""
+    if steps:
+        return f"step {steps:,} of {j.run.train.steps:,}"
+    if j.progress is None:
+        return "on the cluster"
+    if not j.future.running():
+        return "waiting for a free worker process"
+    return "starting a worker process (it loads the lab once)" if cold else "building the model, first snapshot"
 
 
 def _stop_all(s: _Sweep) -> None:
@@ -207,14 +272,15 @@ def sweep_live(runs: Sequence[RunConfig], what: str, cached: int = 0, keep=()) -
     bar, cancel = st.empty(), st.empty()
     bar.progress(0.0, text=f"{what}: starting {cost(runs)}")
     estimate_s = estimate(runs)
-    s = _Sweep(cached=cached, runs=runs)
-    queue = list(runs)
+    queue = cost_model.longest_first(runs, cost_model.model(workers()))  # the wall time the estimate assumed
+    s = _Sweep(cached=cached, runs=list(queue))
     finished_cleanly = False  # else the page left mid-sweep: stop every worker
     try:
         with training_slot(what.lower()), tempfile.TemporaryDirectory() as tmp:
             cancel.button("Cancel", key=f"sweep_cancel_{what}", icon=":material/stop_circle:")  # a click reruns
             lim = limits()
             view = tuple(dict.fromkeys([*runs, *keep]))
+            s.cold = not lim.dask_scheduler and not live.pool(lim.max_concurrent).started()
             submit = _submitter(lim, tmp, view, lim.store_bytes())
             _sweeps().put(token, (what, s))
             try:
