@@ -151,6 +151,11 @@ _models: dict[int, CostModel] = {}
 _calibrating = threading.Lock()  # one calibration at a time: two at once would time each other
 
 
+def calibrated(workers: int = 1) -> bool:
+    """Whether model(workers) answers at once (else its first call times the probes: a few seconds)."""
+    return workers in _models
+
+
 def model(workers: int = 1) -> CostModel:
     """This process's cost model for runs trained `workers` at a time, calibrated on first use."""
     with _calibrating:

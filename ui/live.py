@@ -94,7 +94,11 @@ def run_key(run: RunConfig) -> str:
 
 def expectation(run: RunConfig) -> str:
     """One sentence on how long training `run` should take here, from lab.cost_model (no earlier run needed)."""
-    cost = cost_model.model()
+    if cost_model.calibrated(1):
+        cost = cost_model.model()
+    else:
+        with st.spinner("Timing this server's CPU for the estimates (once per server process, a few seconds)..."):
+            cost = cost_model.model()
     wall = cost.wall_seconds([run], 1, cost_model.slowdown(1))
     return (
         f"Expect about {duration(wall)} here, {duration(cost.run_seconds(run))} of computing: estimated from its "

@@ -12,7 +12,7 @@ import threading
 import time
 import uuid
 from collections.abc import Sequence
-from concurrent.futures import BrokenExecutor, Future, wait
+from concurrent.futures import FIRST_COMPLETED, BrokenExecutor, Future, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,17 +39,27 @@ def workers() -> int:
     return max(1, min(lim.sweep_jobs, lim.max_concurrent))
 
 
+def model() -> cost_model.CostModel:
+    """The server's cost model for `workers()` at a time; its first calibration (once per server process) says
+    what the page waits for."""
+    n = workers()
+    if cost_model.calibrated(n):
+        return cost_model.model(n)
+    with st.spinner("Timing this server's CPU for the estimates (once per server process, a few seconds)..."):
+        return cost_model.model(n)
+
+
 def computing(runs: Sequence[RunConfig]) -> float:
     """CPU seconds the runs should take to train (lab.cost_model, calibrated on this server's CPU time once per
     process, `workers()` probes at once): what a view's budget counts, whatever the load."""
-    return cost_model.model(workers()).work_seconds(list(runs))
+    return model().work_seconds(list(runs))
 
 
 def estimate(missing: Sequence[RunConfig]) -> float:
     """Wall seconds the missing runs should take here now, `workers()` at a time: their computing shared out over
     the workers, slowed by what the machine's other work takes (cost_model.slowdown, measured now)."""
     n = workers()
-    return cost_model.model(n).wall_seconds(list(missing), n, cost_model.slowdown(n))
+    return model().wall_seconds(list(missing), n, cost_model.slowdown(n))
 
 
 def budget_error(runs: Sequence[RunConfig], command: str | None = None) -> str | None:
@@ -213,6 +223,15 @@ def _text(what: str, s: _Sweep, estimate_s: float | None) -> tuple[float, str]:
     return min(1.0, steps_done / max(1, total_steps)), " · ".join(parts)
 
 
+def _until_one_finishes(running: list[_Job]) -> None:
+    """Wait REFRESH_SECONDS, or less when a local run finishes first: its worker gets the next run at once."""
+    futures = [j.future for j in running]
+    if all(isinstance(f, Future) for f in futures):
+        wait(futures, timeout=REFRESH_SECONDS, return_when=FIRST_COMPLETED)
+    else:  # a cluster's futures: polled
+        time.sleep(REFRESH_SECONDS)
+
+
 def _job_state(j: _Job, steps: int, cold: bool) -> str:
     """What a running job of the sweep is doing, or waiting for, in a few words."""
     if steps:
@@ -272,7 +291,7 @@ def sweep_live(runs: Sequence[RunConfig], what: str, cached: int = 0, keep=()) -
     bar, cancel = st.empty(), st.empty()
     bar.progress(0.0, text=f"{what}: starting {cost(runs)}")
     estimate_s = estimate(runs)
-    queue = cost_model.longest_first(runs, cost_model.model(workers()))  # the wall time the estimate assumed
+    queue = cost_model.longest_first(runs, model())  # the order the estimate assumed
     s = _Sweep(cached=cached, runs=list(queue))
     finished_cleanly = False  # else the page left mid-sweep: stop every worker
     try:
@@ -287,7 +306,7 @@ def sweep_live(runs: Sequence[RunConfig], what: str, cached: int = 0, keep=()) -
                 while queue or s.running:
                     while queue and len(s.running) < workers():
                         s.running.append(submit(queue.pop(0), len(s.done) + len(s.running)))
-                    time.sleep(REFRESH_SECONDS)
+                    _until_one_finishes(s.running)
                     for j in [j for j in s.running if j.future.done()]:
                         s.done[j.run] = j.future.result()  # a failed run raises here (the others are stopped)
                         s.running.remove(j)
