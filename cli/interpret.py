@@ -7,7 +7,6 @@ cli.main turns into one line and exit code 2. lab (the store) is imported only i
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
@@ -20,7 +19,7 @@ from attncore.interpret import heads as hd
 from attncore.interpret import lens as ln
 from attncore.interpret import patching as pt
 from attncore.tasks import probe_sequence
-from cli.flags import add_model_args, check_length_flags, run_settings
+from cli.flags import add_model_args, check_length_flags, integer, integer_in, run_settings
 from lab import formats
 
 COMMANDS = ("patch", "lens", "heads", "explain")
@@ -200,19 +199,6 @@ def _replace_seed(run, seed):
     return dataclasses.replace(run, train=dataclasses.replace(run.train, seed=seed))
 
 
-def _count(name: str, low: int, high: int):
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = None
-        if value is None or not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"must be an integer from {low:,} to {high:,}, got {text[:20]!r}")
-        return value
-
-    return parse
-
-
 def register(sub) -> None:
     helps = {
         "patch": "activation patching: what each head, position, residual stream and MLP restores (or destroys)",
@@ -227,8 +213,10 @@ def register(sub) -> None:
         p.add_argument("--input", metavar="SYMBOLS", help='L symbols 0..19, e.g. "17 3 0 12 7 9" (default: the probe)')
         p.set_defaults(func=globals()[f"cmd_{name}"])
         parsers[name] = p
-    parsers["patch"].add_argument("--at", type=int, default=0, help="input position whose symbol changes (default 0)")
-    parsers["patch"].add_argument("--symbol", type=int, help="the corrupted symbol (default: the smallest absent)")
+    parsers["patch"].add_argument(
+        "--at", type=integer, default=0, help="input position whose symbol changes (default 0)"
+    )
+    parsers["patch"].add_argument("--symbol", type=integer, help="the corrupted symbol (default: the smallest absent)")
     parsers["patch"].add_argument(
         "--direction",
         choices=tuple(pt.DIRECTIONS),
@@ -237,32 +225,32 @@ def register(sub) -> None:
         "the answer? noise: corrupted activations into the clean run, is it necessary? (Heimersheim & Nanda)",
     )
     for name in ("lens", "heads"):
-        parsers[name].add_argument("--n-test", type=_count("--n-test", 1, MAX_TEST), default=100)
+        parsers[name].add_argument("--n-test", type=integer_in(1, MAX_TEST), default=100)
     e = parsers["explain"]
-    e.add_argument("--layer", type=int, help="default: the head whose map best matches the task's pattern")
-    e.add_argument("--head", type=int)
-    e.add_argument("--query", type=int, help="answer position L..2L-1 (default 2L-1)")
+    e.add_argument("--layer", type=integer, help="default: the head whose map best matches the task's pattern")
+    e.add_argument("--head", type=integer)
+    e.add_argument("--query", type=integer, help="answer position L..2L-1 (default 2L-1)")
     e.add_argument(
         "--permutations",
-        type=_count("--permutations", 1, MAX_PERMUTATIONS),
+        type=integer_in(1, MAX_PERMUTATIONS),
         default=100,
         help=f"shuffles of the row (1 to {MAX_PERMUTATIONS:,}; default 100)",
     )
     e.add_argument(
         "--restarts",
-        type=_count("--restarts", 1, MAX_RESTARTS),
+        type=integer_in(1, MAX_RESTARTS),
         default=5,
         help=f"restarts of the adversarial search (1 to {MAX_RESTARTS}; default 5)",
     )
     e.add_argument(
         "--search-steps",
-        type=_count("--search-steps", 1, MAX_SEARCH_STEPS),
+        type=integer_in(1, MAX_SEARCH_STEPS),
         default=500,
         help=f"Adam steps of each restart (1 to {MAX_SEARCH_STEPS:,}; default 500)",
     )
     e.add_argument(
         "--baseline-seeds",
-        type=int,
+        type=integer,
         nargs="+",
         default=[0, 1, 2],
         metavar="SEED",
