@@ -17,11 +17,13 @@ import re
 import socket
 import threading
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from joblib import Parallel, cpu_count, delayed, parallel_config
 
+from attncore._malloc import release_freed_memory
 from attncore.config import ConfigError, RunConfig
 from lab.presets import MAX_JOBS
 from lab.store import RunRecord, cache_dir, get_run, is_cached
@@ -37,7 +39,27 @@ def _sweep_one(index: int, run: RunConfig, location: str, keep=()) -> tuple[int,
     # Runs in a worker process: the store pins BLAS to one thread, so workers do not fight over cores.
     steps = []  # get_run calls back only when it trains; else another process stored the run meanwhile
     record = get_run(run, lambda step, loss: steps or steps.append(step), location=location, keep=keep)
+    release_freed_memory()  # the run's heap back to the system: loky restarts a worker grown 300 MB since its first
     return index, record, bool(steps)
+
+
+# loky warns in Python's two-line format (file path, source line) when it replaces a worker whose memory grew 300 MB
+# past its size after its first task; the sweep's runs go on in the new worker. One plain line, as the store's own
+# warnings (lab.store.record).
+LOKY_REPLACED_A_WORKER = "A worker stopped while some jobs were given to the executor"
+_python_format = warnings.formatwarning
+
+
+def _format_warning(message, category, filename, lineno, line=None) -> str:
+    if str(message).startswith(LOKY_REPLACED_A_WORKER):
+        return (
+            "warning: a worker process was replaced, its memory having grown since its first run (loky's guard "
+            "against leaks); the sweep goes on in a new one and loses nothing\n"
+        )
+    return _python_format(message, category, filename, lineno, line)
+
+
+warnings.formatwarning = _format_warning
 
 
 def check_jobs(n_jobs) -> None:

@@ -143,6 +143,8 @@ BAD_INPUT = {
         "from 0 to 32, got 33",
     ),
     "max-mb 1e-9": (["cache", "import", "{tmp}/a-file", "--max-mb", "1e-9"], "--max-mb", "from 1 to 100,000 MB"),
+    "max-memory 1": (["train", *SMALL, "--max-memory", "1"], "--max-memory", "more than the 1 byte --max-memory cap"),
+    "max-memory 1500": (["train", *SMALL, "--max-memory", "1500"], "--max-memory", "the 1.46 KiB --max-memory cap"),
     # issue 36.7: ASCII digits only, in every flag (Python's int() and float() read other scripts' digits)
     "regimes seeds in Arabic-Indic digits": (["regimes", "depth", "--seeds", "٣"], "--seeds", "from 1 to 16, got '٣'"),
     "min-lr-ratio in Arabic-Indic digits": (

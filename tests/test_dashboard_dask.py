@@ -167,6 +167,11 @@ def test_a_scheduler_address_is_read_as_a_setting_and_checked():
     lim, problems = parse_limits({}, {"dask_scheduler": "http://[evil](x)"})
     assert lim.dask_scheduler is None
     assert len(problems) == 1 and "dask_scheduler" in problems[0] and "[evil]" not in problems[0]
+    # what is used instead, in words (it said "using the default None")
+    assert problems[0].endswith("; the pages' sweeps train on this server's own worker pool, as when it is unset.")
+    assert "None" not in problems[0]
+    _, problems = parse_limits({}, {"bundle_upload": "maybe"})
+    assert problems[0].endswith("only when the server is not headless, as when it is unset.")
     assert parse_limits({}, {})[0].dask_scheduler is None  # no scheduler: the local workers, as before
 
 
