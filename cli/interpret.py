@@ -26,6 +26,11 @@ COMMANDS = ("patch", "lens", "heads", "explain")
 MAX_TEST = 500  # --n-test: the fixed test set's size
 # explain's ranges: about 16x the defaults at most, so a typo is refused rather than run for an hour
 MAX_PERMUTATIONS, MAX_RESTARTS, MAX_SEARCH_STEPS, MAX_BASELINE_SEEDS = 10_000, 20, 2_000, 10
+# and its work (attncore.interpret.explain.work: multiply-adds, from the shapes and those flags): more needs --yes.
+# The defaults on the default model are 2.4e9; every range at its maximum there 4.2e10; --d 256 --layers 4 at the
+# defaults 2.9e11. Measured on one core of a 2-core AMD EPYC, a wide model's passes ran at about 1e10 a second
+# (small ones slower, their Python overhead uncounted): the limit is a minute or so there, never an hour.
+MAX_EXPLAIN_WORK = 3 * 10**11
 
 
 def run_from_args(a):
@@ -158,6 +163,7 @@ def cmd_explain(a) -> int:
     seeds = [s for s in dict.fromkeys(a.baseline_seeds) if s != run.train.seed]
     others = [_replace_seed(run, s) for s in seeds]
     ex.check_fits(run, max(a.permutations, a.restarts), a.max_memory)
+    check_work(run, a)
     _check_training([run, *others], a.max_memory)  # every run it needs, before the first is trained
     record = stored_record(run, a.max_memory)
     layer, head = hd.best_head(record.params, run, tokens) if a.layer is None else (a.layer, a.head)
@@ -190,6 +196,24 @@ def cmd_explain(a) -> int:
         print(f"  seed {s['seed']}: JSD {d(s['jsd'])} (closest head of the layer {d(s['closest_head_jsd'])})")
     print(result["finding"])
     return 0
+
+
+def _sci(x: float) -> str:
+    return f"{x:.1e}".replace(".0e", "e").replace("e+", "e")  # 6.7e11, 3e11
+
+
+def check_work(run, a) -> None:
+    """ConfigError (exit 2) when explaining is estimated to cost more than MAX_EXPLAIN_WORK and --yes is not given:
+    checked before anything is trained, so a typo is one line, not an hour."""
+    need = ex.work(run, a.permutations, a.restarts, a.search_steps)
+    if need > MAX_EXPLAIN_WORK and not a.yes:
+        raise ConfigError(
+            "--yes",
+            f"explaining would take about {_sci(need)} multiply-adds (estimated from the model's shapes, "
+            f"--permutations, --restarts and --search-steps), more than the {_sci(MAX_EXPLAIN_WORK)} it runs without "
+            "--yes; lower "
+            "--permutations, --restarts or --search-steps (or --d, --d-ff, --layers, --length), or add --yes",
+        )
 
 
 def _replace_seed(run, seed):
@@ -255,4 +279,9 @@ def register(sub) -> None:
         default=[0, 1, 2],
         metavar="SEED",
         help=f"other seeds' models to compare with (at most {MAX_BASELINE_SEEDS}; default 0 1 2)",
+    )
+    e.add_argument(
+        "--yes",
+        action="store_true",
+        help=f"explain even when its work is estimated above {_sci(MAX_EXPLAIN_WORK)} multiply-adds (a minute or more)",
     )
