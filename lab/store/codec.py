@@ -253,9 +253,8 @@ def _dtype_name(dtype) -> str:
 
 
 def _dtype_text(name: str, found, dtypes) -> str:
-    return (
-        f"array {name} holds {_dtype_name(found)} numbers where its config needs "
-        + " or ".join(_dtype_name(d) for d in dtypes)
+    return f"array {name} holds {_dtype_name(found)} numbers where its config needs " + " or ".join(
+        _dtype_name(d) for d in dtypes
     )
 
 
@@ -432,7 +431,8 @@ def decode(meta: dict, data: bytes, numerics_version: int, config: dict | None =
     if found and found["step"].tolist() != snaps["step"].tolist():
         raise RecordError("the norms were not measured at the steps the config's training takes its snapshots")
     try:
-        figures = norms.unstack(found, 2 * run.task.length) if found else None
+        losses = arrays["loss_history"] if imported else None  # an import's are finite: its norms must be too
+        figures = norms.unstack(found, run.model, 2 * run.task.length, losses) if found else None
     except ValueError as exc:
         raise RecordError(f"array {NORMS_PREFIX}{exc}") from None
     ev = {k: float("nan") if meta["eval"][k] is None else meta["eval"][k] for k in EVAL_FIELDS}
