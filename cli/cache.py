@@ -9,6 +9,7 @@ import json
 import sys
 
 from attncore.config import TASKS
+from cli.flags import integer, number
 from lab import formats
 
 
@@ -33,11 +34,11 @@ def register(sub) -> None:
     export.add_argument("file", help="the bundle to write, e.g. runs.zip ('-' for stdout)")
     export.add_argument("--preset", help="only the stored runs of this preset: article, accuracy, ablations, smoke")
     export.add_argument("--task", nargs="+", choices=TASKS, help="only runs of these tasks")
-    export.add_argument("--length", nargs="+", type=int, help="only runs of these lengths L")
-    export.add_argument("--seed", nargs="+", type=int, help="only runs of these seeds")
+    export.add_argument("--length", nargs="+", type=integer, help="only runs of these lengths L")
+    export.add_argument("--seed", nargs="+", type=integer, help="only runs of these seeds")
     imp = actions.add_parser("import", help="check a bundle file and store its runs")
     imp.add_argument("file", help="a bundle written by `cache export`")
-    imp.add_argument("--max-mb", type=float, default=200.0, help="refuse bundles larger than this (default 200)")
+    imp.add_argument("--max-mb", type=number, default=200.0, help="refuse bundles larger than this (default 200)")
     imp.add_argument(
         "--trust",
         action="store_true",

@@ -17,32 +17,32 @@ from attncore.serving import kvcache
 from attncore.serving import parameters as calc
 from attncore.serving.presets import GPUS, PRESETS, get_preset, gpu_memory_gb
 from cli import engine as engine_cli
-from cli.flags import ArgumentError, finite_float
+from cli.flags import ArgumentError, integer, number
 
 # flag, Decoder field, type or choices, help
 ARCH_FLAGS = (
-    ("--d", "d_model", int, "model width (default 32, the lab's model)"),
-    ("--layers", "n_layers", int, "blocks"),
-    ("--heads", "n_heads", int, "query heads"),
-    ("--kv-heads", "n_kv_heads", int, "key/value heads: = heads MHA, 1 MQA, between GQA"),
-    ("--head-dim", "head_dim", int, "default d / heads"),
-    ("--d-ff", "d_ff", int, "FFN width (default 4d)"),
+    ("--d", "d_model", integer, "model width (default 32, the lab's model)"),
+    ("--layers", "n_layers", integer, "blocks"),
+    ("--heads", "n_heads", integer, "query heads"),
+    ("--kv-heads", "n_kv_heads", integer, "key/value heads: = heads MHA, 1 MQA, between GQA"),
+    ("--head-dim", "head_dim", integer, "default d / heads"),
+    ("--d-ff", "d_ff", integer, "FFN width (default 4d)"),
     ("--ffn", "ffn", calc.FFN_KINDS, "relu/gelu: two matrices, swiglu: three"),
     ("--bias", "bias", calc.BIAS_KINDS, "which linear layers have biases"),
     ("--norm", "norm", calc.NORM_KINDS, "layernorm (gamma, beta) or rmsnorm (gamma)"),
-    ("--vocab", "vocab_size", int, "vocabulary size"),
+    ("--vocab", "vocab_size", integer, "vocabulary size"),
     ("--position", "position", calc.POSITION_KINDS, "only learned has parameters"),
-    ("--max-len", "max_len", int, "rows of a learned position table"),
-    ("--window", "sliding_window", int, "sliding-window attention: tokens each layer keeps"),
-    ("--kv-lora-rank", "kv_lora_rank", int, "MLA latent width (0: ordinary attention)"),
-    ("--q-lora-rank", "q_lora_rank", int, "MLA low-rank query width (0: full rank)"),
-    ("--rope-head-dim", "rope_head_dim", int, "MLA decoupled RoPE width per head"),
-    ("--v-head-dim", "v_head_dim", int, "MLA value width per head (default head-dim)"),
-    ("--experts", "n_experts", int, "MoE routed experts (0: dense)"),
-    ("--shared-experts", "n_shared_experts", int, "MoE shared experts"),
-    ("--experts-per-token", "experts_per_token", int, "MoE routed experts used per token"),
-    ("--moe-d-ff", "moe_d_ff", int, "MoE expert width"),
-    ("--dense-layers", "n_dense_layers", int, "MoE: first layers with a dense FFN"),
+    ("--max-len", "max_len", integer, "rows of a learned position table"),
+    ("--window", "sliding_window", integer, "sliding-window attention: tokens each layer keeps"),
+    ("--kv-lora-rank", "kv_lora_rank", integer, "MLA latent width (0: ordinary attention)"),
+    ("--q-lora-rank", "q_lora_rank", integer, "MLA low-rank query width (0: full rank)"),
+    ("--rope-head-dim", "rope_head_dim", integer, "MLA decoupled RoPE width per head"),
+    ("--v-head-dim", "v_head_dim", integer, "MLA value width per head (default head-dim)"),
+    ("--experts", "n_experts", integer, "MoE routed experts (0: dense)"),
+    ("--shared-experts", "n_shared_experts", integer, "MoE shared experts"),
+    ("--experts-per-token", "experts_per_token", integer, "MoE routed experts used per token"),
+    ("--moe-d-ff", "moe_d_ff", integer, "MoE expert width"),
+    ("--dense-layers", "n_dense_layers", integer, "MoE: first layers with a dense FFN"),
 )
 BOOL_FLAGS = (
     ("--tied-embeddings", "tied_embeddings", "output head shares the token embedding"),
@@ -269,18 +269,16 @@ def register(sub) -> None:
 
     k = sub.add_parser("kv-cache", help="key-value-cache memory, and whether a workload fits a GPU")
     add_arch_args(k)
-    k.add_argument("--context", type=int, default=4096, help="tokens per sequence (default 4096)")
-    k.add_argument("--batch", type=int, default=1, help="sequences (default 1)")
+    k.add_argument("--context", type=integer, default=4096, help="tokens per sequence (default 4096)")
+    k.add_argument("--batch", type=integer, default=1, help="sequences (default 1)")
     k.add_argument("--dtype", choices=kvcache.DTYPES, default="fp16", help="cache element type (default fp16)")
     k.add_argument("--weights-dtype", choices=kvcache.DTYPES, help="weights' element type (default: --dtype)")
-    k.add_argument("--group-size", type=int, default=kvcache.CACHE_GROUP, help="int8/int4 elements per fp16 scale")
-    k.add_argument("--params", type=int, help="weights' parameter count when no preset or --d describes them")
+    k.add_argument("--group-size", type=integer, default=kvcache.CACHE_GROUP, help="int8/int4 elements per fp16 scale")
+    k.add_argument("--params", type=integer, help="weights' parameter count when no preset or --d describes them")
     gpu = k.add_mutually_exclusive_group()
     gpu.add_argument("--gpu", help=f"a card ({', '.join(GPUS)}); without --engine, also a size in GB")
-    gpu.add_argument("--gpu-gb", type=finite_float, help="GPU memory in GB (10⁹ bytes)")
-    gpu.add_argument("--gpu-gib", type=finite_float, help="--engine: the GPU's total in GiB (2³⁰ B), as torch reports")
-    k.add_argument(
-        "--reserve", type=finite_float, default=kvcache.DEFAULT_RESERVE, help="fraction kept for the runtime"
-    )
+    gpu.add_argument("--gpu-gb", type=number, help="GPU memory in GB (10⁹ bytes)")
+    gpu.add_argument("--gpu-gib", type=number, help="--engine: the GPU's total in GiB (2³⁰ B), as torch reports")
+    k.add_argument("--reserve", type=number, default=kvcache.DEFAULT_RESERVE, help="fraction kept for the runtime")
     engine_cli.add_engine_args(k)
     k.set_defaults(func=cmd_kv_cache)

@@ -12,23 +12,23 @@ from attncore.config import ConfigError
 from attncore.serving import engine, validation
 from attncore.serving.kvcache import GB, GIB
 from attncore.serving.presets import CARDS
-from cli.flags import ArgumentError, finite_float
+from cli.flags import ArgumentError, integer, number
 
 # flag, EngineSettings field, type or choices, help
 ENGINE_FLAGS = (
     ("--engine-version", "version", tuple(engine.VERSIONS), "v1 (0.11 source, default) or v0 (0.6.6-0.8)"),
-    ("--gpu-memory-utilization", "gpu_memory_utilization", finite_float, "fraction of the total (default 0.9)"),
-    ("--max-model-len", "max_model_len", int, "tokens per request the engine must hold (default --context)"),
-    ("--block-size", "block_size", int, "tokens per KV block (default 16)"),
+    ("--gpu-memory-utilization", "gpu_memory_utilization", number, "fraction of the total (default 0.9)"),
+    ("--max-model-len", "max_model_len", integer, "tokens per request the engine must hold (default --context)"),
+    ("--block-size", "block_size", integer, "tokens per KV block (default 16)"),
     ("--kv-cache-dtype", "kv_cache_dtype", engine.KV_DTYPES, "auto: the model's dtype; fp8: 1 byte"),
-    ("--max-num-batched-tokens", "max_num_batched_tokens", int, "tokens of the profiling run (default: engine's)"),
-    ("--max-num-seqs", "max_num_seqs", int, "sequences of the profiling run (default: engine's)"),
-    ("--tp", "tensor_parallel_size", int, "tensor-parallel GPUs (KV heads and weights split over them)"),
-    ("--window-layers", "window_layers", int, "layers with the sliding window (default: all, if windowed)"),
-    ("--weights-gib", "weights_gib", finite_float, "measured: 'model weights take X GiB' from your log"),
-    ("--non-torch-gib", "non_torch_gib", finite_float, "measured: 'non_torch_memory takes X GiB'"),
-    ("--activation-gib", "activation_gib", finite_float, "measured: 'PyTorch activation peak memory takes X GiB'"),
-    ("--kv-cache-memory-gib", "kv_cache_memory_gib", finite_float, "V1 --kv-cache-memory-bytes, in GiB"),
+    ("--max-num-batched-tokens", "max_num_batched_tokens", integer, "tokens of the profiling run (default: engine's)"),
+    ("--max-num-seqs", "max_num_seqs", integer, "sequences of the profiling run (default: engine's)"),
+    ("--tp", "tensor_parallel_size", integer, "tensor-parallel GPUs (KV heads and weights split over them)"),
+    ("--window-layers", "window_layers", integer, "layers with the sliding window (default: all, if windowed)"),
+    ("--weights-gib", "weights_gib", number, "measured: 'model weights take X GiB' from your log"),
+    ("--non-torch-gib", "non_torch_gib", number, "measured: 'non_torch_memory takes X GiB'"),
+    ("--activation-gib", "activation_gib", number, "measured: 'PyTorch activation peak memory takes X GiB'"),
+    ("--kv-cache-memory-gib", "kv_cache_memory_gib", number, "V1 --kv-cache-memory-bytes, in GiB"),
 )
 MIN_GB = 0.002  # GB (10^9 B) above engine.MIN_TOTAL_GIB GiB
 ENGINE_FLAG_OF = {field: flag for flag, field, *_ in ENGINE_FLAGS} | {

@@ -7,13 +7,12 @@ lab/ (the run store: joblib, pandas) is imported only inside the commands that u
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 
 from attncore.config import MAX_LENGTH, ConfigError
-from cli.flags import ArgumentError, Parser, add_model_args, check_length_flags, flag_of, run_settings
+from cli.flags import ArgumentError, Parser, add_model_args, check_length_flags, flag_of, integer_in, run_settings
 from lab import formats
 
 # every command but sweep and cache (they load lab's sweep module)
@@ -72,14 +71,6 @@ def cmd_train(a) -> int:
     return 0
 
 
-def test_length(text: str) -> int:
-    """argparse type of --test-lengths: an integer (its range is checked with the whole list)."""
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be integers from 1 to {MAX_LENGTH}, got {text[:20]!r}") from None
-
-
 def cmd_evaluate(a) -> int:
     """The run of the flags (from the store, trained first if needed) evaluated at each --test-lengths."""
     from attncore.evaluate import check_test_lengths, evaluate_lengths
@@ -115,7 +106,7 @@ def build_parser(argv=None) -> Parser:
     p.set_defaults(func=cmd_train)
     p = sub.add_parser("evaluate", help="evaluate one configuration's trained run at other test lengths")
     add_model_args(p)
-    p.add_argument("--test-lengths", type=test_length, nargs="+", required=True, metavar="L")
+    p.add_argument("--test-lengths", type=integer_in(1, MAX_LENGTH), nargs="+", required=True, metavar="L")
     p.add_argument(
         "--eval-positions",
         choices=("ordered", "randomized"),

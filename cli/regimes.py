@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 
 from attncore.config import ConfigError
@@ -18,33 +17,39 @@ PAIRS = ("norm", "scaling", "warmup", "depth")
 DEFAULT_SEEDS = 6
 
 
-def _seeds(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if not 1 <= n <= MAX_SEEDS:
-        raise argparse.ArgumentTypeError(f"must be an integer from 1 to {MAX_SEEDS}, got {text[:20]!r}")
-    return n
+# the flags of one experiment only (the others: --seeds, --task, --length, --steps, --jobs, --max-memory, --json)
+OWN_FLAGS = {
+    "depths": ("depth",),
+    "lrs": ("depth", "lr"),
+    "sizes": ("heads",),
+    "heads": ("heads",),
+    "pair": ("lr",),
+    "layers": ("lr",),
+}
 
 
 def options(a) -> dict:
-    """lab.regimes' options of the flags given (the rest at the experiment's defaults)."""
+    """lab.regimes' options of the flags given (the rest at the experiment's defaults); ConfigError for a flag the
+    chosen experiment does not take (it would be ignored). lab.regimes refuses a level given twice and a flag the
+    --pair sets itself."""
+    for dest, experiments in OWN_FLAGS.items():
+        if getattr(a, dest) is not None and a.experiment not in experiments:
+            takes = " and ".join(experiments)
+            raise ConfigError(
+                dest,
+                f"is a setting of the {takes} experiment{'s' * (len(experiments) > 1)}, which `regimes "
+                f"{a.experiment}` does not use; drop it",
+            )
     out = {"task": a.task, "length": a.length, "steps": a.steps}
-    if a.experiment == "depth" and a.depths:
-        out["depths"] = tuple(a.depths)
-    if a.experiment in ("depth", "lr") and a.lrs:
-        out["lrs"] = tuple(a.lrs)
+    for dest in ("depths", "lrs", "sizes"):
+        if getattr(a, dest):
+            out[dest] = tuple(getattr(a, dest))
     if a.experiment == "heads":
-        out["heads"] = a.heads
-        if a.sizes:
-            out["sizes"] = tuple(a.sizes)
+        out["heads"] = 1 if a.heads is None else a.heads
     if a.experiment == "lr":
-        out["pair"] = a.pair
+        out["pair"] = "norm" if a.pair is None else a.pair
         if a.layers is not None:
             out["n_layers"] = a.layers
-    elif a.layers is not None:
-        raise ConfigError("layers", "--layers sets the lr experiment's depth; the depth experiment takes --depths")
     return out
 
 
@@ -150,31 +155,38 @@ def cmd_regimes(a) -> int:
     return 0
 
 
+MIN_LR = 1e-6  # --lrs: from here to below 1 (a learning rate of 1 or more is refused by attncore.config)
+
+
 def _lr(text: str) -> float:
+    from cli.flags import number
+
     try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (1e-6 <= value <= 1.0):
-        raise argparse.ArgumentTypeError(f"must be a learning rate from 1e-6 to 1, got {text[:20]!r}")
+        value = number(text)
+    except argparse.ArgumentTypeError:
+        value = None
+    if value is None or not MIN_LR <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"must be a learning rate from 1e-6 to below 1, got {text[:20]!r}")
     return value
 
 
 def register(sub) -> None:
-    from cli.flags import jobs, memory_size
+    from cli.flags import integer, integer_in, jobs, memory_size
 
     p = sub.add_parser("regimes", help="a Regimes experiment (depth, heads or lr) over seeds, with verdicts")
     p.add_argument("experiment", choices=EXPERIMENTS)
-    p.add_argument("--seeds", type=_seeds, default=DEFAULT_SEEDS, help=f"seeds 0..N-1 (1-{MAX_SEEDS})")
+    p.add_argument(
+        "--seeds", type=integer_in(1, MAX_SEEDS), default=DEFAULT_SEEDS, help=f"seeds 0..N-1 (1-{MAX_SEEDS})"
+    )
     p.add_argument("--task", choices=("copy", "sort", "reverse"), default="sort")
-    p.add_argument("--length", type=int, default=6)
-    p.add_argument("--steps", type=int, default=1500)
-    p.add_argument("--depths", type=int, nargs="+", help="depth: blocks (default 2 4 8)")
-    p.add_argument("--lrs", type=_lr, nargs="+", help="depth, lr: learning rates")
-    p.add_argument("--sizes", type=int, nargs="+", help="heads: d_k values (default 8 16 32 64 128)")
-    p.add_argument("--heads", type=int, choices=(1, 4), default=1, help="heads: 1 head of d = d_k or 4 of d = 4 d_k")
-    p.add_argument("--pair", choices=PAIRS, default="norm", help="lr: the variant pair")
-    p.add_argument("--layers", type=int, help="lr: the blocks of both variants (default 2)")
+    p.add_argument("--length", type=integer, default=6)
+    p.add_argument("--steps", type=integer, default=1500)
+    p.add_argument("--depths", type=integer, nargs="+", help="depth: blocks (default 2 4 8)")
+    p.add_argument("--lrs", type=_lr, nargs="+", help="depth, lr: learning rates (1e-6 to below 1)")
+    p.add_argument("--sizes", type=integer, nargs="+", help="heads: d_k values (default 8 16 32 64 128)")
+    p.add_argument("--heads", type=integer, choices=(1, 4), help="heads: 1 head of d = d_k (default) or 4 of d = 4 d_k")
+    p.add_argument("--pair", choices=PAIRS, help="lr: the variant pair (default norm)")
+    p.add_argument("--layers", type=integer, help="lr: the blocks of both variants (default 2)")
     p.add_argument("--jobs", type=jobs, default=-1, help="parallel workers (-1: all cores)")
     p.add_argument("--max-memory", type=memory_size, metavar="SIZE", help="refuse runs estimated to need more")
     p.add_argument("--json", action="store_true", help="print one JSON object")

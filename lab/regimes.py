@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from attncore.config import RunConfig, make_run
+from attncore.config import ConfigError, RunConfig, make_run
 from attncore.evaluate import test_loss
 from attncore.train import initial_params
 from lab import compare, formats, stats
@@ -55,11 +55,33 @@ def _base(task: str, length: int, steps: int, **settings) -> dict:
     return {"task": task, "length": length, "steps": steps} | settings
 
 
+def warmup_steps(steps: int) -> int:
+    """The warm-up variants' warm-up: WARMUP_FRACTION of the steps, rounded. ConfigError (field steps) when that
+    rounds to 0: the warm-up cells would hold the same runs as the others, and a warm-up pair would compare each
+    run with itself ('identical on every seed')."""
+    warmup = round(WARMUP_FRACTION * steps)
+    if warmup < 1:
+        fewest = next(n for n in range(1, 100) if round(WARMUP_FRACTION * n) >= 1)
+        raise ConfigError(
+            "steps",
+            f"the warm-up is {WARMUP_FRACTION:.0%} of the steps, which rounds to 0 at {steps} step"
+            f"{'s' * (steps != 1)}, so the warm-up runs would be the runs without it: give {fewest} steps or more",
+        )
+    return warmup
+
+
+def check_levels(field: str, levels: Sequence, shown: Callable = str) -> None:
+    """ConfigError when a level is listed twice: its cells would be the same runs twice."""
+    twice = next((level for i, level in enumerate(levels) if level in levels[:i]), None)
+    if twice is not None:
+        raise ConfigError(field, f"lists {shown(twice)} twice; give each level once")
+
+
 def _runs(settings: dict, seeds: Sequence[int]) -> list[RunConfig]:
     s = dict(settings)
     task, length = s.pop("task"), s.pop("length")
     if s.get("warmup") is None and "warmup" in s:
-        s["warmup"] = round(WARMUP_FRACTION * s["steps"])
+        s["warmup"] = warmup_steps(s["steps"])
     return [make_run(task, length, seed, **s) for seed in seeds]
 
 
@@ -70,10 +92,12 @@ def _cell(key: dict, base: dict, pair: str, seeds) -> Cell:
 
 
 def depth_cells(seeds, *, task="sort", length=6, steps=1500, depths=DEPTHS, lrs=DEPTH_LRS, **settings) -> list[Cell]:
+    check_levels("depths", depths)
+    check_levels("lrs", lrs, formats.learning_rate)
     cells = []
     for n_layers in depths:
         for lr in lrs:
-            for warmup in (0, round(WARMUP_FRACTION * steps)):
+            for warmup in (0, warmup_steps(steps)):
                 base = _base(task, length, steps, n_layers=n_layers, lr=lr, warmup=warmup, **settings)
                 cells.append(_cell({"layers": n_layers, "lr": lr, "warmup": warmup}, base, "norm", seeds))
     return cells
@@ -81,6 +105,7 @@ def depth_cells(seeds, *, task="sort", length=6, steps=1500, depths=DEPTHS, lrs=
 
 def head_cells(seeds, *, task="sort", length=6, steps=1500, sizes=HEAD_SIZES, heads=1, **settings) -> list[Cell]:
     """Scaling on vs off at each head size d_k, with `heads` heads of it (d = heads · d_k, d_ff = 4d)."""
+    check_levels("sizes", sizes)
     cells = []
     for d_k in sizes:
         base = _base(task, length, steps, d_model=heads * d_k, n_heads=heads, **settings)
@@ -92,6 +117,10 @@ def lr_cells(seeds, *, pair="norm", task="sort", length=6, steps=1500, lrs=LR_GR
     """The pair of PAIRS[pair] at each learning rate of `lrs` (settings: the rest, e.g. n_layers=4)."""
     if pair not in PAIRS:
         raise ValueError(f"pair must be one of {', '.join(PAIRS)}; got {pair!r}")
+    check_levels("lrs", lrs, formats.learning_rate)
+    for field in set(PAIRS[pair][0][1]) & set(settings):  # the pair sets it for both variants: it would be ignored
+        values = " and ".join(str(variant[1][field]) for variant in PAIRS[pair])
+        raise ConfigError(field, f"the {pair} pair sets it itself ({values}); drop it or choose another pair")
     return [_cell({"lr": lr}, _base(task, length, steps, lr=lr, **settings), pair, seeds) for lr in lrs]
 
 

@@ -272,6 +272,82 @@ def test_imported_numbers_are_range_checked(exported, case):
     assert store.list_cached() == []
 
 
+def forge_arrays(path, edit) -> bytes:
+    """The bundle with edit(arrays) applied to run 1's .npz (its dtypes kept), the manifest's digests fixed."""
+    files = members(path)
+    with np.load(io.BytesIO(files["runs/00000.npz"]), allow_pickle=False) as npz:
+        arrays = {name: npz[name].copy() for name in npz.files}
+    edit(arrays)
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    data = buffer.getvalue()
+    manifest = json.loads(files["manifest.json"])
+    manifest["runs"][0] |= {"npz_sha256": hashlib.sha256(data).hexdigest(), "npz_bytes": len(data)}
+    files["manifest.json"], files["runs/00000.npz"] = json.dumps(manifest).encode(), data
+    return zipped(files)
+
+
+def at(name, where, value):
+    def edit(arrays):
+        arrays[name][where] = value
+
+    return edit
+
+
+def zero(name):
+    def edit(arrays):
+        arrays[name][...] = 0.0
+
+    return edit
+
+
+FORGED_NORMS = {  # issue 36.10: each on a run whose loss converged, and each was imported
+    "NaN gradient norm": (at("norms.grad_norm", (1, 0, 2), np.nan), "norms.grad_norm holds a number that is not"),
+    "infinite gradient norm": (at("norms.grad_norm", (0, 1, 0), np.inf), "norms.grad_norm holds a number that is"),
+    "NaN entropy": (at("norms.entropy", (2, 0), np.nan), "norms.entropy holds a number that is not finite"),
+    "gradient norm of 1e308": (
+        at("norms.grad_norm", (3, 0, 1), 1e308),
+        "norms.grad_norm holds 1e+308, above the 1.84e+19 a float32 model can produce without overflowing",
+    ),
+    "residual norm of 1e308": (at("norms.residual_norm", (1, 1), 1e308), "norms.residual_norm holds 1e+308, above"),
+    "attention logit of 1e300": (at("norms.max_logit", (4, 0), 1e300), "norms.max_logit holds 1e+300, above the"),
+    "gradient norms all zero": (zero("norms.grad_norm"), "norms.grad_norm is 0 at every snapshot, while the loss"),
+}
+
+
+@pytest.mark.parametrize("case", FORGED_NORMS, ids=list(FORGED_NORMS))
+def test_imported_norms_are_checked_against_the_run_and_the_model(exported, case):
+    edit, message = FORGED_NORMS[case]
+    with pytest.raises(bundle.BundleError, match="run 1 of 2: ") as info:
+        bundle.import_bundle(forge_arrays(exported, edit))
+    assert message in str(info.value) and "\n" not in str(info.value), str(info.value)
+    assert store.list_cached() == []
+
+
+def test_the_norms_bounds_are_where_float32_overflows_far_above_a_real_run(cache):
+    from attncore.interpret import norms
+
+    bounds = norms.figure_bounds(RUNS[0].model)
+    assert bounds["grad_norm"] == pytest.approx(np.sqrt(np.finfo(np.float32).max))  # 1.8e19
+    assert 1e38 < bounds["residual_norm"] < 1e300 and 1e76 < bounds["max_logit"] < 1e300
+    assert np.isinf(norms.figure_bounds(make_run(dtype="float64").model)["max_logit"])  # float64's own overflow
+    arrays = norms.stack(store.get_run(RUNS[0]).norms)  # a real run: ten orders of magnitude below, at least
+    assert all(arrays[name].max() < bound * 1e-10 for name, bound in bounds.items())
+
+
+def test_a_stored_run_keeps_the_non_finite_norms_of_a_diverged_training(cache):
+    """The store's own records: NaN and +inf norms are what a diverged training measures, read back as stored."""
+    from attncore.interpret import norms
+
+    run = RUNS[0]
+    arrays = norms.stack(store.get_run(run).norms)
+    arrays["grad_norm"][-1] = np.nan
+    arrays["residual_norm"][-1] = np.inf
+    norms.check(arrays, run.model, 2 * run.task.length)  # read from the store: no losses given, accepted
+    with pytest.raises(ValueError, match="not finite"):
+        norms.check(arrays, run.model, 2 * run.task.length, losses=store.get_run(run).loss_history)
+
+
 def test_a_keyed_store_accepts_only_bundles_signed_with_its_key(cache, tmp_path, monkeypatch):
     for run in RUNS:
         store.get_run(run)

@@ -80,8 +80,39 @@ def test_explain_refuses_a_search_too_big_for_memory_before_training(tmp_path):
 
     r = attncore(tmp_path, "explain", *SHORT, "--permutations", "1000", "--max-memory", "30M")
     assert r.returncode == 2 and r.stderr.startswith("error: --max-memory: explaining needs about"), r.stderr
-    assert "MiB a row), more than the 30 MiB --max-memory cap" in r.stderr
+    assert "KiB a row), more than the 30 MiB --max-memory cap" in r.stderr  # a row is 292 KiB (it said "0 MiB")
     assert not stored(tmp_path)
+
+
+def test_explain_refuses_work_estimated_over_its_limit_before_training(tmp_path):
+    """Issue 36.5: `explain --permutations 10000 --d 256 --layers 4 --steps 10` ran for minutes (within memory)."""
+    from test_cli import stored
+
+    r = attncore(tmp_path, "explain", "--permutations", "10000", "--d", "256", "--layers", "4", "--steps", "10")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert r.stderr.startswith("error: --yes: explaining would take about 6.7e11 multiply-adds"), r.stderr
+    for flag in ("--permutations", "--restarts", "--search-steps", "--d", "--layers", "3e11"):
+        assert flag in r.stderr
+    assert not stored(tmp_path)  # refused before the run was trained
+
+
+def test_the_explain_work_limit_passes_the_defaults_and_every_range_on_the_default_model():
+    from argparse import Namespace
+
+    from attncore.interpret import explain as ex
+    from cli.interpret import MAX_EXPLAIN_WORK, MAX_PERMUTATIONS, MAX_RESTARTS, MAX_SEARCH_STEPS, check_work
+
+    run = make_run()
+    assert ex.work(run, MAX_PERMUTATIONS, MAX_RESTARTS, MAX_SEARCH_STEPS) < MAX_EXPLAIN_WORK
+    assert ex.work(make_run(d_model=256, n_layers=4), 100, 5, 500) < MAX_EXPLAIN_WORK  # a wide model's defaults
+    # linear in each count: a forward per shuffle, a forward and a backward (two forwards) per search pass
+    assert ex.work(run, 200, 5, 500) - ex.work(run, 100, 5, 500) == 100 * ex.row_multiply_adds(run)
+    assert ex.work(run, 100, 6, 500) - ex.work(run, 100, 5, 500) == 3 * 501 * ex.row_multiply_adds(run)
+    wide = make_run(d_model=256, n_layers=4)
+    flags = Namespace(permutations=10_000, restarts=5, search_steps=500, yes=True)
+    check_work(wide, flags)  # --yes: the user asked for it
+    with pytest.raises(Exception, match="--yes"):
+        check_work(wide, Namespace(**vars(flags) | {"yes": False}))
 
 
 def test_explain_says_it_trains_and_numbers_restarts_as_the_page(tmp_path):

@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 
 import pytest
 
+from attncore.config import ConfigError, make_run
 from lab import regimes, stats
+from lab.store import list_cached
 
 
 def made_up(cells, loss_of):
@@ -148,6 +151,55 @@ def test_cli_regimes_refuses_bad_input_with_exit_2(capsys):
     assert "--seeds" in capsys.readouterr().err
     assert main(["regimes", "depth", "--layers", "3"]) == 2
     assert "--layers" in capsys.readouterr().err
+
+
+CONTRADICTIONS = {  # issue 36.8, 36.9, 36.11: each was accepted (a flag ignored, a cell twice, a run against itself)
+    "a flag the pair sets": (["lr", "--pair", "depth", "--layers", "4"], "--layers: the depth pair sets it itself"),
+    "a depth twice": (["depth", "--depths", "1", "1"], "--depths: lists 1 twice"),
+    "a learning rate twice": (["depth", "--lrs", "1e-2", "0.01"], "--lrs: lists 1e-2 twice"),
+    "a head size twice": (["heads", "--sizes", "8", "16", "8"], "--sizes: lists 8 twice"),
+    "sizes to depth": (["depth", "--sizes", "8"], "--sizes: is a setting of the heads experiment"),
+    "pair to depth": (["depth", "--pair", "norm"], "--pair: is a setting of the lr experiment"),
+    "heads to lr": (["lr", "--heads", "4"], "--heads: is a setting of the heads experiment"),
+    "lrs to heads": (["heads", "--lrs", "1e-2"], "--lrs: is a setting of the depth and lr experiments"),
+    "depths to lr": (["lr", "--depths", "2"], "--depths: is a setting of the depth experiment"),
+    "layers to heads": (["heads", "--layers", "2"], "--layers: is a setting of the lr experiment"),
+    "a warm-up of 0 steps": (["depth", "--steps", "2"], "--steps: the warm-up is 20% of the steps, which rounds to 0"),
+    "a warm-up pair of 0 steps": (["lr", "--pair", "warmup", "--steps", "1"], "--steps: the warm-up is 20% of the"),
+    "a learning rate of 1": (["lr", "--lrs", "1e-3", "1"], "--lrs: must be a learning rate from 1e-6 to below 1"),
+}
+
+
+@pytest.mark.parametrize("argv, message", CONTRADICTIONS.values(), ids=CONTRADICTIONS.keys())
+def test_cli_regimes_refuses_a_contradiction_in_one_line_before_training(capsys, cache, argv, message):
+    from cli.main import main
+
+    assert main(["regimes", *argv, "--seeds", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {message}") and err.count("\n") == 1, err
+    assert list_cached() == []
+
+
+def test_the_lrs_flag_takes_what_it_says_and_the_run_accepts():
+    """Issue 36.11: '--lrs' said 'from 1e-6 to 1' and then the run refused 1 as '--lr: must be in (0.0, 1.0)'."""
+    from cli.regimes import MIN_LR, _lr
+
+    assert _lr("1e-6") == MIN_LR and _lr("0.999") == 0.999
+    make_run(lr=MIN_LR), make_run(lr=0.999)  # every value the flag takes is a learning rate a run accepts
+    with pytest.raises(argparse.ArgumentTypeError, match="from 1e-6 to below 1"):
+        _lr("1")
+
+
+def test_a_warm_up_that_rounds_to_0_is_refused_and_the_shortest_that_does_not_is_kept():
+    with pytest.raises(ConfigError, match="rounds to 0 at 2 steps"):
+        regimes.depth_cells(range(1), steps=2, depths=(1,), lrs=(1e-2,))
+    with pytest.raises(ConfigError, match="rounds to 0 at 1 step,"):
+        regimes.lr_cells(range(1), pair="warmup", steps=1, lrs=(1e-2,))
+    cells = regimes.depth_cells(range(1), steps=3, depths=(1,), lrs=(1e-2,))
+    assert [c.key["warmup"] for c in cells] == [0, 1]
+    assert len(regimes.all_runs(cells)) == 4  # four different runs: no cell compares a run with itself
+    pair = regimes.lr_cells(range(1), pair="warmup", steps=3, lrs=(1e-2,))[0]
+    assert pair.groups["no warm-up"] != pair.groups["warm-up"]
 
 
 @pytest.mark.parametrize("experiment", regimes.EXPERIMENTS)

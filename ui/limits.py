@@ -157,6 +157,10 @@ PARSERS = {
     "dask_scheduler": parse_scheduler,
 }
 # every other cap: parse_limit
+UNSET = {  # what a setting whose default is None (unset) does, said when a bad value is ignored
+    "bundle_upload": "Home offers to load a bundle only when the server is not headless, as when it is unset",
+    "dask_scheduler": "the pages' sweeps train on this server's own worker pool, as when it is unset",
+}
 
 
 def parse_limits(environ: Mapping[str, str], secrets: Mapping) -> tuple[Limits, list[str]]:
@@ -172,7 +176,7 @@ def parse_limits(environ: Mapping[str, str], secrets: Mapping) -> tuple[Limits, 
         try:
             values[f.name] = parse(f.name, raw)
         except ValueError as e:
-            problems.append(f"Limit ignored: {e}; using the default {f.default}.")
+            problems.append(f"Limit ignored: {e}; {UNSET.get(f.name, f'using the default {f.default}')}.")
     return Limits(**values, explicit=frozenset(values)), problems
 
 

@@ -7,6 +7,7 @@ the hosted per-view budget (max_view_cpu_s) that refuses a sweep estimated to co
 
 from __future__ import annotations
 
+import logging
 import tempfile
 import threading
 import time
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from attncore import RunConfig
+from attncore import ConfigError, RunConfig
 from lab import cost_model
 from lab.formats import count, duration
 from lab.store import RunRecord, cache_dir, get_run, is_cached
@@ -28,6 +29,7 @@ from ui.metered import Memo
 
 REFRESH_SECONDS = 0.25  # the progress text is redrawn this often (the issue asks for at least once a second)
 CANCEL_WAIT_SECONDS = 3.0
+_LOG = logging.getLogger(__name__)
 
 
 CONFIRM_SECONDS = 30 * 60  # a local server asks once more before a sweep estimated to take longer than this here
@@ -141,36 +143,47 @@ class _Job:
 
 
 _clients: dict[str, object] = {}  # address -> distributed.Client, one per server process (st.cache_resource would
-_clients_lock = threading.Lock()  # take the Client, which is awaitable, for a coroutine)
+_clients_lock = threading.Lock()  # take the Client, which is awaitable, for a coroutine); held for lookups only
 
 
 def _dask_client(address: str):
     """The server's distributed.Client on the configured scheduler, connected and checked once (lab.sweep's connect
-    and check_cluster; again after it closed): ConfigError, one line, when none answers or its workers cannot
-    import the lab."""
+    and check_cluster, each bounded in time; again after it closed): ConfigError, one plain sentence, when none
+    answers or its workers cannot import the lab; the cause goes to the server's log with the address.
+
+    Called before a slot is taken, and the connection is made outside the lock: a scheduler that accepts and never
+    answers costs the visitor who asked lab.sweep's few seconds, never a slot or another visitor's wait."""
     from lab.sweep import check_cluster, connect
 
     with _clients_lock:
         client = _clients.get(address)
         if client is not None and client.status == "running":
             return client
+    try:
         client = connect(address)
         try:
             check_cluster(client)
         except Exception:
             client.close()
             raise
+    except ConfigError as e:
+        _LOG.warning("dask_scheduler %s: %s (cause: %r)", address, e.message, e.__cause__)
+        raise
+    with _clients_lock:
+        current = _clients.get(address)
+        if current is not None and current.status == "running":  # another visitor connected meanwhile
+            client.close()
+            return current
         _clients[address] = client
         return client
 
 
-def _submitter(lim, tmp: str, view: tuple, cap: int):
-    """submit(run, index) -> _Job: on the local worker pool with a progress file, or, with dask_scheduler set, on
-    the cluster through lab.store.get_run (the same function the command line's `--backend dask` runs there, so
-    the bits are the same; the workers' own max_store_mb applies there)."""
+def _submitter(lim, tmp: str, view: tuple, cap: int, client=None):
+    """submit(run, index) -> _Job: on the local worker pool with a progress file, or, given the dask_scheduler's
+    client, on the cluster through lab.store.get_run (the same function the command line's `--backend dask` runs
+    there, so the bits are the same; the workers' own max_store_mb applies there)."""
     location = str(cache_dir())
-    if lim.dask_scheduler:
-        client = _dask_client(lim.dask_scheduler)
+    if client is not None:
 
         def on_cluster(run: RunConfig, index: int) -> _Job:
             return _Job(run, client.submit(get_run, run, location=location, keep=view, pure=False), None)
@@ -294,13 +307,19 @@ def sweep_live(runs: Sequence[RunConfig], what: str, cached: int = 0, keep=()) -
     queue = cost_model.longest_first(runs, model())  # the order the estimate assumed
     s = _Sweep(cached=cached, runs=list(queue))
     finished_cleanly = False  # else the page left mid-sweep: stop every worker
+    lim = limits()
+    try:  # before the slot: connecting is bounded in time, and no slot waits on a scheduler that does not answer
+        client = _dask_client(lim.dask_scheduler) if lim.dask_scheduler else None
+    except ConfigError as e:
+        _clear(bar, cancel)
+        st.error(f"{what} could not start: {e.message[0].upper()}{e.message[1:]}.", icon=":material/lan:")
+        return None
     try:
         with training_slot(what.lower()), tempfile.TemporaryDirectory() as tmp:
             cancel.button("Cancel", key=f"sweep_cancel_{what}", icon=":material/stop_circle:")  # a click reruns
-            lim = limits()
             view = tuple(dict.fromkeys([*runs, *keep]))
             s.cold = not lim.dask_scheduler and not live.pool(lim.max_concurrent).started()
-            submit = _submitter(lim, tmp, view, lim.store_bytes())
+            submit = _submitter(lim, tmp, view, lim.store_bytes(), client)
             _sweeps().put(token, (what, s))
             try:
                 while queue or s.running:

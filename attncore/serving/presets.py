@@ -7,6 +7,7 @@ checks that count_parameters reproduces every published total exactly.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from attncore.config import ConfigError, ModelConfig
@@ -166,7 +167,6 @@ def gpu_memory_gb(gpu: str) -> float:
     """GB (10^9 bytes) of a named card, or of a plain number such as '80' or '141'."""
     if gpu in GPUS:
         return float(GPUS[gpu])
-    try:
-        return float(gpu)
-    except ValueError:
-        raise ConfigError("gpu", f"unknown {gpu!r}; a size in GB or one of {', '.join(GPUS)}") from None
+    if isinstance(gpu, str) and re.fullmatch(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|nan|inf", gpu):
+        return float(gpu)  # ASCII digits only: float() alone also reads '٨٠' as 80
+    raise ConfigError("gpu", f"unknown {gpu!r}; a size in GB or one of {', '.join(GPUS)}")
