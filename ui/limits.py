@@ -84,9 +84,8 @@ class Limits:
     def lifted_by(self, name: str) -> str:
         """How an operator lifts cap `name`: 'ATTNLAB_MAX_VIEW_CPU_S or max_view_cpu_s under [limits] in
         .streamlit/secrets.toml, or hosted = 0 on a server of your own'."""
-        return (
-            f"{settings.env_var(name)} or {name} under [limits] in .streamlit/secrets.toml"
-            + (", or hosted = 0 (ATTNLAB_HOSTED=0) on a server of your own" if name not in self.explicit else "")
+        return f"{settings.env_var(name)} or {name} under [limits] in .streamlit/secrets.toml" + (
+            ", or hosted = 0 (ATTNLAB_HOSTED=0) on a server of your own" if name not in self.explicit else ""
         )
 
     def store_bytes(self) -> int:
