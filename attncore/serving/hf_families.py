@@ -238,9 +238,11 @@ def _attncore(f: Fields) -> tuple[Decoder, list[str]]:
     return describe_attncore(cfg), ["full"] * cfg.n_layers
 
 
-def _weights(f: Fields, top: Fields, a: Decoder, notes: list) -> tuple[WeightFormat, str]:
-    """(the checkpoint's storage, the dtype vLLM's dtype 'auto' serves it in)."""
-    where = next((x for x in (f, top) for k in ("torch_dtype", "dtype") if x.has(k)), None)
+def _weights(f: Fields, top: Fields, a: Decoder, notes: list, ignored: list) -> tuple[WeightFormat, str]:
+    """(the checkpoint's storage, the dtype vLLM's dtype 'auto' serves it in); quantization_config's keys no rule
+    reads are added to `ignored`. A wrapper's own torch_dtype comes first, as vLLM reads it (Gemma 3's text_config
+    says float32 for a bf16 checkpoint)."""
+    where = next((x for x in (top, f) for k in ("torch_dtype", "dtype") if x.has(k)), None)
     key = next((k for k in ("torch_dtype", "dtype") if where is not None and where.has(k)), "torch_dtype")
     dtype = DTYPES[where.text(key, tuple(DTYPES))] if where is not None else "bf16"
     for x in (f, top):  # both spellings are read where present, so neither is listed as ignored
@@ -254,7 +256,10 @@ def _weights(f: Fields, top: Fields, a: Decoder, notes: list) -> tuple[WeightFor
     top.read.add("quantization_config")
     if q is None:
         return WeightFormat(dtype=dtype), serving
-    fmt = _quantization(Fields(q, f.model_type, f"{where.prefix if where else ''}quantization_config."), dtype, notes)
+    holder = f if f.has("quantization_config") else top
+    q_fields = Fields(q, f.model_type, f"{holder.prefix}quantization_config.")
+    fmt = _quantization(q_fields, dtype, notes)
+    ignored += q_fields.ignored()
     if fmt.method != "none":
         weights_checked(fmt, a)
     return fmt, serving
@@ -313,13 +318,13 @@ def read(data: dict) -> ModelFile:
     top.read.add("model_type")
     inner, wrapper, notes = data, None, []
     if isinstance(data.get("text_config"), dict):
-        inner, wrapper = data["text_config"], top_type if isinstance(top_type, str) else "?"
+        inner, wrapper = data["text_config"], top_type if isinstance(top_type, str) else "a wrapper"
         top.read |= {"text_config", "vision_config"} if "vision_config" in data else {"text_config"}
         if "vision_config" in data:
             notes.append("vision_config: the vision tower and its projector are not counted (the language model is)")
     elif "text_config" in data and data["text_config"] is not None:
         raise ConfigError("text_config", "must be a JSON object {...} holding the language model's fields")
-    mt = inner.get("model_type", TEXT_OF.get(top_type) if wrapper else top_type)
+    mt = inner.get("model_type", TEXT_OF.get(wrapper) if wrapper else top_type)
     if not isinstance(mt, str) or mt not in (*FAMILIES, "gpt2", "attncore"):
         if mt is None:
             name = "text_config.model_type" if wrapper else "model_type"
@@ -336,7 +341,8 @@ def read(data: dict) -> ModelFile:
         except ConfigError as e:
             raise ConfigError(f.name(KEY_OF.get(e.field, e.field)), e.message) from None
     longest = f.int("max_position_embeddings", 1, 10**9, None, nullable=True) if mt != "gpt2" else arch.max_len
-    weights, serving = _weights(f, top, arch, notes)
-    ignored = (top.ignored() if wrapper else []) + f.ignored()
+    quantization_ignored: list[str] = []
+    weights, serving = _weights(f, top, arch, notes, quantization_ignored)
+    ignored = (top.ignored() if wrapper else []) + f.ignored() + quantization_ignored
     return ModelFile(mt, wrapper, arch, weights, serving, tuple(kinds), longest, tuple(f.defaults), tuple(notes),
                      tuple(ignored))  # fmt: skip
