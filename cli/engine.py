@@ -26,7 +26,7 @@ ENGINE_FLAGS = (
     ("--max-num-batched-tokens", "max_num_batched_tokens", int, "tokens of the profiling run (default: engine's)"),
     ("--max-num-seqs", "max_num_seqs", int, "sequences of the profiling run (default: engine's)"),
     ("--tp", "tensor_parallel_size", int, "tensor-parallel GPUs (KV heads and weights split over them)"),
-    ("--window-layers", "window_layers", int, "layers with the sliding window (default: all, if windowed)"),
+    ("--window-layers", "window_layers", int, "layers with the sliding window (default: the model's pattern)"),
     ("--weights-gib", "weights_gib", finite_float, "measured: 'model weights take X GiB' from your log"),
     ("--non-torch-gib", "non_torch_gib", finite_float, "measured: 'non_torch_memory takes X GiB'"),
     ("--activation-gib", "activation_gib", finite_float, "measured: 'PyTorch activation peak memory takes X GiB'"),

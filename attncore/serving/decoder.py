@@ -122,6 +122,36 @@ class Decoder:
             return "MLA"
         return "MHA" if self.kv_heads == self.n_heads else "MQA" if self.kv_heads == 1 else "GQA"
 
+    def describe(self, pattern: str | None = None) -> str:
+        """'42 layers, d_model 3,584, 16 query heads, 8 KV heads, head_dim 256, geglu FFN 14,336, ...': the model in
+        one line; `pattern` words the attention pattern (else the counts of windowed and full layers)."""
+        if self.kv_lora_rank:
+            attention = f"{self.n_heads} heads, MLA latent {self.kv_lora_rank:,} + RoPE key {self.rope_head_dim}"
+        else:
+            kv = f"{self.kv_heads} KV head{'s' * (self.kv_heads > 1)}"
+            attention = f"{self.n_heads} query heads, {kv}, head_dim {self.d_head}"
+        ffn = f"{self.ffn} FFN {self.d_ff:,}"
+        if self.n_experts:
+            shared = f" + {self.n_shared_experts} shared" if self.n_shared_experts else ""
+            first = f"first {self.n_dense_layers}" if self.n_dense_layers > 1 else "first"
+            dense = f", the {first} dense" if self.n_dense_layers else ""
+            ffn = f"{self.n_experts} experts of {self.moe_d_ff:,} ({self.experts_per_token} a token){shared}{dense}"
+        extras = [x for x, on in (("q/k norms", self.qk_norm != "none"), ("attention sinks", self.attention_sinks),
+                                  ("router bias", self.router_bias)) if on]  # fmt: skip
+        norms = {"pre": "2 norms a layer", "post": "2 norms a layer, after the sublayers",
+                 "sandwich": "4 norms a layer"}[self.norm_placement]  # fmt: skip
+        if pattern is None:
+            w = self.windowed_layers
+            pattern = "every layer full attention" if not w else (
+                f"every layer a sliding window of {self.sliding_window:,}" if w == self.n_layers
+                else f"{w} sliding-window layers ({self.sliding_window:,}) and {self.n_layers - w} full")  # fmt: skip
+        parts = [
+            f"{self.n_layers} layers", f"d_model {self.d_model:,}", attention, ffn,
+            f"vocab {self.vocab_size:,} {'tied' if self.tied_embeddings else 'untied'}", f"biases {self.bias}",
+            norms + (f" + {', '.join(extras)}" if extras else ""), pattern,
+        ]  # fmt: skip
+        return ", ".join(parts)
+
     @property
     def windowed_layers(self) -> int:
         """Layers whose cache the sliding window caps (0 without a window)."""

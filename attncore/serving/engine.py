@@ -20,7 +20,8 @@ from attncore.serving.parameters import Decoder, count_parameters
 from attncore.serving.presets import CARDS
 
 VERSIONS = {
-    "v1": "vLLM V1 engine (0.11 source; 0.8.5-0.10 the same for models without interleaved sliding windows)",
+    "v1": "vLLM V1 engine (0.11 source, hybrid models grouped as at commit 001cabc1; 0.8.5-0.10 the same for "
+    "models without interleaved sliding windows)",
     "v0": "vLLM V0 engine (0.6.6-0.8 source, worker.py)",
 }
 KV_DTYPES = ("auto", "bf16", "fp16", "fp32", "fp8", "fp8_e4m3", "fp8_e5m2")  # auto: the model's dtype

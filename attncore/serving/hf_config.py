@@ -20,7 +20,9 @@ SOURCE = "config.json"  # the field a refusal of the whole file names
 
 def decode(raw: bytes | str) -> dict:
     """The JSON object of a config.json's text or bytes (at most MAX_BYTES); ConfigError in one line otherwise."""
-    size = len(raw.encode("utf-8", "surrogatepass")) if isinstance(raw, str) else len(raw)
+    size = len(raw)  # characters of a text: each at least a byte, so more than MAX_BYTES of them is over
+    if isinstance(raw, str) and size <= MAX_BYTES:
+        size = len(raw.encode("utf-8", "surrogatepass"))
     if size > MAX_BYTES:
         raise ConfigError(SOURCE, f"over 1 MB ({size:,} bytes; at most {MAX_BYTES:,}): a config.json is a few kB")
     if isinstance(raw, bytes | bytearray):

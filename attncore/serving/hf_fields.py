@@ -133,28 +133,7 @@ class ModelFile:
 
     def summary(self) -> str:
         """'42 layers, d_model 3,584, 16 query heads, 8 KV heads, head_dim 256, ...': what the file implies."""
-        a = self.arch
-        if a.kv_lora_rank:
-            attention = f"{a.n_heads} heads, MLA latent {a.kv_lora_rank:,} + RoPE key {a.rope_head_dim}"
-        else:
-            attention = f"{a.n_heads} query heads, {a.kv_heads} KV head{'s' * (a.kv_heads > 1)}, head_dim {a.d_head}"
-        ffn = f"{a.ffn} FFN {a.d_ff:,}"
-        if a.n_experts:
-            shared = f" + {a.n_shared_experts} shared" if a.n_shared_experts else ""
-            first = f"first {a.n_dense_layers}" if a.n_dense_layers > 1 else "first"
-            dense = f", the {first} dense" if a.n_dense_layers else ""
-            ffn = f"{a.n_experts} experts of {a.moe_d_ff:,} ({a.experts_per_token} a token){shared}{dense}"
-        extras = [x for x, on in (("q/k norms", a.qk_norm != "none"), ("attention sinks", a.attention_sinks),
-                                  ("router bias", a.router_bias)) if on]  # fmt: skip
-        norms = {"pre": "2 norms a layer", "post": "2 norms a layer, after the sublayers",
-                 "sandwich": "4 norms a layer"}  # fmt: skip
-        parts = [
-            f"{a.n_layers} layers", f"d_model {a.d_model:,}", attention, ffn,
-            f"vocab {a.vocab_size:,} {'tied' if a.tied_embeddings else 'untied'}", f"biases {a.bias}",
-            norms[a.norm_placement] + (f" + {', '.join(extras)}" if extras else ""), self.pattern(),
-            f"weights {self.weights.label}",
-        ]  # fmt: skip
-        return ", ".join(parts)
+        return f"{self.arch.describe(self.pattern())}, weights {self.weights.label}"
 
     def to_dict(self) -> dict:
         return {
@@ -176,4 +155,4 @@ def pattern_text(kinds: tuple[str, ...], window: int | None) -> str:
     letters = "".join("S" if k == "sliding" else "F" for k in kinds)
     period = next(p for p in range(1, len(letters) + 1) if all(c == letters[i % p] for i, c in enumerate(letters)))
     shape = f": {' '.join(letters[:period])} repeated" if period <= 8 and period < len(letters) else ""
-    return f"{n_sliding} sliding-window layers ({window:,}) and {len(kinds) - n_sliding} full{shape}"
+    return f"{n_sliding:,} sliding-window layers ({window:,}) and {len(kinds) - n_sliding:,} full{shape}"

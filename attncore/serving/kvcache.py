@@ -246,15 +246,20 @@ def workload(
                         weight_bytes_given=stored, weight_label=label)  # fmt: skip
 
 
-def with_geometry(base: Decoder, geometry: dict) -> Decoder:
-    """base with the cache geometry (cache_geometry's keys) replaced; raises ConfigError on a bad mix."""
+def geometry_fields(geometry: dict) -> dict:
+    """The Decoder fields a cache geometry (cache_geometry's keys) sets."""
     window, windowed = geometry["window"], geometry.get("window_layers")
     full = geometry["n_layers"] - windowed if window and windowed is not None else 0
-    return replace(
-        base, n_layers=geometry["n_layers"], n_heads=geometry["n_heads"], n_kv_heads=geometry["kv_heads"],
+    return dict(
+        n_layers=geometry["n_layers"], n_heads=geometry["n_heads"], n_kv_heads=geometry["kv_heads"],
         head_dim=geometry["head_dim"], sliding_window=window, kv_lora_rank=geometry["kv_lora_rank"],
         rope_head_dim=geometry["rope_head_dim"], full_layers=full,
     )  # fmt: skip
+
+
+def with_geometry(base: Decoder, geometry: dict) -> Decoder:
+    """base with the cache geometry (cache_geometry's keys) replaced; raises ConfigError on a bad mix."""
+    return replace(base, **geometry_fields(geometry))
 
 
 # --- does it fit on a GPU ----------------------------------------------------

@@ -54,9 +54,10 @@ def form_values(a: Decoder) -> dict:
     return {k: 0 if v is None and k in OPTIONAL_FIELDS else v for k, v in asdict(a).items()}
 
 
-def with_form_values(a: Decoder, values: dict) -> Decoder:
-    """a with these fields replaced (0 in an optional field: its default); raises ConfigError on a bad mix."""
-    return replace(a, **{k: None if k in OPTIONAL_FIELDS and not v else v for k, v in values.items()})
+def with_form_values(a: Decoder, values: dict, **exact) -> Decoder:
+    """a with these fields replaced (0 in an optional field: its default), and the `exact` ones as given, in one
+    construction; raises ConfigError on a bad mix."""
+    return replace(a, **{k: None if k in OPTIONAL_FIELDS and not v else v for k, v in values.items()} | exact)
 
 
 # --- the parameter inventory -------------------------------------------------

@@ -8,7 +8,7 @@ layers a quantiser kept in 16 bits beyond modules_to_not_convert, so `note` says
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from attncore.config import ConfigError, check_choice, check_int
 from attncore.serving.kvcache import DTYPE_BITS, DTYPES, weight_bytes
@@ -114,28 +114,48 @@ class StoredWeights:
                 "label": self.label}  # fmt: skip
 
 
+def _bytes(tensors, f: WeightFormat) -> tuple[int, int, int]:
+    """(bytes, quantised parameters, other parameters) of these tensors stored as f."""
+    quantised, n_bytes, other, covered = 0, 0, 0, set(f.quantised)
+    for t in tensors:
+        if part_of(t) in covered:
+            *lead, d_in, d_out = t.shape
+            n_bytes += (lead[0] if lead else 1) * matrix_bytes(d_in, d_out, f)
+            quantised += t.size
+        else:
+            other += t.size
+    return n_bytes + other * DTYPE_BITS[f.dtype] // 8, quantised, other
+
+
+def _layer_kinds(a: Decoder) -> list[tuple[list[Tensor], int]]:
+    """(the tensors of one layer, how many layers are alike) per kind of layer (dense, MoE), and (the tensors outside
+    the blocks, 1): a 10,000-layer model costs two layers' inventories, not ten thousand."""
+    one = replace(a, n_layers=1, full_layers=0, n_dense_layers=0)
+    kinds = [(one, a.n_layers - a.n_dense_layers)] if a.n_experts else [(one, a.n_layers)]
+    if a.n_experts and a.n_dense_layers:
+        kinds.append((replace(one, n_dense_layers=1), a.n_dense_layers))
+    out = [([t for t in param_inventory(model) if t.name.startswith("blocks.")], count) for model, count in kinds]
+    out.append(([t for t in param_inventory(one) if not t.name.startswith("blocks.")], 1))
+    return [(tensors, count) for tensors, count in out if count]
+
+
 def stored_weights(a: Decoder, f: WeightFormat) -> StoredWeights:
     """The checkpoint's bytes for model `a` stored as `f`. Unquantised: parameters × the element type's bytes
     (int8/int4 with an fp16 scale per kvcache.WEIGHT_GROUP, as kvcache.weight_bytes counts them)."""
-    inventory = param_inventory(a)
-    total = sum(t.size for t in inventory)
+    kinds = _layer_kinds(a)
     if f.method == "none":
+        total = sum(count * sum(t.size for t in tensors) for tensors, count in kinds)
         return StoredWeights(weight_bytes(total, f.dtype), 0, total, f.label)
-    quantised, n_bytes, covered = 0, 0, set(f.quantised)
-    for t in inventory:
-        if part_of(t) in covered:
-            *lead, d_in, d_out = t.shape
-            experts = lead[0] if lead else 1
-            n_bytes += experts * matrix_bytes(d_in, d_out, f)
-            quantised += t.size
-    other = total - quantised
-    n_bytes += other * DTYPE_BITS[f.dtype] // 8
+    n_bytes = quantised = other = 0
+    for tensors, count in kinds:
+        b, q, o = _bytes(tensors, f)
+        n_bytes, quantised, other = n_bytes + count * b, quantised + count * q, other + count * o
     return StoredWeights(n_bytes, quantised, other, f.label)
 
 
 def weights_checked(f: WeightFormat, a: Decoder) -> None:
     """A quantisation that covers no matrix of this model (MXFP4 experts on a dense model) is a mistake, not a 16-bit
     model: say so, naming the field."""
-    if f.method != "none" and not any(part_of(t) in f.quantised for t in param_inventory(a)):
+    if f.method != "none" and not any(part_of(t) in f.quantised for ts, _ in _layer_kinds(a) for t in ts):
         parts = ", ".join(f.quantised)
         raise ConfigError("quantization", f"{f.method} covers the {parts} layers, and this model has none")

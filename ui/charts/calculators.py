@@ -11,8 +11,9 @@ import pandas as pd
 
 from attncore.serving.engine import GIB, EngineFit, deductions
 from attncore.serving.kvbench import MODES, CacheBenchmark
-from attncore.serving.kvcache import GB, Fit, KVCache, weight_bytes
+from attncore.serving.kvcache import DTYPES, GB, Fit, KVCache, weight_bytes
 from attncore.serving.parameters import COMPONENTS, ParamCount
+from attncore.serving.weights import StoredWeights
 from lab import formats
 from ui.charts.runs import BASE_COLOR, SEQUENCE_COLOR, TOKEN_COLOR, VARIANT_COLORS
 
@@ -52,8 +53,11 @@ def count_text(n: int) -> str:
 # --- parameters --------------------------------------------------------------
 
 
-def count_metrics(count: ParamCount, published: int | None, preset: str, modified: bool) -> list[Metric]:
-    """Total, the published figure (✓ when equal), non-embedding, and the weights' memory in bf16."""
+def count_metrics(
+    count: ParamCount, published: int | None, preset: str, modified: bool, stored: StoredWeights | None = None
+) -> list[Metric]:
+    """Total, the published figure (✓ when equal), non-embedding, and the weights' memory: in bf16, or as `stored`
+    (a checkpoint's storage: its element type, quantisation and scales) when given."""
     if published is None:
         reference = ("Published", "—", "a custom architecture")
     else:
@@ -65,7 +69,9 @@ def count_metrics(count: ParamCount, published: int | None, preset: str, modifie
         ("Total parameters", f"{count.total:,}", count_text(count.total)),
         reference,
         ("Non-embedding", count_text(count.non_embedding), f"{count.non_embedding:,}"),
-        ("Weights in bf16", decimal_size(bf16), f"= {binary_size(bf16)}"),  # GB = 10^9 B, GiB = 2^30 B
+        ("Weights in bf16", decimal_size(bf16), f"= {binary_size(bf16)}")  # GB = 10^9 B, GiB = 2^30 B
+        if stored is None
+        else ("Weights as stored", decimal_size(stored.bytes), stored.label.split(",")[0]),
     ]
 
 
@@ -106,11 +112,14 @@ def crosscheck_frame(rows: list[dict]) -> pd.DataFrame:
 def cache_metrics(c: KVCache) -> list[Metric]:
     """The cache in binary and decimal units, per token, the weights in the same element type, the ratio."""
     weights = "not counted" if c.weight_bytes is None else decimal_size(c.weight_bytes)
+    label, note = f"Weights in {c.weight_dtype}", f"{count_text(c.weight_params or 0)} parameters"  # fits 1/5 row
+    if c.weight_dtype not in DTYPES:  # a checkpoint's storage (weights.StoredWeights.label): its method, short
+        label, note = "Weights as stored", c.weight_dtype.split(",")[0]
     return [
         ("KV cache, binary units", binary_size(c.bytes), "GiB = 2³⁰ B"),
         ("KV cache, decimal units", decimal_size(c.bytes), "GB = 10⁹ B"),
         ("Per token", f"{c.bytes_per_token:,} B", "one sequence, all layers"),
-        (f"Weights in {c.weight_dtype}", weights, f"{count_text(c.weight_params or 0)} parameters"),  # fits 1/5 row
+        (label, weights, note),
         ("Cache / weights", "—" if c.ratio is None else f"{c.ratio:.3g}×", f"{c.attention} cache"),
     ]
 
