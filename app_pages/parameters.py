@@ -62,6 +62,7 @@ more = model_form.peeked("par_", MORE, default)
 with folded("Latent attention (MLA), mixture of experts (MoE), sinks: a rank or count of 0 means none", "par_more",
             lambda: calc.with_form_values(base, values | more), MORE):  # fmt: skip
     values |= model_form.inputs("par_", MORE, default)
+    st.caption(model_form.TOGGLES_SAID)
 try:
     arch = calc.with_form_values(base, values)
 except ConfigError as e:

@@ -72,4 +72,4 @@ def print_read(model: ModelFile, arch, name: str) -> None:
     for note in model.notes:
         print(f"  note: {note}")
     if model.ignored:
-        print(f"  ignored: {', '.join(model.ignored)}")
+        print(f"  ignored: {model.ignored_text()}")

@@ -92,6 +92,6 @@ def show_read(prefix: str, changed: bool, described: str) -> None:
         lines.append("Defaults (the file leaves them out): " + "; ".join(m.defaults) + ".")
     lines += [f"Note: {note}." for note in m.notes]
     if m.ignored:
-        lines.append(f"Ignored ({len(m.ignored)} keys that change no figure here): {', '.join(m.ignored)}.")
+        lines.append(f"Ignored ({len(m.ignored):,} keys that change no figure here): {m.ignored_text()}.")
     for line in lines:
         st.caption(plain(line))

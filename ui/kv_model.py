@@ -101,7 +101,8 @@ def inputs(preset: str) -> tuple[dict, int | None, calc.Decoder | None]:
     if preset == FILE:
         rest_default = calc.form_values(PRESETS["attncore"].arch)
         with st.expander("The rest of the model (its weights and the engine's activation peak need them)"):
-            rest = model_form.inputs("kv_a_", REST, rest_default, n_cols=6)
+            rest = model_form.inputs("kv_a_", REST, rest_default)
+            st.caption(model_form.TOGGLES_SAID)
         try:
             base = calc.with_form_values(PRESETS["attncore"].arch, rest, **kv.geometry_fields(geometry))
         except ConfigError as e:

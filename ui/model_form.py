@@ -27,9 +27,11 @@ HELP = {
     "norm_placement": "pre: before each sublayer (GPT-2, Llama); post: after it (OLMo 2); sandwich: both (Gemma 2/3)",
     "qk_norm": "head: one norm of head_dim for queries and one for keys (Qwen3, Gemma 3); projection: over all heads "
     "(OLMo 2)",
-    "attention_sinks": "one learned logit per query head and layer (GPT-OSS)",
-    "router_bias": "a bias per routed expert (GPT-OSS; DeepSeek-V3's score correction)",
 }
+TOGGLES_SAID = (
+    "Attention sinks: a learned logit per query head and layer (GPT-OSS). Router bias: a bias per routed "
+    "expert (GPT-OSS; DeepSeek-V3's score correction)."
+)
 # fields whose 0 means "derived": offered as a named choice, not a magic zero (the Decoder stores None)
 DERIVED = {"n_kv_heads": ("= query heads", 256), "head_dim": ("d ÷ heads", 1024)}  # fits its select
 DERIVED |= {"v_head_dim": ("= head dim", 1024)}
@@ -39,8 +41,8 @@ TOP = 10**8  # a whole-number field's top; the Decoder refuses a bad value with 
 def field(prefix: str, f: str, d, peek: bool = False):
     """One URL-mirrored widget for Decoder field f, started at d."""
     label, key, tip = LABELS[f], f"{prefix}{f}", HELP.get(f)
-    if isinstance(d, bool):
-        return url_toggle(label, key, d, peek=peek, help=tip)
+    if isinstance(d, bool):  # no help icon: a toggle's label has a narrow column to itself (HELP says it elsewhere)
+        return url_toggle(label, key, d, peek=peek)
     if f in calc.CHOICES:
         return url_select(label, key, calc.CHOICES[f], d, peek=peek, help=tip)
     if f in DERIVED:

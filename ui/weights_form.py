@@ -10,9 +10,12 @@ from attncore import ConfigError
 from attncore.serving import weights as w
 from ui.params import url_multiselect, url_number, url_select
 
-METHOD_LABELS = {"none": "none: every tensor in the element type", "fp8": "fp8 (scales per block or tensor)",
-                 "awq": "AWQ (integers, fp16 group scales, zeros)", "gptq": "GPTQ (integers, fp16 group scales)",
-                 "mxfp4": "MXFP4 (4-bit, an exponent per 32)"}  # fmt: skip
+METHOD_LABELS = {"none": "none", "fp8": "fp8", "awq": "AWQ", "gptq": "GPTQ", "mxfp4": "MXFP4"}
+METHOD_HELP = (
+    "none: every tensor in the element type. fp8: a byte a weight, a float32 scale per block (or tensor). "
+    "AWQ, GPTQ: packed integers, fp16 scales and zero points per group. MXFP4: four bits, an 8-bit "
+    "exponent per 32 (GPT-OSS's experts). Embeddings, head, norms and biases stay in the element type."
+)
 BITS = {"none": (16,), "fp8": (8,), "mxfp4": (4,), "awq": (4, 8, 2, 3), "gptq": (4, 8, 2, 3)}
 GROUP = {"fp8": 128, "awq": 128, "gptq": 128, "mxfp4": 32}  # the usual group (fp8: block edge) of each method
 
@@ -33,7 +36,7 @@ def fields(prefix: str, default: w.WeightFormat = UNQUANTISED) -> dict:
     cols = st.columns([2.2, 1, 1, 2.2])
     with cols[0]:
         method = url_select("Quantisation of the blocks' linear layers", f"{prefix}wquant", list(w.METHODS),
-                            default.method, format_func=lambda m: METHOD_LABELS[m])  # fmt: skip
+                            default.method, format_func=lambda m: METHOD_LABELS[m], help=METHOD_HELP)  # fmt: skip
     if method == "none":
         return {"method": "none"}
     same = method == default.method

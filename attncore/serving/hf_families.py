@@ -318,7 +318,8 @@ def read(data: dict) -> ModelFile:
     top.read.add("model_type")
     inner, wrapper, notes = data, None, []
     if isinstance(data.get("text_config"), dict):
-        inner, wrapper = data["text_config"], top_type if isinstance(top_type, str) else "a wrapper"
+        named = isinstance(top_type, str) and 0 < len(top_type) <= 40
+        inner, wrapper = data["text_config"], top_type if named else "a wrapper"
         top.read |= {"text_config", "vision_config"} if "vision_config" in data else {"text_config"}
         if "vision_config" in data:
             notes.append("vision_config: the vision tower and its projector are not counted (the language model is)")

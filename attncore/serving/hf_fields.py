@@ -99,7 +99,8 @@ class Fields:
         return value
 
     def ignored(self) -> list[str]:
-        return [self.prefix + k for k in self.data if k not in self.read]
+        """The keys no rule read, each clipped to 60 characters (a key is the file's own text)."""
+        return [self.prefix + (k if len(k) <= 60 else k[:57] + "...") for k in self.data if k not in self.read]
 
 
 def _short(value) -> str:
@@ -134,6 +135,11 @@ class ModelFile:
     def summary(self) -> str:
         """'42 layers, d_model 3,584, 16 query heads, 8 KV heads, head_dim 256, ...': what the file implies."""
         return f"{self.arch.describe(self.pattern())}, weights {self.weights.label}"
+
+    def ignored_text(self, limit: int = 40) -> str:
+        """The ignored keys in one line, at most `limit` of them named."""
+        shown = ", ".join(self.ignored[:limit])
+        return shown + (f", and {len(self.ignored) - limit:,} more" if len(self.ignored) > limit else "")
 
     def to_dict(self) -> dict:
         return {

@@ -317,7 +317,7 @@ def engine_metrics(f: EngineFit) -> list[Metric]:
     return [
         ("Available KV cache memory", f"{f.kv_bytes / GIB:.2f} GiB", f"= {f.kv_bytes / GB:.2f} GB, {k['kv']}"),
         ("GPU blocks", f"{f.num_blocks:,}", f"{binary_size(f.block_bytes)} each, {k['blocks']}"),
-        ("GPU KV cache size", f"{f.tokens:,} tokens", f"all requests, {k['tokens']}"),
+        ("GPU KV cache size", f"{f.tokens:,}", f"tokens, all requests, {k['tokens']}"),  # a long number fits
         (
             f"Maximum concurrency for {f.max_model_len:,} tokens per request",
             f"{f.concurrency:.2f}×",
