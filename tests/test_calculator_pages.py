@@ -423,8 +423,11 @@ def test_kv_cache_reads_a_pasted_config_counting_each_layer_by_its_window():
     assert f"{per_layer * (21 * 8192 + 21 * 4096):,} B" in texts(at.caption)
     assert "the 21 windowed layers keep 4,096 tokens each, the 21 full ones all 8,192" in texts(at.caption)
     assert metric(at, "Weights in bf16")[0] == "18.5 GB"  # the float32 checkpoint as vLLM serves it
+    assert "You changed fields since" not in texts(at.caption)  # head_dim 256 typed, the file's own: the same model
     again = page("kv_cache", **link(at))
     assert [m.value for m in again.metric] == [m.value for m in at.metric]
+    rerun(at.number_input(key="kv_a_d_ff").set_value(1024))
+    assert "You changed fields since" in texts(at.caption)
 
 
 def test_kv_cache_engine_fit_of_a_pasted_config_uses_its_stored_weights():

@@ -109,5 +109,5 @@ def inputs(preset: str) -> tuple[dict, int | None, calc.Decoder | None]:
             show_invalid(e, "model")
             st.stop()
         model = read_model("kv_")
-        show_read("kv_", model is not None and model.arch != base, base.describe())
+        show_read("kv_", model is not None and model.arch.resolved() != base.resolved(), base.describe())
     return geometry, params, base

@@ -17,6 +17,10 @@ METHOD_HELP = (
     "exponent per 32 (GPT-OSS's experts). Embeddings, head, norms and biases stay in the element type."
 )
 BITS = {"none": (16,), "fp8": (8,), "mxfp4": (4,), "awq": (4, 8, 2, 3), "gptq": (4, 8, 2, 3)}
+GROUP_HELP = (
+    "Elements along the input per scale; 0: one group per output channel. fp8: the edge of a square block "
+    "per scale; 0: one scale per tensor."
+)
 GROUP = {"fp8": 128, "awq": 128, "gptq": 128, "mxfp4": 32}  # the usual group (fp8: block edge) of each method
 
 
@@ -35,7 +39,7 @@ def fields(prefix: str, default: w.WeightFormat = UNQUANTISED) -> dict:
     """The quantisation widgets (method; bits, group and layers when quantised): their values."""
     cols = st.columns([2.2, 1, 1, 2.2])
     with cols[0]:
-        method = url_select("Quantisation of the blocks' linear layers", f"{prefix}wquant", list(w.METHODS),
+        method = url_select("Quantisation", f"{prefix}wquant", list(w.METHODS),
                             default.method, format_func=lambda m: METHOD_LABELS[m], help=METHOD_HELP)  # fmt: skip
     if method == "none":
         return {"method": "none"}
@@ -44,9 +48,8 @@ def fields(prefix: str, default: w.WeightFormat = UNQUANTISED) -> dict:
         bits = url_select("Bits", f"{prefix}wbits", BITS[method], default.bits if same else BITS[method][0],
                           disabled=len(BITS[method]) == 1)  # fmt: skip
     with cols[2]:
-        group = url_number("Group size (fp8: block)", f"{prefix}wgroup", default.group_size if same else GROUP[method],
-                           0, 1_000_000, help="elements along the input per scale; 0: one per output channel "
-                           "(fp8: one per tensor)", disabled=method == "mxfp4")  # fmt: skip
+        group = url_number("Group size", f"{prefix}wgroup", default.group_size if same else GROUP[method],
+                           0, 1_000_000, help=GROUP_HELP, disabled=method == "mxfp4")  # fmt: skip
     with cols[3]:
         parts = url_multiselect("Layers quantised", f"{prefix}wparts", list(w.PARTS),
                                 list(default.quantised if same else w.DEFAULT_PARTS[method]))  # fmt: skip

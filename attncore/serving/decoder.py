@@ -6,7 +6,7 @@ kvcache.py and engine.py size its cache, hf_config.py reads one from a Hugging F
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from attncore.config import ConfigError, check_choice, check_int
 
@@ -151,6 +151,13 @@ class Decoder:
             norms + (f" + {', '.join(extras)}" if extras else ""), pattern,
         ]  # fmt: skip
         return ", ".join(parts)
+
+    def resolved(self) -> Decoder:
+        """The same model with its derived fields written out (head_dim, KV heads, value width; no full layers without
+        a window): two descriptions of one model compare equal."""
+        full = self.full_layers if self.sliding_window else 0
+        v = (self.v_head_dim or self.d_head) if self.kv_lora_rank else self.v_head_dim
+        return replace(self, head_dim=self.d_head, n_kv_heads=self.kv_heads, v_head_dim=v, full_layers=full)
 
     @property
     def windowed_layers(self) -> int:

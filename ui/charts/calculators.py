@@ -59,7 +59,8 @@ def count_metrics(
     """Total, the published figure (✓ when equal), non-embedding, and the weights' memory: in bf16, or as `stored`
     (a checkpoint's storage: its element type, quantisation and scales) when given."""
     if published is None:
-        reference = ("Published", "—", "a custom architecture")
+        reference = ("Published", "—", "read from a config.json" if preset == "from config.json" else
+                     "a custom architecture")  # fmt: skip
     else:
         mark = "✓ equals the count" if count.total == published else "✗ differs from the count"
         mark = f"{count.total - published:+,} after your changes" if modified and count.total != published else mark
