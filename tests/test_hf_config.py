@@ -438,3 +438,17 @@ def test_modules_not_converted_leave_their_layers_in_16_bits():
     assert model.weights.quantised == ("ffn", "experts")
     assert stored_weights(model.arch, model.weights).bytes > stored_weights(*(lambda m: (m.arch, m.weights))(
         read("qwen2.5-0.5b-instruct-awq"))).bytes  # fmt: skip
+
+
+def test_the_benchmarks_config_is_just_under_the_limit_and_read_whole():
+    """benchmarks/config_reader.py times the reader on this file: 999,999 bytes, 10,000 layers, read (not refused)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import config_reader
+
+    text = config_reader.big_config()
+    model = hf_config.read_config(text.encode())
+    assert len(text.encode()) == hf_config.MAX_BYTES - 1 and model.arch.n_layers == 10_000
+    assert model.layer_kinds.count("sliding") == 5_000 and "id2label" in model.ignored
+    assert count_parameters(model.arch).per_layer[0] == count_parameters(read("gemma-2-9b").arch).per_layer[0]
