@@ -12,6 +12,8 @@ from attncore.config import ConfigError
 from attncore.serving import engine, validation
 from attncore.serving.kvcache import GB, GIB
 from attncore.serving.presets import CARDS
+from attncore.serving.weights import stored_weights
+from cli import config_file
 from cli.flags import ArgumentError, integer, number
 
 # flag, EngineSettings field, type or choices, help
@@ -24,7 +26,7 @@ ENGINE_FLAGS = (
     ("--max-num-batched-tokens", "max_num_batched_tokens", integer, "tokens of the profiling run (default: engine's)"),
     ("--max-num-seqs", "max_num_seqs", integer, "sequences of the profiling run (default: engine's)"),
     ("--tp", "tensor_parallel_size", integer, "tensor-parallel GPUs (KV heads and weights split over them)"),
-    ("--window-layers", "window_layers", integer, "layers with the sliding window (default: all, if windowed)"),
+    ("--window-layers", "window_layers", integer, "layers with the sliding window (default: the model's pattern)"),
     ("--weights-gib", "weights_gib", number, "measured: 'model weights take X GiB' from your log"),
     ("--non-torch-gib", "non_torch_gib", number, "measured: 'non_torch_memory takes X GiB'"),
     ("--activation-gib", "activation_gib", number, "measured: 'PyTorch activation peak memory takes X GiB'"),
@@ -44,7 +46,8 @@ def add_engine_args(k) -> None:
             k.add_argument(flag, dest=field, choices=kind, help=text)
         else:
             k.add_argument(flag, dest=field, type=kind, help=text)
-    k.add_argument("--model-dtype", choices=engine.MODEL_DTYPES, default="bf16", help="activations (default bf16)")
+    served = "activations and an auto cache (default: a --config file's dtype as served, else bf16)"
+    k.add_argument("--model-dtype", choices=engine.MODEL_DTYPES, help=served)
 
 
 def total_of(a) -> tuple[float, str, str | None]:
@@ -64,18 +67,24 @@ def total_of(a) -> tuple[float, str, str | None]:
     raise ArgumentError("--engine needs --gpu NAME, --gpu-gib or --gpu-gb")
 
 
-def run(a, arch, name: str) -> int:
-    """Print the engine's fit of arch (a Decoder) and return the exit code."""
+def run(a, arch, name: str, model=None) -> int:
+    """Print the engine's fit of arch (a Decoder; from `model`, a config.json's ModelFile, when given: its weights
+    as the engine loads them, its dtype) and return the exit code."""
     if arch is None:
-        raise ArgumentError("--engine needs --preset NAME or --d (widths and vocabulary for the activation peak)")
+        raise ArgumentError("--engine needs --preset NAME, --config FILE or --d (widths and vocabulary for the peak)")
     total, label, card = total_of(a)
     values = {field: getattr(a, field) for _, field, *_ in ENGINE_FLAGS if getattr(a, field) is not None}
     values.setdefault("max_model_len", a.context)
+    model_dtype = a.model_dtype or (model.serving_dtype if model is not None else "bf16")
+    stored = None
+    if model is not None and a.weights_dtype is None and a.params is None:
+        stored = stored_weights(arch, config_file.served(model))
     try:
         settings = engine.EngineSettings(**values)
         fit = engine.engine_fit(
-            arch, total, settings, weight_dtype=a.weights_dtype or a.model_dtype, model_dtype=a.model_dtype,
-            gpu=card, weight_params=a.params,
+            arch, total, settings, weight_dtype=a.weights_dtype or model_dtype, model_dtype=model_dtype,
+            gpu=card, weight_params=a.params, weight_bytes_given=stored.bytes if stored else None,
+            weight_label=stored.label if stored else "",
         )  # fmt: skip
     except ConfigError as e:
         raise ConfigError(ENGINE_FLAG_OF.get(e.field, e.field), str(e).split(": ", 1)[1]) from None
