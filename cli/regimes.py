@@ -76,8 +76,9 @@ def cmd_regimes(a) -> int:
     out = {"experiment": a.experiment, "seeds": a.seeds, "cells": json.loads(rows.to_json(orient="records"))}
     out["finding"] = regimes.finding(rows)
     if a.experiment == "lr":
-        best = regimes.lr_summary(cells, summaries, regimes.initial_loss(cells))
-        fair = regimes.at_best(cells, summaries)
+        initial = regimes.initial_loss(cells)
+        best = regimes.lr_summary(cells, summaries, initial)
+        fair = regimes.at_best(cells, summaries, initial)
         out["variants"] = json.loads(best.to_json(orient="records"))
         out["at_best"] = json.loads(fair.to_json(orient="records"))
     if a.json:
@@ -97,7 +98,8 @@ def cmd_regimes(a) -> int:
         for v in out["variants"]:
             print(
                 f"{v['variant']}: best lr {formats.learning_rate(v['best_lr'])} (test loss "
-                f"{formats.loss(v['best_loss'])}), LR sensitivity {formats.significant(v['sensitivity'], 3)}"
+                f"{formats.loss(v['best_loss'])}), LR sensitivity {formats.significant(v['sensitivity'], 3)} "
+                f"(ℓ₀ {formats.loss(v['initial_loss'])})"
             )
         for r in out["at_best"]:
             if r["metric"] == regimes.LOSS:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pytest
 
 from lab import regimes, stats
@@ -68,11 +69,71 @@ def test_the_table_shows_a_difference_where_every_seed_differs_and_none_where_th
     assert "The others: 3 cells: identical on every seed." in text  # what the other cells are, not a guess
 
 
-def test_lr_sensitivity_caps_each_point_at_the_initial_loss():
-    losses = {1e-3: 0.5, 1e-2: 0.1, 1e-1: 9.0}  # the last diverged past the initial loss 3.0
+def test_the_finding_says_fails_only_where_every_seed_is_past_the_failure_loss_and_worse_where_only_worse():
+    cells = [c for c in regimes.depth_cells(range(6), steps=100, depths=(8,), lrs=(3e-3, 1e-2)) if not c.key["warmup"]]
+    partly = [0.082, 0.689, 1.583, 3.000, 0.564, 3.000]  # one seed trained, two failed (issue 37's rerun)
+
+    def loss(run):
+        if run.model.norm == "pre":
+            return 0.02 + run.train.seed / 1000
+        return partly[run.train.seed] if run.train.lr == 3e-3 else 2.99 + run.train.seed / 1000
+
+    rows = regimes.table(cells, made_up(cells, loss))
+    test = rows[rows["metric"] == regimes.LOSS].set_index("lr")
+    assert test.loc[3e-3, "variant_failed"] == 2 and test.loc[1e-2, "variant_failed"] == 6
+    assert (test["baseline_failed"] == 0).all() and (test["verdict"] == stats.SHOWN).all()
+    text = regimes.finding(rows)
+    assert "8 blocks, lr 3e-3, no warm-up (Δ +1.46: post-LN worse on every seed)" in text
+    assert "8 blocks, lr 1e-2, no warm-up (Δ +2.97: post-LN fails on every seed)" in text
+    assert text.count("fails on every seed") == 1 and text.endswith(regimes.FAILED_TEXT)  # the threshold said, once
+    assert f"at least {regimes.FAILED_LOSS:.2f}" in regimes.FAILED_TEXT and "ln 20 = 3.00" in regimes.FAILED_TEXT
+    # the same gap with the baseline failing too: worse, never "fails"
+    rows = regimes.table(cells, made_up(cells, lambda r: loss(r) + (2.8 if r.model.norm == "pre" else 2.8)))
+    assert "fails" not in regimes.finding(rows)
+    # a difference shown on average, not on every seed (8 seeds: one seed the other way can be shown); and
+    # accuracy: lower is worse
+    mixed = regimes.depth_cells(range(8), steps=100, depths=(8,), lrs=(1e-2,))[:1]
+    deltas = [-0.01] + [0.5] * 7
+    rows = regimes.table(mixed, made_up(mixed, lambda r: 0.1 + (deltas[r.train.seed] if r.model.norm == "post" else 0)))
+    assert "post-LN worse on average" in regimes.finding(rows)
+    assert "post-LN worse on average" in regimes.finding(rows, "sequence_accuracy")
+
+
+def test_lr_sensitivity_clips_each_run_at_its_own_initial_loss_before_the_mean_over_seeds():
+    losses = {1e-3: [0.5], 1e-2: [0.1], 1e-1: [9.0]}  # the last diverged past the initial loss 3.0
     assert regimes.lr_sensitivity(losses, 3.0) == pytest.approx(((0.5 - 0.1) + 0 + (3.0 - 0.1)) / 3)
-    assert regimes.lr_sensitivity({1e-3: math.nan, 1e-2: 0.2}, 3.0) == pytest.approx((3.0 - 0.2) / 2)
-    assert math.isnan(regimes.lr_sensitivity({1e-3: math.nan}, 3.0))
+    assert regimes.lr_sensitivity({1e-3: [math.nan], 1e-2: [0.2]}, 3.0) == pytest.approx((3.0 - 0.2) / 2)
+    assert math.isnan(regimes.lr_sensitivity({1e-3: [math.nan]}, 3.0))
+    # one diverged seed of two counts as its own ℓ₀ alone: the other seed's loss stays in the mean
+    two = {1e-3: [0.5, 0.7], 1e-2: [0.1, math.nan]}
+    assert regimes.lr_sensitivity(two, [3.0, 4.0]) == pytest.approx(((0.6 - 0.6) + ((0.1 + 4.0) / 2 - 0.6)) / 2)
+
+
+def test_one_diverged_seed_does_not_take_its_learning_rate_from_being_best_and_each_variant_has_its_own_l0():
+    """Issue 37: today's mean over seeds before the clip turned a learning rate with one diverged seed into ℓ₀,
+    and ℓ₀ was the baseline's for both variants."""
+    cells = regimes.lr_cells(range(6), pair="norm", steps=100, lrs=(1e-3, 1e-2, 1e-1))
+
+    def loss(run):  # both best at 1e-2, where seed 5 diverged (NaN for pre-LN, far above ℓ₀ for post-LN)
+        if run.train.lr == 1e-2:
+            return (math.nan if run.model.norm == "pre" else 50.0) if run.train.seed == 5 else 0.1
+        return 0.8 if run.train.lr == 1e-3 else 9.0
+
+    def l0(run):  # each run's own loss at initialisation: post-LN's higher than pre-LN's
+        return (3.0 if run.model.norm == "pre" else 4.0) + run.train.seed / 100
+
+    initial = regimes.initial_loss(cells, l0)
+    assert initial == {"pre-LN": {s: 3.0 + s / 100 for s in range(6)}, "post-LN": {s: 4.0 + s / 100 for s in range(6)}}
+    best = regimes.lr_summary(cells, made_up(cells, loss), initial).set_index("variant")
+    for variant, base in (("pre-LN", 3.0), ("post-LN", 4.0)):
+        row = best.loc[variant]
+        l0s = [base + s / 100 for s in range(6)]
+        at_best = (5 * 0.1 + l0s[5]) / 6  # the diverged seed as its ℓ₀, the other five as measured
+        assert row["best_lr"] == 1e-2 and row["best_loss"] == pytest.approx(at_best)
+        assert row["initial_loss"] == pytest.approx(np.mean(l0s))
+        assert row["sensitivity"] == pytest.approx(((0.8 - at_best) + 0 + (np.mean(l0s) - at_best)) / 3)
+    fair = regimes.at_best(cells, made_up(cells, loss), initial)
+    assert (fair["n"] == 6).all()  # compared at 1e-2, the best of both
 
 
 def test_the_lr_summary_and_the_comparison_at_each_variants_best_learning_rate():
@@ -86,9 +147,23 @@ def test_the_lr_summary_and_the_comparison_at_each_variants_best_learning_rate()
     best = regimes.lr_summary(cells, summaries, initial=3.0).set_index("variant")
     assert best.loc["pre-LN", "best_lr"] == 1e-2 and best.loc["post-LN", "best_lr"] == 1e-3
     assert best.loc["pre-LN", "sensitivity"] == pytest.approx((0.9 + 0 + 0.9) / 3)
-    fair = regimes.at_best(cells, summaries)
+    fair = regimes.at_best(cells, summaries, 3.0)
     test = fair[fair["metric"] == regimes.LOSS].iloc[0]
     assert test["delta_mean"] == pytest.approx(0.05 + 0.025) and test["verdict"] == stats.SHOWN
+
+
+def test_the_gradient_finding_compares_the_last_block_across_depths_with_xiongs_one_over_root_l():
+    import pandas as pd
+
+    last = {("pre", 2): 0.995, ("pre", 8): 0.564, ("post", 2): 0.893, ("post", 8): 1.227}
+    rows = [{"norm": n, "depth": d, "block": b, "matrix": "ffn_out", "grad_norm": last[n, d] if b == d else 1.4}
+            for n, d in last for b in range(1, d + 1)]  # fmt: skip
+    text = regimes.gradient_finding(pd.DataFrame(rows))
+    assert "pre-LN's is lower at 8 blocks than at 2 (×0.57: 0.995 and 0.564 at 2 and 8 blocks)" in text
+    assert "post-LN's is higher at 8 blocks than at 2 (×1.37: 0.893 and 1.23 at 2 and 8 blocks)" in text
+    assert "1/√L (×0.50 from 2 to 8 blocks)" in text
+    one = pd.DataFrame([r for r in rows if r["depth"] == 2])
+    assert "one depth" in regimes.gradient_finding(one)
 
 
 # --- the command line and the page, on a few short runs ------------------------------------------------------------
