@@ -187,8 +187,9 @@ def engine_caption(fit: eng.EngineFit) -> str:
     names = {"non_torch": "non-torch", "kv": "KV cache"}
     estimates = [names.get(k, k) for k, kind in fit.kinds.items() if kind == "estimate"]
     text = (
-        "Each figure is marked exact (the engine's own arithmetic on exact inputs), measured (typed from your log) "
-        "or estimate; a figure computed from an estimate is an estimate"
+        "Each figure is marked exact (the engine's own arithmetic on exact inputs), measured (typed from your log; "
+        "the budget's 'measured (published log)': a card's total read from a published vLLM log) or estimate; a "
+        "figure computed from an estimate is an estimate"
         + (f", so here {', '.join(estimates)} are estimates. " if estimates else ". ")
     )
     text += (
