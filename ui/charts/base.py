@@ -37,6 +37,13 @@ def diverging(values) -> alt.Scale:
 PAD = alt.AutoSizeParams(type="pad", contains="padding")  # a chart's width and height are its plot area
 
 
+def labelled_axis(labels: dict[float, str], **axis) -> alt.Axis:
+    """An axis with ticks at exactly these values, each written as given ({0.003: '3e-3'}): Vega's number formats
+    cannot write the lab's notations (lab.formats), so the labels are looked up (a relative 1e-9 match)."""
+    expr = "".join(f"abs(datum.value - {v!r}) <= {abs(v) * 1e-9!r} ? {text!r} : " for v, text in labels.items())
+    return alt.Axis(values=list(labels), labelExpr=expr + "''", **axis)
+
+
 PHONE_WIDTH = 358  # pixels of the main area on a 390 px phone
 
 
