@@ -71,7 +71,8 @@ elif experiment == "heads":
     st.subheader("Attention entropy and saturation")
     st.altair_chart(charts.attention_by_size(view.attention_after(cells, by_run, "Attention figures")), width="content")
     st.caption(
-        "Mean over the layers and the fixed batches of the first seed's run, "
+        "At initialisation dashed with triangles, after training solid with dots. Mean over the layers and the fixed "
+        "batches of the first seed's run, "
         f"{view.entropy_rows(wanted[0].task.length)}; a row is saturated when one key takes more than 0.99 of its "
         "weight. The Scaling page measures Var(q·k) = d_k on random inputs."
     )

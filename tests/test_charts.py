@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from apptest_helpers import axis_labels
 
 from attncore import make_run
 from attncore.config import SEP
@@ -343,19 +344,6 @@ def test_snapshot_frame_and_accuracy_chart_share_the_loss_curves_step_axis():
         assert rule["mark"]["type"] == "rule" and spec["datasets"][rule["data"]["name"]] == [{"step": 10}]
     assert acc["layer"][0]["encoding"]["color"]["scale"]["range"] == [charts.TOKEN_COLOR, charts.SEQUENCE_COLOR]
     assert acc["layer"][0]["encoding"]["y"]["scale"]["domain"] == [0, 1]
-
-
-def axis_labels(axis: dict) -> dict[float, str]:
-    """{tick value: the label Vega writes} of a ui.charts.base.labelled_axis, its labelExpr read as Vega would."""
-    import re
-
-    found = re.findall(r"abs\(datum\.value - ([^)]+)\) <= ([^ ]+) \? '([^']*)'", axis["labelExpr"])
-    rules = [(float(v), float(tol), text) for v, tol, text in found]
-
-    def label(x: float) -> str:
-        return next((text for v, tol, text in rules if abs(x - v) <= tol), "")
-
-    return {x: label(x) for x in axis["values"]}
 
 
 def test_the_learning_rate_chart_has_room_for_its_title_and_writes_rates_as_the_lab_does():

@@ -295,3 +295,50 @@ def test_the_logits_over_training_come_from_the_records_and_old_records_are_coun
     records[on] = dataclasses.replace(records[on], norms=None)  # stored before issue 30.3
     frame, missing = regimes_view.logits_over_training(cells, records)
     assert missing == 1 and len(frame) == len(expected)
+
+
+def test_the_regimes_charts_tick_the_trained_values_and_tell_the_two_times_apart_in_the_legend():
+    """Issue 37: the d_k axis ticked 10 … 60 (trained: 8, 32, 64); the entropy legend's two entries looked the
+    same (a dash alone)."""
+    import pandas as pd
+    from apptest_helpers import axis_labels
+
+    from ui.charts import regimes as charts
+
+    rows = [{"d_k": d, "variant": v, "when": w, "entropy": 1.0, "saturated": 0.1}
+            for d in (8, 32, 64) for v in ("scaling on", "scaling off")
+            for w in ("at initialisation", "after training")]  # fmt: skip
+    spec = charts.attention_by_size(pd.DataFrame(rows)).to_dict()
+    for panel in spec["hconcat"]:
+        enc = panel["encoding"]
+        assert enc["x"]["axis"]["values"] == [8, 32, 64]
+        assert enc["shape"]["field"] == enc["strokeDash"]["field"] == "when"  # one legend, two marks apart
+        assert len(set(map(str, enc["shape"]["scale"]["range"]))) == 2
+        assert len(set(map(str, enc["strokeDash"]["scale"]["range"]))) == 2
+    cells = regimes.lr_cells(range(2), steps=100, lrs=(1e-3, 3e-3, 1e-1))
+    frame = regimes.by_variant(cells, made_up(cells, lambda r: 0.1))
+    lr_axis = charts.against(frame, "lr", "learning rate", log_x=True).to_dict()["hconcat"][0]["layer"][1]
+    assert axis_labels(lr_axis["encoding"]["x"]["axis"]) == {1e-3: "1e-3", 3e-3: "3e-3", 0.1: "1e-1"}
+
+
+def test_the_cached_count_leaves_the_page_when_its_sweep_starts(cache, monkeypatch):
+    """Issue 37: '0 of N runs cached' stayed above the sweep's own progress line, stale, while the runs trained."""
+    from apptest_helpers import texts
+    from streamlit.testing.v1 import AppTest
+
+    started = []
+
+    def sweep(missing, what, cached_before=0):  # the page as it is while its sweep runs (then: cancelled)
+        started.append(len(missing))
+
+    monkeypatch.setattr("ui.runs.sweep", sweep)
+    at = AppTest.from_file("../dashboard.py", default_timeout=120)
+    at.query_params.update(
+        {"reg_exp": "depth", "reg_seeds": "2", "reg_steps": "100", "reg_depths": "2", "reg_lrs": "1e-2"}
+    )
+    at.run()
+    at.switch_page("app_pages/regimes.py").run()
+    assert "0 of 8 runs cached" in texts(at.info)
+    next(b for b in at.button if b.key == "reg_train").click().run()
+    assert started == [8] and not at.exception
+    assert "runs cached" not in texts(at.info)

@@ -109,7 +109,7 @@ def cell_table(rows: pd.DataFrame, runs_per_seed: int) -> pd.DataFrame:
     """The cells' comparisons as Compare shows its panels' (interval, p, floor, verdict; the seeds a verdict
     needs and a button adding them); returns them for the CSV."""
     comparisons = rows[["facet", *compare.COMPARISON_COLUMNS]]
-    compare_view.comparison_tables_by_metric(comparisons, facet="cell")
+    compare_view.comparison_tables_by_metric(comparisons, each=True, facet="cell")  # as the CLI and docs write them
     compare_view.seeds_advice(comparisons, "reg_seeds", runs_per_seed)
     st.caption(compare.RULE)
     return comparisons
@@ -200,4 +200,4 @@ def lr_tables(best: pd.DataFrame, fair: pd.DataFrame) -> None:
     )
     st.markdown("**The pair each at its own best learning rate**, paired by seed (the table below compares them "
                 "at each shared learning rate):")  # fmt: skip
-    compare_view.comparison_table(fair)
+    compare_view.comparison_table(fair, each=True)

@@ -7,7 +7,8 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from ui.charts.base import BASE_COLOR, PAD, VARIANT_COLORS, diverging, panel_width
+from lab import formats
+from ui.charts.base import BASE_COLOR, PAD, VARIANT_COLORS, diverging, labelled_axis, panel_width
 
 METRIC_TITLES = {"test_loss": "test loss", "sequence_accuracy": "per-sequence accuracy"}
 MATRIX_NAMES = {"attn_in": "attention in (W_QKV)", "attn_out": "attention out (W_O)", "ffn_in": "FFN in (W₁)"}
@@ -20,6 +21,15 @@ def _variant_colors(variants: list[str]) -> alt.Scale:
 
 def _legend() -> alt.Legend:
     return alt.Legend(orient="bottom", title=None, labelLimit=240)
+
+
+def _cell_axis(x: str, values) -> alt.Axis:
+    """Ticks at the cells' own values only: the d_k trained (8, 32, 64, not 10 … 60), the learning rates as the
+    lab writes them (3e-3)."""
+    values = sorted({float(v) for v in values})
+    if x == "lr":
+        return labelled_axis({v: formats.learning_rate(v) for v in values})
+    return alt.Axis(values=values, format="d")
 
 
 def verdict_grid(rows: pd.DataFrame, x: str, y: str, x_title: str, y_title: str) -> alt.Chart:
@@ -35,7 +45,9 @@ def verdict_grid(rows: pd.DataFrame, x: str, y: str, x_title: str, y_title: str)
         x=alt.X(f"{x}:O", title=x_title, axis=alt.Axis(labelAngle=0)),
         y=alt.Y(f"{y}:O", title=y_title or None, axis=alt.Axis(labelLimit=220)),
     )
-    tooltip = [x, y, "baseline_mean:Q", "variant_mean:Q", "delta:Q", "ci_low:Q", "ci_high:Q", "p_value:Q", "verdict"]
+    tooltip = [x, y] + [alt.Tooltip(f"{c}:Q", format=".3~g") for c in ("baseline_mean", "variant_mean", "delta")]
+    tooltip += [alt.Tooltip(f"{c}:Q", format=".3~g") for c in ("ci_low", "ci_high")]
+    tooltip += [alt.Tooltip("p_value:Q", format=".4~g"), "verdict"]  # as the CLI: 3 digits, p 0.03125
     rect = (
         alt.Chart()
         .mark_rect(stroke="white", strokeWidth=2)
@@ -62,7 +74,7 @@ def against(frame: pd.DataFrame, x: str, x_title: str, *, log_x: bool = False, l
         if df.empty:
             continue
         y_scale = alt.Scale(type="log") if log_y and metric == "test_loss" else alt.Scale(zero=False)
-        ex = alt.X(f"{x}:Q", title=x_title, scale=scale_x)
+        ex = alt.X(f"{x}:Q", title=x_title, scale=scale_x, axis=_cell_axis(x, df[x]))
         color = alt.Color("variant:N", scale=_variant_colors(variants), sort=variants, legend=_legend())
         # the band fills by a copy of the variant, so its scale (no legend) is not merged with the lines' legend
         fill = alt.Fill("band:N", scale=_variant_colors(variants), sort=variants, legend=None)
@@ -122,18 +134,24 @@ def grad_norms(df: pd.DataFrame, matrix: str = "ffn_out") -> alt.Chart:
 
 def attention_by_size(df: pd.DataFrame) -> alt.Chart:
     """ui.regimes_view.attention_after rows: the attention entropy and the saturated share against d_k, each
-    variant a colour, at initialisation dashed and after training solid."""
+    variant a colour, at initialisation dashed with triangles and after training solid with dots."""
     variants = list(dict.fromkeys(df["variant"]))
     color = alt.Color("variant:N", scale=_variant_colors(variants), sort=variants, legend=_legend())
-    dash = alt.StrokeDash("when:N", sort=["at initialisation", "after training"], legend=_legend())
-    x = alt.X("d_k:Q", title="head size d_k", scale=alt.Scale(type="log", base=2, nice=False))
+    when = ["at initialisation", "after training"]
+    # the two times told apart by dash and by point shape, one legend for both: a legend of dashes alone drew two
+    # identical symbols (issue 37)
+    legend = alt.Legend(orient="bottom", title=None, symbolFillColor=BASE_COLOR, symbolStrokeWidth=0)
+    dash = alt.StrokeDash("when:N", sort=when, scale=alt.Scale(domain=when, range=[[5, 4], [1, 0]]), legend=legend)
+    shape = alt.Shape("when:N", sort=when, scale=alt.Scale(domain=when, range=["triangle-up", "circle"]), legend=legend)
+    scale = alt.Scale(type="log", base=2, nice=False)
+    x = alt.X("d_k:Q", title="head size d_k", scale=scale, axis=_cell_axis("d_k", df["d_k"]))
     panels = []
     for field, title in (("entropy", "attention entropy (nats)"), ("saturated", "share of saturated rows")):
         tooltip = ["variant", "when", "d_k", alt.Tooltip(f"{field}:Q", format=".3g")]
         panels.append(
             alt.Chart(df)
             .mark_line(point=True)
-            .encode(x=x, y=alt.Y(f"{field}:Q", title=title), color=color, strokeDash=dash, tooltip=tooltip)
+            .encode(x=x, y=alt.Y(f"{field}:Q", title=title), color=color, strokeDash=dash, shape=shape, tooltip=tooltip)
             .properties(width=panel_width(2) - 40, height=220)
         )
     return alt.hconcat(*panels)
