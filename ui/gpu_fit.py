@@ -249,6 +249,7 @@ def simple(base, geometry: dict, context: int, batch: int, dtype: str, params: i
     sold = "the card as sold (GB = 10⁹ B); the card reports less" if unit == "GB" else "what the driver reports"
     st.caption(
         f"This fit takes a flat reserve of {sold}, and the engine also keeps its activation peak: choose the "
-        "serving engine's fit above for what vLLM will report."
+        "serving engine's fit above for what vLLM will report. So its four figures are estimates; the cache's and "
+        "the weights' sizes above them are exact (bytes per element × the shapes and parameters)."
     )
     return fit.budget_bytes
