@@ -400,10 +400,12 @@ def test_sweep_group_by_prints_groups_and_paired_comparisons_as_json(tmp_path):
         assert (c["ci_low"], c["ci_high"]) == ("-inf", "inf")  # 3 seeds: the sign-flip test rejects no shift
         assert c["t_low"] is None or c["t_low"] <= c["delta_mean"] <= c["t_high"]
         assert c["verdict"] in ("too few seeds", "identical on every seed")  # 3 seeds can show nothing
-    text = attncore(cache, *argv, "--group-by", "scaling").stdout
+    printed = attncore(cache, *argv, "--group-by", "scaling").stdout
+    assert max(len(line) for line in printed.splitlines()) <= 120  # issue 37: the tables were ~230 wide
+    text = " ".join(printed.split())  # paragraphs wrap
     assert "Runs grouped by scaling" in text and "Each scaling against off, paired by seed" in text
     assert "a difference can be shown once 6 seeds differ" in text and "These runs have 3 seeds" in text
-    assert "t_interval" in text and "differ" in text
+    assert "t_interval" in text and "differ" in text and "sequence_accuracy_max" in text  # every column, in blocks
     assert "too few seeds" in text and "+0.0000" not in text
 
 

@@ -214,6 +214,23 @@ def test_the_command_line_offers_the_experiments_pairs_and_defaults_of_lab_regim
 
     assert cli_regimes.EXPERIMENTS == regimes.EXPERIMENTS and cli_regimes.PAIRS == tuple(regimes.PAIRS)
     assert cli_regimes.DEFAULT_SEEDS == regimes.DEFAULT_SEEDS
+    assert (cli_regimes.DEPTHS, cli_regimes.DEPTH_LRS) == (regimes.DEPTHS, regimes.DEPTH_LRS)
+    assert (cli_regimes.HEAD_SIZES, cli_regimes.LR_GRID) == (regimes.HEAD_SIZES, regimes.LR_GRID)
+
+
+def test_regimes_help_describes_each_experiment_and_the_defaults_of_its_lists(capsys):
+    """Issue 37: `regimes --help` described neither experiment nor --lrs' default."""
+    from cli.main import main
+
+    with pytest.raises(SystemExit):
+        main(["regimes", "--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    for experiment in ("depth: pre-LN (the baseline) against post-LN", "heads: the 1/√d_k scaling", "lr: a variant"):
+        assert experiment in shown
+    assert (
+        "depth: learning rates (default 3e-3 1e-2); lr: the grid (default 1e-4 3e-4 1e-3 3e-3 1e-2 3e-2 1e-1)" in shown
+    )
+    assert "(default 2 4 8)" in shown and "(default 8 16 32 64 128)" in shown
 
 
 def test_cli_regimes_refuses_bad_input_with_exit_2(capsys):
