@@ -201,10 +201,10 @@ def print_cache(c: kvcache.KVCache, name: str) -> None:
     if c.attention == "MLA":
         what = f"MLA latent {c.latent_dim} per token and layer"
     else:
-        what = f"{c.attention} {c.kv_heads} KV heads x {c.head_dim}"
+        what = f"{c.attention} {c.kv_heads} KV heads × {c.head_dim}"
     print(f"{name}: {c.n_layers} layers, {what}, cache in {c.dtype}   ({UNITS})")
     window = f", window {c.window:,} -> {c.tokens_per_layer:,} tokens kept per layer" if c.window else ""
-    print(f"  context {c.context:,} x batch {c.batch}{window}")
+    print(f"  context {c.context:,} × batch {c.batch}{window}")
     if c.dtype in kvcache.GROUPED_DTYPES and c.group_size:
         print(f"  {c.dtype}: one fp16 scale per {c.group_size} elements = {c.bits_per_element:.3f} bits per element")
     print(f"  KV cache       {kvcache.human_bytes(c.bytes)}")

@@ -97,7 +97,8 @@ def cmd_evaluate(a) -> int:
     k, m = run.task, run.model
     trained = f"L={k.length}" if k.train_lengths is None else f"L={k.train_lengths[0]}-{k.train_lengths[1]}"
     print(f"{k.name} trained at {trained} seed={run.train.seed} position={m.position} steps={run.train.steps}")
-    print(f"{'test L':>6}  {'per-token':>9}  {'per-sequence':>12}  note")
+    noted = any(r.note for r in results)  # a note column only when some length has one (issue 37)
+    print(f"{'test L':>6}  {'per-token':>9}  {'per-sequence':>12}" + ("  note" if noted else ""))
     for r in results:
         tok, seq = (f"{x:.3f}" if x is not None else "-" for x in (r.token_accuracy, r.sequence_accuracy))
         print(f"{r.length:>6}  {tok:>9}  {seq:>12}  {r.note or ''}".rstrip())

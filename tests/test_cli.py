@@ -198,6 +198,11 @@ def test_train_json_prints_the_snapshots_and_evaluate_matches_it_at_the_trained_
     # learned positions (a table of 2L + 1 = 9 rows): L = 9 needs 18 positions, no number and a note saying why
     assert past["token_accuracy"] is None and past["sequence_accuracy"] is None
     assert "learned" in past["note"] and "9 rows" in past["note"]
+    # the text: a note column only when a length has a note (issue 37: it was printed empty)
+    plain = attncore(cache, "evaluate", *flags, "--test-lengths", "2", "4").stdout.splitlines()
+    assert plain[1].split() == ["test", "L", "per-token", "per-sequence"]
+    noted = attncore(cache, "evaluate", *flags, "--test-lengths", "2", "9").stdout.splitlines()
+    assert noted[1].split()[-1] == "note" and "9 rows" in noted[-1]
     rope = json.loads(attncore(cache, "evaluate", *flags, "--position", "rope", "--test-lengths", "9", "--json").stdout)
     (far,) = rope["lengths"]
     assert far["note"] is None and 0 <= far["sequence_accuracy"] <= 1 and 0 <= far["token_accuracy"] <= 1

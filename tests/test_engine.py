@@ -365,6 +365,11 @@ def test_cli_json_gives_each_figures_kind_and_labels_the_log_estimated(capsys):
     assert main(argv) == 0
     text = capsys.readouterr().out
     assert "would log, ESTIMATED" in text and "blocks, " in text and "(PR 10511)" in text
+    # issue 37: one multiplication sign outside the engine's own log lines, and no '(32 layers)' after '32 layers'
+    ours = [line for line in text.splitlines() if not line.startswith("    ")]  # the log lines are indented 4
+    assert not any(" x " in line or "x:" in line for line in ours), ours
+    assert "× 32 layers sharing a block = " in text and "concurrency" in text and "(32 layers)" not in text
+    assert "  weights           −" in text  # the lab's minus sign on a deduction
     logged = ["--engine-version", "v0", "--max-model-len", "8192", "--weights-gib", "14.96", "--non-torch-gib", "0.1",
               "--activation-gib", "9.37"]  # fmt: skip
     assert main([*argv[:-1], "a100-40gb", *logged]) == 0
