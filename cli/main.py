@@ -13,7 +13,7 @@ import os
 import sys
 
 from attncore.config import MAX_LENGTH, ConfigError
-from cli.flags import ArgumentError, Parser, add_model_args, check_length_flags, flag_of, run_settings
+from cli.flags import ArgumentError, Parser, add_model_args, check_length_flags, flag_of, run_settings, store_place
 from lab import formats
 
 # every command but sweep and cache (they load lab's sweep module)
@@ -109,7 +109,9 @@ def build_parser(argv=None) -> Parser:
     """The parser of every command; lab's sweep and cache commands are imported only when argv may need them."""
     parser = Parser(prog="python -m attncore", description="Attention Lab: train and inspect a tiny decoder.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    p = sub.add_parser("train", help="train one configuration (served from cache/ when known)")
+    p = sub.add_parser(
+        "train", help=f"train one configuration (served from the run store in {store_place()} when known)"
+    )
     add_model_args(p)
     p.set_defaults(func=cmd_train)
     p = sub.add_parser("evaluate", help="evaluate one configuration's trained run at other test lengths")

@@ -25,6 +25,7 @@ from cli.flags import (
     jobs,
     run_settings,
     schedules,
+    store_place,
 )
 from lab import formats
 
@@ -32,7 +33,10 @@ CSV_FILES = ("runs.csv", "accuracy.csv", "ablations.csv")
 
 
 def register(sub) -> None:
-    p = sub.add_parser("sweep", help="train a grid or a preset of runs in parallel (served from cache/ when known)")
+    p = sub.add_parser(
+        "sweep",
+        help=f"train a grid or a preset of runs in parallel (served from the run store in {store_place()} when known)",
+    )
     add_model_args(p, many=True)
     p.add_argument("--preset", help="a named set of runs instead of the grid: article, accuracy, ablations, smoke")
     p.add_argument(

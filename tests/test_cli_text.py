@@ -23,3 +23,20 @@ def test_a_paragraph_wraps_at_the_width_and_keeps_words_whole():
     words = "sign-flip " * 40
     lines = text.paragraph(words, width=50).splitlines()
     assert all(len(line) <= 50 for line in lines) and " ".join(lines).split() == words.split()
+
+
+def test_help_names_the_run_store_it_will_use(monkeypatch, capsys):
+    """Issue 37: `--help` said cache/ when ATTNCORE_CACHE_DIR pointed elsewhere."""
+    import pytest
+
+    from cli import flags
+    from cli.main import main
+    from lab import store
+
+    assert flags.STORE_VAR == store.ENV_VAR
+    for where, shown in (("/srv/labruns", "/srv/labruns (from ATTNCORE_CACHE_DIR)"), ("", "cache/")):  # never written
+        monkeypatch.setenv(store.ENV_VAR, where)
+        with pytest.raises(SystemExit):
+            main(["--help"])
+        out = " ".join(capsys.readouterr().out.split())
+        assert f"served from the run store in {shown} when known" in out and f"(in {shown})" in out
