@@ -106,7 +106,8 @@ def cmd_evaluate(a) -> int:
 
 
 def build_parser(argv=None) -> Parser:
-    """The parser of every command; lab's sweep and cache commands are imported only when argv may need them."""
+    """The parser of every command; lab's sweep and cache commands are imported only when argv may need them, and
+    for train and evaluate only their own."""
     parser = Parser(prog="python -m attncore", description="Attention Lab: train and inspect a tiny decoder.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     p = sub.add_parser(
@@ -124,6 +125,9 @@ def build_parser(argv=None) -> Parser:
         help="positions 0..n-1 (default), or drawn from [0, N_MAX) as in training (needs --randomized-positions)",
     )
     p.set_defaults(func=cmd_evaluate)
+    command = next((word for word in argv if not word.startswith("-")), None) if argv is not None else None
+    if command in ("train", "evaluate"):  # a cached run answers in a few ms: the other commands' imports (the
+        return parser  # serving calculators, interventions, norms) were most of its time (issue 37)
     from cli import calc as cli_calc
 
     cli_calc.register(sub)
@@ -133,7 +137,6 @@ def build_parser(argv=None) -> Parser:
     from cli import norms as cli_norms
 
     cli_norms.register(sub)
-    command = next((word for word in argv if not word.startswith("-")), None) if argv is not None else None
     if command not in OWN_COMMANDS:  # sweep, cache, a typo (its error lists every command) or --help
         from cli import sweep as cli_sweep
 
