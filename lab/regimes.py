@@ -297,6 +297,8 @@ def by_variant(cells: Sequence[Cell], summaries: Mapping[RunConfig, dict]) -> pd
 
 
 NORM_NAMES = {"pre": "pre-LN", "post": "post-LN"}
+MATRIX_WORDS = {"attn_in": "attention input matrix", "attn_out": "attention output matrix"}
+MATRIX_WORDS |= {"ffn_in": "FFN input matrix", "ffn_out": "FFN output matrix"}
 
 
 def gradient_finding(frame: pd.DataFrame, matrix: str = "ffn_out") -> str:
@@ -322,7 +324,9 @@ def gradient_finding(frame: pd.DataFrame, matrix: str = "ffn_out") -> str:
         return ""
     theory = formats.significant(math.sqrt(low / high), 2)
     return (
-        "The gradient of the last block's matrix at initialisation: " + "; ".join(parts) + ". Xiong et al.'s "
+        f"The gradient of the last block's {MATRIX_WORDS.get(matrix, matrix)} at initialisation: "
+        + "; ".join(parts)
+        + ". Xiong et al.'s "
         f"Theorem 1 is about the total depth L: in pre-LN the last layer's gradient scales as 1/√L (×{theory} from "
         f"{low} to {high} blocks), in post-LN it does not shrink."
     )

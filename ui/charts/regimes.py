@@ -8,7 +8,7 @@ import altair as alt
 import pandas as pd
 
 from lab import formats
-from ui.charts.base import BASE_COLOR, PAD, VARIANT_COLORS, diverging, labelled_axis, panel_width
+from ui.charts.base import BASE_COLOR, PAD, VARIANT_COLORS, diverging, labelled_axis, log_ticks, panel_width
 
 METRIC_TITLES = {"test_loss": "test loss", "sequence_accuracy": "per-sequence accuracy"}
 MATRIX_NAMES = {"attn_in": "attention in (W_QKV)", "attn_out": "attention out (W_O)", "ffn_in": "FFN in (W₁)"}
@@ -121,7 +121,12 @@ def grad_norms(df: pd.DataFrame, matrix: str = "ffn_out") -> alt.Chart:
         .mark_line(point=True)
         .encode(
             x=alt.X("block:O", title="block (1 = nearest the input)", axis=alt.Axis(labelAngle=0)),
-            y=alt.Y("grad_norm:Q", title=f"‖∂L/∂W‖ of {MATRIX_NAMES[matrix]}", scale=alt.Scale(type="log")),
+            y=alt.Y(
+                "grad_norm:Q",
+                title=f"‖∂L/∂W‖ of {MATRIX_NAMES[matrix]}",
+                scale=alt.Scale(type="log"),
+                axis=alt.Axis(values=log_ticks(df["grad_norm"]), format="~g"),
+            ),  # 1-2-5, not 0.3 / 4
             color=color,
             tooltip=tooltip,
         )
