@@ -29,6 +29,7 @@ with c2:  # only settings the panels can be by: not the one varied, nor d beside
         ["none", *(f for f in FACTORS if f != factor and {f, factor} != {"d", "d_k"})],
         "none",
         format_func=lambda f: f if f == "none" else label(f),
+        help="Any setting but the one varied; d and d_k never together (a d_k level sets d).",
     )
 with c3:
     seeds = compare_view.seeds_input("cmp_seeds", default=6)

@@ -336,6 +336,9 @@ def test_the_regimes_charts_tick_the_trained_values_and_tell_the_two_times_apart
     frame = regimes.by_variant(cells, made_up(cells, lambda r: 0.1))
     lr_axis = charts.against(frame, "lr", "learning rate", log_x=True).to_dict()["hconcat"][0]["layer"][1]
     assert axis_labels(lr_axis["encoding"]["x"]["axis"]) == {1e-3: "1e-3", 3e-3: "3e-3", 0.1: "1e-1"}
+    rows = regimes.table(cells, made_up(cells, lambda r: 0.1 + r.train.seed / 100))
+    grid = charts.verdict_grid(rows[rows["metric"] == regimes.LOSS], "lr", "metric", "learning rate", "").to_dict()
+    assert axis_labels(grid["layer"][0]["encoding"]["x"]["axis"]) == {1e-3: "1e-3", 3e-3: "3e-3", 0.1: "1e-1"}
 
 
 def test_the_cached_count_leaves_the_page_when_its_sweep_starts(cache, monkeypatch):

@@ -41,8 +41,11 @@ def verdict_grid(rows: pd.DataFrame, x: str, y: str, x_title: str, y_title: str)
         .fillna("identical"),
         delta=rows["delta_mean"].astype(float),
     )
+    x_axis = alt.Axis(labelAngle=0)
+    if x == "lr":  # rates as the lab writes them (3e-3), not 0.003
+        x_axis = labelled_axis({float(v): formats.learning_rate(float(v)) for v in df[x].unique()}, labelAngle=0)
     enc = dict(
-        x=alt.X(f"{x}:O", title=x_title, axis=alt.Axis(labelAngle=0)),
+        x=alt.X(f"{x}:O", title=x_title, axis=x_axis),
         y=alt.Y(f"{y}:O", title=y_title or None, axis=alt.Axis(labelLimit=220)),
     )
     tooltip = [x, y] + [alt.Tooltip(f"{c}:Q", format=".3~g") for c in ("baseline_mean", "variant_mean", "delta")]
@@ -73,7 +76,9 @@ def against(frame: pd.DataFrame, x: str, x_title: str, *, log_x: bool = False, l
         df = frame[frame["metric"] == metric].assign(band=lambda d: d["variant"])  # see below
         if df.empty:
             continue
-        y_scale = alt.Scale(type="log") if log_y and metric == "test_loss" else alt.Scale(zero=False)
+        log = log_y and metric == "test_loss"
+        y_scale = alt.Scale(type="log") if log else alt.Scale(zero=False)
+        y_axis = alt.Axis(values=log_ticks([*df["min"], *df["max"]]), format="~g") if log else alt.Axis()
         ex = alt.X(f"{x}:Q", title=x_title, scale=scale_x, axis=_cell_axis(x, df[x]))
         color = alt.Color("variant:N", scale=_variant_colors(variants), sort=variants, legend=_legend())
         # the band fills by a copy of the variant, so its scale (no legend) is not merged with the lines' legend
@@ -83,7 +88,7 @@ def against(frame: pd.DataFrame, x: str, x_title: str, *, log_x: bool = False, l
         )
         tooltip = [x, "variant", alt.Tooltip("mean:Q", format=".4g"), alt.Tooltip("min:Q", format=".4g")]
         tooltip += [alt.Tooltip("max:Q", format=".4g"), alt.Tooltip("n:Q", title="seeds")]
-        y = alt.Y("mean:Q", title=f"{title} (mean over seeds)", scale=y_scale)
+        y = alt.Y("mean:Q", title=f"{title} (mean over seeds)", scale=y_scale, axis=y_axis)
         line = alt.Chart(df).mark_line(point=True).encode(x=ex, y=y, color=color, tooltip=tooltip)
         panels.append(alt.layer(band, line).properties(width=panel_width(2) - 40, height=240))
     return alt.hconcat(*panels)
