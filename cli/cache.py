@@ -9,12 +9,12 @@ import json
 import sys
 
 from attncore.config import TASKS
-from cli.flags import integer, number
+from cli.flags import integer, number, store_place
 from lab import formats
 
 
 def register(sub) -> None:
-    c = sub.add_parser("cache", help="list, clear, check, export or import the stored runs")
+    c = sub.add_parser("cache", help=f"list, clear, check, export or import the stored runs (in {store_place()})")
     actions = c.add_subparsers(dest="action", required=True, metavar="{list,clear,check,sign,export,import}")
     ls = actions.add_parser("list", help="the stored runs of this numerics version")
     ls.add_argument("--json", action="store_true", help="print the summaries as one JSON list")

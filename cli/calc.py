@@ -255,7 +255,7 @@ def print_cache(c: kvcache.KVCache, name: str) -> None:
     if c.attention == "MLA":
         what = f"MLA latent {c.latent_dim} per token and layer"
     else:
-        what = f"{c.attention} {c.kv_heads} KV heads x {c.head_dim}"
+        what = f"{c.attention} {c.kv_heads} KV heads × {c.head_dim}"
     print(f"{name}: {c.n_layers} layers, {what}, cache in {c.dtype}   ({UNITS})")
     window = f", window {c.window:,} -> {c.tokens_per_layer:,} tokens kept per layer" if c.window else ""
     if c.window and c.window_layers < c.n_layers:
@@ -263,10 +263,10 @@ def print_cache(c: kvcache.KVCache, name: str) -> None:
             f", window {c.window:,} on {c.window_layers} layers -> {c.tokens_per_layer:,} tokens each; the other "
             f"{c.n_layers - c.window_layers} keep all {c.context:,}"
         )
-    print(f"  context {c.context:,} x batch {c.batch}{window}")
+    print(f"  context {c.context:,} × batch {c.batch}{window}")
     if len(c.by_kind()) > 1:
         for row in c.by_kind():
-            print(f"    {row['kind']:<8}{row['layers']:>5} layers x {row['tokens_per_layer']:>9,} tokens  "
+            print(f"    {row['kind']:<8}{row['layers']:>5} layers × {row['tokens_per_layer']:>9,} tokens  "
                   f"{kvcache.human_bytes(row['bytes'])}")  # fmt: skip
     if c.dtype in kvcache.GROUPED_DTYPES and c.group_size:
         print(f"  {c.dtype}: one fp16 scale per {c.group_size} elements = {c.bits_per_element:.3f} bits per element")

@@ -15,6 +15,7 @@ from attncore.serving.presets import CARDS
 from attncore.serving.weights import stored_weights
 from cli import config_file
 from cli.flags import ArgumentError, integer, number
+from lab import formats
 
 # flag, EngineSettings field, type or choices, help
 ENGINE_FLAGS = (
@@ -97,16 +98,20 @@ def run(a, arch, name: str, model=None) -> int:
 
 def print_fit(f: engine.EngineFit, name: str, gpu: str) -> None:
     print(f"{name} on {gpu}: {f.engine}   (GiB = 2³⁰ B, GB = 10⁹ B)")
-    for row in engine.deductions(f):
+    rows = engine.deductions(f)
+    kind_width = max(len(row["kind"]) for row in rows)
+    for row in rows:
         numbers = f"  {row['numbers']}" if row["numbers"] else ""
-        print(f"  {row['term']:<16}{row['gib']:>8.2f} GiB  {row['kind']:<9} {row['formula']}{numbers}")
+        gib = formats.with_spec(row["gib"], ".2f")  # the lab's minus sign, as in 'budget − weights'
+        print(f"  {row['term']:<16}{gib:>8} GiB  {row['kind']:<{kind_width}} {row['formula']}{numbers}")
     window = f", {f.window_layers} with a window of {f.window:,}" if f.window_layers else ""
+    of = f" (of {f.layers} layers{window})" if f.group_size != f.layers or window else ""  # else: every layer
     print(
-        f"  blocks of {f.block_size} tokens: {f.page_bytes:,} B per layer ({f.kv_dtype} cache) x {f.group_size} "
-        f"layers sharing a block ({f.layers} layers{window}) = {f.block_bytes:,} B"
+        f"  blocks of {f.block_size} tokens: {f.page_bytes:,} B per layer ({f.kv_dtype} cache) × {f.group_size} "
+        f"layers sharing a block{of} = {f.block_bytes:,} B"
     )
     print(
-        f"  {f.num_blocks:,} blocks, {f.tokens:,} tokens, concurrency {f.concurrency:.2f}x: {f.kinds['blocks']} "
+        f"  {f.num_blocks:,} blocks, {f.tokens:,} tokens, concurrency {f.concurrency:.2f}×: {f.kinds['blocks']} "
         f"(batch limits {f.max_num_batched_tokens:,} tokens, {f.max_num_seqs:,} sequences)"
     )
     if engine.log_estimated(f):

@@ -10,6 +10,7 @@ import argparse
 import copy
 import itertools
 import math
+import os
 import re
 
 from attncore.config import DECAYS, MAX_LENGTH, NORMS, POSITIONS, TASKS, ConfigError
@@ -34,6 +35,16 @@ FLAGS = {
     "randomized_positions": "--randomized-positions",
     "randomized": "--eval-positions",
 }
+
+
+STORE_VAR = "ATTNCORE_CACHE_DIR"  # lab.store.ENV_VAR, repeated so that building the parser loads no store
+
+
+def store_place() -> str:
+    """Where the run store is, for the help texts: the folder $ATTNCORE_CACHE_DIR names, else cache/ (as
+    lab.store.cache_dir reads it)."""
+    where = os.environ.get(STORE_VAR)
+    return f"{where} (from {STORE_VAR})" if where else "cache/"
 
 
 def flag_of(field: str) -> str:

@@ -71,7 +71,17 @@ def _tokens(a, run) -> np.ndarray:
 
 
 def _fmt(row) -> str:
-    return " ".join("   nan" if x is None or np.isnan(x) else f"{formats.with_spec(x, '.3f'):>6}" for x in row)
+    """Figures to 3 decimals in columns of 6; one that rounds to 0 is '0.000', never '−0.000'."""
+    return " ".join("   nan" if x is None or np.isnan(x) else f"{_three(x):>6}" for x in row)
+
+
+def _three(x: float) -> str:
+    return formats.with_spec(0.0 if round(float(x), 3) == 0 else x, ".3f")
+
+
+def _header(prefix: str, n: int) -> str:
+    """Column labels over a _fmt row of n figures, after the rows' 'L0' labels: '       H0     H1 …'."""
+    return "      " + " ".join(f"{prefix}{i}".rjust(6) for i in range(n))
 
 
 def _tokens_text(tokens) -> str:
@@ -103,12 +113,15 @@ def cmd_patch(a) -> int:
     what = "restored" if a.direction == "denoise" else "destroyed"
     print(f"{a.direction}: {pt.DIRECTIONS[a.direction]}; 1 = the component alone carries the whole difference")
     print(f"fraction {what}, each head's output at every position (rows: layers, columns: heads)")
+    print(_header("H", len(result.head[0])))
     for layer, row in enumerate(result.head):
         print(f"  L{layer}  {_fmt(row)}")
     print(f"fraction {what}, residual stream entering each block, by position")
+    print(_header("", len(result.resid_by_position[0])))
     for layer, row in enumerate(result.resid_by_position):
         print(f"  L{layer}  {_fmt(row)}")
-    print(f"each MLP at every position: {_fmt(result.mlp)}")
+    mlps = "   ".join(f"L{layer} {_three(x)}" for layer, x in enumerate(result.mlp))
+    print(f"fraction {what}, each block's MLP output at every position: {mlps}")
     return 0
 
 

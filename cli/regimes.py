@@ -8,6 +8,7 @@ import json
 import sys
 
 from attncore.config import ConfigError
+from cli import text
 from lab import formats, stats
 
 MAX_SEEDS = 16
@@ -15,6 +16,19 @@ MAX_SEEDS = 16
 EXPERIMENTS = ("depth", "heads", "lr")
 PAIRS = ("norm", "scaling", "warmup", "depth")
 DEFAULT_SEEDS = 6
+DEPTHS = (2, 4, 8)
+DEPTH_LRS = (3e-3, 1e-2)
+HEAD_SIZES = (8, 16, 32, 64, 128)
+LR_GRID = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1)
+DESCRIPTION = (
+    "A Regimes experiment: a grid of cells, each two variants paired over the same seeds and judged by the "
+    "comparison rule on the held-out test loss and the per-sequence accuracy. "
+    "depth: pre-LN (the baseline) against post-LN at several depths and learning rates, without and with a linear "
+    "warm-up over a fifth of the steps (Xiong et al. 2020). "
+    "heads: the 1/√d_k scaling on (the baseline) against off at several head sizes d_k (Vaswani et al. 2017). "
+    "lr: a variant pair (--pair) over a log grid of learning rates, with each variant's LR sensitivity, and the "
+    "pair compared each at its own best (Wortsman et al. 2023)."
+)
 
 
 # the flags of one experiment only (the others: --seeds, --task, --length, --steps, --jobs, --max-memory, --json)
@@ -124,8 +138,9 @@ def cmd_regimes(a) -> int:
     out = {"experiment": a.experiment, "seeds": a.seeds, "cells": json.loads(rows.to_json(orient="records"))}
     out["finding"] = regimes.finding(rows)
     if a.experiment == "lr":
-        best = regimes.lr_summary(cells, summaries, regimes.initial_loss(cells))
-        fair = regimes.at_best(cells, summaries)
+        initial = regimes.initial_loss(cells)
+        best = regimes.lr_summary(cells, summaries, initial)
+        fair = regimes.at_best(cells, summaries, initial)
         out["variants"] = json.loads(best.to_json(orient="records"))
         out["at_best"] = json.loads(fair.to_json(orient="records"))
     if a.json:
@@ -145,13 +160,14 @@ def cmd_regimes(a) -> int:
         for v in out["variants"]:
             print(
                 f"{v['variant']}: best lr {formats.learning_rate(v['best_lr'])} (test loss "
-                f"{formats.loss(v['best_loss'])}), LR sensitivity {formats.significant(v['sensitivity'], 3)}"
+                f"{formats.loss(v['best_loss'])}), LR sensitivity {formats.significant(v['sensitivity'], 3)} "
+                f"(ℓ₀ {formats.loss(v['initial_loss'])})"
             )
         for r in out["at_best"]:
             if r["metric"] == regimes.LOSS:
                 delta, p = stats.format_delta(r["delta_mean"]), stats.format_p(r["p_value"])
                 print(f"each at its best lr: Δ {delta}, p {p}, {r['verdict']}")
-    print(out["finding"])
+    print(text.paragraph(out["finding"]))
     return 0
 
 
@@ -170,20 +186,27 @@ def _lr(text: str) -> float:
     return value
 
 
+def _listed(values) -> str:
+    return " ".join(formats.learning_rate(v) if isinstance(v, float) else str(v) for v in values)
+
+
 def register(sub) -> None:
     from cli.flags import integer, integer_in, jobs, memory_size
 
-    p = sub.add_parser("regimes", help="a Regimes experiment (depth, heads or lr) over seeds, with verdicts")
-    p.add_argument("experiment", choices=EXPERIMENTS)
+    p = sub.add_parser(
+        "regimes", help="a Regimes experiment (depth, heads or lr) over seeds, with verdicts", description=DESCRIPTION
+    )
+    p.add_argument("experiment", choices=EXPERIMENTS, help="depth, heads or lr (above)")
     p.add_argument(
         "--seeds", type=integer_in(1, MAX_SEEDS), default=DEFAULT_SEEDS, help=f"seeds 0..N-1 (1-{MAX_SEEDS})"
     )
     p.add_argument("--task", choices=("copy", "sort", "reverse"), default="sort")
     p.add_argument("--length", type=integer, default=6)
     p.add_argument("--steps", type=integer, default=1500)
-    p.add_argument("--depths", type=integer, nargs="+", help="depth: blocks (default 2 4 8)")
-    p.add_argument("--lrs", type=_lr, nargs="+", help="depth, lr: learning rates (1e-6 to below 1)")
-    p.add_argument("--sizes", type=integer, nargs="+", help="heads: d_k values (default 8 16 32 64 128)")
+    p.add_argument("--depths", type=integer, nargs="+", help=f"depth: blocks (default {_listed(DEPTHS)})")
+    p.add_argument("--lrs", type=_lr, nargs="+", help=f"depth: learning rates (default {_listed(DEPTH_LRS)}); lr: "
+                   f"the grid (default {_listed(LR_GRID)}); 1e-6 to below 1")  # fmt: skip
+    p.add_argument("--sizes", type=integer, nargs="+", help=f"heads: d_k values (default {_listed(HEAD_SIZES)})")
     p.add_argument("--heads", type=integer, choices=(1, 4), help="heads: 1 head of d = d_k (default) or 4 of d = 4 d_k")
     p.add_argument("--pair", choices=PAIRS, help="lr: the variant pair (default norm)")
     p.add_argument("--layers", type=integer, help="lr: the blocks of both variants (default 2)")

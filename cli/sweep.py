@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from attncore.config import ConfigError
+from cli import text
 from cli.flags import (
     GRID_FACTORS,
     MAX_GRID,
@@ -24,6 +25,7 @@ from cli.flags import (
     jobs,
     run_settings,
     schedules,
+    store_place,
 )
 from lab import formats
 
@@ -31,7 +33,10 @@ CSV_FILES = ("runs.csv", "accuracy.csv", "ablations.csv")
 
 
 def register(sub) -> None:
-    p = sub.add_parser("sweep", help="train a grid or a preset of runs in parallel (served from cache/ when known)")
+    p = sub.add_parser(
+        "sweep",
+        help=f"train a grid or a preset of runs in parallel (served from the run store in {store_place()} when known)",
+    )
     add_model_args(p, many=True)
     p.add_argument("--preset", help="a named set of runs instead of the grid: article, accuracy, ablations, smoke")
     p.add_argument(
@@ -187,11 +192,11 @@ def print_tables(records) -> None:
 
     acc = accuracy_table(records)
     print("Accuracy by task and L over seeds (mean, min)")
-    print(acc.to_string(index=False, formatters=formats.table_formatters(acc.columns, acc)))
+    print(text.table(acc, ["task", "length"], formatters=formats.table_formatters(acc.columns, acc)))
     abl, base, label = ablations(records)
     if len(abl) > 1:
         print(f"\nAblations of {base.task.name} L={base.task.length} seed={base.train.seed} (diff: to '{label}')")
-        print(abl.to_string(index=False, formatters=formats.table_formatters(abl.columns, abl)))
+        print(text.table(abl, ["variant"], formatters=formats.table_formatters(abl.columns, abl)))
 
 
 def check_group_by(runs, factor: str) -> None:
@@ -220,12 +225,12 @@ def print_groups(records, factor: str, as_json: bool) -> None:
         print(json.dumps(to_json(factor, groups, table, comparisons)))
         return
     print(f"Runs grouped by {factor} (mean, min, max over seeds)")
-    print(table.to_string(index=False, formatters=formats.table_formatters(table.columns, table)))
+    print(text.table(table, ["level"], formatters=formats.table_formatters(table.columns, table)))
     if len(comparisons):
         print(f"\nEach {factor} against {next(iter(groups))}, paired by seed (delta: level minus baseline)")
-        print(display(comparisons).to_string(index=False))
-        print(f"\n{seeds_text(comparisons)}")
-    print(f"\n{RULE}")
+        print(text.table(display(comparisons, each=True), ["level", "metric"]))  # as `regimes` writes them
+        print(f"\n{text.paragraph(seeds_text(comparisons))}")
+    print(f"\n{text.paragraph(RULE)}")
 
 
 def cmd_sweep(a) -> int:

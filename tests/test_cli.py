@@ -251,6 +251,11 @@ def test_train_json_prints_the_snapshots_and_evaluate_matches_it_at_the_trained_
     # learned positions (a table of 2L + 1 = 9 rows): L = 9 needs 18 positions, no number and a note saying why
     assert past["token_accuracy"] is None and past["sequence_accuracy"] is None
     assert "learned" in past["note"] and "9 rows" in past["note"]
+    # the text: a note column only when a length has a note (issue 37: it was printed empty)
+    plain = attncore(cache, "evaluate", *flags, "--test-lengths", "2", "4").stdout.splitlines()
+    assert plain[1].split() == ["test", "L", "per-token", "per-sequence"]
+    noted = attncore(cache, "evaluate", *flags, "--test-lengths", "2", "9").stdout.splitlines()
+    assert noted[1].split()[-1] == "note" and "9 rows" in noted[-1]
     rope = json.loads(attncore(cache, "evaluate", *flags, "--position", "rope", "--test-lengths", "9", "--json").stdout)
     (far,) = rope["lengths"]
     assert far["note"] is None and 0 <= far["sequence_accuracy"] <= 1 and 0 <= far["token_accuracy"] <= 1
@@ -453,10 +458,12 @@ def test_sweep_group_by_prints_groups_and_paired_comparisons_as_json(tmp_path):
         assert (c["ci_low"], c["ci_high"]) == ("-inf", "inf")  # 3 seeds: the sign-flip test rejects no shift
         assert c["t_low"] is None or c["t_low"] <= c["delta_mean"] <= c["t_high"]
         assert c["verdict"] in ("too few seeds", "identical on every seed")  # 3 seeds can show nothing
-    text = attncore(cache, *argv, "--group-by", "scaling").stdout
+    printed = attncore(cache, *argv, "--group-by", "scaling").stdout
+    assert max(len(line) for line in printed.splitlines()) <= 120  # issue 37: the tables were ~230 wide
+    text = " ".join(printed.split())  # paragraphs wrap
     assert "Runs grouped by scaling" in text and "Each scaling against off, paired by seed" in text
     assert "a difference can be shown once 6 seeds differ" in text and "These runs have 3 seeds" in text
-    assert "t_interval" in text and "differ" in text
+    assert "t_interval" in text and "differ" in text and "sequence_accuracy_max" in text  # every column, in blocks
     assert "too few seeds" in text and "+0.0000" not in text
 
 

@@ -134,6 +134,13 @@ def test_patch_prints_sep_and_offers_both_directions(cache):
     assert text.returncode == 0, text.stderr
     assert "clean 17 3 0 12 7 9 SEP 17 3 0 12 7  ->  corrupted 17 3 5 12 7 9 SEP 17 3 0 12 7" in text.stdout
     assert "denoise: clean activations copied into the corrupted run" in text.stdout
+    # issue 37: no '−0.000', and the MLP figures and the grids' columns labelled
+    assert "−0.000" not in text.stdout and "-0.000" not in text.stdout
+    assert "each block's MLP output at every position: L0 " in text.stdout and "   L1 " in text.stdout
+    lines = text.stdout.splitlines()
+    heads = lines.index(next(line for line in lines if line.startswith("fraction restored, each head's")))
+    assert lines[heads + 1].split() == ["H0", "H1", "H2", "H3"]
+    assert len(lines[heads + 1]) == len(lines[heads + 2])  # the labels stand over their columns
     denoise = json.loads(attncore(cache, "patch", *SHORT, "--at", "2", "--symbol", "5", "--json").stdout)
     r = attncore(cache, "patch", *SHORT, "--at", "2", "--symbol", "5", "--direction", "noise", "--json")
     noise = json.loads(r.stdout)
@@ -142,6 +149,12 @@ def test_patch_prints_sep_and_offers_both_directions(cache):
     assert noise["resid_by_position"][0][2] == pytest.approx(1.0, abs=1e-5)
     assert np.allclose(np.delete(noise["resid_by_position"][0], 2), 0.0, atol=1e-5)
     assert not np.allclose(noise["grid"], denoise["grid"])
+
+
+def test_a_figure_that_rounds_to_zero_prints_without_a_sign():
+    from cli.interpret import _fmt
+
+    assert _fmt([-0.0001, 0.0004, -0.0006, float("nan")]).split() == ["0.000", "0.000", "−0.001", "nan"]
 
 
 def test_heads_scores_the_reverse_pattern(cache):

@@ -138,6 +138,19 @@ def test_home_tables_name_the_seeds_they_hold_and_the_run_list_only_what_varies(
     assert shared in texts(at.caption)
 
 
+def test_after_a_partial_loss_the_accuracy_caption_names_each_rows_own_seeds(empty_store, monkeypatch):
+    """Issue 37: a row of one seed stood under 'mean and minimum over seeds 0, 1, 2'."""
+    partial = [*SHORT[:2], make_run("copy", 6, 0, steps=STEPS)]  # copy L = 6 kept only its seed 0
+    monkeypatch.setattr(lab.presets, "preset", lambda name: partial)
+    for run in partial:
+        store.get_run(run)
+    at = app()
+    assert "Mean and minimum over seeds 0, 1 (copy L = 6: seed 0):" in texts(at.caption)
+    assert "(2 blocks by default; the Regimes page's depth experiment goes to 8)" in texts(at.markdown)
+    accuracy = at.dataframe[0].value
+    assert accuracy[["task", "length", "seeds"]].values.tolist() == [["copy", 4, 2], ["copy", 6, 1]]
+
+
 def test_a_changed_key_keeps_every_run_and_home_says_how_many_it_affects(empty_store, monkeypatch, capsys):
     """Issue 27.1: the server's startup `cache check --repair` under another ATTNCORE_CACHE_KEY deletes nothing;
     Home counts only the runs it can verify, and says why the others are not served and what to do."""

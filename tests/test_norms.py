@@ -27,7 +27,7 @@ from torch_reference import TorchModel, torch_loss_and_grads  # noqa: E402
 
 def torch_figures(run, params, batch):
     """The figures of one batch recomputed in PyTorch: grad norms (n_layers, 4), residual norms, max |q·k|/scale,
-    entropy and saturated share of the rows 1..T-1 (n_layers each)."""
+    entropy and saturated share of the rows 1..T-1, norms.measured_rows (n_layers each)."""
     model = TorchModel(run.model, params)
     _, grads = torch_loss_and_grads(model, batch, run.task.length)
     gnorms = np.array(
@@ -54,7 +54,8 @@ def torch_figures(run, params, batch):
         scores = q @ k.transpose(-2, -1) / (math.sqrt(cfg.d_head) if cfg.scaling else 1.0)
         future = torch.ones(T, T, dtype=torch.bool).triu(1)
         logit.append(scores.abs().masked_fill(future, 0).max().item())
-        w = torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1)[:, :, 1:]
+        rows = nm.measured_rows(run.task.length)  # the query rows the pages say the figures cover
+        w = torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1)[:, :, rows.start : rows.stop]
         entropy.append(-(w * torch.log(torch.where(w > 0, w, torch.ones_like(w)))).sum(-1).mean().item())
         saturated.append((w.max(-1).values > nm.SATURATED).double().mean().item())
     return gnorms, np.array(resid), np.array(logit), np.array(entropy), np.array(saturated)

@@ -135,13 +135,13 @@ def ensure_trained(
         button = st.empty()
         if not sweeps.train_button("Train the missing: ", missing, key, command, place=button):
             return None
+        notice.empty()  # from here the sweep's own line counts the runs cached and trained: this count goes stale
         if runs.sweep(missing, what, cached_before=len(records)) is None:
             return None
         records, missing = runs.cached_many(wanted)
         if missing:
             return None
-        notice.empty()  # the notice and the button said what was missing: no longer true
-        button.empty()
+        button.empty()  # it said what was missing: no longer true
     return {r.config: r for r in records}
 
 
@@ -164,9 +164,10 @@ DISPLAY_NAMES = {
 }
 
 
-def comparison_table(comparisons: pd.DataFrame, **names) -> None:
-    """The paired differences as text with magnitudes that fit (lab.compare.display), metrics by their short names."""
-    shown = compare.display(comparisons).rename(columns=names | DISPLAY_NAMES)
+def comparison_table(comparisons: pd.DataFrame, each: bool = False, **names) -> None:
+    """The paired differences as text with magnitudes that fit (lab.compare.display), metrics by their short names;
+    each=True: every number as the command line prints it (3 significant digits, p 0.03125)."""
+    shown = compare.display(comparisons, each=each).rename(columns=names | DISPLAY_NAMES)
     baselines, floors = list(dict.fromkeys(comparisons["baseline"])), list(dict.fromkeys(shown["p floor"]))
     every_seed = bool((comparisons["n_nonzero"] == comparisons["n"]).all())
     # So that the table fits 1,280 px: a baseline or a floor shared by every row is said once below it, not
@@ -215,12 +216,12 @@ TABLE_TITLES = {
 }
 
 
-def comparison_tables_by_metric(comparisons: pd.DataFrame, **names) -> None:
+def comparison_tables_by_metric(comparisons: pd.DataFrame, each: bool = False, **names) -> None:
     """comparison_table once per metric under its title: without the metric column, a wide comparison (many
     levels, cells or test lengths) fits the main area."""
     for metric in dict.fromkeys(comparisons["metric"]):
         st.markdown(f"**{TABLE_TITLES.get(metric, metric)}**")
-        comparison_table(comparisons[comparisons["metric"] == metric], **names)
+        comparison_table(comparisons[comparisons["metric"] == metric], each=each, **names)
 
 
 def show_tables(

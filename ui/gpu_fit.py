@@ -209,8 +209,9 @@ def engine_caption(fit: eng.EngineFit) -> str:
     names = {"non_torch": "non-torch", "kv": "KV cache"}
     estimates = [names.get(k, k) for k, kind in fit.kinds.items() if kind == "estimate"]
     text = (
-        "Each figure is marked exact (the engine's own arithmetic on exact inputs), measured (typed from your log) "
-        "or estimate; a figure computed from an estimate is an estimate"
+        "Each figure is marked exact (the engine's own arithmetic on exact inputs), measured (typed from your log; "
+        "the budget's 'measured (published log)': a card's total read from a published vLLM log) or estimate; a "
+        "figure computed from an estimate is an estimate"
         + (f", so here {', '.join(estimates)} are estimates. " if estimates else ". ")
     )
     weights = "the checkpoint's stored bytes ÷ tp" if fit.weight_format else "parameters × bytes ÷ tp"
@@ -278,6 +279,7 @@ def simple(base, geometry: dict, context: int, batch: int, dtype: str, params: i
     sold = "the card as sold (GB = 10⁹ B); the card reports less" if unit == "GB" else "what the driver reports"
     st.caption(
         f"This fit takes a flat reserve of {sold}, and the engine also keeps its activation peak: choose the "
-        "serving engine's fit above for what vLLM will report."
+        "serving engine's fit above for what vLLM will report. So its four figures are estimates; the cache's and "
+        "the weights' sizes above them are exact (bytes per element × the shapes and parameters)."
     )
     return fit.budget_bytes

@@ -45,6 +45,12 @@ def _grad_norms(params, run: RunConfig, batch: np.ndarray) -> np.ndarray:
     )
 
 
+def measured_rows(length: int) -> range:
+    """The query rows the attention entropy and the saturated share are over, for task length L: 1..2L−1 of the 2L
+    input positions, the prompt's and the answer's alike (row 0 sees one key only and is trivially saturated)."""
+    return range(1, 2 * length)
+
+
 def _forward_sums(params, run: RunConfig, seqs: np.ndarray) -> np.ndarray:
     """(n_layers, 4) over some sequences' inputs, per layer: the sum over tokens of the residual norm ‖x‖₂ after
     the block, the largest |q·k|·scale over allowed (causal) pairs, and over the queries that see two keys or

@@ -323,7 +323,8 @@ def engine_fit(
         longest = _longest(needed, kv) if kv > 0 else 0
         cpu_blocks = None
     fit = {"kv_bytes": kv, "tokens": tokens, "num_blocks": blocks, "needed": needed, "longest": longest}
-    kinds = figure_kinds(measured, total_known=gpu is None or CARDS.get(gpu) is None or CARDS[gpu].logged)
+    card = CARDS.get(gpu) if gpu is not None else None
+    kinds = figure_kinds(measured, total_kind="exact" if card is None else "measured" if card.logged else "estimate")
     error = _error(s, fit)
     if error and s.version == "v1" and longest is not None:
         longest = min(longest, s.max_model_len)  # vLLM searches below the max_model_len asked for
@@ -338,12 +339,13 @@ def engine_fit(
 KIND_FIGURES = ("budget", "weights", "non_torch", "activation", "kv", "blocks", "tokens", "concurrency")
 
 
-def figure_kinds(measured: tuple[str, ...], total_known: bool = True) -> dict[str, str]:
-    """Each figure's kind: measured (typed from the user's log), estimate, or exact (the engine's arithmetic on
-    exact inputs); a figure computed from others is the least sure of them. The budget is exact unless the card's
-    total is itself an estimate (a card with no vLLM log naming it); the cache is budget − weights − non-torch −
-    activation unless --kv-cache-memory-bytes was given, and the blocks, tokens and concurrency follow from it."""
-    out = {"budget": "exact" if total_known else "estimate"}
+def figure_kinds(measured: tuple[str, ...], total_kind: str = "exact") -> dict[str, str]:
+    """Each figure's kind: measured (typed from the user's log, or a card's total read from a published vLLM log),
+    estimate, or exact (the engine's arithmetic on exact inputs); a figure computed from others is the least sure
+    of them. The budget (total × utilization) takes the total's kind: exact for a typed total, measured for a card
+    a published vLLM log names, an estimate otherwise; the cache is budget − weights − non-torch − activation
+    unless --kv-cache-memory-bytes was given, and the blocks, tokens and concurrency follow from it."""
+    out = {"budget": total_kind}
     out |= {k: "measured" if k in measured else "estimate" for k in ("weights", "non_torch", "activation")}
     out["kv"] = "measured" if "kv_cache_memory" in measured else worst(*out.values())
     return out | {k: out["kv"] for k in ("blocks", "tokens", "concurrency")}
@@ -390,7 +392,8 @@ def log_lines(f: EngineFit) -> list[str]:
 
 def deductions(f: EngineFit) -> list[dict]:
     """Each step of the budget with its formula, the numbers substituted, the result in GiB and its kind
-    (exact: the engine's arithmetic; estimate; measured: from the user's log)."""
+    (exact: the engine's arithmetic; estimate; measured: from the user's log, or 'measured (published log)' for a
+    card's total read from a published vLLM log)."""
     g, pct, kind = GIB, f.budget_bytes / f.total_bytes, f.kinds.get
     p = f.activation_parts
     bits = DTYPE_BITS[f.weight_dtype]
@@ -409,7 +412,7 @@ def deductions(f: EngineFit) -> list[dict]:
             "total × gpu_memory_utilization",
             f"{f.total_bytes / g:.2f} GiB × {pct:.2f}",
             f.budget_bytes,
-            kind("budget"),
+            "measured (published log)" if kind("budget") == "measured" else kind("budget"),
         ),
         (
             "weights",

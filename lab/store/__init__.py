@@ -150,7 +150,9 @@ class _Entry:
 
         index.touch(self.func_dir, self.path.name)
         try:
-            if self.path.name not in index.read(self.location, self.func_dir):
+            if not index.lists(self.location, self.path.name) and self.path.name not in index.read(
+                self.location, self.func_dir
+            ):
                 line = index.describe_entry(self.path, meta)
                 index.update(self.location, self.func_dir, {self.path.name: line})
         except OSError:

@@ -135,16 +135,17 @@ def size_in(n: float, unit: str) -> str:
 
 def fit_metrics(f: Fit, c: KVCache, unit: str = "GB") -> list[Metric]:
     """Tokens that fit, the longest context at the workload's batch, the largest batch at its context, and what is
-    left for the cache in the unit the GPU was given in (GB or GiB)."""
+    left for the cache in the unit the GPU was given in (GB or GiB); each note ends in the figure's kind, as the
+    engine fit's do: an estimate, since each rests on the flat reserve standing in for what an engine keeps."""
     longest = "any" if f.max_context is None else f"{f.max_context:,}"
     return [
-        ("Cached tokens that fit", f"{f.tokens_that_fit:,}", "over all sequences"),
-        ("Longest context", longest, f"at batch {c.batch:,}"),  # labels short enough for any batch or context
-        ("Largest batch", f"{f.max_batch:,}", f"at context {c.context:,}"),
+        ("Cached tokens that fit", f"{f.tokens_that_fit:,}", "all sequences, estimate"),
+        ("Longest context", longest, f"at batch {c.batch:,}, estimate"),  # short enough for any batch or context
+        ("Largest batch", f"{f.max_batch:,}", f"at context {c.context:,}, estimate"),
         (
             "Left for the cache",
             size_in(max(f.budget_bytes, 0), unit),
-            f"of {f.gpu_bytes / SIZE_UNITS[unit]:.4g} {unit}",
+            f"of {f.gpu_bytes / SIZE_UNITS[unit]:.4g} {unit}, estimate",
         ),
     ]
 
