@@ -190,6 +190,9 @@ def test_the_page_hands_its_secrets_cap_to_the_training_worker(cache, monkeypatc
     captured = []
 
     class Pool:  # the worker pool, replaced: what the page submits is recorded, nothing trains
+        def started(self):
+            return True
+
         def submit(self, fn, *args):
             captured.append(args)
             raise RuntimeError("captured")  # the page reports a failed training in one line
