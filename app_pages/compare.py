@@ -23,13 +23,14 @@ label = compare_view.factor_label
 c1, c2, c3 = st.columns([2, 2, 1])
 with c1:
     factor = url_select("Setting to vary", "cmp_factor", list(FACTORS), "position", format_func=label)
-with c2:
+with c2:  # only settings the panels can be by: not the one varied, nor d beside d_k (a d_k level sets d)
     facet = url_select(
         "Panels by (optional)",
         "cmp_facet",
-        ["none", *FACTORS],
+        ["none", *(f for f in FACTORS if f != factor and {f, factor} != {"d", "d_k"})],
         "none",
         format_func=lambda f: f if f == "none" else label(f),
+        help="Any setting but the one varied; d and d_k never together (a d_k level sets d).",
     )
 with c3:
     seeds = compare_view.seeds_input("cmp_seeds", default=6)
@@ -38,10 +39,7 @@ levels = compare_view.level_picker(
     factor, f"{label(factor)}: levels (the first is the baseline)", f"cmp_lv_{factor}", lim, heads
 )
 facet_levels = []
-if facet == factor or {facet, factor} == {"d", "d_k"}:
-    why = " (a d_k level sets d)" if facet != factor else ""
-    st.caption(f"The panels must be by another setting than the one varied{why}: showing one panel.")
-elif facet != "none":
+if facet != "none":
     facet_levels = compare_view.level_picker(facet, f"{label(facet)}: one panel each", f"cmp_fv_{facet}", lim, heads)
 facet = facet if facet_levels else None  # no panel levels chosen: one panel
 if "d_k" in (factor, facet):

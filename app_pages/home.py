@@ -9,14 +9,16 @@ import streamlit as st
 from attncore import ConfigError
 from lab import provenance
 from lab.presets import preset
+from lab.regimes import DEPTHS
 from lab.store import list_cached
-from lab.tables import ablation_table, accuracy_table, runs_frame
+from lab.tables import ablation_table, accuracy_table, runs_frame, seeds_text
 from ui import bundles, nav, runs, sidebar, sweeps, tables
 from ui.plain import plain
 
 st.title("Attention Lab")
 st.markdown(
-    "A two-block Transformer decoder written in NumPy, with its backward pass by hand, learns to **copy**, "
+    f"A Transformer decoder written in NumPy ({tables.count(sidebar.DEFAULTS['layers'][1], 'block')} by default; "
+    f"the Regimes page's depth experiment goes to {max(DEPTHS)}), with its backward pass by hand, learns to **copy**, "
     "**sort** or **reverse** a short sequence of symbols. Every training is a pure function of its configuration: "
     "it runs once, lands in a cache, and is served from there in milliseconds. Pick a configuration in the "
     "sidebar, then train it, compare it across seeds and ablations, and look inside its attention heads."
@@ -38,13 +40,15 @@ with share:  # an upload lands in the store before anything below is counted
     bundles.share_section()
 _, missing = runs.cached_summaries(article)
 swept = None
-label = f"Reproduce the article: train {sweeps.cost(missing)}" if missing else ""
 if missing:
     results.caption(
-        "The button says how long the missing runs should take here: estimated from their sizes, steps and batch by "
-        f"a cost model timed on this server, {sweeps.workers()} at a time."
+        "The button says how long the missing runs should take here, and their computing (CPU time): estimated from "
+        f"their sizes, steps and batch by a cost model timed on this server, {sweeps.workers()} at a time."
     )
-if missing and button.button(label, type="primary", key="reproduce"):
+clicked = missing and sweeps.train_button(
+    "Reproduce the article: train ", missing, "reproduce", "python -m attncore sweep --preset article", place=button
+)
+if clicked:
     with results:  # the progress shows under the button
         swept = runs.sweep(article, "Article sweep")
     if swept is not None:
@@ -80,9 +84,8 @@ if done:
     with results:
         st.subheader("Accuracy by task and length")
         accuracy = accuracy_table(done)
-        seeds = ", ".join(str(s) for s in sorted(set(runs_frame(done)["seed"])))
         tables.show(accuracy)
-        st.caption(f"Mean and minimum over seeds {seeds}: per token, and per sequence (all L symbols right).")
+        st.caption(f"Mean and minimum over {seeds_text(done)}: per token, and per sequence (all L symbols right).")
         st.subheader("Ablations: copy, L = 6, seed 0")
         tables.show(ablation_table(done)[["variant", "test_loss", "token_accuracy", "sequence_accuracy"]])
         st.caption(

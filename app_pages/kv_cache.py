@@ -8,39 +8,15 @@ from attncore.serving import kvcache as kv
 from attncore.serving.kvbench import benchmark_generation
 from attncore.serving.parameters import describe_attncore
 from attncore.serving.presets import PRESETS
-from ui import docs, gpu_fit
+from attncore.serving.weights import FLOAT_DTYPES
+from ui import docs, gpu_fit, kv_model, weights_form
 from ui.charts import calculators as cc
+from ui.config_input import FILE, reader
+from ui.kv_model import CUSTOM, NAMES
 from ui.limits import BusyError, limits, training_slot
 from ui.params import show_invalid, url_number, url_radio, url_select, url_toggle
 
-CUSTOM = "custom"  # keeps the geometry as it is; a fresh URL starts it from the lab's model
-GEOMETRY = {"n_layers": ("Layers", None), "n_heads": ("Query heads", None), "kv_heads": ("KV heads", "1: MQA")}
-GEOMETRY |= {"head_dim": ("Head dim", None)}
-# features a model may not have: a switch, then its sizes (field: label, smallest value), never a magic 0
-OPTIONAL = {
-    "window_on": ("Sliding window", {"window": ("Window (tokens)", 1)}),
-    "mla_on": ("Latent cache (MLA)", {"kv_lora_rank": ("MLA latent rank", 1), "rope_head_dim": ("MLA RoPE dims", 0)}),
-}
-SHOWN_WHEN_OFF = {"window": 4096, "kv_lora_rank": 512, "rope_head_dim": 64}  # the inputs' values while switched off
 FIT_MODES = {"simple": "Simple: weights + a reserve", "vllm": "As the serving engine sees it (vLLM)"}
-
-
-def preset_geometry(name: str) -> dict:
-    """The preset's geometry as the page's widgets hold it: switches on/off, every size a number."""
-    g = kv.cache_geometry(PRESETS["attncore" if name == CUSTOM else name].arch)
-    on = {"window_on": g["window"] is not None, "mla_on": g["kv_lora_rank"] > 0}
-    sizes = {f: g[f] or SHOWN_WHEN_OFF[f] for f in SHOWN_WHEN_OFF}
-    return g | sizes | on
-
-
-FIELDS = [*GEOMETRY, *OPTIONAL, *(f for _, sizes in OPTIONAL.values() for f in sizes)]
-
-
-def load_preset() -> None:
-    """Fill the geometry from the chosen preset; 'custom' sets it again as it is, so the URL keeps it."""
-    name = st.session_state["kv_preset"]
-    values = {f: st.session_state[f"kv_{f}"] for f in FIELDS} if name == CUSTOM else preset_geometry(name)
-    st.session_state.update({f"kv_{f}": values[f] for f in FIELDS})
 
 
 def show(metrics: list[tuple[str, str, str]]) -> None:
@@ -52,46 +28,44 @@ st.title("KV cache")
 st.caption(
     "Keys and values of every past token, kept so each new token costs one step, not a re-read of the whole "
     "prefix: 2 · layers · KV heads · head dim · tokens · batch · bytes. Watch how GQA, MQA and latent (MLA) "
-    "caches shrink it, how it grows with context and batch until the GPU is full."
+    "caches shrink it, how sliding windows cap it, how it grows with context and batch until the GPU is full."
 )
 docs.link("the-key-value-cache", "The key-value cache explained, with the article's worked examples")
+reader("kv_", kv_model.from_file)
 cols = st.columns(4)
 with cols[0]:
-    preset = url_select("Preset", "kv_preset", [CUSTOM, *PRESETS], "llama-3-8b", on_change=load_preset)
+    preset = url_select("Preset", "kv_preset", [CUSTOM, FILE, *PRESETS], "llama-3-8b", on_change=kv_model.load_preset,
+                        format_func=lambda n: NAMES.get(n, n))  # fmt: skip
 with cols[1]:
     context = url_number("Context (tokens per sequence)", "kv_context", 8192, 1, 10**8)
 with cols[2]:
     batch = url_number("Batch (sequences)", "kv_batch", 1, 1, 10**6)
 with cols[3]:
     dtype = url_select("Cache element type", "kv_dtype", kv.DTYPES, "fp16")
-default, geometry = preset_geometry(preset), {}
-with st.container(border=True):
-    for col, (f, (label, hint)) in zip(st.columns(len(GEOMETRY)), GEOMETRY.items(), strict=True):
-        with col:
-            geometry[f] = url_number(label, f"kv_{f}", default[f], 0, 10**7, help=hint)
-    for col, (switch, (label, sizes)) in zip(st.columns(len(OPTIONAL)), OPTIONAL.items(), strict=True):
-        with col:
-            on = url_toggle(label, f"kv_{switch}", default[switch])
-            for f, (size_label, low), size_col in zip(sizes, sizes.values(), st.columns(len(sizes)), strict=True):
-                with size_col:
-                    value = url_number(size_label, f"kv_{f}", default[f], low, 10**7, disabled=not on)
-                geometry[f] = value if on else None
-    if preset == CUSTOM and url_toggle("Count the weights", "kv_weights_on", False):
-        params = url_number("Weights (parameters)", "kv_weights", 10**9, 1, 10**13)
-    else:
-        params = None
-geometry["kv_lora_rank"], geometry["rope_head_dim"] = geometry["kv_lora_rank"] or 0, geometry["rope_head_dim"] or 0
-base = None if preset == CUSTOM else PRESETS[preset].arch
+geometry, params, base = kv_model.inputs(preset)
+storage_fields = None
+if base is not None:
+    with st.expander("How the weights are stored: quantisation (the element type is the fit's)"):
+        storage_fields = weights_form.fields("kv_", PRESETS[preset].weights if preset in PRESETS else
+                                             weights_form.UNQUANTISED)  # fmt: skip
 if base and base.position == "learned" and context > base.max_len:
     st.warning(f"{preset} has {base.max_len:,} learned positions: it cannot read a context of {context:,}.")
-try:
-    cache = kv.workload(base, geometry, context, batch, dtype, weight_params=params or None)
+try:  # the weights beside the cache in its element type (a quantisation leaves the rest in fp16 if that is int)
+    rest = dtype if dtype in FLOAT_DTYPES else "fp16"
+    fmt = gpu_fit.quantised(storage_fields, rest, kv.with_geometry(base, geometry)) if base is not None else None
+    cache = kv.workload(base, geometry, context, batch, dtype, weight_params=params or None,
+                        weight_storage=gpu_fit.storage_of(fmt))  # fmt: skip
 except ConfigError as e:
     show_invalid(e, "workload")
     st.stop()
 
 show(cc.cache_metrics(cache))
 window = f", the window keeps {cache.tokens_per_layer:,} per layer" if cache.window else ""
+if cache.window and cache.window_layers < cache.n_layers:
+    window = (
+        f"; the {cache.window_layers} windowed layers keep {cache.tokens_per_layer:,} tokens each, the "
+        f"{cache.n_layers - cache.window_layers} full ones all {context:,}"
+    )
 st.caption(
     f"Exactly {kv.human_bytes(cache.bytes)} for {context:,} tokens × batch {batch:,}{window}; "
     f"{cache.bits_per_element:.3g} bits per cached number (int8/int4 carry an fp16 scale per {cache.group_size})."
@@ -109,11 +83,13 @@ if mode == "vllm":
     except ConfigError as e:
         show_invalid(e, "model")
         st.stop()
-    budget = gpu_fit.engine(arch, context, params or None, custom=base is None)
+    budget = gpu_fit.engine(arch, context, params or None, custom=base is None, storage=storage_fields)
     if budget is None:
         st.stop()
 else:
-    budget = gpu_fit.simple(base, geometry, context, batch, dtype, params or None)
+    budget = gpu_fit.simple(base, geometry, context, batch, dtype, params or None, storage=storage_fields)
+    if budget is None:
+        st.stop()
 
 st.subheader("Memory against context")
 left, right = st.columns([3, 2])
@@ -130,6 +106,8 @@ kinds = ["MHA keeps every query head's keys and values"]
 kinds += ["GQA one pair per group"] if any(v.startswith("GQA") for v in drawn) else []
 kinds += ["MQA a single pair"] + (["MLA one compressed latent"] if any(v.startswith("MLA") for v in drawn) else [])
 window_note = " The sliding window flattens every curve once the context passes it." if geometry["window"] else ""
+if geometry["window"] and cache.window_layers < cache.n_layers:
+    window_note = " Past the window only the full layers' cache keeps growing: each curve bends, then climbs slower."
 st.caption(
     f"Same layers and head size, {dtype}; {', '.join(kinds)}. The grey line is the room the GPU leaves for the "
     f"cache.{window_note} The longest context above is a bound set by memory alone: a model is only reliable up "

@@ -90,7 +90,8 @@ with run_tab:
             f"({f'{sweeps.cost(to_train)} to train' if to_train else 'all cached'}), "
             "then evaluated at the lengths above."
         )
-        if not st.button(f"Compare the encodings over {tables.count(n_seeds, 'seed')}", key="len_compare"):
+        if not st.button(f"Compare the encodings over {tables.count(n_seeds, 'seed')}", key="len_compare",
+                         type="primary"):  # fmt: skip
             st.stop()
         st.session_state["_len_compared"] = wanted
     found, missing = runs.cached_many(compare)

@@ -4,88 +4,94 @@ import streamlit as st
 
 from attncore import ConfigError
 from attncore.serving import parameters as calc
+from attncore.serving.kvcache import DTYPES
 from attncore.serving.presets import PRESETS
+from attncore.serving.weights import WeightFormat, stored_weights, weights_checked
 from lab import formats
-from ui import docs
+from ui import docs, model_form, weights_form
 from ui.charts import calculators as cc
-from ui.params import folded, show_invalid, url_number, url_select, url_toggle
+from ui.config_input import FILE, read_model, reader, show_read
+from ui.params import folded, show_invalid, url_select
 
 CUSTOM = "custom"  # keeps the fields as they are; a fresh URL starts it from the lab's model
-MAIN = {"d_model": "Width d_model", "n_layers": "Layers", "n_heads": "Query heads", "n_kv_heads": "KV heads"}
-MAIN |= {"head_dim": "Head dim", "d_ff": "FFN width", "ffn": "FFN kind", "bias": "Biases"}
-MAIN |= {"norm": "Norm", "vocab_size": "Vocabulary", "position": "Positions", "max_len": "Learned positions"}
-MAIN |= {"tied_embeddings": "Tied embeddings", "final_norm": "Final norm", "head_bias": "Output-head bias"}
-MORE = {"kv_lora_rank": "MLA latent rank", "q_lora_rank": "MLA query rank", "rope_head_dim": "MLA RoPE dim"}
-MORE |= {"v_head_dim": "MLA value dim", "n_experts": "Routed experts", "moe_d_ff": "Expert width"}
-MORE |= {
-    "experts_per_token": "Experts per token",
-    "n_shared_experts": "Shared experts",
-    "n_dense_layers": "Dense layers",
-}
-# fields whose 0 means "derived": offered as a named choice, not a magic zero (the Decoder still stores 0)
-DERIVED = {"n_kv_heads": ("= query heads", 256), "head_dim": ("d ÷ heads", 1024)}  # fits its select
-DERIVED |= {"v_head_dim": ("= head dim", 1024)}
+MAIN = ["d_model", "n_layers", "n_heads", "n_kv_heads", "head_dim", "d_ff", "ffn", "bias", "norm", "vocab_size"]
+MAIN += ["position", "max_len", "tied_embeddings", "final_norm", "head_bias", "norm_placement", "qk_norm"]
+MORE = ["kv_lora_rank", "q_lora_rank", "rope_head_dim", "v_head_dim", "n_experts", "moe_d_ff", "experts_per_token"]
+MORE += ["n_shared_experts", "n_dense_layers", "router_bias", "attention_sinks"]
 LIVE_LIMIT = 20_000_000  # parameters instantiated for the live cross-check
+NAMES = {CUSTOM: CUSTOM, FILE: "from config.json"}
 
 
 def load_preset() -> None:
-    """Fill every field from the chosen preset; 'custom' sets them again as they are, so the URL keeps them."""
-    name, keys = st.session_state["par_preset"], {f"par_{f}": f for f in MAIN | MORE}
-    values = (
-        {f: st.session_state[k] for k, f in keys.items()} if name == CUSTOM else calc.form_values(PRESETS[name].arch)
-    )
-    st.session_state.update({k: values[f] for k, f in keys.items()})
+    """Fill every field from the chosen preset; 'custom' and a config.json keep them as they are (so the URL keeps
+    them)."""
+    name = st.session_state["par_preset"]
+    if name in PRESETS:
+        st.session_state.update(model_form.form_state("par_", PRESETS[name].arch, MAIN + MORE))
+        st.session_state.update(weights_form.fields_state("par_", PRESETS[name].weights))
 
 
-def field(f: str, label: str, d, peek: bool = False):
-    """One URL-mirrored widget per Decoder field: a toggle for a flag, a select for a choice, else a whole number."""
-    if isinstance(d, bool):
-        return url_toggle(label, f"par_{f}", d, peek=peek)
-    if f in calc.CHOICES:
-        return url_select(label, f"par_{f}", calc.CHOICES[f], d, peek=peek)
-    if f in DERIVED:
-        named, top = DERIVED[f]
-        shown = lambda v: named if v == 0 else f"{v:,}"  # noqa: E731
-        return url_select(label, f"par_{f}", range(top + 1), d, format_func=shown, peek=peek)
-    return url_number(label, f"par_{f}", d, 0, 10**8, peek=peek)  # the Decoder rejects a bad 0, with a message
-
-
-def inputs(labels: dict, default: dict, n_cols: int = 5) -> dict:
-    cols, out = st.columns(n_cols), {}
-    for i, (f, label) in enumerate(labels.items()):
-        with cols[i % n_cols]:
-            out[f] = field(f, label, default[f])
-    return out
+def from_file(model) -> dict:
+    """The session state that shows a config.json's model: every field, its storage, the preset select on it."""
+    state = model_form.form_state("par_", model.arch, MAIN + MORE) | weights_form.fields_state("par_", model.weights)
+    return state | {"par_preset": FILE, "par_wdtype": model.weights.dtype}
 
 
 st.title("Parameters")
 st.caption(
     "Every trained tensor of a decoder-only transformer, counted. Presets land exactly on their published "
-    "totals (✓); change any field to see where the parameters go: mostly the FFN, and the embeddings "
-    "when the vocabulary is large for the width."
+    "totals (✓); read your own model's config.json, or change any field to see where the parameters go: mostly "
+    "the FFN, and the embeddings when the vocabulary is large for the width."
 )
 docs.link("parameter-count", "Where 12d² + 13d per block comes from")
+reader("par_", from_file)
 left, right = st.columns([1, 2], vertical_alignment="bottom")
 with left:
-    preset = url_select("Preset", "par_preset", [CUSTOM, *PRESETS], "gpt2", on_change=load_preset)
-base = PRESETS["attncore"].arch if preset == CUSTOM else PRESETS[preset].arch
-right.caption("Fields start from the lab's model." if preset == CUSTOM else f"**Source:** {PRESETS[preset].source}.")
+    preset = url_select("Preset", "par_preset", [CUSTOM, FILE, *PRESETS], "gpt2", on_change=load_preset,
+                        format_func=lambda n: NAMES.get(n, n))  # fmt: skip
+known = preset in PRESETS
+base = PRESETS[preset].arch if known else PRESETS["attncore"].arch
+if known:
+    right.caption(f"**Source:** {PRESETS[preset].source}.")
+else:
+    right.caption("Fields start from the lab's model." if preset == CUSTOM else "Fields read from a config.json.")
 default = calc.form_values(base)
 with st.container(border=True):
-    values = inputs(MAIN, default)
-more = {f: field(f, label, default[f], peek=True) for f, label in MORE.items()}
-with folded("Latent attention (MLA) and mixture of experts (MoE): a rank or count of 0 means none", "par_more",
+    values = model_form.inputs("par_", MAIN, default)
+more = model_form.peeked("par_", MORE, default)
+with folded("Latent attention (MLA), mixture of experts (MoE), sinks: a rank or count of 0 means none", "par_more",
             lambda: calc.with_form_values(base, values | more), MORE):  # fmt: skip
-    values |= inputs(MORE, default)
+    values |= model_form.inputs("par_", MORE, default)
+    st.caption(model_form.TOGGLES_SAID)
 try:
     arch = calc.with_form_values(base, values)
 except ConfigError as e:
     show_invalid(e, "architecture")
     st.stop()
+if preset == FILE:
+    model, now = read_model("par_"), calc.form_values(arch)
+    read = calc.form_values(model.arch) if model is not None else now  # the counted fields, not the window
+    show_read("par_", any(now[f] != read[f] for f in MAIN + MORE), arch.describe())
+
+with st.expander("How the weights are stored: element type, quantisation"):
+    left, right = st.columns([1, 4])
+    stored_default = PRESETS[preset].weights if known else WeightFormat()
+    with left:
+        dtype = url_select("Element type", "par_wdtype", DTYPES, "bf16", help="of every tensor a quantisation leaves")
+    with right:
+        try:
+            storage = weights_form.storage("par_", dtype, stored_default)
+            stored = stored_weights(arch, storage) if storage != WeightFormat("bf16") else None
+            if stored is not None:
+                weights_checked(storage, arch)
+        except ConfigError as e:
+            show_invalid(e, "weight storage")
+            stored = None
 
 count = calc.count_parameters(arch)
-published = None if preset == CUSTOM else PRESETS[preset].published
-for col, metric in zip(st.columns([5, 5, 3, 3]), cc.count_metrics(count, published, preset, arch != base), strict=True):
+published = PRESETS[preset].published if known else None
+metrics = cc.count_metrics(count, published, NAMES.get(preset, preset), arch != base, stored)
+for col, metric in zip(st.columns([5, 5, 3, 3]), metrics, strict=True):
     col.metric(*metric, delta_color="off", delta_arrow="off")
 if count.active != count.total:
     st.caption(f"Mixture of experts: {count.active:,} parameters ({count.active / count.total:.0%}) used per token.")

@@ -33,7 +33,8 @@ if not cells:
     st.info("Pick at least one level of each setting above.", icon=":material/touch_app:")
     st.stop()
 wanted = regimes.all_runs(cells)
-by_run = compare_view.ensure_trained(wanted, f"Training the {experiment} experiment", "reg_train")
+command = regimes.command(experiment, len(seeds), options) if seeds[0] == 0 else None  # the CLI's seeds: 0..N-1
+by_run = compare_view.ensure_trained(wanted, f"Training the {experiment} experiment", "reg_train", command)
 if by_run is None:
     st.stop()
 summaries = {run: by_run[run].summary() for run in wanted}
@@ -48,10 +49,11 @@ if experiment == "depth":
     st.subheader("Gradient norms by block at initialisation")
     frame = view.norms_at_init(cells, "Gradient norms at initialisation")
     st.altair_chart(charts.grad_norms(frame), width="content")
+    st.markdown(plain(regimes.gradient_finding(frame)))
     st.caption(
         f"‖∂L/∂W‖ of each block's FFN output matrix, mean over {view.norms.N_BATCHES} fixed batches of the task, "
-        "on the first seed's initial weights (the same at every learning rate). Xiong et al.'s Fig. 3 is this "
-        "picture: post-LN's norm near the output against pre-LN's. `python -m attncore norms` prints all four "
+        "on the first seed's initial weights (the same at every learning rate). Xiong et al.'s Fig. 3 draws the "
+        "norm by layer within one model, post-LN's against pre-LN's. `python -m attncore norms` prints all four "
         "matrices and their spread."
     )
     deepest = max(c.key["layers"] for c in cells)
@@ -70,8 +72,10 @@ elif experiment == "heads":
     st.subheader("Attention entropy and saturation")
     st.altair_chart(charts.attention_by_size(view.attention_after(cells, by_run, "Attention figures")), width="content")
     st.caption(
-        "Mean over the layers and the fixed batches of the first seed's run; a row is saturated when one key takes "
-        "more than 0.99 of its weight. The Scaling page measures Var(q·k) = d_k on random inputs."
+        "At initialisation dashed with triangles, after training solid with dots. Mean over the layers and the fixed "
+        "batches of the first seed's run, "
+        f"{view.entropy_rows(wanted[0].task.length)}; a row is saturated when one key takes more than 0.99 of its "
+        "weight. The Scaling page measures Var(q·k) = d_k on random inputs."
     )
     st.page_link("app_pages/scaling.py", label="Scaling: Var(q·k) = d_k, measured", icon=":material/straighten:")
     st.subheader("The largest attention logit over training")
@@ -91,8 +95,8 @@ else:
     st.altair_chart(charts.against(by_lr, "lr", "learning rate", log_x=True, log_y=True), width="content")
     initial = view.initial_loss(cells)
     best = regimes.lr_summary(cells, summaries, initial)
-    fair = regimes.at_best(cells, summaries)
-    view.lr_tables(best, fair, initial)
+    fair = regimes.at_best(cells, summaries, initial)
+    view.lr_tables(best, fair)
 
 st.subheader("Every cell, paired by seed")
 view.cell_table(rows, runs_per_seed=len(wanted) // len(seeds))

@@ -85,7 +85,7 @@ if missing:
         f"yet**; {shown}."
     )
     button = st.empty()
-    if button.button(f"Train the missing: {sweeps.cost(missing)}", type="primary", key="train_missing"):
+    if sweeps.train_button("Train the missing: ", missing, "train_missing", place=button):
         if runs.sweep(missing, "Training the missing runs", cached_before=len(records)) is not None:
             records, missing = runs.cached_many(grid)
             if not missing:  # the notice and the button said what was missing: no longer true

@@ -10,6 +10,7 @@ from ui.charts import regimes as regime_charts
 from ui.charts import runs as charts
 from ui.params import url_select_slider
 from ui.plain import plain
+from ui.regimes_view import entropy_rows
 
 st.title("Train")
 run = sidebar.selected_run()
@@ -68,7 +69,7 @@ if (lrs := lr_schedule(run.train)) is not None:
     st.altair_chart(charts.learning_rate_curve(frames.schedule_frame(lrs), step, steps), width="stretch")
     low, high = (formats.learning_rate(float(f"{v:.3g}")) if v else "0" for v in (min(lrs), max(lrs)))
     st.caption(
-        f"The learning rate of each step{plain(sidebar.schedule_text(run.train)).replace(' · ', ': ', 1)}; it runs "
+        f"The learning rate of each step{plain(sidebar.schedule_text(run.train).replace(' · ', ': ', 1))}; it runs "
         f"from {low} to {high} (Adam's step size before its bias correction). Same step axis as the loss curve above."
     )
 st.altair_chart(charts.snapshot_accuracy(frames.snapshot_frame(record.snapshots), step, steps), width="stretch")
@@ -107,7 +108,7 @@ else:
         f"At each of the {len(record.norms)} snapshots, on {snapshot_sequences(run)} fixed "
         "sequences of the task (the same for every run of this task and length): the gradient norm of each block's "
         "FFN output matrix, the residual stream's mean norm after the block, the largest attention logit "
-        "|q·k|/scale and the mean attention entropy of the rows that see two keys or more. The Regimes page sets "
+        f"|q·k|/scale and the mean attention entropy {entropy_rows(run.task.length)}. The Regimes page sets "
         "them beside each other across depths and head sizes; `python -m attncore norms --json` prints all four "
         "matrices and the initial figures."
     )

@@ -109,5 +109,10 @@ def parse_size(text: str) -> int:
 
 
 def human(n: float) -> str:
-    """Bytes in GiB above 1 GiB, else MiB."""
-    return f"{n / GIB:,.1f} GiB" if n >= GIB else f"{n / 2**20:,.0f} MiB"
+    """Bytes in GiB from 1 GiB, MiB from 1 MiB, KiB from 1 KiB, else bytes (3 significant digits below 100): a cap
+    of 1 byte is '1 byte', not '0 MiB', and 1500 bytes '1.46 KiB'."""
+    for unit, size in (("GiB", GIB), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            value = n / size
+            return f"{value:,.0f} {unit}" if value >= 100 else f"{value:.3g} {unit}"  # 1,536 MiB, 22.3 MiB, 1.46 KiB
+    return f"{n:,.0f} byte{'s' * (n != 1)}"

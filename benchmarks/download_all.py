@@ -1,27 +1,32 @@
-"""What Home's "Download all runs" costs the server: CPU seconds and peak memory to build the bundle of a full store,
-and what the server holds after many clicks.
+"""What Home's "Download all runs" costs the server: building the bundle of a full store once, then serving it.
 
-Usage: python benchmarks/download_all.py [--runs N] [--repeats R] [--clicks C]   (fills a temporary store with N
-fake runs of the default configuration's shapes, ~230 kB each, then builds the download as the button does:
-under a slot, streamed into a temporary file, read back once). Prints the median wall and CPU seconds, MB per
-second, and the peak resident memory added by one build (ru_maxrss, measured in a fresh subprocess); then, in
-another fresh subprocess, C clicks through Streamlit's MediaFileManager with no script run between them (the
-button's on_click="ignore", zip clocks two minutes apart), and what its media storage and the process's
-resident memory hold afterwards, as multiples of the bundle.
+Usage: python benchmarks/download_all.py [--runs N] [--repeats R] [--visitors V] [--clicks C]
+Fills a temporary store with N fake runs of the default configuration's shapes (~175 kB each), then:
+1. builds the bundle as the button does (ui.bundles.prepare_bundle: under a slot, streamed into a file under
+   static/downloads/), each time in a fresh subprocess: median wall and CPU seconds, MB/s, and the peak
+   resident memory one build adds (ru_maxrss);
+2. starts a real `streamlit run dashboard.py` on 127.0.0.1 over that store and downloads the file V x C times
+   (V threads at once, as V visitors clicking C times each): the server's resident memory before and after,
+   as multiples of the bundle, and the downloads' median seconds.
+The bundle's folder is deleted at the end.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks"), str(ROOT / "tests")]
 
 from store_listing import fill_store  # noqa: E402
 
@@ -30,68 +35,76 @@ from lab import store  # noqa: E402
 
 ONE_BUILD = """
 import resource, sys, time
+from lab import store
 from ui import bundles
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 start, cpu = time.perf_counter(), time.process_time()
-data = bundles.all_runs_bundle(10**12)
-print(time.perf_counter() - start, time.process_time() - cpu, len(data),
+path = bundles.prepare_bundle(store.listing_digest(), 10**12)
+print(time.perf_counter() - start, time.process_time() - cpu, path.stat().st_size,
       (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024)
+path.unlink()
 """
 
-CLICKS = """
-import sys, zipfile
-sys.path[:0] = ["tests"]
-import test_download_memory as t
-zipfile.time = t.MinutesApart()
-mgr = t.MediaFileManager(storage := t.MemoryMediaFileStorage("/media"))
-size = len(t.click(mgr, storage, 0))
-before = t.rss_bytes()
-for i in range(int(sys.argv[1])):
-    t.click(mgr, storage, i % 4)
-print(size, t.held(storage), t.rss_bytes() - before)
-"""
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmRSS")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=500)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--clicks", type=int, default=20)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--visitors", type=int, default=3)
+    parser.add_argument("--clicks", type=int, default=5)
     a = parser.parse_args()
+    from browser_helpers import streamlit_server
+
+    from ui import bundles
+
     with tempfile.TemporaryDirectory() as tmp:
         location = Path(tmp) / "cache"
         env = os.environ | {store.ENV_VAR: str(location)}
         os.environ[store.ENV_VAR] = str(location)
         fill_store(location, a.runs, make_run())  # the default configuration: 1,500 steps, d = 32
-        size = store.stored_bytes()
-        print(f"{a.runs} runs, {size / 2**20:.1f} MB stored")
+        print(f"{a.runs} runs, {store.stored_bytes() / 2**20:.1f} MB stored")
         rows = []
         for _ in range(a.repeats):
             done = subprocess.run(
-                [sys.executable, "-c", ONE_BUILD],
-                cwd=Path(__file__).resolve().parents[1],
-                env=env,
-                capture_output=True,
-                text=True,
-                check=True,
+                [sys.executable, "-c", ONE_BUILD], cwd=ROOT, env=env, capture_output=True, text=True, check=True
             )
             rows.append([float(x) for x in done.stdout.split()])
         wall, cpu, nbytes, rss = (statistics.median(col) for col in zip(*rows, strict=True))
-        print(f"median of {a.repeats}: {wall:.2f} s wall, {cpu:.2f} s CPU, {nbytes / 2**20 / wall:.0f} MB/s")
-        print(f"bundle {nbytes / 2**20:.1f} MB; peak resident memory added by one build: {rss:.0f} MB")
-        print(f"per 100 MB stored: {cpu * 100 * 2**20 / size:.2f} s CPU")
-        done = subprocess.run(
-            [sys.executable, "-c", CLICKS, str(a.clicks)],
-            cwd=Path(__file__).resolve().parents[1],
-            env=env,
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        nbytes, held, grown = (int(x) for x in done.stdout.split())
+        mb = nbytes / 2**20
+        print(f"build, median of {a.repeats}: {wall:.2f} s wall, {cpu:.2f} s CPU, {mb / wall:.0f} MB/s")
+        print(f"bundle {mb:.1f} MB; peak resident memory added by one build: {rss:.0f} MB ({rss / mb:.2f} bundles)")
+        path = bundles.prepare_bundle(store.listing_digest(), 10**12)
+        url_path = f"{bundles.STATIC_URL}/downloads/{path.parent.name}/{path.name}"
+        try:
+            with streamlit_server({store.ENV_VAR: str(location)}, Path(tmp) / "streamlit.log") as (base, proc):
+                urllib.request.urlopen(base, timeout=30).read()
+                time.sleep(2)
+                before = rss_mb(proc.pid)
+
+                def download(_):
+                    start = time.perf_counter()
+                    with urllib.request.urlopen(f"{base}/{url_path}", timeout=300) as response:
+                        got = len(response.read())
+                    assert got == nbytes, (got, nbytes)
+                    return time.perf_counter() - start
+
+                with ThreadPoolExecutor(a.visitors) as pool:
+                    seconds = list(pool.map(download, range(a.visitors * a.clicks)))
+                time.sleep(1)
+                after = rss_mb(proc.pid)
+        finally:
+            shutil.rmtree(path.parent, ignore_errors=True)
+        n = a.visitors * a.clicks
         print(
-            f"after {a.clicks} more clicks: Streamlit's media storage holds {held / nbytes:.2f} bundles, "
-            f"resident memory grew by {grown / nbytes:.2f} bundles ({grown / 2**20:.0f} MB)"
+            f"{n} downloads by {a.visitors} visitors at once: median {statistics.median(seconds):.2f} s each; server "
+            f"resident memory {before:.0f} -> {after:.0f} MB ({(after - before) / mb:+.2f} bundles)"
         )
 
 

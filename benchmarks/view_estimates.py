@@ -6,10 +6,12 @@ Views: Home's "Reproduce the article" (23 runs), Ablations' default (the base an
 encodings trained on lengths 1-8 for 3,000 steps over seeds 0-2, 15 runs; as ui.length_view.lit_runs builds them),
 and on request the Regimes page's three experiments at their defaults (lab.regimes: 144, 60 and 84 runs).
 Each is trained in an empty temporary store by ui.worker.train_with_progress on a loky pool of `--workers`
-processes (the dashboard's sweep: 2), its runs in order, each next to the first free worker; the pool is started
-before the clock (the dashboard's pool persists). The model is calibrated once, first, as the server does: its
-probes timed in `--workers` processes at once. Printed per view: estimated and measured wall time, their ratio,
-and the load average, so a figure from a shared machine can be read for what it is.
+processes (the dashboard's sweep: 2), longest first, each next to the first free worker; the pool is started
+before the clock (the dashboard's pool persists). The model is calibrated once, first, as the server does (its
+probes' CPU time in `--workers` processes at once), and once more while `--busy` processes spin on the cores.
+Printed per view: the estimated computing against the CPU seconds the runs took, the estimated wall time (at the
+slowdown measured then) against the measured one, the busy calibration's computing over the quiet one's, and the
+load average, so a figure from a shared machine can be read for what it is.
 
     python benchmarks/view_estimates.py [--views home ablations compare length] [--workers 2]
     python benchmarks/view_estimates.py --views regimes-heads regimes-lr   (regimes-depth: about an hour here)
@@ -62,47 +64,84 @@ def _ready() -> int:
     return os.getpid()  # imports ui.worker's modules in the worker
 
 
-def train_view(pool: ProcessPoolExecutor, runs: list) -> float:
-    """Wall seconds to train the runs on the pool, into a fresh store."""
+def _train_timed(run, location: str, progress: str) -> float:
+    """Train one run as the page's worker does; the CPU seconds this worker process spent on it."""
+    start = time.process_time()
+    worker.train_with_progress(run, location, progress)
+    return time.process_time() - start
+
+
+def train_view(pool: ProcessPoolExecutor, runs: list) -> tuple[float, float]:
+    """(wall seconds, CPU seconds summed over the runs) to train the runs on the pool into a fresh store, dealt
+    longest first as the page's sweep deals them."""
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
         jobs = []
         for i, run in enumerate(runs):
             path = Path(tmp) / f"progress-{i}.f64"
             worker.open_progress(path, run.train.steps, create=True)
-            jobs.append(pool.submit(worker.train_with_progress, run, str(Path(tmp) / "cache"), str(path)))
-        for job in jobs:
-            job.result()
-        return time.perf_counter() - start
+            jobs.append(pool.submit(_train_timed, run, str(Path(tmp) / "cache"), str(path)))
+        cpu = sum(job.result() for job in jobs)
+        return time.perf_counter() - start, cpu
+
+
+def _spin(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def calibrate_busy(workers: int, busy: int) -> cost_model.CostModel:
+    """The cost model calibrated while `busy` processes spin on the cores: what a server started on a loaded
+    machine gets."""
+    with ProcessPoolExecutor(max_workers=busy) as spinners:
+        jobs = [spinners.submit(_spin, 60.0) for _ in range(busy)]
+        time.sleep(1.0)
+        try:
+            return cost_model.calibrate(workers)
+        finally:
+            spinners.shutdown(wait=False, kill_workers=True)
+            del jobs
+            time.sleep(2.0)  # the spinners gone before anything else is timed
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--views", nargs="+", choices=list(VIEWS), default=DEFAULT_VIEWS)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--busy", type=int, default=4, help="processes spinning during the busy calibration")
     a = parser.parse_args()
     print(f"platform: {describe(current())}; {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
-    model = cost_model.model(a.workers)
-    probes = ", ".join(f"{s * 1e3:.1f}" for s in model.probe_seconds)
-    print(f"calibration: {model.calibration_seconds:.1f} s; probe steps (ms): {probes}")
+    quiet = cost_model.model(a.workers)
+    busy = calibrate_busy(a.workers, a.busy) if a.busy else None
+    probes = ", ".join(f"{s * 1e3:.2f}" for s in quiet.probe_seconds)
+    print(f"calibration: {quiet.calibration_seconds:.1f} s; probe steps (ms of CPU): {probes}")
     pool = ProcessPoolExecutor(max_workers=a.workers)
     for f in [pool.submit(_ready) for _ in range(a.workers)]:
         f.result()
-    print(f"{'view':<52} {'runs':>4} {'estimate':>9} {'measured':>9} {'ratio':>6}  load")
+    head = f"{'view':<52} {'runs':>4} {'CPU est':>8} {'CPU':>8} {'ratio':>5} {'wall est':>8} {'wall':>8} {'ratio':>5}"
+    print(head + (f" {'busy/quiet':>10}" if busy else "") + "  load")
     try:
         for name in a.views:
             label, build = VIEWS[name]
-            runs = build()
-            estimate = model.wall_seconds(runs, a.workers)
-            measured = train_view(pool, runs)
-            print(
-                f"{label:<52} {len(runs):>4} {estimate:>8.1f}s {measured:>8.1f}s {estimate / measured:>6.2f}  "
-                f"{os.getloadavg()[0]:.1f}",
-                flush=True,
+            runs = cost_model.longest_first(build(), quiet)
+            work = quiet.work_seconds(runs)
+            estimate = quiet.wall_seconds(runs, a.workers, cost_model.slowdown(a.workers))
+            wall, cpu = train_view(pool, runs)
+            line = (
+                f"{label:<52} {len(runs):>4} {work:>7.0f}s {cpu:>7.0f}s {work / cpu:>5.2f} {estimate:>7.0f}s "
+                f"{wall:>7.0f}s {estimate / wall:>5.2f}"
             )
+            if busy:
+                line += f" {busy.work_seconds(runs) / work:>10.2f}"
+            print(f"{line}  {os.getloadavg()[0]:.1f}", flush=True)
     finally:
         pool.shutdown(wait=True)
-    print("ratio: estimate / measured (the issue asks 0.7 to 1.3 on these views)")
+    print(
+        "ratio: estimate / measured (issue 37.2 asks the computing within 0.7-1.3 of the CPU the runs took); "
+        "busy/quiet: the computing estimated by a model calibrated while --busy processes spun, over the quiet "
+        "one's (asked: within 1/1.3 to 1.3)"
+    )
 
 
 if __name__ == "__main__":

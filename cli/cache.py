@@ -9,11 +9,12 @@ import json
 import sys
 
 from attncore.config import TASKS
+from cli.flags import integer, number, store_place
 from lab import formats
 
 
 def register(sub) -> None:
-    c = sub.add_parser("cache", help="list, clear, check, export or import the stored runs")
+    c = sub.add_parser("cache", help=f"list, clear, check, export or import the stored runs (in {store_place()})")
     actions = c.add_subparsers(dest="action", required=True, metavar="{list,clear,check,sign,export,import}")
     ls = actions.add_parser("list", help="the stored runs of this numerics version")
     ls.add_argument("--json", action="store_true", help="print the summaries as one JSON list")
@@ -33,11 +34,11 @@ def register(sub) -> None:
     export.add_argument("file", help="the bundle to write, e.g. runs.zip ('-' for stdout)")
     export.add_argument("--preset", help="only the stored runs of this preset: article, accuracy, ablations, smoke")
     export.add_argument("--task", nargs="+", choices=TASKS, help="only runs of these tasks")
-    export.add_argument("--length", nargs="+", type=int, help="only runs of these lengths L")
-    export.add_argument("--seed", nargs="+", type=int, help="only runs of these seeds")
+    export.add_argument("--length", nargs="+", type=integer, help="only runs of these lengths L")
+    export.add_argument("--seed", nargs="+", type=integer, help="only runs of these seeds")
     imp = actions.add_parser("import", help="check a bundle file and store its runs")
     imp.add_argument("file", help="a bundle written by `cache export`")
-    imp.add_argument("--max-mb", type=float, default=200.0, help="refuse bundles larger than this (default 200)")
+    imp.add_argument("--max-mb", type=number, default=200.0, help="refuse bundles larger than this (default 200)")
     imp.add_argument(
         "--trust",
         action="store_true",
@@ -187,7 +188,7 @@ def cmd_cache(a) -> int:
         return cmd_sign(a)
     if a.action == "clear":
         try:
-            print(f"removed {formats.count(clear_cache(), 'run')} from {cache_dir()}")
+            print(f"removed {formats.count(clear_cache(cache_dir()), 'run')} from {cache_dir()}")
         except OSError as exc:
             return _fail(f"cannot clear {cache_dir()} ({exc.strerror or type(exc).__name__})")
         return 0

@@ -1,8 +1,9 @@
 """The `params` and `kv-cache` subcommands: calculators.py and kvcache.py on the command line.
 
-Both take a preset or architecture flags (defaults: this lab's model, d_ff = 4d);
-`kv-cache` also takes bare --layers/--kv-heads/--head-dim. Bad values raise
-ConfigError naming the flag, which cli.main turns into one line and exit code 2.
+Both take a preset, a Hugging Face config.json (--config FILE, '-' for standard input; cli.config_file) or
+architecture flags (defaults: this lab's model, d_ff = 4d), flags overriding the preset's or the file's fields;
+`kv-cache` also takes bare --layers/--kv-heads/--head-dim. Bad values raise ConfigError naming the flag, which
+cli.main turns into one line and exit code 2.
 """
 
 from __future__ import annotations
@@ -16,38 +17,45 @@ from attncore.config import ConfigError, ModelConfig, check_int
 from attncore.serving import kvcache
 from attncore.serving import parameters as calc
 from attncore.serving.presets import GPUS, PRESETS, get_preset, gpu_memory_gb
+from attncore.serving.weights import stored_weights
+from cli import config_file
 from cli import engine as engine_cli
-from cli.flags import ArgumentError, finite_float
+from cli.flags import ArgumentError, integer, number
 
 # flag, Decoder field, type or choices, help
 ARCH_FLAGS = (
-    ("--d", "d_model", int, "model width (default 32, the lab's model)"),
-    ("--layers", "n_layers", int, "blocks"),
-    ("--heads", "n_heads", int, "query heads"),
-    ("--kv-heads", "n_kv_heads", int, "key/value heads: = heads MHA, 1 MQA, between GQA"),
-    ("--head-dim", "head_dim", int, "default d / heads"),
-    ("--d-ff", "d_ff", int, "FFN width (default 4d)"),
-    ("--ffn", "ffn", calc.FFN_KINDS, "relu/gelu: two matrices, swiglu: three"),
+    ("--d", "d_model", integer, "model width (default 32, the lab's model)"),
+    ("--layers", "n_layers", integer, "blocks"),
+    ("--heads", "n_heads", integer, "query heads"),
+    ("--kv-heads", "n_kv_heads", integer, "key/value heads: = heads MHA, 1 MQA, between GQA"),
+    ("--head-dim", "head_dim", integer, "default d / heads"),
+    ("--d-ff", "d_ff", integer, "FFN width (default 4d)"),
+    ("--ffn", "ffn", calc.FFN_KINDS, "relu/gelu: two matrices, swiglu/geglu: three"),
     ("--bias", "bias", calc.BIAS_KINDS, "which linear layers have biases"),
     ("--norm", "norm", calc.NORM_KINDS, "layernorm (gamma, beta) or rmsnorm (gamma)"),
-    ("--vocab", "vocab_size", int, "vocabulary size"),
+    ("--vocab", "vocab_size", integer, "vocabulary size"),
     ("--position", "position", calc.POSITION_KINDS, "only learned has parameters"),
-    ("--max-len", "max_len", int, "rows of a learned position table"),
-    ("--window", "sliding_window", int, "sliding-window attention: tokens each layer keeps"),
-    ("--kv-lora-rank", "kv_lora_rank", int, "MLA latent width (0: ordinary attention)"),
-    ("--q-lora-rank", "q_lora_rank", int, "MLA low-rank query width (0: full rank)"),
-    ("--rope-head-dim", "rope_head_dim", int, "MLA decoupled RoPE width per head"),
-    ("--v-head-dim", "v_head_dim", int, "MLA value width per head (default head-dim)"),
-    ("--experts", "n_experts", int, "MoE routed experts (0: dense)"),
-    ("--shared-experts", "n_shared_experts", int, "MoE shared experts"),
-    ("--experts-per-token", "experts_per_token", int, "MoE routed experts used per token"),
-    ("--moe-d-ff", "moe_d_ff", int, "MoE expert width"),
-    ("--dense-layers", "n_dense_layers", int, "MoE: first layers with a dense FFN"),
+    ("--max-len", "max_len", integer, "rows of a learned position table"),
+    ("--window", "sliding_window", integer, "sliding-window attention: tokens each layer keeps"),
+    ("--kv-lora-rank", "kv_lora_rank", integer, "MLA latent width (0: ordinary attention)"),
+    ("--q-lora-rank", "q_lora_rank", integer, "MLA low-rank query width (0: full rank)"),
+    ("--rope-head-dim", "rope_head_dim", integer, "MLA decoupled RoPE width per head"),
+    ("--v-head-dim", "v_head_dim", integer, "MLA value width per head (default head-dim)"),
+    ("--experts", "n_experts", integer, "MoE routed experts (0: dense)"),
+    ("--shared-experts", "n_shared_experts", integer, "MoE shared experts"),
+    ("--experts-per-token", "experts_per_token", integer, "MoE routed experts used per token"),
+    ("--moe-d-ff", "moe_d_ff", integer, "MoE expert width"),
+    ("--dense-layers", "n_dense_layers", integer, "MoE: first layers with a dense FFN"),
+    ("--norm-placement", "norm_placement", calc.NORM_PLACEMENTS, "pre, post (OLMo 2) or sandwich (Gemma 2/3: four)"),
+    ("--qk-norm", "qk_norm", calc.QK_NORMS, "q/k norms: of head_dim (Qwen3, Gemma 3) or the whole projection (OLMo 2)"),
+    ("--full-layers", "full_layers", integer, "with --window: layers that attend to every token (hybrid models)"),
 )
 BOOL_FLAGS = (
     ("--tied-embeddings", "tied_embeddings", "output head shares the token embedding"),
     ("--final-norm", "final_norm", "a norm before the output head"),
     ("--head-bias", "head_bias", "output head bias"),
+    ("--attention-sinks", "attention_sinks", "a learned logit per query head and layer (GPT-OSS)"),
+    ("--router-bias", "router_bias", "MoE: a bias per routed expert on the router"),
 )
 FLAG_OF = {field: flag for flag, field, *_ in ARCH_FLAGS + BOOL_FLAGS} | {
     "kv_heads": "--kv-heads",
@@ -62,6 +70,8 @@ FLAG_OF = {field: flag for flag, field, *_ in ARCH_FLAGS + BOOL_FLAGS} | {
     "gpu": "--gpu",
     "reserve": "--reserve",
     "preset": "--preset",
+    "window_layers": "--window-layers",
+    "quantization": "--config",
 }
 UNITS = "GiB = 2³⁰ B, GB = 10⁹ B"
 
@@ -77,6 +87,7 @@ def flag_names():
 
 def add_arch_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", help="a model from attncore/serving/presets.py, or 'list'")
+    p.add_argument("--config", metavar="FILE", help="a Hugging Face config.json (at most 1 MB; - reads standard input)")
     for flag, field, kind, text in ARCH_FLAGS:
         if isinstance(kind, tuple):
             p.add_argument(flag, dest=field, choices=kind, help=text)
@@ -88,10 +99,14 @@ def add_arch_args(p: argparse.ArgumentParser) -> None:
 
 
 def arch_from_args(a, *, need_width: bool = False) -> calc.Decoder | None:
-    """The preset with the flags' overrides, or the lab's model with them; None if need_width and no --d."""
+    """The preset or --config file with the flags' overrides, or the lab's model with them; None if need_width and
+    no --d."""
     fields = [field for _, field, *_ in ARCH_FLAGS + BOOL_FLAGS]
     overrides = {f: getattr(a, f) for f in fields if getattr(a, f) is not None}
+    model = config_file.load(a)
     with flag_names():
+        if model is not None:
+            return dataclasses.replace(model.arch, **overrides)
         if a.preset:
             return dataclasses.replace(get_preset(a.preset).arch, **overrides)
         if need_width and "d_model" not in overrides:
@@ -115,9 +130,14 @@ def describe(a: calc.Decoder) -> str:
         )
     pos = f"learned positions {a.max_len:,}" if a.position == "learned" else f"{a.position} positions"
     window = f", window {a.sliding_window:,}" if a.sliding_window else ""
+    if a.sliding_window and a.full_layers:
+        window += f" on {a.windowed_layers} of {a.n_layers} layers"
+    extras = [f"{a.norm_placement}-norm", f"q/k norms of the {a.qk_norm}" if a.qk_norm != "none" else ""]
+    extras += ["attention sinks" * a.attention_sinks, "router bias" * a.router_bias]
     return (
-        f"d {a.d_model:,}, {a.n_layers} layers, {attn}{window}; {ffn}; biases {a.bias}; {a.norm}; "
-        f"vocab {a.vocab_size:,} {'tied' if a.tied_embeddings else 'untied'}; {pos}"
+        f"d {a.d_model:,}, {a.n_layers} layers, {attn}{window}; {ffn}; biases {a.bias}; {a.norm} "
+        f"({', '.join(x for x in extras if x)}); vocab {a.vocab_size:,} "
+        f"{'tied' if a.tied_embeddings else 'untied'}; {pos}"
     )
 
 
@@ -141,16 +161,21 @@ def cmd_params(a) -> int:
         print_preset_list(counted=True, as_json=a.json)
         return 0
     arch = arch_from_args(a)
+    model = config_file.load(a)
     count = calc.count_parameters(arch)
     preset = PRESETS[a.preset] if a.preset and arch == PRESETS[a.preset].arch else None
+    name = config_file.name_of(a) if model else a.preset
     if a.json:
-        out = {"name": a.preset, "architecture": dataclasses.asdict(arch)} | count.to_dict()
+        out = {"name": name, "architecture": dataclasses.asdict(arch)} | count.to_dict()
         if preset:
             out |= {"published": preset.published, "source": preset.source, "matches": count.total == preset.published}
+        if model:
+            out["config"] = config_file.summary(model, arch)
         print(json.dumps(out))
         return 0
-    name = a.preset or "custom"
-    print(f"{name}: {count.total:,} parameters")
+    if model:
+        config_file.print_read(model, arch, name)
+    print(f"{name or 'custom'}: {count.total:,} parameters")
     if preset:
         verdict = "matches" if count.total == preset.published else "DIFFERS FROM"
         print(f"  {verdict} the published {preset.published:,} ({preset.source})")
@@ -166,22 +191,36 @@ def cmd_params(a) -> int:
         print(f"  active per token {count.active:,} (routed experts a token skips left out; embeddings counted)")
     sizes = ", ".join(f"{dt} {_decimal(kvcache.weight_bytes(count.total, dt))}" for dt in ("fp32", "bf16", "int4"))
     print(f"  weights: {sizes} (GB = 10⁹ B; int4 with an fp16 scale per {kvcache.WEIGHT_GROUP})")
+    if model:
+        stored = stored_weights(arch, model.weights)
+        print(f"  as the checkpoint stores them ({stored.label}): {_decimal(stored.bytes)} = {stored.bytes:,} B")
     return 0
 
 
 def cache_from_args(a) -> tuple[kvcache.KVCache, str, list[str]]:
-    """The workload's KVCache, a label and warnings, from a preset, an architecture or bare cache geometry."""
+    """The workload's KVCache, a label and warnings, from a preset, a config.json, an architecture or bare cache
+    geometry. A config.json's weights are counted as the engine loads them (its quantisation, a float32 checkpoint
+    in 16 bits) unless --weights-dtype or --params says otherwise."""
     arch = arch_from_args(a, need_width=True)
+    model = config_file.load(a)
     with flag_names():
         if arch is not None:
+            arch = with_window_layers(arch, a.window_layers)
+            stored = label = None
+            if model is not None and a.weights_dtype is None and a.params is None:
+                weights = stored_weights(arch, config_file.served(model))
+                stored, label = weights.bytes, weights.label
             cache = kvcache.kv_cache_for(
-                arch, a.context, a.batch, a.dtype, group_size=a.group_size, weight_dtype=a.weights_dtype,
-                weight_params=a.params,
+                arch, a.context, a.batch, cache_dtype(a, model), group_size=a.group_size,
+                weight_dtype=a.weights_dtype, weight_params=a.params, weight_bytes_given=stored, weight_label=label,
             )  # fmt: skip
             warnings = []
             if arch.position == "learned" and a.context > arch.max_len:
                 warnings.append(f"context {a.context:,} exceeds the model's {arch.max_len:,} learned positions")
-            return cache, a.preset or "custom", warnings
+            longest = model.max_position_embeddings if model else None
+            if longest and a.context > longest:
+                warnings.append(f"context {a.context:,} exceeds the file's max_position_embeddings {longest:,}")
+            return cache, config_file.name_of(a) if model else a.preset or "custom", warnings
         if a.n_heads is not None:  # checked first: --heads also stands in for a missing --kv-heads
             check_int("n_heads", a.n_heads, 1, 100_000)
         kv_heads = a.n_heads if a.n_kv_heads is None else a.n_kv_heads  # 0 is checked, not replaced
@@ -189,22 +228,46 @@ def cache_from_args(a) -> tuple[kvcache.KVCache, str, list[str]]:
             raise ArgumentError("kv-cache needs --preset NAME, or --layers, --kv-heads and --head-dim, or --d")
         cache = kvcache.kv_cache(
             a.n_layers, 1 if kv_heads is None else kv_heads, 1 if a.head_dim is None else a.head_dim,
-            a.context, a.batch, a.dtype,
-            window=a.sliding_window, n_heads=a.n_heads, kv_lora_rank=a.kv_lora_rank or 0,
+            a.context, a.batch, cache_dtype(a, None),
+            window=a.sliding_window, window_layers=a.window_layers, n_heads=a.n_heads, kv_lora_rank=a.kv_lora_rank or 0,
             rope_head_dim=a.rope_head_dim or 0, group_size=a.group_size, weight_params=a.params,
             weight_dtype=a.weights_dtype,
         )  # fmt: skip
         return cache, "custom", []
 
 
+def cache_dtype(a, model) -> str:
+    """--dtype, else the file's dtype as served (bf16 for a float32 checkpoint), else fp16."""
+    return a.dtype or (model.serving_dtype if model is not None else "fp16")
+
+
+def with_window_layers(arch: calc.Decoder, windowed: int | None) -> calc.Decoder:
+    """arch with --window-layers layers windowed (the others full), if given."""
+    if windowed is None:
+        return arch
+    check_int("window_layers", windowed, 0, arch.n_layers)
+    if not arch.sliding_window:
+        raise ConfigError("window_layers", "needs a sliding window on the model (--window)")
+    return dataclasses.replace(arch, full_layers=arch.n_layers - windowed)
+
+
 def print_cache(c: kvcache.KVCache, name: str) -> None:
     if c.attention == "MLA":
         what = f"MLA latent {c.latent_dim} per token and layer"
     else:
-        what = f"{c.attention} {c.kv_heads} KV heads x {c.head_dim}"
+        what = f"{c.attention} {c.kv_heads} KV heads × {c.head_dim}"
     print(f"{name}: {c.n_layers} layers, {what}, cache in {c.dtype}   ({UNITS})")
     window = f", window {c.window:,} -> {c.tokens_per_layer:,} tokens kept per layer" if c.window else ""
-    print(f"  context {c.context:,} x batch {c.batch}{window}")
+    if c.window and c.window_layers < c.n_layers:
+        window = (
+            f", window {c.window:,} on {c.window_layers} layers -> {c.tokens_per_layer:,} tokens each; the other "
+            f"{c.n_layers - c.window_layers} keep all {c.context:,}"
+        )
+    print(f"  context {c.context:,} × batch {c.batch}{window}")
+    if len(c.by_kind()) > 1:
+        for row in c.by_kind():
+            print(f"    {row['kind']:<8}{row['layers']:>5} layers × {row['tokens_per_layer']:>9,} tokens  "
+                  f"{kvcache.human_bytes(row['bytes'])}")  # fmt: skip
     if c.dtype in kvcache.GROUPED_DTYPES and c.group_size:
         print(f"  {c.dtype}: one fp16 scale per {c.group_size} elements = {c.bits_per_element:.3f} bits per element")
     print(f"  KV cache       {kvcache.human_bytes(c.bytes)}")
@@ -235,10 +298,16 @@ def cmd_kv_cache(a) -> int:
     if not 0 <= a.reserve < 1:
         raise ConfigError("--reserve", f"must be a fraction in [0, 1), got {a.reserve}")
     if a.engine:
-        return engine_cli.run(a, arch_from_args(a, need_width=True), a.preset or "custom")
+        model = config_file.load(a)
+        name = config_file.name_of(a) if model else a.preset or "custom"
+        arch = arch_from_args(a, need_width=True)
+        if model is not None and not a.json:
+            config_file.print_read(model, arch, name)
+        return engine_cli.run(a, arch, name, model)
     if a.gpu_gib is not None:
         raise ArgumentError("--gpu-gib needs --engine vllm (the simple fit takes --gpu-gb, decimal GB)")
     cache, name, warnings = cache_from_args(a)
+    model = config_file.load(a)
     gpu = a.gpu if a.gpu is not None else a.gpu_gb
     result = None
     if gpu is not None:
@@ -251,8 +320,12 @@ def cmd_kv_cache(a) -> int:
         out = {"name": name, "units": {"GiB": kvcache.GIB, "GB": kvcache.GB}, "warnings": warnings} | cache.to_dict()
         if result:
             out |= {"tokens_that_fit": result.tokens_that_fit, "fit": result.to_dict()}
+        if model:
+            out["config"] = config_file.summary(model, arch_from_args(a, need_width=True))
         print(json.dumps(out))
         return 0
+    if model:
+        config_file.print_read(model, arch_from_args(a, need_width=True), name)
     print_cache(cache, name)
     for w in warnings:
         print(f"  warning: {w}")
@@ -269,18 +342,16 @@ def register(sub) -> None:
 
     k = sub.add_parser("kv-cache", help="key-value-cache memory, and whether a workload fits a GPU")
     add_arch_args(k)
-    k.add_argument("--context", type=int, default=4096, help="tokens per sequence (default 4096)")
-    k.add_argument("--batch", type=int, default=1, help="sequences (default 1)")
-    k.add_argument("--dtype", choices=kvcache.DTYPES, default="fp16", help="cache element type (default fp16)")
+    k.add_argument("--context", type=integer, default=4096, help="tokens per sequence (default 4096)")
+    k.add_argument("--batch", type=integer, default=1, help="sequences (default 1)")
+    k.add_argument("--dtype", choices=kvcache.DTYPES, help="cache element type (default: a --config file's, else fp16)")
     k.add_argument("--weights-dtype", choices=kvcache.DTYPES, help="weights' element type (default: --dtype)")
-    k.add_argument("--group-size", type=int, default=kvcache.CACHE_GROUP, help="int8/int4 elements per fp16 scale")
-    k.add_argument("--params", type=int, help="weights' parameter count when no preset or --d describes them")
+    k.add_argument("--group-size", type=integer, default=kvcache.CACHE_GROUP, help="int8/int4 elements per fp16 scale")
+    k.add_argument("--params", type=integer, help="weights' parameter count when no preset or --d describes them")
     gpu = k.add_mutually_exclusive_group()
     gpu.add_argument("--gpu", help=f"a card ({', '.join(GPUS)}); without --engine, also a size in GB")
-    gpu.add_argument("--gpu-gb", type=finite_float, help="GPU memory in GB (10⁹ bytes)")
-    gpu.add_argument("--gpu-gib", type=finite_float, help="--engine: the GPU's total in GiB (2³⁰ B), as torch reports")
-    k.add_argument(
-        "--reserve", type=finite_float, default=kvcache.DEFAULT_RESERVE, help="fraction kept for the runtime"
-    )
+    gpu.add_argument("--gpu-gb", type=number, help="GPU memory in GB (10⁹ bytes)")
+    gpu.add_argument("--gpu-gib", type=number, help="--engine: the GPU's total in GiB (2³⁰ B), as torch reports")
+    k.add_argument("--reserve", type=number, default=kvcache.DEFAULT_RESERVE, help="fraction kept for the runtime")
     engine_cli.add_engine_args(k)
     k.set_defaults(func=cmd_kv_cache)

@@ -12,23 +12,26 @@ from attncore.config import ConfigError
 from attncore.serving import engine, validation
 from attncore.serving.kvcache import GB, GIB
 from attncore.serving.presets import CARDS
-from cli.flags import ArgumentError, finite_float
+from attncore.serving.weights import stored_weights
+from cli import config_file
+from cli.flags import ArgumentError, integer, number
+from lab import formats
 
 # flag, EngineSettings field, type or choices, help
 ENGINE_FLAGS = (
     ("--engine-version", "version", tuple(engine.VERSIONS), "v1 (0.11 source, default) or v0 (0.6.6-0.8)"),
-    ("--gpu-memory-utilization", "gpu_memory_utilization", finite_float, "fraction of the total (default 0.9)"),
-    ("--max-model-len", "max_model_len", int, "tokens per request the engine must hold (default --context)"),
-    ("--block-size", "block_size", int, "tokens per KV block (default 16)"),
+    ("--gpu-memory-utilization", "gpu_memory_utilization", number, "fraction of the total (default 0.9)"),
+    ("--max-model-len", "max_model_len", integer, "tokens per request the engine must hold (default --context)"),
+    ("--block-size", "block_size", integer, "tokens per KV block (default 16)"),
     ("--kv-cache-dtype", "kv_cache_dtype", engine.KV_DTYPES, "auto: the model's dtype; fp8: 1 byte"),
-    ("--max-num-batched-tokens", "max_num_batched_tokens", int, "tokens of the profiling run (default: engine's)"),
-    ("--max-num-seqs", "max_num_seqs", int, "sequences of the profiling run (default: engine's)"),
-    ("--tp", "tensor_parallel_size", int, "tensor-parallel GPUs (KV heads and weights split over them)"),
-    ("--window-layers", "window_layers", int, "layers with the sliding window (default: all, if windowed)"),
-    ("--weights-gib", "weights_gib", finite_float, "measured: 'model weights take X GiB' from your log"),
-    ("--non-torch-gib", "non_torch_gib", finite_float, "measured: 'non_torch_memory takes X GiB'"),
-    ("--activation-gib", "activation_gib", finite_float, "measured: 'PyTorch activation peak memory takes X GiB'"),
-    ("--kv-cache-memory-gib", "kv_cache_memory_gib", finite_float, "V1 --kv-cache-memory-bytes, in GiB"),
+    ("--max-num-batched-tokens", "max_num_batched_tokens", integer, "tokens of the profiling run (default: engine's)"),
+    ("--max-num-seqs", "max_num_seqs", integer, "sequences of the profiling run (default: engine's)"),
+    ("--tp", "tensor_parallel_size", integer, "tensor-parallel GPUs (KV heads and weights split over them)"),
+    ("--window-layers", "window_layers", integer, "layers with the sliding window (default: the model's pattern)"),
+    ("--weights-gib", "weights_gib", number, "measured: 'model weights take X GiB' from your log"),
+    ("--non-torch-gib", "non_torch_gib", number, "measured: 'non_torch_memory takes X GiB'"),
+    ("--activation-gib", "activation_gib", number, "measured: 'PyTorch activation peak memory takes X GiB'"),
+    ("--kv-cache-memory-gib", "kv_cache_memory_gib", number, "V1 --kv-cache-memory-bytes, in GiB"),
 )
 MIN_GB = 0.002  # GB (10^9 B) above engine.MIN_TOTAL_GIB GiB
 ENGINE_FLAG_OF = {field: flag for flag, field, *_ in ENGINE_FLAGS} | {
@@ -44,7 +47,8 @@ def add_engine_args(k) -> None:
             k.add_argument(flag, dest=field, choices=kind, help=text)
         else:
             k.add_argument(flag, dest=field, type=kind, help=text)
-    k.add_argument("--model-dtype", choices=engine.MODEL_DTYPES, default="bf16", help="activations (default bf16)")
+    served = "activations and an auto cache (default: a --config file's dtype as served, else bf16)"
+    k.add_argument("--model-dtype", choices=engine.MODEL_DTYPES, help=served)
 
 
 def total_of(a) -> tuple[float, str, str | None]:
@@ -64,18 +68,24 @@ def total_of(a) -> tuple[float, str, str | None]:
     raise ArgumentError("--engine needs --gpu NAME, --gpu-gib or --gpu-gb")
 
 
-def run(a, arch, name: str) -> int:
-    """Print the engine's fit of arch (a Decoder) and return the exit code."""
+def run(a, arch, name: str, model=None) -> int:
+    """Print the engine's fit of arch (a Decoder; from `model`, a config.json's ModelFile, when given: its weights
+    as the engine loads them, its dtype) and return the exit code."""
     if arch is None:
-        raise ArgumentError("--engine needs --preset NAME or --d (widths and vocabulary for the activation peak)")
+        raise ArgumentError("--engine needs --preset NAME, --config FILE or --d (widths and vocabulary for the peak)")
     total, label, card = total_of(a)
     values = {field: getattr(a, field) for _, field, *_ in ENGINE_FLAGS if getattr(a, field) is not None}
     values.setdefault("max_model_len", a.context)
+    model_dtype = a.model_dtype or (model.serving_dtype if model is not None else "bf16")
+    stored = None
+    if model is not None and a.weights_dtype is None and a.params is None:
+        stored = stored_weights(arch, config_file.served(model))
     try:
         settings = engine.EngineSettings(**values)
         fit = engine.engine_fit(
-            arch, total, settings, weight_dtype=a.weights_dtype or a.model_dtype, model_dtype=a.model_dtype,
-            gpu=card, weight_params=a.params,
+            arch, total, settings, weight_dtype=a.weights_dtype or model_dtype, model_dtype=model_dtype,
+            gpu=card, weight_params=a.params, weight_bytes_given=stored.bytes if stored else None,
+            weight_label=stored.label if stored else "",
         )  # fmt: skip
     except ConfigError as e:
         raise ConfigError(ENGINE_FLAG_OF.get(e.field, e.field), str(e).split(": ", 1)[1]) from None
@@ -88,16 +98,20 @@ def run(a, arch, name: str) -> int:
 
 def print_fit(f: engine.EngineFit, name: str, gpu: str) -> None:
     print(f"{name} on {gpu}: {f.engine}   (GiB = 2³⁰ B, GB = 10⁹ B)")
-    for row in engine.deductions(f):
+    rows = engine.deductions(f)
+    kind_width = max(len(row["kind"]) for row in rows)
+    for row in rows:
         numbers = f"  {row['numbers']}" if row["numbers"] else ""
-        print(f"  {row['term']:<16}{row['gib']:>8.2f} GiB  {row['kind']:<9} {row['formula']}{numbers}")
+        gib = formats.with_spec(row["gib"], ".2f")  # the lab's minus sign, as in 'budget − weights'
+        print(f"  {row['term']:<16}{gib:>8} GiB  {row['kind']:<{kind_width}} {row['formula']}{numbers}")
     window = f", {f.window_layers} with a window of {f.window:,}" if f.window_layers else ""
+    of = f" (of {f.layers} layers{window})" if f.group_size != f.layers or window else ""  # else: every layer
     print(
-        f"  blocks of {f.block_size} tokens: {f.page_bytes:,} B per layer ({f.kv_dtype} cache) x {f.group_size} "
-        f"layers sharing a block ({f.layers} layers{window}) = {f.block_bytes:,} B"
+        f"  blocks of {f.block_size} tokens: {f.page_bytes:,} B per layer ({f.kv_dtype} cache) × {f.group_size} "
+        f"layers sharing a block{of} = {f.block_bytes:,} B"
     )
     print(
-        f"  {f.num_blocks:,} blocks, {f.tokens:,} tokens, concurrency {f.concurrency:.2f}x: {f.kinds['blocks']} "
+        f"  {f.num_blocks:,} blocks, {f.tokens:,} tokens, concurrency {f.concurrency:.2f}×: {f.kinds['blocks']} "
         f"(batch limits {f.max_num_batched_tokens:,} tokens, {f.max_num_seqs:,} sequences)"
     )
     if engine.log_estimated(f):

@@ -10,6 +10,7 @@ import argparse
 import copy
 import itertools
 import math
+import os
 import re
 
 from attncore.config import DECAYS, INDUCTION, INDUCTION_RUN, MAX_LENGTH, NORMS, POSITIONS, TASKS, ConfigError
@@ -40,6 +41,16 @@ FLAGS = {
 INDUCTION_DEFAULTED = {"steps": "steps", "batch": "batch_size", "d_model": "d_model", "heads": "n_heads",
                        "layers": "n_layers", "lr": "lr", "position": "position", "embed_std": "embed_std"}  # fmt: skip
 INDUCTION_ONLY = {"T": "length", "V": "vocab", "k_min": "k_min"}
+
+
+STORE_VAR = "ATTNCORE_CACHE_DIR"  # lab.store.ENV_VAR, repeated so that building the parser loads no store
+
+
+def store_place() -> str:
+    """Where the run store is, for the help texts: the folder $ATTNCORE_CACHE_DIR names, else cache/ (as
+    lab.store.cache_dir reads it)."""
+    where = os.environ.get(STORE_VAR)
+    return f"{where} (from {STORE_VAR})" if where else "cache/"
 
 
 def flag_of(field: str) -> str:
@@ -98,22 +109,54 @@ class Parser(argparse.ArgumentParser):
         raise ArgumentError(message.removeprefix("argument "))
 
 
-def finite_float(text: str) -> float:
-    """argparse type: a finite number (no nan, inf)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+# The one number parser of every flag: ASCII digits only. Python's int() and float() also read other scripts'
+# digits ('٣' is 3, '١' is 1), underscores ('1_000') and surrounding spaces; a flag takes none of those.
+ASCII_INTEGER = re.compile(r"[+-]?[0-9]+")
+ASCII_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[+-]?(?:inf|infinity|nan)", re.I)
+
+
+def _shown(text: str) -> str:
+    return repr(text[:20] + ("..." if len(text) > 20 else ""))
+
+
+def integer(text: str) -> int:
+    """argparse type: a whole number written in ASCII digits, with an optional sign (its range is the config's)."""
+    if not isinstance(text, str) or not ASCII_INTEGER.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"must be an integer (digits 0-9), got {_shown(str(text))}")
+    return int(text)
+
+
+def integer_in(low: int, high: int, allowed: str | None = None):
+    """argparse type: an ASCII integer from low to high; the message says `allowed` (default 'from low to high')."""
+    allowed = allowed or f"from {low:,} to {high:,}"
+
+    def parse(text: str) -> int:
+        try:
+            value = integer(text)
+        except argparse.ArgumentTypeError:
+            value = None
+        if value is None or not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be an integer {allowed}, got {_shown(text)}")
+        return value
+
+    return parse
+
+
+def number(text: str) -> float:
+    """argparse type: a finite number written in ASCII (3e-3, .5, -2); no nan or inf."""
+    if not isinstance(text, str) or not ASCII_NUMBER.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"must be a number (digits 0-9), got {_shown(str(text))}")
+    value = float(text)
     if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {_shown(text)}")
     return value
 
 
 def jobs(text: str) -> int:
     """argparse type: -1 (all cores) or 1..MAX_JOBS."""
     try:
-        value = int(text)
-    except ValueError:
+        value = integer(text)
+    except argparse.ArgumentTypeError:
         value = None
     if value is None or not (value == -1 or 1 <= value <= MAX_JOBS):
         raise argparse.ArgumentTypeError(f"must be -1 (all cores) or from 1 to {MAX_JOBS}, got {text!r}")
@@ -121,11 +164,14 @@ def jobs(text: str) -> int:
 
 
 def memory_size(text: str) -> int:
-    """argparse type: a byte count like 512M, 2G, 1.5GiB."""
+    """argparse type: a byte count like 512M, 2G, 1.5GiB (its number read by `number`: ASCII digits only)."""
     if text.strip().startswith("-"):
         raise argparse.ArgumentTypeError(f"must be more than 0 bytes (a size like 512M, 2G or 1.5GiB), got {text!r}")
     try:
+        number(re.fullmatch(r"(.*?)[KMGT]?(?:i?B)?", text, re.IGNORECASE).group(1))
         return parse_size(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"must be a size like 512M, 2G or 1.5GiB, got {text!r}") from None
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
 
@@ -138,13 +184,13 @@ def add_model_args(p: argparse.ArgumentParser, many: bool = False) -> None:
         return [v] if many else v
 
     p.add_argument("--task", choices=TASKS, default=listed("copy"), nargs=nargs)
-    p.add_argument("--length", type=int, default=listed(6), nargs=nargs, metavar="L", action=Typed)
-    p.add_argument("--seed", type=int, default=listed(0), nargs=nargs)
+    p.add_argument("--length", type=integer, default=listed(6), nargs=nargs, metavar="L", action=Typed)
+    p.add_argument("--seed", type=integer, default=listed(0), nargs=nargs)
     p.add_argument("--position", choices=POSITIONS, default=listed("learned"), nargs=nargs, action=Typed)
     p.add_argument("--norm", choices=NORMS, default=listed("pre"), nargs=nargs)
-    p.add_argument("--lr", type=finite_float, default=listed(3e-3), nargs=nargs, action=Typed)
+    p.add_argument("--lr", type=number, default=listed(3e-3), nargs=nargs, action=Typed)
     p.add_argument(
-        "--warmup", type=int, default=listed(0), nargs=nargs, metavar="N", help="steps of linear warm-up (0: none)"
+        "--warmup", type=integer, default=listed(0), nargs=nargs, metavar="N", help="steps of linear warm-up (0: none)"
     )
     p.add_argument(
         "--decay",
@@ -155,21 +201,21 @@ def add_model_args(p: argparse.ArgumentParser, many: bool = False) -> None:
     )
     p.add_argument(
         "--min-lr-ratio",
-        type=finite_float,
+        type=number,
         default=listed(0.0),
         nargs=nargs,
         metavar="R",
         help="where --decay ends, as a fraction of --lr (0 to 1)",
     )
-    p.add_argument("--steps", type=int, default=1500, action=Typed)
-    p.add_argument("--batch", type=int, default=32, action=Typed)
-    p.add_argument("--d", type=int, default=32, dest="d_model", action=Typed)
-    p.add_argument("--heads", type=int, default=4, action=Typed)
-    p.add_argument("--layers", type=int, default=2, action=Typed)
-    p.add_argument("--d-ff", type=int, default=None, help="default 4d")
+    p.add_argument("--steps", type=integer, default=1500, action=Typed)
+    p.add_argument("--batch", type=integer, default=32, action=Typed)
+    p.add_argument("--d", type=integer, default=32, dest="d_model", action=Typed)
+    p.add_argument("--heads", type=integer, default=4, action=Typed)
+    p.add_argument("--layers", type=integer, default=2, action=Typed)
+    p.add_argument("--d-ff", type=integer, default=None, help="default 4d")
     p.add_argument(
         "--embed-std",
-        type=finite_float,
+        type=number,
         default=0.1,
         action=Typed,
         help="the initial std of the token embedding (and learned position table)",
@@ -178,7 +224,7 @@ def add_model_args(p: argparse.ArgumentParser, many: bool = False) -> None:
     p.add_argument("--no-scaling", action="store_true", help="do not divide scores by sqrt(d_head)")
     p.add_argument(
         "--train-lengths",
-        type=int,
+        type=integer,
         nargs=2,
         metavar=("MIN", "MAX"),
         help="train on every length MIN..MAX (L becomes MAX): one length per batch, drawn each step",
@@ -191,7 +237,7 @@ def add_model_args(p: argparse.ArgumentParser, many: bool = False) -> None:
     )
     p.add_argument(
         "--randomized-positions",
-        type=int,
+        type=integer,
         metavar="N_MAX",
         help="each batch's positions: sorted, drawn without replacement from [0, N_MAX) (evaluation: 0..n-1)",
     )
@@ -209,10 +255,12 @@ def add_model_args(p: argparse.ArgumentParser, many: bool = False) -> None:
 def add_induction_args(p: argparse.ArgumentParser) -> None:
     """--T, --V and --k-min: the induction task's sequence."""
     what = "the induction task's"
-    p.add_argument("--T", type=int, default=INDUCTION_RUN["length"], action=Typed, help=f"{what} tokens per sequence")
-    p.add_argument("--V", type=int, default=INDUCTION_RUN["vocab"], action=Typed, help=f"{what} vocabulary")
     p.add_argument(
-        "--k-min", type=int, default=INDUCTION_RUN["k_min"], action=Typed, help=f"{what} shortest repeated prefix"
+        "--T", type=integer, default=INDUCTION_RUN["length"], action=Typed, help=f"{what} tokens per sequence"
+    )
+    p.add_argument("--V", type=integer, default=INDUCTION_RUN["vocab"], action=Typed, help=f"{what} vocabulary")
+    p.add_argument(
+        "--k-min", type=integer, default=INDUCTION_RUN["k_min"], action=Typed, help=f"{what} shortest repeated prefix"
     )
 
 

@@ -4,7 +4,6 @@ scores and causal check, the comparisons by the comparison rule, and the finding
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
@@ -13,26 +12,6 @@ from lab import formats, stats
 
 MAX_SEEDS = 16
 DEFAULT_SEEDS = 6  # lab.induction's, repeated so that building the parser loads no pandas (tests check they agree)
-
-
-def _seed(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        n = -1
-    if not 0 <= n <= 2**32 - 1:
-        raise argparse.ArgumentTypeError(f"must be a seed from 0 to 4,294,967,295, got {text[:20]!r}")
-    return n
-
-
-def _layers(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if not 1 <= n <= 64:
-        raise argparse.ArgumentTypeError(f"must be a block count from 1 to 64, got {text[:20]!r}")
-    return n
 
 
 def settings_of(a) -> dict:
@@ -102,21 +81,31 @@ def cmd_induction(a) -> int:
 
 
 def register(sub) -> None:
-    from cli.flags import add_induction_args, finite_float, jobs, memory_size
+    from cli.flags import add_induction_args, integer, integer_in, jobs, memory_size, number
 
     p = sub.add_parser(
         "induction", help="induction heads: the phase change over seeds, 2 layers against 1, with verdicts"
     )
     p.add_argument(
-        "--layers", type=_layers, nargs="+", default=[2, 1], help="blocks of each variant (the first: baseline)"
+        "--layers",
+        type=integer_in(1, 64, "from 1 to 64 (blocks)"),
+        nargs="+",
+        default=[2, 1],
+        help="blocks of each variant (the first: baseline)",
     )
-    p.add_argument("--seeds", type=_seed, nargs="+", default=list(range(DEFAULT_SEEDS)), help="default 0-5")
+    p.add_argument(
+        "--seeds",
+        type=integer_in(0, 2**32 - 1, "from 0 to 4,294,967,295 (a seed)"),
+        nargs="+",
+        default=list(range(DEFAULT_SEEDS)),
+        help="default 0-5",
+    )
     p.add_argument("--position", choices=POSITIONS, nargs="+", default=["rope"], help="position encodings")
-    p.add_argument("--steps", type=int, default=INDUCTION_RUN["steps"])
+    p.add_argument("--steps", type=integer, default=INDUCTION_RUN["steps"])
     add_induction_args(p)
     p.add_argument(
         "--embed-std",
-        type=finite_float,
+        type=number,
         help=f"the token embedding's initial std (default {INDUCTION_RUN['embed_std']:g}, the induction default)",
     )
     p.add_argument("--jobs", type=jobs, default=-1, help="parallel workers (-1: all cores)")

@@ -7,7 +7,6 @@ cli.main turns into one line and exit code 2. lab (the store) is imported only i
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
@@ -20,13 +19,18 @@ from attncore.interpret import heads as hd
 from attncore.interpret import lens as ln
 from attncore.interpret import patching as pt
 from attncore.tasks import answer_queries, probe_sequence
-from cli.flags import add_model_args, run_of
+from cli.flags import add_model_args, integer, integer_in, run_of
 from lab import formats
 
 COMMANDS = ("patch", "lens", "heads", "explain")
 MAX_TEST = 500  # --n-test: the fixed test set's size
 # explain's ranges: about 16x the defaults at most, so a typo is refused rather than run for an hour
 MAX_PERMUTATIONS, MAX_RESTARTS, MAX_SEARCH_STEPS, MAX_BASELINE_SEEDS = 10_000, 20, 2_000, 10
+# and its work (attncore.interpret.explain.work: multiply-adds, from the shapes and those flags): more needs --yes.
+# The defaults on the default model are 2.4e9; every range at its maximum there 4.2e10; --d 256 --layers 4 at the
+# defaults 2.9e11. Measured on one core of a 2-core AMD EPYC, a wide model's passes ran at about 1e10 a second
+# (small ones slower, their Python overhead uncounted): the limit is a minute or so there, never an hour.
+MAX_EXPLAIN_WORK = 3 * 10**11
 
 
 def run_from_args(a):
@@ -64,7 +68,17 @@ def _tokens(a, run) -> np.ndarray:
 
 
 def _fmt(row) -> str:
-    return " ".join("   nan" if x is None or np.isnan(x) else f"{formats.with_spec(x, '.3f'):>6}" for x in row)
+    """Figures to 3 decimals in columns of 6; one that rounds to 0 is '0.000', never '−0.000'."""
+    return " ".join("   nan" if x is None or np.isnan(x) else f"{_three(x):>6}" for x in row)
+
+
+def _three(x: float) -> str:
+    return formats.with_spec(0.0 if round(float(x), 3) == 0 else x, ".3f")
+
+
+def _header(prefix: str, n: int) -> str:
+    """Column labels over a _fmt row of n figures, after the rows' 'L0' labels: '       H0     H1 …'."""
+    return "      " + " ".join(f"{prefix}{i}".rjust(6) for i in range(n))
 
 
 def _tokens_text(tokens, sep: bool = True) -> str:
@@ -98,12 +112,15 @@ def cmd_patch(a) -> int:
     what = "restored" if a.direction == "denoise" else "destroyed"
     print(f"{a.direction}: {pt.DIRECTIONS[a.direction]}; 1 = the component alone carries the whole difference")
     print(f"fraction {what}, each head's output at every position (rows: layers, columns: heads)")
+    print(_header("H", len(result.head[0])))
     for layer, row in enumerate(result.head):
         print(f"  L{layer}  {_fmt(row)}")
     print(f"fraction {what}, residual stream entering each block, by position")
+    print(_header("", len(result.resid_by_position[0])))
     for layer, row in enumerate(result.resid_by_position):
         print(f"  L{layer}  {_fmt(row)}")
-    print(f"each MLP at every position: {_fmt(result.mlp)}")
+    mlps = "   ".join(f"L{layer} {_three(x)}" for layer, x in enumerate(result.mlp))
+    print(f"fraction {what}, each block's MLP output at every position: {mlps}")
     return 0
 
 
@@ -160,6 +177,7 @@ def cmd_explain(a) -> int:
     seeds = [s for s in dict.fromkeys(a.baseline_seeds) if s != run.train.seed]
     others = [_replace_seed(run, s) for s in seeds]
     ex.check_fits(run, max(a.permutations, a.restarts), a.max_memory)
+    check_work(run, a)
     _check_training([run, *others], a.max_memory)  # every run it needs, before the first is trained
     record = stored_record(run, a.max_memory)
     layer, head = hd.best_head(record.params, run, tokens) if a.layer is None else (a.layer, a.head)
@@ -194,24 +212,29 @@ def cmd_explain(a) -> int:
     return 0
 
 
+def _sci(x: float) -> str:
+    return f"{x:.1e}".replace(".0e", "e").replace("e+", "e")  # 6.7e11, 3e11
+
+
+def check_work(run, a) -> None:
+    """ConfigError (exit 2) when explaining is estimated to cost more than MAX_EXPLAIN_WORK and --yes is not given:
+    checked before anything is trained, so a typo is one line, not an hour."""
+    need = ex.work(run, a.permutations, a.restarts, a.search_steps)
+    if need > MAX_EXPLAIN_WORK and not a.yes:
+        raise ConfigError(
+            "--yes",
+            f"explaining would take about {_sci(need)} multiply-adds (estimated from the model's shapes, "
+            f"--permutations, --restarts and --search-steps), more than the {_sci(MAX_EXPLAIN_WORK)} it runs without "
+            "--yes; lower "
+            "--permutations, --restarts or --search-steps (or --d, --d-ff, --layers, --length), or add --yes",
+        )
+
+
 def _replace_seed(run, seed):
     import dataclasses
 
     check_int("--baseline-seeds", seed, 0, 2**32 - 1)
     return dataclasses.replace(run, train=dataclasses.replace(run.train, seed=seed))
-
-
-def _count(name: str, low: int, high: int):
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = None
-        if value is None or not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"must be an integer from {low:,} to {high:,}, got {text[:20]!r}")
-        return value
-
-    return parse
 
 
 def register(sub) -> None:
@@ -228,8 +251,10 @@ def register(sub) -> None:
         p.add_argument("--input", metavar="SYMBOLS", help='L symbols 0..19, e.g. "17 3 0 12 7 9" (default: the probe)')
         p.set_defaults(func=globals()[f"cmd_{name}"])
         parsers[name] = p
-    parsers["patch"].add_argument("--at", type=int, default=0, help="input position whose symbol changes (default 0)")
-    parsers["patch"].add_argument("--symbol", type=int, help="the corrupted symbol (default: the smallest absent)")
+    parsers["patch"].add_argument(
+        "--at", type=integer, default=0, help="input position whose symbol changes (default 0)"
+    )
+    parsers["patch"].add_argument("--symbol", type=integer, help="the corrupted symbol (default: the smallest absent)")
     parsers["patch"].add_argument(
         "--direction",
         choices=tuple(pt.DIRECTIONS),
@@ -238,34 +263,39 @@ def register(sub) -> None:
         "the answer? noise: corrupted activations into the clean run, is it necessary? (Heimersheim & Nanda)",
     )
     for name in ("lens", "heads"):
-        parsers[name].add_argument("--n-test", type=_count("--n-test", 1, MAX_TEST), default=100)
+        parsers[name].add_argument("--n-test", type=integer_in(1, MAX_TEST), default=100)
     e = parsers["explain"]
-    e.add_argument("--layer", type=int, help="default: the head whose map best matches the task's pattern")
-    e.add_argument("--head", type=int)
-    e.add_argument("--query", type=int, help="answer position L..2L-1 (default 2L-1)")
+    e.add_argument("--layer", type=integer, help="default: the head whose map best matches the task's pattern")
+    e.add_argument("--head", type=integer)
+    e.add_argument("--query", type=integer, help="answer position L..2L-1 (default 2L-1)")
     e.add_argument(
         "--permutations",
-        type=_count("--permutations", 1, MAX_PERMUTATIONS),
+        type=integer_in(1, MAX_PERMUTATIONS),
         default=100,
         help=f"shuffles of the row (1 to {MAX_PERMUTATIONS:,}; default 100)",
     )
     e.add_argument(
         "--restarts",
-        type=_count("--restarts", 1, MAX_RESTARTS),
+        type=integer_in(1, MAX_RESTARTS),
         default=5,
         help=f"restarts of the adversarial search (1 to {MAX_RESTARTS}; default 5)",
     )
     e.add_argument(
         "--search-steps",
-        type=_count("--search-steps", 1, MAX_SEARCH_STEPS),
+        type=integer_in(1, MAX_SEARCH_STEPS),
         default=500,
         help=f"Adam steps of each restart (1 to {MAX_SEARCH_STEPS:,}; default 500)",
     )
     e.add_argument(
         "--baseline-seeds",
-        type=int,
+        type=integer,
         nargs="+",
         default=[0, 1, 2],
         metavar="SEED",
         help=f"other seeds' models to compare with (at most {MAX_BASELINE_SEEDS}; default 0 1 2)",
+    )
+    e.add_argument(
+        "--yes",
+        action="store_true",
+        help=f"explain even when its work is estimated above {_sci(MAX_EXPLAIN_WORK)} multiply-adds (a minute or more)",
     )

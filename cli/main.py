@@ -8,13 +8,12 @@ lab/ (the run store: joblib, pandas) is imported only inside the commands that u
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 
 from attncore.config import MAX_LENGTH, ConfigError
-from cli.flags import ArgumentError, Parser, add_model_args, flag_of, run_of
+from cli.flags import ArgumentError, Parser, add_model_args, flag_of, integer_in, run_of, store_place
 from lab import formats
 
 # every command but sweep and cache (they load lab's sweep module)
@@ -58,7 +57,9 @@ def cmd_train(a) -> int:
     cached = is_cached(run)
     if not cached:
         check_fits([run], cap=a.max_memory)
-    record = get_run(run)
+    from cli.sweep import StepProgress
+
+    record = get_run(run, StepProgress(run.train.steps))  # called only while it trains: steps, loss, time left
     summary = record.summary() | {"cached": cached}
     if a.json:
         snapshots = [s.summary() for s in record.snapshots]  # in step order
@@ -66,14 +67,6 @@ def cmd_train(a) -> int:
     else:
         print_summary(summary)
     return 0
-
-
-def test_length(text: str) -> int:
-    """argparse type of --test-lengths: an integer (its range is checked with the whole list)."""
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be integers from 1 to {MAX_LENGTH}, got {text[:20]!r}") from None
 
 
 def cmd_evaluate(a) -> int:
@@ -95,7 +88,8 @@ def cmd_evaluate(a) -> int:
     k, m = run.task, run.model
     trained = f"L={k.length}" if k.train_lengths is None else f"L={k.train_lengths[0]}-{k.train_lengths[1]}"
     print(f"{k.name} trained at {trained} seed={run.train.seed} position={m.position} steps={run.train.steps}")
-    print(f"{'test L':>6}  {'per-token':>9}  {'per-sequence':>12}  note")
+    noted = any(r.note for r in results)  # a note column only when some length has one (issue 37)
+    print(f"{'test L':>6}  {'per-token':>9}  {'per-sequence':>12}" + ("  note" if noted else ""))
     for r in results:
         tok, seq = (f"{x:.3f}" if x is not None else "-" for x in (r.token_accuracy, r.sequence_accuracy))
         print(f"{r.length:>6}  {tok:>9}  {seq:>12}  {r.note or ''}".rstrip())
@@ -103,15 +97,18 @@ def cmd_evaluate(a) -> int:
 
 
 def build_parser(argv=None) -> Parser:
-    """The parser of every command; lab's sweep and cache commands are imported only when argv may need them."""
+    """The parser of every command; lab's sweep and cache commands are imported only when argv may need them, and
+    for train and evaluate only their own."""
     parser = Parser(prog="python -m attncore", description="Attention Lab: train and inspect a tiny decoder.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    p = sub.add_parser("train", help="train one configuration (served from cache/ when known)")
+    p = sub.add_parser(
+        "train", help=f"train one configuration (served from the run store in {store_place()} when known)"
+    )
     add_model_args(p)
     p.set_defaults(func=cmd_train)
     p = sub.add_parser("evaluate", help="evaluate one configuration's trained run at other test lengths")
     add_model_args(p)
-    p.add_argument("--test-lengths", type=test_length, nargs="+", required=True, metavar="L")
+    p.add_argument("--test-lengths", type=integer_in(1, MAX_LENGTH), nargs="+", required=True, metavar="L")
     p.add_argument(
         "--eval-positions",
         choices=("ordered", "randomized"),
@@ -119,6 +116,9 @@ def build_parser(argv=None) -> Parser:
         help="positions 0..n-1 (default), or drawn from [0, N_MAX) as in training (needs --randomized-positions)",
     )
     p.set_defaults(func=cmd_evaluate)
+    command = next((word for word in argv if not word.startswith("-")), None) if argv is not None else None
+    if command in ("train", "evaluate"):  # a cached run answers in a few ms: the other commands' imports (the
+        return parser  # serving calculators, interventions, norms) were most of its time (issue 37)
     from cli import calc as cli_calc
 
     cli_calc.register(sub)
@@ -128,7 +128,6 @@ def build_parser(argv=None) -> Parser:
     from cli import norms as cli_norms
 
     cli_norms.register(sub)
-    command = next((word for word in argv if not word.startswith("-")), None) if argv is not None else None
     if command not in OWN_COMMANDS:  # sweep, cache, a typo (its error lists every command) or --help
         from cli import sweep as cli_sweep
 
@@ -167,6 +166,12 @@ def main(argv=None) -> int:
         print(f"error: {flag_of(e.field)}: {e.message}", file=sys.stderr)
         return 2
     except ArgumentError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except RuntimeError as e:  # the store refusing to delete a folder of runs says so in its one line
+        backend = sys.modules.get("lab.store.backend")
+        if backend is None or not isinstance(e, backend.ClearRefused):
+            raise
         print(f"error: {e}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # `... | head -1`: the reader has what it wanted

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 
 from attncore.config import ConfigError
+from cli import text
 from lab import formats, stats
 
 MAX_SEEDS = 16
@@ -16,35 +16,54 @@ MAX_SEEDS = 16
 EXPERIMENTS = ("depth", "heads", "lr")
 PAIRS = ("norm", "scaling", "warmup", "depth")
 DEFAULT_SEEDS = 6
+DEPTHS = (2, 4, 8)
+DEPTH_LRS = (3e-3, 1e-2)
+HEAD_SIZES = (8, 16, 32, 64, 128)
+LR_GRID = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1)
+DESCRIPTION = (
+    "A Regimes experiment: a grid of cells, each two variants paired over the same seeds and judged by the "
+    "comparison rule on the held-out test loss and the per-sequence accuracy. "
+    "depth: pre-LN (the baseline) against post-LN at several depths and learning rates, without and with a linear "
+    "warm-up over a fifth of the steps (Xiong et al. 2020). "
+    "heads: the 1/√d_k scaling on (the baseline) against off at several head sizes d_k (Vaswani et al. 2017). "
+    "lr: a variant pair (--pair) over a log grid of learning rates, with each variant's LR sensitivity, and the "
+    "pair compared each at its own best (Wortsman et al. 2023)."
+)
 
 
-def _seeds(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if not 1 <= n <= MAX_SEEDS:
-        raise argparse.ArgumentTypeError(f"must be an integer from 1 to {MAX_SEEDS}, got {text[:20]!r}")
-    return n
+# the flags of one experiment only (the others: --seeds, --task, --length, --steps, --jobs, --max-memory, --json)
+OWN_FLAGS = {
+    "depths": ("depth",),
+    "lrs": ("depth", "lr"),
+    "sizes": ("heads",),
+    "heads": ("heads",),
+    "pair": ("lr",),
+    "layers": ("lr",),
+}
 
 
 def options(a) -> dict:
-    """lab.regimes' options of the flags given (the rest at the experiment's defaults)."""
+    """lab.regimes' options of the flags given (the rest at the experiment's defaults); ConfigError for a flag the
+    chosen experiment does not take (it would be ignored). lab.regimes refuses a level given twice and a flag the
+    --pair sets itself."""
+    for dest, experiments in OWN_FLAGS.items():
+        if getattr(a, dest) is not None and a.experiment not in experiments:
+            takes = " and ".join(experiments)
+            raise ConfigError(
+                dest,
+                f"is a setting of the {takes} experiment{'s' * (len(experiments) > 1)}, which `regimes "
+                f"{a.experiment}` does not use; drop it",
+            )
     out = {"task": a.task, "length": a.length, "steps": a.steps}
-    if a.experiment == "depth" and a.depths:
-        out["depths"] = tuple(a.depths)
-    if a.experiment in ("depth", "lr") and a.lrs:
-        out["lrs"] = tuple(a.lrs)
+    for dest in ("depths", "lrs", "sizes"):
+        if getattr(a, dest):
+            out[dest] = tuple(getattr(a, dest))
     if a.experiment == "heads":
-        out["heads"] = a.heads
-        if a.sizes:
-            out["sizes"] = tuple(a.sizes)
+        out["heads"] = 1 if a.heads is None else a.heads
     if a.experiment == "lr":
-        out["pair"] = a.pair
+        out["pair"] = "norm" if a.pair is None else a.pair
         if a.layers is not None:
             out["n_layers"] = a.layers
-    elif a.layers is not None:
-        raise ConfigError("layers", "--layers sets the lr experiment's depth; the depth experiment takes --depths")
     return out
 
 
@@ -59,6 +78,40 @@ def _row_text(r) -> str:
     )
 
 
+def estimate(experiment: str, cells, runs, n_jobs: int) -> dict:
+    """What training the experiment's missing runs costs here: {"experiment", "runs", "missing", "cpu_seconds",
+    "wall_seconds", "workers", "model"} (lab.cost_model: computing from this machine's CPU time, the wall time
+    from the workers and the load now)."""
+    from lab import cost_model
+    from lab.store import is_cached
+    from lab.sweep import loky_workers
+
+    missing = [run for run in runs if not is_cached(run)]
+    workers = loky_workers(n_jobs, len(missing)) if missing else loky_workers(n_jobs, len(runs))
+    model = cost_model.model(workers)
+    return {
+        "experiment": experiment,
+        "runs": len(runs),
+        "missing": len(missing),
+        "cpu_seconds": round(model.work_seconds(missing), 1),
+        "wall_seconds": round(model.wall_seconds(missing, workers, cost_model.slowdown(workers)), 1),
+        "workers": workers,
+        "cells": len(cells),
+        "model": model,
+    }
+
+
+def estimate_line(e: dict) -> str:
+    """'depth: 96 runs in 8 cells, 96 to train: about 6 min here, 12 min of computing, on 2 workers'."""
+    head = f"{e['experiment']}: {formats.count(e['runs'], 'run')} in {formats.count(e['cells'], 'cell')}"
+    if not e["missing"]:
+        return f"{head}, all stored"
+    return (
+        f"{head}, {e['missing']:,} to train: about {formats.duration(e['wall_seconds'])} here, "
+        f"{formats.duration(e['cpu_seconds'])} of computing, on {formats.count(e['workers'], 'worker')}"
+    )
+
+
 def cmd_regimes(a) -> int:
     from attncore.memory import check_fits
     from lab import regimes
@@ -67,17 +120,27 @@ def cmd_regimes(a) -> int:
     cells = regimes.cells_of(a.experiment, range(a.seeds), **options(a))
     runs = regimes.all_runs(cells)
     check_fits(runs, workers=2 if a.jobs != 1 else 1, cap=a.max_memory)
-    print(f"{a.experiment}: {formats.count(len(runs), 'run')} in {formats.count(len(cells), 'cell')}", file=sys.stderr)
+    cost = estimate(a.experiment, cells, runs, a.jobs)
+    if a.estimate:
+        if a.json:
+            keys = ("experiment", "runs", "missing", "cpu_seconds", "wall_seconds", "workers")
+            print(json.dumps({k: cost[k] for k in keys}))
+        else:
+            print(estimate_line(cost))
+        return 0
+    print(estimate_line(cost), file=sys.stderr)
     from cli.sweep import ProgressBar
 
-    records = run_sweep(runs, n_jobs=a.jobs, progress=ProgressBar())
+    bar = ProgressBar(estimate=cost["wall_seconds"])
+    records = run_sweep(runs, n_jobs=a.jobs, progress=bar, cost=cost["model"])
     summaries = {run: record.summary() for run, record in zip(runs, records, strict=True)}
     rows = regimes.table(cells, summaries)
     out = {"experiment": a.experiment, "seeds": a.seeds, "cells": json.loads(rows.to_json(orient="records"))}
     out["finding"] = regimes.finding(rows)
     if a.experiment == "lr":
-        best = regimes.lr_summary(cells, summaries, regimes.initial_loss(cells))
-        fair = regimes.at_best(cells, summaries)
+        initial = regimes.initial_loss(cells)
+        best = regimes.lr_summary(cells, summaries, initial)
+        fair = regimes.at_best(cells, summaries, initial)
         out["variants"] = json.loads(best.to_json(orient="records"))
         out["at_best"] = json.loads(fair.to_json(orient="records"))
     if a.json:
@@ -97,42 +160,62 @@ def cmd_regimes(a) -> int:
         for v in out["variants"]:
             print(
                 f"{v['variant']}: best lr {formats.learning_rate(v['best_lr'])} (test loss "
-                f"{formats.loss(v['best_loss'])}), LR sensitivity {formats.significant(v['sensitivity'], 3)}"
+                f"{formats.loss(v['best_loss'])}), LR sensitivity {formats.significant(v['sensitivity'], 3)} "
+                f"(ℓ₀ {formats.loss(v['initial_loss'])})"
             )
         for r in out["at_best"]:
             if r["metric"] == regimes.LOSS:
                 delta, p = stats.format_delta(r["delta_mean"]), stats.format_p(r["p_value"])
                 print(f"each at its best lr: Δ {delta}, p {p}, {r['verdict']}")
-    print(out["finding"])
+    print(text.paragraph(out["finding"]))
     return 0
 
 
+MIN_LR = 1e-6  # --lrs: from here to below 1 (a learning rate of 1 or more is refused by attncore.config)
+
+
 def _lr(text: str) -> float:
+    from cli.flags import number
+
     try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (1e-6 <= value <= 1.0):
-        raise argparse.ArgumentTypeError(f"must be a learning rate from 1e-6 to 1, got {text[:20]!r}")
+        value = number(text)
+    except argparse.ArgumentTypeError:
+        value = None
+    if value is None or not MIN_LR <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"must be a learning rate from 1e-6 to below 1, got {text[:20]!r}")
     return value
 
 
-def register(sub) -> None:
-    from cli.flags import jobs, memory_size
+def _listed(values) -> str:
+    return " ".join(formats.learning_rate(v) if isinstance(v, float) else str(v) for v in values)
 
-    p = sub.add_parser("regimes", help="a Regimes experiment (depth, heads or lr) over seeds, with verdicts")
-    p.add_argument("experiment", choices=EXPERIMENTS)
-    p.add_argument("--seeds", type=_seeds, default=DEFAULT_SEEDS, help=f"seeds 0..N-1 (1-{MAX_SEEDS})")
+
+def register(sub) -> None:
+    from cli.flags import integer, integer_in, jobs, memory_size
+
+    p = sub.add_parser(
+        "regimes", help="a Regimes experiment (depth, heads or lr) over seeds, with verdicts", description=DESCRIPTION
+    )
+    p.add_argument("experiment", choices=EXPERIMENTS, help="depth, heads or lr (above)")
+    p.add_argument(
+        "--seeds", type=integer_in(1, MAX_SEEDS), default=DEFAULT_SEEDS, help=f"seeds 0..N-1 (1-{MAX_SEEDS})"
+    )
     p.add_argument("--task", choices=("copy", "sort", "reverse"), default="sort")
-    p.add_argument("--length", type=int, default=6)
-    p.add_argument("--steps", type=int, default=1500)
-    p.add_argument("--depths", type=int, nargs="+", help="depth: blocks (default 2 4 8)")
-    p.add_argument("--lrs", type=_lr, nargs="+", help="depth, lr: learning rates")
-    p.add_argument("--sizes", type=int, nargs="+", help="heads: d_k values (default 8 16 32 64 128)")
-    p.add_argument("--heads", type=int, choices=(1, 4), default=1, help="heads: 1 head of d = d_k or 4 of d = 4 d_k")
-    p.add_argument("--pair", choices=PAIRS, default="norm", help="lr: the variant pair")
-    p.add_argument("--layers", type=int, help="lr: the blocks of both variants (default 2)")
+    p.add_argument("--length", type=integer, default=6)
+    p.add_argument("--steps", type=integer, default=1500)
+    p.add_argument("--depths", type=integer, nargs="+", help=f"depth: blocks (default {_listed(DEPTHS)})")
+    p.add_argument("--lrs", type=_lr, nargs="+", help=f"depth: learning rates (default {_listed(DEPTH_LRS)}); lr: "
+                   f"the grid (default {_listed(LR_GRID)}); 1e-6 to below 1")  # fmt: skip
+    p.add_argument("--sizes", type=integer, nargs="+", help=f"heads: d_k values (default {_listed(HEAD_SIZES)})")
+    p.add_argument("--heads", type=integer, choices=(1, 4), help="heads: 1 head of d = d_k (default) or 4 of d = 4 d_k")
+    p.add_argument("--pair", choices=PAIRS, help="lr: the variant pair (default norm)")
+    p.add_argument("--layers", type=integer, help="lr: the blocks of both variants (default 2)")
     p.add_argument("--jobs", type=jobs, default=-1, help="parallel workers (-1: all cores)")
     p.add_argument("--max-memory", type=memory_size, metavar="SIZE", help="refuse runs estimated to need more")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument(
+        "--estimate",
+        action="store_true",
+        help="print what training it would cost here (runs, computing, wall time, workers) and train nothing",
+    )
     p.set_defaults(func=cmd_regimes)

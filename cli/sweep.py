@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from attncore.config import ConfigError
+from cli import text
 from cli.flags import (
     GRID_FACTORS,
     INDUCTION_ONLY,
@@ -25,6 +26,7 @@ from cli.flags import (
     jobs,
     run_settings,
     schedules,
+    store_place,
     typed,
 )
 from lab import formats
@@ -33,7 +35,10 @@ CSV_FILES = ("runs.csv", "accuracy.csv", "ablations.csv")
 
 
 def register(sub) -> None:
-    p = sub.add_parser("sweep", help="train a grid or a preset of runs in parallel (served from cache/ when known)")
+    p = sub.add_parser(
+        "sweep",
+        help=f"train a grid or a preset of runs in parallel (served from the run store in {store_place()} when known)",
+    )
     add_model_args(p, many=True)
     p.add_argument("--preset", help="a named set of runs instead of the grid: article, accuracy, ablations, smoke")
     p.add_argument(
@@ -115,12 +120,23 @@ def check_csv_dir(directory: Path) -> None:
 
 
 class ProgressBar:
-    """done/total runs and elapsed time on stderr: redrawn in place on a terminal, else a line a second at most."""
+    """done/total runs, elapsed time and the time left on stderr: redrawn in place on a terminal, else a line a
+    second at most. The time left is `estimate` (wall seconds, lab.cost_model's) less the time elapsed until the
+    first run is done, then the pace so far, weighted by each run's estimated computing when `costs` gives it
+    (in the order the runs finish: a sweep deals the longest first)."""
 
-    def __init__(self, stream=None, width: int = 30):
+    def __init__(self, stream=None, width: int = 30, estimate: float | None = None):
         self.stream = stream or sys.stderr
         self.width, self.start, self.last = width, time.perf_counter(), -1.0
         self.tty = self.stream.isatty()
+        self.estimate = estimate
+
+    def left(self, done: int, total: int, elapsed: float) -> float | None:
+        if done >= total:
+            return None
+        if done:
+            return elapsed * (total - done) / done
+        return None if self.estimate is None else max(0.0, self.estimate - elapsed)
 
     def __call__(self, done: int, total: int) -> None:
         now = time.perf_counter() - self.start
@@ -129,8 +145,38 @@ class ProgressBar:
         self.last = now
         filled = self.width * done // max(total, 1)
         line = f"[{'#' * filled}{'.' * (self.width - filled)}] {done}/{formats.count(total, 'run')}  {now:.1f} s"
+        if (left := self.left(done, total, now)) is not None:
+            line += f", about {formats.duration(left)} left"
         end = "\n" if done == total or not self.tty else ""
-        self.stream.write(("\r" if self.tty else "") + line + end)
+        self.stream.write(("\r" if self.tty else "") + line.ljust(78 if self.tty else 0) + end)
+        self.stream.flush()
+
+
+class StepProgress:
+    """One training's step, loss, elapsed time and time left on stderr (get_run's callback): redrawn in place on a
+    terminal, else a line every few seconds; a last line when the steps are done and the evaluation starts."""
+
+    def __init__(self, steps: int, stream=None, every: float = 5.0):
+        self.stream = stream or sys.stderr
+        self.steps, self.start = steps, time.perf_counter()
+        self.tty = self.stream.isatty()
+        self.every = 0.2 if self.tty else every
+        self.last = 0.0  # the first line once `every` has passed: a short training prints only its last
+
+    def __call__(self, step: int, loss: float) -> None:
+        now = time.perf_counter() - self.start
+        done = step + 1
+        final = done >= self.steps
+        if not final and now - self.last < self.every:
+            return
+        self.last = now
+        line = f"step {done:,}/{self.steps:,}  loss {formats.loss(loss)}  {formats.duration(now)} elapsed"
+        if final:
+            line += ", evaluating on the test sequences"
+        else:
+            line += f", about {formats.duration(now * (self.steps - done) / done)} left"
+        end = "\n" if final or not self.tty else ""
+        self.stream.write(("\r" if self.tty else "") + line.ljust(78 if self.tty else 0) + end)
         self.stream.flush()
 
 
@@ -153,11 +199,11 @@ def print_tables(records) -> None:
 
     acc = accuracy_table(records)
     print("Accuracy by task and L over seeds (mean, min)")
-    print(acc.to_string(index=False, formatters=formats.table_formatters(acc.columns, acc)))
+    print(text.table(acc, ["task", "length"], formatters=formats.table_formatters(acc.columns, acc)))
     abl, base, label = ablations(records)
     if len(abl) > 1:
         print(f"\nAblations of {base.task.name} L={base.task.length} seed={base.train.seed} (diff: to '{label}')")
-        print(abl.to_string(index=False, formatters=formats.table_formatters(abl.columns, abl)))
+        print(text.table(abl, ["variant"], formatters=formats.table_formatters(abl.columns, abl)))
 
 
 def check_group_by(runs, factor: str) -> None:
@@ -186,12 +232,12 @@ def print_groups(records, factor: str, as_json: bool) -> None:
         print(json.dumps(to_json(factor, groups, table, comparisons)))
         return
     print(f"Runs grouped by {factor} (mean, min, max over seeds)")
-    print(table.to_string(index=False, formatters=formats.table_formatters(table.columns, table)))
+    print(text.table(table, ["level"], formatters=formats.table_formatters(table.columns, table)))
     if len(comparisons):
         print(f"\nEach {factor} against {next(iter(groups))}, paired by seed (delta: level minus baseline)")
-        print(display(comparisons).to_string(index=False))
-        print(f"\n{seeds_text(comparisons)}")
-    print(f"\n{RULE}")
+        print(text.table(display(comparisons, each=True), ["level", "metric"]))  # as `regimes` writes them
+        print(f"\n{text.paragraph(seeds_text(comparisons))}")
+    print(f"\n{text.paragraph(RULE)}")
 
 
 def cmd_sweep(a) -> int:

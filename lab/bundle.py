@@ -14,6 +14,8 @@ import re
 import stat
 import uuid
 import zipfile
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -110,23 +112,24 @@ def _fixed(name: str, compression: int = zipfile.ZIP_STORED) -> zipfile.ZipInfo:
     return info
 
 
-def write_bundle(path, runs=None, *, location=None) -> int:
+def write_bundle(path, runs=None, *, location=None, max_bytes: int | None = None) -> int:
     """export_bundle into the file `path`, replacing it only once the bundle is whole; how many runs it holds.
 
     The bundle goes to a temporary file beside `path`, renamed over it on success: a full disk or any other
     error leaves an existing file as it was (and no temporary file). BundleError, with `path` untouched,
-    when no run is left to write (none stored or matched, or all damaged). A `path` that exists but is not
+    when no run is left to write (none stored or matched, or all damaged) or more than `max_bytes` would
+    be. A `path` that exists but is not
     a regular file (a FIFO, /dev/stdout) is written in place.
     """
     target = Path(os.path.realpath(path))  # a symlink's file is replaced, the link kept
     if target.exists() and not target.is_file():
         with open(target, "wb") as fh:
-            return _some(export_bundle(fh, runs, location=location))
+            return _some(export_bundle(fh, runs, location=location, max_bytes=max_bytes))
     tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:12]}.tmp")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies, as to open()
         with os.fdopen(fd, "wb") as fh:
-            n = _some(export_bundle(fh, runs, location=location))
+            n = _some(export_bundle(fh, runs, location=location, max_bytes=max_bytes))
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, target)
@@ -142,24 +145,22 @@ def _some(n: int) -> int:
     return n
 
 
-def _read_file(path, max_bytes: int) -> bytes:
-    """A regular file's bytes, at most max_bytes: device files, FIFOs and folders are refused before reading."""
+@contextmanager
+def _opened_file(path, max_bytes: int):
+    """A regular file opened for reading, at most max_bytes: device files, FIFOs and folders are refused first."""
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):
             raise BundleError("the bundle is not a regular file")
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO swapped in cannot block the open
-        with os.fdopen(fd, "rb") as fh:
-            st = os.fstat(fh.fileno())
-            if not stat.S_ISREG(st.st_mode):
-                raise BundleError("the bundle is not a regular file")
-            if st.st_size > max_bytes:
-                raise BundleError(f"the bundle is {_bytes(st.st_size)}; the limit is {_bytes(max_bytes)}")
-            data = fh.read(max_bytes + 1)  # never more than the cap, whatever the size said
     except OSError as exc:
         raise BundleError(f"cannot read the bundle ({exc.strerror or type(exc).__name__})") from None
-    if len(data) > max_bytes:
-        raise BundleError(f"the bundle is larger than the limit of {_bytes(max_bytes)}")
-    return data
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise BundleError("the bundle is not a regular file")
+        if st.st_size > max_bytes:
+            raise BundleError(f"the bundle is {_bytes(st.st_size)}; the limit is {_bytes(max_bytes)}")
+        yield fh
 
 
 def _bytes(n: int) -> str:
@@ -227,67 +228,93 @@ def _manifest(z: zipfile.ZipFile, info: zipfile.ZipInfo, n_runs: int) -> dict:
     return manifest
 
 
-def read_bundle(source, max_bytes: int = MAX_BUNDLE_BYTES, *, trust: bool = False) -> list:
-    """The RunRecords of a bundle (a path or bytes), every check passed; BundleError naming the first failure.
+class _Bundle:
+    """A bundle opened for reading, its members and manifest checked; its runs decoded one at a time on request."""
 
-    Everything is bounded before it is allocated: the file (a regular one, read up to max_bytes), the member
-    list, the manifest's size and structure, every .npy header against its run's config. With
-    ATTNCORE_CACHE_KEY set, every run must carry a valid signature under it unless `trust` (the operator's
-    command line only; the runs are then signed when stored).
-    """
-    data = _read_file(source, max_bytes) if isinstance(source, (str, Path)) else bytes(source)
-    if len(data) > max_bytes:
-        raise BundleError(f"the bundle is {_bytes(len(data))}; the limit is {_bytes(max_bytes)}")
-    try:
-        z = zipfile.ZipFile(io.BytesIO(data))
-        infos = {info.filename: info for info in z.infolist()}
-    except (zipfile.BadZipFile, ValueError, OSError, EOFError):
-        raise BundleError("not a bundle: the file is not a zip archive") from None
-    if MANIFEST not in infos:
-        raise BundleError(f"not a bundle: no {MANIFEST}")
-    n_runs = len(infos) - 1
-    if n_runs > MAX_RUNS:
-        raise BundleError(f"the bundle holds more than {MAX_RUNS} runs")
-    if set(infos) != {MANIFEST} | {_member(i) for i in range(n_runs)}:
-        raise BundleError("the bundle holds files other than its manifest and its runs")
-    if sum(info.file_size for info in infos.values()) > 2 * max_bytes:
-        raise BundleError("the bundle unpacks to more than its size limit allows")
-    manifest = _manifest(z, infos[MANIFEST], n_runs)
-    metas = manifest["runs"]
-    if manifest.get("numerics_version") != store.NUMERICS_VERSION:
-        raise BundleError(
-            f"the bundle was computed by another numerics version; this code computes version {store.NUMERICS_VERSION}"
-        )
-    if len(metas) > MAX_RUNS:
-        raise BundleError(f"the bundle holds more than {MAX_RUNS} runs")
-    if len(metas) != n_runs:
-        raise BundleError("the bundle holds files other than its manifest and its runs")
-    keyed = codec.sign({}) is not None
-    out = []
-    for i, meta in enumerate(metas):
+    def __init__(self, z: zipfile.ZipFile, infos: dict, metas: list, trust: bool):
+        self.z, self.infos, self.metas, self.trust = z, infos, metas, trust
+        self.keyed = codec.sign({}) is not None
+
+    def record(self, i: int):
+        """Run i's RunRecord, every check passed (signature, size, digest, shapes); BundleError naming it."""
+        n = len(self.metas)
         try:
+            meta = self.metas[i]
             if not isinstance(meta, dict):
                 raise codec.RecordError("its entry in the manifest is not an object")
             meta = dict(meta)
             mac = meta.pop("hmac", None)
-            if keyed and not trust and not codec.signed(meta, mac):
+            if self.keyed and not self.trust and not codec.signed(meta, mac):
                 raise BundleError(
-                    f"run {i + 1} of {len(metas)} is not signed with this store's {codec.KEY_VAR}; only bundles "
+                    f"run {i + 1} of {n} is not signed with this store's {codec.KEY_VAR}; only bundles "
                     f"exported by a process with that key are accepted (or pass --trust to `cache import`)"
                 )
-            info = infos[_member(i)]
+            info = self.infos[_member(i)]
             if not isinstance(meta.get("npz_bytes"), int) or info.file_size != meta["npz_bytes"]:
                 raise codec.RecordError("the array file's SHA-256 does not match its sidecar")
-            with z.open(info) as fh:
+            with self.z.open(info) as fh:
                 blob = fh.read(info.file_size + 1)
-            out.append(codec.decode(meta, blob, store.NUMERICS_VERSION, imported=True))
+            return codec.decode(meta, blob, store.NUMERICS_VERSION, imported=True)
         except BundleError:
             raise
         except codec.RecordError as exc:
-            raise BundleError(f"run {i + 1} of {len(metas)}: {exc}") from None
+            raise BundleError(f"run {i + 1} of {n}: {exc}") from None
         except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError, RuntimeError):
-            raise BundleError(f"run {i + 1} of {len(metas)}: its array file cannot be read") from None
-    return out
+            raise BundleError(f"run {i + 1} of {n}: its array file cannot be read") from None
+
+
+@contextmanager
+def _open_bundle(source, max_bytes: int, trust: bool) -> Iterator[_Bundle]:
+    """The bundle at `source` (a path, read from its file as needed; or bytes) with its structure checked.
+
+    Everything is bounded before it is allocated: the file (a regular one, at most max_bytes), the member
+    list, the manifest's size and structure; each run's .npy headers are checked against its config when the
+    run is decoded (_Bundle.record). A path is never read into memory whole.
+    """
+    with ExitStack() as stack:
+        if isinstance(source, (str, Path)):
+            fh = stack.enter_context(_opened_file(source, max_bytes))
+        else:
+            if len(source) > max_bytes:
+                raise BundleError(f"the bundle is {_bytes(len(source))}; the limit is {_bytes(max_bytes)}")
+            fh = io.BytesIO(source)
+        try:
+            z = stack.enter_context(zipfile.ZipFile(fh))
+            infos = {info.filename: info for info in z.infolist()}
+        except (zipfile.BadZipFile, ValueError, OSError, EOFError):
+            raise BundleError("not a bundle: the file is not a zip archive") from None
+        if MANIFEST not in infos:
+            raise BundleError(f"not a bundle: no {MANIFEST}")
+        n_runs = len(infos) - 1
+        if n_runs > MAX_RUNS:
+            raise BundleError(f"the bundle holds more than {MAX_RUNS} runs")
+        if set(infos) != {MANIFEST} | {_member(i) for i in range(n_runs)}:
+            raise BundleError("the bundle holds files other than its manifest and its runs")
+        if sum(info.file_size for info in infos.values()) > 2 * max_bytes:
+            raise BundleError("the bundle unpacks to more than its size limit allows")
+        manifest = _manifest(z, infos[MANIFEST], n_runs)
+        metas = manifest["runs"]
+        if manifest.get("numerics_version") != store.NUMERICS_VERSION:
+            raise BundleError(
+                "the bundle was computed by another numerics version; this code computes version "
+                f"{store.NUMERICS_VERSION}"
+            )
+        if len(metas) > MAX_RUNS:
+            raise BundleError(f"the bundle holds more than {MAX_RUNS} runs")
+        if len(metas) != n_runs:
+            raise BundleError("the bundle holds files other than its manifest and its runs")
+        yield _Bundle(z, infos, metas, trust)
+
+
+def read_bundle(source, max_bytes: int = MAX_BUNDLE_BYTES, *, trust: bool = False) -> list:
+    """The RunRecords of a bundle (a path or bytes), every check passed; BundleError naming the first failure.
+
+    With ATTNCORE_CACHE_KEY set, every run must carry a valid signature under it unless `trust` (the operator's
+    command line only; the runs are then signed when stored). All the runs are in memory at once: an import
+    streams them instead (import_bundle).
+    """
+    with _open_bundle(source, max_bytes, trust) as opened:
+        return [opened.record(i) for i in range(len(opened.metas))]
 
 
 def import_bundle(source, max_bytes: int = MAX_BUNDLE_BYTES, *, location=None, trust: bool = False) -> tuple[int, int]:
@@ -309,19 +336,27 @@ def import_bundle_report(
     The counts are of the bundle's distinct runs (a run listed twice counts once) and of what this call
     wrote: a run stored meanwhile by another process (a concurrent import) counts as already there.
     """
-    imported = list({_key(r.config): r for r in read_bundle(source, max_bytes, trust=trust)}.values())
-    new = [r for r in imported if not store.is_cached(r.config, location=location)]
-    done = []
-    try:  # each checked again under its lock: a run another import stored meanwhile is left, not counted
-        for record, wrote in zip(new, store.put_runs(new, location=location, replace=False), strict=True):
-            if wrote:
-                done.append(record.config)
-    except BaseException:
-        store.remove_runs(done, location=location)
-        raise
+    with _open_bundle(source, max_bytes, trust) as opened:
+        last, summaries = {}, {}  # each distinct run: where it is last listed (its entry wins), its summary
+        for i in range(len(opened.metas)):  # first pass: every run checked, one at a time, none kept
+            record = opened.record(i)
+            key = _key(record.config)
+            last[key], summaries[key] = (i, record.config), record.summary()
+            del record
+        distinct = dict(last.values())  # index -> config, in the order the runs are first listed
+        new = [i for i, config in distinct.items() if not store.is_cached(config, location=location)]
+        done = []
+        try:  # second pass: each run decoded again and stored in turn (checked again under its lock)
+            records = (opened.record(i) for i in new)
+            for i, wrote in zip(new, store.put_runs(records, location=location, replace=False), strict=True):
+                if wrote:
+                    done.append(distinct[i])
+        except BaseException:
+            store.remove_runs(done, location=location)
+            raise
     if done:
-        store.enforce_cap(location=location, keep=[r.config for r in imported])
-    return len(done), len(imported) - len(done), provenance.foreign([r.summary() for r in imported])
+        store.enforce_cap(location=location, keep=list(distinct.values()))
+    return len(done), len(distinct) - len(done), provenance.foreign(list(summaries.values()))
 
 
 def _key(run: RunConfig) -> str:

@@ -277,27 +277,40 @@ def _interval(low: float, high: float, spec: str) -> str:
     return f"[{low_text}, {high_text}]"
 
 
-def display(comparisons: pd.DataFrame) -> pd.DataFrame:
+def display(comparisons: pd.DataFrame, each: bool = False) -> pd.DataFrame:
     """The comparisons as text for people, each column in one format (lab.formats.column_spec): differences and
     intervals to 3 significant digits of the column's smallest (scientific when that is below 1e-3; exactly 0 as
     '0', never +0.0000 beside a verdict), the sign-flip interval with its level when it is not 95 %, the t interval
     apart, p, Holm's p and the floor to 4 (lab.formats.p_values), 'differ' as k of n seeds; the verdict next to the
-    level and metric, so a narrow table still shows it."""
+    level and metric, so a narrow table still shows it. each=True writes every number on its own as the command
+    line prints it (3 significant digits: lab.stats.format_delta, format_interval; p to 4: '0.03125')."""
     out = comparisons.copy()
+    ci = list(zip(out["ci_low"], out["ci_high"], (_level_note(c) for c in out["ci_level"]), strict=True))
+    t = list(zip(out["t_low"], out["t_high"], strict=True))
+    if each:
+        for c in ("delta_mean", "delta_min", "delta_max"):
+            out[c] = [stats.format_delta(v) for v in out[c]]
+        out["ci_low"] = [stats.format_interval(lo, hi) + note for lo, hi, note in ci]
+        out["t_low"] = [stats.format_interval(lo, hi) for lo, hi in t]
+        for c in ("p_value", "p_floor", "p_corrected"):
+            out[c] = [stats.format_p(v) for v in out[c]]
+        return _display_columns(out)
     for c in ("delta_mean", "delta_min", "delta_max"):
         out[c] = _signed_column(out[c], _spec(out[c]))
     spec = _spec([*out["ci_low"], *out["ci_high"]])  # both ends of every row's interval in one format
-    out["ci_low"] = [
-        _interval(lo, hi, spec) + _level_note(level)
-        for lo, hi, level in zip(out["ci_low"], out["ci_high"], out["ci_level"], strict=True)
-    ]
+    out["ci_low"] = [_interval(lo, hi, spec) + note for lo, hi, note in ci]
     spec = _spec([*out["t_low"], *out["t_high"]])
-    out["t_low"] = [_interval(lo, hi, spec) for lo, hi in zip(out["t_low"], out["t_high"], strict=True)]
+    out["t_low"] = [_interval(lo, hi, spec) for lo, hi in t]
+    for c in ("p_value", "p_floor", "p_corrected"):
+        out[c] = formats.p_values(out[c])  # one format per column (issue 29.6: 0.007812 beside 0.25)
+    return _display_columns(out)
+
+
+def _display_columns(out: pd.DataFrame) -> pd.DataFrame:
+    """display's shared end: 'differ' as k of n, the columns renamed and in reading order."""
     out["n_nonzero"] = [f"{k} of {n}" for k, n in zip(out["n_nonzero"], out["n"], strict=True)]
     out = out.drop(columns=["ci_high", "t_high", "ci_level"])
     out = out.rename(columns={"ci_low": "interval", "t_low": "t_interval", "n_nonzero": "differ"})
-    for c in ("p_value", "p_floor", "p_corrected"):
-        out[c] = formats.p_values(out[c])  # one format per column (issue 29.6: 0.007812 beside 0.25)
     first = [c for c in ("facet", "test_length") if c in out]
     first += ["level", "metric", "verdict", "n", "differ", "delta_mean", "interval", "p_value", "p_corrected"]
     first += ["p_floor", "t_interval", "delta_min", "delta_max", "baseline"]

@@ -1,12 +1,16 @@
-"""How long training runs take here, estimated before any of them is trained: a cost model of one step from the
-run's shape and batch (multiply-adds, elementwise work, per-block overhead), calibrated once per process by timing
-a few small probe runs on this machine, times the steps, plus the evaluation; and the wall time of a sweep of runs
-on a number of worker processes. Imports attncore and NumPy (and joblib's loky, for a calibration in parallel).
+"""How long training runs take here, estimated before any of them is trained.
+
+Computing first: a model of one step's CPU time from the run's shape and batch (multiply-adds, elementwise work,
+per-block overhead), calibrated once per process on the CPU time (not the wall time) of a few small probe runs,
+so the load on the machine at calibration does not move it; times the steps, plus the evaluation. Then the wall
+time: the computing shared out over the workers, slowed by what the machine's other work takes from them now
+(`slowdown`, measured when asked). Imports attncore and NumPy (and joblib's loky, for a calibration in parallel).
 """
 
 from __future__ import annotations
 
-import heapq
+import math
+import os
 import threading
 import time
 from collections.abc import Sequence
@@ -32,7 +36,7 @@ PROBES = (
     dict(d_model=256, n_heads=4, n_layers=1, batch_size=16, length=6),  # products large enough for BLAS's pace
 )
 PROBE_STEPS = 3  # steps per timed chunk
-PROBE_ROUNDS = 7  # chunks per probe: the fastest gives the model's shape, the median over the fastest its pace
+PROBE_ROUNDS = 7  # chunks per probe: the one of least CPU time is the probe's cost (other load only adds to it)
 EVAL_STEPS = 80  # the evaluation and the 20 snapshots (with their norms, issue 30.3) cost about this many steps
 # an induction snapshot (held-out losses, the probe set's scores, the norms) costs about 5 steps, the final
 # figures about 20 (measured on the default run: 424 steps' time beside 2,000 steps, 81 snapshots)
@@ -44,6 +48,11 @@ def eval_steps(run: RunConfig) -> int:
     if run.task.name == INDUCTION:
         return INDUCTION_SNAPSHOT_STEPS * len(run_snapshot_steps(run)) + INDUCTION_EVAL_STEPS
     return EVAL_STEPS
+
+
+PACE_CPU_SECONDS = 0.03  # `slowdown` trains a probe until it has had this much CPU (or for PACE_WALL_SECONDS)
+PACE_WALL_SECONDS = 1.0
+PACE_TTL_SECONDS = 10.0  # how long a measured pace holds
 
 
 def step_features(run: RunConfig) -> np.ndarray:
@@ -71,8 +80,8 @@ def _probe_run(shape: dict) -> RunConfig:
 
 
 def _time_probes() -> np.ndarray:
-    """(PROBE_ROUNDS, probes) seconds per step of each timed chunk, the probes interleaved so a burst of other load
-    does not land on one only."""
+    """(PROBE_ROUNDS, probes) CPU seconds per step of each timed chunk (this thread's CPU time: what a run costs
+    whatever else the machine runs), the probes interleaved so a burst of other load does not land on one only."""
     trainers = [Trainer(_probe_run(p)) for p in PROBES]
     chunks = np.empty((PROBE_ROUNDS, len(PROBES)))
     with one_blas_thread():  # as attncore.train trains
@@ -80,10 +89,10 @@ def _time_probes() -> np.ndarray:
             trainer.step()  # the first step allocates
         for r in range(PROBE_ROUNDS):
             for i, trainer in enumerate(trainers):
-                start = time.perf_counter()
+                start = time.thread_time()
                 for _ in range(PROBE_STEPS):
                     trainer.step()
-                chunks[r, i] = (time.perf_counter() - start) / PROBE_STEPS
+                chunks[r, i] = (time.thread_time() - start) / PROBE_STEPS
     return chunks
 
 
@@ -103,33 +112,42 @@ def fit(features: np.ndarray, seconds: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class CostModel:
-    coefficients: np.ndarray  # seconds per unit of each step feature
-    probe_seconds: tuple[float, ...]  # what the calibration measured: each probe's median step
-    calibration_seconds: float  # how long the calibration took
+    coefficients: np.ndarray  # CPU seconds per unit of each step feature
+    probe_seconds: tuple[float, ...]  # what the calibration measured: each probe's CPU seconds per step
+    calibration_seconds: float  # how long the calibration took (wall)
 
     def step_seconds(self, run: RunConfig) -> float:
         return float(step_features(run) @ self.coefficients)
 
     def run_seconds(self, run: RunConfig) -> float:
-        """Seconds to train and evaluate `run` in one worker process."""
+        """CPU seconds to train and evaluate `run` in one worker process: its computing."""
         return self.step_seconds(run) * (run.train.steps + eval_steps(run))
 
     def work_seconds(self, runs: Sequence[RunConfig]) -> float:
-        """CPU seconds of training all the runs: what a view's budget counts."""
+        """CPU seconds of training all the runs: their computing, what a view's budget counts."""
         return sum(self.run_seconds(r) for r in runs)
 
-    def wall_seconds(self, runs: Sequence[RunConfig], workers: int) -> float:
-        """Wall time of the runs trained in order on `workers` processes, each next run to the first one free."""
-        free = [0.0] * max(1, min(workers, len(runs)))
-        for run in runs:
-            heapq.heappush(free, heapq.heappop(free) + self.run_seconds(run))
-        return max(free) if runs else 0.0
+    def wall_seconds(self, runs: Sequence[RunConfig], workers: int, slowdown: float = 1.0) -> float:
+        """Wall time of the runs on `workers` processes, each run taking `slowdown` times its computing: the
+        longest run or the computing shared out evenly, whichever is more. A lower bound of any order of the runs
+        (the sweeps deal them longest first, which lands within a run of it), and never more for a part of the
+        runs than for all of them."""
+        if not runs:
+            return 0.0
+        each = [self.run_seconds(r) for r in runs]
+        return slowdown * max(max(each), sum(each) / max(1, min(workers, len(runs))))
+
+
+def longest_first(runs: Sequence[RunConfig], cost: CostModel) -> list[RunConfig]:
+    """The runs in the order a sweep deals them to its workers: the most computing first, so the last ones to
+    finish are short (the wall time lands near `wall_seconds`)."""
+    return sorted(runs, key=cost.run_seconds, reverse=True)
 
 
 def calibrate(workers: int = 1) -> CostModel:
-    """Time the probes here (a second or two) and fit the step model. With workers > 1 the probes run in that many
-    fresh processes at once, as a sweep's runs do, so the model sees what they cost each other (shared cores,
-    caches and memory bandwidth); their chunks are pooled."""
+    """Time the probes' CPU here (a second or two) and fit the step model. With workers > 1 the probes run in that
+    many fresh processes at once, as a sweep's runs do, so the model sees what they cost each other (shared caches
+    and memory bandwidth); their chunks are pooled."""
     start = time.perf_counter()
     if workers <= 1:
         chunks = _time_probes()
@@ -138,16 +156,20 @@ def calibrate(workers: int = 1) -> CostModel:
 
         with ProcessPoolExecutor(max_workers=workers) as pool:
             chunks = np.concatenate([job.result() for job in [pool.submit(_time_probes) for _ in range(workers)]])
-    # Other load only ever adds time: the fastest chunks give the cost's shape (stable coefficients), and the
-    # typical chunk over the fastest, the pace this machine keeps now, which scales the whole model.
-    fastest, typical = chunks.min(axis=0), np.median(chunks, axis=0)
-    pace = float(np.median(typical / fastest))
+    # CPU time is what a probe costs, whatever else runs (a busy machine makes it wait, which CPU time does not
+    # count); other load can still add a little (caches shared), so each probe's least-cost chunk is its cost.
+    cheapest = chunks.min(axis=0)
     features = np.array([step_features(_probe_run(p)) for p in PROBES])
-    return CostModel(pace * fit(features, fastest), tuple(typical), time.perf_counter() - start)
+    return CostModel(fit(features, cheapest), tuple(cheapest), time.perf_counter() - start)
 
 
 _models: dict[int, CostModel] = {}
 _calibrating = threading.Lock()  # one calibration at a time: two at once would time each other
+
+
+def calibrated(workers: int = 1) -> bool:
+    """Whether model(workers) answers at once (else its first call times the probes: a few seconds)."""
+    return workers in _models
 
 
 def model(workers: int = 1) -> CostModel:
@@ -156,3 +178,50 @@ def model(workers: int = 1) -> CostModel:
         if workers not in _models:
             _models[workers] = calibrate(workers)
         return _models[workers]
+
+
+_pace: dict[str, tuple[float, float]] = {}  # "pace" -> (when measured, wall seconds per CPU second)
+_pace_lock = threading.Lock()
+
+
+def cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def measure_pace() -> float:
+    """Wall seconds per CPU second of a probe trained now in this thread: 1 when it has a core to itself. Timed
+    over PACE_CPU_SECONDS of its CPU, enough time slices that one lost slice does not decide it."""
+    trainer = Trainer(_probe_run(PROBES[1]))
+    with one_blas_thread():
+        trainer.step()
+        wall0, cpu0 = time.perf_counter(), time.thread_time()
+        while time.thread_time() - cpu0 < PACE_CPU_SECONDS and time.perf_counter() - wall0 < PACE_WALL_SECONDS:
+            trainer.step()
+        wall, cpu = time.perf_counter() - wall0, time.thread_time() - cpu0
+    return max(1.0, wall / max(cpu, 1e-3))
+
+
+def slowdown(workers: int, pace: float | None = None, load: float | None = None, n_cores: int | None = None) -> float:
+    """How many times its computing a run's wall time is here now, with `workers` runs trained at once.
+
+    From the pace a probe keeps now (wall over CPU seconds; measured at most every PACE_TTL_SECONDS) and the load
+    average: what the machine's other work occupies of its cores, and the workers share the rest. On an idle
+    machine with a core per worker, 1."""
+    if pace is None:
+        with _pace_lock:
+            when, pace = _pace.get("pace", (-math.inf, 1.0))
+            if time.monotonic() - when > PACE_TTL_SECONDS:
+                pace = measure_pace()
+                _pace["pace"] = (time.monotonic(), pace)
+    n_cores = cores() if n_cores is None else n_cores
+    if load is None:
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    if pace > 1.05:  # the probe got 1/pace of a core: the others keep pace * cores - 1 of them busy
+        others = pace * n_cores - 1
+    else:  # a core was free: the others keep at most cores - 1 busy, as many as the load average says
+        others = min(n_cores - 1.0, max(0.0, load))
+    return max(1.0, (others + workers) / n_cores)

@@ -106,11 +106,14 @@ def seconds(s: float) -> str:
 
 
 def duration(s: float) -> str:
-    """A time to wait or waited: '42 s', '3 min 05 s' (from 90 s on)."""
-    s = max(0.0, s)
+    """A time to wait or waited: '42 s', '3 min 05 s' (from 90 s on), '2 h 05 min' (from 90 min on)."""
+    s = round(max(0.0, s))
     if s < 90:
-        return f"{s:.0f} s"
-    return f"{s // 60:.0f} min {s % 60:02.0f} s"
+        return f"{s} s"
+    if s < 90 * 60:
+        return f"{s // 60} min {s % 60:02d} s"
+    minutes = round(s / 60)
+    return f"{minutes // 60} h {minutes % 60:02d} min"
 
 
 def ratio(x: float) -> str:

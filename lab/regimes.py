@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from attncore.config import RunConfig, make_run
+from attncore.config import N_SYMBOLS, ConfigError, RunConfig, make_run
 from attncore.evaluate import test_loss
 from attncore.train import initial_params
 from lab import compare, formats, stats
@@ -30,6 +30,8 @@ LOSS = "test_loss"  # the held-out loss every comparison of final loss uses
 METRICS = (LOSS, "sequence_accuracy")
 DEFAULT_SEEDS = 6  # the fewest with which one comparison can show a difference (floor 2/2^6 < 0.05)
 WARMUP_FRACTION = 0.2
+CHANCE_LOSS = math.log(N_SYMBOLS)  # a uniform guess among the 20 symbols: ln 20 = 3.00 nats per answer token
+FAILED_LOSS = 0.9 * CHANCE_LOSS  # a run "fails" at a test loss of at least this: it learned next to nothing
 
 DEPTHS = (2, 4, 8)
 DEPTH_LRS = (3e-3, 1e-2)
@@ -55,11 +57,33 @@ def _base(task: str, length: int, steps: int, **settings) -> dict:
     return {"task": task, "length": length, "steps": steps} | settings
 
 
+def warmup_steps(steps: int) -> int:
+    """The warm-up variants' warm-up: WARMUP_FRACTION of the steps, rounded. ConfigError (field steps) when that
+    rounds to 0: the warm-up cells would hold the same runs as the others, and a warm-up pair would compare each
+    run with itself ('identical on every seed')."""
+    warmup = round(WARMUP_FRACTION * steps)
+    if warmup < 1:
+        fewest = next(n for n in range(1, 100) if round(WARMUP_FRACTION * n) >= 1)
+        raise ConfigError(
+            "steps",
+            f"the warm-up is {WARMUP_FRACTION:.0%} of the steps, which rounds to 0 at {steps} step"
+            f"{'s' * (steps != 1)}, so the warm-up runs would be the runs without it: give {fewest} steps or more",
+        )
+    return warmup
+
+
+def check_levels(field: str, levels: Sequence, shown: Callable = str) -> None:
+    """ConfigError when a level is listed twice: its cells would be the same runs twice."""
+    twice = next((level for i, level in enumerate(levels) if level in levels[:i]), None)
+    if twice is not None:
+        raise ConfigError(field, f"lists {shown(twice)} twice; give each level once")
+
+
 def _runs(settings: dict, seeds: Sequence[int]) -> list[RunConfig]:
     s = dict(settings)
     task, length = s.pop("task"), s.pop("length")
     if s.get("warmup") is None and "warmup" in s:
-        s["warmup"] = round(WARMUP_FRACTION * s["steps"])
+        s["warmup"] = warmup_steps(s["steps"])
     return [make_run(task, length, seed, **s) for seed in seeds]
 
 
@@ -70,10 +94,12 @@ def _cell(key: dict, base: dict, pair: str, seeds) -> Cell:
 
 
 def depth_cells(seeds, *, task="sort", length=6, steps=1500, depths=DEPTHS, lrs=DEPTH_LRS, **settings) -> list[Cell]:
+    check_levels("depths", depths)
+    check_levels("lrs", lrs, formats.learning_rate)
     cells = []
     for n_layers in depths:
         for lr in lrs:
-            for warmup in (0, round(WARMUP_FRACTION * steps)):
+            for warmup in (0, warmup_steps(steps)):
                 base = _base(task, length, steps, n_layers=n_layers, lr=lr, warmup=warmup, **settings)
                 cells.append(_cell({"layers": n_layers, "lr": lr, "warmup": warmup}, base, "norm", seeds))
     return cells
@@ -81,6 +107,7 @@ def depth_cells(seeds, *, task="sort", length=6, steps=1500, depths=DEPTHS, lrs=
 
 def head_cells(seeds, *, task="sort", length=6, steps=1500, sizes=HEAD_SIZES, heads=1, **settings) -> list[Cell]:
     """Scaling on vs off at each head size d_k, with `heads` heads of it (d = heads · d_k, d_ff = 4d)."""
+    check_levels("sizes", sizes)
     cells = []
     for d_k in sizes:
         base = _base(task, length, steps, d_model=heads * d_k, n_heads=heads, **settings)
@@ -92,6 +119,10 @@ def lr_cells(seeds, *, pair="norm", task="sort", length=6, steps=1500, lrs=LR_GR
     """The pair of PAIRS[pair] at each learning rate of `lrs` (settings: the rest, e.g. n_layers=4)."""
     if pair not in PAIRS:
         raise ValueError(f"pair must be one of {', '.join(PAIRS)}; got {pair!r}")
+    check_levels("lrs", lrs, formats.learning_rate)
+    for field in set(PAIRS[pair][0][1]) & set(settings):  # the pair sets it for both variants: it would be ignored
+        values = " and ".join(str(variant[1][field]) for variant in PAIRS[pair])
+        raise ConfigError(field, f"the {pair} pair sets it itself ({values}); drop it or choose another pair")
     return [_cell({"lr": lr}, _base(task, length, steps, lr=lr, **settings), pair, seeds) for lr in lrs]
 
 
@@ -102,6 +133,19 @@ def cells_of(experiment: str, seeds, **options) -> list[Cell]:
     return makers[experiment](seeds, **options)
 
 
+def command(experiment: str, n_seeds: int, options: Mapping) -> str:
+    """The command line that trains the same grid (`python -m attncore regimes ...`, seeds 0..n_seeds-1) as the
+    page's options: what a hosted page names when its caps refuse the grid."""
+    flags = {"task": "--task", "length": "--length", "steps": "--steps", "depths": "--depths", "lrs": "--lrs"}
+    flags |= {"sizes": "--sizes", "heads": "--heads", "pair": "--pair", "n_layers": "--layers"}
+    parts = ["python -m attncore regimes", experiment, f"--seeds {n_seeds}"]
+    for name, value in options.items():
+        values = value if isinstance(value, (tuple, list)) else (value,)
+        shown = [formats.learning_rate(v) if name == "lrs" else str(v) for v in values]
+        parts.append(f"{flags[name]} {' '.join(shown)}")
+    return " ".join(parts)
+
+
 def all_runs(cells: Sequence[Cell]) -> list[RunConfig]:
     """Every run of the cells once, in order: the one sweep that trains an experiment."""
     return list(dict.fromkeys(run for cell in cells for runs in cell.groups.values() for run in runs))
@@ -109,18 +153,26 @@ def all_runs(cells: Sequence[Cell]) -> list[RunConfig]:
 
 def table(cells: Sequence[Cell], summaries: Mapping[RunConfig, dict]) -> pd.DataFrame:
     """One row per cell and metric: the cell's coordinates, `facet` (the cell in words, so lab.compare.display and
-    the seed advice treat each cell as its own panel), each variant's mean, and lab.compare.paired_differences'
-    columns (level: the second variant, against the baseline)."""
+    the seed advice treat each cell as its own panel), each variant's mean, how many of each variant's seeds
+    failed (baseline_failed, variant_failed: a test loss of FAILED_LOSS or more), and
+    lab.compare.paired_differences' columns (level: the second variant, against the baseline)."""
     rows = []
     for cell in cells:
         groups = {label: [summaries[run] for run in runs] for label, runs in cell.groups.items()}
         comparisons = compare.paired_differences(groups, metrics=METRICS)
         a_runs, b_runs = groups.values()
+        failed = {"baseline_failed": _failed(a_runs), "variant_failed": _failed(b_runs)}
         for _, c in comparisons.iterrows():
             m = c["metric"]
             means = {"baseline_mean": _mean(a_runs, m), "variant_mean": _mean(b_runs, m)}
-            rows.append(cell.key | {"facet": cell_text(cell.key)} | means | c.to_dict())
+            rows.append(cell.key | {"facet": cell_text(cell.key)} | means | failed | c.to_dict())
     return pd.DataFrame(rows)
+
+
+def _failed(summaries: Sequence[dict]) -> int:
+    """How many of the runs failed: a test loss of FAILED_LOSS or more (NaN, a diverged run, counts)."""
+    losses = [s.get(LOSS) for s in summaries]
+    return sum(1 for x in losses if x is not None and not x < FAILED_LOSS)
 
 
 def _mean(summaries: Sequence[dict], metric: str) -> float:
@@ -128,19 +180,46 @@ def _mean(summaries: Sequence[dict], metric: str) -> float:
     return float(np.mean(values)) if values else math.nan
 
 
-def lr_sensitivity(losses: Mapping[float, float], initial: float) -> float:
-    """Wortsman et al. 2023: the mean over the learning rates of min(ℓ(lr), ℓ₀) − min_lr ℓ(lr), ℓ₀ the loss at
-    initialisation (a diverged run counts as ℓ₀); NaN when no loss is finite."""
-    capped = np.array([min(x, initial) if math.isfinite(x) else initial for x in losses.values()], dtype=float)
-    finite = [x for x in losses.values() if math.isfinite(x)]
-    if not finite:
+def lr_sensitivity(losses: Mapping[float, Sequence[float]], initial: Sequence[float] | float) -> float:
+    """Wortsman et al. 2023 (SPEC §13): E_lr[ℓ(lr)] − min_lr ℓ(lr), where ℓ(lr) is the mean over the seeds of each
+    run's test loss clipped at its own ℓ₀, the loss of its initial weights (a diverged run, NaN or above ℓ₀, counts
+    as ℓ₀ alone, not its whole learning rate). `losses`: {lr: the seeds' test losses}; `initial`: the seeds' ℓ₀ in
+    the same order (or one ℓ₀ for all). NaN when no run has a finite loss."""
+    if not any(math.isfinite(x) for seeds in losses.values() for x in seeds):
         return math.nan
-    return float(np.mean(capped - min(min(finite), initial)))
+    clipped = np.array([_clipped_mean(seeds, initial) for seeds in losses.values()])
+    return float(np.mean(clipped - clipped.min()))
 
 
-def _losses_by_lr(cells: Sequence[Cell], summaries: Mapping[RunConfig, dict], label: str) -> dict[float, float]:
-    """{lr: the variant's mean test loss over the seeds} of an lr experiment."""
-    return {cell.key["lr"]: _mean([summaries[r] for r in cell.groups[label]], LOSS) for cell in cells}
+def _clipped_mean(losses: Sequence[float], initial: Sequence[float] | float) -> float:
+    """The mean of min(ℓ, ℓ₀) over the seeds, a non-finite ℓ counting as its ℓ₀."""
+    initials = [initial] * len(losses) if isinstance(initial, int | float) else list(initial)
+    clipped = [min(x, l0) if math.isfinite(x) else l0 for x, l0 in zip(losses, initials, strict=True)]
+    return float(np.mean(clipped))
+
+
+def _seed_losses(cells: Sequence[Cell], summaries: Mapping[RunConfig, dict], label: str) -> dict[float, list[float]]:
+    """{lr: the variant's test loss on each seed, in the cell's seed order (NaN where none)} of an lr experiment."""
+
+    def value(run):
+        x = summaries[run].get(LOSS)
+        return math.nan if x is None else float(x)
+
+    return {cell.key["lr"]: [value(r) for r in cell.groups[label]] for cell in cells}
+
+
+def _clipped_by_lr(cells, summaries, label: str, initial) -> dict[float, float]:
+    """{lr: the variant's mean over the seeds of each run's test loss clipped at its ℓ₀}."""
+    seeds = [r.train.seed for r in cells[0].groups[label]]
+    l0 = _initials_of(initial, label, seeds)
+    return {lr: _clipped_mean(losses, l0) for lr, losses in _seed_losses(cells, summaries, label).items()}
+
+
+def _initials_of(initial, label: str, seeds: Sequence[int]) -> list[float]:
+    """The ℓ₀ of each seed of a variant from initial_loss's {label: {seed: ℓ₀}} (or one number for every run)."""
+    if isinstance(initial, int | float):
+        return [float(initial)] * len(seeds)
+    return [initial[label][s] for s in seeds]
 
 
 def _best_lr(losses: Mapping[float, float]) -> float:
@@ -148,37 +227,43 @@ def _best_lr(losses: Mapping[float, float]) -> float:
     return min(losses, key=lambda lr: losses[lr] if math.isfinite(losses[lr]) else math.inf)
 
 
-def initial_loss(cells: Sequence[Cell], loss_at_init: Callable[[RunConfig], float] | None = None) -> float:
-    """ℓ₀ of the LR sensitivity: the test loss of the initial weights, mean over the baseline's seeds.
-    `loss_at_init(run)` computes one (the page passes a metered one); default attncore.evaluate.test_loss."""
+def initial_loss(
+    cells: Sequence[Cell], loss_at_init: Callable[[RunConfig], float] | None = None
+) -> dict[str, dict[int, float]]:
+    """ℓ₀ of the LR sensitivity, each variant's own: {label: {seed: the test loss of that run's initial weights}}.
+    The initial weights depend on the model and the seed only, so the first cell's runs give every learning
+    rate's. `loss_at_init(run)` computes one (the page passes a metered one); default attncore.evaluate.test_loss."""
     if loss_at_init is None:
 
         def loss_at_init(run: RunConfig) -> float:
             return test_loss(initial_params(run), run)
 
-    runs = next(iter(cells[0].groups.values()))
-    return float(np.mean([loss_at_init(run) for run in runs]))
+    return {label: {r.train.seed: float(loss_at_init(r)) for r in runs} for label, runs in cells[0].groups.items()}
 
 
-def lr_summary(cells: Sequence[Cell], summaries: Mapping[RunConfig, dict], initial: float) -> pd.DataFrame:
-    """Per variant of an lr experiment: the best learning rate (lowest mean test loss), its loss and the LR
-    sensitivity over the grid. `initial`: the test loss at initialisation (initial_loss)."""
+def lr_summary(cells: Sequence[Cell], summaries: Mapping[RunConfig, dict], initial) -> pd.DataFrame:
+    """Per variant of an lr experiment: its ℓ₀ (initial_loss, the mean over its seeds), the best learning rate
+    (the lowest mean over the seeds of each run's test loss clipped at its ℓ₀), that loss and the LR sensitivity
+    over the grid. `initial`: initial_loss's {label: {seed: ℓ₀}} (or one ℓ₀ for every run)."""
     rows = []
-    for label in cells[0].groups:
-        losses = _losses_by_lr(cells, summaries, label)
-        best = _best_lr(losses)
-        sensitivity = lr_sensitivity(losses, initial)
-        rows.append({"variant": label, "best_lr": best, "best_loss": losses[best], "sensitivity": sensitivity})
+    for label, runs in cells[0].groups.items():
+        seeds = [r.train.seed for r in runs]
+        l0 = _initials_of(initial, label, seeds)
+        clipped = _clipped_by_lr(cells, summaries, label, initial)
+        best = _best_lr(clipped)
+        sensitivity = lr_sensitivity(_seed_losses(cells, summaries, label), l0)
+        rows.append({"variant": label, "initial_loss": float(np.mean(l0)), "best_lr": best,
+                     "best_loss": clipped[best], "sensitivity": sensitivity})  # fmt: skip
     return pd.DataFrame(rows)
 
 
-def at_best(cells: Sequence[Cell], summaries: Mapping[RunConfig, dict]) -> pd.DataFrame:
-    """The two variants of an lr experiment compared each at its own best learning rate, paired by seed (the fair
-    comparison of Wortsman et al.; the shared-lr comparisons are `table`'s rows)."""
+def at_best(cells: Sequence[Cell], summaries: Mapping[RunConfig, dict], initial) -> pd.DataFrame:
+    """The two variants of an lr experiment compared each at its own best learning rate (lr_summary's, from the
+    clipped means), paired by seed (the fair comparison of Wortsman et al.; the shared-lr ones are `table`'s)."""
     by_lr = {cell.key["lr"]: cell for cell in cells}
     groups = {}
     for label in cells[0].groups:
-        lr = _best_lr(_losses_by_lr(cells, summaries, label))
+        lr = _best_lr(_clipped_by_lr(cells, summaries, label, initial))
         groups[label] = [summaries[r] for r in by_lr[lr].groups[label]]
     return compare.paired_differences(groups, metrics=METRICS)
 
@@ -200,9 +285,27 @@ def cell_text(key: dict) -> str:
     return ", ".join(parts)
 
 
+FAILED_TEXT = (
+    f"Fails: a test loss of at least {formats.loss(FAILED_LOSS)} on each seed (90 % of a uniform guess's among the "
+    f"{N_SYMBOLS} symbols, ln {N_SYMBOLS} = {formats.loss(CHANCE_LOSS)} nats), the baseline's below it on each."
+)
+
+
+def _how(r, metric: str) -> str:
+    """How a shown difference holds over the seeds, from the paired deltas: the variant 'fails on every seed' (its
+    test loss FAILED_LOSS or more on each, the baseline's not), is 'worse' or 'better on every seed' (every Δ on
+    the side of the mean), or only 'on average'."""
+    worse = (r["delta_mean"] > 0) == (metric == LOSS)  # a higher loss, a lower accuracy
+    if metric == LOSS and worse and r["variant_failed"] == r["n"] and r["baseline_failed"] == 0:
+        return "fails on every seed"
+    every = r["delta_min"] > 0 or r["delta_max"] < 0
+    return ("worse" if worse else "better") + (" on every seed" if every else " on average")
+
+
 def finding(rows: pd.DataFrame, metric: str = LOSS) -> str:
     """One paragraph from the numbers: in which cells the variant differs from its baseline on `metric` (the
-    verdict and the mean Δ), and in how many it was not shown."""
+    verdict, the mean Δ and whether it fails, or is worse or better, on every seed), and in how many it was not
+    shown."""
     rows = rows[rows["metric"] == metric]
     if rows.empty:
         return "No cell has runs to compare yet."
@@ -213,9 +316,12 @@ def finding(rows: pd.DataFrame, metric: str = LOSS) -> str:
     told = "; ".join(f"{formats.count(int(n), 'cell')}: {v}" for v, n in others.items())  # the other cells' verdicts
     if shown.empty:
         return f"{variant} against {baseline}, on the {name}: no cell shows a difference ({told})."
-    parts = [f"{r['facet']} (Δ {stats.format_delta(r['delta_mean'])})" for _, r in shown.iterrows()]
+    hows = [_how(r, metric) for _, r in shown.iterrows()]
+    parts = [f"{r['facet']} (Δ {stats.format_delta(r['delta_mean'])}: {variant} {how})"
+             for (_, r), how in zip(shown.iterrows(), hows, strict=True)]  # fmt: skip
     head = f"{variant} against {baseline}, on the {name}: a difference is shown in {formats.count(len(shown), 'cell')}"
-    return f"{head} of {len(rows)}: " + "; ".join(parts) + (f". The others: {told}." if told else ".")
+    text = f"{head} of {len(rows)}: " + "; ".join(parts) + (f". The others: {told}." if told else ".")
+    return text + (" " + FAILED_TEXT if any(h.startswith("fails") for h in hows) else "")
 
 
 def by_variant(cells: Sequence[Cell], summaries: Mapping[RunConfig, dict]) -> pd.DataFrame:
@@ -230,3 +336,43 @@ def by_variant(cells: Sequence[Cell], summaries: Mapping[RunConfig, dict]) -> pd
                 stat = dict(zip(("mean", "min", "max"), map(float, spread), strict=True))
                 rows.append(cell.key | {"variant": label, "metric": metric, "n": len(values)} | stat)
     return pd.DataFrame(rows)
+
+
+NORM_NAMES = {"pre": "pre-LN", "post": "post-LN"}
+MATRIX_WORDS = {"attn_in": "attention input matrix", "attn_out": "attention output matrix"}
+MATRIX_WORDS |= {"ffn_in": "FFN input matrix", "ffn_out": "FFN output matrix"}
+
+
+def gradient_finding(frame: pd.DataFrame, matrix: str = "ffn_out") -> str:
+    """How the last block's gradient at initialisation changes with the total depth, per LayerNorm place, from the
+    rows of ui.charts.regimes.norms_frame (norm, depth, block 1-based, matrix, grad_norm), beside Xiong et al.'s
+    Theorem 1 (pre-LN: the last layer's gradient scales as 1/√L with the depth L; post-LN: it does not shrink)."""
+    last = frame[(frame["matrix"] == matrix) & (frame["block"] == frame["depth"])]
+    depths = sorted(last["depth"].unique())
+    if len(depths) < 2:
+        return "With one depth the panel cannot show how the last block's gradient changes with the depth."
+    low, high = depths[0], depths[-1]
+    parts = []
+    for norm, name in NORM_NAMES.items():
+        by_depth = last[last["norm"] == norm].set_index("depth")["grad_norm"]
+        if not {low, high} <= set(by_depth.index):
+            continue
+        ratio = by_depth[high] / by_depth[low]
+        values = _and([formats.significant(by_depth[d], 3) for d in depths if d in by_depth.index])
+        at = _and([str(d) for d in depths if d in by_depth.index])
+        way = "lower" if ratio < 1 else "higher"
+        parts.append(f"{name}'s is {way} at {high} blocks than at {low} (×{ratio:.2f}: {values} at {at} blocks)")
+    if not parts:
+        return ""
+    theory = formats.significant(math.sqrt(low / high), 2)
+    return (
+        f"The gradient of the last block's {MATRIX_WORDS.get(matrix, matrix)} at initialisation: "
+        + "; ".join(parts)
+        + ". Xiong et al.'s "
+        f"Theorem 1 is about the total depth L: in pre-LN the last layer's gradient scales as 1/√L (×{theory} from "
+        f"{low} to {high} blocks), in post-LN it does not shrink."
+    )
+
+
+def _and(items: Sequence[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]

@@ -2,7 +2,8 @@
 
 A setting `name` is ATTNLAB_<NAME> in the environment, else `name` under [limits] in .streamlit/secrets.toml,
 else its default. The secrets files are Streamlit's defaults (~/.streamlit/secrets.toml, then the working
-folder's .streamlit/secrets.toml, the later one winning), read with tomllib and re-read when they change.
+folder's .streamlit/secrets.toml, the later one winning) or those STREAMLIT_SECRETS_FILES names, read with
+tomllib and re-read when they change.
 The dashboard's pages pass Streamlit's own st.secrets (ui.limits), which reads the same files.
 Standard library only: the bottom of lab, importable by the store and by ui.
 """
@@ -25,8 +26,15 @@ def env_var(name: str) -> str:
     return ENV_PREFIX + name.upper()
 
 
-def secrets_files() -> list[Path]:
-    """Streamlit's default secrets files, in the order it merges them (the later one wins)."""
+SECRETS_FILES_VAR = "STREAMLIT_SECRETS_FILES"  # Streamlit's own setting (secrets.files), paths apart by spaces
+
+
+def secrets_files(environ: Mapping[str, str] | None = None) -> list[Path]:
+    """The secrets files, in the order Streamlit merges them (the later one wins): those STREAMLIT_SECRETS_FILES
+    names (as `streamlit run` takes it), else Streamlit's defaults."""
+    named = (os.environ if environ is None else environ).get(SECRETS_FILES_VAR, "").split()
+    if named:
+        return [Path(p) for p in named]
     return [Path.home() / ".streamlit" / "secrets.toml", Path.cwd() / ".streamlit" / "secrets.toml"]
 
 

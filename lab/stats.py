@@ -51,11 +51,12 @@ METHOD = (
     f"{MC_DRAWS:,} random assignments); it cannot go below its floor 2/2ᵐ. Interval: every shift δ for which the "
     "same test of Δ − δ does not reject, so it holds 0 exactly when no difference is shown; at 95 % for one "
     "comparison, at the level of its Holm step for several (e.g. 97.5 %); (−∞, +∞) when no shift can be rejected "
-    "at that level (at 95 %: fewer than 6 seeds). Holm's correction across the levels compared with one baseline, "
-    "per metric. The t interval (95 %, uncorrected) is a second, labelled column (t_low, t_high in the CSV and "
-    "JSON). Verdicts at α = 0.05: identical on every seed (every Δ exactly 0), difference shown (corrected p < "
-    "0.05), too few seeds (even the smallest p its m nonzero deltas allow, corrected, is not below 0.05), no "
-    "difference shown."
+    "at that level (at 95 %: fewer than 6 seeds); at exactly 6 seeds and 95 % it is [min Δ, max Δ], the smallest "
+    "and the largest difference, which can be checked by eye. Holm's correction across the levels compared with "
+    "one baseline, per metric. The t interval (95 %, uncorrected) is a second, labelled column (t_low, t_high in "
+    "the CSV and JSON). Verdicts at α = 0.05: identical on every seed (every Δ exactly 0), difference shown "
+    "(corrected p < 0.05), too few seeds (even the smallest p its m nonzero deltas allow, corrected, is not below"
+    " 0.05), no difference shown."
 )
 
 

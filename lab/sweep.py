@@ -11,21 +11,26 @@ must be a shared filesystem mounted at the same path (set ATTNCORE_CACHE_DIR on 
 
 from __future__ import annotations
 
+import functools
 import os
 import re
+import socket
 import threading
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from joblib import Parallel, cpu_count, delayed, parallel_config
 
+from attncore._malloc import release_freed_memory
 from attncore.config import ConfigError, RunConfig
 from lab.presets import MAX_JOBS
 from lab.store import RunRecord, cache_dir, get_run, is_cached
 
 BACKENDS = ("loky", "dask")
 CONNECT_SECONDS = 5  # how long a dask scheduler may take to answer before the sweep gives up
+CLOSE_SECONDS = 1  # how long closing a client whose connection failed may take
 # a dask address: protocol://host:port (host a name, IPv4 or [IPv6]), e.g. tcp://127.0.0.1:8786
 SCHEDULER_ADDRESS = re.compile(r"(tcp|tls|ws|wss)://([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\]):([0-9]{1,5})")
 
@@ -34,7 +39,27 @@ def _sweep_one(index: int, run: RunConfig, location: str, keep=()) -> tuple[int,
     # Runs in a worker process: the store pins BLAS to one thread, so workers do not fight over cores.
     steps = []  # get_run calls back only when it trains; else another process stored the run meanwhile
     record = get_run(run, lambda step, loss: steps or steps.append(step), location=location, keep=keep)
+    release_freed_memory()  # the run's heap back to the system: loky restarts a worker grown 300 MB since its first
     return index, record, bool(steps)
+
+
+# loky warns in Python's two-line format (file path, source line) when it replaces a worker whose memory grew 300 MB
+# past its size after its first task; the sweep's runs go on in the new worker. One plain line, as the store's own
+# warnings (lab.store.record).
+LOKY_REPLACED_A_WORKER = "A worker stopped while some jobs were given to the executor"
+_python_format = warnings.formatwarning
+
+
+def _format_warning(message, category, filename, lineno, line=None) -> str:
+    if str(message).startswith(LOKY_REPLACED_A_WORKER):
+        return (
+            "warning: a worker process was replaced, its memory having grown since its first run (loky's guard "
+            "against leaks); the sweep goes on in a new one and loses nothing\n"
+        )
+    return _python_format(message, category, filename, lineno, line)
+
+
+warnings.formatwarning = _format_warning
 
 
 def check_jobs(n_jobs) -> None:
@@ -59,15 +84,71 @@ def check_scheduler_address(address) -> None:
         )
 
 
-def connect(address: str, timeout: float = CONNECT_SECONDS):
-    """A distributed.Client on the scheduler at address, or ConfigError within about `timeout` seconds."""
+def _refused(address: str, why: str, cause: BaseException):
+    """ConfigError('scheduler', one plain sentence) from `cause`, which stays attached for the operator's log."""
+    raise ConfigError("scheduler", f"no dask scheduler answered at {address}{why}") from cause
+
+
+def _reach(address: str, timeout: float) -> None:
+    """A plain TCP connection to the address's host and port, closed at once: a refused port or an unknown host
+    answers here at once, where distributed's own connect retries for its whole timeout."""
+    match = SCHEDULER_ADDRESS.fullmatch(address)
+    host, port = match.group(2).strip("[]"), int(match.group(3))
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except ConnectionRefusedError as e:
+        _refused(address, ": the connection was refused (nothing listens on that port)", e)
+    except socket.gaierror as e:
+        _refused(address, ": its host name could not be resolved", e)
+    except TimeoutError as e:
+        _refused(address, f" within {timeout:g} s", e)
+    except OSError as e:
+        _refused(address, f": the connection failed ({e.strerror or 'no reason given'})", e)
+
+
+@functools.cache
+def _bounded_client_class():
+    """distributed.Client whose start is bounded in time: Client's own timeout does not cover the handshake, so
+    a server that accepts the connection and never answers kept `Client(address)` waiting for good (issue 36.3).
+    The bound is distributed's sync(callback_timeout=...), which cancels the start on the client's own event loop
+    (closing its half-read connection); the client is then closed, its loop thread stopped."""
     from distributed import Client
 
+    class BoundedClient(Client):
+        def __init__(self, address: str, seconds: float):
+            self._start_seconds = seconds
+            super().__init__(address, timeout=f"{seconds}s", set_as_default=False)
+
+        def start(self, **kwargs):
+            try:
+                super().start(callback_timeout=self._start_seconds, **kwargs)
+            except BaseException:
+                try:
+                    self.close(timeout=CLOSE_SECONDS)
+                except Exception:  # closing what never opened: nothing more to release
+                    pass
+                raise
+
+    return BoundedClient
+
+
+def connect(address: str, timeout: float | None = None):
+    """A distributed.Client on the scheduler at address, or ConfigError (one plain sentence naming the address)
+    within about `timeout` seconds (CONNECT_SECONDS) whatever the other end does: nothing listening (answered at
+    once), silence after accepting the connection, or bytes that are not dask's protocol (a random answer, a huge
+    length header). The ConfigError's __cause__ is the exception behind it, for the operator's log."""
+    timeout = CONNECT_SECONDS if timeout is None else timeout
     check_scheduler_address(address)
+    deadline = time.monotonic() + timeout
+    _reach(address, timeout)
     try:
-        return Client(address, timeout=f"{timeout}s")
-    except (OSError, TimeoutError) as e:
-        raise ConfigError("scheduler", f"no dask scheduler answered at {address} within {timeout:g} s") from e
+        return _bounded_client_class()(address, max(0.1, deadline - time.monotonic()))
+    except TimeoutError as e:  # accepted, then silent (TimeoutError is an OSError: caught first)
+        _refused(address, f" within {timeout:g} s: the connection was accepted but nothing answered", e)
+    except OSError as e:
+        _refused(address, f" within {timeout:g} s", e)
+    except Exception as e:  # ValueError, MemoryError, struct.error...: the answer was not dask's protocol
+        _refused(address, ": what answered there does not speak dask's protocol", e)
 
 
 def _client(scheduler):
@@ -98,15 +179,24 @@ def _exit_with_parent(parent_pid: int, interval: float = 0.5) -> None:
     threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
-def check_cluster(client) -> None:
-    """Fail with one clear line, not a hang, when the scheduler or a worker cannot import this project."""
+def check_cluster(client, timeout: float | None = None) -> None:
+    """Fail with one clear line, not a hang, when the scheduler or a worker cannot import this project, or does
+    not answer within `timeout` seconds (CONNECT_SECONDS)."""
+    timeout = CONNECT_SECONDS if timeout is None else timeout
 
     def importable() -> bool:  # a nested function travels by value, so it runs even where lab is missing
         from importlib.util import find_spec
 
         return find_spec("lab") is not None and find_spec("attncore") is not None
 
-    if not (client.run_on_scheduler(importable) and all(client.run(importable).values())):
+    try:  # callback_timeout: distributed's own bound on a call from this thread
+        found = client.run_on_scheduler(importable, callback_timeout=timeout) and all(
+            client.run(importable, callback_timeout=timeout).values()
+        )
+    except TimeoutError as e:
+        address = getattr(client.scheduler, "address", "the scheduler")
+        raise ConfigError("scheduler", f"the dask scheduler at {address} did not answer within {timeout:g} s") from e
+    if not found:
         raise ConfigError(
             "scheduler",
             "the dask scheduler or a worker cannot import lab and attncore; "
@@ -123,6 +213,7 @@ def run_sweep(
     *,
     location: Path | str | None = None,
     trained: set | None = None,
+    cost=None,
 ) -> list[RunRecord]:
     """Every run's record, in input order; cached runs are read here, the others computed in parallel.
     `trained`, if given, receives the runs this call trained itself (the rest came from the store, some perhaps
@@ -131,7 +222,8 @@ def run_sweep(
     backend 'loky' uses local processes (n_jobs=-1: all cores). backend 'dask' sends the missing runs to
     the dask.distributed scheduler at `scheduler` (an address or a Client); its workers write to the same
     cache location as the caller (`location`, default cache_dir()), so it must be a path they can reach.
-    progress(done, total) is called in this process after every finished run.
+    progress(done, total) is called in this process after every finished run. With `cost` (a lab.cost_model
+    CostModel) the missing runs are dealt longest first, so the last to finish are short ones.
     """
     check_jobs(n_jobs)
     if backend not in BACKENDS:
@@ -155,6 +247,8 @@ def run_sweep(
             finished(run, get_run(run, location=location))
         else:
             missing.append(run)
+    if cost is not None:
+        missing.sort(key=cost.run_seconds, reverse=True)
     tasks = (delayed(_sweep_one)(i, run, location, tuple(unique)) for i, run in enumerate(missing))
     if missing and backend == "loky":
         with parallel_config(backend="loky", initializer=_exit_with_parent, initargs=(os.getpid(),)):

@@ -68,16 +68,13 @@ def accuracy_table(records: Iterable, base: RunConfig | None = None) -> pd.DataF
     Only runs with the settings of `base` count (default: the settings most runs share), so the
     ablations of a sweep stay out of it; they are ablation_table's.
     """
-    frame = runs_frame(records)
+    frame = _accuracy_runs(records, base)
     columns = ["task", "length", "seeds", "token_accuracy_mean", "token_accuracy_min"]
     columns += ["sequence_accuracy_mean", "sequence_accuracy_min", "test_loss_mean"]
     if frame.empty:
         return pd.DataFrame(columns=columns)
-    settings = _main_settings(frame) if base is None else tuple(_flat_config(base)[k] for k in SETTINGS)
-    keep = [s == settings for s in _settings(frame)]
     table = (
-        frame[keep]
-        .groupby(["task", "length"], sort=False)
+        frame.groupby(["task", "length"], sort=False)
         .agg(
             seeds=("seed", "nunique"),
             token_accuracy_mean=("token_accuracy", "mean"),
@@ -89,6 +86,32 @@ def accuracy_table(records: Iterable, base: RunConfig | None = None) -> pd.DataF
         .reset_index()
     )
     return table[columns]
+
+
+def _accuracy_runs(records: Iterable, base: RunConfig | None) -> pd.DataFrame:
+    """runs_frame of the runs accuracy_table counts: those with the settings of `base` (default: the most common)."""
+    frame = runs_frame(records)
+    if frame.empty:
+        return frame
+    settings = _main_settings(frame) if base is None else tuple(_flat_config(base)[k] for k in SETTINGS)
+    return frame[[s == settings for s in _settings(frame)]]
+
+
+def seeds_text(records: Iterable, base: RunConfig | None = None) -> str:
+    """Which seeds accuracy_table's rows are over, for its caption: 'seeds 0, 1, 2' when every row has the same
+    ones, else each row's that differs from the most common set: 'seeds 0, 1, 2 (copy L = 8: seed 0)'."""
+    frame = _accuracy_runs(records, base)
+    if frame.empty:
+        return "no seeds"
+    by_row = {key: tuple(sorted(set(g["seed"]))) for key, g in frame.groupby(["task", "length"], sort=False)}
+    common = Counter(by_row.values()).most_common(1)[0][0]
+
+    def named(seeds: tuple) -> str:
+        return ("seed " if len(seeds) == 1 else "seeds ") + ", ".join(map(str, seeds))
+
+    text = named(common)
+    others = [f"{task} L = {length}: {named(seeds)}" for (task, length), seeds in by_row.items() if seeds != common]
+    return text + (f" ({'; '.join(others)})" if others else "")
 
 
 def ablation_base(records: Iterable) -> RunConfig:

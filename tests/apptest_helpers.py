@@ -54,3 +54,14 @@ def metric(at: AppTest, label: str) -> str:
 
 def charts(at: AppTest) -> list[dict]:
     return [json.loads(c.proto.spec) for c in at.get("vega_lite_chart")]
+
+
+def axis_labels(axis: dict) -> dict[float, str]:
+    """{tick value: the label Vega writes} of a ui.charts.base.labelled_axis, its labelExpr read as Vega would."""
+    found = re.findall(r"abs\(datum\.value - ([^)]+)\) <= ([^ ]+) \? '([^']*)'", axis["labelExpr"])
+    rules = [(float(v), float(tol), text) for v, tol, text in found]
+
+    def label(x: float) -> str:
+        return next((text for v, tol, text in rules if abs(x - v) <= tol), "")
+
+    return {x: label(x) for x in axis["values"]}

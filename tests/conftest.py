@@ -1,4 +1,5 @@
-"""Shared test setup: the repository root on sys.path, parameters with every tensor random, an empty run store."""
+"""Shared test setup: the user's run stores fenced off (store_guard), the repository root on sys.path,
+parameters with every tensor random, an empty run store per test."""
 
 from __future__ import annotations
 
@@ -14,7 +15,46 @@ for path in (ROOT, TESTS):  # attncore, and torch_reference for the oracle tests
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
+import store_guard  # noqa: E402
+
+store_guard.isolate()  # before any test imports the lab: the session's own store, the user's fenced off
+
 from attncore.model import init_params  # noqa: E402
+
+
+def pytest_sessionfinish(session, exitstatus):
+    store_guard.end_session()
+    if store_guard.touched:
+        print(f"\nthe suite reached a user's run store: {store_guard.touched}", file=sys.stderr)
+        session.exitstatus = 1
+
+
+_reported = 0  # how many entries of store_guard.touched a failure has named already
+
+
+def _fail_if_reached(before: int, where: str) -> None:
+    global _reported
+    reached = store_guard.touched[max(before, _reported) :]
+    _reported = len(store_guard.touched)
+    if reached:
+        pytest.fail(f"this test reached a user's run store{where}: {reached}", pytrace=False)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    """Fails the test that reached a user's run store, even if it caught the guard's error."""
+    before = len(store_guard.touched)
+    result = yield
+    _fail_if_reached(before, "")
+    return result
+
+
+@pytest.fixture(autouse=True)
+def _store_fence():
+    """The same for the test's fixtures (reported as an error of its setup or teardown)."""
+    before = len(store_guard.touched)
+    yield
+    _fail_if_reached(before, " in a fixture")
 
 
 def _random_params(cfg, seed: int = 0) -> dict[str, np.ndarray]:

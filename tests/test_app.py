@@ -383,8 +383,9 @@ def test_ablations_seeds_and_runs_are_capped(store, monkeypatch):
     monkeypatch.setenv("ATTNLAB_MAX_SWEEP_RUNS", "3")
     at = app("ablations", abl_variants=["lr 1e-3", "lr 3e-2"], abl_seeds="5")  # 4 runs nobody else trains
     assert at.number_input(key="abl_seeds").value == 2  # 5 is beyond the cap: the default, clamped to it
-    assert "more than this server trains at once (3)" in texts(at.warning)
-    assert not [b for b in at.button if b.key == "train_missing"]
+    assert "more than this server trains at once (3, max_sweep_runs)" in texts(at.info)  # said before any click
+    assert "ATTNLAB_MAX_SWEEP_RUNS or max_sweep_runs under [limits]" in texts(at.info)
+    assert [b.disabled for b in at.button if b.key == "train_missing"] == [True]
 
 
 def test_ablations_name_the_base_row_for_what_it_is_and_note_repeats_once():

@@ -1,5 +1,5 @@
-"""A page's sweep in a real browser: progress shows within 2 s of the click, and Cancel stops it storing nothing
-half-trained (an empty store, Home's "Reproduce the article")."""
+"""A page's sweep in a real browser: progress shows within 2 s of the click (times the machine's measured pace),
+and Cancel stops it storing nothing half-trained (an empty store, Home's "Reproduce the article")."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import re
 import time
 
 import pytest
-from browser_helpers import CHROMIUM, CHROMIUM_ARGS, streamlit_server, sync_api, wait_for_app
+from browser_helpers import CHROMIUM, CHROMIUM_ARGS, machine_pace, streamlit_server, sync_api, wait_for_app
 
 PROGRESS_SECONDS = 2.0
 
@@ -33,12 +33,13 @@ def test_sweep_shows_progress_within_2_s_and_cancel_stores_nothing_half_trained(
     tab.goto(base)
     wait_for_app(tab)
     button = tab.get_by_role("button", name=re.compile("Reproduce the article"))
-    assert re.search(r"23 runs, about .* here", button.inner_text())
+    assert re.search(r"23 runs, about .* here, .* of computing", button.inner_text())
+    budget = PROGRESS_SECONDS * machine_pace()
     button.click()
     clicked = time.monotonic()
     bar = tab.get_by_test_id("stProgress")
-    bar.wait_for(timeout=PROGRESS_SECONDS * 1000)
-    assert time.monotonic() - clicked < PROGRESS_SECONDS
+    bar.wait_for(timeout=max(budget, 30) * 1000)  # the wait can outlast the budget: the assert says by how much
+    assert time.monotonic() - clicked < budget, (time.monotonic() - clicked, budget)
     assert "Article sweep" in bar.inner_text()
     # within a few seconds a worker reports its step (runs counted, elapsed time and time left beside it)
     tab.wait_for_function(

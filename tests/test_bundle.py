@@ -31,7 +31,7 @@ def test_export_clear_import_gives_bit_identical_records(cache, tmp_path, origin
         for name in [n for n in z.namelist() if n != "manifest.json"]:
             with np.load(io.BytesIO(z.read(name)), allow_pickle=False) as npz:
                 assert all(npz[k].dtype != object for k in npz.files)
-    store.clear_cache()
+    store.clear_cache(cache)
     assert store.list_cached() == []
     assert bundle.import_bundle(path) == (3, 0)
     steps, callback = counting()
@@ -49,7 +49,7 @@ def test_export_clear_import_gives_bit_identical_records(cache, tmp_path, origin
 def test_the_cache_command_exports_filtered_runs_and_imports_them(cache, tmp_path, originals, capsys):
     path = tmp_path / "sort.zip"
     assert main(["cache", "export", str(path), "--task", "sort"]) == 0
-    store.clear_cache()
+    store.clear_cache(cache)
     assert main(["cache", "import", str(path)]) == 0
     assert "imported 1 run (0 were already stored)" in capsys.readouterr().out
     assert [s["config"] for s in store.list_cached()] == [RUNS[1].to_dict()]
@@ -131,7 +131,7 @@ HOSTILE = {
 def test_a_hostile_bundle_is_refused_whole_and_stores_nothing(cache, tmp_path, originals, case):
     path = tmp_path / "runs.zip"
     bundle.export_bundle(path)
-    store.clear_cache()
+    store.clear_cache(cache)
     change, message = HOSTILE[case]
     marker = tmp_path / "pwned"
     if case == "not a zip":

@@ -7,16 +7,23 @@ from __future__ import annotations
 import errno
 import io
 import json
+import os
+import subprocess
+import sys
 import threading
 import zipfile
 
 import pytest
+from conftest import ROOT
 from test_store import STEPS
 
 from attncore.config import make_run
 from cli.main import main
 from lab import bundle, store
 from lab.store import codec
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from store_listing import fill_store  # noqa: E402
 
 RUNS = [make_run(steps=STEPS), make_run("sort", 4, 1, steps=STEPS), make_run(steps=STEPS, position="none")]
 
@@ -100,20 +107,20 @@ def full_disk_after(monkeypatch, n_members: int) -> None:
     monkeypatch.setattr(zipfile.ZipFile, "writestr", writestr)
 
 
-def test_cache_export_over_a_bundle_on_a_full_disk_leaves_the_old_bundle_whole(exported, monkeypatch, capsys):
+def test_cache_export_over_a_bundle_on_a_full_disk_leaves_the_old_bundle_whole(cache, exported, monkeypatch, capsys):
     before = exported.read_bytes()
-    full_disk_after(monkeypatch, 1)
-    assert main(["cache", "export", str(exported)]) == 2
+    with monkeypatch.context() as disk:  # the full disk only: undoing it keeps the test's own store
+        full_disk_after(disk, 1)
+        assert main(["cache", "export", str(exported)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "No space left on device" in err and "was left as it was" in err
-    monkeypatch.undo()
     assert exported.read_bytes() == before
     assert sorted(p.name for p in exported.parent.iterdir()) == [exported.name]  # no temporary file left
-    store.clear_cache()
+    assert store.clear_cache(cache) == 3
     assert bundle.import_bundle(exported) == (3, 0)
 
 
-def test_cache_export_matching_nothing_refuses_and_keeps_the_existing_bundle(exported, capsys):
+def test_cache_export_matching_nothing_refuses_and_keeps_the_existing_bundle(cache, exported, capsys):
     before = exported.read_bytes()
     assert main(["cache", "export", str(exported), "--seed", "999"]) == 2
     err = capsys.readouterr().err
@@ -122,7 +129,7 @@ def test_cache_export_matching_nothing_refuses_and_keeps_the_existing_bundle(exp
     new = exported.parent / "new.zip"
     assert main(["cache", "export", str(new), "--task", "reverse"]) == 2
     assert not new.exists()
-    store.clear_cache()
+    store.clear_cache(cache)
     assert main(["cache", "export", str(exported)]) == 2
     assert "the run store holds no run" in capsys.readouterr().err
     assert exported.read_bytes() == before
@@ -170,22 +177,22 @@ def test_the_same_runs_give_the_same_bundle_bytes(exported, tmp_path):
 # --- an import counts what it wrote (issue 27.17) --------------------------------------------------------------
 
 
-def test_a_bundle_listing_a_run_twice_counts_it_once(exported, capsys):
+def test_a_bundle_listing_a_run_twice_counts_it_once(cache, exported, capsys):
     files = members(exported)
     manifest = json.loads(files["manifest.json"])
     manifest["runs"].append(manifest["runs"][0])
     files["manifest.json"] = json.dumps(manifest).encode()
     files[bundle._member(3)] = files[bundle._member(0)]
-    store.clear_cache()
+    store.clear_cache(cache)
     assert bundle.import_bundle(zipped(files)) == (3, 0)
     assert len(store.list_cached()) == 3
     assert bundle.import_bundle(zipped(files)) == (0, 3)
 
 
-def test_two_concurrent_imports_of_one_bundle_report_each_run_stored_once(exported, monkeypatch):
+def test_two_concurrent_imports_of_one_bundle_report_each_run_stored_once(cache, exported, monkeypatch):
     """Both imports look the bundle's runs up in the store before either writes (a barrier after their last
     look-up): each run is written by one of them, and the two counts add up to the bundle's runs."""
-    store.clear_cache()
+    store.clear_cache(cache)
     real, barrier, calls = store.is_cached, threading.Barrier(2, timeout=30), threading.local()
 
     def is_cached(run, **kwargs):
@@ -227,19 +234,19 @@ def with_test_loss(path, value) -> bytes:
     return zipped(files)
 
 
-def test_a_run_with_a_valid_test_loss_or_none_at_all_is_imported(exported):
+def test_a_run_with_a_valid_test_loss_or_none_at_all_is_imported(cache, exported):
     assert "test_loss" in json.loads(members(exported)["manifest.json"])["runs"][0]["summary"]
-    store.clear_cache()
+    store.clear_cache(cache)
     assert bundle.import_bundle(with_test_loss(exported, 0.125)) == (3, 0)
     assert store.list_cached()[0]["test_loss"] == 0.125
-    store.clear_cache()
+    store.clear_cache(cache)
     assert bundle.import_bundle(with_test_loss(exported, ...)) == (3, 0)  # a bundle from before issue 28
     assert len(store.list_cached()) == 3  # its held-out loss, if asked for, is computed from the weights
 
 
 @pytest.mark.parametrize("value", [-1.0, float("inf"), float("nan"), "0.5", True, None], ids=repr)
-def test_a_run_with_an_impossible_test_loss_is_refused(exported, value):
-    store.clear_cache()
+def test_a_run_with_an_impossible_test_loss_is_refused(cache, exported, value):
+    store.clear_cache(cache)
     with pytest.raises(bundle.BundleError, match="run 1 of 3: test_loss is not a finite number >= 0"):
         bundle.import_bundle(with_test_loss(exported, value))
     assert store.list_cached() == []
@@ -252,3 +259,38 @@ def test_export_counts_a_manifest_as_import_does(exported):
     brackets = bare.count(b"{") + bare.count(b"[")
     containers, commas, depth = bundle._structure(json.loads(text))
     assert (containers, commas, depth) == (brackets, bare.count(b","), 6)
+
+
+# --- an import streams its runs (issue 36.6) --------------------------------------------------------------------
+
+PEAK_RSS = """
+import resource, sys
+from cli.main import main
+code = main(sys.argv[1:])
+print("peak", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, code, file=sys.stderr)
+"""
+
+
+def peak_rss(args: list[str], location) -> tuple[int, int]:
+    """(peak resident bytes, exit code) of the command line running `args` in a fresh process on `location`."""
+    env = os.environ | {"PYTHONPATH": str(ROOT), store.ENV_VAR: str(location)}
+    done = subprocess.run(
+        [sys.executable, "-c", PEAK_RSS, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
+    line = next(line for line in done.stderr.splitlines() if line.startswith("peak "))
+    return int(line.split()[1]), int(line.split()[2])
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="ru_maxrss is in kB on Linux only")
+def test_an_import_of_2000_runs_reads_them_from_the_file_one_at_a_time(tmp_path):
+    """Before, the whole file and then every decoded run were in memory at once (a 385 MB bundle of 2,203 runs
+    peaked at 963 MB); now each run is checked, then stored, one at a time, straight from the file."""
+    fill_store(tmp_path / "source", 2000)
+    path = tmp_path / "runs.zip"
+    assert bundle.export_bundle(path, location=tmp_path / "source") == 2000
+    size = path.stat().st_size
+    baseline, code = peak_rss(["cache", "list"], tmp_path / "empty")  # the same process, reading no bundle
+    assert code == 0
+    peak, code = peak_rss(["cache", "import", str(path)], tmp_path / "target")
+    assert code == 0 and len(store.list_cached(location=tmp_path / "target")) == 2000
+    assert peak - baseline < size, (peak - baseline, size)  # the manifest and one run; before, 1.5x the file here

@@ -13,7 +13,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 import tracemalloc
 import zipfile
@@ -39,7 +38,7 @@ def exported(cache, tmp_path):
         store.get_run(run)
     path = tmp_path / "runs.zip"
     assert bundle.export_bundle(path) == 2
-    store.clear_cache()
+    store.clear_cache(cache)
     return path
 
 
@@ -273,24 +272,100 @@ def test_imported_numbers_are_range_checked(exported, case):
     assert store.list_cached() == []
 
 
+def forge_arrays(path, edit) -> bytes:
+    """The bundle with edit(arrays) applied to run 1's .npz (its dtypes kept), the manifest's digests fixed."""
+    files = members(path)
+    with np.load(io.BytesIO(files["runs/00000.npz"]), allow_pickle=False) as npz:
+        arrays = {name: npz[name].copy() for name in npz.files}
+    edit(arrays)
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    data = buffer.getvalue()
+    manifest = json.loads(files["manifest.json"])
+    manifest["runs"][0] |= {"npz_sha256": hashlib.sha256(data).hexdigest(), "npz_bytes": len(data)}
+    files["manifest.json"], files["runs/00000.npz"] = json.dumps(manifest).encode(), data
+    return zipped(files)
+
+
+def at(name, where, value):
+    def edit(arrays):
+        arrays[name][where] = value
+
+    return edit
+
+
+def zero(name):
+    def edit(arrays):
+        arrays[name][...] = 0.0
+
+    return edit
+
+
+FORGED_NORMS = {  # issue 36.10: each on a run whose loss converged, and each was imported
+    "NaN gradient norm": (at("norms.grad_norm", (1, 0, 2), np.nan), "norms.grad_norm holds a number that is not"),
+    "infinite gradient norm": (at("norms.grad_norm", (0, 1, 0), np.inf), "norms.grad_norm holds a number that is"),
+    "NaN entropy": (at("norms.entropy", (2, 0), np.nan), "norms.entropy holds a number that is not finite"),
+    "gradient norm of 1e308": (
+        at("norms.grad_norm", (3, 0, 1), 1e308),
+        "norms.grad_norm holds 1e+308, above the 1.84e+19 a float32 model can produce without overflowing",
+    ),
+    "residual norm of 1e308": (at("norms.residual_norm", (1, 1), 1e308), "norms.residual_norm holds 1e+308, above"),
+    "attention logit of 1e300": (at("norms.max_logit", (4, 0), 1e300), "norms.max_logit holds 1e+300, above the"),
+    "gradient norms all zero": (zero("norms.grad_norm"), "norms.grad_norm is 0 at every snapshot, while the loss"),
+}
+
+
+@pytest.mark.parametrize("case", FORGED_NORMS, ids=list(FORGED_NORMS))
+def test_imported_norms_are_checked_against_the_run_and_the_model(exported, case):
+    edit, message = FORGED_NORMS[case]
+    with pytest.raises(bundle.BundleError, match="run 1 of 2: ") as info:
+        bundle.import_bundle(forge_arrays(exported, edit))
+    assert message in str(info.value) and "\n" not in str(info.value), str(info.value)
+    assert store.list_cached() == []
+
+
+def test_the_norms_bounds_are_where_float32_overflows_far_above_a_real_run(cache):
+    from attncore.interpret import norms
+
+    bounds = norms.figure_bounds(RUNS[0].model)
+    assert bounds["grad_norm"] == pytest.approx(np.sqrt(np.finfo(np.float32).max))  # 1.8e19
+    assert 1e38 < bounds["residual_norm"] < 1e300 and 1e76 < bounds["max_logit"] < 1e300
+    assert np.isinf(norms.figure_bounds(make_run(dtype="float64").model)["max_logit"])  # float64's own overflow
+    arrays = norms.stack(store.get_run(RUNS[0]).norms)  # a real run: ten orders of magnitude below, at least
+    assert all(arrays[name].max() < bound * 1e-10 for name, bound in bounds.items())
+
+
+def test_a_stored_run_keeps_the_non_finite_norms_of_a_diverged_training(cache):
+    """The store's own records: NaN and +inf norms are what a diverged training measures, read back as stored."""
+    from attncore.interpret import norms
+
+    run = RUNS[0]
+    arrays = norms.stack(store.get_run(run).norms)
+    arrays["grad_norm"][-1] = np.nan
+    arrays["residual_norm"][-1] = np.inf
+    norms.check(arrays, run.model, 2 * run.task.length)  # read from the store: no losses given, accepted
+    with pytest.raises(ValueError, match="not finite"):
+        norms.check(arrays, run.model, 2 * run.task.length, losses=store.get_run(run).loss_history)
+
+
 def test_a_keyed_store_accepts_only_bundles_signed_with_its_key(cache, tmp_path, monkeypatch):
     for run in RUNS:
         store.get_run(run)
     unsigned = tmp_path / "unsigned.zip"
     bundle.export_bundle(unsigned)
     monkeypatch.setenv(codec.KEY_VAR, "the-operators-key")
-    store.clear_cache()
+    store.clear_cache(cache)
     for run in RUNS:
         store.get_run(run)
     signed = tmp_path / "signed.zip"
     bundle.export_bundle(signed)
     assert "hmac" in json.loads(members(signed)["manifest.json"])["runs"][0]
-    store.clear_cache()
+    store.clear_cache(cache)
     with pytest.raises(bundle.BundleError, match=f"run 1 of 2 is not signed with this store's {codec.KEY_VAR}"):
         bundle.import_bundle(unsigned)
     assert store.list_cached() == []
     assert bundle.import_bundle(signed) == (2, 0)
-    store.clear_cache()
+    store.clear_cache(cache)
     # a forged number under a signature made with another key, or after signing, is refused too
     monkeypatch.setenv(codec.KEY_VAR, "another-key")
     with pytest.raises(bundle.BundleError, match="is not signed"):
@@ -336,39 +411,15 @@ def eight_runs(cache):
     return cache
 
 
-def test_a_bundle_streams_to_its_file_one_run_at_a_time(eight_runs, tmp_path):
+def test_a_bundle_streams_to_its_file_one_run_at_a_time(cache, eight_runs, tmp_path):
     one = max(len(store._Entry(run).stored_bytes(warn=False)[1]) for run in MANY)
     path = tmp_path / "all.zip"
     with open(path, "wb") as fh:
         raised, _, peak = cost(lambda: bundle.export_bundle(fh))
     assert raised is None
     assert peak < 4 * one < path.stat().st_size / 2, (peak, one)  # about one run in memory, not all eight
-    store.clear_cache()
+    store.clear_cache(cache)
     assert bundle.import_bundle(path) == (8, 0)
-
-
-def test_download_all_runs_is_built_under_a_slot_and_capped(eight_runs, monkeypatch):
-    from ui import bundles, limits
-
-    size = store.stored_bytes()
-    assert size > 0
-    data = bundles.all_runs_bundle(size + 2**20)  # read back under the slot: bytes, and no file left behind
-    assert isinstance(data, bytes)
-    assert not list(Path(tempfile.gettempdir()).glob("attnlab-download-*"))
-    store.clear_cache()
-    assert bundle.import_bundle(data) == (8, 0)
-    with pytest.raises(bundle.BundleError, match="the runs are more than the limit of"):
-        bundles.all_runs_bundle(size // 2)
-    slots = limits._slots(limits.limits().max_concurrent)
-    taken = [slots.acquire(blocking=False) for _ in range(limits.limits().max_concurrent)]
-    assert all(taken)
-    try:
-        monkeypatch.setenv("ATTNLAB_SLOT_WAIT_SECONDS", "1")
-        with pytest.raises(limits.BusyError, match="Download all runs"):
-            bundles.all_runs_bundle(size + 2**20)
-    finally:
-        for _ in taken:
-            slots.release()
 
 
 def test_home_offers_the_download_only_within_the_cap(eight_runs, monkeypatch):
@@ -376,11 +427,11 @@ def test_home_offers_the_download_only_within_the_cap(eight_runs, monkeypatch):
     from test_app import app
 
     at = app()
-    assert [b.label for b in at.get("download_button")] == ["Download all runs"]
+    assert [b.label for b in at.button if b.key == "bundle_prepare"] == ["Prepare Download all runs"]
     monkeypatch.setenv("ATTNLAB_MAX_DOWNLOAD_MB", "1")
     assert store.stored_bytes() > 2**20
     at = app()
-    assert not at.get("download_button")
+    assert not [b for b in at.button if b.key == "bundle_prepare"] and not at.get("link_button")
     assert "more than this server's download limit of 1 MB" in texts(at.info)
 
 

@@ -16,6 +16,9 @@ VIEWS = (
     "kv-cache?kv_mode=vllm&kv_preset=mistral-7b-v0.1&kv_e_version=v0",
     "kv-cache?kv_context=100000000&kv_batch=100000",
     "kv-cache?kv_context=100000000&kv_batch=1000000&kv_mode=vllm&kv_e_len=2147483648",
+    "parameters?par_preset=gpt-oss-20b",  # MXFP4 weights as stored
+    "kv-cache?kv_preset=gemma-3-1b&kv_mode=vllm",  # a hybrid model's groups
+    "kv-cache?kv_preset=config.json&kv_wquant=awq&kv_mode=vllm",  # a model read from a file, its fields opened
 )
 
 # Text that does not fit its box: an element that hides its overflow (Streamlit's metric notes end in '…'), and a

@@ -67,9 +67,10 @@ def test_cache_and_fit_metrics_of_llama_3_8b():
     fit = kvcache.fit(cache, 80)
     metrics = cc.fit_metrics(fit, cache)
     assert [(label, note) for label, _, note in metrics[1:3]] == [
-        ("Longest context", "at batch 4"),
-        ("Largest batch", "at context 8,192"),
+        ("Longest context", "at batch 4, estimate"),
+        ("Largest batch", "at context 8,192, estimate"),
     ]
+    assert all(note.endswith(", estimate") for _, _, note in metrics)  # each figure labelled (issue 37)
     assert cc.fit_metrics(fit, cache)[0][1] == f"{(72 * 10**9 - 2 * 8_030_261_248) // 131_072:,}"
     windowed = kvcache.kv_cache_for(get_preset("mistral-7b-v0.1").arch, 65536, 1, "fp16")
     assert cc.fit_metrics(kvcache.fit(windowed, 80), windowed)[1][1] == "any"
@@ -170,7 +171,7 @@ def test_a_fit_in_gib_says_gib_everywhere_and_its_axis_names_the_unit():
     assert f"{0.9 * 79.22:.1f} GiB usable (79.22 GiB less 10% reserved)" in message
     metrics = {label: (value, note) for label, value, note in cc.fit_metrics(fit, cache, "GiB")}
     left = metrics["Left for the cache"]
-    assert left[0].endswith("GiB") and left[1] == "of 79.22 GiB"
+    assert left[0].endswith("GiB") and left[1] == "of 79.22 GiB, estimate"
     axes = {}
     for unit in ("GB", "GiB"):
         bar = layers(cc.memory_split(cc.fit_frame(fit, cache.bytes, unit).reset_index(), 80, unit))[0]
@@ -263,7 +264,8 @@ def test_engine_formula_and_metrics_mark_each_figure_by_what_it_rests_on():
 
     estimated = engine_fit(get_preset("llama-3-8b").arch, 39.50, EngineSettings(), gpu="a100-40gb")
     lines = cc.engine_formula(estimated)
-    assert lines[0].endswith("_(exact)_") and all(line.endswith("_(estimate)_") for line in lines[1:])
+    assert lines[0].endswith("_(measured (published log))_")  # the A100's total: read from a vLLM log
+    assert all(line.endswith("_(estimate)_") for line in lines[1:])
     assert all(note.endswith("estimate") for _, _, note in cc.engine_metrics(estimated)[:4])
     logged = EngineSettings(version="v0", weights_gib=14.96, non_torch_gib=0.1, activation_gib=9.37)
     measured = engine_fit(get_preset("llama-3-8b").arch, 39.50, logged, gpu="a100-40gb")

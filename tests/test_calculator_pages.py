@@ -4,9 +4,13 @@ from the URL and shows bad input as an error message, not a traceback. Expected 
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import numpy as np
 import pytest
 from apptest_helpers import charts, page, texts
 from streamlit.testing.v1 import AppTest
+from test_urls import assert_no_live_markdown
 
 GPT2 = 124_439_808
 LLAMA3_8B = 8_030_261_248
@@ -114,7 +118,7 @@ def test_kv_cache_renders_llama_3_8b_and_its_fit_on_an_h100():
     assert metric(at, "Weights in fp16") == ("16.1 GB", "8.03B parameters")  # a note that fits its column
     budget = 72_000_000_000 - 2 * LLAMA3_8B  # 80 GB less 10%, less the fp16 weights
     assert metric(at, "Cached tokens that fit")[0] == f"{budget // 131_072:,}"
-    assert metric(at, "Largest batch") == (f"{budget // (131_072 * 8192):,}", "at context 8,192")
+    assert metric(at, "Largest batch") == (f"{budget // (131_072 * 8192):,}", "at context 8,192, estimate")
     assert "Fits" in texts(at.success)
     curves = charts(at)
     assert len(curves) == 3  # the GPU split, memory against context, the element types
@@ -126,13 +130,13 @@ def test_kv_cache_simple_fit_counts_the_gpu_in_the_unit_chosen():
     assert at.selectbox(key="kv_gpu_gib").value == "h100-80gb"
     budget = round(round(79.22 * 2**30) * 0.9) - 2 * LLAMA3_8B
     assert metric(at, "Cached tokens that fit")[0] == f"{budget // 131_072:,}"
-    assert metric(at, "Left for the cache")[1] == "of 79.22 GiB"
+    assert metric(at, "Left for the cache")[1] == "of 79.22 GiB, estimate"
     assert "71.3 GiB usable (79.22 GiB less 10% reserved)" in texts(at.success)
     typed = page("kv_cache", kv_unit="GiB", kv_gpu_gib="other", kv_gpu_gb="40")
     assert typed.number_input(key="kv_gpu_gb").label == "GPU memory (GiB = 2³⁰ B)"
-    assert metric(typed, "Left for the cache")[1] == "of 40 GiB"
+    assert metric(typed, "Left for the cache")[1] == "of 40 GiB, estimate"
     sold = page("kv_cache", kv_gpu="other", kv_gpu_gb="40")
-    assert metric(sold, "Left for the cache")[1] == "of 40 GB" and "36.0 GB usable" in texts(sold.success)
+    assert metric(sold, "Left for the cache")[1] == "of 40 GB, estimate" and "36.0 GB usable" in texts(sold.success)
 
 
 def test_kv_cache_presets_load_their_geometry():
@@ -226,7 +230,8 @@ def test_engine_mode_with_the_logs_figures_reproduces_issue_12330():
     assert log[0].endswith("total_gpu_memory (39.50GiB) x gpu_memory_utilization (0.90) = 35.55GiB")
     assert "PyTorch activation peak memory takes 9.37GiB" in log[1]
     formula = texts(at.markdown)
-    assert "39.50 GiB × 0.90 = **35.55 GiB** _(exact)_" in formula and "8,030,261,248 × 2 B ÷ 1" in formula
+    assert "39.50 GiB × 0.90 = **35.55 GiB** _(measured (published log))_" in formula  # a logged card's total
+    assert "8,030,261,248 × 2 B ÷ 1" in formula
     assert "**9.37 GiB** _(measured)_" in formula and "_(estimate)_" in formula  # the weights stay estimated
     blocks = int(metric(at, "GPU blocks")[0].replace(",", ""))
     assert metric(at, "Longest max_model_len that starts") == (f"{blocks * 16:,}", "✓ starts at 8,192")  # V0
@@ -366,3 +371,102 @@ def test_engine_mode_labels_the_log_block_by_what_it_rests_on():
     assert metric(at, "GPU blocks")[1].endswith("measured")
     estimated = texts(page("kv_cache", **A100, kv_e_version="v0").caption)
     assert "**Estimated**: what the engine would log" in estimated and "(PR 10511)" in estimated
+
+
+# --- a config.json read on the page ---------------------------------------------------------------------------
+
+CONFIGS = Path(__file__).resolve().parents[1] / "attncore" / "serving" / "configs"
+GEMMA2 = (CONFIGS / "gemma-2-9b.json").read_text()  # google/gemma-2-9b: 9,241,705,984 parameters (page: 9.24B)
+
+
+def paste(at: AppTest, prefix: str, text: str) -> AppTest:
+    at.text_area(key=f"{prefix}file_text").input(text)
+    return rerun(at.button(key=f"{prefix}file_read").click())
+
+
+def link(at: AppTest) -> dict:
+    return {k: v for k, v in at.query_params.items()}
+
+
+def test_parameters_reads_a_pasted_config_and_a_link_reopens_its_figures():
+    at = paste(page("parameters"), "par_", GEMMA2)
+    assert at.selectbox(key="par_preset").value == "config.json"
+    assert metric(at, "Total parameters")[0] == "9,241,705,984"
+    said = texts(at.success)
+    assert "**Read from the pasted text** (gemma2): 42 layers, d_model 3,584, 16 query heads, 8 KV heads" in said
+    assert "4 norms a layer" in said and "21 sliding-window layers (4,096) and 21 full" in said
+    captions = texts(at.caption)
+    assert "query_pre_attn_scalar 256" in captions and "Ignored (16 keys" in captions and "rope_theta" in captions
+    assert "You changed fields since" not in captions
+    query = link(at)
+    assert "par_file_text" not in query and query["par_d_model"] == "3584" and query["par_norm_placement"] == "sandwich"
+    again = page("parameters", **query)  # a new session: the fields from the link, not the file
+    assert metric(again, "Total parameters")[0] == "9,241,705,984" and "Fields from the link" in texts(again.info)
+    rerun(at.number_input(key="par_n_layers").set_value(21))
+    assert "You changed fields since" in texts(at.caption)
+
+
+def test_a_quantised_config_shows_the_weights_as_stored():
+    """Qwen/Qwen2.5-0.5B-Instruct-AWQ: 4-bit weights in groups of 128 (tests/test_hf_config.py checks the bytes against
+    the checkpoint's tensors), fp16 elsewhere; a link carries the quantisation too."""
+    text = (Path(__file__).resolve().parent / "configs" / "qwen2.5-0.5b-instruct-awq.json").read_text()
+    at = paste(page("parameters"), "par_", text)
+    assert metric(at, "Total parameters")[0] == "494,032,768" and metric(at, "Weights as stored")[1] == "AWQ 4-bit"
+    again = page("parameters", **link(at))
+    assert metric(again, "Weights as stored") == metric(at, "Weights as stored")
+
+
+def test_kv_cache_reads_a_pasted_config_counting_each_layer_by_its_window():
+    at = paste(page("kv_cache"), "kv_", GEMMA2)  # context 8,192: the local half keeps 4,096 tokens
+    assert at.selectbox(key="kv_preset").value == "config.json" and at.number_input(key="kv_e_wlayers").value == 21
+    per_layer = 2 * 8 * 256 * 2
+    assert metric(at, "Per token")[0] == f"{42 * per_layer:,} B"
+    assert f"{per_layer * (21 * 8192 + 21 * 4096):,} B" in texts(at.caption)
+    assert "the 21 windowed layers keep 4,096 tokens each, the 21 full ones all 8,192" in texts(at.caption)
+    assert metric(at, "Weights in bf16")[0] == "18.5 GB"  # the float32 checkpoint as vLLM serves it
+    assert "You changed fields since" not in texts(at.caption)  # head_dim 256 typed, the file's own: the same model
+    again = page("kv_cache", **link(at))
+    assert [m.value for m in again.metric] == [m.value for m in at.metric]
+    rerun(at.number_input(key="kv_a_d_ff").set_value(1024))
+    assert "You changed fields since" in texts(at.caption)
+
+
+def test_kv_cache_engine_fit_of_a_pasted_config_uses_its_stored_weights():
+    at = paste(page("kv_cache", kv_mode="vllm"), "kv_", (CONFIGS / "gpt-oss-20b.json").read_text())
+    formula = texts(at.markdown)
+    assert "20,914,757,184 parameters stored as MXFP4 experts, bf16 rest ÷ 1 = **12.82 GiB**" in formula
+    assert "⌊KV cache ÷ (page × 12 layers of one group)⌋" in formula  # 12 sliding, 12 full: two groups of 12
+    again = page("kv_cache", **link(at))
+    assert texts(again.markdown) == formula
+
+
+@pytest.mark.parametrize("pg, prefix", [("parameters", "par_"), ("kv_cache", "kv_")])
+def test_a_refused_file_changes_nothing_and_says_why_in_one_line(pg, prefix):
+    at = page(pg)
+    before = [m.value for m in at.metric]
+    paste(at, prefix, '{"model_type": "llama", "hidden_size": 4096}')
+    assert "**Not read, nothing changed:** the pasted text: num_hidden_layers: missing" in texts(at.error)
+    assert [m.value for m in at.metric] == before and at.selectbox(key=f"{prefix}preset").value != "config.json"
+
+
+@pytest.mark.parametrize("pg, prefix", [("parameters", "par_"), ("kv_cache", "kv_")])
+def test_the_page_never_raises_on_pasted_garbage(pg, prefix):
+    """Random JSON, random text and a released config cut short or corrupted: read or refused, never a traceback."""
+    rng = np.random.default_rng(7)
+    samples = ["", "null", "[]", '"x"', "{", "{" * 5000, '{"model_type": "gemma3", "text_config": []}']
+    samples += [GEMMA2[: len(GEMMA2) // 2], GEMMA2.replace("4096", "-4096"), GEMMA2.replace('"gemma2"', '{"a": 1}')]
+    samples += ["".join(chr(int(c)) for c in rng.integers(1, 0x2FFF, size=200)) for _ in range(3)]
+    at = page(pg)
+    for text in samples:
+        paste(at, prefix, text)
+        assert at.error or at.success, text[:40]
+        assert_no_live_markdown(at)
+
+
+def test_an_uploaded_file_is_read_like_a_pasted_one():
+    at = page("kv_cache")
+    at.file_uploader(key="kv_file_upload").upload("gemma-2-9b.json", GEMMA2.encode(), "application/json")
+    rerun(at)
+    assert (
+        "**Read from gemma-2-9b.json** (gemma2)" in texts(at.success) and at.number_input(key="kv_n_layers").value == 42
+    )

@@ -347,6 +347,9 @@ def test_cli_kv_cache_json(capsys):
     assert out["tokens_that_fit"] == 21_600_000_000 // 49_152  # no weights given: all of 24 GB less 10%
     preset = run_json(capsys, "kv-cache", "--preset", "llama-3-8b", "--gpu", "h100-80gb", "--json")
     assert preset["fit"]["usable_bytes"] == 72_000_000_000 and preset["weight_params"] == 8_030_261_248
+    assert main(["kv-cache", "--preset", "llama-3-8b"]) == 0
+    text = capsys.readouterr().out
+    assert "GQA 8 KV heads × 128" in text and "context 4,096 × batch 1" in text and " x " not in text  # one sign
 
 
 def test_cli_preset_list(capsys):

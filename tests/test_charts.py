@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from apptest_helpers import axis_labels
 
 from attncore import make_run
 from attncore.config import SEP
@@ -343,6 +344,18 @@ def test_snapshot_frame_and_accuracy_chart_share_the_loss_curves_step_axis():
         assert rule["mark"]["type"] == "rule" and spec["datasets"][rule["data"]["name"]] == [{"step": 10}]
     assert acc["layer"][0]["encoding"]["color"]["scale"]["range"] == [charts.TOKEN_COLOR, charts.SEQUENCE_COLOR]
     assert acc["layer"][0]["encoding"]["y"]["scale"]["domain"] == [0, 1]
+
+
+def test_the_learning_rate_chart_has_room_for_its_title_and_writes_rates_as_the_lab_does():
+    """Issue 37: the y title was cut to 'learning rat' in a ~40 px plot, the ticks '0e+0 / 2e-3'."""
+    from attncore.optim import lr_schedule
+
+    run = make_run(steps=300, warmup=60, decay="cosine", min_lr_ratio=0.1)
+    spec = charts.learning_rate_curve(frames.schedule_frame(lr_schedule(run.train)), 300, 300).to_dict()
+    assert spec["height"] >= 180  # Streamlit fits the axes into it: a plot of about 110 px
+    axis = spec["layer"][0]["encoding"]["y"]["axis"]
+    assert axis_labels(axis) == {0.0: "0", 0.0015: "1.5e-3", 0.003: "3e-3"}
+    assert "format" not in axis
 
 
 def test_length_frame_averages_seeds_and_leaves_a_gap_where_there_is_no_number():

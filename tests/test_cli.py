@@ -7,6 +7,7 @@ until a command needs them.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -142,6 +143,31 @@ BAD_INPUT = {
         "from 0 to 32, got 33",
     ),
     "max-mb 1e-9": (["cache", "import", "{tmp}/a-file", "--max-mb", "1e-9"], "--max-mb", "from 1 to 100,000 MB"),
+    "max-memory 1": (["train", *SMALL, "--max-memory", "1"], "--max-memory", "more than the 1 byte --max-memory cap"),
+    "max-memory 1500": (["train", *SMALL, "--max-memory", "1500"], "--max-memory", "the 1.46 KiB --max-memory cap"),
+    # issue 36.7: ASCII digits only, in every flag (Python's int() and float() read other scripts' digits)
+    "regimes seeds in Arabic-Indic digits": (["regimes", "depth", "--seeds", "٣"], "--seeds", "from 1 to 16, got '٣'"),
+    "min-lr-ratio in Arabic-Indic digits": (
+        ["train", *SMALL, "--decay", "cosine", "--min-lr-ratio", "١"],
+        "--min-lr-ratio",
+        "must be a number (digits 0-9), got '١'",
+    ),
+    "steps in Devanagari digits": (["train", "--steps", "५"], "--steps", "must be an integer (digits 0-9)"),
+    "lr in Arabic-Indic digits": (["sweep", *SMALL, "--lr", "٠.٠١"], "--lr", "must be a number (digits 0-9)"),
+    "warm-up with an underscore": (["train", *SMALL, "--warmup", "1_0"], "--warmup", "must be an integer"),
+    "regimes depths in full-width digits": (["regimes", "depth", "--depths", "２"], "--depths", "digits 0-9"),
+    "explain permutations in Arabic-Indic digits": (
+        ["explain", *SMALL, "--permutations", "١٠"],
+        "--permutations",
+        "from 1 to 10,000",
+    ),
+    "kv-cache context in Thai digits": (["kv-cache", "--preset", "gpt2", "--context", "๑๒"], "--context", "digits"),
+    "kv-cache gpu in Arabic-Indic digits": (["kv-cache", "--preset", "gpt2", "--gpu", "٨٠"], "--gpu", "unknown '٨٠'"),
+    "cache export seed in Arabic-Indic digits": (
+        ["cache", "export", "{tmp}/out.zip", "--seed", "٣"],
+        "--seed",
+        "must be an integer (digits 0-9)",
+    ),
 }
 
 
@@ -165,6 +191,33 @@ def test_bad_input_exits_2_with_one_line_before_training(tmp_path, argv, flag, a
     assert lines[0].startswith(f"error: {flag}: ") and allowed in lines[0]
     assert r.stdout == ""
     assert stored(cache) == []
+
+
+def typed_flags(parser, path=()):
+    """(command path, flag, argparse action) of every flag with a `type`, in every command and subcommand."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from typed_flags(sub, (*path, name))
+        elif action.type is not None:
+            yield path, (action.option_strings or [action.dest])[0], action
+
+
+NOT_ASCII_NUMBERS = ("٣", "١.٥", "٣e٢", "1_000", "３", "߃", " 3", "3\u00a0")  # other scripts, underscores, spaces
+
+
+def test_every_typed_flag_reads_ascii_digits_only():
+    """Issue 36.7: one parser for every number a flag takes (cli.flags.integer and number, or a type built on
+    them): a new flag with type=int or float (which read '٣' as 3) fails here."""
+    from cli.main import build_parser
+
+    flags = list(typed_flags(build_parser()))
+    assert len(flags) > 60  # every command's flags were walked
+    for path, flag, action in flags:
+        for text in NOT_ASCII_NUMBERS:
+            with pytest.raises((argparse.ArgumentTypeError, ValueError)):
+                action.type(text)
+                pytest.fail(f"{' '.join(path)} {flag} took {text!r}")
 
 
 def test_train_text_names_the_held_out_test_loss_and_labels_the_last_batch(tmp_path):
@@ -198,6 +251,11 @@ def test_train_json_prints_the_snapshots_and_evaluate_matches_it_at_the_trained_
     # learned positions (a table of 2L + 1 = 9 rows): L = 9 needs 18 positions, no number and a note saying why
     assert past["token_accuracy"] is None and past["sequence_accuracy"] is None
     assert "learned" in past["note"] and "9 rows" in past["note"]
+    # the text: a note column only when a length has a note (issue 37: it was printed empty)
+    plain = attncore(cache, "evaluate", *flags, "--test-lengths", "2", "4").stdout.splitlines()
+    assert plain[1].split() == ["test", "L", "per-token", "per-sequence"]
+    noted = attncore(cache, "evaluate", *flags, "--test-lengths", "2", "9").stdout.splitlines()
+    assert noted[1].split()[-1] == "note" and "9 rows" in noted[-1]
     rope = json.loads(attncore(cache, "evaluate", *flags, "--position", "rope", "--test-lengths", "9", "--json").stdout)
     (far,) = rope["lengths"]
     assert far["note"] is None and 0 <= far["sequence_accuracy"] <= 1 and 0 <= far["token_accuracy"] <= 1
@@ -400,10 +458,12 @@ def test_sweep_group_by_prints_groups_and_paired_comparisons_as_json(tmp_path):
         assert (c["ci_low"], c["ci_high"]) == ("-inf", "inf")  # 3 seeds: the sign-flip test rejects no shift
         assert c["t_low"] is None or c["t_low"] <= c["delta_mean"] <= c["t_high"]
         assert c["verdict"] in ("too few seeds", "identical on every seed")  # 3 seeds can show nothing
-    text = attncore(cache, *argv, "--group-by", "scaling").stdout
+    printed = attncore(cache, *argv, "--group-by", "scaling").stdout
+    assert max(len(line) for line in printed.splitlines()) <= 120  # issue 37: the tables were ~230 wide
+    text = " ".join(printed.split())  # paragraphs wrap
     assert "Runs grouped by scaling" in text and "Each scaling against off, paired by seed" in text
     assert "a difference can be shown once 6 seeds differ" in text and "These runs have 3 seeds" in text
-    assert "t_interval" in text and "differ" in text
+    assert "t_interval" in text and "differ" in text and "sequence_accuracy_max" in text  # every column, in blocks
     assert "too few seeds" in text and "+0.0000" not in text
 
 

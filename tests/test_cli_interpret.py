@@ -25,16 +25,11 @@ def test_patch_json_has_the_grid_and_by_position(cache, monkeypatch):
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert np.array(out["grid"]).shape == (2, 4) and np.array(out["by_position"]).shape == (2, 4, 12)
-    import os
-
     from lab.store import get_run  # the run the command trained, from the same store
 
-    os.environ["ATTNCORE_CACHE_DIR"] = str(cache)
-    try:
-        run = make_run(steps=40)
-        expected = patching.patch(get_run(run).params, run, patching.contrast(run, probe_sequence(run.task), 2, 5))
-    finally:
-        del os.environ["ATTNCORE_CACHE_DIR"]
+    run = make_run(steps=40)
+    record = get_run(run, location=cache)
+    expected = patching.patch(record.params, run, patching.contrast(run, probe_sequence(run.task), 2, 5))
     assert np.allclose(out["grid"], expected.head) and out["query"] == expected.contrast.query == 8
 
 
@@ -85,8 +80,39 @@ def test_explain_refuses_a_search_too_big_for_memory_before_training(tmp_path):
 
     r = attncore(tmp_path, "explain", *SHORT, "--permutations", "1000", "--max-memory", "30M")
     assert r.returncode == 2 and r.stderr.startswith("error: --max-memory: explaining needs about"), r.stderr
-    assert "MiB a row), more than the 30 MiB --max-memory cap" in r.stderr
+    assert "KiB a row), more than the 30 MiB --max-memory cap" in r.stderr  # a row is 292 KiB (it said "0 MiB")
     assert not stored(tmp_path)
+
+
+def test_explain_refuses_work_estimated_over_its_limit_before_training(tmp_path):
+    """Issue 36.5: `explain --permutations 10000 --d 256 --layers 4 --steps 10` ran for minutes (within memory)."""
+    from test_cli import stored
+
+    r = attncore(tmp_path, "explain", "--permutations", "10000", "--d", "256", "--layers", "4", "--steps", "10")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert r.stderr.startswith("error: --yes: explaining would take about 6.7e11 multiply-adds"), r.stderr
+    for flag in ("--permutations", "--restarts", "--search-steps", "--d", "--layers", "3e11"):
+        assert flag in r.stderr
+    assert not stored(tmp_path)  # refused before the run was trained
+
+
+def test_the_explain_work_limit_passes_the_defaults_and_every_range_on_the_default_model():
+    from argparse import Namespace
+
+    from attncore.interpret import explain as ex
+    from cli.interpret import MAX_EXPLAIN_WORK, MAX_PERMUTATIONS, MAX_RESTARTS, MAX_SEARCH_STEPS, check_work
+
+    run = make_run()
+    assert ex.work(run, MAX_PERMUTATIONS, MAX_RESTARTS, MAX_SEARCH_STEPS) < MAX_EXPLAIN_WORK
+    assert ex.work(make_run(d_model=256, n_layers=4), 100, 5, 500) < MAX_EXPLAIN_WORK  # a wide model's defaults
+    # linear in each count: a forward per shuffle, a forward and a backward (two forwards) per search pass
+    assert ex.work(run, 200, 5, 500) - ex.work(run, 100, 5, 500) == 100 * ex.row_multiply_adds(run)
+    assert ex.work(run, 100, 6, 500) - ex.work(run, 100, 5, 500) == 3 * 501 * ex.row_multiply_adds(run)
+    wide = make_run(d_model=256, n_layers=4)
+    flags = Namespace(permutations=10_000, restarts=5, search_steps=500, yes=True)
+    check_work(wide, flags)  # --yes: the user asked for it
+    with pytest.raises(Exception, match="--yes"):
+        check_work(wide, Namespace(**vars(flags) | {"yes": False}))
 
 
 def test_explain_says_it_trains_and_numbers_restarts_as_the_page(tmp_path):
@@ -108,6 +134,13 @@ def test_patch_prints_sep_and_offers_both_directions(cache):
     assert text.returncode == 0, text.stderr
     assert "clean 17 3 0 12 7 9 SEP 17 3 0 12 7  ->  corrupted 17 3 5 12 7 9 SEP 17 3 0 12 7" in text.stdout
     assert "denoise: clean activations copied into the corrupted run" in text.stdout
+    # issue 37: no '−0.000', and the MLP figures and the grids' columns labelled
+    assert "−0.000" not in text.stdout and "-0.000" not in text.stdout
+    assert "each block's MLP output at every position: L0 " in text.stdout and "   L1 " in text.stdout
+    lines = text.stdout.splitlines()
+    heads = lines.index(next(line for line in lines if line.startswith("fraction restored, each head's")))
+    assert lines[heads + 1].split() == ["H0", "H1", "H2", "H3"]
+    assert len(lines[heads + 1]) == len(lines[heads + 2])  # the labels stand over their columns
     denoise = json.loads(attncore(cache, "patch", *SHORT, "--at", "2", "--symbol", "5", "--json").stdout)
     r = attncore(cache, "patch", *SHORT, "--at", "2", "--symbol", "5", "--direction", "noise", "--json")
     noise = json.loads(r.stdout)
@@ -116,6 +149,12 @@ def test_patch_prints_sep_and_offers_both_directions(cache):
     assert noise["resid_by_position"][0][2] == pytest.approx(1.0, abs=1e-5)
     assert np.allclose(np.delete(noise["resid_by_position"][0], 2), 0.0, atol=1e-5)
     assert not np.allclose(noise["grid"], denoise["grid"])
+
+
+def test_a_figure_that_rounds_to_zero_prints_without_a_sign():
+    from cli.interpret import _fmt
+
+    assert _fmt([-0.0001, 0.0004, -0.0006, float("nan")]).split() == ["0.000", "0.000", "−0.001", "nan"]
 
 
 def test_heads_scores_the_reverse_pattern(cache):

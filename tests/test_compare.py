@@ -9,7 +9,7 @@ import pytest
 
 from attncore.config import make_run
 from attncore.snapshots import Snapshot
-from lab import store
+from lab import stats, store
 from lab.compare import (
     curve_bands,
     differences_text,
@@ -159,6 +159,25 @@ def test_the_interval_agrees_with_the_verdict_in_every_row_and_names_a_holm_leve
     assert (
         display(table).set_index(["level", "metric"]).loc[("b", "sequence_accuracy"), "interval"].endswith("(97.5 %)")
     )
+
+
+def test_display_each_writes_every_number_as_the_command_line_prints_it():
+    """Issue 37: the Regimes tables wrote p 0.0312 and one column spec; the CLI and docs give 0.03125 and 3
+    significant digits per number."""
+    base = group([0.5] * 6)
+    far = group([0.5 - 0.3 - s / 100 for s in range(6)], norm="post")  # lower on every seed: p at the floor
+    near = group([0.5 - 0.0006 - s / 10000 for s in range(6)], position="none")
+    table = paired_differences({"pre": base, "post": far, "none": near}, metrics=("sequence_accuracy",))
+    each = display(table, each=True).set_index("level")
+    for level in ("post", "none"):
+        r = row(table, level, "sequence_accuracy")
+        assert each.loc[level, "p_value"] == stats.format_p(r["p_value"])
+        assert each.loc[level, "delta_mean"] == stats.format_delta(r["delta_mean"])
+        assert each.loc[level, "interval"].startswith(stats.format_interval(r["ci_low"], r["ci_high"]))
+    assert each.loc["post", "p_floor"] == "0.03125" and each.loc["post", "delta_mean"] == "−0.325"
+    assert each.loc["none", "delta_mean"] == "−8.50e-04"  # its own 3 digits, not the column's
+    column = display(table).set_index("level")  # the default: one format per column (issue 29.6)
+    assert column.loc["post", "delta_mean"] == "−3.25e-01"
 
 
 def test_a_test_loss_missing_on_a_seed_is_said_not_judged():

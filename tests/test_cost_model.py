@@ -53,14 +53,53 @@ def test_the_fit_recovers_known_coefficients_and_drops_a_negative_one():
     assert c[2] == 0 and (c >= 0).all()
 
 
-def test_a_sweeps_wall_time_is_its_runs_dealt_to_the_first_free_worker():
-    model = CostModel(np.array([1.0, 0, 0, 0, 0]), (), 0.0)  # one second a step
+def test_a_sweeps_wall_time_is_its_computing_shared_out_or_its_longest_run_times_the_slowdown():
+    model = CostModel(np.array([1.0, 0, 0, 0, 0]), (), 0.0)  # one CPU second a step
     runs = [make_run(steps=s) for s in (100, 60, 60, 40)]  # each steps + EVAL_STEPS seconds
     seconds = [s + EVAL_STEPS for s in (100, 60, 60, 40)]
     assert model.work_seconds(runs) == sum(seconds)
-    # two workers: 140 | 100, then the third (100) goes to the one free at 100, the fourth to the one at 140
-    assert model.wall_seconds(runs, 2) == max(seconds[0] + seconds[3], seconds[1] + seconds[2])
+    assert model.wall_seconds(runs, 2) == sum(seconds) / 2  # 340 of computing over two workers
     assert model.wall_seconds(runs, 1) == sum(seconds) and model.wall_seconds([], 2) == 0
+    assert model.wall_seconds(runs[:1], 2) == seconds[0]  # one run: its own length, a worker idle
+    assert model.wall_seconds(runs, 2, slowdown=1.5) == 1.5 * sum(seconds) / 2
+    assert model.wall_seconds(runs, 8) == max(seconds[0], sum(seconds) / 4)  # no more workers than runs
+
+
+def test_a_part_of_a_sweep_is_never_estimated_above_the_whole():
+    """Issue 37.2: 200 random subsets of a random grid, each below its superset (the wall time and the computing)."""
+    rng = np.random.default_rng(0)
+    model = CostModel(np.array([1e-3, 2e-4, 1e-9, 1e-9, 1e-8]), (), 0.0)
+    grid = [
+        make_run(steps=int(s), n_layers=int(n), d_model=int(d))
+        for s, n, d in zip(
+            rng.integers(10, 3000, 40), rng.integers(1, 9, 40), rng.choice([16, 32, 64], 40), strict=True
+        )
+    ]
+    for _ in range(200):
+        whole = [grid[i] for i in rng.choice(40, int(rng.integers(2, 40)), replace=False)]
+        part = [whole[i] for i in rng.choice(len(whole), int(rng.integers(1, len(whole))), replace=False)]
+        for workers in (1, 2, 3):
+            assert model.wall_seconds(part, workers) <= model.wall_seconds(whole, workers)
+        assert model.work_seconds(part) <= model.work_seconds(whole)
+
+
+def test_longest_first_deals_the_most_computing_first():
+    model = CostModel(np.array([1.0, 0, 0, 0, 0]), (), 0.0)
+    runs = [make_run(steps=s) for s in (60, 300, 10, 100)]
+    assert [r.train.steps for r in cost_model.longest_first(runs, model)] == [300, 100, 60, 10]
+
+
+def test_the_slowdown_is_what_the_other_load_leaves_the_workers():
+    """Two cores: idle, one worker or two run at their pace; a probe that got half a core (pace 2) means three
+    other busy processes, so two workers share the cores with them (5/2); a free core with a load of one
+    leaves the second worker half a core."""
+    slow = cost_model.slowdown
+    assert slow(1, pace=1.0, load=0.0, n_cores=2) == 1.0 and slow(2, pace=1.0, load=0.0, n_cores=2) == 1.0
+    assert slow(2, pace=2.0, load=9.0, n_cores=2) == (2 * 2 - 1 + 2) / 2
+    assert slow(2, pace=1.0, load=1.0, n_cores=2) == 1.5 and slow(1, pace=1.0, load=1.0, n_cores=2) == 1.0
+    assert slow(2, pace=1.0, load=7.0, n_cores=2) == 1.5  # a free core: the load average overstates (it lags)
+    assert slow(4, pace=1.0, load=0.0, n_cores=2) == 2.0  # more workers than cores share them
+    assert 1.0 <= slow(2) < 100  # measured here
 
 
 def test_the_calibrated_model_is_positive_and_grows_with_steps_depth_width_and_batch():
@@ -88,25 +127,66 @@ def test_home_estimates_the_article_sweep_with_nothing_stored(cache):
     at = page("")
     assert not list_cached()
     (label,) = [b.label for b in at.button if b.label.startswith("Reproduce the article")]
-    assert re.fullmatch(r"Reproduce the article: train 23 runs, about .+ here", label), label
+    assert re.fullmatch(r"Reproduce the article: train 23 runs, about .+ here, .+ of computing", label), label
     from lab.presets import preset
 
-    assert duration(cost_model.model(2).wall_seconds(preset("article"), 2)) in label  # sweeps.workers() is 2
+    computing = duration(cost_model.model(2).work_seconds(preset("article")))  # sweeps.workers() is 2
+    assert label.endswith(f", {computing} of computing")
 
 
-def test_a_view_over_the_budget_is_refused_naming_its_cost_and_the_cap(cache, monkeypatch):
-    monkeypatch.setenv("ATTNLAB_MAX_VIEW_CPU_S", "60")
+def test_a_hosted_view_over_the_budget_is_refused_before_the_click_naming_the_setting_and_the_command(
+    cache, monkeypatch
+):
+    monkeypatch.setenv("ATTNLAB_MAX_VIEW_CPU_S", "5")
     at = page("")
     (button,) = [b for b in at.button if b.label.startswith("Reproduce the article")]
-    assert re.search(r"23 runs, about .+ of computing: over this server's 60 s per view", button.label)
-    button.click().run()
-    message = texts(at.error)
+    assert re.search(r"23 runs, about .+ of computing: over this server's 5 s per view", button.label)
+    assert button.disabled  # said before the click: no button that looks enabled and then refuses
+    message = texts(at.info)
     assert "Training 23 runs here would take about" in message
-    assert "more than this server allows for one view (60 s, max_view_cpu_s)" in message
+    assert "more than this server allows for one view (5 s, max_view_cpu_s)" in message
+    assert "ATTNLAB_MAX_VIEW_CPU_S or max_view_cpu_s under [limits]" in message
+    assert "`python -m attncore sweep --preset article`" in message
     assert not list_cached()  # nothing was trained
 
 
-def test_a_single_run_over_the_budget_is_refused_before_its_train_button(cache, monkeypatch):
+def slow_machine(monkeypatch, seconds_per_step: float) -> None:
+    """The cost model of a machine that takes this many CPU seconds a step, for every worker count."""
+    model = CostModel(np.array([seconds_per_step, 0, 0, 0, 0]), (), 0.0)
+    for workers in (1, 2):
+        monkeypatch.setitem(cost_model._models, workers, model)
+
+
+def test_a_local_server_trains_what_its_user_asks_for_after_one_confirmation_when_long(cache, monkeypatch):
+    """Issue 37.1: local means unlimited. The article's 23 runs at 10 s a step (about 50 h of computing here) are
+    offered on a local server; above 30 min the button waits for one confirmation."""
+    monkeypatch.setenv("ATTNLAB_HOSTED", "0")
+    slow_machine(monkeypatch, 10.0)
+    at = page("")
+    (button,) = [b for b in at.button if b.key == "reproduce"]
+    assert "over this server" not in button.label and re.search(r"about .+ here, .+ of computing", button.label)
+    assert button.disabled  # until confirmed
+    (confirm,) = [c for c in at.checkbox if c.key == "reproduce_confirm"]
+    assert confirm.label.startswith("Yes, train for about")
+    confirm.check().run()
+    (button,) = [b for b in at.button if b.key == "reproduce"]
+    assert not button.disabled
+    slow_machine(monkeypatch, 1e-3)  # a short sweep: no confirmation
+    at = page("")
+    assert not [c for c in at.checkbox if c.key == "reproduce_confirm"]
+    assert not [b for b in at.button if b.key == "reproduce"][0].disabled
+
+
+def test_a_cap_the_operator_sets_applies_on_a_local_server_too(cache, monkeypatch):
+    monkeypatch.setenv("ATTNLAB_HOSTED", "0")
+    monkeypatch.setenv("ATTNLAB_MAX_VIEW_CPU_S", "5")
+    at = page("")
+    (button,) = [b for b in at.button if b.key == "reproduce"]
+    assert button.disabled and "over this server's 5 s per view" in button.label
+    assert "hosted = 0" not in texts(at.info)  # set on purpose: only the setting itself lifts it
+
+
+def test_a_single_run_over_the_hosted_budget_is_refused_before_its_train_button(cache, monkeypatch):
     monkeypatch.setenv("ATTNLAB_MAX_VIEW_CPU_S", "1")
     at = page("train")
     assert "Training 1 run here would take about" in texts(at.error) and "max_view_cpu_s" in texts(at.error)

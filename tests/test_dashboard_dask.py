@@ -1,8 +1,15 @@
 """The dashboard's sweeps on a Dask cluster (issue 30.6): with dask_scheduler set, a page's Train button sends its
-runs to the scheduler (never to the local worker pool), and they are bit-identical to runs trained here."""
+runs to the scheduler (never to the local worker pool), and they are bit-identical to runs trained here. A scheduler
+address that does not answer, or answers garbage, is one plain sentence within a bounded time and holds no slot
+(issue 36.3, 36.4)."""
 
 from __future__ import annotations
 
+import os
+import socket
+import struct
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -10,9 +17,11 @@ import pytest
 from apptest_helpers import texts
 from streamlit.testing.v1 import AppTest
 
+from attncore import ConfigError, make_run
 from attncore.train import train
-from lab import regimes
+from lab import regimes, sweep
 from lab.store import get_run, is_cached
+from ui import limits as limits_module
 from ui.limits import parse_limits
 
 distributed = pytest.importorskip("distributed")
@@ -36,6 +45,112 @@ def cluster():
     mp.undo()
 
 
+class Listener:
+    """A TCP server on 127.0.0.1 that accepts every connection and then does `answer(conn)`: nothing (a silent
+    scheduler), random bytes, a huge length header. Connections stay open until the test ends."""
+
+    def __init__(self, answer=None):
+        self.server = socket.socket()
+        self.server.bind(("127.0.0.1", 0))
+        self.server.listen(64)
+        self.address = f"tcp://127.0.0.1:{self.server.getsockname()[1]}"
+        self.accepted: list[socket.socket] = []
+        self.answer = answer
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:  # closed
+                return
+            self.accepted.append(conn)
+            if self.answer is not None:
+                try:
+                    self.answer(conn)
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        try:
+            self.server.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread, so the port really closes
+        except OSError:
+            pass
+        self.server.close()
+        for conn in self.accepted:
+            conn.close()
+
+
+@pytest.fixture
+def listener():
+    made = []
+
+    def make(answer=None) -> Listener:
+        made.append(Listener(answer))
+        return made[-1]
+
+    yield make
+    for each in made:
+        each.close()
+
+
+def returns_within(fn, seconds: float):
+    """fn()'s exception (or None) if it returns within `seconds`; else the test fails (a hang guard, not a timing)."""
+    found = {}
+
+    def call():
+        try:
+            fn()
+            found["raised"] = None
+        except BaseException as e:  # noqa: BLE001  (handed to the test)
+            found["raised"] = e
+
+    thread = threading.Thread(target=call, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert "raised" in found, f"still waiting after {seconds} s"
+    return found["raised"]
+
+
+GARBAGE = {
+    "random bytes": lambda conn: conn.sendall(os.urandom(4096)),
+    "a huge length header": lambda conn: conn.sendall(struct.pack("<Q", 2**62) + os.urandom(64)),
+    "a short garbled frame": lambda conn: conn.sendall(struct.pack("<Q", 64) + os.urandom(64)),
+}
+CLASS_NAMES = ("Error", "Exception", "Timeout", "struct", "EiB", "dimension")  # what a traceback line would show
+
+
+def test_a_silent_scheduler_is_a_config_error_within_the_connect_bound(listener):
+    silent = listener()
+    raised = returns_within(lambda: sweep.connect(silent.address, timeout=1), 60)
+    assert isinstance(raised, ConfigError) and raised.field == "scheduler"
+    assert raised.message == (
+        f"no dask scheduler answered at {silent.address} within 1 s: the connection was accepted but nothing answered"
+    )
+    assert silent.accepted  # it did reach the listener: the bound is on the handshake, not on a refused port
+
+
+@pytest.mark.parametrize("case", GARBAGE, ids=list(GARBAGE))
+def test_a_scheduler_answering_garbage_is_one_plain_sentence(listener, case):
+    raised = returns_within(lambda: sweep.connect(listener(GARBAGE[case]).address, timeout=5), 60)
+    assert isinstance(raised, ConfigError) and raised.field == "scheduler"
+    assert raised.message.endswith(": what answered there does not speak dask's protocol")
+    assert not any(name in raised.message for name in CLASS_NAMES) and "\n" not in raised.message
+    assert raised.__cause__ is not None  # what the operator's log shows
+
+
+def test_a_refused_port_answers_at_once_without_waiting_out_the_bound():
+    with socket.socket() as s:  # bound, never listening: connecting is refused
+        s.bind(("127.0.0.1", 0))
+        address = f"tcp://127.0.0.1:{s.getsockname()[1]}"
+        # a bound far above the answer: the refusal comes from the port itself, not from waiting out the timeout
+        raised = returns_within(lambda: sweep.connect(address, timeout=600), 60)
+    assert isinstance(raised, ConfigError)
+    assert raised.message == (
+        f"no dask scheduler answered at {address}: the connection was refused (nothing listens on that port)"
+    )
+
+
 def click_train_on_the_regimes_page(timeout: int) -> AppTest:
     at = AppTest.from_file("../dashboard.py", default_timeout=timeout)
     at.query_params.update(QUERY)
@@ -52,6 +167,11 @@ def test_a_scheduler_address_is_read_as_a_setting_and_checked():
     lim, problems = parse_limits({}, {"dask_scheduler": "http://[evil](x)"})
     assert lim.dask_scheduler is None
     assert len(problems) == 1 and "dask_scheduler" in problems[0] and "[evil]" not in problems[0]
+    # what is used instead, in words (it said "using the default None")
+    assert problems[0].endswith("; the pages' sweeps train on this server's own worker pool, as when it is unset.")
+    assert "None" not in problems[0]
+    _, problems = parse_limits({}, {"bundle_upload": "maybe"})
+    assert problems[0].endswith("only when the server is not headless, as when it is unset.")
     assert parse_limits({}, {})[0].dask_scheduler is None  # no scheduler: the local workers, as before
 
 
@@ -77,4 +197,60 @@ def test_an_unreachable_scheduler_is_one_message_not_a_traceback(tmp_path, monke
     monkeypatch.setenv("ATTNLAB_DASK_SCHEDULER", "tcp://127.0.0.1:9")  # the discard port: nothing answers
     at = click_train_on_the_regimes_page(timeout=120)
     assert not at.exception
-    assert any("no dask scheduler answered at tcp://127.0.0.1:9" in e.value for e in at.error)
+    assert [e.value for e in at.error] == [
+        "Training the depth experiment could not start: No dask scheduler answered at tcp://127.0.0.1:9: the "
+        "connection was refused (nothing listens on that port)."
+    ]
+
+
+def free_slots(n: int) -> int:
+    """How many of the server's n slots can be taken right now (all given back again)."""
+    slots, taken = limits_module._slots(n), 0
+    while slots.acquire(blocking=False):
+        taken += 1
+    for _ in range(taken):
+        slots.release()
+    return taken
+
+
+def test_two_visits_to_a_silent_scheduler_do_not_wedge_the_slots_for_a_third_visitor(tmp_path, monkeypatch, listener):
+    """Issue 36.3: two Train clicks on Regimes with a scheduler that accepts and never answers held both slots for
+    good (connect inside the slot and under the clients' lock, unbounded); a third visitor got "busy"."""
+    silent = listener()
+    monkeypatch.setenv("ATTNCORE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("ATTNLAB_DASK_SCHEDULER", silent.address)
+    monkeypatch.setenv("ATTNLAB_MAX_CONCURRENT", "2")
+    monkeypatch.setenv("ATTNLAB_SLOT_WAIT_SECONDS", "5")  # a third visitor kept waiting is told "busy" soon
+    limits_module._slots.clear()
+    visits, errors = [], []
+
+    def visit():
+        at = click_train_on_the_regimes_page(timeout=120)
+        visits.append(at)
+        errors.extend(e.value for e in at.error)
+
+    threads = [threading.Thread(target=visit, daemon=True) for _ in range(2)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 60  # a hang guard: both visits reach the scheduler (a probe and a handshake each)
+    while len(silent.accepted) < 4 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(silent.accepted) >= 4, "the two visits did not both reach the scheduler"
+    assert free_slots(2) == 2  # connecting holds no slot: a third visitor would start at once
+    for t in threads:
+        t.join(180)
+    assert len(visits) == 2 and not any(at.exception for at in visits)
+    sentence = (
+        f"Training the depth experiment could not start: No dask scheduler answered at {silent.address} within 5 s: "
+        "the connection was accepted but nothing answered."
+    )
+    assert errors == [sentence, sentence]
+    assert free_slots(2) == 2  # and none is held once they are done
+    # a third visitor trains on the Train page (a local run: it needs one of the slots)
+    at = AppTest.from_file("../dashboard.py", default_timeout=120)
+    at.query_params.update({"steps": "20"})
+    at.run()
+    at.switch_page("app_pages/train.py").run()
+    at.button(key="train").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert is_cached(make_run(steps=20)) and free_slots(2) == 2

@@ -1,24 +1,19 @@
-"""Home's "Download all runs" holds one bundle in the server's memory, however many visitors click how often
-(issue 27.2).
+"""Home's "Download all runs" is one file on disk per store state (issue 36.2): built once, whoever clicks and
+however often, under a slot; served by Streamlit from disk, so it costs the server no memory per click.
 
-The clicks go through Streamlit's own MediaFileManager (what st.download_button's deferred data and the
-server's deferred-file handler call), with no script run between them (the button's on_click="ignore"):
-before, every click stored another ~bundle-sized file there until two later script runs, so five clicks of a
-124 MB store held 620 MB. The zip timestamps of those clicks are spread over minutes, as real clicks are.
+Before, the bundle went into Streamlit's in-memory media storage at each click: a real server's memory grew by
+most of a bundle per click (194 to 918 MB over seven clicks of a 126 MB store) and later clicks got nothing.
+The real server's side is tests/test_browser_download.py.
 """
 
 from __future__ import annotations
 
-import hashlib
-import logging
 import sys
-import time
-import zipfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from streamlit.runtime.media_file_manager import MediaFileManager
-from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 
 from attncore.config import make_run
 from lab import bundle, store
@@ -26,99 +21,101 @@ from lab import bundle, store
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from store_listing import fill_store  # noqa: E402
 
-VISITORS, CLICKS = 4, 6
-# Streamlit warns once per cached call made outside a script run (ui.limits' slots): not what is tested here
-logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").setLevel(logging.ERROR)
-FILE_NAME = "attention-lab-runs.zip"
-
-
-def rss_bytes() -> int:
-    """This process's resident memory now (not its peak)."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS")
-
-
-class MinutesApart:
-    """zipfile's clock, two minutes on at each reading: each click is built at its own time."""
-
-    def __init__(self):
-        self.now = time.time()
-
-    def time(self):
-        self.now += 120
-        return self.now
-
-    def __getattr__(self, name):
-        return getattr(time, name)
+VISITORS, CLICKS = 3, 4
 
 
 @pytest.fixture
-def full_store(cache, monkeypatch):
-    if not Path("/proc/self/status").exists():
-        pytest.skip("reads resident memory from /proc")
-    fill_store(cache, 60, make_run())  # 60 runs of the default shapes (made-up numbers): ~14 MB
-    monkeypatch.setattr(zipfile, "time", MinutesApart())
-    return cache
-
-
-def click(mgr: MediaFileManager, storage: MemoryMediaFileStorage, visitor: int) -> bytes:
-    """One visitor's click: the button registered by a script run, then the deferred request, then the fetch."""
+def static(cache, tmp_path, monkeypatch):
+    """A store of 12 runs (the default shapes, made-up numbers) and a static folder of the test's own."""
     from ui import bundles
 
-    file_id = mgr.add_deferred(bundles._download_all, "application/zip", f"visitor-{visitor}", file_name=FILE_NAME)
-    url = mgr.execute_deferred(file_id)
-    return storage.get_file(url.rsplit("/", 1)[1]).content
+    fill_store(cache, 12, make_run())
+    monkeypatch.setattr(bundles, "STATIC_DIR", tmp_path / "static")
+    return tmp_path / "static"
 
 
-def held(storage: MemoryMediaFileStorage) -> int:
-    """Bytes of the files Streamlit's media storage holds (its own memory statistics)."""
-    return sum(stat.byte_length for stats in storage.get_stats().values() for stat in stats)
+def counted_builds(monkeypatch) -> list:
+    builds, real = [], bundle.write_bundle
+
+    def write(*args, **kwargs):
+        builds.append(threading.get_ident())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(bundle, "write_bundle", write)
+    return builds
 
 
-def test_many_clicks_by_many_visitors_hold_one_bundle(full_store):
-    mgr = MediaFileManager(storage := MemoryMediaFileStorage("/media"))
-    first = click(mgr, storage, 0)
-    size = len(first)
-    assert size > 10 * 2**20
-    before = rss_bytes()
-    downloads = [hashlib.sha256(click(mgr, storage, v)).digest() for v in range(VISITORS) for _ in range(CLICKS)]
-    grown = rss_bytes() - before
-    assert held(storage) == size, held(storage) / size  # one copy for all 24 clicks (before: 25 of them, ~340 MB)
-    assert grown < 3 * size, (grown / 2**20, size / 2**20)  # the bundle and a build in flight, not one per click
-    assert set(downloads) == {hashlib.sha256(first).digest()}  # every click downloaded, the same bytes
-    store.clear_cache()
-    assert bundle.import_bundle(first, 2 * size) == (60, 0)
+def bundles_in(static: Path) -> list[Path]:
+    return sorted(static.rglob("*.zip"))
 
 
-def test_the_bundle_is_released_by_streamlits_clean_up_once_the_visitors_leave(full_store):
-    mgr = MediaFileManager(storage := MemoryMediaFileStorage("/media"))
-    for visitor in range(2):
-        click(mgr, storage, visitor)
-    assert held(storage) > 0
-    for _ in range(2):  # a script run ending (or a session closing) is one pass: the first marks, the second frees
-        mgr.clear_session_refs("dontcare")
-        mgr.remove_orphaned_files()
-    assert held(storage) == 0
+def test_visitors_clicking_together_get_one_bundle_built_once(cache, static, monkeypatch):
+    from ui import bundles
+
+    builds = counted_builds(monkeypatch)
+    digest = store.listing_digest()
+    with ThreadPoolExecutor(VISITORS) as pool:  # three visitors, each clicking four times, all at once
+        paths = list(pool.map(lambda _: bundles.prepare_bundle(digest, 2**30), range(VISITORS * CLICKS)))
+    assert len(builds) == 1 and len(set(paths)) == 1  # one build; every click has its file
+    assert bundles_in(static) == paths[:1] and paths[0].parent.parent == static / "downloads"
+    assert not [p for p in paths[0].parent.iterdir() if p.name.endswith(".tmp")]
+    served = paths[0].read_bytes()
+    store.clear_cache(cache)
+    assert bundle.import_bundle(served, 2**30) == (12, 0)
 
 
-def test_a_click_on_a_busy_server_fails_with_its_reason_on_the_log(full_store, monkeypatch, capsys):
-    from streamlit.runtime.media_file_storage import MediaFileStorageError
+def test_a_changed_store_gets_a_new_bundle_and_the_old_one_goes(cache, static):
+    from ui import bundles
 
-    from ui import limits
+    first = bundles.prepare_bundle(store.listing_digest(), 2**30)
+    same = bundles.prepare_bundle(store.listing_digest(), 2**30)
+    assert same == first
+    store.get_run(make_run(steps=5))
+    second = bundles.prepare_bundle(store.listing_digest(), 2**30)
+    assert second != first and bundles_in(static) == [second]
+    assert bundle.read_bundle(second.read_bytes(), 2**30)  # whole, and it holds the new run
+    assert len(bundle.read_bundle(second.read_bytes(), 2**30)) == 13
 
+
+def test_each_store_has_a_folder_of_its_own(cache, static, tmp_path):
+    from ui import bundles
+
+    assert bundles.downloads_dir(cache) != bundles.downloads_dir(tmp_path / "another")
+    assert bundles.downloads_dir() == bundles.downloads_dir(cache)
+
+
+def test_the_download_is_capped_and_a_busy_server_says_so(cache, static, monkeypatch):
+    from ui import bundles, limits
+
+    size = store.stored_bytes()
+    with pytest.raises(bundle.BundleError, match="the runs are more than the limit of"):
+        bundles.prepare_bundle(store.listing_digest(), size // 2)
+    assert bundles_in(static) == [] and not list(static.rglob("*.tmp"))
     monkeypatch.setenv("ATTNLAB_SLOT_WAIT_SECONDS", "1")
-    mgr = MediaFileManager(storage := MemoryMediaFileStorage("/media"))
     n = limits.limits().max_concurrent
     slots = limits._slots(n)
     assert all(slots.acquire(blocking=False) for _ in range(n))
     try:
-        with pytest.raises(MediaFileStorageError):  # the browser shows "Failed to generate file for download"
-            click(mgr, storage, 0)
+        with pytest.raises(limits.BusyError, match="Preparing Download all runs"):
+            bundles.prepare_bundle(store.listing_digest(), 2**30)
     finally:
         for _ in range(n):
             slots.release()
-    assert "Download all runs failed: The server is busy" in capsys.readouterr().err
-    assert held(storage) == 0
-    assert len(click(mgr, storage, 0)) > 0  # the next click, with a slot free, downloads
+    assert bundles.prepare_bundle(store.listing_digest(), 2**30).is_file()  # a slot free: built
+
+
+def test_home_offers_the_file_once_prepared(cache, static):
+    from test_app import app
+
+    at = app()
+    assert [b.label for b in at.button if b.key == "bundle_prepare"] == ["Prepare Download all runs"]
+    assert not at.get("link_button")
+    at.button(key="bundle_prepare").click().run()
+    assert not at.exception and len(bundles_in(static)) == 1
+    links = at.get("link_button")
+    assert [link.proto.label for link in links] == ["Download all runs"]
+    (path,) = bundles_in(static)
+    assert links[0].proto.url == f"app/static/downloads/{path.parent.name}/{path.name}"
+    again = app()  # the next visitor: the file is there, the link is shown at once, nothing built
+    assert [link.proto.label for link in again.get("link_button")] == ["Download all runs"]
+    assert not [b for b in again.button if b.key == "bundle_prepare"]

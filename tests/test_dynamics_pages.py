@@ -117,6 +117,7 @@ def test_length_page_default_lengths_and_bad_url_value(store):
 
 def test_length_page_compares_the_four_encodings_in_one_click(store):
     at = app("lengths", len_L=["3", "6", "9"], len_seeds="1")
+    assert at.button(key="len_compare").proto.type == "primary"  # styled as every page's train button
     at.button(key="len_compare").click().run()
     assert not at.exception, [e.message for e in at.exception]
     assert all(is_cached(make_run(steps=STEPS, position=p)) for p in POSITIONS)
@@ -162,10 +163,12 @@ def test_length_page_compares_each_encoding_with_a_baseline_at_each_test_length(
 
 def test_length_page_trains_five_encodings_on_a_range_and_reports_from_the_runs(store):
     at = app("lengths", lit_seeds="1", lit_task="reverse")  # the sidebar's steps (30), changed from the default
+    assert "0 of 5 runs cached" in texts(at.info)  # the notice and the button of every page (issue 37)
+    assert at.button(key="lit_train").proto.type == "primary"
     at.button(key="lit_train").click().run()
     assert not at.exception, [e.message for e in at.exception]
     # trained: the page says so at once, without a reload (issue 29.4: '15 of 15 runs are not trained yet' stayed)
-    assert "not trained yet" not in texts(at.caption) and "lit_train" not in [b.key for b in at.button]
+    assert "runs cached" not in texts(at.info) and "lit_train" not in [b.key for b in at.button]
     runs = {p: make_run("reverse", 8, steps=STEPS, position=p, train_min=1) for p in ("none", "learned", "alibi")}
     assert all(is_cached(r) for r in runs.values())
     (rows,) = [df for df in frames_with(at, "encoding") if "ALiBi" in set(df["encoding"])]
@@ -194,7 +197,7 @@ def test_length_page_trains_five_encodings_on_a_range_and_reports_from_the_runs(
 def test_length_page_chooses_its_encodings_and_caps_seeds_like_every_page(store):
     at = app("lengths", lit_seeds="1", lit_enc=["none", "alibi"])
     assert at.multiselect(key="lit_enc").value == ["none", "alibi"]
-    assert any(b.label.startswith("Train the 2 missing runs") for b in at.button)  # two encodings, one seed
+    assert any(b.label.startswith("Train the missing: 2 runs") for b in at.button)  # two encodings, one seed
     assert at.number_input(key="lit_seeds").max == limits().max_seeds
     at = app("lengths", lit_seeds="1", lit_enc="alibi")
     assert "Pick at least two encodings" in texts(at.info)
@@ -202,7 +205,10 @@ def test_length_page_chooses_its_encodings_and_caps_seeds_like_every_page(store)
 
 def test_length_page_randomized_positions_toggle_trains_other_runs(store):
     at = app("lengths", lit_seeds="1", lit_rand="true")
-    assert any(re.fullmatch(r"Train the 5 missing runs \(about .+ here\)", b.label) for b in at.button)
+    assert any(
+        re.fullmatch(r"Train the missing: 5 runs, (about .+|under a second) here, .+ of computing", b.label)
+        for b in at.button
+    )
     assert at.toggle(key="lit_rand_eval").value is False  # offered only with randomized positions
     assert "lit_rand_eval" not in [t.key for t in app("lengths", lit_seeds="1").toggle]
 

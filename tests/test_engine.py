@@ -339,11 +339,14 @@ FIGURES = ("budget", "weights", "non_torch", "activation", "kv", "blocks", "toke
 def test_a_figure_computed_from_an_estimate_is_an_estimate():
     f = engine_fit(LLAMA3_8B, 39.50, EngineSettings(version="v0", non_torch_gib=0.1, activation_gib=9.37),
                    gpu="a100-40gb")  # fmt: skip
-    assert tuple(f.kinds) == FIGURES and f.kinds["budget"] == "exact"  # a card logged by vLLM
+    assert tuple(f.kinds) == FIGURES and f.kinds["budget"] == "measured"  # a card's total from a published log
     assert f.kinds["non_torch"] == f.kinds["activation"] == "measured" and f.kinds["weights"] == "estimate"
     assert {f.kinds[k] for k in ("kv", "blocks", "tokens", "concurrency")} == {"estimate"}  # the weights are
     rows = {r["term"]: r["kind"] for r in deductions(f)}
     assert rows["KV cache"] == "estimate" and log_estimated(f)
+    assert rows["budget"] == "measured (published log)"  # issue 37: not "exact", it multiplies a logged total
+    typed = engine_fit(LLAMA3_8B, 39.50, EngineSettings(version="v0"))  # a total typed in: the arithmetic is exact
+    assert typed.kinds["budget"] == "exact" and deductions(typed)[0]["kind"] == "exact"
     logged = engine_fit(LLAMA3_8B, 39.50, EngineSettings(version="v0", weights_gib=14.96, non_torch_gib=0.1,
                                                          activation_gib=9.37), gpu="a100-40gb")  # fmt: skip
     assert logged.kinds["kv"] == logged.kinds["concurrency"] == "measured" and not log_estimated(logged)
@@ -357,11 +360,16 @@ def test_cli_json_gives_each_figures_kind_and_labels_the_log_estimated(capsys):
     argv = ["kv-cache", "--preset", "llama-3-8b", "--engine", "vllm", "--gpu", "h100-80gb"]
     assert main([*argv, "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert tuple(out["kinds"]) == FIGURES and out["kinds"]["budget"] == "exact"
+    assert tuple(out["kinds"]) == FIGURES and out["kinds"]["budget"] == "measured"  # H100: a published log
     assert {out["kinds"][k] for k in FIGURES[1:]} == {"estimate"}
     assert main(argv) == 0
     text = capsys.readouterr().out
     assert "would log, ESTIMATED" in text and "blocks, " in text and "(PR 10511)" in text
+    # issue 37: one multiplication sign outside the engine's own log lines, and no '(32 layers)' after '32 layers'
+    ours = [line for line in text.splitlines() if not line.startswith("    ")]  # the log lines are indented 4
+    assert not any(" x " in line or "x:" in line for line in ours), ours
+    assert "× 32 layers sharing a block = " in text and "concurrency" in text and "(32 layers)" not in text
+    assert "  weights           −" in text  # the lab's minus sign on a deduction
     logged = ["--engine-version", "v0", "--max-model-len", "8192", "--weights-gib", "14.96", "--non-torch-gib", "0.1",
               "--activation-gib", "9.37"]  # fmt: skip
     assert main([*argv[:-1], "a100-40gb", *logged]) == 0

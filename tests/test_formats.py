@@ -56,6 +56,8 @@ def test_seconds_and_durations_are_rounded():
     assert formats.seconds(13.857248) == "13.9 s"
     assert formats.seconds(0.4213) == "0.42 s"
     assert formats.duration(42.4) == "42 s" and formats.duration(185) == "3 min 05 s"
+    assert formats.duration(179.6) == "3 min 00 s" and formats.duration(89.4) == "89 s"  # rounded once, not per part
+    assert formats.duration(4 * 3600) == "4 h 00 min" and formats.duration(5399) == "89 min 59 s"
 
 
 def test_significant_keeps_three_digits_and_trailing_zeros():

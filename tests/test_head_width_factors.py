@@ -167,3 +167,17 @@ def test_ablations_skip_a_wide_head_variant_over_the_width_cap(store, monkeypatc
     at = app("ablations", d="128", abl_variants=["d_k × 4", "8 layers"], abl_seeds="1")
     assert "d_k × 4: not possible with this base (d_model: at most 256 on this server, got 512)" in texts(at.caption)
     assert "8 layers: not possible" not in texts(at.caption)
+
+
+def test_compare_never_offers_panels_by_the_setting_varied_nor_d_beside_d_k(store):
+    """Issue 37: after refusing d as the panels of a d_k comparison, 'Panels by' still showed d."""
+    at = app("compare", cmp_factor="d_k", cmp_lv_d_k=["4", "8"], cmp_facet="d", cmp_seeds="1")
+    box = at.selectbox(key="cmp_facet")
+    assert "d" not in box.options and "d_k" not in box.options and box.value == "none"
+    assert "cmp_facet=d ignored" in texts(at.warning)  # the URL's choice is said, not silently kept
+    at = app("compare", cmp_factor="position", cmp_facet="d", cmp_seeds="1")
+    assert at.selectbox(key="cmp_facet").value == "d" and "position" not in at.selectbox(key="cmp_facet").options
+    at.selectbox(key="cmp_factor").set_value("d_k").run()  # varying d_k now: the panels by d cannot stay
+    assert not at.exception
+    box = at.selectbox(key="cmp_facet")
+    assert "d" not in box.options and box.value == "none"

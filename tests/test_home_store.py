@@ -81,11 +81,11 @@ def test_uploads_can_be_switched_off_and_download_is_offered_once_there_are_runs
     monkeypatch.setenv("ATTNLAB_BUNDLE_UPLOAD", "0")
     at = app()
     assert not at.file_uploader
-    assert not at.get("download_button")  # an empty store: nothing to download (issue 18.3)
+    assert not [b for b in at.button if b.key == "bundle_prepare"]  # an empty store: nothing to download (18.3)
     assert "Download all runs is offered once the store holds a run." in texts(at.caption)
     store.get_run(SHORT[0])
     at = app()
-    assert [b.label for b in at.get("download_button")] == ["Download all runs"]
+    assert [b.label for b in at.button if b.key == "bundle_prepare"] == ["Prepare Download all runs"]
 
 
 def test_a_shipped_bundle_makes_a_fresh_server_start_warm(bundle_file, empty_store, monkeypatch):
@@ -102,7 +102,8 @@ def test_a_damaged_entry_cannot_leave_home_stuck_at_two_of_three(empty_store):
     at = app()  # the server's first view checks the store (cache check --repair) once
     assert metric(at, "Article runs cached") == "2 of 3"
     # two stored runs of the same size measure the third's time
-    assert re.fullmatch(r"Reproduce the article: train 1 run, about [0-9]+ s here", at.button(key="reproduce").label)
+    cost = r"(about [0-9]+ s|under a second) here, (.+ s|under a second) of computing"
+    assert re.fullmatch(rf"Reproduce the article: train 1 run, {cost}", at.button(key="reproduce").label)
     at.button(key="reproduce").click().run()
     assert_shows_three_runs(at)
 
@@ -135,6 +136,19 @@ def test_home_tables_name_the_seeds_they_hold_and_the_run_list_only_what_varies(
     assert "scaling" in listed.columns and "d_model" not in listed.columns and "lr" not in listed.columns
     shared = f"Every stored run has learned position, pre-LN, lr 3e-3, {STEPS:,} steps, batch 32, d=32, 4 heads"
     assert shared in texts(at.caption)
+
+
+def test_after_a_partial_loss_the_accuracy_caption_names_each_rows_own_seeds(empty_store, monkeypatch):
+    """Issue 37: a row of one seed stood under 'mean and minimum over seeds 0, 1, 2'."""
+    partial = [*SHORT[:2], make_run("copy", 6, 0, steps=STEPS)]  # copy L = 6 kept only its seed 0
+    monkeypatch.setattr(lab.presets, "preset", lambda name: partial)
+    for run in partial:
+        store.get_run(run)
+    at = app()
+    assert "Mean and minimum over seeds 0, 1 (copy L = 6: seed 0):" in texts(at.caption)
+    assert "(2 blocks by default; the Regimes page's depth experiment goes to 8)" in texts(at.markdown)
+    accuracy = at.dataframe[0].value
+    assert accuracy[["task", "length", "seeds"]].values.tolist() == [["copy", 4, 2], ["copy", 6, 1]]
 
 
 def test_a_changed_key_keeps_every_run_and_home_says_how_many_it_affects(empty_store, monkeypatch, capsys):

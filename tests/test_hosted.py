@@ -194,7 +194,7 @@ def test_the_expected_duration_comes_from_the_cost_model_with_nothing_stored(sto
     from lab.formats import duration
 
     run = make_run(steps=100, seed=9)
-    assert f"Expect about {duration(cost_model.model().run_seconds(run))}: estimated from its size" in (
+    assert f", {duration(cost_model.model().run_seconds(run))} of computing: estimated from its size" in (
         live.expectation(run)
     )
     model = cost_model.model()

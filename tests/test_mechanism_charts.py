@@ -84,6 +84,36 @@ def test_scaling_long_has_every_statistic_with_its_limit_and_error_bar(scaling_r
     assert set(long["limit_name"]) == {"1 − 1/T", "ln T", "1/T"}
 
 
+def test_a_limits_label_sits_in_a_band_the_data_leave_free(scaling_rows):
+    """Issue 37: '1/T' (a minimum) was written above its rule, on the blue series; now below it, in a band of the
+    y domain below every point, and a maximum's label above its rule in a band above every point."""
+    long = scaling.scaling_long(scaling_rows)
+    for statistic, below in (("mean_max_weight", True), ("entropy", False), ("sensitivity", False)):
+        chart = scaling.statistic_chart(long, statistic)
+        s = spec(chart)
+        line = next(layer for layer in s["layer"] if layer["mark"]["type"] == "line")
+        text = next(layer for layer in s["layer"] if layer["mark"]["type"] == "text")
+        low, high = line["encoding"]["y"]["scale"]["domain"]
+        df = long[long["statistic"] == statistic]
+        limit = df["limit"].iloc[0]
+        if below:
+            assert text["mark"]["dy"] > 0 and low < min(df["low"].min(), limit) and limit <= df["low"].min()
+        else:
+            assert text["mark"]["dy"] < 0 and high > max(df["high"].max(), limit) and limit >= df["high"].max() - 1e-9
+
+
+def test_cost_charts_tick_log_axes_on_one_two_five():
+    """Issue 37: the memory axis ticked 0.4, 3 and 20."""
+    from ui.charts import cost
+
+    rows = [
+        {"T": t, "scores_mib": t * t * 8 / 2**20, "qkv_mib": 3 * t * 64 * 8 / 2**20} for t in (256, 512, 1024, 2048)
+    ]
+    y = spec(cost.memory_chart(cost.cost_frame(rows)))["encoding"]["y"]
+    assert y["axis"]["values"] == [0.5, 1, 2, 5, 10, 20]
+    assert base.log_ticks([0.02, 900]) == [0.1, 1, 10, 100]  # too many on 1-2-5: the powers of ten
+
+
 def test_statistic_chart_draws_both_cases_on_a_log_axis_with_the_limit(scaling_rows):
     long = scaling.scaling_long(scaling_rows)
     chart = scaling.statistic_chart(long, "entropy")
@@ -219,6 +249,16 @@ def test_encoding_lines_draw_the_chosen_columns():
     assert x["scale"] == {"domain": [0, 9], "nice": False}  # positions 0..9, not a 0..10 axis
     for r in frame:
         assert r["added value"] == table[r["position"], int(r["dimension"])]
+
+
+def test_encoding_lines_keep_the_peaks_off_the_plots_edges():
+    """Issue 37: the sinusoids' peaks at 1 touched the top edge."""
+    table = mech.position_encodings(t=10, d_model=8)["sinusoidal"]
+    y = spec(position.encoding_lines(table, [0, 2]))["encoding"]["y"]
+    low, high = y["scale"]["domain"]
+    values = table[:, [0, 2]]
+    assert low < values.min() and high > values.max() and y["scale"]["nice"] is False
+    assert (high - values.max()) == pytest.approx(0.08 * (values.max() - values.min()))
 
 
 def test_rope_offset_table_shows_constant_diagonals():

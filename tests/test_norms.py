@@ -27,7 +27,7 @@ from torch_reference import TorchModel, torch_loss_and_grads  # noqa: E402
 
 def torch_figures(run, params, batch):
     """The figures of one batch recomputed in PyTorch: grad norms (n_layers, 4), residual norms, max |q·k|/scale,
-    entropy and saturated share of the rows 1..T-1 (n_layers each)."""
+    entropy and saturated share of the rows 1..T-1, norms.measured_rows (n_layers each)."""
     model = TorchModel(run.model, params)
     _, grads = torch_loss_and_grads(model, batch, run.task.length)
     gnorms = np.array(
@@ -54,7 +54,8 @@ def torch_figures(run, params, batch):
         scores = q @ k.transpose(-2, -1) / (math.sqrt(cfg.d_head) if cfg.scaling else 1.0)
         future = torch.ones(T, T, dtype=torch.bool).triu(1)
         logit.append(scores.abs().masked_fill(future, 0).max().item())
-        w = torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1)[:, :, 1:]
+        rows = nm.measured_rows(run.task.length)  # the query rows the pages say the figures cover
+        w = torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1)[:, :, rows.start : rows.stop]
         entropy.append(-(w * torch.log(torch.where(w > 0, w, torch.ones_like(w)))).sum(-1).mean().item())
         saturated.append((w.max(-1).values > nm.SATURATED).double().mean().item())
     return gnorms, np.array(resid), np.array(logit), np.array(entropy), np.array(saturated)
@@ -112,6 +113,23 @@ def test_a_record_stores_its_snapshots_norms_and_an_old_record_still_decodes_wit
     assert codec.decode(meta, data, NUMERICS_VERSION).norms is None
 
 
+def _with_arrays(record, edit, declare=True):
+    """(meta, npz bytes) of the record with edit(arrays) applied, its digests fixed; declare: the sidecar says
+    the edited arrays' dtypes too (else it still declares what the record held)."""
+    meta, data = codec.encode(record)
+    with np.load(io.BytesIO(data)) as npz:
+        arrays = {k: npz[k].copy() for k in npz.files}
+    edit(arrays)
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    data = buffer.getvalue()
+    meta |= {"numerics_version": NUMERICS_VERSION, "npz_sha256": hashlib.sha256(data).hexdigest()}
+    meta["npz_bytes"] = len(data)
+    if declare:
+        meta["arrays"] = {k: {"shape": list(a.shape), "dtype": a.dtype.str} for k, a in arrays.items()}
+    return meta, data
+
+
 @pytest.mark.parametrize(
     "damage, message",
     [
@@ -122,19 +140,23 @@ def test_a_record_stores_its_snapshots_norms_and_an_old_record_still_decodes_wit
     ],
 )
 def test_a_stored_norm_that_cannot_be_is_refused(damage, message):
-    run = make_run("copy", 3, 0, steps=30)
-    record = compute_run(run)
-    meta, data = codec.encode(record)
-    with np.load(io.BytesIO(data)) as npz:
-        arrays = {k: npz[k].copy() for k in npz.files}
-    damage(arrays)
-    buffer = io.BytesIO()
-    np.savez(buffer, **arrays)
-    data = buffer.getvalue()
-    meta |= {"numerics_version": NUMERICS_VERSION, "npz_sha256": hashlib.sha256(data).hexdigest()}
-    meta["npz_bytes"] = len(data)
+    meta, data = _with_arrays(compute_run(make_run("copy", 3, 0, steps=30)), damage, declare=False)
     with pytest.raises(codec.RecordError, match=message):
         codec.decode(meta, data, NUMERICS_VERSION)
+
+
+@pytest.mark.parametrize("declare", [True, False], ids=["declared", "in the file only"])
+def test_a_norm_of_the_wrong_dtype_is_reported_as_its_dtype_not_its_shape(declare):
+    """Issue 36.11: norms.grad_norm stored as float32 was refused as 'does not have the shape ...'."""
+    record = compute_run(make_run("copy", 3, 0, steps=30))
+
+    def to_float32(arrays):
+        arrays["norms.grad_norm"] = arrays["norms.grad_norm"].astype(np.float32)
+
+    meta, data = _with_arrays(record, to_float32, declare)
+    with pytest.raises(codec.RecordError) as info:
+        codec.decode(meta, data, NUMERICS_VERSION)
+    assert str(info.value) == "array norms.grad_norm holds float32 numbers where its config needs float64"
 
 
 def test_post_ln_gradients_near_the_output_do_not_shrink_with_depth_as_pre_ln_ones_do():

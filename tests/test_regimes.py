@@ -3,12 +3,16 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 
+import numpy as np
 import pytest
 
+from attncore.config import ConfigError, make_run
 from lab import regimes, stats
+from lab.store import list_cached
 
 
 def made_up(cells, loss_of):
@@ -68,11 +72,71 @@ def test_the_table_shows_a_difference_where_every_seed_differs_and_none_where_th
     assert "The others: 3 cells: identical on every seed." in text  # what the other cells are, not a guess
 
 
-def test_lr_sensitivity_caps_each_point_at_the_initial_loss():
-    losses = {1e-3: 0.5, 1e-2: 0.1, 1e-1: 9.0}  # the last diverged past the initial loss 3.0
+def test_the_finding_says_fails_only_where_every_seed_is_past_the_failure_loss_and_worse_where_only_worse():
+    cells = [c for c in regimes.depth_cells(range(6), steps=100, depths=(8,), lrs=(3e-3, 1e-2)) if not c.key["warmup"]]
+    partly = [0.082, 0.689, 1.583, 3.000, 0.564, 3.000]  # one seed trained, two failed (issue 37's rerun)
+
+    def loss(run):
+        if run.model.norm == "pre":
+            return 0.02 + run.train.seed / 1000
+        return partly[run.train.seed] if run.train.lr == 3e-3 else 2.99 + run.train.seed / 1000
+
+    rows = regimes.table(cells, made_up(cells, loss))
+    test = rows[rows["metric"] == regimes.LOSS].set_index("lr")
+    assert test.loc[3e-3, "variant_failed"] == 2 and test.loc[1e-2, "variant_failed"] == 6
+    assert (test["baseline_failed"] == 0).all() and (test["verdict"] == stats.SHOWN).all()
+    text = regimes.finding(rows)
+    assert "8 blocks, lr 3e-3, no warm-up (Δ +1.46: post-LN worse on every seed)" in text
+    assert "8 blocks, lr 1e-2, no warm-up (Δ +2.97: post-LN fails on every seed)" in text
+    assert text.count("fails on every seed") == 1 and text.endswith(regimes.FAILED_TEXT)  # the threshold said, once
+    assert f"at least {regimes.FAILED_LOSS:.2f}" in regimes.FAILED_TEXT and "ln 20 = 3.00" in regimes.FAILED_TEXT
+    # the same gap with the baseline failing too: worse, never "fails"
+    rows = regimes.table(cells, made_up(cells, lambda r: loss(r) + (2.8 if r.model.norm == "pre" else 2.8)))
+    assert "fails" not in regimes.finding(rows)
+    # a difference shown on average, not on every seed (8 seeds: one seed the other way can be shown); and
+    # accuracy: lower is worse
+    mixed = regimes.depth_cells(range(8), steps=100, depths=(8,), lrs=(1e-2,))[:1]
+    deltas = [-0.01] + [0.5] * 7
+    rows = regimes.table(mixed, made_up(mixed, lambda r: 0.1 + (deltas[r.train.seed] if r.model.norm == "post" else 0)))
+    assert "post-LN worse on average" in regimes.finding(rows)
+    assert "post-LN worse on average" in regimes.finding(rows, "sequence_accuracy")
+
+
+def test_lr_sensitivity_clips_each_run_at_its_own_initial_loss_before_the_mean_over_seeds():
+    losses = {1e-3: [0.5], 1e-2: [0.1], 1e-1: [9.0]}  # the last diverged past the initial loss 3.0
     assert regimes.lr_sensitivity(losses, 3.0) == pytest.approx(((0.5 - 0.1) + 0 + (3.0 - 0.1)) / 3)
-    assert regimes.lr_sensitivity({1e-3: math.nan, 1e-2: 0.2}, 3.0) == pytest.approx((3.0 - 0.2) / 2)
-    assert math.isnan(regimes.lr_sensitivity({1e-3: math.nan}, 3.0))
+    assert regimes.lr_sensitivity({1e-3: [math.nan], 1e-2: [0.2]}, 3.0) == pytest.approx((3.0 - 0.2) / 2)
+    assert math.isnan(regimes.lr_sensitivity({1e-3: [math.nan]}, 3.0))
+    # one diverged seed of two counts as its own ℓ₀ alone: the other seed's loss stays in the mean
+    two = {1e-3: [0.5, 0.7], 1e-2: [0.1, math.nan]}
+    assert regimes.lr_sensitivity(two, [3.0, 4.0]) == pytest.approx(((0.6 - 0.6) + ((0.1 + 4.0) / 2 - 0.6)) / 2)
+
+
+def test_one_diverged_seed_does_not_take_its_learning_rate_from_being_best_and_each_variant_has_its_own_l0():
+    """Issue 37: today's mean over seeds before the clip turned a learning rate with one diverged seed into ℓ₀,
+    and ℓ₀ was the baseline's for both variants."""
+    cells = regimes.lr_cells(range(6), pair="norm", steps=100, lrs=(1e-3, 1e-2, 1e-1))
+
+    def loss(run):  # both best at 1e-2, where seed 5 diverged (NaN for pre-LN, far above ℓ₀ for post-LN)
+        if run.train.lr == 1e-2:
+            return (math.nan if run.model.norm == "pre" else 50.0) if run.train.seed == 5 else 0.1
+        return 0.8 if run.train.lr == 1e-3 else 9.0
+
+    def l0(run):  # each run's own loss at initialisation: post-LN's higher than pre-LN's
+        return (3.0 if run.model.norm == "pre" else 4.0) + run.train.seed / 100
+
+    initial = regimes.initial_loss(cells, l0)
+    assert initial == {"pre-LN": {s: 3.0 + s / 100 for s in range(6)}, "post-LN": {s: 4.0 + s / 100 for s in range(6)}}
+    best = regimes.lr_summary(cells, made_up(cells, loss), initial).set_index("variant")
+    for variant, base in (("pre-LN", 3.0), ("post-LN", 4.0)):
+        row = best.loc[variant]
+        l0s = [base + s / 100 for s in range(6)]
+        at_best = (5 * 0.1 + l0s[5]) / 6  # the diverged seed as its ℓ₀, the other five as measured
+        assert row["best_lr"] == 1e-2 and row["best_loss"] == pytest.approx(at_best)
+        assert row["initial_loss"] == pytest.approx(np.mean(l0s))
+        assert row["sensitivity"] == pytest.approx(((0.8 - at_best) + 0 + (np.mean(l0s) - at_best)) / 3)
+    fair = regimes.at_best(cells, made_up(cells, loss), initial)
+    assert (fair["n"] == 6).all()  # compared at 1e-2, the best of both
 
 
 def test_the_lr_summary_and_the_comparison_at_each_variants_best_learning_rate():
@@ -86,9 +150,23 @@ def test_the_lr_summary_and_the_comparison_at_each_variants_best_learning_rate()
     best = regimes.lr_summary(cells, summaries, initial=3.0).set_index("variant")
     assert best.loc["pre-LN", "best_lr"] == 1e-2 and best.loc["post-LN", "best_lr"] == 1e-3
     assert best.loc["pre-LN", "sensitivity"] == pytest.approx((0.9 + 0 + 0.9) / 3)
-    fair = regimes.at_best(cells, summaries)
+    fair = regimes.at_best(cells, summaries, 3.0)
     test = fair[fair["metric"] == regimes.LOSS].iloc[0]
     assert test["delta_mean"] == pytest.approx(0.05 + 0.025) and test["verdict"] == stats.SHOWN
+
+
+def test_the_gradient_finding_compares_the_last_block_across_depths_with_xiongs_one_over_root_l():
+    import pandas as pd
+
+    last = {("pre", 2): 0.995, ("pre", 8): 0.564, ("post", 2): 0.893, ("post", 8): 1.227}
+    rows = [{"norm": n, "depth": d, "block": b, "matrix": "ffn_out", "grad_norm": last[n, d] if b == d else 1.4}
+            for n, d in last for b in range(1, d + 1)]  # fmt: skip
+    text = regimes.gradient_finding(pd.DataFrame(rows))
+    assert "pre-LN's is lower at 8 blocks than at 2 (×0.57: 0.995 and 0.564 at 2 and 8 blocks)" in text
+    assert "post-LN's is higher at 8 blocks than at 2 (×1.37: 0.893 and 1.23 at 2 and 8 blocks)" in text
+    assert "1/√L (×0.50 from 2 to 8 blocks)" in text
+    one = pd.DataFrame([r for r in rows if r["depth"] == 2])
+    assert "one depth" in regimes.gradient_finding(one)
 
 
 # --- the command line and the page, on a few short runs ------------------------------------------------------------
@@ -139,6 +217,23 @@ def test_the_command_line_offers_the_experiments_pairs_and_defaults_of_lab_regim
 
     assert cli_regimes.EXPERIMENTS == regimes.EXPERIMENTS and cli_regimes.PAIRS == tuple(regimes.PAIRS)
     assert cli_regimes.DEFAULT_SEEDS == regimes.DEFAULT_SEEDS
+    assert (cli_regimes.DEPTHS, cli_regimes.DEPTH_LRS) == (regimes.DEPTHS, regimes.DEPTH_LRS)
+    assert (cli_regimes.HEAD_SIZES, cli_regimes.LR_GRID) == (regimes.HEAD_SIZES, regimes.LR_GRID)
+
+
+def test_regimes_help_describes_each_experiment_and_the_defaults_of_its_lists(capsys):
+    """Issue 37: `regimes --help` described neither experiment nor --lrs' default."""
+    from cli.main import main
+
+    with pytest.raises(SystemExit):
+        main(["regimes", "--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    for experiment in ("depth: pre-LN (the baseline) against post-LN", "heads: the 1/√d_k scaling", "lr: a variant"):
+        assert experiment in shown
+    assert (
+        "depth: learning rates (default 3e-3 1e-2); lr: the grid (default 1e-4 3e-4 1e-3 3e-3 1e-2 3e-2 1e-1)" in shown
+    )
+    assert "(default 2 4 8)" in shown and "(default 8 16 32 64 128)" in shown
 
 
 def test_cli_regimes_refuses_bad_input_with_exit_2(capsys):
@@ -148,6 +243,55 @@ def test_cli_regimes_refuses_bad_input_with_exit_2(capsys):
     assert "--seeds" in capsys.readouterr().err
     assert main(["regimes", "depth", "--layers", "3"]) == 2
     assert "--layers" in capsys.readouterr().err
+
+
+CONTRADICTIONS = {  # issue 36.8, 36.9, 36.11: each was accepted (a flag ignored, a cell twice, a run against itself)
+    "a flag the pair sets": (["lr", "--pair", "depth", "--layers", "4"], "--layers: the depth pair sets it itself"),
+    "a depth twice": (["depth", "--depths", "1", "1"], "--depths: lists 1 twice"),
+    "a learning rate twice": (["depth", "--lrs", "1e-2", "0.01"], "--lrs: lists 1e-2 twice"),
+    "a head size twice": (["heads", "--sizes", "8", "16", "8"], "--sizes: lists 8 twice"),
+    "sizes to depth": (["depth", "--sizes", "8"], "--sizes: is a setting of the heads experiment"),
+    "pair to depth": (["depth", "--pair", "norm"], "--pair: is a setting of the lr experiment"),
+    "heads to lr": (["lr", "--heads", "4"], "--heads: is a setting of the heads experiment"),
+    "lrs to heads": (["heads", "--lrs", "1e-2"], "--lrs: is a setting of the depth and lr experiments"),
+    "depths to lr": (["lr", "--depths", "2"], "--depths: is a setting of the depth experiment"),
+    "layers to heads": (["heads", "--layers", "2"], "--layers: is a setting of the lr experiment"),
+    "a warm-up of 0 steps": (["depth", "--steps", "2"], "--steps: the warm-up is 20% of the steps, which rounds to 0"),
+    "a warm-up pair of 0 steps": (["lr", "--pair", "warmup", "--steps", "1"], "--steps: the warm-up is 20% of the"),
+    "a learning rate of 1": (["lr", "--lrs", "1e-3", "1"], "--lrs: must be a learning rate from 1e-6 to below 1"),
+}
+
+
+@pytest.mark.parametrize("argv, message", CONTRADICTIONS.values(), ids=CONTRADICTIONS.keys())
+def test_cli_regimes_refuses_a_contradiction_in_one_line_before_training(capsys, cache, argv, message):
+    from cli.main import main
+
+    assert main(["regimes", *argv, "--seeds", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {message}") and err.count("\n") == 1, err
+    assert list_cached() == []
+
+
+def test_the_lrs_flag_takes_what_it_says_and_the_run_accepts():
+    """Issue 36.11: '--lrs' said 'from 1e-6 to 1' and then the run refused 1 as '--lr: must be in (0.0, 1.0)'."""
+    from cli.regimes import MIN_LR, _lr
+
+    assert _lr("1e-6") == MIN_LR and _lr("0.999") == 0.999
+    make_run(lr=MIN_LR), make_run(lr=0.999)  # every value the flag takes is a learning rate a run accepts
+    with pytest.raises(argparse.ArgumentTypeError, match="from 1e-6 to below 1"):
+        _lr("1")
+
+
+def test_a_warm_up_that_rounds_to_0_is_refused_and_the_shortest_that_does_not_is_kept():
+    with pytest.raises(ConfigError, match="rounds to 0 at 2 steps"):
+        regimes.depth_cells(range(1), steps=2, depths=(1,), lrs=(1e-2,))
+    with pytest.raises(ConfigError, match="rounds to 0 at 1 step,"):
+        regimes.lr_cells(range(1), pair="warmup", steps=1, lrs=(1e-2,))
+    cells = regimes.depth_cells(range(1), steps=3, depths=(1,), lrs=(1e-2,))
+    assert [c.key["warmup"] for c in cells] == [0, 1]
+    assert len(regimes.all_runs(cells)) == 4  # four different runs: no cell compares a run with itself
+    pair = regimes.lr_cells(range(1), pair="warmup", steps=3, lrs=(1e-2,))[0]
+    assert pair.groups["no warm-up"] != pair.groups["warm-up"]
 
 
 @pytest.mark.parametrize("experiment", regimes.EXPERIMENTS)
@@ -220,3 +364,109 @@ def test_the_logits_over_training_come_from_the_records_and_old_records_are_coun
     records[on] = dataclasses.replace(records[on], norms=None)  # stored before issue 30.3
     frame, missing = regimes_view.logits_over_training(cells, records)
     assert missing == 1 and len(frame) == len(expected)
+
+
+def test_the_page_names_the_command_line_that_trains_the_same_grid():
+    """lab.regimes.command, parsed by the command line, gives the page's cells (what a refusal names)."""
+    from cli.main import build_parser
+    from cli.regimes import options
+
+    page_options = {
+        "depth": {"task": "sort", "steps": 1500, "depths": (2, 8), "lrs": (3e-3, 1e-2)},
+        "heads": {"task": "copy", "steps": 500, "sizes": (8, 64), "heads": 4},
+        "lr": {"task": "reverse", "steps": 100, "pair": "warmup", "lrs": (1e-4, 1e-1), "n_layers": 4},
+    }
+    for experiment, chosen in page_options.items():
+        text = regimes.command(experiment, 3, chosen)
+        argv = text.split()[3:]  # after `python -m attncore`
+        a = build_parser(argv).parse_args(argv)
+        cli_cells = regimes.cells_of(a.experiment, range(a.seeds), **options(a))
+        page_cells = regimes.cells_of(experiment, range(3), **chosen)
+        assert [c.groups for c in cli_cells] == [c.groups for c in page_cells], text
+
+
+def test_cli_regimes_estimate_says_what_it_would_cost_and_trains_nothing(tmp_path, monkeypatch, capsys):
+    from cli.main import main
+    from lab import cost_model
+    from lab.store import list_cached
+
+    monkeypatch.setenv("ATTNCORE_CACHE_DIR", str(tmp_path))
+    assert main(["regimes", "lr", "--lrs", "1e-3", "1e-2", "--seeds", "2", "--jobs", "2", "--estimate", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out) == {"experiment", "runs", "missing", "cpu_seconds", "wall_seconds", "workers"}
+    cells = regimes.cells_of("lr", range(2), lrs=(1e-3, 1e-2))
+    runs = regimes.all_runs(cells)
+    assert out["experiment"] == "lr" and out["runs"] == out["missing"] == len(runs) == 8 and out["workers"] == 2
+    assert out["cpu_seconds"] == round(cost_model.model(2).work_seconds(runs), 1)
+    assert out["wall_seconds"] >= out["cpu_seconds"] / 2 - 0.1  # two workers at best share it out evenly
+    assert list_cached() == []
+    assert main(["regimes", "lr", "--lrs", "1e-3", "1e-2", "--seeds", "2", "--estimate"]) == 0
+    line = capsys.readouterr().out.strip()
+    assert line.startswith("lr: 8 runs in 2 cells, 8 to train: about ") and line.endswith(" of computing, on 2 workers")
+
+
+def test_a_hosted_regimes_grid_over_the_budget_names_the_command_line_that_trains_it(tmp_path, monkeypatch):
+    from apptest_helpers import texts
+    from streamlit.testing.v1 import AppTest
+    from test_cost_model import slow_machine
+
+    monkeypatch.setenv("ATTNCORE_CACHE_DIR", str(tmp_path))
+    slow_machine(monkeypatch, 10.0)
+    at = AppTest.from_file("../dashboard.py", default_timeout=120)
+    at.query_params.update({"reg_exp": "lr", "reg_seeds": "2", "reg_steps": "100", "reg_lrgrid": "1e-3,1e-2"})
+    at.run()
+    at.switch_page("app_pages/regimes.py").run()
+    (button,) = [b for b in at.button if b.key == "reg_train"]
+    assert button.disabled and "over this server's 60 min 00 s per view" in button.label
+    expected = regimes.command("lr", 2, {"task": "sort", "steps": 100, "pair": "norm", "lrs": (1e-3, 1e-2)})
+    assert f"`{expected} --layers 2`" in texts(at.info) and "ATTNLAB_MAX_VIEW_CPU_S" in texts(at.info)
+
+
+def test_the_regimes_charts_tick_the_trained_values_and_tell_the_two_times_apart_in_the_legend():
+    """Issue 37: the d_k axis ticked 10 … 60 (trained: 8, 32, 64); the entropy legend's two entries looked the
+    same (a dash alone)."""
+    import pandas as pd
+    from apptest_helpers import axis_labels
+
+    from ui.charts import regimes as charts
+
+    rows = [{"d_k": d, "variant": v, "when": w, "entropy": 1.0, "saturated": 0.1}
+            for d in (8, 32, 64) for v in ("scaling on", "scaling off")
+            for w in ("at initialisation", "after training")]  # fmt: skip
+    spec = charts.attention_by_size(pd.DataFrame(rows)).to_dict()
+    for panel in spec["hconcat"]:
+        enc = panel["encoding"]
+        assert enc["x"]["axis"]["values"] == [8, 32, 64]
+        assert enc["shape"]["field"] == enc["strokeDash"]["field"] == "when"  # one legend, two marks apart
+        assert len(set(map(str, enc["shape"]["scale"]["range"]))) == 2
+        assert len(set(map(str, enc["strokeDash"]["scale"]["range"]))) == 2
+    cells = regimes.lr_cells(range(2), steps=100, lrs=(1e-3, 3e-3, 1e-1))
+    frame = regimes.by_variant(cells, made_up(cells, lambda r: 0.1))
+    lr_axis = charts.against(frame, "lr", "learning rate", log_x=True).to_dict()["hconcat"][0]["layer"][1]
+    assert axis_labels(lr_axis["encoding"]["x"]["axis"]) == {1e-3: "1e-3", 3e-3: "3e-3", 0.1: "1e-1"}
+    rows = regimes.table(cells, made_up(cells, lambda r: 0.1 + r.train.seed / 100))
+    grid = charts.verdict_grid(rows[rows["metric"] == regimes.LOSS], "lr", "metric", "learning rate", "").to_dict()
+    assert axis_labels(grid["layer"][0]["encoding"]["x"]["axis"]) == {1e-3: "1e-3", 3e-3: "3e-3", 0.1: "1e-1"}
+
+
+def test_the_cached_count_leaves_the_page_when_its_sweep_starts(cache, monkeypatch):
+    """Issue 37: '0 of N runs cached' stayed above the sweep's own progress line, stale, while the runs trained."""
+    from apptest_helpers import texts
+    from streamlit.testing.v1 import AppTest
+
+    started = []
+
+    def sweep(missing, what, cached_before=0):  # the page as it is while its sweep runs (then: cancelled)
+        started.append(len(missing))
+
+    monkeypatch.setattr("ui.runs.sweep", sweep)
+    at = AppTest.from_file("../dashboard.py", default_timeout=120)
+    at.query_params.update(
+        {"reg_exp": "depth", "reg_seeds": "2", "reg_steps": "100", "reg_depths": "2", "reg_lrs": "1e-2"}
+    )
+    at.run()
+    at.switch_page("app_pages/regimes.py").run()
+    assert "0 of 8 runs cached" in texts(at.info)
+    next(b for b in at.button if b.key == "reg_train").click().run()
+    assert started == [8] and not at.exception
+    assert "runs cached" not in texts(at.info)

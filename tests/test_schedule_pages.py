@@ -44,7 +44,7 @@ def test_a_schedule_in_the_url_trains_that_run_and_draws_its_learning_rate(store
     at = open_train(SCHEDULED)
     assert not at.error and not at.warning
     caption = texts(at.caption)
-    assert "warm-up 10 steps, cosine decay to 0.1 lr" in caption
+    assert "The learning rate of each step: warm-up 10 steps, cosine decay to 0.1 lr;" in caption  # not "step·"
     assert "from 3e-4 to 3e-3" in caption  # lr/10 at the first step, lr at the end of the warm-up
     (lr,) = lr_frames(at)
     assert list(lr["step"]) == list(range(1, 31))

@@ -213,6 +213,15 @@ def test_the_interval_of_small_cases_by_hand_and_unbounded_below_six_seeds():
     assert all(math.isnan(x) for x in stats.sign_flip_interval([]))
 
 
+def test_at_six_seeds_and_95_percent_the_interval_is_the_smallest_and_largest_delta_as_the_method_says():
+    rng = np.random.default_rng(37)
+    for _ in range(300):
+        d = rng.normal(rng.normal(), rng.uniform(0.1, 3), 6)
+        assert stats.sign_flip_interval(d) == (d.min(), d.max())
+    assert stats.sign_flip_interval(np.arange(1.0, 8.0)) != (1.0, 7.0)  # from 7 seeds on, inside the extremes
+    assert "at exactly 6 seeds and 95 % it is [min Δ, max Δ]" in stats.METHOD
+
+
 def test_the_review_case_where_the_t_interval_held_zero_beside_difference_shown():
     # 6 negative deltas with one large one: p = 1/32 "shown", while the t interval reaches past 0
     deltas = [-1.2, -0.05, -0.1, -0.2, -0.08, -0.3]

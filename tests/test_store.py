@@ -137,7 +137,7 @@ def test_list_cached_reads_summaries_and_clear_empties_the_store(cache, monkeypa
     assert store.list_cached() == []
     monkeypatch.setattr(store, "NUMERICS_VERSION", version)
     assert len(store.list_cached()) == 1
-    assert store.clear_cache() == 1
+    assert store.clear_cache(cache) == 1
     assert store.list_cached() == []
     assert not any(store.is_cached(run) for run in runs)
 

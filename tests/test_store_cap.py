@@ -12,7 +12,7 @@ from conftest import ROOT
 from test_store import STEPS, counting
 
 from attncore.config import make_run
-from lab import store
+from lab import settings, store
 from lab.presets import preset
 from lab.store import index as store_index
 
@@ -28,15 +28,14 @@ def test_thousands_of_entries_are_listed_from_the_index_without_walking(cache, m
     def no_walk(*args):
         raise AssertionError("list_cached walked the entries")
 
-    monkeypatch.setattr(store_index, "rebuild", no_walk)
-    listed = store.list_cached()
-    assert [s["config"] for s in listed[:3]] == [r.to_dict() for r in runs[:3]]  # oldest first
-    extra = make_run("sort", 4, 0, **store_listing.SMALL)
-    store_listing.write_fake(cache, extra)  # written without the index: a hit adds it (no walk either)
-    assert store.get_run(extra).config == extra
-    assert len(store.list_cached()) == 2001
-    monkeypatch.undo()
-    monkeypatch.setenv(store.ENV_VAR, str(cache))
+    with monkeypatch.context() as walks:
+        walks.setattr(store_index, "rebuild", no_walk)
+        listed = store.list_cached()
+        assert [s["config"] for s in listed[:3]] == [r.to_dict() for r in runs[:3]]  # oldest first
+        extra = make_run("sort", 4, 0, **store_listing.SMALL)
+        store_listing.write_fake(cache, extra)  # written without the index: a hit adds it (no walk either)
+        assert store.get_run(extra).config == extra
+        assert len(store.list_cached()) == 2001
     (cache / store_index.INDEX_FILE).write_bytes(b"damaged")
     assert len(store.list_cached()) == 2001  # rebuilt from the sidecars
 
@@ -58,6 +57,26 @@ def fill_article_and_others(location, n_others: int) -> list:
 def stored_bytes(location) -> int:
     func_dir = store._Entry(make_run(), location).func_dir
     return sum(e["bytes"] for e in store_index.read(location, func_dir).values())
+
+
+def test_a_stored_runs_read_checks_its_own_index_line_not_all_of_them(cache, monkeypatch):
+    """Issue 37: a cached `train` in a store of thousands of runs validated every index line (0.3 s of CPU at
+    3,000), where it asks only whether its own run is listed."""
+    runs = store_listing.fill_store(cache, 300)
+    checked = []
+    real = store_index._valid_line
+    monkeypatch.setattr(store_index, "_valid_line", lambda line: checked.append(line) or real(line))
+    store_index._memo.clear()  # a new process, as each command is
+    assert store.get_run(runs[7]).config == runs[7]
+    assert len(checked) == 1
+    extra = make_run("sort", 4, 0, **store_listing.SMALL)
+    store_listing.write_fake(cache, extra)  # not in the index: the read adds it (a whole read, then an update)
+    store_index._memo.clear()
+    assert store.get_run(extra).config == extra and store_index.lists(cache, store._Entry(extra).path.name)
+    (cache / store_index.INDEX_FILE).write_bytes(b"damaged")  # an index that cannot be read lists nothing
+    store_index._memo.clear()
+    assert not store_index.lists(cache, store._Entry(extra).path.name)
+    assert store.get_run(extra).config == extra and len(store.list_cached()) == 301  # rebuilt on the way
 
 
 def test_eviction_removes_the_least_recently_used_and_never_the_article(cache):
@@ -105,8 +124,16 @@ def secrets_cap(folder, mb) -> None:
     (folder / ".streamlit" / "secrets.toml").write_text(f"[limits]\nmax_store_mb = {mb}\n")
 
 
-def test_the_store_reads_max_store_mb_from_secrets_toml_as_the_pages_do(cache, tmp_path, monkeypatch):
+def default_secrets_files_of_the_tests_own(tmp_path, monkeypatch) -> None:
+    """Streamlit's default secrets files (home's, the working folder's) made the test's own: no
+    STREAMLIT_SECRETS_FILES (the suite points it at a file of its own), HOME and the working folder in tmp_path."""
+    monkeypatch.delenv(settings.SECRETS_FILES_VAR, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.chdir(tmp_path)
+
+
+def test_the_store_reads_max_store_mb_from_secrets_toml_as_the_pages_do(cache, tmp_path, monkeypatch):
+    default_secrets_files_of_the_tests_own(tmp_path, monkeypatch)
     secrets_cap(tmp_path, 2000)
     assert store.max_store_bytes() == 2000 * 2**20  # the CLI and the workers, without Streamlit
     monkeypatch.setenv(store.MAX_STORE_VAR, "3")
@@ -123,7 +150,7 @@ def test_a_secrets_cap_larger_than_the_default_is_honoured_by_a_workers_cap_pass
 
     others = fill_article_and_others(cache, 10)
     monkeypatch.setattr(store, "DEFAULT_MAX_STORE_MB", 0.001)  # a default that keeps nothing but the article
-    monkeypatch.chdir(tmp_path)
+    default_secrets_files_of_the_tests_own(tmp_path, monkeypatch)
     secrets_cap(tmp_path, 1000)
     run = make_run(steps=STEPS, seed=7)
     progress = tmp_path / "progress.f64"
@@ -135,6 +162,17 @@ def test_a_secrets_cap_larger_than_the_default_is_honoured_by_a_workers_cap_pass
     other = make_run(steps=STEPS, seed=8)
     worker.train_with_progress(other, str(cache), str(progress_2), (), 2**30)  # the page's cap, passed in
     assert all(store.is_cached(r) for r in others)
+
+
+def test_streamlit_secrets_files_names_the_secrets_files_for_every_process(cache, tmp_path, monkeypatch):
+    first, second = tmp_path / "a.toml", tmp_path / "b.toml"
+    first.write_text("[limits]\nmax_store_mb = 100\n")
+    second.write_text("[limits]\nmax_store_mb = 300\n")
+    monkeypatch.setenv(settings.SECRETS_FILES_VAR, f"{first} {second}")
+    assert settings.secrets_files() == [first, second]
+    assert store.max_store_bytes() == 300 * 2**20  # the later file wins, as Streamlit merges them
+    monkeypatch.setenv(settings.SECRETS_FILES_VAR, str(tmp_path / "absent.toml"))
+    assert store.max_store_bytes() == store.DEFAULT_MAX_STORE_MB * 2**20
 
 
 def _train_page():
@@ -152,6 +190,9 @@ def test_the_page_hands_its_secrets_cap_to_the_training_worker(cache, monkeypatc
     captured = []
 
     class Pool:  # the worker pool, replaced: what the page submits is recorded, nothing trains
+        def started(self):
+            return True
+
         def submit(self, fn, *args):
             captured.append(args)
             raise RuntimeError("captured")  # the page reports a failed training in one line

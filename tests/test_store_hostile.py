@@ -78,7 +78,7 @@ def test_an_import_the_disk_refuses_midway_stores_nothing(cache, tmp_path, monke
         store.get_run(run)
     path = tmp_path / "runs.zip"
     assert bundle.export_bundle(path) == 3
-    store.clear_cache()
+    store.clear_cache(cache)
     real, calls = backend.write_atomic, []
 
     def write(p, data):
@@ -87,12 +87,11 @@ def test_an_import_the_disk_refuses_midway_stores_nothing(cache, tmp_path, monke
             raise OSError(errno.ENOSPC, "No space left on device")
         return real(p, data)
 
-    monkeypatch.setattr(backend, "write_atomic", write)
-    assert main(["cache", "import", str(path)]) == 2
+    with monkeypatch.context() as disk:
+        disk.setattr(backend, "write_atomic", write)
+        assert main(["cache", "import", str(path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no run was imported" in err
-    monkeypatch.undo()
-    monkeypatch.setenv(store.ENV_VAR, str(cache))
     index._memo.clear()
     assert store.list_cached() == [] and not any(cache.rglob(backend.RECORD_FILE))
 

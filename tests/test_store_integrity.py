@@ -256,8 +256,8 @@ def test_a_full_or_read_only_store_still_returns_the_run_with_one_warning(cache,
     stored = store.get_run(stored_run)
     before = sorted(p.relative_to(cache) for p in cache.rglob("*"))
     # ENOSPC: half of each file is written before the disk refuses; EROFS: nothing can even be opened
-    failing_writes(monkeypatch, err, 1000 if err == errno.ENOSPC else None)
-    with warnings.catch_warnings(record=True) as caught:
+    with monkeypatch.context() as disk, warnings.catch_warnings(record=True) as caught:
+        failing_writes(disk, err, 1000 if err == errno.ENOSPC else None)
         warnings.simplefilter("always")
         record = store.get_run(new_run)
         again = store.get_run(stored_run)
@@ -265,8 +265,6 @@ def test_a_full_or_read_only_store_still_returns_the_run_with_one_warning(cache,
     assert_same_record(stored, again)
     messages = [str(w.message) for w in caught]
     assert len(messages) == 1 and "not stored" in messages[0] and "simulated" in messages[0], messages
-    monkeypatch.undo()
-    monkeypatch.setenv(store.ENV_VAR, str(cache))
     after = sorted(p.relative_to(cache) for p in cache.rglob("*") if p.is_file())
     assert [p for p in after if p not in before] == []  # no partial file, no temporary file left
     assert not store.is_cached(new_run) and store.is_cached(stored_run)

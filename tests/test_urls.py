@@ -34,7 +34,9 @@ REVEAL = {
         {"kv_preset": "custom", "kv_gpu": "other"},
         {"kv_mode": "vllm"},
         {"kv_preset": "custom", "kv_mode": "vllm", "kv_e_gpu": "other"},
-    ]
+        {"kv_preset": "config.json", "kv_wquant": "awq"},  # a model read from a file: its fields, a quantisation's
+    ],
+    "parameters": [{"par_preset": "config.json", "par_wquant": "gptq"}],
 }
 
 LINK = "[Session expired - log in again](https://evil.example/login)"

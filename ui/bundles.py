@@ -1,18 +1,21 @@
-"""Runs in and out of the store from the dashboard: the ATTNLAB_BUNDLE warm start, download and upload, the size cap.
+"""Runs in and out of the store from the dashboard: the ATTNLAB_BUNDLE warm start, download (a file served from
+disk) and upload, the size cap.
 
 Uploads are checked by lab.bundle like any untrusted file; messages never quote the file's content.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
-import tempfile
+from pathlib import Path
 
 import streamlit as st
 
 from lab import bundle, store
-from ui.limits import background_slot, limits
+from lab.store import backend
+from ui.limits import BusyError, background_slot, limits
 from ui.plain import plain
 
 BUNDLE_VAR = "ATTNLAB_BUNDLE"
@@ -72,33 +75,63 @@ def warm_start() -> str | None:
     return _warm(path, location) if path else None
 
 
-def all_runs_bundle(max_bytes: int) -> bytes:
-    """Every stored run as one bundle's bytes, built and read back under one of the server's slots.
+# Streamlit serves <the main script's folder>/static/ at app/static/ from disk (server.enableStaticServing, set in
+# .streamlit/config.toml), in chunks, up to 200 MiB a file: a download costs the server no memory however many
+# visitors click. Each store has a folder of its own there, holding the bundle of its current runs only.
+STATIC_DIR = Path(__file__).resolve().parents[1] / "static"
+STATIC_URL = "app/static"
+MAX_STATIC_BYTES = 200 * 2**20  # Streamlit's static handler answers 404 above this (MAX_APP_STATIC_FILE_SIZE)
+BUNDLE_PREFIX = "attention-lab-runs-"
 
-    The runs stream from the store into a temporary file one at a time (lab.bundle.export_bundle), which
-    is read back once and deleted, so a build holds about one run and then the bundle, and no more builds
-    than there are slots run at once. The same stored runs give the same bytes, which Streamlit keeps once
-    (by content) however many visitors click how often. BundleError beyond `max_bytes`, BusyError when no
-    slot freed up.
+
+def downloads_dir(location: Path | None = None) -> Path:
+    """The static folder of the store at `location` (default: this process's store), named by its path's hash."""
+    location = Path(location or store.cache_dir()).resolve()
+    return STATIC_DIR / "downloads" / hashlib.sha256(str(location).encode()).hexdigest()[:16]
+
+
+def bundle_file(digest: str, location: Path | None = None) -> Path:
+    """Where the bundle of the store's runs at `digest` (store.listing_digest) is served from."""
+    return downloads_dir(location) / f"{BUNDLE_PREFIX}{digest[:24]}.zip"
+
+
+def prepare_bundle(digest: str, max_bytes: int) -> Path:
+    """The bundle of every stored run as a file on disk, built once per store state and served from there.
+
+    The runs stream from the store into a temporary file (lab.bundle.write_bundle: about one run in memory),
+    renamed into place; a lock makes visitors who click together wait for one build, under one of the
+    server's slots (BusyError when none freed up); the bundles of earlier states are deleted once the new one
+    is whole (a download under way keeps its open file). BundleError beyond `max_bytes`; OSError when the
+    folder cannot be written.
     """
-    with background_slot("Download all runs"):
-        with tempfile.TemporaryFile(prefix="attnlab-download-", suffix=".zip") as fh:
-            bundle.export_bundle(fh, max_bytes=max_bytes)
-            fh.seek(0)
-            return fh.read()
+    path = bundle_file(digest)
+    if path.is_file():
+        return path
+    with background_slot("Preparing Download all runs"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with backend.locked(path.parent / ".build.lock", remove=False):
+            if not path.is_file():
+                bundle.write_bundle(path, max_bytes=min(max_bytes, MAX_STATIC_BYTES))
+            for old in path.parent.glob(f"{BUNDLE_PREFIX}*.zip"):
+                if old != path:
+                    old.unlink(missing_ok=True)
+    return path
 
 
-def _download_all() -> bytes:
-    """The deferred download's callable (run by Streamlit off the script, when clicked): the reason on the log."""
-    try:
-        return all_runs_bundle(limits().max_download_mb * 2**20)
-    except Exception as exc:  # Streamlit shows "Failed to generate file for download" under the button
-        print(f"Download all runs failed: {exc}", file=sys.stderr)
-        raise
+def _download_link(path: Path, n: int, size: int) -> None:
+    st.link_button(
+        "Download all runs",
+        f"{STATIC_URL}/downloads/{path.parent.name}/{path.name}",  # relative: works under any baseUrlPath
+        icon=":material/download:",
+        help=f"{n:,} runs, {path.stat().st_size / 2**20:,.1f} MB, in one .zip",
+    )
 
 
 def download_section(lim) -> None:
-    """'Download all runs' when the store holds runs and their bundle fits max_download_mb; else why not."""
+    """'Download all runs' when the store holds runs and their bundle fits max_download_mb; else why not.
+
+    The bundle of the store's current runs is a file served from disk: a link when it exists, else a button
+    that builds it (once, whoever clicks) and then shows the link."""
     n, size = len(store.list_cached()), store.stored_bytes()
     if not n:
         st.caption("Download all runs is offered once the store holds a run.")
@@ -110,23 +143,49 @@ def download_section(lim) -> None:
             icon=":material/info:",
         )
         return
-    if size > lim.max_download_mb * 2**20:
+    limit = min(lim.max_download_mb * 2**20, MAX_STATIC_BYTES)
+    if size > limit:
         st.info(
             f"The {n:,} stored runs weigh {size / 2**20:,.0f} MB, more than this server's download limit of "
-            f"{lim.max_download_mb:,} MB; `cache export` on the server writes them (or a part) to a file.",
+            f"{limit / 2**20:,.0f} MB; `cache export` on the server writes them (or a part) to a file.",
             icon=":material/info:",
         )
         return
-    st.download_button(
-        "Download all runs",
-        data=_download_all,  # built only when clicked, under a slot (all_runs_bundle)
-        file_name="attention-lab-runs.zip",
-        mime="application/zip",
-        icon=":material/download:",
-        on_click="ignore",
-        key="bundle_download",
-        help=f"{n:,} runs, about {size / 2**20:,.1f} MB, in one .zip",
-    )
+    if not st.get_option("server.enableStaticServing"):
+        st.info(
+            "Download all runs is served as a file: it needs server.enableStaticServing = true under [server] in "
+            ".streamlit/config.toml (the repository's sets it); `cache export` on the server writes the runs to a "
+            "file.",
+            icon=":material/settings:",
+        )
+        return
+    digest = store.listing_digest()
+    path = bundle_file(digest)
+    if path.is_file():
+        _download_link(path, n, size)
+        return
+    if not st.button(
+        "Prepare Download all runs",
+        icon=":material/folder_zip:",
+        key="bundle_prepare",
+        help=f"{n:,} runs, about {size / 2**20:,.1f} MB: built once into one .zip, then offered to every visitor",
+    ):
+        return
+    try:
+        with st.spinner(f"Writing {n:,} runs into one .zip..."):
+            path = prepare_bundle(digest, limit)
+    except BusyError as exc:
+        st.warning(plain(str(exc)), icon=":material/hourglass_empty:")
+    except bundle.BundleError as exc:
+        st.error(f"Download all runs is not available: {plain(str(exc))}", icon=":material/block:")
+    except OSError as exc:
+        st.error(
+            "Download all runs is not available: the server cannot write its download folder "
+            f"({exc.strerror or 'error'}).",
+            icon=":material/block:",
+        )
+    else:
+        _download_link(path, n, size)
 
 
 def share_section() -> bool:

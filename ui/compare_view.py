@@ -109,10 +109,13 @@ def show_invalid_combination(e: ConfigError) -> None:
     st.error(f"**This comparison is not valid.** {label}: {e.message}.", icon=":material/error:")
 
 
-def ensure_trained(wanted: Sequence[RunConfig], what: str, key: str) -> dict[RunConfig, RunRecord] | None:
+def ensure_trained(
+    wanted: Sequence[RunConfig], what: str, key: str, command: str | None = None
+) -> dict[RunConfig, RunRecord] | None:
     """{run: record} once every run is in the store; else the count of what is cached, a button that trains the
-    missing ones as one sweep (within max_sweep_runs, or a message saying what is over it), and None.
-    A view of more than max_compare_runs runs is refused with a message before anything is loaded."""
+    missing ones as one sweep (ui.sweeps.train_button: its cost, or on a hosted server why it is refused, naming
+    `command`, the command line that does the same work), and None. A view of more than max_compare_runs runs is
+    refused with a message before anything is loaded (hosted mode)."""
     lim = limits()
     if len(wanted) > lim.max_compare_runs:
         st.warning(
@@ -129,23 +132,16 @@ def ensure_trained(wanted: Sequence[RunConfig], what: str, key: str) -> dict[Run
             f"{tables.count(len(missing), 'run')} still to train. The results appear once all are trained.",
             icon=":material/science:",
         )
-        if len(missing) > lim.max_sweep_runs:
-            st.warning(
-                f"{len(missing)} runs is more than this server trains at once ({lim.max_sweep_runs}): "
-                "choose fewer levels, variants or seeds.",
-                icon=":material/block:",
-            )
-            return None
         button = st.empty()
-        if not button.button(f"Train the missing: {sweeps.cost(missing)}", type="primary", key=key):
+        if not sweeps.train_button("Train the missing: ", missing, key, command, place=button):
             return None
+        notice.empty()  # from here the sweep's own line counts the runs cached and trained: this count goes stale
         if runs.sweep(missing, what, cached_before=len(records)) is None:
             return None
         records, missing = runs.cached_many(wanted)
         if missing:
             return None
-        notice.empty()  # the notice and the button said what was missing: no longer true
-        button.empty()
+        button.empty()  # it said what was missing: no longer true
     return {r.config: r for r in records}
 
 
@@ -168,9 +164,10 @@ DISPLAY_NAMES = {
 }
 
 
-def comparison_table(comparisons: pd.DataFrame, **names) -> None:
-    """The paired differences as text with magnitudes that fit (lab.compare.display), metrics by their short names."""
-    shown = compare.display(comparisons).rename(columns=names | DISPLAY_NAMES)
+def comparison_table(comparisons: pd.DataFrame, each: bool = False, **names) -> None:
+    """The paired differences as text with magnitudes that fit (lab.compare.display), metrics by their short names;
+    each=True: every number as the command line prints it (3 significant digits, p 0.03125)."""
+    shown = compare.display(comparisons, each=each).rename(columns=names | DISPLAY_NAMES)
     baselines, floors = list(dict.fromkeys(comparisons["baseline"])), list(dict.fromkeys(shown["p floor"]))
     every_seed = bool((comparisons["n_nonzero"] == comparisons["n"]).all())
     # So that the table fits 1,280 px: a baseline or a floor shared by every row is said once below it, not
@@ -221,12 +218,12 @@ TABLE_TITLES = {
 }
 
 
-def comparison_tables_by_metric(comparisons: pd.DataFrame, **names) -> None:
+def comparison_tables_by_metric(comparisons: pd.DataFrame, each: bool = False, **names) -> None:
     """comparison_table once per metric under its title: without the metric column, a wide comparison (many
     levels, cells or test lengths) fits the main area."""
     for metric in dict.fromkeys(comparisons["metric"]):
         st.markdown(f"**{TABLE_TITLES.get(metric, metric)}**")
-        comparison_table(comparisons[comparisons["metric"] == metric], **names)
+        comparison_table(comparisons[comparisons["metric"] == metric], each=each, **names)
 
 
 def show_tables(

@@ -1,6 +1,7 @@
 """The KV-cache page's GPU fit, in its two modes: the simple one (weights + a reserve of the card as sold) and the
 serving engine's (vLLM's flags as URL-mirrored widgets, its fit, the deductions with the numbers substituted, the
-lines the engine would log). Numbers from attncore.serving.kvcache and attncore.serving.engine."""
+lines the engine would log). Numbers from attncore.serving.kvcache and attncore.serving.engine; the weights as
+stored (a quantisation from ui.weights_form) from attncore.serving.weights."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from attncore.serving import kvcache as kv
 from attncore.serving import validation
 from attncore.serving.kvcache import GB, GIB
 from attncore.serving.presets import CARDS, GPUS
-from ui import plain
+from attncore.serving.weights import stored_weights, weights_checked
+from ui import plain, weights_form
 from ui.charts import calculators as cc
 from ui.limits import BusyError
 from ui.metered import metered
@@ -73,7 +75,7 @@ def gpu_inputs() -> tuple[float, str | None, str]:
     return (size if unit == "GiB" else size * GB / GIB), None, weight_dtype
 
 
-def settings_inputs(default_len: int, window: int | None, n_layers: int, total: float, card: str | None) -> dict:
+def settings_inputs(default_len: int, total: float, card: str | None) -> dict:
     cols = st.columns(4)
     with cols[0]:
         version = url_select("Engine", "kv_e_version", list(eng.VERSIONS), "v1", format_func=str.upper,
@@ -84,7 +86,7 @@ def settings_inputs(default_len: int, window: int | None, n_layers: int, total: 
         max_len = url_number("max_model_len (tokens)", "kv_e_len", default_len, 1, eng.MAX_SEARCH_LEN)
     with cols[3]:
         dtype = url_select("kv_cache_dtype", "kv_e_dtype", eng.KV_DTYPES, "auto", help="auto: the model's dtype")
-    cols = st.columns(5 if window else 4)
+    cols = st.columns(4)
     # the batch limits the engine will use, shown as numbers; a switch below the row lets the visitor set them
     engine_batch = eng.default_batch(eng.EngineSettings(version=version, max_model_len=max_len), total, card)
     given = any(url_number(field, key, 0, 0, 10**7, peek=True) > 0 for field, key in BATCH.items())
@@ -106,12 +108,6 @@ def settings_inputs(default_len: int, window: int | None, n_layers: int, total: 
     values = dict(version=version, gpu_memory_utilization=util, max_model_len=max_len, kv_cache_dtype=dtype)
     values |= dict(block_size=block, **batch)
     values["tensor_parallel_size"] = tp
-    if window:
-        with cols[4]:
-            values["window_layers"] = url_number(
-                "Layers with the window", "kv_e_wlayers", n_layers, 0, n_layers,
-                help=f"V1 pages these {window:,}-token sliding-window layers apart from the full ones",
-            )  # fmt: skip
     # a figure is used only when its switch says so (a link that gives a figure turns its switch on)
     given = {
         f: url_number(f"{lab} (GiB)", f"kv_e_{f}", 0.0, 0.0, 1e5, peek=True) > 0 for f, (lab, _) in MEASURED.items()
@@ -138,13 +134,38 @@ def widths(arch):
     return replace(arch, d_model=d, d_ff=d_ff, vocab_size=vocab, ffn="swiglu")
 
 
-def fit_of(arch, total, settings, weight_dtype, model_dtype, card, weight_params) -> eng.EngineFit:
+def fit_of(arch, total, settings, weight_dtype, model_dtype, card, weight_params, fmt) -> eng.EngineFit:
+    stored = stored_weights(arch, fmt) if fmt is not None else None
     return eng.engine_fit(arch, total, settings, weight_dtype=weight_dtype, model_dtype=model_dtype, gpu=card,
-                          weight_params=weight_params)  # fmt: skip
+                          weight_params=weight_params, weight_bytes_given=stored.bytes if stored else None,
+                          weight_label=stored.label if stored else "")  # fmt: skip
 
 
-def engine(arch, default_len: int, weight_params: int | None, custom: bool = False) -> int | None:
-    """Draw the engine mode for a Decoder; returns the bytes left for the cache (None on bad input)."""
+def quantised(storage: dict | None, weight_dtype: str, arch):
+    """The WeightFormat of a quantisation chosen on the page, None when the weights are plain parameters × bytes;
+    ConfigError on a bad mix."""
+    if storage is None or storage["method"] == "none":
+        return None
+    fmt = weights_form.format_of(storage, weight_dtype)
+    weights_checked(fmt, arch)
+    return fmt
+
+
+def storage_of(fmt):
+    """kvcache.workload's weight_storage for a quantisation (None: parameters × the element type's bytes)."""
+    if fmt is None:
+        return None
+
+    def stored(arch):
+        weights = stored_weights(arch, fmt)
+        return weights.bytes, weights.label
+
+    return stored
+
+
+def engine(arch, default_len: int, weight_params: int | None, custom: bool = False, storage=None) -> int | None:
+    """Draw the engine mode for a Decoder; returns the bytes left for the cache (None on bad input). `storage`:
+    the quantisation fields of ui.weights_form (None: no quantisation offered)."""
     total, card, weight_dtype = gpu_inputs()
     if custom:
         try:
@@ -152,10 +173,11 @@ def engine(arch, default_len: int, weight_params: int | None, custom: bool = Fal
         except ConfigError as e:
             show_invalid(e, "model")
             return None
-    values = settings_inputs(default_len, arch.sliding_window, arch.n_layers, total, card)
+    values = settings_inputs(default_len, total, card)
     model_dtype = weight_dtype if weight_dtype in eng.MODEL_DTYPES else "bf16"
     try:
-        key = (arch, total, eng.EngineSettings(**values), weight_dtype, model_dtype, card, weight_params)
+        fmt = quantised(storage, weight_dtype, arch)
+        key = (arch, total, eng.EngineSettings(**values), weight_dtype, model_dtype, card, weight_params, fmt)
         fit = metered("engine_fit", key, lambda: fit_of(*key), "this fit")  # 0.3 s of CPU at 10,000 layers
     except ConfigError as e:
         show_invalid(e, "engine setting")
@@ -187,12 +209,14 @@ def engine_caption(fit: eng.EngineFit) -> str:
     names = {"non_torch": "non-torch", "kv": "KV cache"}
     estimates = [names.get(k, k) for k, kind in fit.kinds.items() if kind == "estimate"]
     text = (
-        "Each figure is marked exact (the engine's own arithmetic on exact inputs), measured (typed from your log) "
-        "or estimate; a figure computed from an estimate is an estimate"
+        "Each figure is marked exact (the engine's own arithmetic on exact inputs), measured (typed from your log; "
+        "the budget's 'measured (published log)': a card's total read from a published vLLM log) or estimate; a "
+        "figure computed from an estimate is an estimate"
         + (f", so here {', '.join(estimates)} are estimates. " if estimates else ". ")
     )
+    weights = "the checkpoint's stored bytes ÷ tp" if fit.weight_format else "parameters × bytes ÷ tp"
     text += (
-        "The estimates: the weights (parameters × bytes ÷ tp; the log adds a little for padding), non-torch memory "
+        f"The estimates: the weights ({weights}; the log adds a little for padding), non-torch memory "
         "(0.10 GiB on one GPU, 0.30 GiB per GPU with tp > 1; tp 8 has logged 7 GiB), a card's total when no vLLM "
         "log names the card, and the activation peak: the larger of the forward's widest tensors over "
         f"max_num_batched_tokens ({fit.max_num_batched_tokens:,}) and the sampler's float32 work over the logits of "
@@ -214,9 +238,9 @@ UNIT_NAMES = {"GB": "GB = 10⁹ B", "GiB": "GiB = 2³⁰ B"}
 SIMPLE_UNITS = {"GB": f"as sold ({UNIT_NAMES['GB']})", "GiB": f"as the driver reports it ({UNIT_NAMES['GiB']})"}
 
 
-def simple(base, geometry: dict, context: int, batch: int, dtype: str, params: int | None) -> int:
+def simple(base, geometry: dict, context: int, batch: int, dtype: str, params: int | None, storage=None) -> int | None:
     """Draw the simple fit (weights + a flat reserve of the GPU's memory, counted as sold in GB or as reported in
-    GiB, the visitor's choice); returns the bytes left for the cache."""
+    GiB, the visitor's choice); returns the bytes left for the cache (None on a bad quantisation)."""
     unit = url_radio("Count the GPU's memory", "kv_unit", list(SIMPLE_UNITS), "GB", format_func=SIMPLE_UNITS.get)
     cards = GPUS if unit == "GB" else {name: card.total_gib for name, card in CARDS.items()}
     cols = st.columns(4)
@@ -238,7 +262,14 @@ def simple(base, geometry: dict, context: int, batch: int, dtype: str, params: i
         )  # fmt: skip
     with cols[3]:
         weight_dtype = url_select("Weights element type", "kv_wdtype", kv.DTYPES, "fp16")
-    served = kv.workload(base, geometry, context, batch, dtype, weight_dtype=weight_dtype, weight_params=params)
+    try:
+        fmt = quantised(storage, weight_dtype, kv.with_geometry(base, geometry)) if base is not None else None
+    except ConfigError as e:
+        show_invalid(e, "weight storage")
+        return None
+
+    served = kv.workload(base, geometry, context, batch, dtype, weight_dtype=weight_dtype, weight_params=params,
+                         weight_storage=storage_of(fmt))  # fmt: skip
     fit = kv.fit(served, size * cc.SIZE_UNITS[unit] / GB, reserve)
     cc_metrics(cc.fit_metrics(fit, served, unit))
     (st.success if fit.fits else st.error)(
@@ -248,6 +279,7 @@ def simple(base, geometry: dict, context: int, batch: int, dtype: str, params: i
     sold = "the card as sold (GB = 10⁹ B); the card reports less" if unit == "GB" else "what the driver reports"
     st.caption(
         f"This fit takes a flat reserve of {sold}, and the engine also keeps its activation peak: choose the "
-        "serving engine's fit above for what vLLM will report."
+        "serving engine's fit above for what vLLM will report. So its four figures are estimates; the cache's and "
+        "the weights' sizes above them are exact (bytes per element × the shapes and parameters)."
     )
     return fit.budget_bytes

@@ -14,7 +14,7 @@ from attncore.config import ARTICLE_TASKS
 from attncore.evaluate import MAX_TEST_LENGTHS
 from lab.compare import RULE, beyond_range_comparisons
 from lab.stats import IDENTICAL, format_delta, format_interval
-from ui import compare_view, frames, runs, sidebar, sweeps, tables
+from ui import compare_view, frames, runs, sidebar, tables
 from ui.charts import runs as charts
 from ui.limits import limits
 from ui.params import show_invalid, url_multiselect, url_number, url_radio, url_toggle
@@ -149,21 +149,12 @@ def literature_protocol() -> None:
     except ConfigError as e:
         show_invalid(e, "configuration for this comparison")
         return
-    found, missing = runs.cached_many(wanted)
-    if missing:
-        if len(missing) > lim.max_sweep_runs:
-            st.warning(
-                f"{len(missing)} runs to train is more than this server trains at once ({lim.max_sweep_runs}): "
-                "choose fewer encodings or seeds.",
-                icon=":material/block:",
-            )
-            return
-        st.caption(f"{len(missing)} of {len(wanted)} runs are not trained yet (with the sidebar's other settings).")
-        if not st.button(f"Train the {len(missing)} missing runs ({sweeps.estimate_text(missing)})", key="lit_train"):
-            return
-        if runs.sweep(missing, "Training the encodings on lengths 1 to 8") is None:
-            return
-        st.rerun()  # all trained: the page again, without the notice and the button that said they were missing
+    # the notice, the button and the caps of every page that trains what it is missing (issue 37: this one was a
+    # caption and a plain button)
+    by_run = compare_view.ensure_trained(wanted, "Training the encodings on lengths 1 to 8", "lit_train")
+    if by_run is None:
+        return
+    found = [by_run[run] for run in wanted]
     per_run = runs.length_results(found, list(range(1, last + 1)), randomized=at_random)
     if per_run is None:
         return

@@ -1,5 +1,9 @@
 """Hosted-mode caps (the largest work a visitor may ask for) and the server's slots for heavy work.
 
+The caps that refuse work (WORK_CAPS: a view's computing, its runs) apply in hosted mode only: a local server
+(one with a display, or `hosted = 0`) trains whatever its user asks for, unless the operator set such a cap
+explicitly. The other caps bound the inputs' ranges everywhere.
+
 Each cap is read from an environment variable (e.g. ATTNLAB_MAX_STEPS=2000), else from
 `.streamlit/secrets.toml` under `[limits]` (e.g. `max_steps = 2000`), else the default below: one rule
 for every process (lab.settings; the pages pass st.secrets, workers and the CLI read the same files).
@@ -16,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields, replace
 
 import streamlit as st
 
@@ -26,6 +30,10 @@ from lab import settings
 LIMIT_RANGE = (1, 10**9)  # every cap is a whole number in this range
 WAIT_REFRESH_SECONDS = 0.25  # how often a waiting page checks for a free slot (and for the visitor leaving)
 _LOG = logging.getLogger(__name__)
+
+
+WORK_CAPS = ("max_view_cpu_s", "max_sweep_runs", "max_compare_runs")  # refuse work: hosted mode only
+UNLIMITED = LIMIT_RANGE[1]  # a work cap on a local server: nothing is refused
 
 
 @dataclass(frozen=True)
@@ -59,6 +67,28 @@ class Limits:
     max_download_mb: int = 200  # Home's "Download all runs": the largest bundle it builds (cache import's default)
     bundle_upload: bool | None = None  # Home's "Load a bundle": None = on with a display, off when headless
     dask_scheduler: str | None = None  # tcp://HOST:PORT: the pages' sweeps train there (lab.sweep's Dask path)
+    hosted: bool | None = None  # hosted mode (WORK_CAPS refuse work): None = when the server runs headless
+    explicit: frozenset = field(default=frozenset(), compare=False)  # the caps an operator set (not a setting)
+
+    def is_hosted(self) -> bool:
+        """Hosted mode: the switch if set, else a headless server (containers, Community Cloud; Streamlit runs
+        headless where there is no display), which is how a public deployment runs."""
+        if self.hosted is not None:
+            return self.hosted
+        return bool(st.get_option("server.headless"))
+
+    def in_force(self) -> Limits:
+        """These caps as they apply: on a local server the work caps the operator left unset refuse nothing."""
+        if self.is_hosted():
+            return self
+        return replace(self, **{name: UNLIMITED for name in WORK_CAPS if name not in self.explicit})
+
+    def lifted_by(self, name: str) -> str:
+        """How an operator lifts cap `name`: 'ATTNLAB_MAX_VIEW_CPU_S or max_view_cpu_s under [limits] in
+        .streamlit/secrets.toml, or hosted = 0 on a server of your own'."""
+        return f"{settings.env_var(name)} or {name} under [limits] in .streamlit/secrets.toml" + (
+            ", or hosted = 0 (ATTNLAB_HOSTED=0) on a server of your own" if name not in self.explicit else ""
+        )
 
     def store_bytes(self) -> int:
         """max_store_mb in bytes: the cap every pass over the store takes (the page's, and its workers')."""
@@ -121,14 +151,25 @@ def parse_scheduler(name: str, raw) -> str:
     return raw
 
 
-PARSERS = {"bundle_upload": parse_switch, "max_store_mb": parse_store_mb, "dask_scheduler": parse_scheduler}
+PARSERS = {
+    "bundle_upload": parse_switch,
+    "hosted": parse_switch,
+    "max_store_mb": parse_store_mb,
+    "dask_scheduler": parse_scheduler,
+}
 # every other cap: parse_limit
+UNSET = {  # what a setting whose default is None (unset) does, said when a bad value is ignored
+    "bundle_upload": "Home offers to load a bundle only when the server is not headless, as when it is unset",
+    "dask_scheduler": "the pages' sweeps train on this server's own worker pool, as when it is unset",
+}
 
 
 def parse_limits(environ: Mapping[str, str], secrets: Mapping) -> tuple[Limits, list[str]]:
     """(the caps, one message per value rejected); a rejected value leaves that cap at its default."""
     values, problems = {}, []
     for f in fields(Limits):
+        if f.name == "explicit":
+            continue
         raw = settings.raw_setting(f.name, environ, secrets)
         if raw is None:
             continue
@@ -136,8 +177,8 @@ def parse_limits(environ: Mapping[str, str], secrets: Mapping) -> tuple[Limits, 
         try:
             values[f.name] = parse(f.name, raw)
         except ValueError as e:
-            problems.append(f"Limit ignored: {e}; using the default {f.default}.")
-    return Limits(**values), problems
+            problems.append(f"Limit ignored: {e}; {UNSET.get(f.name, f'using the default {f.default}')}.")
+    return Limits(**values, explicit=frozenset(values)), problems
 
 
 def _secrets_section() -> dict:
@@ -152,7 +193,8 @@ _reported: set[str] = set()
 
 
 def limits() -> Limits:
-    """The caps in force (environment > secrets > defaults), read on every script run."""
+    """The caps in force (environment > secrets > defaults; the work caps in hosted mode only), read on every
+    script run."""
     lim, problems = parse_limits(os.environ, _secrets_section())
     for message in problems:  # an operator's typo: once in the server log, once per visitor session
         if message not in _reported:
@@ -165,7 +207,7 @@ def limits() -> Limits:
                 st.warning(message.replace("`", "'"), icon=":material/settings:")
         except Exception:  # no script run (a thread or a test): the log line is enough
             pass
-    return lim
+    return lim.in_force()
 
 
 @st.cache_resource
@@ -177,16 +219,34 @@ class BusyError(RuntimeError):
     """All slots stayed taken for longer than the wait allowed."""
 
 
+_holders: dict[int, tuple[str, float]] = {}  # id(Slot) -> (what holds it, since when): what a waiter is told
+_holders_lock = threading.Lock()
+
+
+def holders_text(now: float | None = None) -> str:
+    """'a training for 40 s, Training the depth experiment for 3 min 20 s': what holds the taken slots now."""
+    from lab.formats import duration
+
+    now = time.monotonic() if now is None else now
+    with _holders_lock:
+        held = sorted(_holders.values(), key=lambda h: h[1])
+    return ", ".join(f"{what} for {duration(now - since)}" for what, since in held)
+
+
 class Slot:
     """One taken slot. Released once: at the end of the `with`, or, after hand_to(job), when the job ends."""
 
-    def __init__(self, slots: threading.BoundedSemaphore):
+    def __init__(self, slots: threading.BoundedSemaphore, what: str = "a heavy job"):
         self._slots, self._lock, self._held, self.handed = slots, threading.Lock(), True, False
+        with _holders_lock:
+            _holders[id(self)] = (what, time.monotonic())
 
     def release(self, *_) -> None:
         with self._lock:
             if self._held:
                 self._held = False
+                with _holders_lock:
+                    _holders.pop(id(self), None)
                 self._slots.release()
 
     def hand_to(self, job) -> None:
@@ -196,9 +256,11 @@ class Slot:
 
 
 def _wait_text(lim: Limits, what: str, waited: float) -> str:
+    held = holders_text()
     return (
         f"The server runs at most {lim.max_concurrent} heavy job{'s' * (lim.max_concurrent != 1)} at once and all "
-        f"are busy: {what} is waiting for a free slot ({waited:.0f} s of at most {lim.slot_wait_seconds} s)."
+        f"are busy{f' ({held})' if held else ''}: {what} is waiting for a free slot ({waited:.0f} s of at most "
+        f"{lim.slot_wait_seconds} s)."
     )
 
 
@@ -213,10 +275,11 @@ def background_slot(what: str, wait_seconds: float | None = None):
     wait = lim.slot_wait_seconds if wait_seconds is None else wait_seconds
     if not slots.acquire(timeout=wait):
         raise BusyError(f"The server is busy: {what} waited {wait:g} s for a free slot. Try again in a minute.")
+    slot = Slot(slots, what)
     try:
         yield
     finally:
-        slots.release()
+        slot.release()
 
 
 @contextmanager
@@ -232,7 +295,7 @@ def training_slot(what: str = "this training", clock: Callable[[], float] = time
     slot, notice = None, None
     try:
         if slots.acquire(blocking=False):
-            slot = Slot(slots)
+            slot = Slot(slots, what)
         else:
             start = clock()
             notice = st.empty()
@@ -245,7 +308,7 @@ def training_slot(what: str = "this training", clock: Callable[[], float] = time
                     )
                 notice.info(_wait_text(lim, what, waited), icon=":material/hourglass_top:")
                 if slots.acquire(timeout=WAIT_REFRESH_SECONDS):
-                    slot = Slot(slots)
+                    slot = Slot(slots, what)
             notice.empty()
         yield slot
     finally:

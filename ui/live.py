@@ -51,6 +51,11 @@ class WorkerPool:
                 )
             return self._executor
 
+    def started(self) -> bool:
+        """Whether the worker processes are running already (a first job starts them, and loads the lab in each)."""
+        with self._lock:
+            return self._executor is not None
+
     def discard(self, executor: ProcessPoolExecutor) -> None:
         """Forget a broken executor (the next submit starts a new one) and stop what is left of it."""
         with self._lock:
@@ -89,10 +94,16 @@ def run_key(run: RunConfig) -> str:
 
 def expectation(run: RunConfig) -> str:
     """One sentence on how long training `run` should take here, from lab.cost_model (no earlier run needed)."""
-    seconds = cost_model.model().run_seconds(run)
+    if cost_model.calibrated(1):
+        cost = cost_model.model()
+    else:
+        with st.spinner("Timing this server's CPU for the estimates (once per server process, a few seconds)..."):
+            cost = cost_model.model()
+    wall = cost.wall_seconds([run], 1, cost_model.slowdown(1))
     return (
-        f"Expect about {duration(seconds)}: estimated from its size, steps and batch by a cost model timed on this "
-        "server (the bar shows the time left at the pace it measures)."
+        f"Expect about {duration(wall)} here, {duration(cost.run_seconds(run))} of computing: estimated from its "
+        "size, steps and batch by a cost model timed on this server's CPU, and the load on it now (the bar shows "
+        "the time left at the pace it measures)."
     )
 
 
@@ -108,13 +119,23 @@ def _show_progress(bar, done, steps: int, started: float, first: tuple[float, in
     bar.progress(len(done) / steps, text=text)
 
 
-def _follow(job: Future, progress, steps: int, bar, curve) -> RunRecord:
+def waiting_text(job: Future, cold: bool, workers: int) -> str:
+    """What a submitted training that has not trained a step yet is waiting for."""
+    if not job.running():
+        return f"Waiting for a free worker process (this server's {workers} are training other runs)"
+    if cold:
+        return "Starting a worker process (it loads the lab once, then trains)"
+    return "Building the model and its first snapshot"
+
+
+def _follow(job: Future, progress, steps: int, bar, curve, cold: bool, workers: int) -> RunRecord:
     started, first, shown = time.monotonic(), None, 0
     while not job.done():
         time.sleep(REFRESH_SECONDS)
         done = worker.losses_so_far(progress)
         if len(done) == 0:
-            bar.progress(0.0, text=f"Starting the worker · {duration(time.monotonic() - started)} elapsed")
+            text = f"{waiting_text(job, cold, workers)} · {duration(time.monotonic() - started)} elapsed"
+            bar.progress(0.0, text=text)
             continue
         first = first or (time.monotonic(), len(done))
         _show_progress(bar, done, steps, started, first)
@@ -149,11 +170,13 @@ def train_live(run: RunConfig) -> RunRecord | None:
     steps, key = run.train.steps, run_key(run)
     token = st.session_state.setdefault(TOKEN_KEY, uuid.uuid4().hex)
     bar, curve, cancel = st.empty(), st.empty(), st.empty()
+    bar.progress(0.0, text="Starting: a training slot, then a worker process")  # at once, whatever comes next
     try:
         with training_slot() as slot, tempfile.TemporaryDirectory() as tmp:
             progress_path = Path(tmp) / "progress.f64"
             progress = worker.open_progress(progress_path, steps, create=True)
             lim = limits()
+            cold = not pool(lim.max_concurrent).started()
             job = pool(lim.max_concurrent).submit(
                 worker.train_with_progress, run, str(cache_dir()), str(progress_path), (), lim.store_bytes()
             )
@@ -163,7 +186,7 @@ def train_live(run: RunConfig) -> RunRecord | None:
             job.add_done_callback(lambda done: _forget_unless_cancelled(jobs, token, done))
             try:
                 cancel.button("Cancel", key="train_cancel", icon=":material/stop_circle:")  # a click reruns
-                record = _follow(job, progress, steps, bar, curve)
+                record = _follow(job, progress, steps, bar, curve, cold, lim.max_concurrent)
             finally:
                 if not job.done():
                     _stop(job, progress)

@@ -30,6 +30,22 @@ from ui import plain, urls
 
 BIND = "query-params"
 MAX_TEXT = 200  # characters in a typed or linked text input
+PENDING = "_url_pending"  # session key: widget keys whose value code set, to be written to the URL when drawn
+
+
+def write_to_url(keys) -> None:
+    """Have these widgets' values written to the URL when they are next drawn. A value set in code (a file read into
+    a page's fields) reaches the URL through Streamlit's binding only for a widget drawn in the run before; one
+    drawn for the first time would keep its value out of a copied link."""
+    st.session_state[PENDING] = set(st.session_state.get(PENDING, set())) | set(keys)
+
+
+def _sync(key: str, value, default, spelled) -> None:
+    """Write a pending widget's value to the URL in its own spelling (the default: no parameter)."""
+    pending = st.session_state.get(PENDING)
+    if pending and key in pending:
+        pending.discard(key)
+        urls.write(key, None if value == default else spelled(value))
 
 
 def _checked(key: str, parse: urls.Parser, label: str, default, default_text: str):
@@ -46,7 +62,9 @@ def url_number(label: str, key: str, default, min_value, max_value, *, step=None
     value = _checked(key, parse, label, default, f"{default:,}" if integer else f"{default:,g}")
     if peek:
         return value
-    return st.number_input(label, min_value, max_value, default, step=step, format=fmt, key=key, bind=BIND, **kw)
+    value = st.number_input(label, min_value, max_value, default, step=step, format=fmt, key=key, bind=BIND, **kw)
+    _sync(key, value, default, str)
+    return value
 
 
 def _default(options: Sequence, default):
@@ -60,7 +78,9 @@ def url_select(label: str, key: str, options: Sequence, default=None, *, format_
     if peek:
         return value
     index = list(options).index(default)
-    return st.selectbox(label, options, index=index, format_func=format_func, key=key, bind=BIND, **kw)
+    value = st.selectbox(label, options, index=index, format_func=format_func, key=key, bind=BIND, **kw)
+    _sync(key, value, default, lambda v: str(format_func(v)))
+    return value
 
 
 def url_select_slider(label: str, key: str, options: Sequence, default=None, *, format_func: Callable = str, **kw):
@@ -83,7 +103,9 @@ def url_multiselect(label: str, key: str, options: Sequence, default: Sequence =
     default = [d for d in default if d in options]  # a cap may have removed a default
     parse = urls.choices(options, format_func, kw.get("max_selections"))
     _checked(key, parse, label, default, ", ".join(str(format_func(d)) for d in default) or "none")
-    return st.multiselect(label, list(options), default=default, format_func=format_func, key=key, bind=BIND, **kw)
+    value = st.multiselect(label, list(options), default=default, format_func=format_func, key=key, bind=BIND, **kw)
+    _sync(key, value, default, lambda vs: [str(format_func(v)) for v in vs])
+    return value
 
 
 def url_text(label: str, key: str, default: str = "", *, check: Callable[[str], object] | None = None, **kw) -> str:
@@ -105,7 +127,9 @@ def url_toggle(label: str, key: str, default: bool = False, *, peek=False, **kw)
     value = _checked(key, urls.flag, label, default, str(default).lower())
     if peek:
         return value
-    return st.toggle(label, default, key=key, bind=BIND, **kw)
+    value = st.toggle(label, default, key=key, bind=BIND, **kw)
+    _sync(key, value, default, lambda v: str(v).lower())
+    return value
 
 
 def folded(label: str, key: str, check: Callable[[], object] | None = None, fields: Collection[str] = ()):

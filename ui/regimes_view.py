@@ -22,8 +22,9 @@ PAIR_NAMES = {"norm": "pre-LN vs post-LN", "scaling": "scaling on vs off", "warm
 PAIR_NAMES |= {"depth": "2 vs 8 blocks"}
 SOURCES = {
     "depth": (
-        "Xiong et al. 2020 (arXiv:2002.04745): at initialisation the gradients of the parameters near the output "
-        "grow with depth in post-LN and not in pre-LN (their Fig. 3), so post-LN needs a small step and a warm-up; "
+        "Xiong et al. 2020 (arXiv:2002.04745): at initialisation the gradient of the last layer's weights scales as "
+        "1/√L with the total depth L in pre-LN and does not shrink in post-LN (their Theorem 1), and within one "
+        "post-LN model it grows towards the output (their Fig. 3), so post-LN needs a small step and a warm-up; "
         "Liu et al. 2020 (arXiv:2004.08249) trace post-LN's trouble to the residual branches amplifying changes of "
         'the output. The article: "a measurement on two blocks does not support a recommendation on twenty-four".'
     ),
@@ -34,7 +35,8 @@ SOURCES = {
     ),
     "lr": (
         "Wortsman et al. 2023 (arXiv:2309.14322): the final loss against the learning rate over orders of magnitude; "
-        "LR sensitivity = E_lr[min(ℓ(lr), ℓ₀) − min_lr ℓ(lr)], ℓ₀ the loss at initialisation. A fair comparison of "
+        "LR sensitivity = E_lr[min(ℓ(lr), ℓ₀) − min_lr ℓ(lr)], ℓ₀ the model's own loss at initialisation, each run "
+        "clipped at ℓ₀ before the mean over the seeds. A fair comparison of "
         "two variants takes each at its own best learning rate, as well as both at a shared one."
     ),
 }
@@ -107,7 +109,7 @@ def cell_table(rows: pd.DataFrame, runs_per_seed: int, seeds_key: str = "reg_see
     """The cells' comparisons as Compare shows its panels' (interval, p, floor, verdict; the seeds a verdict
     needs and a button adding them, to the URL key `seeds_key`); returns them for the CSV."""
     comparisons = rows[["facet", *compare.COMPARISON_COLUMNS]]
-    compare_view.comparison_tables_by_metric(comparisons, facet="cell")
+    compare_view.comparison_tables_by_metric(comparisons, each=True, facet="cell")  # as the CLI and docs write them
     compare_view.seeds_advice(comparisons, seeds_key, runs_per_seed)
     st.caption(compare.RULE)
     return comparisons
@@ -143,6 +145,15 @@ def attention_after(cells, by_run, what: str) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def entropy_rows(length: int) -> str:
+    """Which query rows the attention entropy and the saturated share cover (attncore.interpret.norms), for L."""
+    rows = norms.measured_rows(length)
+    return (
+        f"over the query rows {rows[0]} to {rows[-1]} of the {2 * length} input positions, the prompt's and the "
+        f"answer's alike (row 0 sees one key only; the rows that predict the answer are {length} to {2 * length - 1})"
+    )
+
+
 def logits_over_training(cells, by_run) -> tuple[pd.DataFrame, int]:
     """(rows variant, d_k, step, max_logit: the largest attention logit over the layers at each snapshot of the
     heads experiment's first-seed runs, read from their records; how many records hold no norms (stored before
@@ -159,8 +170,9 @@ def logits_over_training(cells, by_run) -> tuple[pd.DataFrame, int]:
     return pd.DataFrame(rows, columns=["variant", "d_k", "step", "max_logit"]), missing
 
 
-def initial_loss(cells) -> float:
-    """lab.regimes.initial_loss with each run's initial test loss metered (server-wide memo, else a slot)."""
+def initial_loss(cells) -> dict[str, dict[int, float]]:
+    """lab.regimes.initial_loss (each variant's ℓ₀ by seed) with each run's initial test loss metered (server-wide
+    memo, else a slot)."""
     from attncore.evaluate import test_loss
 
     def metered_loss(run):
@@ -169,19 +181,23 @@ def initial_loss(cells) -> float:
     return regimes.initial_loss(cells, metered_loss)
 
 
-def lr_tables(best: pd.DataFrame, fair: pd.DataFrame, initial: float) -> None:
-    """Each variant's best learning rate and LR sensitivity, then the pair compared each at its best."""
+def lr_tables(best: pd.DataFrame, fair: pd.DataFrame) -> None:
+    """Each variant's best learning rate and LR sensitivity (lab.regimes.lr_summary), then the pair compared each
+    at its best."""
     shown = best.assign(
+        initial_loss=[formats.loss(x) for x in best["initial_loss"]],
         best_lr=[formats.learning_rate(x) for x in best["best_lr"]],
         best_loss=[formats.loss(x) for x in best["best_loss"]],
         sensitivity=[formats.significant(x, 3) for x in best["sensitivity"]],
-    ).rename(columns={"best_lr": "best lr", "best_loss": "test loss at its best lr", "sensitivity": "LR sensitivity"})
+    ).rename(columns={"initial_loss": "ℓ₀ (mean over seeds)", "best_lr": "best lr", "best_loss": "ℓ at its best lr",
+                      "sensitivity": "LR sensitivity"})  # fmt: skip
     tables.show(shown)
     st.caption(
-        "LR sensitivity (Wortsman et al. 2023): the mean over the grid of min(ℓ(lr), ℓ₀) − the best ℓ, each ℓ the "
-        f"mean test loss over the seeds, ℓ₀ = {formats.loss(initial)} the test loss at initialisation (mean over "
-        "the seeds). Lower is less sensitive."
+        "LR sensitivity (Wortsman et al. 2023): the mean over the grid of ℓ(lr) − the best ℓ, each ℓ(lr) the mean "
+        "over the seeds of each run's test loss clipped at its own ℓ₀, the test loss of its initial weights (a "
+        "diverged seed counts as ℓ₀, the other seeds of its learning rate as measured). Lower is less sensitive; "
+        "the best lr is the one of the lowest ℓ(lr)."
     )
     st.markdown("**The pair each at its own best learning rate**, paired by seed (the table below compares them "
                 "at each shared learning rate):")  # fmt: skip
-    compare_view.comparison_table(fair)
+    compare_view.comparison_table(fair, each=True)

@@ -159,6 +159,11 @@ def _rewrite(key: str, url: str | list[str] | None) -> None:
             qp._send_query_param_msg()
 
 
+def write(key: str, url: str | list[str] | None) -> None:
+    """Put a widget's value (in its own spelling) in the URL, or remove its parameter (None)."""
+    _rewrite(key, url)
+
+
 def _raw(key: str) -> list[str] | None:
     with _query_params() as qp:
         raw = None if qp is None else qp.get_initial_value(key)

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from attncore import RunConfig
+from attncore._malloc import release_freed_memory
 from lab.store import RunRecord, get_run
 
 
@@ -67,4 +68,7 @@ def train_with_progress(
         if progress[0] != 0.0:
             raise Cancelled(step + 1)
 
-    return get_run(run, callback=on_step, location=location, keep=keep, max_bytes=max_bytes)
+    try:
+        return get_run(run, callback=on_step, location=location, keep=keep, max_bytes=max_bytes)
+    finally:
+        release_freed_memory()  # the run's heap back to the system (lab.sweep's workers do the same)

@@ -66,6 +66,21 @@ def check_fits(run: RunConfig, rows: int, cap: int | None = None) -> None:
         )
 
 
+def row_multiply_adds(run: RunConfig) -> int:
+    """Multiply-adds of one input row (T = 2L tokens) through the forward pass: per block and token the Q, K, V and
+    output projections (4 d²), the FFN (2 d d_ff) and the scores with the weighted sum (2 T d); the unembedding
+    (d V per token). Elementwise work and Python's per-pass overhead are left out (small rows run below this pace)."""
+    m, T = run.model, 2 * run.task.length
+    per_block = T * (4 * m.d_model**2 + 2 * m.d_model * m.d_ff + 2 * T * m.d_model)
+    return m.n_layers * per_block + T * m.d_model * m.vocab_size
+
+
+def work(run: RunConfig, permutations: int, restarts: int, steps: int) -> int:
+    """Estimated multiply-adds of explaining one row: a forward pass per shuffle, and per restart steps + 1 passes
+    with a backward each (a backward costs about two forwards)."""
+    return row_multiply_adds(run) * (permutations + 3 * restarts * (steps + 1))
+
+
 def _chunks(n: int, size: int):
     """Slices covering range(n) in order, `size` at a time."""
     return [slice(i, min(i + size, n)) for i in range(0, n, size)]

@@ -10,12 +10,13 @@ so measuring at the snapshots leaves a run's loss history and weights bit-identi
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 
 import numpy as np
 
 from .._blas import one_blas_thread
-from ..config import RunConfig
+from ..config import ModelConfig, RunConfig
 from ..model import loss_and_grads
 from ..tasks import sample_batch
 from ..train import initial_params, train
@@ -44,6 +45,12 @@ def _grad_norms(params, run: RunConfig, batch: np.ndarray) -> np.ndarray:
     return np.array(
         [[np.linalg.norm(grads[f"blocks.{i}.{m}"]) for m in MATRICES.values()] for i in range(run.model.n_layers)]
     )
+
+
+def measured_rows(length: int) -> range:
+    """The query rows the attention entropy and the saturated share are over, for task length L: 1..2L−1 of the 2L
+    input positions, the prompt's and the answer's alike (row 0 sees one key only and is trivially saturated)."""
+    return range(1, 2 * length)
 
 
 def _forward_sums(params, run: RunConfig, seqs: np.ndarray) -> np.ndarray:
@@ -159,14 +166,66 @@ def stack(snapshots: list[dict]) -> dict[str, np.ndarray]:
     return out | {k: np.array([s[k] for s in snapshots], dtype=np.float64) for k in LAYER_FIGURES[1:]}
 
 
-def unstack(arrays: dict[str, np.ndarray], seq_len: int) -> list[dict]:
-    """The inverse of `stack`, checking the numbers are possible: norms and logits >= 0 (NaN or infinite where
-    training diverged), entropies from 0 to log(seq_len) nats, saturated shares from 0 to 1; ValueError."""
+def figure_bounds(model: ModelConfig) -> dict[str, float]:
+    """The largest value each stored norm can take, for a model of this dtype, in a run whose numbers stayed finite:
+    past it the measurement itself overflows to inf. Loose (no trained run comes near), and they need no weights:
+    a forged 1e308 or 1e300 is far past them in float32 (infinite bounds for float64 models' logits and residuals,
+    where the overflow is float64's own)."""
+    biggest = float(np.finfo(model.dtype).max)  # the largest finite number of the model's dtype (3.4e38 in float32)
+    scale = 1 / math.sqrt(model.d_head) if model.scaling else 1.0
+    with np.errstate(over="ignore"):
+        return {
+            # ‖∂L/∂W‖_F is np.linalg.norm of gradients in the model's dtype: the square root of a sum of squares
+            # computed in that dtype, which is inf past its largest number: a finite one is at most √max (1.8e19)
+            "grad_norm": math.sqrt(biggest),
+            # the residual stream after a block: d finite numbers of the model's dtype, its L2 norm taken in float64:
+            # at most √d · max (5.4e39 at d = 256 in float32), the mean over tokens no more
+            "residual_norm": float(np.float64(math.sqrt(model.d_model)) * np.float64(biggest)),
+            # |q·k|·scale in float64 from q and k in the model's dtype: d_head products of two finite numbers
+            # (1.2e77·d_head in float32, scaled)
+            "max_logit": float(np.float64(model.d_head) * np.float64(biggest) ** 2 * scale),
+        }
+
+
+def check(arrays: dict[str, np.ndarray], model: ModelConfig, seq_len: int, losses=None) -> None:
+    """ValueError naming the first figure that cannot be: norms and logits from 0 to figure_bounds (NaN or +inf where
+    training diverged), entropies from 0 to log(seq_len) nats, saturated shares from 0 to 1. Given the run's
+    training `losses` (an imported run's, which are finite), also: every figure finite, and the gradient norms not 0
+    at every snapshot. A gradient is exactly 0 only where the model gives each answer of the batch probability 1 in
+    its dtype, and the first snapshot comes within the first percent of training: a loss above ZERO_GRAD_LOSS at
+    that step says the model did not."""
     floats = {k: np.asarray(v, dtype=np.float64) for k, v in arrays.items() if k != "step"}
+    bounds = figure_bounds(model)
+    highs = bounds | {"entropy": np.log(seq_len) + 1e-9, "saturated": 1.0}
     for name, a in floats.items():
-        high = {"entropy": np.log(seq_len) + 1e-9, "saturated": 1.0}.get(name, np.inf)
-        if not (np.isnan(a) | ((a >= 0) & (a <= high))).all():
+        if losses is not None and not np.isfinite(a).all():
+            raise ValueError(f"{name} holds a number that is not finite, in a run whose losses are")
+        diverged = np.isnan(a) | ((a == np.inf) if name in bounds else False)  # what a diverged training measures
+        bad = a[~(diverged | ((a >= 0) & (a <= highs[name])))]
+        if bad.size and name in bounds and bad.min() >= 0:
+            raise ValueError(
+                f"{name} holds {bad.max():.3g}, above the {highs[name]:.3g} a {model.dtype} model can produce "
+                "without overflowing"
+            )
+        if bad.size:
             raise ValueError(f"{name} holds a number its figure cannot take")
+    steps = np.asarray(arrays["step"])
+    if losses is not None and len(steps) and not floats["grad_norm"].any():
+        first = float(np.asarray(losses)[int(steps[0]) - 1])
+        if first > ZERO_GRAD_LOSS:
+            raise ValueError(
+                f"grad_norm is 0 at every snapshot, while the loss at the first (step {int(steps[0])}) is "
+                f"{first:.3g}: a gradient vanishes only where every answer is predicted with certainty"
+            )
+
+
+ZERO_GRAD_LOSS = 1e-3  # a training loss above this is not a model that predicts every answer with certainty
+
+
+def unstack(arrays: dict[str, np.ndarray], model: ModelConfig, seq_len: int, losses=None) -> list[dict]:
+    """The inverse of `stack`, after `check` (ValueError)."""
+    check(arrays, model, seq_len, losses)
+    floats = {k: np.asarray(v, dtype=np.float64) for k, v in arrays.items() if k != "step"}
     g, n_layers = floats["grad_norm"], floats["grad_norm"].shape[1]
     return [
         {

@@ -1,9 +1,11 @@
 """What a serving engine (vLLM) will see on a GPU: its memory budget, the activation peak of its profiling run,
 the KV blocks left, and the concurrency and startup check it logs, modelled from the engine's source.
 
-V1 follows vllm/v1 (gpu_worker.determine_available_memory, kv_cache_utils, kv_cache_interface) as of 0.11;
-V0 follows vllm/worker/worker.py determine_num_available_blocks and cache_engine.py as of 0.6.6-0.8. The
-weights, non-torch memory and activation peak are estimates unless figures measured in a log are given.
+V1 follows vllm/v1 (gpu_worker.determine_available_memory, kv_cache_utils, kv_cache_interface) as of 0.11, and a
+hybrid model (full and sliding-window layers) as the hybrid KV-cache manager of kv_cache_utils at commit 001cabc1
+groups it (docs/serving.md); V0 follows vllm/worker/worker.py determine_num_available_blocks and cache_engine.py as
+of 0.6.6-0.8. The weights, non-torch memory and activation peak are estimates unless figures measured in a log (or
+the checkpoint's stored bytes, for the weights) are given.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from attncore.serving.parameters import Decoder, count_parameters
 from attncore.serving.presets import CARDS
 
 VERSIONS = {
-    "v1": "vLLM V1 engine (0.11 source; 0.8.5-0.10 the same for models without interleaved sliding windows)",
+    "v1": "vLLM V1 engine (0.11 source, hybrid models grouped as at commit 001cabc1; 0.8.5-0.10 the same for "
+    "models without interleaved sliding windows)",
     "v0": "vLLM V0 engine (0.6.6-0.8 source, worker.py)",
 }
 KV_DTYPES = ("auto", "bf16", "fp16", "fp32", "fp8", "fp8_e4m3", "fp8_e5m2")  # auto: the model's dtype
@@ -63,7 +66,7 @@ class EngineSettings:
     max_num_batched_tokens: int | None = None  # None: the engine's default for this card and max_model_len
     max_num_seqs: int | None = None
     tensor_parallel_size: int = 1
-    window_layers: int | None = None  # layers with the model's sliding window; None: all of them if it has one
+    window_layers: int | None = None  # layers with the model's sliding window; None: the model's own pattern
     # figures from a startup log, in GiB (None: estimated); kv_cache_memory_gib is V1's --kv-cache-memory-bytes
     weights_gib: float | None = None
     non_torch_gib: float | None = None
@@ -185,6 +188,7 @@ class EngineFit:
     starts: bool
     error: str | None  # the engine's error text when it would not start
     longest_max_model_len: int | None  # None: any length (sliding windows cap the cache)
+    weight_format: str = ""  # the checkpoint's storage when its stored bytes were given (weights.StoredWeights)
 
     @property
     def block_bytes(self) -> int:
@@ -252,10 +256,13 @@ def engine_fit(
     model_dtype: str = "bf16",
     gpu: str | None = None,
     weight_params: int | None = None,
+    weight_bytes_given: int | None = None,
+    weight_label: str = "",
 ) -> EngineFit:
     """The engine's fit of model `a` on a GPU whose torch total is total_gib (per rank with tensor parallelism).
 
-    budget = total × util; kv = budget − weights − non_torch − activation peak (each measured or estimated);
+    budget = total × util; kv = budget − weights − non_torch − activation peak (each measured or estimated; the
+    weights are weight_bytes_given ÷ tp when the checkpoint's bytes are known, stored as weight_label);
     blocks = kv // (page × layers sharing a block); tokens, concurrency and the startup check as the engine
     computes them. `gpu` (a CARDS name) only picks V1's defaults (A100s get the smaller ones)."""
     if isinstance(total_gib, numbers.Real) and not isinstance(total_gib, bool) and 0 < total_gib < MIN_TOTAL_GIB:
@@ -266,7 +273,7 @@ def engine_fit(
     model_bytes, tp = DTYPE_BITS[model_dtype] // 8, s.tensor_parallel_size
     if s.kv_cache_memory_gib is not None and s.version == "v0":
         raise ConfigError("kv_cache_memory_gib", "is a V1 flag (--kv-cache-memory-bytes); V0 always profiles")
-    window_layers = (a.n_layers if a.sliding_window else 0) if s.window_layers is None else s.window_layers
+    window_layers = a.windowed_layers if s.window_layers is None else s.window_layers
     check_int("window_layers", window_layers, 0, a.n_layers)
     if window_layers and not a.sliding_window:
         raise ConfigError("window_layers", "needs a sliding window on the model (window > 0)")
@@ -276,7 +283,8 @@ def engine_fit(
     tokens_t, seqs = default_batch(s, total_gib, gpu)
     params = count_parameters(a).total if weight_params is None else weight_params
     measured = tuple(k for k in ("weights", "non_torch", "activation") if getattr(s, f"{k}_gib") is not None)
-    weights = weight_bytes(params, weight_dtype) // tp if s.weights_gib is None else round(s.weights_gib * GIB)
+    stored = weight_bytes(params, weight_dtype) if weight_bytes_given is None else weight_bytes_given
+    weights = stored // tp if s.weights_gib is None else round(s.weights_gib * GIB)
     non_torch = NON_TORCH_GIB[min(tp, 2)] if s.non_torch_gib is None else s.non_torch_gib
     non_torch = round(non_torch * GIB)
     parts = {} if s.activation_gib is not None else activation_estimate(a, tokens_t, seqs, tp, model_bytes, s.version)
@@ -298,10 +306,8 @@ def engine_fit(
             return cdiv(length, bs)
         return cdiv(min(window - 1 + tokens_t, length), bs) + 1  # SlidingWindowSpec.max_memory_usage_bytes
 
-    def needed(length: int) -> int:  # check_enough_kv_cache_memory: every layer's worst case
-        full = a.n_layers - window_layers
-        windowed = window_layers * per_layer_blocks("sliding", length) if window_layers else 0
-        return page * (full * per_layer_blocks("full", length) + windowed)
+    def needed(length: int) -> int:  # the startup check: a request's worst case in every group, padding included
+        return page * group_size * sum(n * per_layer_blocks(kind, length) for kind, n in groups)
 
     if s.version == "v0":
         tokens = blocks * bs
@@ -317,7 +323,8 @@ def engine_fit(
         longest = _longest(needed, kv) if kv > 0 else 0
         cpu_blocks = None
     fit = {"kv_bytes": kv, "tokens": tokens, "num_blocks": blocks, "needed": needed, "longest": longest}
-    kinds = figure_kinds(measured, total_known=gpu is None or CARDS.get(gpu) is None or CARDS[gpu].logged)
+    card = CARDS.get(gpu) if gpu is not None else None
+    kinds = figure_kinds(measured, total_kind="exact" if card is None else "measured" if card.logged else "estimate")
     error = _error(s, fit)
     if error and s.version == "v1" and longest is not None:
         longest = min(longest, s.max_model_len)  # vLLM searches below the max_model_len asked for
@@ -325,19 +332,20 @@ def engine_fit(
         s.version, VERSIONS[s.version], total, budget, weights, non_torch, activation, parts, params,
         weight_dtype, tp, measured, kinds, kv, tokens_t, seqs, bs, kv_dtype, page, a.n_layers, window, window_layers,
         groups, group_size, blocks, tokens, s.max_model_len, per_request, concurrency, cpu_blocks, error is None,
-        error, longest if kv > 0 else 0,
+        error, longest if kv > 0 else 0, weight_label if weight_bytes_given is not None else "",
     )  # fmt: skip
 
 
 KIND_FIGURES = ("budget", "weights", "non_torch", "activation", "kv", "blocks", "tokens", "concurrency")
 
 
-def figure_kinds(measured: tuple[str, ...], total_known: bool = True) -> dict[str, str]:
-    """Each figure's kind: measured (typed from the user's log), estimate, or exact (the engine's arithmetic on
-    exact inputs); a figure computed from others is the least sure of them. The budget is exact unless the card's
-    total is itself an estimate (a card with no vLLM log naming it); the cache is budget − weights − non-torch −
-    activation unless --kv-cache-memory-bytes was given, and the blocks, tokens and concurrency follow from it."""
-    out = {"budget": "exact" if total_known else "estimate"}
+def figure_kinds(measured: tuple[str, ...], total_kind: str = "exact") -> dict[str, str]:
+    """Each figure's kind: measured (typed from the user's log, or a card's total read from a published vLLM log),
+    estimate, or exact (the engine's arithmetic on exact inputs); a figure computed from others is the least sure
+    of them. The budget (total × utilization) takes the total's kind: exact for a typed total, measured for a card
+    a published vLLM log names, an estimate otherwise; the cache is budget − weights − non-torch − activation
+    unless --kv-cache-memory-bytes was given, and the blocks, tokens and concurrency follow from it."""
+    out = {"budget": total_kind}
     out |= {k: "measured" if k in measured else "estimate" for k in ("weights", "non_torch", "activation")}
     out["kv"] = "measured" if "kv_cache_memory" in measured else worst(*out.values())
     return out | {k: out["kv"] for k in ("blocks", "tokens", "concurrency")}
@@ -384,11 +392,14 @@ def log_lines(f: EngineFit) -> list[str]:
 
 def deductions(f: EngineFit) -> list[dict]:
     """Each step of the budget with its formula, the numbers substituted, the result in GiB and its kind
-    (exact: the engine's arithmetic; estimate; measured: from the user's log)."""
+    (exact: the engine's arithmetic; estimate; measured: from the user's log, or 'measured (published log)' for a
+    card's total read from a published vLLM log)."""
     g, pct, kind = GIB, f.budget_bytes / f.total_bytes, f.kinds.get
     p = f.activation_parts
     bits = DTYPE_BITS[f.weight_dtype]
     weights = f"{f.weight_params:,} × {bits / 8:g} B ÷ {f.tensor_parallel_size}" if "weights" not in f.measured else ""
+    if f.weight_format and "weights" not in f.measured:
+        weights = f"{f.weight_params:,} parameters stored as {f.weight_format} ÷ {f.tensor_parallel_size}"
     act = (
         f"max(mlp {p['mlp'] / g:.3f}, attention {p['attention'] / g:.3f}, sampler {p['sampler'] / g:.3f}) "
         f"at {f.max_num_batched_tokens:,} batched tokens, {f.max_num_seqs:,} sequences"
@@ -401,9 +412,15 @@ def deductions(f: EngineFit) -> list[dict]:
             "total × gpu_memory_utilization",
             f"{f.total_bytes / g:.2f} GiB × {pct:.2f}",
             f.budget_bytes,
-            kind("budget"),
+            "measured (published log)" if kind("budget") == "measured" else kind("budget"),
         ),
-        ("weights", "parameters × bytes ÷ tp", weights, -f.weights_bytes, kind("weights")),
+        (
+            "weights",
+            "stored bytes ÷ tp" if f.weight_format else "parameters × bytes ÷ tp",
+            weights,
+            -f.weights_bytes,
+            kind("weights"),
+        ),
         ("non-torch", "CUDA context, NCCL, cuBLAS outside torch", "", -f.non_torch_bytes, kind("non_torch")),
         ("activation peak", "profiling run's torch peak", act, -f.activation_bytes, kind("activation")),
     ]

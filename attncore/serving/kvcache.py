@@ -1,7 +1,8 @@
 """Key-value-cache memory (SPEC §9): bytes of MHA/GQA/MQA and latent (MLA) caches, and the GPU fit question.
 
-Sliding windows cap the tokens per layer, int8/int4 carry fp16 scales per group; the weights'
-memory sits beside the cache. Also the series behind the dashboard's memory-against-context charts.
+A sliding window caps the tokens of the layers that have it (all of them, or some: a hybrid model's full layers
+keep every token), int8/int4 carry fp16 scales per group; the weights' memory sits beside the cache. Also the
+series behind the dashboard's memory-against-context charts.
 """
 
 from __future__ import annotations
@@ -65,12 +66,13 @@ class KVCache:
     dtype: str
     group_size: int  # elements per fp16 scale for int8/int4 (0: no scales)
     window: int | None
-    tokens_per_layer: int  # min(context, window)
-    bytes_per_token: int  # one more cached token of one sequence, over all layers
+    tokens_per_layer: int  # min(context, window): what a windowed layer keeps (a full layer keeps the context)
+    bytes_per_token: int  # one more cached token of one sequence, over all layers (before any window is full)
     bytes: int
     weight_params: int | None
-    weight_dtype: str
+    weight_dtype: str  # the weights' element type, or their storage's label (e.g. 'AWQ 4-bit, ...')
     weight_bytes: int | None
+    window_layers: int = 0  # layers with the window (0 without one); the other n_layers - window_layers are full
 
     @property
     def gib(self) -> float:
@@ -86,6 +88,21 @@ class KVCache:
         return self.bytes / self.weight_bytes if self.weight_bytes else None
 
     @property
+    def bytes_per_sequence(self) -> int:
+        return self.bytes // self.batch
+
+    def by_kind(self) -> list[dict]:
+        """One row per kind of layer (full, sliding): its layers, the tokens each keeps and their bytes."""
+        per_layer = self.bytes_per_token // self.n_layers
+        kinds = [("full", self.n_layers - self.window_layers, self.context, None)]
+        kinds.append(("sliding", self.window_layers, self.tokens_per_layer, self.window))
+        return [
+            {"kind": kind, "layers": n, "window": w, "tokens_per_layer": t, "bytes": per_layer * n * t * self.batch}
+            for kind, n, t, w in kinds
+            if n
+        ]
+
+    @property
     def bits_per_element(self) -> float:
         """Stored bits per cached number, scales included."""
         per_layer = self.latent_dim or 2 * self.kv_heads * self.head_dim
@@ -93,7 +110,7 @@ class KVCache:
 
     def to_dict(self) -> dict:
         extra = {"gib": self.gib, "gb": self.gb, "ratio": self.ratio, "bits_per_element": self.bits_per_element}
-        return asdict(self) | extra
+        return asdict(self) | extra | {"by_kind": self.by_kind()}
 
 
 def cache_geometry(a: Decoder) -> dict:
@@ -104,6 +121,7 @@ def cache_geometry(a: Decoder) -> dict:
         "kv_heads": a.kv_heads,
         "head_dim": a.d_head,
         "window": a.sliding_window,
+        "window_layers": a.windowed_layers if a.sliding_window else None,
         "kv_lora_rank": a.kv_lora_rank,
         "rope_head_dim": a.rope_head_dim,
     }
@@ -118,19 +136,23 @@ def kv_cache(
     dtype: str = "fp16",
     *,
     window: int | None = None,
+    window_layers: int | None = None,
     n_heads: int | None = None,
     kv_lora_rank: int = 0,
     rope_head_dim: int = 0,
     group_size: int = CACHE_GROUP,
     weight_params: int | None = None,
     weight_dtype: str | None = None,
+    weight_bytes_given: int | None = None,
+    weight_label: str | None = None,
 ) -> KVCache:
     """bytes = 2 · layers · kv_heads · head_dim · tokens · batch · bytes_per_element (SPEC §9).
 
     With kv_lora_rank > 0 (MLA) each token and layer caches one latent of kv_lora_rank plus the shared
-    RoPE key of rope_head_dim, with no factor 2. A sliding window caps the tokens each layer keeps.
-    int8/int4 add one fp16 scale per group_size elements of each cached vector. n_heads only names
-    the attention kind; the weights, if weight_params is given, are counted in weight_dtype (default dtype).
+    RoPE key of rope_head_dim, with no factor 2. A sliding window caps the tokens of window_layers layers (None:
+    every layer); the others keep the whole context. int8/int4 add one fp16 scale per group_size elements of each
+    cached vector. n_heads only names the attention kind; the weights, if weight_params is given, are counted in
+    weight_dtype (default dtype), or are weight_bytes_given bytes stored as weight_label (weights.stored_weights).
     """
     check_int("n_layers", n_layers, 1, 100_000)
     check_int("context", context, 1)
@@ -139,8 +161,14 @@ def kv_cache(
     check_int("group_size", group_size, 0, 1_000_000)
     if window is not None:
         check_int("window", window, 1)
+        window_layers = n_layers if window_layers is None else window_layers
+        check_int("window_layers", window_layers, 0, n_layers)
+    elif window_layers:
+        raise ConfigError("window_layers", "needs a sliding window (window > 0)")
+    windowed = window_layers if window else 0
     weight_dtype = dtype if weight_dtype is None else weight_dtype
-    check_choice("weight_dtype", weight_dtype, DTYPES)
+    if weight_bytes_given is None:
+        check_choice("weight_dtype", weight_dtype, DTYPES)
     if kv_lora_rank:
         check_int("kv_lora_rank", kv_lora_rank, 1, 1_000_000)
         check_int("rope_head_dim", rope_head_dim, 0, 1_000_000)
@@ -156,13 +184,15 @@ def kv_cache(
         per_layer = 2 * kv_heads * stored_bytes(head_dim, dtype, group_size)
     bytes_per_token = n_layers * per_layer
     tokens = min(context, window) if window else context
+    layer_tokens = (n_layers - windowed) * context + windowed * tokens  # over all layers, one sequence
     weights = None
     if weight_params is not None:
         check_int("weight_params", weight_params, 0, 10**15)
-        weights = weight_bytes(weight_params, weight_dtype)
+        weights = weight_bytes(weight_params, weight_dtype) if weight_bytes_given is None else weight_bytes_given
     return KVCache(
         attention, n_layers, kv_heads, head_dim, latent, context, batch, dtype, group_size, window,
-        tokens, bytes_per_token, bytes_per_token * tokens * batch, weight_params, weight_dtype, weights,
+        tokens, bytes_per_token, per_layer * layer_tokens * batch, weight_params, weight_label or weight_dtype,
+        weights, windowed,
     )  # fmt: skip
 
 
@@ -176,14 +206,18 @@ def kv_cache_for(
     group_size: int = CACHE_GROUP,
     weight_dtype: str | None = None,
     weight_params: int | None = None,
+    weight_bytes_given: int | None = None,
+    weight_label: str | None = None,
 ) -> KVCache:
-    """kv_cache for a described model: its geometry, its window (unless overridden) and its weights
-    (counted by count_parameters unless weight_params is given)."""
-    geometry = cache_geometry(a) | ({"window": window} if window is not None else {})
+    """kv_cache for a described model: its geometry, its window (unless overridden; on the same layers) and its
+    weights (counted by count_parameters unless weight_params is given; weight_bytes_given: their stored bytes)."""
+    geometry = cache_geometry(a)
+    if window is not None:
+        geometry |= {"window": window, "window_layers": geometry["window_layers"]}
     weight_params = count_parameters(a).total if weight_params is None else weight_params
     return kv_cache(
         context=context, batch=batch, dtype=dtype, group_size=group_size, weight_params=weight_params,
-        weight_dtype=weight_dtype, **geometry,
+        weight_dtype=weight_dtype, weight_bytes_given=weight_bytes_given, weight_label=weight_label, **geometry,
     )  # fmt: skip
 
 
@@ -196,25 +230,36 @@ def workload(
     *,
     weight_dtype: str | None = None,
     weight_params: int | None = None,
+    weight_storage=None,
 ) -> KVCache:
     """The cache of `geometry` (cache_geometry's keys) on a base architecture, whose weights are then recounted
-    with that geometry; with base None, bare geometry and weight_params as given (None: not counted)."""
+    with that geometry (stored as `weight_storage`, a callable Decoder -> (bytes, label), when given); with base
+    None, bare geometry and weight_params as given (None: not counted)."""
     if base is None:
         return kv_cache(
             context=context, batch=batch, dtype=dtype, weight_params=weight_params, weight_dtype=weight_dtype,
             **geometry,
         )  # fmt: skip
     arch = with_geometry(base, geometry)
-    return kv_cache_for(arch, context, batch, dtype, weight_dtype=weight_dtype, weight_params=weight_params)
+    stored, label = weight_storage(arch) if weight_storage is not None else (None, None)
+    return kv_cache_for(arch, context, batch, dtype, weight_dtype=weight_dtype, weight_params=weight_params,
+                        weight_bytes_given=stored, weight_label=label)  # fmt: skip
+
+
+def geometry_fields(geometry: dict) -> dict:
+    """The Decoder fields a cache geometry (cache_geometry's keys) sets."""
+    window, windowed = geometry["window"], geometry.get("window_layers")
+    full = geometry["n_layers"] - windowed if window and windowed is not None else 0
+    return dict(
+        n_layers=geometry["n_layers"], n_heads=geometry["n_heads"], n_kv_heads=geometry["kv_heads"],
+        head_dim=geometry["head_dim"], sliding_window=window, kv_lora_rank=geometry["kv_lora_rank"],
+        rope_head_dim=geometry["rope_head_dim"], full_layers=full,
+    )  # fmt: skip
 
 
 def with_geometry(base: Decoder, geometry: dict) -> Decoder:
     """base with the cache geometry (cache_geometry's keys) replaced; raises ConfigError on a bad mix."""
-    return replace(
-        base, n_layers=geometry["n_layers"], n_heads=geometry["n_heads"], n_kv_heads=geometry["kv_heads"],
-        head_dim=geometry["head_dim"], sliding_window=geometry["window"], kv_lora_rank=geometry["kv_lora_rank"],
-        rope_head_dim=geometry["rope_head_dim"],
-    )  # fmt: skip
+    return replace(base, **geometry_fields(geometry))
 
 
 # --- does it fit on a GPU ----------------------------------------------------
@@ -264,9 +309,8 @@ def fit(cache: KVCache, gpu_gb: float, reserve: float = DEFAULT_RESERVE) -> Fit:
         message = f"does not fit: the weights alone need {_gb(weights)} in {cache.weight_dtype}, over the {where}"
         return Fit(gpu_gb, gpu_bytes, reserve, usable, weights, budget, 0, 0, 0, False, False, message)
     bpt = cache.bytes_per_token
-    longest = budget // (bpt * cache.batch)
-    max_context = None if cache.window and longest >= cache.window else longest
-    max_batch = budget // (bpt * cache.tokens_per_layer)
+    max_context = longest_context(cache, budget)
+    max_batch = budget // cache.bytes_per_sequence
     fits = cache.bytes <= budget
     verdict = "fits" if fits else "does not fit"
     sign = "<=" if fits else ">"
@@ -277,6 +321,18 @@ def fit(cache: KVCache, gpu_gb: float, reserve: float = DEFAULT_RESERVE) -> Fit:
     return Fit(
         gpu_gb, gpu_bytes, reserve, usable, weights, budget, budget // bpt, max_context, max_batch, True, fits, message
     )
+
+
+def longest_context(cache: KVCache, budget: int) -> int | None:
+    """The longest context whose cache fits `budget` bytes at the cache's batch; None: any (every layer windowed and
+    the windows fit). Full layers grow with the context, windowed ones stop at the window."""
+    if not cache.window or not cache.window_layers:
+        return budget // (cache.bytes_per_token * cache.batch)
+    layer_tokens = budget // (cache.bytes_per_token // cache.n_layers * cache.batch)  # tokens x layers that fit
+    windowed, full = cache.window_layers, cache.n_layers - cache.window_layers
+    if layer_tokens >= cache.n_layers * cache.window:  # past the window: only the full layers grow
+        return None if not full else (layer_tokens - windowed * cache.window) // full
+    return layer_tokens // cache.n_layers
 
 
 # --- series for charts -------------------------------------------------------
@@ -299,12 +355,13 @@ def _curve(label, contexts, **cache_args) -> list[dict]:
 
 
 def cache_curves(
-    n_layers, n_heads, kv_heads, head_dim, contexts, *, batch=1, dtype="fp16", window=None,
+    n_layers, n_heads, kv_heads, head_dim, contexts, *, batch=1, dtype="fp16", window=None, window_layers=None,
     kv_lora_rank=0, rope_head_dim=0, group_size=CACHE_GROUP,
 ) -> list[dict]:  # fmt: skip
     """Cache memory against context for MHA, this GQA (if 1 < kv_heads < n_heads), MQA and MLA (if a latent
     rank is given): long-format rows (context, variant, attention, dtype, bytes, gib) for one chart."""
-    common = dict(n_layers=n_layers, head_dim=head_dim, batch=batch, dtype=dtype, window=window, group_size=group_size)
+    common = dict(n_layers=n_layers, head_dim=head_dim, batch=batch, dtype=dtype, window=window,
+                  window_layers=window_layers, group_size=group_size)  # fmt: skip
     variants = {f"MHA ({n_heads} KV heads)": n_heads}
     if 1 < kv_heads < n_heads:
         variants[f"GQA ({kv_heads} KV heads)"] = kv_heads
@@ -317,12 +374,12 @@ def cache_curves(
 
 
 def dtype_curves(
-    n_layers, n_heads, kv_heads, head_dim, contexts, *, batch=1, dtypes=DTYPES, window=None,
+    n_layers, n_heads, kv_heads, head_dim, contexts, *, batch=1, dtypes=DTYPES, window=None, window_layers=None,
     kv_lora_rank=0, rope_head_dim=0, group_size=CACHE_GROUP,
 ) -> list[dict]:  # fmt: skip
     """Cache memory against context for each element type, same long format as cache_curves."""
     common = dict(
         n_layers=n_layers, n_heads=n_heads, kv_heads=kv_heads, head_dim=head_dim, batch=batch, window=window,
-        kv_lora_rank=kv_lora_rank, rope_head_dim=rope_head_dim, group_size=group_size,
+        window_layers=window_layers, kv_lora_rank=kv_lora_rank, rope_head_dim=rope_head_dim, group_size=group_size,
     )  # fmt: skip
     return [r for dt in dtypes for r in _curve(dt, contexts, dtype=dt, **common)]

@@ -1,6 +1,6 @@
 """Parameter counts of decoder-only transformers (SPEC §4): the architecture and its tensor inventory.
 
-A frozen `Decoder` description, every trained tensor with its shape and component, the totals
+The `Decoder` (decoder.py) in, every trained tensor with its shape and component, the totals
 per component and per block, and the cross-check against an instantiated attncore model.
 Cache memory and GPU fit live in kvcache.py, real-model presets in presets.py.
 """
@@ -11,106 +11,20 @@ import math
 from dataclasses import asdict, dataclass, replace
 from typing import NamedTuple
 
-from attncore.config import ConfigError, ModelConfig, check_choice, check_int
+from attncore.config import ConfigError, ModelConfig
+from attncore.serving.decoder import (  # noqa: F401  (re-exported: the Decoder and its kinds are the counts' vocabulary)
+    BIAS_KINDS,
+    CHOICES,
+    FFN_KINDS,
+    GATED_FFNS,
+    NORM_KINDS,
+    NORM_PLACEMENTS,
+    POSITION_KINDS,
+    QK_NORMS,
+    Decoder,
+)
 
 COMPONENTS = ("embeddings", "position", "attention", "ffn", "norms", "output_head")
-FFN_KINDS = ("relu", "gelu", "swiglu")  # two matrices, two matrices, three (gate w1, up w3, down w2)
-BIAS_KINDS = ("none", "all", "qkv")  # "qkv": only the query, key and value projections have biases
-NORM_KINDS = ("layernorm", "rmsnorm")  # gamma and beta, gamma only
-POSITION_KINDS = ("learned", "sinusoidal", "rope", "alibi", "none")  # only a learned table has parameters
-CHOICES = {"ffn": FFN_KINDS, "bias": BIAS_KINDS, "norm": NORM_KINDS, "position": POSITION_KINDS}
-
-
-# --- validation --------------------------------------------------------------
-
-
-# --- the architecture --------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Decoder:
-    """A decoder-only transformer, as far as its parameter count and its KV cache are concerned.
-
-    The defaults describe a GPT-2-style model; `describe_attncore` gives this lab's own model.
-    """
-
-    d_model: int
-    n_layers: int
-    n_heads: int
-    vocab_size: int
-    d_ff: int
-    n_kv_heads: int | None = None  # None: n_heads (MHA); 1: MQA; in between: GQA
-    head_dim: int | None = None  # None: d_model // n_heads; with MLA the query/key part without RoPE
-    ffn: str = "gelu"
-    bias: str = "all"
-    norm: str = "layernorm"
-    tied_embeddings: bool = True  # the output head reuses the token embedding
-    position: str = "learned"
-    max_len: int = 1024  # rows of the learned position table
-    final_norm: bool = True
-    head_bias: bool = False
-    sliding_window: int | None = None  # keys each layer attends to, and so caches
-    # multi-head latent attention (DeepSeek-V2): per token and layer the cache holds kv_lora_rank + rope_head_dim
-    kv_lora_rank: int = 0  # 0: ordinary attention
-    q_lora_rank: int = 0  # 0: a full-rank query projection
-    rope_head_dim: int = 0  # the decoupled RoPE part of each query and of the shared key
-    v_head_dim: int | None = None  # None: head_dim
-    # mixture of experts: every layer after the first n_dense_layers has routed and shared experts
-    n_experts: int = 0  # routed experts; 0: dense FFN everywhere
-    n_shared_experts: int = 0
-    experts_per_token: int = 0
-    moe_d_ff: int = 0
-    n_dense_layers: int = 0  # the first layers keep a dense FFN of width d_ff
-
-    def __post_init__(self):
-        check_int("d_model", self.d_model, 1, 1_000_000)
-        check_int("n_layers", self.n_layers, 1, 10_000)
-        check_int("n_heads", self.n_heads, 1, 100_000)
-        check_int("vocab_size", self.vocab_size, 1, 100_000_000)
-        check_int("d_ff", self.d_ff, 1, 10_000_000)
-        if self.head_dim is None and self.d_model % self.n_heads:
-            divisors = [h for h in range(1, min(self.d_model, 1024) + 1) if self.d_model % h == 0]
-            raise ConfigError(
-                "n_heads", f"must divide d_model={self.d_model} unless head_dim is given; allowed: {divisors}"
-            )
-        if self.head_dim is not None:
-            check_int("head_dim", self.head_dim, 1, 100_000)
-        if self.n_kv_heads is not None:
-            check_int("n_kv_heads", self.n_kv_heads, 1, self.n_heads)
-            if self.n_heads % self.n_kv_heads:
-                raise ConfigError("n_kv_heads", f"must divide n_heads={self.n_heads}, got {self.n_kv_heads}")
-        check_choice("ffn", self.ffn, FFN_KINDS)
-        check_choice("bias", self.bias, BIAS_KINDS)
-        check_choice("norm", self.norm, NORM_KINDS)
-        check_choice("position", self.position, POSITION_KINDS)
-        if self.position == "learned":
-            check_int("max_len", self.max_len, 1, 100_000_000)
-        if self.sliding_window is not None:
-            check_int("sliding_window", self.sliding_window, 1)
-        for name in ("kv_lora_rank", "q_lora_rank", "rope_head_dim", "n_experts", "n_shared_experts"):
-            check_int(name, getattr(self, name), 0, 1_000_000)
-        if self.v_head_dim is not None:
-            check_int("v_head_dim", self.v_head_dim, 1, 100_000)
-        if self.kv_lora_rank and self.bias != "none":
-            raise ConfigError("bias", "latent attention (kv_lora_rank > 0) is modelled without biases: use none")
-        if self.n_experts:
-            check_int("moe_d_ff", self.moe_d_ff, 1, 10_000_000)
-            check_int("experts_per_token", self.experts_per_token, 1, self.n_experts)
-            check_int("n_dense_layers", self.n_dense_layers, 0, self.n_layers)
-
-    @property
-    def kv_heads(self) -> int:
-        return self.n_heads if self.n_kv_heads is None else self.n_kv_heads
-
-    @property
-    def d_head(self) -> int:
-        return self.d_model // self.n_heads if self.head_dim is None else self.head_dim
-
-    @property
-    def attention(self) -> str:
-        if self.kv_lora_rank:
-            return "MLA"
-        return "MHA" if self.kv_heads == self.n_heads else "MQA" if self.kv_heads == 1 else "GQA"
 
 
 def describe_attncore(cfg: ModelConfig) -> Decoder:
@@ -140,16 +54,17 @@ def form_values(a: Decoder) -> dict:
     return {k: 0 if v is None and k in OPTIONAL_FIELDS else v for k, v in asdict(a).items()}
 
 
-def with_form_values(a: Decoder, values: dict) -> Decoder:
-    """a with these fields replaced (0 in an optional field: its default); raises ConfigError on a bad mix."""
-    return replace(a, **{k: None if k in OPTIONAL_FIELDS and not v else v for k, v in values.items()})
+def with_form_values(a: Decoder, values: dict, **exact) -> Decoder:
+    """a with these fields replaced (0 in an optional field: its default), and the `exact` ones as given, in one
+    construction; raises ConfigError on a bad mix."""
+    return replace(a, **{k: None if k in OPTIONAL_FIELDS and not v else v for k, v in values.items()} | exact)
 
 
 # --- the parameter inventory -------------------------------------------------
 
 
 class Tensor(NamedTuple):
-    name: str  # dotted, attncore style: blocks.{i}.attn.w_q, ffn.w1, ln1.gamma ...
+    name: str  # dotted, attncore style: blocks.{i}.attn.w_q, ffn.w1, ffn.router.w, ln1.gamma ...
     shape: tuple[int, ...]  # weights (in, out) as in y = x @ W; a leading axis counts experts
     component: str
 
@@ -174,19 +89,28 @@ def _norm(prefix, width, kind):
 
 def _ffn(prefix, d, f, kind, bias, lead=()):
     out = _linear(prefix, "1", d, f, "ffn", bias, lead)
-    if kind == "swiglu":
+    if kind in GATED_FFNS:
         out += _linear(prefix, "3", d, f, "ffn", bias, lead)
     return out + _linear(prefix, "2", f, d, "ffn", bias, lead)
 
 
+def _qk_norms(p, a: Decoder):
+    if a.qk_norm == "none":
+        return []
+    q, k = (a.d_head, a.d_head) if a.qk_norm == "head" else (a.n_heads * a.d_head, a.kv_heads * a.d_head)
+    return _norm(p + "attn.q_norm", q, a.norm) + _norm(p + "attn.k_norm", k, a.norm)
+
+
 def _attention(p, a: Decoder):
     D, H, Dh = a.d_model, a.n_heads, a.d_head
+    sinks = [Tensor(p + "attn.sinks", (H,), "attention")] if a.attention_sinks else []
     if not a.kv_lora_rank:
-        qkv_bias = a.bias in ("all", "qkv")
+        qkv_bias = a.bias in ("all", "qkv", "attention")
         out = _linear(p + "attn", "_q", D, H * Dh, "attention", qkv_bias)
         out += _linear(p + "attn", "_k", D, a.kv_heads * Dh, "attention", qkv_bias)
         out += _linear(p + "attn", "_v", D, a.kv_heads * Dh, "attention", qkv_bias)
-        return out + _linear(p + "attn", "_out", H * Dh, D, "attention", a.bias == "all")
+        out += _qk_norms(p, a) + sinks
+        return out + _linear(p + "attn", "_out", H * Dh, D, "attention", a.bias in ("all", "attention"))
     R, Dr = a.kv_lora_rank, a.rope_head_dim
     Dv = a.v_head_dim or Dh
     if a.q_lora_rank:
@@ -198,11 +122,11 @@ def _attention(p, a: Decoder):
     out += _linear(p + "attn", "_kv_a", D, R + Dr, "attention", False)  # latent + shared RoPE key: what is cached
     out += _norm(p + "attn.kv_a_norm", R, a.norm)
     out += _linear(p + "attn", "_kv_b", R, H * (Dh + Dv), "attention", False)  # latent -> per-head keys, values
-    return out + _linear(p + "attn", "_out", H * Dv, D, "attention", False)
+    return out + sinks + _linear(p + "attn", "_out", H * Dv, D, "attention", False)
 
 
 def _moe(p, a: Decoder):
-    out = [Tensor(p + "ffn.router.w", (a.d_model, a.n_experts), "ffn")]
+    out = _linear(p + "ffn.router", "", a.d_model, a.n_experts, "ffn", a.router_bias)
     out += _ffn(p + "ffn.experts", a.d_model, a.moe_d_ff, a.ffn, a.bias == "all", lead=(a.n_experts,))
     if a.n_shared_experts:
         out += _ffn(p + "ffn.shared", a.d_model, a.moe_d_ff, a.ffn, a.bias == "all", lead=(a.n_shared_experts,))
@@ -217,11 +141,14 @@ def param_inventory(a: Decoder) -> list[Tensor]:
         out.append(Tensor("pos_emb", (a.max_len, D), "position"))
     for i in range(a.n_layers):
         p = f"blocks.{i}."
-        out += _norm(p + "ln1", D, a.norm) + _attention(p, a) + _norm(p + "ln2", D, a.norm)
+        sandwich = a.norm_placement == "sandwich"  # a second norm after each sublayer
+        out += _norm(p + "ln1", D, a.norm) + _attention(p, a)
+        out += (_norm(p + "ln1_post", D, a.norm) if sandwich else []) + _norm(p + "ln2", D, a.norm)
         if a.n_experts and i >= a.n_dense_layers:
             out += _moe(p, a)
         else:
             out += _ffn(p + "ffn", D, a.d_ff, a.ffn, a.bias == "all")
+        out += _norm(p + "ln2_post", D, a.norm) if sandwich else []
     if a.final_norm:
         out += _norm("ln_f", D, a.norm)
     if not a.tied_embeddings:

@@ -1,121 +1,97 @@
 """Real decoder models with their published parameter totals, and GPUs: each card once (CARDS), with the total torch
 reports for the serving engine's fit and its size as sold (GPUS, decimal GB) for the simple fit.
 
-Each architecture follows the model's released config.json; tests/test_calculators.py
+Each model is the released config.json, shipped in attncore/serving/configs/ and read by hf_config.py (the reader
+behind --config and the pages' upload), so every preset is also a test of the reader; tests/test_calculators.py
 checks that count_parameters reproduces every published total exactly.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from pathlib import Path
 
-from attncore.config import ConfigError, ModelConfig
-from attncore.serving.parameters import Decoder, describe_attncore
+from attncore.config import ConfigError
+from attncore.serving.hf_config import ModelFile, read_config
+from attncore.serving.parameters import Decoder
+from attncore.serving.weights import WeightFormat
+
+CONFIGS = Path(__file__).resolve().parent / "configs"  # one <preset name>.json per model
 
 
 @dataclass(frozen=True)
 class Preset:
     name: str
-    arch: Decoder
+    model: ModelFile  # the shipped config.json, read
     published: int  # total parameters as published, embeddings included
-    source: str  # where the published figure comes from
+    source: str  # where the published figure and the config.json come from
     note: str = ""
 
+    @property
+    def arch(self) -> Decoder:
+        return self.model.arch
 
-def _gpt2(d: int, layers: int) -> Decoder:
-    # GELU FFN of 4d, biases everywhere, LayerNorm, 1024 learned positions, head tied to the embedding
-    return Decoder(d_model=d, n_layers=layers, n_heads=d // 64, vocab_size=50257, d_ff=4 * d, max_len=1024)
+    @property
+    def weights(self) -> WeightFormat:
+        """The checkpoint's storage as its config.json gives it (MXFP4 experts for gpt-oss-20b)."""
+        return self.model.weights
 
 
-def _llama(d: int, layers: int, heads: int, kv_heads: int, d_ff: int, vocab: int, **kw) -> Decoder:
-    # SwiGLU FFN, no biases, RMSNorm, RoPE, untied output head
-    style = dict(ffn="swiglu", bias="none", norm="rmsnorm", tied_embeddings=False, position="rope", max_len=0)
-    return Decoder(
-        d_model=d, n_layers=layers, n_heads=heads, n_kv_heads=kv_heads, vocab_size=vocab, d_ff=d_ff, **(style | kw)
-    )
+def _preset(name: str, published: int, source: str, note: str = "") -> Preset:
+    return Preset(name, read_config((CONFIGS / f"{name}.json").read_bytes()), published, source, note)
 
 
 _HF = "Hugging Face safetensors parameter count of"
+_INDEX = "its model.safetensors.index.json total_size"
 PRESETS: dict[str, Preset] = {
     p.name: p
     for p in (
-        Preset(
-            "gpt2",
-            _gpt2(768, 12),
-            124_439_808,
-            f"{_HF} openai-community/gpt2 (124M)",
-            "the GPT-2 paper's 117M undercounted; HF num_parameters() gives 124,439,808",
-        ),
-        Preset("gpt2-medium", _gpt2(1024, 24), 354_823_168, f"{_HF} openai-community/gpt2-medium (355M)"),
-        Preset("gpt2-large", _gpt2(1280, 36), 774_030_080, f"{_HF} openai-community/gpt2-large (774M)"),
-        Preset("gpt2-xl", _gpt2(1600, 48), 1_557_611_200, f"{_HF} openai-community/gpt2-xl (1.56B)"),
-        Preset(
-            "llama-2-7b",
-            _llama(4096, 32, 32, 32, 11008, 32000),
-            6_738_415_616,
-            f"{_HF} meta-llama/Llama-2-7b-hf (6.74B)",
-        ),
-        Preset(
-            "llama-3-8b",
-            _llama(4096, 32, 32, 8, 14336, 128256),
-            8_030_261_248,
-            f"{_HF} meta-llama/Meta-Llama-3-8B (8.03B)",
-            "GQA: 8 KV heads for 32 query heads",
-        ),
-        Preset(
-            "llama-3-70b",
-            _llama(8192, 80, 64, 8, 28672, 128256),
-            70_553_706_496,
-            f"{_HF} meta-llama/Meta-Llama-3-70B (70.6B)",
-            "does not fit one 80 GB card in fp16",
-        ),
-        Preset(
-            "mistral-7b-v0.1",
-            _llama(4096, 32, 32, 8, 14336, 32000, sliding_window=4096),
-            7_241_732_096,
-            f"{_HF} mistralai/Mistral-7B-v0.1 (7.24B)",
-            "sliding-window attention of 4096 tokens in every layer",
-        ),
-        Preset(
-            "qwen2.5-7b",
-            _llama(3584, 28, 28, 4, 18944, 152064, bias="qkv"),
-            7_615_616_512,
-            f"{_HF} Qwen/Qwen2.5-7B (model card: 7.61B, 6.53B non-embedding)",
-            "biases on the q, k, v projections only; vocabulary padded to 152,064",
-        ),
-        Preset(
-            "deepseek-v2-lite",
-            _llama(
-                2048,
-                27,
-                16,
-                16,
-                10944,
-                102400,
-                head_dim=128,
-                kv_lora_rank=512,
-                rope_head_dim=64,
-                v_head_dim=128,
-                n_experts=64,
-                n_shared_experts=2,
-                experts_per_token=6,
-                moe_d_ff=1408,
-                n_dense_layers=1,
-            ),
-            15_706_484_224,
-            f"{_HF} deepseek-ai/DeepSeek-V2-Lite (model card: 15.7B total, 2.4B activated)",
-            "MLA caches a 512 latent + 64 RoPE key per token and layer; MoE in layers 1-26 "
-            "(64 routed experts, 6 per token, 2 shared, width 1408), layer 0 dense (10944)",
-        ),
-        Preset(
-            "attncore",
-            describe_attncore(ModelConfig()),
-            27_253,
-            'this lab\'s experiment model, as in the article "Attention, Derived in Full" (see the Science page)',
-            "vocab 21, d 32, 4 heads, 2 blocks, d_ff 128, 13 learned positions",
-        ),
+        _preset("gpt2", 124_439_808, f"{_HF} openai-community/gpt2 (124M)",
+                "the GPT-2 paper's 117M undercounted; HF num_parameters() gives 124,439,808"),
+        _preset("gpt2-medium", 354_823_168, f"{_HF} openai-community/gpt2-medium (355M)"),
+        _preset("gpt2-large", 774_030_080, f"{_HF} openai-community/gpt2-large (774M)"),
+        _preset("gpt2-xl", 1_557_611_200, f"{_HF} openai-community/gpt2-xl (1.56B)"),
+        _preset("llama-2-7b", 6_738_415_616, f"{_HF} meta-llama/Llama-2-7b-hf (6.74B)"),
+        _preset("llama-3-8b", 8_030_261_248, f"{_HF} meta-llama/Meta-Llama-3-8B (8.03B)",
+                "GQA: 8 KV heads for 32 query heads"),
+        _preset("llama-3-70b", 70_553_706_496, f"{_HF} meta-llama/Meta-Llama-3-70B (70.6B)",
+                "does not fit one 80 GB card in fp16"),
+        _preset("llama-3.1-8b", 8_030_261_248, f"{_HF} meta-llama/Llama-3.1-8B (8.03B)",
+                "the shape of Llama 3 8B with a 131,072-token RoPE; untied head"),
+        _preset("llama-3.2-1b", 1_235_814_400, f"{_HF} meta-llama/Llama-3.2-1B (1.24B)",
+                "the output head tied to the embedding, which is a fifth of the model"),
+        _preset("mistral-7b-v0.1", 7_241_732_096, f"{_HF} mistralai/Mistral-7B-v0.1 (7.24B)",
+                "sliding-window attention of 4096 tokens in every layer"),
+        _preset("mixtral-8x7b", 46_702_792_704, f"{_HF} mistralai/Mixtral-8x7B-v0.1 (46.7B; {_INDEX} "
+                "93,405,585,408 B in bf16)", "8 experts of 14,336 in every layer, 2 a token; a router of 4,096 × 8 "
+                "each; sliding_window null: full attention"),
+        _preset("qwen2.5-7b", 7_615_616_512, f"{_HF} Qwen/Qwen2.5-7B (model card: 7.61B, 6.53B non-embedding)",
+                "biases on the q, k, v projections only; vocabulary padded to 152,064; use_sliding_window false"),
+        _preset("qwen3-8b", 8_190_735_360, f"{_HF} Qwen/Qwen3-8B (model card: 8.2B, 6.95B non-embedding)",
+                "q and k RMS norms of head_dim 128 in every layer"),
+        _preset("gemma-2-2b", 2_614_341_888, f"{_HF} google/gemma-2-2b (2.61B)",
+                "four norms a layer; half the layers slide a 4,096-token window"),
+        _preset("gemma-2-9b", 9_241_705_984, f"{_HF} google/gemma-2-9b (9.24B)",
+                "head_dim 256 with d 3,584 and 16 heads; alternating 4,096-token windows"),
+        _preset("gemma-3-1b", 999_885_952, f"{_HF} google/gemma-3-1b-pt (1.00B)",
+                "five 512-token window layers for each global one; q/k norms"),
+        _preset("phi-3-mini-4k", 3_821_079_552, f"{_HF} microsoft/Phi-3-mini-4k-instruct (3.82B)",
+                "fused qkv and gate-up projections (counted as separate matrices: the same total)"),
+        _preset("olmo-2-13b", 13_716_198_400, f"allenai/OLMo-2-1124-13B: {_INDEX} 54,864,793,600 B in float32 "
+                "(13.7B)", "norms after the sublayers, q/k norms over the whole projection"),
+        _preset("gpt-oss-20b", 20_914_757_184, "openai/gpt-oss-20b model card (20.9B total, 3.6B active; the exact "
+                f"count is transformers' from_config); {_INDEX} 13,761,264,768 B (MXFP4 experts)",
+                "MXFP4 experts (32, 4 a token) with biases, attention sinks, alternating 128-token windows"),
+        _preset("deepseek-v2-lite", 15_706_484_224,
+                f"{_HF} deepseek-ai/DeepSeek-V2-Lite (model card: 15.7B total, 2.4B activated)",
+                "MLA caches a 512 latent + 64 RoPE key per token and layer; MoE in layers 1-26 "
+                "(64 routed experts, 6 per token, 2 shared, width 1408), layer 0 dense (10944)"),
+        _preset("attncore", 27_253,
+                'this lab\'s experiment model, as in the article "Attention, Derived in Full" (see the Science page)',
+                "vocab 21, d 32, 4 heads, 2 blocks, d_ff 128, 13 learned positions"),
     )
-}
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -166,7 +142,6 @@ def gpu_memory_gb(gpu: str) -> float:
     """GB (10^9 bytes) of a named card, or of a plain number such as '80' or '141'."""
     if gpu in GPUS:
         return float(GPUS[gpu])
-    try:
-        return float(gpu)
-    except ValueError:
-        raise ConfigError("gpu", f"unknown {gpu!r}; a size in GB or one of {', '.join(GPUS)}") from None
+    if isinstance(gpu, str) and re.fullmatch(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|nan|inf", gpu):
+        return float(gpu)  # ASCII digits only: float() alone also reads '٨٠' as 80
+    raise ConfigError("gpu", f"unknown {gpu!r}; a size in GB or one of {', '.join(GPUS)}")

@@ -21,6 +21,8 @@ tables or comparisons, which build on it. The cached function lives here so that
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import os
 import shutil
@@ -50,6 +52,7 @@ __all__ = [
     "get_run",
     "is_cached",
     "list_cached",
+    "listing_digest",
     "max_store_bytes",
     "pin_view",
     "put_run",
@@ -147,7 +150,9 @@ class _Entry:
 
         index.touch(self.func_dir, self.path.name)
         try:
-            if self.path.name not in index.read(self.location, self.func_dir):
+            if not index.lists(self.location, self.path.name) and self.path.name not in index.read(
+                self.location, self.func_dir
+            ):
                 line = index.describe_entry(self.path, meta)
                 index.update(self.location, self.func_dir, {self.path.name: line})
         except OSError:
@@ -375,6 +380,20 @@ def list_cached(*, location: Path | str | None = None) -> list[dict]:
     return [e["summary"] for e in sorted(mine, key=lambda e: e.get("created") or 0)]
 
 
+def listing_digest(*, location: Path | str | None = None) -> str:
+    """A SHA-256 of which runs the store serves now (each verified entry of this NUMERICS_VERSION: its key, size and
+    creation time) and of the signing key: two moments with one digest give one bundle of all runs."""
+    location = Path(location) if location is not None else cache_dir()
+    found = _lines(location)
+    rows = sorted(
+        [key, e.get("bytes"), e.get("created")]
+        for key, e in found.items()
+        if e.get("v") == NUMERICS_VERSION and isinstance(e.get("summary"), dict) and not e.get("unverified")
+    )
+    signed = codec.sign({"runs": len(rows)})  # a keyed store signs its bundles: its digest follows the key
+    return hashlib.sha256(json.dumps([NUMERICS_VERSION, rows, signed]).encode()).hexdigest()
+
+
 def stored_bytes(*, location: Path | str | None = None) -> int:
     """Bytes on disk of the stored runs of this NUMERICS_VERSION, from the index (what a bundle of them weighs)."""
     location = Path(location) if location is not None else cache_dir()
@@ -430,14 +449,17 @@ def sign_store(*, location: Path | str | None = None) -> dict:
     )
 
 
-def clear_cache(*, location: Path | str | None = None) -> int:
-    """Delete every stored run (all numerics versions), the lock files and the index; returns how many runs."""
+def clear_cache(location: Path | str) -> int:
+    """Delete every stored run in the store at `location` (all numerics versions), its lock files and its index;
+    returns how many runs. The one way to delete a store's runs, for the explicit `cache clear` command: the
+    caller names the store (never taken from the environment), and joblib's own clearing is refused anywhere
+    else (backend.ClearRefused)."""
 
-    location = Path(location) if location is not None else cache_dir()
+    location = Path(location)
     func = _memorized(str(location))
     func_dir = _func_dir(location)
     n = len(index.entry_dirs(func_dir))
-    with backend.locked(location / "locks" / index.LOCK_FILE, remove=False):
+    with backend.locked(location / "locks" / index.LOCK_FILE, remove=False), backend.clearing(location):
         func.clear(warn=False)  # empties the function's folder, rewrites its code file
         (location / index.INDEX_FILE).unlink(missing_ok=True)
     for lock in (location / "locks").glob("*.lock"):

@@ -127,6 +127,32 @@ def verify_entry(path: Path, numerics_version: int, config: dict | None = None, 
     return read_verified(path, numerics_version, config, unsigned=unsigned)[0]
 
 
+class ClearRefused(RuntimeError):
+    """A deletion of a folder of runs outside lab.store.clear_cache (the `cache clear` command)."""
+
+
+_clearing: set[str] = set()  # the store folders whose runs clear_cache is deleting now
+_clearing_lock = threading.Lock()
+
+
+@contextmanager
+def clearing(location: Path):
+    """Let joblib delete the folders of runs under `location` for the duration: lab.store.clear_cache only."""
+    key = os.path.abspath(location)
+    with _clearing_lock:
+        _clearing.add(key)
+    try:
+        yield
+    finally:
+        with _clearing_lock:
+            _clearing.discard(key)
+
+
+def _may_clear(path: str) -> bool:
+    with _clearing_lock:
+        return any(path == root or path.startswith(root + os.sep) for root in _clearing)
+
+
 class RunBackend(FileSystemStoreBackend):
     """joblib's file-system backend with RunRecords stored as lab.store.codec data instead of output.pkl."""
 
@@ -168,6 +194,20 @@ class RunBackend(FileSystemStoreBackend):
             super().store_metadata(call_id, metadata)
         except OSError:
             pass  # joblib's timing note only; the entry is whole without it
+
+    def clear_item(self, call_id):
+        """One run's entry (joblib's per-call clearing): deleted as the store deletes an entry."""
+        path = Path(self.location, *call_id)
+        if path.is_dir():
+            remove_entry(path)
+
+    def clear_location(self, location):
+        """joblib's deletion of a function's folder or of the whole store (Memory.clear, MemorizedFunc.clear, a
+        changed func_code.py, reduce_size): refused, in one line, except inside clearing() (`cache clear`)."""
+        if not _may_clear(os.path.abspath(location)):
+            only = "only `python -m attncore cache clear` deletes a store's runs"
+            raise ClearRefused(f"refused to delete the runs in {location}: {only}")
+        super().clear_location(location)
 
     def get_cached_func_code(self, call_id):
         try:

@@ -247,9 +247,26 @@ def check_meta(meta: dict, numerics_version: int, config: dict | None = None) ->
     if declared.keys() != expected.keys():
         raise RecordError("the arrays do not match the config's model")
     for name, (shape, dtypes) in expected.items():
-        if declared[name][0] != shape or declared[name][1] not in dtypes:
+        if declared[name][0] != shape:
             raise RecordError(f"array {name} does not fit the config (expected shape {shape})")
+        if declared[name][1] not in dtypes:
+            raise RecordError(_dtype_text(name, declared[name][1], dtypes))
     return run
+
+
+def _dtype_name(dtype) -> str:
+    """'float64' for '<f8'; an untrusted string that is no dtype, shown short."""
+    try:
+        return np.dtype(dtype).name
+    except (TypeError, ValueError, SyntaxError):
+        text = repr(dtype)
+        return text if len(text) <= 24 else text[:21] + "..."
+
+
+def _dtype_text(name: str, found, dtypes) -> str:
+    return f"array {name} holds {_dtype_name(found)} numbers where its config needs " + " or ".join(
+        _dtype_name(d) for d in dtypes
+    )
 
 
 def _finite(x, low: float = 0.0, high: float = math.inf) -> bool:
@@ -382,8 +399,10 @@ def check_headers(z: zipfile.ZipFile, infos: dict, expected: dict) -> None:
         except (ValueError, TypeError, SyntaxError, OSError, EOFError, zipfile.BadZipFile, RecursionError):
             raise RecordError(f"array {name} has no readable .npy header") from None
         found, fortran, dtype = header
-        if tuple(found) != shape or fortran or dtype.str not in dtypes:
+        if tuple(found) != shape or fortran:
             raise RecordError(f"array {name} does not have the shape {shape} its config needs")
+        if dtype.str not in dtypes:
+            raise RecordError(_dtype_text(name, dtype, dtypes))
 
 
 def _induction_possible(snaps: dict) -> bool:
@@ -427,8 +446,10 @@ def decode(meta: dict, data: bytes, numerics_version: int, config: dict | None =
     except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:
         raise RecordError(f"unreadable array file ({type(exc).__name__})") from None
     for name, (shape, dtypes) in expected.items():
-        if arrays[name].shape != shape or arrays[name].dtype.str not in dtypes:
+        if arrays[name].shape != shape:
             raise RecordError(f"array {name} does not have the shape {shape} its config needs")
+        if arrays[name].dtype.str not in dtypes:
+            raise RecordError(_dtype_text(name, arrays[name].dtype, dtypes))
     snaps = {name.removeprefix(SNAPSHOT_PREFIX): a for name, a in arrays.items() if name.startswith(SNAPSHOT_PREFIX)}
     if snaps["step"].tolist() != run_snapshot_steps(run):
         raise RecordError("the snapshots were not taken at the steps the config's training takes them")
@@ -442,7 +463,8 @@ def decode(meta: dict, data: bytes, numerics_version: int, config: dict | None =
     if found and found["step"].tolist() != snaps["step"].tolist():
         raise RecordError("the norms were not measured at the steps the config's training takes its snapshots")
     try:
-        figures = norms.unstack(found, run.task.n_inputs) if found else None
+        losses = arrays["loss_history"] if imported else None  # an import's are finite: its norms must be too
+        figures = norms.unstack(found, run.model, run.task.n_inputs, losses) if found else None
     except ValueError as exc:
         raise RecordError(f"array {NORMS_PREFIX}{exc}") from None
     ev = {k: float("nan") if meta["eval"][k] is None else meta["eval"][k] for k in EVAL_FIELDS}

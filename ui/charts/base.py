@@ -6,6 +6,8 @@ case blue and the broken or unscaled one orange, attention weights on a single-h
 
 from __future__ import annotations
 
+import math
+
 import altair as alt
 import numpy as np
 import pandas as pd
@@ -35,6 +37,29 @@ def diverging(values) -> alt.Scale:
 
 
 PAD = alt.AutoSizeParams(type="pad", contains="padding")  # a chart's width and height are its plot area
+
+
+def log_ticks(values, max_ticks: int = 8) -> list[float]:
+    """Ticks of a log axis over the values' range on the 1-2-5 sequence (0.5, 1, 2, 5, 10, …), or on the powers of
+    ten alone when those would be more than max_ticks; [] without a positive value."""
+    positive = [float(v) for v in values if v is not None and float(v) > 0]
+    if not positive:
+        return []
+    lo, hi = min(positive), max(positive)
+    first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    for steps in ((1, 2, 5), (1,)):
+        ticks = [float(f"{m * 10.0**e:.12g}") for e in range(first, last + 1) for m in steps]
+        ticks = [t for t in ticks if lo * (1 - 1e-9) <= t <= hi * (1 + 1e-9)]
+        if len(ticks) <= max_ticks:
+            return ticks
+    return ticks[:: -(-len(ticks) // max_ticks)]
+
+
+def labelled_axis(labels: dict[float, str], **axis) -> alt.Axis:
+    """An axis with ticks at exactly these values, each written as given ({0.003: '3e-3'}): Vega's number formats
+    cannot write the lab's notations (lab.formats), so the labels are looked up (a relative 1e-9 match)."""
+    expr = "".join(f"abs(datum.value - {v!r}) <= {abs(v) * 1e-9!r} ? {text!r} : " for v, text in labels.items())
+    return alt.Axis(values=list(labels), labelExpr=expr + "''", **axis)
 
 
 PHONE_WIDTH = 358  # pixels of the main area on a 390 px phone

@@ -11,8 +11,9 @@ import pandas as pd
 
 from attncore.serving.engine import GIB, EngineFit, deductions
 from attncore.serving.kvbench import MODES, CacheBenchmark
-from attncore.serving.kvcache import GB, Fit, KVCache, weight_bytes
+from attncore.serving.kvcache import DTYPES, GB, Fit, KVCache, weight_bytes
 from attncore.serving.parameters import COMPONENTS, ParamCount
+from attncore.serving.weights import StoredWeights
 from lab import formats
 from ui.charts.runs import BASE_COLOR, SEQUENCE_COLOR, TOKEN_COLOR, VARIANT_COLORS
 
@@ -52,10 +53,14 @@ def count_text(n: int) -> str:
 # --- parameters --------------------------------------------------------------
 
 
-def count_metrics(count: ParamCount, published: int | None, preset: str, modified: bool) -> list[Metric]:
-    """Total, the published figure (✓ when equal), non-embedding, and the weights' memory in bf16."""
+def count_metrics(
+    count: ParamCount, published: int | None, preset: str, modified: bool, stored: StoredWeights | None = None
+) -> list[Metric]:
+    """Total, the published figure (✓ when equal), non-embedding, and the weights' memory: in bf16, or as `stored`
+    (a checkpoint's storage: its element type, quantisation and scales) when given."""
     if published is None:
-        reference = ("Published", "—", "a custom architecture")
+        reference = ("Published", "—", "read from a config.json" if preset == "from config.json" else
+                     "a custom architecture")  # fmt: skip
     else:
         mark = "✓ equals the count" if count.total == published else "✗ differs from the count"
         mark = f"{count.total - published:+,} after your changes" if modified and count.total != published else mark
@@ -65,7 +70,9 @@ def count_metrics(count: ParamCount, published: int | None, preset: str, modifie
         ("Total parameters", f"{count.total:,}", count_text(count.total)),
         reference,
         ("Non-embedding", count_text(count.non_embedding), f"{count.non_embedding:,}"),
-        ("Weights in bf16", decimal_size(bf16), f"= {binary_size(bf16)}"),  # GB = 10^9 B, GiB = 2^30 B
+        ("Weights in bf16", decimal_size(bf16), f"= {binary_size(bf16)}")  # GB = 10^9 B, GiB = 2^30 B
+        if stored is None
+        else ("Weights as stored", decimal_size(stored.bytes), stored.label.split(",")[0]),
     ]
 
 
@@ -106,11 +113,14 @@ def crosscheck_frame(rows: list[dict]) -> pd.DataFrame:
 def cache_metrics(c: KVCache) -> list[Metric]:
     """The cache in binary and decimal units, per token, the weights in the same element type, the ratio."""
     weights = "not counted" if c.weight_bytes is None else decimal_size(c.weight_bytes)
+    label, note = f"Weights in {c.weight_dtype}", f"{count_text(c.weight_params or 0)} parameters"  # fits 1/5 row
+    if c.weight_dtype not in DTYPES:  # a checkpoint's storage (weights.StoredWeights.label): its method, short
+        label, note = "Weights as stored", c.weight_dtype.split(",")[0]
     return [
         ("KV cache, binary units", binary_size(c.bytes), "GiB = 2³⁰ B"),
         ("KV cache, decimal units", decimal_size(c.bytes), "GB = 10⁹ B"),
         ("Per token", f"{c.bytes_per_token:,} B", "one sequence, all layers"),
-        (f"Weights in {c.weight_dtype}", weights, f"{count_text(c.weight_params or 0)} parameters"),  # fits 1/5 row
+        (label, weights, note),
         ("Cache / weights", "—" if c.ratio is None else f"{c.ratio:.3g}×", f"{c.attention} cache"),
     ]
 
@@ -125,16 +135,17 @@ def size_in(n: float, unit: str) -> str:
 
 def fit_metrics(f: Fit, c: KVCache, unit: str = "GB") -> list[Metric]:
     """Tokens that fit, the longest context at the workload's batch, the largest batch at its context, and what is
-    left for the cache in the unit the GPU was given in (GB or GiB)."""
+    left for the cache in the unit the GPU was given in (GB or GiB); each note ends in the figure's kind, as the
+    engine fit's do: an estimate, since each rests on the flat reserve standing in for what an engine keeps."""
     longest = "any" if f.max_context is None else f"{f.max_context:,}"
     return [
-        ("Cached tokens that fit", f"{f.tokens_that_fit:,}", "over all sequences"),
-        ("Longest context", longest, f"at batch {c.batch:,}"),  # labels short enough for any batch or context
-        ("Largest batch", f"{f.max_batch:,}", f"at context {c.context:,}"),
+        ("Cached tokens that fit", f"{f.tokens_that_fit:,}", "all sequences, estimate"),
+        ("Longest context", longest, f"at batch {c.batch:,}, estimate"),  # short enough for any batch or context
+        ("Largest batch", f"{f.max_batch:,}", f"at context {c.context:,}, estimate"),
         (
             "Left for the cache",
             size_in(max(f.budget_bytes, 0), unit),
-            f"of {f.gpu_bytes / SIZE_UNITS[unit]:.4g} {unit}",
+            f"of {f.gpu_bytes / SIZE_UNITS[unit]:.4g} {unit}, estimate",
         ),
     ]
 
@@ -308,7 +319,7 @@ def engine_metrics(f: EngineFit) -> list[Metric]:
     return [
         ("Available KV cache memory", f"{f.kv_bytes / GIB:.2f} GiB", f"= {f.kv_bytes / GB:.2f} GB, {k['kv']}"),
         ("GPU blocks", f"{f.num_blocks:,}", f"{binary_size(f.block_bytes)} each, {k['blocks']}"),
-        ("GPU KV cache size", f"{f.tokens:,} tokens", f"all requests, {k['tokens']}"),
+        ("GPU KV cache size", f"{f.tokens:,}", f"tokens, all requests, {k['tokens']}"),  # a long number fits
         (
             f"Maximum concurrency for {f.max_model_len:,} tokens per request",
             f"{f.concurrency:.2f}×",

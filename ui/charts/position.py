@@ -82,12 +82,14 @@ def encoding_lines(table: np.ndarray, columns: list[int], value: str = "value", 
     frame = grid_frame(np.asarray(table)[:, columns], ("position", "column"), value)
     frame["dimension"] = np.asarray(columns)[frame.pop("column")].astype(str)
     palette = [GOOD, BAD] + VARIANT_COLORS
+    lo, hi = float(frame[value].min()), float(frame[value].max())
+    pad = 0.08 * ((hi - lo) or 1.0)  # room above the peaks and below the troughs: a sinusoid's 1 touched the edge
     return (
         alt.Chart(frame)
         .mark_line(strokeWidth=2)
         .encode(
             x=alt.X("position:Q", scale=alt.Scale(domain=[0, len(table) - 1], nice=False)),  # the positions drawn
-            y=alt.Y(f"{value}:Q", title=value),
+            y=alt.Y(f"{value}:Q", title=value, scale=alt.Scale(domain=[lo - pad, hi + pad], nice=False)),
             color=alt.Color("dimension:N", sort=[str(c) for c in columns], scale=alt.Scale(range=palette)),
             tooltip=["position:Q", "dimension:N", alt.Tooltip(f"{value}:Q", format=".3f")],
         )

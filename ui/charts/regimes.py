@@ -7,7 +7,8 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from ui.charts.base import BASE_COLOR, PAD, VARIANT_COLORS, diverging, panel_width
+from lab import formats
+from ui.charts.base import BASE_COLOR, PAD, VARIANT_COLORS, diverging, labelled_axis, log_ticks, panel_width
 
 METRIC_TITLES = {"test_loss": "test loss", "sequence_accuracy": "per-sequence accuracy"}
 MATRIX_NAMES = {"attn_in": "attention in (W_QKV)", "attn_out": "attention out (W_O)", "ffn_in": "FFN in (W₁)"}
@@ -22,6 +23,15 @@ def _legend() -> alt.Legend:
     return alt.Legend(orient="bottom", title=None, labelLimit=240)
 
 
+def _cell_axis(x: str, values) -> alt.Axis:
+    """Ticks at the cells' own values only: the d_k trained (8, 32, 64, not 10 … 60), the learning rates as the
+    lab writes them (3e-3)."""
+    values = sorted({float(v) for v in values})
+    if x == "lr":
+        return labelled_axis({v: formats.learning_rate(v) for v in values})
+    return alt.Axis(values=values, format="d")
+
+
 def verdict_grid(rows: pd.DataFrame, x: str, y: str, x_title: str, y_title: str) -> alt.Chart:
     """lab.regimes.table rows of one metric: a cell per (x, y) coloured by the mean Δ (variant minus baseline;
     diverging, 0 pale) with the verdict written in it."""
@@ -31,11 +41,16 @@ def verdict_grid(rows: pd.DataFrame, x: str, y: str, x_title: str, y_title: str)
         .fillna("identical"),
         delta=rows["delta_mean"].astype(float),
     )
+    x_axis = alt.Axis(labelAngle=0)
+    if x == "lr":  # rates as the lab writes them (3e-3), not 0.003
+        x_axis = labelled_axis({float(v): formats.learning_rate(float(v)) for v in df[x].unique()}, labelAngle=0)
     enc = dict(
-        x=alt.X(f"{x}:O", title=x_title, axis=alt.Axis(labelAngle=0)),
+        x=alt.X(f"{x}:O", title=x_title, axis=x_axis),
         y=alt.Y(f"{y}:O", title=y_title or None, axis=alt.Axis(labelLimit=220)),
     )
-    tooltip = [x, y, "baseline_mean:Q", "variant_mean:Q", "delta:Q", "ci_low:Q", "ci_high:Q", "p_value:Q", "verdict"]
+    tooltip = [x, y] + [alt.Tooltip(f"{c}:Q", format=".3~g") for c in ("baseline_mean", "variant_mean", "delta")]
+    tooltip += [alt.Tooltip(f"{c}:Q", format=".3~g") for c in ("ci_low", "ci_high")]
+    tooltip += [alt.Tooltip("p_value:Q", format=".4~g"), "verdict"]  # as the CLI: 3 digits, p 0.03125
     rect = (
         alt.Chart()
         .mark_rect(stroke="white", strokeWidth=2)
@@ -61,8 +76,10 @@ def against(frame: pd.DataFrame, x: str, x_title: str, *, log_x: bool = False, l
         df = frame[frame["metric"] == metric].assign(band=lambda d: d["variant"])  # see below
         if df.empty:
             continue
-        y_scale = alt.Scale(type="log") if log_y and metric == "test_loss" else alt.Scale(zero=False)
-        ex = alt.X(f"{x}:Q", title=x_title, scale=scale_x)
+        log = log_y and metric == "test_loss"
+        y_scale = alt.Scale(type="log") if log else alt.Scale(zero=False)
+        y_axis = alt.Axis(values=log_ticks([*df["min"], *df["max"]]), format="~g") if log else alt.Axis()
+        ex = alt.X(f"{x}:Q", title=x_title, scale=scale_x, axis=_cell_axis(x, df[x]))
         color = alt.Color("variant:N", scale=_variant_colors(variants), sort=variants, legend=_legend())
         # the band fills by a copy of the variant, so its scale (no legend) is not merged with the lines' legend
         fill = alt.Fill("band:N", scale=_variant_colors(variants), sort=variants, legend=None)
@@ -71,7 +88,7 @@ def against(frame: pd.DataFrame, x: str, x_title: str, *, log_x: bool = False, l
         )
         tooltip = [x, "variant", alt.Tooltip("mean:Q", format=".4g"), alt.Tooltip("min:Q", format=".4g")]
         tooltip += [alt.Tooltip("max:Q", format=".4g"), alt.Tooltip("n:Q", title="seeds")]
-        y = alt.Y("mean:Q", title=f"{title} (mean over seeds)", scale=y_scale)
+        y = alt.Y("mean:Q", title=f"{title} (mean over seeds)", scale=y_scale, axis=y_axis)
         line = alt.Chart(df).mark_line(point=True).encode(x=ex, y=y, color=color, tooltip=tooltip)
         panels.append(alt.layer(band, line).properties(width=panel_width(2) - 40, height=240))
     return alt.hconcat(*panels)
@@ -109,7 +126,12 @@ def grad_norms(df: pd.DataFrame, matrix: str = "ffn_out") -> alt.Chart:
         .mark_line(point=True)
         .encode(
             x=alt.X("block:O", title="block (1 = nearest the input)", axis=alt.Axis(labelAngle=0)),
-            y=alt.Y("grad_norm:Q", title=f"‖∂L/∂W‖ of {MATRIX_NAMES[matrix]}", scale=alt.Scale(type="log")),
+            y=alt.Y(
+                "grad_norm:Q",
+                title=f"‖∂L/∂W‖ of {MATRIX_NAMES[matrix]}",
+                scale=alt.Scale(type="log"),
+                axis=alt.Axis(values=log_ticks(df["grad_norm"]), format="~g"),
+            ),  # 1-2-5, not 0.3 / 4
             color=color,
             tooltip=tooltip,
         )
@@ -122,18 +144,24 @@ def grad_norms(df: pd.DataFrame, matrix: str = "ffn_out") -> alt.Chart:
 
 def attention_by_size(df: pd.DataFrame) -> alt.Chart:
     """ui.regimes_view.attention_after rows: the attention entropy and the saturated share against d_k, each
-    variant a colour, at initialisation dashed and after training solid."""
+    variant a colour, at initialisation dashed with triangles and after training solid with dots."""
     variants = list(dict.fromkeys(df["variant"]))
     color = alt.Color("variant:N", scale=_variant_colors(variants), sort=variants, legend=_legend())
-    dash = alt.StrokeDash("when:N", sort=["at initialisation", "after training"], legend=_legend())
-    x = alt.X("d_k:Q", title="head size d_k", scale=alt.Scale(type="log", base=2, nice=False))
+    when = ["at initialisation", "after training"]
+    # the two times told apart by dash and by point shape, one legend for both: a legend of dashes alone drew two
+    # identical symbols (issue 37)
+    legend = alt.Legend(orient="bottom", title=None, symbolFillColor=BASE_COLOR, symbolStrokeWidth=0)
+    dash = alt.StrokeDash("when:N", sort=when, scale=alt.Scale(domain=when, range=[[5, 4], [1, 0]]), legend=legend)
+    shape = alt.Shape("when:N", sort=when, scale=alt.Scale(domain=when, range=["triangle-up", "circle"]), legend=legend)
+    scale = alt.Scale(type="log", base=2, nice=False)
+    x = alt.X("d_k:Q", title="head size d_k", scale=scale, axis=_cell_axis("d_k", df["d_k"]))
     panels = []
     for field, title in (("entropy", "attention entropy (nats)"), ("saturated", "share of saturated rows")):
         tooltip = ["variant", "when", "d_k", alt.Tooltip(f"{field}:Q", format=".3g")]
         panels.append(
             alt.Chart(df)
             .mark_line(point=True)
-            .encode(x=x, y=alt.Y(f"{field}:Q", title=title), color=color, strokeDash=dash, tooltip=tooltip)
+            .encode(x=x, y=alt.Y(f"{field}:Q", title=title), color=color, strokeDash=dash, shape=shape, tooltip=tooltip)
             .properties(width=panel_width(2) - 40, height=220)
         )
     return alt.hconcat(*panels)

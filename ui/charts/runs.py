@@ -9,6 +9,7 @@ import math
 import altair as alt
 import pandas as pd
 
+from lab import formats
 from ui.charts.base import (
     BASE_COLOR,
     FACET_SPACING,
@@ -21,6 +22,7 @@ from ui.charts.base import (
     VARIANT_COLORS,
     WEIGHT_COLOR,
     WEIGHTS,
+    labelled_axis,
     panel_width,
 )
 
@@ -305,15 +307,20 @@ def loss_curve_at(df: pd.DataFrame, step: int, steps: int, height: int = 240) ->
     return alt.layer(live_loss_curve(df, steps, height), _step_rule(step, steps)).properties(height=height)
 
 
-def learning_rate_curve(df: pd.DataFrame, step: int, steps: int, height: int = 120) -> alt.LayerChart:
+def learning_rate_curve(df: pd.DataFrame, step: int, steps: int, height: int = 190) -> alt.LayerChart:
     """The learning rate of each step (columns step, lr: ui.frames.schedule_frame) on the step axis of
-    loss_curve_at, with the same marker at `step`, so it reads under the loss curve."""
+    loss_curve_at, with the same marker at `step`, so it reads under the loss curve. Ticks at 0, half the peak
+    and the peak, written as the lab writes rates (3e-3, lab.formats.learning_rate); `height` is the whole chart
+    (Streamlit fits the axes into it), so the plot keeps about 110 px and the y title its length."""
+    peak = float(df["lr"].max())
+    ticks = {0.0: "0"} | {v: formats.learning_rate(float(f"{v:.3g}")) for v in (peak / 2, peak) if v > 0}
+    axis = labelled_axis(ticks, minExtent=STEP_CHARTS_Y_EXTENT)
     line = (
         alt.Chart(df)
         .mark_line(color=BASE_COLOR, strokeWidth=1.5)
         .encode(
             x=_step_axis(steps),
-            y=alt.Y("lr:Q", title="learning rate", axis=alt.Axis(format=".0e", minExtent=STEP_CHARTS_Y_EXTENT)),
+            y=alt.Y("lr:Q", title="learning rate", axis=axis),
             tooltip=[alt.Tooltip("step:Q"), alt.Tooltip("lr:Q", format=".3g")],
         )
     )

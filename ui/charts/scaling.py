@@ -20,6 +20,10 @@ STATISTICS = {  # row key -> (label, its limit in the row, the limit's name)
 }
 
 
+LIMIT_BELOW = {"mean_max_weight"}  # statistics whose limit is a minimum: the data lie above it
+LABEL_BAND = 0.2  # the share of the data's span kept free beside a limit for its label
+
+
 # Digits per column of scaling_table (the others: 4): variances and sds to a few percent of their theory at a
 # glance, and the table fits a 1,280 px window.
 TABLE_FORMATS = {"Var(q·k)": "%.2f", "theory d_k": "%.0f", "sd(scores)": "%.3f", "theory sd": "%.3f"}
@@ -83,14 +87,23 @@ def statistic_chart(long: pd.DataFrame, statistic: str, height: int = 260) -> al
         alt.Tooltip("value:Q", title=label, format=".4f"),
         alt.Tooltip("se:Q", format=".4f"),
     ]
+    # the limit's label on the side of its rule away from the data (below a minimum, above a maximum), in a band
+    # of the plot kept free for it, so it never sits on a series (the '1/T' label lay on the blue one)
+    below = statistic in LIMIT_BELOW
+    ends = [*df["low"], *df["high"], *df["limit"]]
+    lo, hi = min(ends), max(ends)
+    pad = LABEL_BAND * ((hi - lo) or 1.0)
+    domain = [lo - pad, hi] if below else [lo, hi + pad]
+    axis = alt.Axis(labelExpr="datum.value < 0 ? '' : datum.label")  # a weight, entropy or sensitivity is >= 0
+    y = alt.Y("value:Q", title=label, scale=alt.Scale(domain=domain, nice=False, zero=False), axis=axis)
     base = alt.Chart(df).encode(x=x, color=color)
-    line = base.mark_line(point=alt.OverlayMarkDef(size=60)).encode(y=alt.Y("value:Q", title=label), tooltip=tooltip)
+    line = base.mark_line(point=alt.OverlayMarkDef(size=60)).encode(y=y, tooltip=tooltip)
     bars = base.mark_rule(strokeWidth=2).encode(y="low:Q", y2="high:Q")
     limit = df.head(1)
     rule = alt.Chart(limit).mark_rule(color=BASE_COLOR, strokeDash=[6, 4]).encode(y="limit:Q")
     text = (
         alt.Chart(limit.assign(text=limit["limit_name"] + " = " + limit["limit"].map("{:.4f}".format)))
-        .mark_text(align="left", dx=4, dy=-7, color=BASE_COLOR)
+        .mark_text(align="left", dx=4, dy=9 if below else -7, color=BASE_COLOR)
         .encode(y="limit:Q", x=alt.value(0), text="text:N")
     )
     return alt.layer(bars, line, rule, text).properties(height=height)

@@ -1,0 +1,59 @@
+"""A Hugging Face config.json in, the lab's Decoder and the weights' storage out: the reader behind `--config` and
+the calculator pages' upload and paste.
+
+The text is parsed with the standard library's json (never code from the file) and every field is checked before
+anything is built: a file the lab cannot read raises one ConfigError naming the field and what it accepts, and
+nothing is half-read. hf_families.py maps each known model_type; multimodal wrappers are read from text_config.
+"""
+
+from __future__ import annotations
+
+import json
+
+from attncore.config import ConfigError
+from attncore.serving import hf_families
+from attncore.serving.hf_fields import ModelFile, pattern_text  # noqa: F401  (re-exported: the reader's result)
+
+MAX_BYTES = 1_000_000  # a config.json is a few kB; the largest released ones (layer lists, id2label) are ~100 kB
+SOURCE = "config.json"  # the field a refusal of the whole file names
+
+
+def decode(raw: bytes | str) -> dict:
+    """The JSON object of a config.json's text or bytes (at most MAX_BYTES); ConfigError in one line otherwise."""
+    size = len(raw)  # characters of a text: each at least a byte, so more than MAX_BYTES of them is over
+    if isinstance(raw, str) and size <= MAX_BYTES:
+        size = len(raw.encode("utf-8", "surrogatepass"))
+    if size > MAX_BYTES:
+        raise ConfigError(SOURCE, f"over 1 MB ({size:,} bytes; at most {MAX_BYTES:,}): a config.json is a few kB")
+    if isinstance(raw, bytes | bytearray):
+        try:
+            raw = bytes(raw).decode("utf-8-sig")
+        except UnicodeDecodeError:
+            raise ConfigError(SOURCE, "not UTF-8 text: a config.json is JSON text") from None
+    if not raw.strip():
+        raise ConfigError(SOURCE, "empty: paste or upload a model's config.json")
+
+    def no_constant(name):  # NaN, Infinity: not JSON, though Python's json reads them
+        raise ValueError(f"{name} is not a JSON number")
+
+    try:
+        data = json.loads(raw, parse_constant=no_constant)
+    except RecursionError:
+        raise ConfigError(SOURCE, "not JSON the lab reads: nested too deeply") from None
+    except ValueError as e:  # JSONDecodeError, a constant, an integer of more than 4,300 digits
+        where = f" (line {e.lineno}, column {e.colno})" if isinstance(e, json.JSONDecodeError) else ""
+        reason = e.msg if isinstance(e, json.JSONDecodeError) else str(e).split(";")[0]
+        raise ConfigError(SOURCE, f"not JSON{where}: {reason[:80]}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(SOURCE, f"must be a JSON object {{...}} with model_type, got a {type(data).__name__}")
+    return data
+
+
+def read_config(raw: bytes | str) -> ModelFile:
+    """The ModelFile of a config.json's text (see decode and from_dict)."""
+    return from_dict(decode(raw))
+
+
+def from_dict(data: dict) -> ModelFile:
+    """The ModelFile of a parsed config.json; a multimodal wrapper's language model is read from text_config."""
+    return hf_families.read(data)

@@ -1,0 +1,164 @@
+"""The pieces of the config.json reader: Fields (one JSON object read key by key, each checked against its type and
+range, with the defaults it used recorded) and ModelFile (what a file says: the Decoder, the weights' storage, the
+attention pattern layer by layer, the notes and the keys no rule reads). hf_families.py uses both.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+
+from attncore.config import ConfigError
+from attncore.serving.decoder import Decoder
+from attncore.serving.weights import WeightFormat
+
+REQUIRED = object()  # a field without a default: refused when absent
+
+
+class Fields:
+    """One JSON object being read: each getter checks a key's type and range (ConfigError naming the key, with
+    `prefix` inside a wrapper) and records it as read, or records the default it used."""
+
+    def __init__(self, data: dict, model_type: str, prefix: str = ""):
+        self.data, self.model_type, self.prefix = data, model_type, prefix
+        self.read: set[str] = set()
+        self.defaults: list[str] = []  # "num_key_value_heads = 16 (absent: = num_attention_heads)"
+
+    def name(self, key: str) -> str:
+        return self.prefix + key
+
+    def has(self, key: str) -> bool:
+        return self.data.get(key) is not None
+
+    def _get(self, key, default, shown=None):
+        """(value, given): the file's value (null stays None: 'sliding_window': null means no window, not the
+        default), else the default, recorded; a required field absent is refused, naming what the family needs."""
+        self.read.add(key)
+        if key in self.data:
+            return self.data[key], self.data[key] is not None
+        if default is REQUIRED:
+            raise ConfigError(self.name(key), f"missing; model_type {self.model_type} needs {', '.join(self.required)}")
+        if default is not None:
+            self.defaults.append(f"{key} = {shown if shown is not None else json.dumps(default)} (absent)")
+        return default, False
+
+    required: tuple[str, ...] = ()  # set by the family, for the message of a missing field
+
+    def int(self, key: str, low: int, high: int, default=REQUIRED, shown=None, nullable=False) -> int | None:
+        """A whole number in [low, high]; null only where `nullable` (a window, a rank that may be off)."""
+        value, given = self._get(key, default, shown)
+        if not given:
+            if key in self.data and not nullable:  # null where a number is needed
+                raise ConfigError(self.name(key), f"must be a whole number from {low:,} to {high:,}, got null")
+            return value if key not in self.data else None
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(self.name(key), f"must be a whole number from {low:,} to {high:,}, got {_short(value)}")
+        if not low <= value <= high:
+            shown = f"{value:,}" if abs(value) < 10**18 else _short(value)
+            raise ConfigError(self.name(key), f"must be from {low:,} to {high:,}, got {shown}")
+        return value
+
+    def flag(self, key: str, default: bool) -> bool:
+        value, given = self._get(key, default, str(default).lower())
+        if key in self.data and not isinstance(value, bool):
+            raise ConfigError(self.name(key), f"must be true or false, got {_short(value)}")
+        return value
+
+    def text(self, key: str, choices: tuple[str, ...], default=REQUIRED) -> str:
+        value, given = self._get(key, default)
+        if key in self.data and (not isinstance(value, str) or value not in choices):
+            raise ConfigError(self.name(key), f"must be one of {', '.join(choices)}; got {_short(value)}")
+        return value
+
+    def number(self, key: str, default=None) -> float | None:
+        """A finite number or null (read for a note, e.g. query_pre_attn_scalar)."""
+        value, given = self._get(key, default)
+        if given and (isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value)):
+            raise ConfigError(self.name(key), f"must be a number, got {_short(value)}")
+        return value
+
+    def object(self, key: str) -> dict | None:
+        """A JSON object, or None when absent or null."""
+        value, given = self._get(key, None)
+        if given and not isinstance(value, dict):
+            raise ConfigError(self.name(key), f"must be a JSON object {{...}}, got {_short(value)}")
+        return value
+
+    def strings(self, key: str, choices: tuple[str, ...], length: int) -> list[str] | None:
+        """A list of `length` choices (layer_types), or None when absent."""
+        value, given = self._get(key, None)
+        if not given:
+            return None
+        if not isinstance(value, list) or len(value) != length:
+            got = f"a list of {len(value):,}" if isinstance(value, list) else _short(value)
+            raise ConfigError(self.name(key), f"must be a list of {length:,} entries (one per layer), got {got}")
+        for i, entry in enumerate(value):
+            if entry not in choices:
+                raise ConfigError(self.name(key), f"entry {i} must be one of {', '.join(choices)}; got {_short(entry)}")
+        return value
+
+    def ignored(self) -> list[str]:
+        """The keys no rule read, each clipped to 60 characters (a key is the file's own text)."""
+        return [self.prefix + (k if len(k) <= 60 else k[:57] + "...") for k in self.data if k not in self.read]
+
+
+def _short(value) -> str:
+    """A value as the file has it, in one short line: a structure by its size, never its contents."""
+    if isinstance(value, dict):
+        return f"an object of {len(value):,} keys"
+    if isinstance(value, list):
+        return f"a list of {len(value):,}"
+    text = repr(value) if isinstance(value, str) else json.dumps(value)  # null, true, a number
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+@dataclass(frozen=True)
+class ModelFile:
+    """What a config.json says: the model, how its weights are stored, its attention pattern layer by layer."""
+
+    model_type: str  # the language model's (inside a wrapper: text_config's)
+    wrapper: str | None  # the multimodal wrapper's model_type, when read from its text_config
+    arch: Decoder
+    weights: WeightFormat  # as the checkpoint stores them
+    serving_dtype: str  # what vLLM's dtype "auto" runs and caches in: float32 checkpoints in bf16
+    layer_kinds: tuple[str, ...]  # "full" or "sliding", one per layer
+    max_position_embeddings: int | None
+    defaults: tuple[str, ...]  # the fields taken from the model_type's defaults, as "key = value (absent)"
+    notes: tuple[str, ...]  # what the file implies beyond the counts, and what it cannot say
+    ignored: tuple[str, ...]  # keys read by no rule here
+
+    def pattern(self) -> str:
+        """The attention pattern in words: 'every layer full', '21 sliding (4,096) and 21 full: S F repeated'."""
+        return pattern_text(self.layer_kinds, self.arch.sliding_window)
+
+    def summary(self) -> str:
+        """'42 layers, d_model 3,584, 16 query heads, 8 KV heads, head_dim 256, ...': what the file implies."""
+        return f"{self.arch.describe(self.pattern())}, weights {self.weights.label}"
+
+    def ignored_text(self, limit: int = 40) -> str:
+        """The ignored keys in one line, at most `limit` of them named."""
+        shown = ", ".join(self.ignored[:limit])
+        return shown + (f", and {len(self.ignored) - limit:,} more" if len(self.ignored) > limit else "")
+
+    def to_dict(self) -> dict:
+        return {
+            "model_type": self.model_type, "wrapper": self.wrapper, "architecture": asdict(self.arch),
+            "weights": asdict(self.weights) | {"label": self.weights.label}, "serving_dtype": self.serving_dtype,
+            "layer_kinds": list(self.layer_kinds), "pattern": self.pattern(),
+            "max_position_embeddings": self.max_position_embeddings, "summary": self.summary(),
+            "defaults": list(self.defaults), "notes": list(self.notes), "ignored": list(self.ignored),
+        }  # fmt: skip
+
+
+def pattern_text(kinds: tuple[str, ...], window: int | None) -> str:
+    """Layer kinds in words, with the shortest repeating pattern (S sliding, F full) when it is short."""
+    n_sliding = kinds.count("sliding")
+    if not n_sliding:
+        return "every layer full attention"
+    if n_sliding == len(kinds):
+        return f"every layer a sliding window of {window:,}"
+    letters = "".join("S" if k == "sliding" else "F" for k in kinds)
+    period = next(p for p in range(1, len(letters) + 1) if all(c == letters[i % p] for i, c in enumerate(letters)))
+    shape = f": {' '.join(letters[:period])} repeated" if period <= 8 and period < len(letters) else ""
+    return f"{n_sliding:,} sliding-window layers ({window:,}) and {len(kinds) - n_sliding:,} full{shape}"

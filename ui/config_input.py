@@ -1,0 +1,97 @@
+"""A Hugging Face config.json in, by upload or paste, on the calculator pages. It is read (attncore.serving.hf_config)
+in the widgets' callback, before the page draws its fields: a file the reader accepts fills the page's URL-mirrored
+fields (so a link carries what was derived, never the file), a refused one leaves every field as it was and says why
+in one line. What was read stays in the session, and is shown literally (ui.plain): a file's keys are its own text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import streamlit as st
+
+from attncore import ConfigError
+from attncore.serving.hf_config import MAX_BYTES, ModelFile, read_config
+from ui.params import write_to_url
+from ui.plain import clip, plain
+
+FILE = "config.json"  # the preset select's entry for a model read from a file (its fields are the URL's)
+PLACEHOLDER = '{"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, ...}'
+
+
+@dataclass(frozen=True)
+class Read:
+    name: str  # the upload's file name (the visitor's text) or "the pasted text"
+    model: ModelFile
+
+
+def reader(prefix: str, fill: Callable[[ModelFile], dict]) -> None:
+    """The upload and paste inputs, folded; `fill` gives the session-state values that show a ModelFile in the
+    page's fields (ConfigError for a value a field cannot hold: the file is then refused as a whole)."""
+
+    def load(raw, name: str) -> None:
+        try:
+            model = read_config(raw)
+            values = fill(model)
+        except ConfigError as e:
+            st.session_state[f"{prefix}file_error"] = f"{name}: {e}"
+            return
+        st.session_state.update(values)
+        write_to_url(values)  # the fields first drawn after this read too (ui.params.write_to_url)
+        st.session_state[f"{prefix}file"] = Read(name, model)
+        st.session_state.pop(f"{prefix}file_error", None)
+
+    def on_upload() -> None:
+        upload = st.session_state.get(f"{prefix}file_upload")
+        if upload is not None:
+            load(upload.read(MAX_BYTES + 1), clip(upload.name, 60))
+
+    def on_paste() -> None:
+        load(st.session_state.get(f"{prefix}file_text") or "", "the pasted text")
+
+    error = st.session_state.get(f"{prefix}file_error")
+    with st.expander("Read a model's config.json (Hugging Face): upload it or paste it", key=f"{prefix}file_open",
+                     on_change="rerun", expanded=error is not None):  # fmt: skip
+        left, right = st.columns(2)
+        with left:
+            st.file_uploader("Upload a config.json (at most 1 MB)", type=["json"], key=f"{prefix}file_upload",
+                             on_change=on_upload, max_upload_size=1)  # fmt: skip
+            st.caption("Read here, never stored or sent on. Every field it implies fills the fields below, which you "
+                       "can still change; a link carries the fields, not the file.")  # fmt: skip
+        with right:
+            st.text_area(
+                "Or paste it", key=f"{prefix}file_text", height=110, placeholder=PLACEHOLDER, max_chars=MAX_BYTES + 1
+            )  # one more than the reader takes, so it says "over 1 MB"
+            st.button("Read the pasted text", key=f"{prefix}file_read", on_click=on_paste, icon=":material/input:")
+    if error is not None:
+        st.error(f"**Not read, nothing changed:** {plain(error)}", icon=":material/error:")
+
+
+def read_model(prefix: str) -> ModelFile | None:
+    """The model the last file read on this page gave (None: none read in this session)."""
+    read = st.session_state.get(f"{prefix}file")
+    return read.model if read is not None else None
+
+
+def show_read(prefix: str, changed: bool, described: str) -> None:
+    """What the file said (its summary, the defaults it relied on, the notes, the keys ignored), or, opened from a
+    link, that the fields come from the link; and whether the fields were changed since (`changed`)."""
+    read: Read | None = st.session_state.get(f"{prefix}file")
+    if read is None:
+        st.info(f"Fields from the link (a model read from a config.json): {plain(described)}.", icon=":material/link:")
+        return
+    m = read.model
+    wrapped = f" in {m.wrapper}'s text_config" if m.wrapper else ""
+    st.success(f"**Read from {plain(read.name)}** ({plain(m.model_type + wrapped)}): {plain(m.summary())}.",
+               icon=":material/description:")  # fmt: skip
+    lines = []
+    if changed:
+        lines.append("You changed fields since: the figures follow the fields.")
+    if m.defaults:
+        lines.append("Defaults (the file leaves them out): " + "; ".join(m.defaults) + ".")
+    lines += [f"Note: {note}." for note in m.notes]
+    if m.ignored:
+        lines.append(f"Ignored ({len(m.ignored):,} keys that change no figure here): {m.ignored_text()}.")
+    for line in lines:
+        st.caption(plain(line))

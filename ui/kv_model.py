@@ -1,0 +1,113 @@
+"""The KV-cache page's model: its cache geometry as URL-mirrored widgets (switches for a window and a latent cache,
+never a magic 0), the presets' and a config.json's values for them, and for a model read from a file the rest of
+its fields (ui.model_form), so its weights and the engine's activation peak follow the file."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from attncore import ConfigError
+from attncore.serving import kvcache as kv
+from attncore.serving import parameters as calc
+from attncore.serving.presets import PRESETS
+from ui import model_form, weights_form
+from ui.config_input import FILE, read_model, show_read
+from ui.params import show_invalid, url_number, url_toggle
+
+CUSTOM = "custom"  # keeps the geometry as it is; a fresh URL starts it from the lab's model
+NAMES = {CUSTOM: CUSTOM, FILE: "from config.json"}
+GEOMETRY = {"n_layers": ("Layers", None), "n_heads": ("Query heads", None), "kv_heads": ("KV heads", "1: MQA")}
+GEOMETRY |= {"head_dim": ("Head dim", None)}
+# features a model may not have: a switch, then its sizes (field: label, smallest, largest), never a magic 0
+OPTIONAL = {
+    "window_on": ("Sliding window", {"window": ("Window (tokens)", 1, 10**7),
+                                     "window_layers": ("Layers with it", 0, 10_000)}),
+    "mla_on": ("Latent cache (MLA)", {"kv_lora_rank": ("MLA latent rank", 1, 10**7),
+                                      "rope_head_dim": ("MLA RoPE dims", 0, 10**7)}),
+}  # fmt: skip
+SHOWN_WHEN_OFF = {"window": 4096, "kv_lora_rank": 512, "rope_head_dim": 64}  # the inputs' values while switched off
+KEYS = {"window_layers": "kv_e_wlayers"}  # its key from when only the engine's fit had it, so old links still work
+# the model's fields beyond the cache geometry, for a model read from a config.json (its weights, activation peak)
+REST = ["d_model", "d_ff", "vocab_size", "ffn", "bias", "norm", "position", "max_len", "tied_embeddings", "final_norm"]
+REST += ["head_bias", "norm_placement", "qk_norm", "q_lora_rank", "v_head_dim", "n_experts", "moe_d_ff"]
+REST += ["experts_per_token", "n_shared_experts", "n_dense_layers", "router_bias", "attention_sinks"]
+
+
+def widget_key(f: str) -> str:
+    return KEYS.get(f, f"kv_{f}")
+
+
+def geometry_of(a: calc.Decoder) -> dict:
+    """A model's geometry as the page's widgets hold it: switches on/off, every size a number."""
+    g = kv.cache_geometry(a)
+    on = {"window_on": g["window"] is not None, "mla_on": g["kv_lora_rank"] > 0}
+    sizes = {f: g[f] or SHOWN_WHEN_OFF[f] for f in SHOWN_WHEN_OFF}
+    sizes["window_layers"] = a.n_layers if g["window_layers"] is None else g["window_layers"]
+    return g | sizes | on
+
+
+def preset_geometry(name: str) -> dict:
+    return geometry_of(PRESETS[name].arch if name in PRESETS else PRESETS["attncore"].arch)
+
+
+FIELDS = [*GEOMETRY, *OPTIONAL, *(f for _, sizes in OPTIONAL.values() for f in sizes)]
+
+
+def load_preset() -> None:
+    """Fill the geometry from the chosen preset; 'custom' and a config.json keep it as it is (so the URL keeps it)."""
+    name = st.session_state["kv_preset"]
+    if name in PRESETS:
+        st.session_state.update({widget_key(f): v for f, v in preset_geometry(name).items() if f in FIELDS})
+        st.session_state.update(weights_form.fields_state("kv_", PRESETS[name].weights))
+
+
+def from_file(model) -> dict:
+    """The session state that shows a config.json's model: its geometry, the rest of its fields, its storage."""
+    geometry = {widget_key(f): v for f, v in geometry_of(model.arch).items() if f in FIELDS}
+    for _, sizes in OPTIONAL.values():
+        for size, (_label, low, high) in sizes.items():
+            value = geometry[widget_key(size)]
+            if not low <= value <= high:
+                raise ConfigError(size, f"{value:,} is beyond this page's field ({low} to {high:,})")
+    state = geometry | model_form.form_state("kv_a_", model.arch, REST)
+    state |= weights_form.fields_state("kv_", model.weights)
+    state |= {"kv_wdtype": model.serving_dtype, "kv_dtype": model.serving_dtype}  # vLLM's dtype auto, and its cache
+    return state | {"kv_preset": FILE}
+
+
+def inputs(preset: str) -> tuple[dict, int | None, calc.Decoder | None]:
+    """(the cache geometry, the weights' parameters typed for a custom model, the model: a preset's, a config.json's
+    fields, or None for bare geometry); a model whose fields the Decoder refuses stops the page with its message."""
+    default, geometry = preset_geometry(preset), {}
+    with st.container(border=True):
+        for col, (f, (label, hint)) in zip(st.columns(len(GEOMETRY)), GEOMETRY.items(), strict=True):
+            with col:
+                geometry[f] = url_number(label, f"kv_{f}", default[f], 0, 10**7, help=hint)
+        for col, (switch, (label, sizes)) in zip(st.columns(len(OPTIONAL)), OPTIONAL.items(), strict=True):
+            with col:
+                on = url_toggle(label, f"kv_{switch}", default[switch])
+                for f, (size_label, low, high), size_col in zip(
+                    sizes, sizes.values(), st.columns(len(sizes)), strict=True
+                ):
+                    with size_col:
+                        value = url_number(size_label, widget_key(f), default[f], low, high, disabled=not on)
+                    geometry[f] = value if on else None
+        if preset == CUSTOM and url_toggle("Count the weights", "kv_weights_on", False):
+            params = url_number("Weights (parameters)", "kv_weights", 10**9, 1, 10**13)
+        else:
+            params = None
+    geometry["kv_lora_rank"], geometry["rope_head_dim"] = geometry["kv_lora_rank"] or 0, geometry["rope_head_dim"] or 0
+    base = PRESETS[preset].arch if preset in PRESETS else None
+    if preset == FILE:
+        rest_default = calc.form_values(PRESETS["attncore"].arch)
+        with st.expander("The rest of the model (its weights and the engine's activation peak need them)"):
+            rest = model_form.inputs("kv_a_", REST, rest_default)
+            st.caption(model_form.TOGGLES_SAID)
+        try:
+            base = calc.with_form_values(PRESETS["attncore"].arch, rest, **kv.geometry_fields(geometry))
+        except ConfigError as e:
+            show_invalid(e, "model")
+            st.stop()
+        model = read_model("kv_")
+        show_read("kv_", model is not None and model.arch.resolved() != base.resolved(), base.describe())
+    return geometry, params, base
