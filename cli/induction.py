@@ -21,11 +21,13 @@ def settings_of(a) -> dict:
 
 
 def _run_line(r: dict) -> str:
+    from lab import induction
+
     step = "none" if r["phase_step"] is None else f"{r['phase_step']:,}"
     ind = max(max(row) for row in r["induction_score"]["final"][1:] or r["induction_score"]["final"])
     prev = max(max(row) for row in r["previous_token_score"]["final"][:1])
-    zeroed = " ".join(f"{z['zeroed'].split()[0]} L{z['head'][0]}H{z['head'][1]} {formats.loss(z['repeat_loss'])}"
-                      for z in r["ablation"])  # fmt: skip
+    zeroed = " ".join(f"{kind.split()[0]} L{z['head'][0]}H{z['head'][1]} {formats.loss(z['repeat_loss'])}"
+                      for kind, z in induction.zeroed_heads(r))  # fmt: skip
     return (
         f"  {r['layers']:>6} {r['position']:<10} {r['seed']:>4} {step:>7} {formats.loss(r['largest_drop']):>8} "
         f"{formats.loss(r['repeat_loss']['before_drop']):>7} {formats.loss(r['repeat_loss']['final']):>7} "

@@ -55,6 +55,23 @@ def runs_of(chosen: Sequence[Variant], seeds: Sequence[int], **settings) -> dict
             for v in chosen}  # fmt: skip
 
 
+FLAGS = {"steps": "--steps", "length": "--T", "vocab": "--V", "k_min": "--k-min", "embed_std": "--embed-std"}
+
+
+def command(chosen: Sequence[Variant], seeds: Sequence[int], **settings) -> str:
+    """The command line that trains the runs of runs_of(chosen, seeds, **settings) (`python -m attncore induction
+    ...`): its --layers and --position are every depth and encoding of `chosen`, so where the variants are not a
+    full grid of the two it trains those and the other pairs too. Settings at the induction default are left out."""
+    layers = [str(n) for n in dict.fromkeys(v.layers for v in chosen)]
+    positions = list(dict.fromkeys(v.position for v in chosen))
+    parts = ["python -m attncore induction", "--layers", *layers, "--position", *positions]
+    parts += ["--seeds", *(str(s) for s in seeds)]
+    for key, flag in FLAGS.items():
+        if key in settings and settings[key] != INDUCTION_RUN[key]:
+            parts += [flag, f"{settings[key]:g}"]
+    return " ".join(parts)
+
+
 def all_runs(by_variant: Mapping[Variant, Sequence[RunConfig]]) -> list[RunConfig]:
     """Every run once, in order: the one sweep that trains the experiment."""
     return list(dict.fromkeys(run for runs in by_variant.values() for run in runs))
@@ -124,8 +141,15 @@ def run_figures(record: RunRecord, zeroed: Mapping[str, dict]) -> dict:
         "icl_score_final": record.induction["icl_score"],
         "induction_score": {"final": np.asarray(final["induction_score"]).tolist()},
         "previous_token_score": {"final": np.asarray(final["previous_token_score"]).tolist()},
-        "ablation": [{"zeroed": kind} | a for kind, a in zeroed.items()],
+        "ablation": zeroed[INDUCTION_HEAD],  # the issue's: the induction head zeroed
+        "previous_token_ablation": zeroed.get(PREVIOUS_HEAD),  # the previous-token head zeroed (None: one layer)
     }
+
+
+def zeroed_heads(figures_of_run: Mapping) -> list[tuple[str, dict]]:
+    """[(INDUCTION_HEAD, its ablation), (PREVIOUS_HEAD, ...)] of a run_figures row: the heads zeroed, in order."""
+    found = ((INDUCTION_HEAD, figures_of_run["ablation"]), (PREVIOUS_HEAD, figures_of_run["previous_token_ablation"]))
+    return [(kind, a) for kind, a in found if a is not None]
 
 
 def _summary(record: RunRecord, losses: Mapping[str, float]) -> dict:
@@ -298,7 +322,7 @@ def ablation_frame(per_run: Sequence[dict], variant: Variant) -> pd.DataFrame:
         if (r["layers"], r["position"]) != (variant.layers, variant.position):
             continue
         conditions = {"intact": {"repeat_loss": r["repeat_loss"]["final"], "first_loss": r["first_loss_final"]}}
-        conditions |= {f"{z['zeroed']} zeroed": z for z in r["ablation"]}
+        conditions |= {f"{kind} zeroed": z for kind, z in zeroed_heads(r)}
         for condition, losses in conditions.items():
             rows += [{"seed": r["seed"], "condition": condition, "loss": name, "value": float(losses[key])}
                      for key, name in LOSS_NAMES.items()]  # fmt: skip
@@ -327,6 +351,6 @@ def runs_csv(per_run: Sequence[dict]) -> str:
         row = {k: v for k, v in r.items() if not isinstance(v, (dict, list))}
         row |= {f"repeat_loss.{k}": v for k, v in r["repeat_loss"].items()}
         row |= {k: json.dumps(r[k]["final"]) for k in ("induction_score", "previous_token_score")}
-        row["ablation"] = json.dumps(r["ablation"])
+        row |= {k: json.dumps(r[k]) for k in ("ablation", "previous_token_ablation")}
         rows.append(row)
     return pd.DataFrame(rows).to_csv(index=False)

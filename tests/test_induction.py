@@ -294,8 +294,12 @@ def test_the_command_prints_the_runs_comparisons_and_finding_as_json(store, caps
     assert set(r) >= {"phase_step", "largest_drop", "repeat_loss", "first_loss_final", "icl_score_final",
                       "induction_score", "previous_token_score", "ablation"}  # fmt: skip
     assert set(r["repeat_loss"]) >= {"start", "final"} and np.shape(r["induction_score"]["final"]) == (2, 2)
-    assert [a["zeroed"] for a in r["ablation"]] == ["induction head", "previous-token head"]
-    assert [a["zeroed"] for a in out["runs"][2]["ablation"]] == ["induction head"]  # one layer: no pair to break
+    # the shape: "ablation" is the induction head zeroed, {"head": [layer, head], "repeat_loss", ...}
+    assert set(r["ablation"]) == {"head", "repeat_loss", "first_loss"} and r["ablation"]["head"][0] == 1
+    assert r["previous_token_ablation"]["head"][0] == 0
+    one = out["runs"][2]
+    assert one["ablation"]["head"][0] == 0 and one["previous_token_ablation"] is None  # one layer: no pair to break
+    assert r["phase_step"] is None or isinstance(r["phase_step"], int)
     cells = {c["facet"] for c in out["comparisons"]}
     assert cells == {"1 vs 2 layers, RoPE", "induction head zeroed vs intact, 2 layers, RoPE",
                      "previous-token head zeroed vs intact, 2 layers, RoPE"}  # fmt: skip
