@@ -3,6 +3,7 @@
 import streamlit as st
 
 from attncore.config import INDUCTION_RUN
+from attncore.tasks import N_PROBE, N_TEST
 from lab import induction
 from ui import compare_view, docs
 from ui import induction_view as view
@@ -17,7 +18,7 @@ st.caption(
     f"{INDUCTION_RUN['k_min']} to T/2, per sequence) repeat: the second copy is predictable only by looking back, "
     "and the loss is on every position. Olsson et al. 2022 saw a two-layer model suddenly form a previous-token head "
     "and an induction head, and the loss on repeated tokens drop at that moment; one layer cannot. Each variant here "
-    "trains over the same seeds as one metered sweep; the losses are measured on 500 fixed held-out sequences."
+    f"trains over the same seeds as one metered sweep; the losses are measured on {N_TEST} fixed held-out sequences."
 )
 lim = limits()
 c1, c2 = st.columns([3, 1])
@@ -31,7 +32,8 @@ if not chosen:
     st.stop()
 by_variant = induction.runs_of(chosen, seeds, **settings)
 wanted = induction.all_runs(by_variant)
-by_run = compare_view.ensure_trained(wanted, "Training the induction experiment", "ind_train")
+command = induction.command(chosen, seeds, **settings)  # what a hosted page names when its caps refuse the sweep
+by_run = compare_view.ensure_trained(wanted, "Training the induction experiment", "ind_train", command)
 if by_run is None:
     st.stop()
 zeroed = view.ablations(wanted, by_run)
@@ -65,9 +67,9 @@ record = by_run[wanted[seeds.index(seed)]]
 st.altair_chart(charts.head_scores(induction.head_scores_frame(record)))
 heads = induction.heads_of(record)
 st.caption(
-    "Mean attention on the probe set (32 sequences of repeated random tokens, k = T/2) from each repeat query t to "
-    "t − k + 1, the token after the previous occurrence of its own (induction), and from every query to t − 1 "
-    "(previous token). "
+    f"Mean attention on the probe set ({N_PROBE} sequences of repeated random tokens, k = T/2) from each repeat "
+    "query t to t − k + 1, the token after the previous occurrence of its own (induction), and from every query to "
+    "t − 1 (previous token). "
     + " · ".join(f"{kind}: L{h[0]}H{h[1]}" for kind, h in heads.items())
     + " (the highest score of its pattern in its layer at the end)."
 )

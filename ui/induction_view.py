@@ -10,6 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from attncore.config import INDUCTION_RUN
+from attncore.tasks import N_TEST
 from lab import formats, induction
 from lab.store import RunRecord
 from ui import metered, runs, tables
@@ -82,7 +83,7 @@ def phase_table(table: pd.DataFrame) -> None:
         "variant": table["variant"],
         "phase change": [f"{int(r['changed'])} of {int(r['seeds'])}" for _, r in table.iterrows()],
         "phase step: mean (range)": [steps(r) for _, r in table.iterrows()],
-        "largest 200-step drop": [formats.loss(x) for x in table["largest_drop"]],
+        f"largest {induction.figures.WINDOW}-step drop": [formats.loss(x) for x in table["largest_drop"]],
         "repeat loss at the end": [formats.loss(x) for x in table["repeat_final"]],
         "first copy at the end": [formats.loss(x) for x in table["first_final"]],
     })  # fmt: skip
@@ -91,8 +92,8 @@ def phase_table(table: pd.DataFrame) -> None:
     st.caption(
         f"A phase change: the held-out repeat loss falls by more than {threshold} nats within "
         f"{induction.figures.WINDOW} steps (its largest such drop); its step is where the loss has made half of that "
-        "drop. Means over the seeds; the losses on the 500 held-out sequences with the final weights. The step has no "
-        "paired test: a variant without a change has no step to pair."
+        f"drop. Means over the seeds; the losses on the {N_TEST} held-out sequences with the final weights. The step "
+        "has no paired test: a variant without a change has no step to pair."
     )
 
 
