@@ -34,7 +34,7 @@ by_run = compare_view.ensure_trained(wanted, "Training the variants", "train_mis
 if by_run is None:
     st.stop()
 groups = compare_view.grouped(by_run, chosen, seeds)
-summary, comparisons, _ = grouped_tables([(None, groups)], curves=False)
+summary, comparisons, _ = grouped_tables([(None, groups)], curves=False, metrics=compare.metrics_of(base.task.name))
 
 
 st.subheader("Training loss curves")

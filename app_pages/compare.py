@@ -4,7 +4,8 @@ import streamlit as st
 
 from attncore import ConfigError
 from attncore.snapshots import run_snapshot_steps
-from lab.factors import FACTORS, comparison_runs, faceted, snapshot_tables
+from lab.compare import metrics_of
+from lab.factors import comparison_runs, faceted, factors_for, snapshot_tables
 from lab.factors import tables as grouped_tables
 from ui import compare_view, probe, sidebar
 from ui.charts import compare as compare_charts
@@ -22,12 +23,13 @@ lim = limits()
 label = compare_view.factor_label
 c1, c2, c3 = st.columns([2, 2, 1])
 with c1:
-    factor = url_select("Setting to vary", "cmp_factor", list(FACTORS), "position", format_func=label)
+    offered = factors_for(base.task.name)  # the induction task: its own settings only
+    factor = url_select("Setting to vary", "cmp_factor", offered, "position", format_func=label)
 with c2:  # only settings the panels can be by: not the one varied, nor d beside d_k (a d_k level sets d)
     facet = url_select(
         "Panels by (optional)",
         "cmp_facet",
-        ["none", *(f for f in FACTORS if f != factor and {f, factor} != {"d", "d_k"})],
+        ["none", *(f for f in offered if f != factor and {f, factor} != {"d", "d_k"})],
         "none",
         format_func=lambda f: f if f == "none" else label(f),
         help="Any setting but the one varied; d and d_k never together (a d_k level sets d).",
@@ -62,7 +64,7 @@ by_run = compare_view.ensure_trained(wanted, "Training the comparison", "cmp_tra
 if by_run is None:
     st.stop()
 parts = faceted(by_run.values(), factor, levels, facet, facet_levels)
-summary, comparisons, _ = grouped_tables(parts, curves=False)
+summary, comparisons, _ = grouped_tables(parts, curves=False, metrics=metrics_of(base.task.name))
 st.caption(f"{len(wanted)} runs over {compare_view.seeds_text(seeds)}, all from the run store.")
 
 

@@ -19,6 +19,15 @@ from lab import formats, stats
 from lab.store import RunRecord
 
 METRICS = ("test_loss", "token_accuracy", "sequence_accuracy")
+INDUCTION_METRICS = ("repeat_loss", "first_loss")  # the induction task's held-out losses, in its runs' summaries
+
+
+def metrics_of(task: str) -> tuple[str, ...]:
+    """The metrics a comparison of runs of `task` pairs: METRICS, and on the induction task its repeat and
+    first-copy losses (its test loss is over every position, most of them unpredictable)."""
+    return METRICS + INDUCTION_METRICS if task == "induction" else METRICS
+
+
 RULE = stats.METHOD
 GROUP_COLUMNS = ["level", "n"] + [f"{m}_{s}" for m in METRICS for s in ("mean", "min", "max")]
 COMPARISON_COLUMNS = ["level", "baseline", "metric", "n", "n_nonzero", "delta_mean", "delta_min", "delta_max"]

@@ -16,6 +16,14 @@ from attncore.config import OPTIONAL_FIELDS
 from lab import compare, formats
 from lab.store import RunRecord
 
+NOT_FOR_INDUCTION = ("task", "length", "range", "randomized")  # its length is T, one per run, positions as trained
+
+
+def factors_for(task: str) -> list[str]:
+    """The factors a comparison of runs of `task` may vary: all of FACTORS, but on the induction task not the
+    task, L, a training range or randomized positions (settings of the article's tasks)."""
+    return [f for f in FACTORS if task != "induction" or f not in NOT_FOR_INDUCTION]
+
 
 @dataclass(frozen=True)
 class Factor:
@@ -178,11 +186,14 @@ def snapshot_tables(parts, metric: str = "sequence_accuracy") -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=compare.CURVE_COLUMNS)
 
 
-def tables(parts, smooth: int = 1, curves: bool = True) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """(groups, comparisons, curve bands) over every facet of faceted(); a `facet` column when faceted."""
+def tables(
+    parts, smooth: int = 1, curves: bool = True, metrics: tuple[str, ...] = compare.METRICS
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(groups, comparisons of `metrics`, curve bands) over every facet of faceted(); a `facet` column when
+    faceted."""
     frames = ([], [], [])
     for facet, groups in parts:
-        made = (compare.group_summary(groups), compare.paired_differences(groups))
+        made = (compare.group_summary(groups), compare.paired_differences(groups, metrics=metrics))
         made += (compare.curve_bands(groups, smooth) if curves else pd.DataFrame(columns=compare.CURVE_COLUMNS),)
         for out, frame in zip(frames, made, strict=True):
             if facet is not None:
