@@ -234,8 +234,10 @@ def phase_table(per_run: Sequence[dict]) -> pd.DataFrame:
 def _steps_text(row) -> str:
     if not row["changed"]:
         return f"no phase change on any of its {formats.count(int(row['seeds']), 'seed')}"
-    spread = f"{row['step_min']:,.0f}–{row['step_max']:,.0f}" if row["changed"] > 1 else ""
-    where = f"at step {row['step_mean']:,.0f} on average" + (f" (range {spread})" if spread else "")
+    if row["changed"] == 1:
+        where = f"at step {row['step_mean']:,.0f}"
+    else:
+        where = f"at step {row['step_mean']:,.0f} on average (range {row['step_min']:,.0f}–{row['step_max']:,.0f})"
     return f"a phase change on {int(row['changed'])} of {formats.count(int(row['seeds']), 'seed')}, {where}"
 
 

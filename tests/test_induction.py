@@ -320,6 +320,63 @@ def test_the_ablation_zeroes_the_head_it_names(store):
     assert heads["induction head"][0] == 1 and heads["previous-token head"][0] == 0
 
 
+def test_the_command_a_page_names_trains_the_pages_runs():
+    """The page's train button names the command line that does the same work (a hosted page's refusal shows it):
+    parsed by the CLI, it trains every run of the page's variants, the page's baseline first."""
+    import shlex
+
+    from cli.induction import settings_of
+    from cli.main import build_parser
+    from lab import induction as lab_induction
+
+    chosen = [lab_induction.Variant(n, p) for n, p in lab_induction.PAGE_VARIANTS]
+    for settings in ({"steps": 500, "embed_std": 0.1}, {"steps": INDUCTION_RUN["steps"]}):
+        text = lab_induction.command(chosen, [0, 3], **settings)
+        assert text.startswith("python -m attncore induction --layers 2 1 --position rope none --seeds 0 3")
+        assert ("--steps" in text) == (settings["steps"] != INDUCTION_RUN["steps"])  # defaults left out
+        argv = shlex.split(text)[3:]
+        a = build_parser(argv).parse_args(argv)
+        named = lab_induction.runs_of(lab_induction.variants(a.layers, a.position), a.seeds, **settings_of(a))
+        named = lab_induction.all_runs(named)
+        wanted = lab_induction.all_runs(lab_induction.runs_of(chosen, [0, 3], **settings))
+        assert set(wanted) <= set(named) and named[0] == wanted[0]
+
+
+def test_compare_pairs_the_repeat_and_first_copy_losses_and_offers_the_tasks_own_settings(store):
+    from lab.compare import metrics_of
+    from lab.factors import FACTORS, faceted, factors_for, tables
+    from lab.store import get_run
+
+    records = [get_run(r) for r in store if r.model.position == "rope"]
+    _, comparisons, _ = tables(faceted(records, "layers", [2, 1], None), curves=False, metrics=metrics_of("induction"))
+    assert list(comparisons["metric"]) == ["test_loss", "token_accuracy", "sequence_accuracy", "repeat_loss",
+                                           "first_loss"]  # fmt: skip
+    repeat = comparisons[comparisons["metric"] == "repeat_loss"].iloc[0]
+    by_layers = {n: [r.induction["repeat_loss"] for r in records if r.config.model.n_layers == n] for n in (2, 1)}
+    assert repeat["delta_mean"] == pytest.approx(np.mean(np.subtract(by_layers[1], by_layers[2])))
+    assert metrics_of("copy") == ("test_loss", "token_accuracy", "sequence_accuracy")
+    offered = factors_for("induction")
+    assert {"layers", "position", "norm", "lr"} <= set(offered) and not {"task", "length", "range"} & set(offered)
+    assert factors_for("copy") == list(FACTORS)
+
+
+def test_the_compare_page_varies_layers_on_the_induction_task(store):
+    from apptest_helpers import texts
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file("../dashboard.py", default_timeout=120)
+    at.query_params.update({"task": "induction", "steps": str(STEPS), "cmp_factor": "layers",
+                            "cmp_lv_layers": ["2", "1"], "cmp_seeds": str(SEEDS)})  # fmt: skip
+    at.run()
+    at.switch_page("app_pages/compare.py").run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert not any(b.key == "cmp_train" for b in at.button)  # the store's runs: nothing to train
+    shown = texts(at.markdown)
+    assert "Repeat loss (held out)" in shown and "First-copy loss (held out)" in shown
+    options = at.selectbox(key="cmp_factor").options
+    assert "layers" in options and "position" in options and "task" not in options
+
+
 def test_the_command_line_and_lab_share_the_default_seeds():
     from cli import induction as cli_induction
     from lab import induction as lab_induction
@@ -357,3 +414,30 @@ def test_the_page_offers_to_train_what_is_missing_with_an_estimate(tmp_path, mon
     assert f"0 of {n} runs cached" in texts(at.info)
     (button,) = [b for b in at.button if b.key == "ind_train"]
     assert f"{n} runs, about" in button.label and "over this server" not in button.label
+
+
+@pytest.mark.parametrize(
+    ("page", "query"),
+    [
+        ("attention", {}),
+        ("patching", {}),
+        ("explanations", {}),
+        ("ablations", {"abl_variants": ["1 layer", "no position"], "abl_seeds": str(SEEDS)}),
+    ],
+)
+def test_the_other_pages_work_on_the_induction_task(store, page, query):
+    """The sidebar's induction run (2 layers, RoPE, seed 0, from the store) on the pages that read one run or vary it:
+    no exception, no error, the maps of T - 1 = 31 positions; Ablations pairs the repeat loss."""
+    from apptest_helpers import charts, texts
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file("../dashboard.py", default_timeout=120)
+    at.query_params.update({"task": "induction", "steps": str(STEPS)} | query)
+    at.run()
+    at.switch_page(f"app_pages/{page}.py").run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+    assert not [b for b in at.button if b.key in ("train_missing", "train")]  # the store's runs: nothing to train
+    assert charts(at)
+    if page == "ablations":
+        assert "Repeat loss (held out)" in texts(at.markdown)
