@@ -205,7 +205,10 @@ def test_length_page_chooses_its_encodings_and_caps_seeds_like_every_page(store)
 
 def test_length_page_randomized_positions_toggle_trains_other_runs(store):
     at = app("lengths", lit_seeds="1", lit_rand="true")
-    assert any(re.fullmatch(r"Train the missing: 5 runs, (about .+|under a second) here, .+ of computing", b.label) for b in at.button)
+    assert any(
+        re.fullmatch(r"Train the missing: 5 runs, (about .+|under a second) here, .+ of computing", b.label)
+        for b in at.button
+    )
     assert at.toggle(key="lit_rand_eval").value is False  # offered only with randomized positions
     assert "lit_rand_eval" not in [t.key for t in app("lengths", lit_seeds="1").toggle]
 
