@@ -2,8 +2,9 @@
 over 1 and 2 threads (with its Haswell kernels even at the lab's sizes), so a run's bits would depend on the thread
 count a process inherits. `on_one_blas_thread` wraps the model's public functions (attncore.model, the hooked forward
 of attncore.interpret), so training steps, evaluation, snapshots and attention maps all run on one thread, called
-from `train` or not. A ctypes call into the OpenBLAS that NumPy loaded (NumPy's bundled scipy_openblas or a system
-libopenblas), found through the process's mapped libraries; a no-op where there is none (another BLAS, or no /proc).
+from `train` or not. A ctypes call into every OpenBLAS the process has mapped (NumPy's bundled scipy_openblas or a
+system libopenblas, and any another package brought: SciPy's, PyTorch's), found through /proc/self/maps: which of
+them NumPy calls cannot be told from the maps' order, so all are pinned; a no-op where there is none (another BLAS).
 
 The thread count is process-wide: nested and concurrent callers (the dashboard's threads) share one pin, set by the
 first to enter and restored by the last to leave."""
@@ -15,15 +16,16 @@ import functools
 import glob
 import itertools
 import os
+import sys
 import threading
 from contextlib import contextmanager
 
 _PREFIXES, _SUFFIXES = ("scipy_", ""), ("64_", "", "_64")
-_funcs: tuple | None = None
-_searched = False
+_funcs: list[tuple] = []
+_modules = -1  # len(sys.modules) at the last search
 _lock = threading.Lock()
 _depth = 0  # callers inside a pin, in any thread
-_before = 1  # the count the first of them found
+_before: list[int] = []  # the counts the first of them found, one a library
 
 
 def _loaded_openblas_paths() -> list[str]:
@@ -44,12 +46,15 @@ def _loaded_openblas_paths() -> list[str]:
     return paths
 
 
-def _find() -> tuple | None:
-    """(get_num_threads, set_num_threads) of the loaded OpenBLAS, or None."""
-    global _funcs, _searched
-    if _searched:
+def _find() -> list[tuple]:
+    """(get_num_threads, set_num_threads) of each loaded OpenBLAS ([] without one). Searched again whenever the
+    process has imported modules since (a library loaded after the first search: PyTorch's, SciPy's); reading the
+    maps costs about a millisecond, so not on every call."""
+    global _funcs, _modules
+    modules = len(sys.modules)
+    if modules == _modules:
         return _funcs
-    _searched = True
+    found = []
     for path in _loaded_openblas_paths():
         try:
             lib = ctypes.CDLL(path)
@@ -61,24 +66,28 @@ def _find() -> tuple | None:
             if get is not None and put is not None:
                 get.restype, get.argtypes = ctypes.c_int, []
                 put.restype, put.argtypes = None, [ctypes.c_int]
-                _funcs = (get, put)
-                return _funcs
-    return None
+                found.append((get, put))
+                break
+    with _lock:
+        if _depth == 0:  # inside a pin the libraries stay those it pinned (and the search is made again next call)
+            _funcs, _modules = found, modules
+    return _funcs
 
 
 def blas_threads() -> int | None:
-    """The loaded OpenBLAS's thread count, or None where none was found."""
+    """The largest thread count among the loaded OpenBLAS libraries, or None where none was found."""
     funcs = _find()
-    return funcs[0]() if funcs else None
+    return max(get() for get, _ in funcs) if funcs else None
 
 
 def _enter(funcs) -> None:
     global _depth, _before
     with _lock:
         if _depth == 0:
-            _before = funcs[0]()
-            if _before != 1:
-                funcs[1](1)
+            _before = [get() for get, _ in funcs]
+            for (_, put), count in zip(funcs, _before, strict=True):
+                if count != 1:
+                    put(1)
         _depth += 1
 
 
@@ -86,15 +95,17 @@ def _leave(funcs) -> None:
     global _depth
     with _lock:
         _depth -= 1
-        if _depth == 0 and _before != 1:
-            funcs[1](_before)
+        if _depth == 0:
+            for (_, put), count in zip(funcs, _before, strict=True):
+                if count != 1:
+                    put(count)
 
 
 @contextmanager
 def one_blas_thread():
-    """Run the body with OpenBLAS on one thread, then restore the count it had (a no-op without OpenBLAS)."""
+    """Run the body with every OpenBLAS on one thread, then restore the counts they had (a no-op without OpenBLAS)."""
     funcs = _find()
-    if funcs is None:
+    if not funcs:
         yield
         return
     _enter(funcs)
@@ -110,7 +121,7 @@ def on_one_blas_thread(fn):
     @functools.wraps(fn)
     def pinned(*args, **kwargs):
         funcs = _find()
-        if funcs is None:
+        if not funcs:
             return fn(*args, **kwargs)
         _enter(funcs)
         try:

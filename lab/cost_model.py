@@ -180,7 +180,7 @@ def model(workers: int = 1) -> CostModel:
         return _models[workers]
 
 
-_pace: dict[str, tuple[float, float]] = {}  # "pace" -> (when measured, wall seconds per CPU second)
+_pace: dict[str, tuple[float, tuple[float, float]]] = {}  # "pace" -> (when, (wall per CPU second, others running))
 _pace_lock = threading.Lock()
 
 
@@ -205,23 +205,38 @@ def measure_pace() -> float:
     return max(1.0, wall / max(cpu, 1e-3))
 
 
+def runnable_now(samples: int = 5, gap: float = 0.01) -> float:
+    """Processes ready to run on this machine now, this one among them: the mean of a few readings of the kernel's
+    instantaneous count (/proc/loadavg's fourth field), not the load average, which lags by a minute (a sweep just
+    finished would still count). The 1-minute load average where there is no /proc."""
+    counts = []
+    for _ in range(samples):
+        try:
+            with open("/proc/loadavg") as fh:
+                counts.append(int(fh.read().split()[3].split("/")[0]))
+        except (OSError, ValueError, IndexError):
+            return (os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0) + 1.0
+        time.sleep(gap)
+    return sum(counts) / len(counts)
+
+
 def slowdown(workers: int, pace: float | None = None, load: float | None = None, n_cores: int | None = None) -> float:
     """How many times its computing a run's wall time is here now, with `workers` runs trained at once.
 
-    From the pace a probe keeps now (wall over CPU seconds; measured at most every PACE_TTL_SECONDS) and the load
-    average: what the machine's other work occupies of its cores, and the workers share the rest. On an idle
-    machine with a core per worker, 1."""
-    if pace is None:
+    From the pace a probe keeps now (wall over CPU seconds) and the processes ready to run besides this one (`load`;
+    runnable_now): what the machine's other work occupies of its cores, and the workers share the rest; measured at
+    most every PACE_TTL_SECONDS. On an idle machine with a core per worker, 1."""
+    if pace is None or load is None:
         with _pace_lock:
-            when, pace = _pace.get("pace", (-math.inf, 1.0))
+            when, measured = _pace.get("pace", (-math.inf, (1.0, 0.0)))
             if time.monotonic() - when > PACE_TTL_SECONDS:
-                pace = measure_pace()
-                _pace["pace"] = (time.monotonic(), pace)
+                measured = (measure_pace(), max(0.0, runnable_now() - 1.0))
+                _pace["pace"] = (time.monotonic(), measured)
+        pace = measured[0] if pace is None else pace
+        load = measured[1] if load is None else load
     n_cores = cores() if n_cores is None else n_cores
-    if load is None:
-        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
     if pace > 1.05:  # the probe got 1/pace of a core: the others keep pace * cores - 1 of them busy
         others = pace * n_cores - 1
-    else:  # a core was free: the others keep at most cores - 1 busy, as many as the load average says
+    else:  # a core was free: the others keep at most cores - 1 busy, as many as are ready to run now
         others = min(n_cores - 1.0, max(0.0, load))
     return max(1.0, (others + workers) / n_cores)

@@ -78,6 +78,17 @@ def test_cache_and_fit_metrics_of_llama_3_8b():
     assert [v for _, v, _ in cc.cache_metrics(bare)][3:] == ["not counted", "—"]
 
 
+@pytest.mark.parametrize(
+    "n, text",
+    [(8192, "8,192"), (9_999_999, "9,999,999"), (10**8, "100M"), (99_000_000, "99M"), (12_345_678, "≈12.35M")],
+)
+def test_a_long_context_is_written_in_millions_in_the_narrow_note(n, text):
+    """CI's Chromium clipped 'at context 100,000,000, estimate' at 1,280 px; rounded counts say so (≈)."""
+    assert cc.short_count(n) == text
+    cache = kvcache.kv_cache_for(get_preset("llama-3-8b").arch, n, 1, "fp16")
+    assert cc.fit_metrics(kvcache.fit(cache, 80), cache)[2][2] == f"at context {text}, estimate"
+
+
 # --- parameters ----------------------------------------------------------------------------------
 
 

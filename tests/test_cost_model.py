@@ -97,7 +97,7 @@ def test_the_slowdown_is_what_the_other_load_leaves_the_workers():
     assert slow(1, pace=1.0, load=0.0, n_cores=2) == 1.0 and slow(2, pace=1.0, load=0.0, n_cores=2) == 1.0
     assert slow(2, pace=2.0, load=9.0, n_cores=2) == (2 * 2 - 1 + 2) / 2
     assert slow(2, pace=1.0, load=1.0, n_cores=2) == 1.5 and slow(1, pace=1.0, load=1.0, n_cores=2) == 1.0
-    assert slow(2, pace=1.0, load=7.0, n_cores=2) == 1.5  # a free core: the load average overstates (it lags)
+    assert slow(2, pace=1.0, load=7.0, n_cores=2) == 1.5  # a core was free: at most cores - 1 others
     assert slow(4, pace=1.0, load=0.0, n_cores=2) == 2.0  # more workers than cores share them
     assert 1.0 <= slow(2) < 100  # measured here
 

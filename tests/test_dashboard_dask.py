@@ -213,7 +213,36 @@ def free_slots(n: int) -> int:
     return taken
 
 
-def test_two_visits_to_a_silent_scheduler_do_not_wedge_the_slots_for_a_third_visitor(tmp_path, monkeypatch, listener):
+@pytest.fixture
+def one_server_runtime(monkeypatch):
+    """Concurrent AppTests as one server's sessions. AppTest sets the process-wide Runtime._instance to a mock of its
+    own for each run and to None when the run ends, and patches the global 'global.appTest' option the same way, so
+    two visits in two threads raced: one visit's end left the other's script without a runtime (CI saw an empty
+    page that never reached the scheduler). Here every run sees one runtime and the option stays set."""
+    from unittest.mock import MagicMock
+
+    from streamlit.components.v2.component_manager import BidiComponentManager
+    from streamlit.runtime import Runtime
+    from streamlit.runtime.caching.storage.dummy_cache_storage import MemoryCacheStorageManager
+    from streamlit.runtime.dataframe_source_manager import DataframeSourceManager
+    from streamlit.runtime.media_file_manager import MediaFileManager
+    from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
+    from streamlit.testing.v1.util import patch_config_options
+
+    runtime = MagicMock(spec=Runtime)
+    runtime.media_file_mgr = MediaFileManager(MemoryMediaFileStorage("/mock/media"))
+    runtime.cache_storage_manager = MemoryCacheStorageManager()
+    runtime.dataframe_source_mgr = DataframeSourceManager()
+    runtime.bidi_component_registry = BidiComponentManager()
+    monkeypatch.setattr(Runtime, "instance", classmethod(lambda cls: runtime))
+    monkeypatch.setattr(Runtime, "exists", classmethod(lambda cls: True))
+    with patch_config_options({"global.appTest": True}):
+        yield
+
+
+def test_two_visits_to_a_silent_scheduler_do_not_wedge_the_slots_for_a_third_visitor(
+    tmp_path, monkeypatch, listener, one_server_runtime
+):
     """Issue 36.3: two Train clicks on Regimes with a scheduler that accepts and never answers held both slots for
     good (connect inside the slot and under the clients' lock, unbounded); a third visitor got "busy"."""
     silent = listener()

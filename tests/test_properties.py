@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -205,15 +206,55 @@ def test_training_runs_on_one_blas_thread_whatever_it_inherits_and_restores_the_
     assert one.tobytes() == two.tobytes()
 
 
+SECOND_OPENBLAS = """
+import ctypes, json, shutil, sys
+import numpy
+from threadpoolctl import threadpool_info
+from attncore.config import make_run
+from attncore.train import train
+numpys = [i["filepath"] for i in threadpool_info() if i["internal_api"] == "openblas"]
+if not numpys:
+    print("no openblas"); sys.exit(0)
+shutil.copy(numpys[0], sys.argv[1])
+ctypes.CDLL(sys.argv[1])  # a second OpenBLAS, loaded after NumPy's as SciPy's or another package's would be
+libs = [i for i in threadpool_info() if i["internal_api"] == "openblas"]
+assert len(libs) == 2, libs
+from threadpoolctl import threadpool_limits
+with threadpool_limits(limits=2, user_api="blas"):
+    counts = lambda: sorted(i["num_threads"] for i in threadpool_info() if i["internal_api"] == "openblas")
+    seen = []
+    train(make_run("sort", 4, seed=7, steps=3, d_model=16, n_heads=2), lambda step, loss: seen.append(counts()))
+    after = counts()
+print(json.dumps({"seen": seen, "after": after}))
+"""
+
+
+def test_every_loaded_openblas_is_pinned_not_only_the_first_the_maps_list(tmp_path):
+    """CI found training on 2 threads in the full suite: another package had loaded a second OpenBLAS, and the pin
+    took whichever the process's maps listed first. Here a copy of NumPy's is loaded beside it (in a subprocess)."""
+    out = subprocess.run(
+        [sys.executable, "-c", SECOND_OPENBLAS, str(tmp_path / "libopenblas_second.so")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=True,
+    ).stdout.strip()
+    if out == "no openblas":
+        pytest.skip("NumPy is not linked to OpenBLAS here")
+    found = json.loads(out)
+    assert found["seen"] and all(counts == [1, 1] for counts in found["seen"]), found
+    assert found["after"] == [2, 2], found
+
+
 def test_without_an_openblas_the_pin_is_a_no_op(monkeypatch):
     from attncore import _blas
 
-    monkeypatch.setattr(_blas, "_searched", False)
-    monkeypatch.setattr(_blas, "_funcs", None)
+    monkeypatch.setattr(_blas, "_modules", -1)
+    monkeypatch.setattr(_blas, "_funcs", [])
     monkeypatch.setattr(_blas, "_loaded_openblas_paths", lambda: [])
     with _blas.one_blas_thread():
         assert _blas.blas_threads() is None
-    monkeypatch.setattr(_blas, "_searched", False)  # the next caller searches again
+    monkeypatch.setattr(_blas, "_modules", -1)  # the next caller searches again
 
 
 def test_different_seeds_give_different_histories():

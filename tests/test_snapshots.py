@@ -109,11 +109,13 @@ def two_blas_threads():
     """OpenBLAS on 2 threads, as a process inherits it on a 2-core machine (skipped without OpenBLAS)."""
     if _blas.blas_threads() is None:
         pytest.skip("NumPy is not linked to OpenBLAS here")
-    get, put = _blas._find()
-    before = get()
-    put(2)
+    funcs = _blas._find()
+    before = [get() for get, _ in funcs]
+    for _, put in funcs:
+        put(2)
     yield
-    put(before)
+    for (_, put), count in zip(funcs, before, strict=True):
+        put(count)
 
 
 def test_every_computation_of_a_run_reaches_blas_on_one_thread_called_from_train_or_not(two_blas_threads, monkeypatch):

@@ -133,6 +133,16 @@ def size_in(n: float, unit: str) -> str:
     return decimal_size(n) if unit == "GB" else binary_size(n)
 
 
+def short_count(n: int) -> str:
+    """A count for a metric's note, whose column is narrow: 8,192 in full; from ten million on in millions
+    (100M; ≈12.35M where four digits do not hold it), as contexts are spoken of: the page's largest context,
+    100,000,000, was clipped at 1,280 px."""
+    if n < 10_000_000:
+        return f"{n:,}"
+    millions = f"{n / 1e6:.4g}M"
+    return millions if n % 1_000_000 == 0 and n < 10**10 else f"≈{millions}"
+
+
 def fit_metrics(f: Fit, c: KVCache, unit: str = "GB") -> list[Metric]:
     """Tokens that fit, the longest context at the workload's batch, the largest batch at its context, and what is
     left for the cache in the unit the GPU was given in (GB or GiB); each note ends in the figure's kind, as the
@@ -141,7 +151,7 @@ def fit_metrics(f: Fit, c: KVCache, unit: str = "GB") -> list[Metric]:
     return [
         ("Cached tokens that fit", f"{f.tokens_that_fit:,}", "all sequences, estimate"),
         ("Longest context", longest, f"at batch {c.batch:,}, estimate"),  # short enough for any batch or context
-        ("Largest batch", f"{f.max_batch:,}", f"at context {c.context:,}, estimate"),
+        ("Largest batch", f"{f.max_batch:,}", f"at context {short_count(c.context)}, estimate"),
         (
             "Left for the cache",
             size_in(max(f.budget_bytes, 0), unit),
