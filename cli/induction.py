@@ -16,7 +16,7 @@ DEFAULT_SEEDS = 6  # lab.induction's, repeated so that building the parser loads
 
 def settings_of(a) -> dict:
     """make_run arguments every run shares (the induction defaults for the flags not given)."""
-    out = {"steps": a.steps, "length": a.T, "vocab": a.V, "k_min": a.k_min}
+    out = {"steps": a.steps, "length": a.T, "vocab": a.V, "k_min": a.k_min, "norm": a.norm}
     return out | ({"embed_std": a.embed_std} if a.embed_std is not None else {})
 
 
@@ -104,6 +104,7 @@ def register(sub) -> None:
     )
     p.add_argument("--position", choices=POSITIONS, nargs="+", default=["rope"], help="position encodings")
     p.add_argument("--steps", type=integer, default=INDUCTION_RUN["steps"])
+    p.add_argument("--norm", choices=("pre", "post"), default=INDUCTION_RUN["norm"], help="every run's LayerNorm place")
     add_induction_args(p)
     p.add_argument(
         "--embed-std",

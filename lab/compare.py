@@ -215,7 +215,8 @@ def seeds_text(comparisons: pd.DataFrame) -> str:
     return text
 
 
-METRIC_WORDS = {"test_loss": "test loss", "token_accuracy": "per-token", "sequence_accuracy": "per-sequence"}
+METRIC_WORDS = {"test_loss": "test loss", "token_accuracy": "per-token", "sequence_accuracy": "per-sequence",
+                "repeat_loss": "repeat loss", "first_loss": "first-copy loss"}  # fmt: skip
 
 
 def _base_mean(summary: pd.DataFrame | None, r) -> float:

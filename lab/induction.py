@@ -55,7 +55,8 @@ def runs_of(chosen: Sequence[Variant], seeds: Sequence[int], **settings) -> dict
             for v in chosen}  # fmt: skip
 
 
-FLAGS = {"steps": "--steps", "length": "--T", "vocab": "--V", "k_min": "--k-min", "embed_std": "--embed-std"}
+FLAGS = {"steps": "--steps", "length": "--T", "vocab": "--V", "k_min": "--k-min", "embed_std": "--embed-std",
+         "norm": "--norm"}  # fmt: skip
 
 
 def command(chosen: Sequence[Variant], seeds: Sequence[int], **settings) -> str:
@@ -68,7 +69,8 @@ def command(chosen: Sequence[Variant], seeds: Sequence[int], **settings) -> str:
     parts += ["--seeds", *(str(s) for s in seeds)]
     for key, flag in FLAGS.items():
         if key in settings and settings[key] != INDUCTION_RUN[key]:
-            parts += [flag, f"{settings[key]:g}"]
+            value = settings[key]
+            parts += [flag, value if isinstance(value, str) else f"{value:g}"]
     return " ".join(parts)
 
 

@@ -330,10 +330,15 @@ def test_the_command_a_page_names_trains_the_pages_runs():
     from lab import induction as lab_induction
 
     chosen = [lab_induction.Variant(n, p) for n, p in lab_induction.PAGE_VARIANTS]
-    for settings in ({"steps": 500, "embed_std": 0.1}, {"steps": INDUCTION_RUN["steps"]}):
+    for settings in (
+        {"steps": 500, "embed_std": 0.1},
+        {"steps": INDUCTION_RUN["steps"]},
+        {"steps": 500, "norm": "post"},
+    ):
         text = lab_induction.command(chosen, [0, 3], **settings)
         assert text.startswith("python -m attncore induction --layers 2 1 --position rope none --seeds 0 3")
         assert ("--steps" in text) == (settings["steps"] != INDUCTION_RUN["steps"])  # defaults left out
+        assert ("--norm post" in text) == (settings.get("norm") == "post")
         argv = shlex.split(text)[3:]
         a = build_parser(argv).parse_args(argv)
         named = lab_induction.runs_of(lab_induction.variants(a.layers, a.position), a.seeds, **settings_of(a))
@@ -360,8 +365,17 @@ def test_compare_pairs_the_repeat_and_first_copy_losses_and_offers_the_tasks_own
     assert factors_for("copy") == list(FACTORS)
 
 
-def test_the_compare_page_varies_layers_on_the_induction_task(store):
+def assert_the_losses_are_compared(at) -> None:
+    """The comparison table's metric column and the finding name the repeat and first-copy losses, in words."""
     from apptest_helpers import texts
+
+    metrics = {m for frame in at.dataframe if "metric" in frame.value for m in frame.value["metric"]}
+    assert {"repeat loss", "first-copy loss"} <= metrics, metrics
+    said = texts(at.markdown)
+    assert "repeat loss" in said and "first-copy loss" in said and "repeat_loss" not in said
+
+
+def test_the_compare_page_varies_layers_on_the_induction_task(store):
     from streamlit.testing.v1 import AppTest
 
     at = AppTest.from_file("../dashboard.py", default_timeout=120)
@@ -371,8 +385,7 @@ def test_the_compare_page_varies_layers_on_the_induction_task(store):
     at.switch_page("app_pages/compare.py").run()
     assert not at.exception, [e.message for e in at.exception]
     assert not any(b.key == "cmp_train" for b in at.button)  # the store's runs: nothing to train
-    shown = texts(at.markdown)
-    assert "Repeat loss (held out)" in shown and "First-copy loss (held out)" in shown
+    assert_the_losses_are_compared(at)
     options = at.selectbox(key="cmp_factor").options
     assert "layers" in options and "position" in options and "task" not in options
 
@@ -428,7 +441,7 @@ def test_the_page_offers_to_train_what_is_missing_with_an_estimate(tmp_path, mon
 def test_the_other_pages_work_on_the_induction_task(store, page, query):
     """The sidebar's induction run (2 layers, RoPE, seed 0, from the store) on the pages that read one run or vary it:
     no exception, no error, the maps of T - 1 = 31 positions; Ablations pairs the repeat loss."""
-    from apptest_helpers import charts, texts
+    from apptest_helpers import charts
     from streamlit.testing.v1 import AppTest
 
     at = AppTest.from_file("../dashboard.py", default_timeout=120)
@@ -440,4 +453,25 @@ def test_the_other_pages_work_on_the_induction_task(store, page, query):
     assert not [b for b in at.button if b.key in ("train_missing", "train")]  # the store's runs: nothing to train
     assert charts(at)
     if page == "ablations":
-        assert "Repeat loss (held out)" in texts(at.markdown)
+        assert_the_losses_are_compared(at)
+
+
+def test_a_link_naming_only_the_induction_task_opens_its_experiments_run():
+    """?task=induction and nothing else: the sidebar's position, heads, lr, steps and embedding take the induction
+    defaults (they were the article's, so such a link trained another model than the page's); another task's link
+    keeps the article's."""
+    from streamlit.testing.v1 import AppTest
+
+    from ui import sidebar
+
+    for task, want in (("induction", make_induction(0)), ("sort", make_run("sort", 6, 0))):
+        at = AppTest.from_file("../dashboard.py", default_timeout=120)
+        at.query_params.update({"task": task})
+        at.run()
+        at.switch_page("app_pages/train.py").run()
+        assert not at.exception, [e.message for e in at.exception]
+        kw = {arg: at.session_state[key] for key, (arg, _) in sidebar.DEFAULTS.items() if key in at.session_state}
+        got = {"position": kw["position"], "n_heads": kw["n_heads"], "lr": kw["lr"], "steps": kw["steps"]}
+        assert got == {"position": want.model.position, "n_heads": want.model.n_heads, "lr": want.train.lr,
+                       "steps": want.train.steps}, task  # fmt: skip
+        assert kw["embed_std"] == want.model.embed_std

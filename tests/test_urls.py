@@ -23,7 +23,7 @@ from streamlit.util import calc_hash
 
 from attncore import make_run
 from ui.nav import PAGES
-from ui.sidebar import DEFAULTS
+from ui.sidebar import DEFAULTS, INDUCTION_KEYS
 
 DASHBOARD = "../dashboard.py"
 STEPS = 30  # the sidebar's valid baseline: a short run the store fixture trains once
@@ -150,7 +150,8 @@ def clean(store):
 
 
 def test_every_page_binds_every_sidebar_key(clean):
-    assert all(set(widgets) >= set(DEFAULTS) for _, widgets, _, _ in clean.values())
+    """Every sidebar key of the task a page opens with (copy: all but the induction task's T, V and k_min)."""
+    assert all(set(widgets) >= set(DEFAULTS) - set(INDUCTION_KEYS) for _, widgets, _, _ in clean.values())
 
 
 # --- hostile links ---------------------------------------------------------------------------------------
@@ -218,7 +219,7 @@ def test_a_notice_is_plain_text_and_names_the_range(store):
     at = open_page(PAGES[0], {"steps": "inf", "task": LINK})
     notices = {re.match(r"URL parameter (\w+)=", shown(w.value)).group(1): shown(w.value) for w in at.warning}
     assert "ignored. Training steps: a whole number from 10 to 3,000. Using the default, 1,500." in notices["steps"]
-    assert "Task: one of copy, sort, reverse. Using the default, copy." in notices["task"]
+    assert "Task: one of copy, sort, reverse, induction. Using the default, copy." in notices["task"]
     assert at.number_input(key="steps").value == 1500 and "steps" not in at.query_params
     assert_no_live_markdown(at)
     at.number_input(key="seed").set_value(3).run()  # said once: the next run has nothing to say

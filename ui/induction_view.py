@@ -40,16 +40,23 @@ def variant_picker() -> list[induction.Variant]:
                            format_func=lambda v: v.label, placeholder="Pick variants")  # fmt: skip
 
 
+NORMS = {"pre": "pre-LN", "post": "post-LN"}
+
+
 def controls(lim: Limits) -> dict:
     """lab.induction.runs_of settings from the page's widgets (URL keys ind_*), within the hosted caps."""
-    c1, c2 = st.columns(2)
+    c1, c2, c3 = st.columns(3)
     with c1:
         options = [s for s in (100, 500, 1000, 2000, 3000) if s <= lim.max_steps]
         steps = url_select("Steps per run", "ind_steps", options, INDUCTION_RUN["steps"], format_func=str)
     with c2:
         embed = url_select("Token embedding at initialisation (std)", "ind_emb", list(EMBED_STDS),
                            INDUCTION_RUN["embed_std"], format_func=EMBED_STDS.get)  # fmt: skip
-    return {"steps": steps, "embed_std": embed}
+    with c3:
+        norm = url_select("LayerNorm", "ind_norm", list(NORMS), INDUCTION_RUN["norm"], format_func=NORMS.get,
+                          help="Where each block's LayerNorm sits, in every variant: before the sublayer (pre-LN, "
+                          "the default) or after the residual sum (post-LN).")  # fmt: skip
+    return {"steps": steps, "embed_std": embed, "norm": norm}
 
 
 def ablations(wanted, by_run: dict) -> dict | None:

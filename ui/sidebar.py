@@ -70,6 +70,12 @@ def task_defaults(task: str) -> dict:
     return {key: DEFAULTS[key][1] for key in TASK_DEFAULTED}
 
 
+def default(key: str, task: str):
+    """A setting's default under a task: the TASK_DEFAULTED fields take the induction experiment's with the induction
+    task (so a link that says task=induction and nothing else opens that experiment's run), the rest DEFAULTS'."""
+    return task_defaults(task)[key] if key in TASK_DEFAULTED else DEFAULTS[key][1]
+
+
 def _task_changed() -> None:
     """The task radio's callback: into or out of the induction task, its fields take the new task's defaults."""
     task, before = st.session_state.get("task"), st.session_state.get("_task_before", DEFAULTS["task"][1])
@@ -90,13 +96,13 @@ def _lr_label(v: float) -> str:
     return formats.learning_rate(v)  # 3e-3; a URL's lr=0.003 (the value) is accepted too
 
 
-def _advanced(lim) -> dict:
+def _advanced(lim, task: str) -> dict:
     """The folded fields: query key -> a call drawing its widget (or, with peek=True, returning its value)."""
     return {
-        "lr": partial(url_select, "Learning rate", "lr", LEARNING_RATES, 3e-3, format_func=_lr_label),
-        "steps": partial(url_number, "Training steps", "steps", 1500, 10, lim.max_steps, step=100),
+        "lr": partial(url_select, "Learning rate", "lr", LEARNING_RATES, default("lr", task), format_func=_lr_label),
+        "steps": partial(url_number, "Training steps", "steps", default("steps", task), 10, lim.max_steps, step=100),
         "d": partial(url_number, "Model width d", "d", 32, 4, lim.max_d_model, step=4),
-        "heads": partial(url_number, "Heads", "heads", 4, 1, lim.max_heads, help="Must divide d."),
+        "heads": partial(url_number, "Heads", "heads", default("heads", task), 1, lim.max_heads, help="Must divide d."),
         "layers": partial(url_number, "Layers (blocks)", "layers", 2, 1, lim.max_layers),
         "batch": partial(url_number, "Batch size", "batch", 32, 1, lim.max_batch, step=8),
         "mixed": partial(
@@ -149,7 +155,7 @@ def _advanced(lim) -> dict:
             url_number,
             "Embedding init std",
             "emb",
-            0.1,
+            default("emb", task),
             0.01,
             MAX_EMBED_STD,
             step=0.1,
@@ -184,10 +190,10 @@ def _widgets(check: bool) -> None:
             "Train on lengths 1..L", "range", False, help="One length per batch, drawn each step (Ruoss et al.)."
         )
     url_number("Seed", "seed", 0, 0, 9999, help="Seeds the initial weights and the training batches.")
-    url_select("Position encoding", "pos", POSITIONS, "learned", format_func=POSITION_LABELS.get)
+    url_select("Position encoding", "pos", POSITIONS, default("pos", task), format_func=POSITION_LABELS.get)
     url_radio("LayerNorm", "norm", ("pre", "post"), "pre", format_func=NORM_LABELS.get)
     url_toggle("Scale scores by 1/√d_k", "scaling", True)
-    advanced = _advanced(lim)
+    advanced = _advanced(lim, task)
 
     def check_config() -> None:  # with the folded fields' values before their widgets exist
         make(**{DEFAULTS[key][0]: draw(peek=True) for key, draw in advanced.items()})
@@ -215,7 +221,8 @@ def render(expanded: bool = True) -> None:
 
 def settings() -> dict:
     """The sidebar's values as make_run keyword arguments."""
-    return {arg: st.session_state.get(key, default) for key, (arg, default) in DEFAULTS.items()}
+    task = st.session_state.get("task", DEFAULTS["task"][1])
+    return {arg: st.session_state.get(key, default(key, task)) for key, (arg, _) in DEFAULTS.items()}
 
 
 def make(**overrides) -> RunConfig:
