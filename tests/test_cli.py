@@ -530,8 +530,9 @@ def test_help_shows_every_default(tmp_path):
     """Issue 29.7: `train --help` shows each flag's default (none for unset or off flags)."""
     r = attncore(tmp_path, "train", "--help")
     text = " ".join(r.stdout.split())  # argparse wraps the help column
-    for shown in ("--steps STEPS (default: 1500)", "--length L (default: 6)", "--task {copy,sort,reverse} (default: "
-                  "copy)", "--lr LR (default: 0.003)", "--batch BATCH (default: 32)"):  # fmt: skip
+    for shown in ("--steps STEPS (default: 1500)", "--length L (default: 6)",
+                  "--task {copy,sort,reverse,induction} (default: copy)", "--lr LR (default: 0.003)",
+                  "--batch BATCH (default: 32)"):  # fmt: skip
         assert shown in text, shown
     assert "(default: None)" not in text and "(default: False)" not in text
     sweep = " ".join(attncore(tmp_path, "sweep", "--help").stdout.split())
