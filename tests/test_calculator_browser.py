@@ -30,8 +30,13 @@ CLIPPED = """() => {
         const st = getComputedStyle(el);
         const hides = st.textOverflow === 'ellipsis' || st.overflowX === 'hidden';
         const shown = el.getBoundingClientRect().width > 0 && !el.closest('[data-testid=stVegaLiteChart]');
-        if (hides && shown && el.textContent.trim() && el.scrollWidth > el.clientWidth + 1)
-            out.push(el.textContent.trim().slice(0, 60));
+        if (!hides || !shown || !el.textContent.trim()) continue;
+        // scrollWidth is rounded: a metric's '8.16e+07×' overflowed its ellipsis box by a fraction of a pixel and
+        // was cut ('8.16e+0…') with scrollWidth 152 of 151, so an ellipsis box is measured by its text's extent
+        const range = document.createRange();
+        range.selectNodeContents(el);
+        const cut = st.textOverflow === 'ellipsis' && range.getBoundingClientRect().width > el.getBoundingClientRect().width + 0.05;
+        if (el.scrollWidth > el.clientWidth + 1 || cut) out.push(el.textContent.trim().slice(0, 60));
     }
     const ctx = document.createElement('canvas').getContext('2d');
     for (const input of main.querySelectorAll('[data-testid=stSelectbox] input')) {

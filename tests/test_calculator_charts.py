@@ -78,6 +78,13 @@ def test_cache_and_fit_metrics_of_llama_3_8b():
     assert [v for _, v, _ in cc.cache_metrics(bare)][3:] == ["not counted", "—"]
 
 
+def test_a_huge_cache_to_weights_ratio_fits_its_metric():
+    """The KV cache page at context 100,000,000 and batch 100,000 showed '8.16e+0…' (cut in its column)."""
+    assert [cc.cache_ratio(x) for x in (0.5373, 4.2, 512.4, 9999, 81_600_000)] == [
+        "0.537×", "4.2×", "512×", "1.00e4×", "8.16e7×"
+    ]  # fmt: skip
+
+
 @pytest.mark.parametrize(
     "n, text",
     [(8192, "8,192"), (9_999_999, "9,999,999"), (10**8, "100M"), (99_000_000, "99M"), (12_345_678, "≈12.35M")],

@@ -121,7 +121,7 @@ def cache_metrics(c: KVCache) -> list[Metric]:
         ("KV cache, decimal units", decimal_size(c.bytes), "GB = 10⁹ B"),
         ("Per token", f"{c.bytes_per_token:,} B", "one sequence, all layers"),
         (label, weights, note),
-        ("Cache / weights", "—" if c.ratio is None else f"{c.ratio:.3g}×", f"{c.attention} cache"),
+        ("Cache / weights", "—" if c.ratio is None else cache_ratio(c.ratio), f"{c.attention} cache"),
     ]
 
 
@@ -131,6 +131,12 @@ SIZE_UNITS = {"GB": GB, "GiB": GIB}  # a GPU's memory as sold (10^9 B) or as the
 def size_in(n: float, unit: str) -> str:
     """Bytes in the family of `unit` (GB: decimal kB..TB; GiB: binary KiB..TiB), three significant figures."""
     return decimal_size(n) if unit == "GB" else binary_size(n)
+
+
+def cache_ratio(x: float) -> str:
+    """The cache over the weights in a metric's narrow value: three significant digits ('0.537×', '4.2×', '512×'),
+    from 1,000 on in the lab's short scientific notation ('8.16e7×': '8.16e+07×' was cut to '8.16e+0…')."""
+    return f"{x:.3g}×" if x < 999.5 else f"{formats.scientific(x, 3)}×"
 
 
 def short_count(n: int) -> str:
