@@ -35,7 +35,8 @@ CLIPPED = """() => {
         // was cut ('8.16e+0…') with scrollWidth 152 of 151, so an ellipsis box is measured by its text's extent
         const range = document.createRange();
         range.selectNodeContents(el);
-        const cut = st.textOverflow === 'ellipsis' && range.getBoundingClientRect().width > el.getBoundingClientRect().width + 0.05;
+        const extent = range.getBoundingClientRect().width;
+        const cut = st.textOverflow === 'ellipsis' && extent > el.getBoundingClientRect().width + 0.05;
         if (el.scrollWidth > el.clientWidth + 1 || cut) out.push(el.textContent.trim().slice(0, 60));
     }
     const ctx = document.createElement('canvas').getContext('2d');
