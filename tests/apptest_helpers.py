@@ -15,6 +15,18 @@ PAGES_DIR = Path(__file__).resolve().parents[1] / "app_pages"
 TIMEOUT = 120
 
 
+def free_slots(n: int) -> int:
+    """How many of the server's n slots can be taken right now (all given back again)."""
+    from ui.limits import _slots
+
+    slots, taken = _slots(n), 0
+    while slots.acquire(blocking=False):
+        taken += 1
+    for _ in range(taken):
+        slots.release()
+    return taken
+
+
 @contextmanager
 def temporary_store(tmp_path_factory, runs: Iterable) -> Iterator[None]:
     """A fresh run store (ATTNCORE_CACHE_DIR) holding `runs`, trained once, for one test module's AppTests."""

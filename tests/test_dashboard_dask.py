@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from apptest_helpers import texts
+from apptest_helpers import free_slots, texts
 from streamlit.testing.v1 import AppTest
 
 from attncore import ConfigError, make_run
@@ -201,16 +201,6 @@ def test_an_unreachable_scheduler_is_one_message_not_a_traceback(tmp_path, monke
         "Training the depth experiment could not start: No dask scheduler answered at tcp://127.0.0.1:9: the "
         "connection was refused (nothing listens on that port)."
     ]
-
-
-def free_slots(n: int) -> int:
-    """How many of the server's n slots can be taken right now (all given back again)."""
-    slots, taken = limits_module._slots(n), 0
-    while slots.acquire(blocking=False):
-        taken += 1
-    for _ in range(taken):
-        slots.release()
-    return taken
 
 
 @pytest.fixture

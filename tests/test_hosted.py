@@ -15,6 +15,7 @@ from pathlib import Path
 import hosted_probe
 import numpy as np
 import pytest
+from apptest_helpers import free_slots
 from streamlit.testing.v1 import AppTest
 
 from attncore import make_run
@@ -47,24 +48,14 @@ def _slot_script() -> None:
     st.write("after")
 
 
-def _free_slots(n: int) -> int:
-    """How many of the server's n slots can be taken right now (all given back again)."""
-    slots, taken = limits_module._slots(n), 0
-    while slots.acquire(blocking=False):
-        taken += 1
-    for _ in range(taken):
-        slots.release()
-    return taken
-
-
-def _settled_free_slots(n: int) -> int:
-    """_free_slots once a finished job's done-callback has given its slot back (it runs just after the
+def _settledfree_slots(n: int) -> int:
+    """free_slots once a finished job's done-callback has given its slot back (it runs just after the
     job's waiters wake up); polls for at most 10 s, then answers whatever it sees."""
     for _ in range(200):
-        if _free_slots(n) == n:
+        if free_slots(n) == n:
             break
         threading.Event().wait(0.05)
-    return _free_slots(n)
+    return free_slots(n)
 
 
 def _run_slot_script(fault_at: int, kind: str, contended: bool) -> int:
@@ -89,10 +80,10 @@ def test_training_slot_is_released_when_streamlit_stops_or_reruns_at_any_point(m
     monkeypatch.setenv("ATTNLAB_MAX_CONCURRENT", "1")
     monkeypatch.setenv("ATTNLAB_SLOT_WAIT_SECONDS", "30")
     messages = _run_slot_script(0, kind, contended)  # no fault: count the messages of a clean run
-    assert messages >= 3 and _free_slots(1) == 1
+    assert messages >= 3 and free_slots(1) == 1
     for fault_at in range(1, messages + 1):
         _run_slot_script(fault_at, kind, contended)
-        assert _free_slots(1) == 1, f"slot leaked when Streamlit raised {kind} at message {fault_at}"
+        assert free_slots(1) == 1, f"slot leaked when Streamlit raised {kind} at message {fault_at}"
 
 
 def test_an_error_in_the_body_gives_the_slot_back(monkeypatch):
@@ -100,7 +91,7 @@ def test_an_error_in_the_body_gives_the_slot_back(monkeypatch):
     with pytest.raises(ValueError, match="between acquire and use"):
         with limits_module.training_slot():
             raise ValueError("between acquire and use")
-    assert _free_slots(1) == 1
+    assert free_slots(1) == 1
 
 
 def test_a_slot_handed_to_a_job_is_held_until_the_job_ends(monkeypatch):
@@ -110,9 +101,9 @@ def test_a_slot_handed_to_a_job_is_held_until_the_job_ends(monkeypatch):
         with limits_module.training_slot() as slot:
             slot.hand_to(job)
             raise KeyboardInterrupt
-    assert _free_slots(1) == 0
+    assert free_slots(1) == 0
     job.set_exception(worker.Cancelled(3))
-    assert _free_slots(1) == 1
+    assert free_slots(1) == 1
 
 
 # --- the training worker ------------------------------------------------------------------------
@@ -241,11 +232,11 @@ def test_leaving_mid_training_cancels_it_frees_the_slot_and_says_where_it_stoppe
     warning = " ".join(w.value for w in at.warning)
     assert re.search(r"Cancelled after [\d,]+ of 3,000 steps; nothing was stored", warning), warning
     assert not is_cached(make_run(steps=3000, d_model=64, n_layers=3))
-    assert _settled_free_slots(1) == 1
+    assert _settledfree_slots(1) == 1
     hosted_probe.arm(0, "stop")
     at = _train_app(20)  # the next training works
     assert [s.value for s in at.success] == ["trained"] and is_cached(make_run(steps=20))
-    assert _settled_free_slots(1) == 1
+    assert _settledfree_slots(1) == 1
 
 
 def test_a_killed_worker_shows_one_message_and_the_next_training_works(store, monkeypatch):
@@ -260,7 +251,7 @@ def test_a_killed_worker_shows_one_message_and_the_next_training_works(store, mo
         "The training worker stopped unexpectedly (killed, or out of memory); nothing was stored. "
         "A new worker starts with the next training: press Train again."
     ]
-    assert not is_cached(make_run(steps=3000, d_model=64, n_layers=3)) and _settled_free_slots(1) == 1
+    assert not is_cached(make_run(steps=3000, d_model=64, n_layers=3)) and _settledfree_slots(1) == 1
     at = _train_app(20)
     assert [s.value for s in at.success] == ["trained"] and is_cached(make_run(steps=20))
 
@@ -310,7 +301,7 @@ def test_attention_head_ablations_wait_for_a_slot_and_are_capped(trained, monkey
     expected = [evaluate_ablated(record.params, record.config, [(0, h)]).sequence_accuracy for h in range(3)]
     assert zeroed[:3].tolist() == expected and zeroed[3:].isna().all()
     assert "Only the first 3 of 8 heads are zeroed one by one" in " ".join(c.value for c in at.caption)
-    assert _settled_free_slots(1) == 1
+    assert _settledfree_slots(1) == 1
     slots = _hold_every_slot(monkeypatch)  # from the memo now: no slot needed, nothing to wait for
     at = _dashboard("attention")
     assert at.dataframe[0].value["per-seq acc. zeroed"][:3].tolist() == expected and not at.warning
@@ -325,7 +316,7 @@ def test_a_new_gradient_check_waits_for_a_slot_and_a_known_one_does_not(trained,
     slots.release()
     at = _dashboard("gradient_check", **query)
     shown = [m.value for m in at.metric]
-    assert shown and _settled_free_slots(1) == 1
+    assert shown and _settledfree_slots(1) == 1
     slots = _hold_every_slot(monkeypatch)
     assert [m.value for m in _dashboard("gradient_check", **query).metric] == shown
     slots.release()
