@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import sys
 
-from attncore.config import INDUCTION_RUN, POSITIONS, ConfigError
+from attncore.config import INDUCTION_RUN, NORMS, POSITIONS, ConfigError
 from lab import formats, stats
 
 MAX_SEEDS = 16
@@ -104,7 +104,7 @@ def register(sub) -> None:
     )
     p.add_argument("--position", choices=POSITIONS, nargs="+", default=["rope"], help="position encodings")
     p.add_argument("--steps", type=integer, default=INDUCTION_RUN["steps"])
-    p.add_argument("--norm", choices=("pre", "post"), default=INDUCTION_RUN["norm"], help="every run's LayerNorm place")
+    p.add_argument("--norm", choices=NORMS, default=INDUCTION_RUN["norm"], help="every run's LayerNorm place")
     add_induction_args(p)
     p.add_argument(
         "--embed-std",

@@ -9,7 +9,7 @@ import math
 import pandas as pd
 import streamlit as st
 
-from attncore.config import INDUCTION_RUN
+from attncore.config import INDUCTION_RUN, NORMS
 from attncore.tasks import N_TEST
 from lab import formats, induction
 from lab.store import RunRecord
@@ -17,6 +17,7 @@ from ui import metered, runs, tables
 from ui.limits import BusyError, Limits
 from ui.params import url_multiselect, url_select
 from ui.plain import plain
+from ui.sidebar import NORM_LABELS
 
 VARIANT_OPTIONS = [induction.Variant(n, p) for n, p in ((2, "rope"), (1, "rope"), (2, "none"), (2, "learned"),
                                                         (1, "none"), (3, "rope"))]  # fmt: skip
@@ -40,9 +41,6 @@ def variant_picker() -> list[induction.Variant]:
                            format_func=lambda v: v.label, placeholder="Pick variants")  # fmt: skip
 
 
-NORMS = {"pre": "pre-LN", "post": "post-LN"}
-
-
 def controls(lim: Limits) -> dict:
     """lab.induction.runs_of settings from the page's widgets (URL keys ind_*), within the hosted caps."""
     c1, c2, c3 = st.columns(3)
@@ -53,7 +51,7 @@ def controls(lim: Limits) -> dict:
         embed = url_select("Token embedding at initialisation (std)", "ind_emb", list(EMBED_STDS),
                            INDUCTION_RUN["embed_std"], format_func=EMBED_STDS.get)  # fmt: skip
     with c3:
-        norm = url_select("LayerNorm", "ind_norm", list(NORMS), INDUCTION_RUN["norm"], format_func=NORMS.get,
+        norm = url_select("LayerNorm", "ind_norm", list(NORMS), INDUCTION_RUN["norm"], format_func=NORM_LABELS.get,
                           help="Where each block's LayerNorm sits, in every variant: before the sublayer (pre-LN, "
                           "the default) or after the residual sum (post-LN).")  # fmt: skip
     return {"steps": steps, "embed_std": embed, "norm": norm}
