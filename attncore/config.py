@@ -10,6 +10,8 @@ import dataclasses
 import numbers
 from dataclasses import dataclass
 
+from .checks import ConfigError, check_choice, check_float, check_int
+
 POSITIONS = ("learned", "sinusoidal", "rope", "alibi", "none")
 NORMS = ("pre", "post")
 DTYPES = ("float32", "float64")
@@ -27,38 +29,6 @@ MIN_INDUCTION_T, MAX_INDUCTION_T = 4, 256  # T: tokens of an induction sequence 
 MAX_INDUCTION_VOCAB = 1024  # V: tokens drawn uniformly
 MIN_K = 2  # the shortest repeated prefix: its repeat holds one query with a target (k .. 2k - 2)
 INDUCTION_DEFAULTS = {"vocab": 32, "k_min": 4}  # TaskConfig's fields an induction task fills when not given
-
-
-class ConfigError(ValueError):
-    """An invalid configuration value; `field` names the offending field."""
-
-    def __init__(self, field: str, message: str):
-        super().__init__(f"{field}: {message}")
-        self.field, self.message = field, message
-
-
-def check_int(field: str, value, low: int = 1, high: int | None = 10**9) -> None:
-    """Raise ConfigError unless value is an integer in [low, high] (high None: unbounded)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ConfigError(field, f"must be an integer, got {value!r}")
-    if value < low or (high is not None and value > high):
-        allowed = f">= {low:,}" if high is None else f"from {low:,} to {high:,}"
-        raise ConfigError(field, f"must be {allowed}, got {value:,}")
-
-
-def check_choice(field: str, value, choices: tuple[str, ...]) -> None:
-    """Raise ConfigError unless value is one of choices."""
-    if value not in choices:
-        raise ConfigError(field, f"must be one of {', '.join(choices)}; got {value!r}")
-
-
-def _float_in(field: str, value, low: float, high: float, *, open_low=True) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(field, f"must be a number, got {value!r}")
-    ok = (value > low if open_low else value >= low) and value < high
-    if not ok:
-        bracket = "(" if open_low else "["
-        raise ConfigError(field, f"must be in {bracket}{low}, {high}), got {value}")
 
 
 @dataclass(frozen=True)
@@ -134,10 +104,10 @@ class TrainConfig:
             raise ConfigError("min_lr_ratio", "is the end of a decay: give decay linear or cosine, or leave it at 0")
         object.__setattr__(self, "min_lr_ratio", float(self.min_lr_ratio))  # 0 and 0.0: one cache key
         check_int("batch_size", self.batch_size, 1, 65536)
-        _float_in("lr", self.lr, 0.0, 1.0)
-        _float_in("beta1", self.beta1, 0.0, 1.0, open_low=False)
-        _float_in("beta2", self.beta2, 0.0, 1.0, open_low=False)
-        _float_in("eps", self.eps, 0.0, 1.0)
+        check_float("lr", self.lr, 0.0, 1.0)
+        check_float("beta1", self.beta1, 0.0, 1.0, open_low=False)
+        check_float("beta2", self.beta2, 0.0, 1.0, open_low=False)
+        check_float("eps", self.eps, 0.0, 1.0)
         check_int("seed", self.seed, 0, 2**32 - 1)
 
 
