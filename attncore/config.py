@@ -11,44 +11,54 @@ import numbers
 from dataclasses import dataclass
 
 from .checks import ConfigError, check_choice, check_float, check_int
+from .settings import (
+    MAX_EMBED_STD,
+    SETTINGS,
+    in_section,
+    optional_fields,
+)
 
-POSITIONS = ("learned", "sinusoidal", "rope", "alibi", "none")
-NORMS = ("pre", "post")
-DTYPES = ("float32", "float64")
 ARTICLE_TASKS = ("copy", "sort", "reverse")  # [s1..sL, SEP, a1..aL] over 20 symbols, the loss on the answer
 INDUCTION = "induction"  # T random tokens of V with a repeated prefix, the loss on every position (SPEC §14)
 TASKS = (*ARTICLE_TASKS, INDUCTION)
-DECAYS = ("none", "linear", "cosine")  # the learning rate after warm-up (attncore.optim.lr_multiplier)
 N_SYMBOLS = 20  # symbols 0..19
 SEP = 20  # the separator token
 VOCAB_SIZE = N_SYMBOLS + 1
 MAX_LENGTH = 64  # longest task length L accepted anywhere
-MAX_RANDOMIZED = 4096  # largest N_MAX of randomized positions
-MAX_EMBED_STD = 10.0  # the largest initial std of the embeddings
 MIN_INDUCTION_T, MAX_INDUCTION_T = 4, 256  # T: tokens of an induction sequence (the hosted cap may be lower)
 MAX_INDUCTION_VOCAB = 1024  # V: tokens drawn uniformly
 MIN_K = 2  # the shortest repeated prefix: its repeat holds one query with a target (k .. 2k - 2)
 INDUCTION_DEFAULTS = {"vocab": 32, "k_min": 4}  # TaskConfig's fields an induction task fills when not given
 
 
+def _default(name: str):
+    """A setting's default, as attncore.settings declares it."""
+    return SETTINGS[name].default
+
+
+def _check(config, *names: str) -> None:
+    """Check these settings' values in the config (range or choices, as attncore.settings declares them)."""
+    for name in names:
+        SETTINGS[name].check(getattr(config, SETTINGS[name].config_field))
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     vocab_size: int = VOCAB_SIZE
-    d_model: int = 32
-    n_heads: int = 4
-    n_layers: int = 2
-    d_ff: int = 128
+    d_model: int = _default("d_model")
+    n_heads: int = _default("n_heads")
+    n_layers: int = _default("n_layers")
+    d_ff: int = _default("d_ff")
     max_len: int = 13  # t_max: rows of the position table
-    position: str = "learned"
-    norm: str = "pre"
-    scaling: bool = True  # divide scores by sqrt(d_head)
-    dtype: str = "float32"
-    embed_std: float = 0.1  # the token embedding's (and learned position table's) initial std, SPEC §4's 0.1
+    position: str = _default("position")
+    norm: str = _default("norm")
+    scaling: bool = _default("scaling")  # divide scores by sqrt(d_head)
+    dtype: str = _default("dtype")
+    embed_std: float = _default("embed_std")  # the token embedding's (and learned position table's) initial std
 
     def __post_init__(self):
         check_int("vocab_size", self.vocab_size, 2, 1_000_000)
-        check_int("d_model", self.d_model, 1, 4096)
-        check_int("n_heads", self.n_heads, 1, 256)
+        _check(self, "d_model", "n_heads")
         if self.d_model % self.n_heads:
             raise ConfigError(
                 "n_heads",
@@ -57,14 +67,9 @@ class ModelConfig:
             )
         if self.position == "rope" and self.d_head % 2:
             raise ConfigError("n_heads", f"rope needs an even head size, got d_head={self.d_head}")
-        check_int("n_layers", self.n_layers, 1, 64)
-        check_int("d_ff", self.d_ff, 1, 65536)
+        _check(self, "n_layers", "d_ff")
         check_int("max_len", self.max_len, 1, 1_000_000)
-        check_choice("position", self.position, POSITIONS)
-        check_choice("norm", self.norm, NORMS)
-        if not isinstance(self.scaling, bool):
-            raise ConfigError("scaling", f"must be true or false, got {self.scaling!r}")
-        check_choice("dtype", self.dtype, DTYPES)
+        _check(self, "position", "norm", "scaling", "dtype")
         if isinstance(self.embed_std, bool) or not isinstance(self.embed_std, (int, float)):
             raise ConfigError("embed_std", f"must be a number, got {self.embed_std!r}")
         if not 0.0 < self.embed_std <= MAX_EMBED_STD:  # also refuses nan
@@ -78,24 +83,25 @@ class ModelConfig:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    steps: int = 1500
-    batch_size: int = 32
-    lr: float = 3e-3
-    beta1: float = 0.9
-    beta2: float = 0.999
-    eps: float = 1e-8
-    seed: int = 0
-    randomized_positions: int | None = None  # N_MAX: each batch's positions drawn from [0, N_MAX) (Ruoss et al.)
-    warmup: int = 0  # W: steps of linear warm-up, lr_t = lr * min(1, (t + 1)/W); 0 = none
-    decay: str = "none"  # after warm-up: none, linear or cosine down to min_lr_ratio * lr at the last step
-    min_lr_ratio: float = 0.0  # r: the decay's end, a fraction of lr
+    steps: int = _default("steps")
+    batch_size: int = _default("batch_size")
+    lr: float = _default("lr")
+    beta1: float = _default("beta1")
+    beta2: float = _default("beta2")
+    eps: float = _default("eps")
+    seed: int = _default("seed")
+    # N_MAX: each batch's positions drawn from [0, N_MAX) (Ruoss et al.)
+    randomized_positions: int | None = _default("randomized_positions")
+    warmup: int = _default("warmup")  # W: steps of linear warm-up, lr_t = lr * min(1, (t + 1)/W); 0 = none
+    decay: str = _default("decay")  # after warm-up: none, linear or cosine down to min_lr_ratio * lr at the last step
+    min_lr_ratio: float = _default("min_lr_ratio")  # r: the decay's end, a fraction of lr
 
     def __post_init__(self):
         if self.randomized_positions is not None:
-            check_int("randomized_positions", self.randomized_positions, 2, MAX_RANDOMIZED)
-        check_int("steps", self.steps, 1, 1_000_000)
-        check_int("warmup", self.warmup, 0, self.steps)
-        check_choice("decay", self.decay, DECAYS)
+            _check(self, "randomized_positions")
+        _check(self, "steps")
+        check_int("warmup", self.warmup, 0, self.steps)  # at most the steps
+        _check(self, "decay")
         if isinstance(self.min_lr_ratio, bool) or not isinstance(self.min_lr_ratio, (int, float)):
             raise ConfigError("min_lr_ratio", f"must be a number, got {self.min_lr_ratio!r}")
         if not 0.0 <= self.min_lr_ratio <= 1.0:  # also refuses nan
@@ -103,12 +109,12 @@ class TrainConfig:
         if self.min_lr_ratio and self.decay == "none":  # else two keys for one run
             raise ConfigError("min_lr_ratio", "is the end of a decay: give decay linear or cosine, or leave it at 0")
         object.__setattr__(self, "min_lr_ratio", float(self.min_lr_ratio))  # 0 and 0.0: one cache key
-        check_int("batch_size", self.batch_size, 1, 65536)
+        _check(self, "batch_size")
         check_float("lr", self.lr, 0.0, 1.0)
         check_float("beta1", self.beta1, 0.0, 1.0, open_low=False)
         check_float("beta2", self.beta2, 0.0, 1.0, open_low=False)
         check_float("eps", self.eps, 0.0, 1.0)
-        check_int("seed", self.seed, 0, 2**32 - 1)
+        _check(self, "seed")
 
 
 @dataclass(frozen=True)
@@ -186,11 +192,7 @@ class TaskConfig:
 
 
 # fields left out of RunConfig.to_dict at their default, so the cache key of configs without them is unchanged
-OPTIONAL_FIELDS = {
-    "model": {"embed_std": 0.1},
-    "train": {"randomized_positions": None, "warmup": 0, "decay": "none", "min_lr_ratio": 0.0},
-    "task": {"train_lengths": None, "mixed_lengths": False, "vocab": None, "k_min": None},  # the last two: induction's
-}
+OPTIONAL_FIELDS = optional_fields()
 
 
 @dataclass(frozen=True)
@@ -253,67 +255,36 @@ class RunConfig:
 
 
 def make_run(
-    task: str = "copy",
-    length: int = 6,
-    seed: int = 0,
+    task: str = _default("task"),
+    length: int = _default("length"),
+    seed: int = _default("seed"),
     *,
-    steps: int = 1500,
-    batch_size: int = 32,
-    lr: float = 3e-3,
-    d_model: int = 32,
-    n_heads: int = 4,
-    n_layers: int = 2,
     d_ff: int | None = None,
-    position: str = "learned",
-    norm: str = "pre",
-    scaling: bool = True,
-    dtype: str = "float32",
-    train_lengths: tuple[int, int] | None = None,
-    mixed_lengths: bool = False,
-    randomized_positions: int | None = None,
     train_min: int | None = None,
-    warmup: int = 0,
-    decay: str = "none",
-    min_lr_ratio: float = 0.0,
-    vocab: int | None = None,
-    k_min: int | None = None,
-    embed_std: float = 0.1,
+    **settings,
 ) -> RunConfig:
-    """The article's experiment (SPEC §7) with any field overridden; t_max = 2L + 1 (N_MAX with randomized
-    positions). With train_lengths (MIN, MAX) the run trains on lengths MIN..MAX and L is MAX; train_min
-    is the same as train_lengths (train_min, length). task "induction": `length` is T and `vocab`, `k_min` its V
-    and shortest repeat (make_induction has its defaults); t_max = T."""
+    """The article's experiment with any setting overridden (the keywords are attncore.settings' names); d_ff is
+    4d unless given, t_max = 2L + 1 (N_MAX with randomized positions). With train_lengths (MIN, MAX) the run trains
+    on lengths MIN..MAX and L is MAX; train_min is the same as train_lengths (train_min, length). Task "induction":
+    `length` is T and `vocab`, `k_min` its V and shortest repeat (make_induction has its defaults); t_max = T."""
+    unknown = sorted(set(settings) - set(SETTINGS) - {"task", "length", "seed"})
+    if unknown:
+        raise TypeError(f"make_run() got unexpected keyword arguments {', '.join(unknown)}")
+    kw = {name: s.default for name, s in SETTINGS.items()} | settings | {"task": task, "length": length, "seed": seed}
     if train_min is not None:
-        if train_lengths is not None:
+        if kw["train_lengths"] is not None:
             raise ConfigError("train_min", "give train_lengths or train_min, not both")
-        train_lengths = (train_min, length)
-    if train_lengths is not None and len(train_lengths) == 2 and length != train_lengths[1]:
-        length = train_lengths[1]
-    task_cfg = TaskConfig(task, length, train_lengths, mixed_lengths, vocab, k_min)
-    d_ff = 4 * d_model if d_ff is None else d_ff
-    model = ModelConfig(
-        vocab_size=task_cfg.vocab_size,
-        d_model=d_model,
-        n_heads=n_heads,
-        n_layers=n_layers,
-        d_ff=d_ff,
-        max_len=task_cfg.seq_len if randomized_positions is None else max(task_cfg.seq_len, randomized_positions),
-        position=position,
-        norm=norm,
-        scaling=scaling,
-        dtype=dtype,
-        embed_std=embed_std,
-    )
-    train = TrainConfig(
-        steps=steps,
-        batch_size=batch_size,
-        lr=lr,
-        seed=seed,
-        randomized_positions=randomized_positions,
-        warmup=warmup,
-        decay=decay,
-        min_lr_ratio=min_lr_ratio,
-    )
+        kw["train_lengths"] = (train_min, length)
+    lengths = kw["train_lengths"]
+    if lengths is not None and len(lengths) == 2 and kw["length"] != lengths[1]:
+        kw["length"] = lengths[1]
+    task_cfg = TaskConfig(**{s.config_field: kw[s.name] for s in in_section("task")})
+    model = {s.name: kw[s.name] for s in in_section("model")}
+    model["d_ff"] = 4 * model["d_model"] if d_ff is None else d_ff
+    n_max = kw["randomized_positions"]
+    max_len = task_cfg.seq_len if n_max is None else max(task_cfg.seq_len, n_max)
+    model = ModelConfig(vocab_size=task_cfg.vocab_size, max_len=max_len, **model)
+    train = TrainConfig(**{s.name: kw[s.name] for s in in_section("train")})
     return RunConfig(model, train, task_cfg)
 
 

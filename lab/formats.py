@@ -1,10 +1,13 @@
 """One text format per quantity, for the pages and the command line alike: losses, accuracies, shares, counts,
-bytes, learning rates, durations and plurals. Pure functions of the standard library; imports nothing of the lab.
+bytes, learning rates, durations and plurals. Pure functions of the standard library; imports nothing of the lab
+(a learning rate is written as attncore.settings writes it, for the settings' labels).
 """
 
 from __future__ import annotations
 
 import math
+
+from attncore.settings import learning_rate as learning_rate  # one notation, the settings' too
 
 LOSS_DIGITS = 3  # significant digits of a loss
 ACCURACY_DECIMALS = 3
@@ -78,13 +81,6 @@ def significant(value: float, digits: int = 3) -> str:
         return "0"
     decimals = max(0, digits - 1 - math.floor(math.log10(abs(value))))
     return f"{value:,.{decimals}f}"
-
-
-def learning_rate(lr: float) -> str:
-    """A learning rate in one notation: 3e-3, 1e-2, 2.5e-4 (mantissa without trailing zeros, plain exponent)."""
-    mantissa, exponent = f"{lr:e}".split("e")
-    mantissa = mantissa.rstrip("0").rstrip(".")
-    return f"{mantissa}e{int(exponent)}"
 
 
 def scientific(x: float, digits: int = 2) -> str:

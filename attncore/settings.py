@@ -1,0 +1,195 @@
+"""A run's settings, declared once: one record per setting, read by the configs' defaults and checks, the store's
+key, the sidebar's widgets and the URL, the command line's flags, Compare's factors and the tables.
+
+A record says which RunConfig field it sets, its default (a task may set its own: Task.defaults), its range or
+choices, its URL key, flag and label, how a value is written, the levels a comparison offers, and whether it
+enters a run's key only when it differs from its default (a setting added after runs were stored keeps their
+keys). A new setting is one record here and the code where it acts (the model or the trainer).
+Standard library only: the bottom of attncore, under config.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .checks import ConfigError, check_choice, check_int
+
+POSITIONS = ("learned", "sinusoidal", "rope", "alibi", "none")
+NORMS = ("pre", "post")
+DTYPES = ("float32", "float64")
+DECAYS = ("none", "linear", "cosine")  # the learning rate after warm-up (attncore.optim.lr_multiplier)
+LEARNING_RATES = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2)  # the sidebar's and Compare's choices
+MAX_RANDOMIZED = 4096  # largest N_MAX of randomized positions
+MAX_EMBED_STD = 10.0  # the largest initial std of the embeddings
+
+
+def learning_rate(lr: float) -> str:
+    """A learning rate in one notation: 3e-3, 1e-2, 2.5e-4 (mantissa without trailing zeros, plain exponent)."""
+    mantissa, exponent = f"{lr:e}".split("e")
+    mantissa = mantissa.rstrip("0").rstrip(".")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def on_off(value: bool) -> str:
+    return "on" if value else "off"
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting of a run. `name` is its make_run keyword (and, unless `field` says otherwise, the field it sets
+    in RunConfig's `section`)."""
+
+    name: str
+    section: str  # model, train or task: where it lives in RunConfig
+    default: Any
+    kind: type  # int, float, bool or str
+    label: str  # what the pages call it
+    low: float | None = None  # the range a config accepts (inclusive; None: unbounded)
+    high: float | None = None
+    choices: tuple = ()  # a str setting's values
+    labels: dict | None = None  # a choice's label on the pages ({value: label})
+    field: str | None = None  # the RunConfig field, if not `name`
+    url: str | None = None  # the sidebar's query-parameter key (None: not in the sidebar)
+    flag: str | None = None  # the command line's flag (None: none)
+    help: str = ""
+    advanced: bool = False  # in the sidebar's folded Advanced section
+    cap: str | None = None  # the operator limit (ui.limits) that bounds it on a hosted server
+    optional: bool = False  # in a run's key only when it is not the default (added after runs were stored)
+    factor: str | None = None  # its name as a comparison factor (Compare, --group-by); None: not a factor
+    levels: tuple = ()  # the levels Compare offers, then the ones it preselects
+    preselected: tuple = ()
+    in_table: bool = True  # a column of the runs table (lab.tables)
+
+    @property
+    def config_field(self) -> str:
+        return self.field or self.name
+
+    def format(self, value) -> str:
+        """A value as the pages and tables write it."""
+        if self.labels and value in self.labels:
+            return self.labels[value]
+        if self.kind is bool:
+            return on_off(value)
+        if self.name == "lr":
+            return learning_rate(float(value))
+        if isinstance(value, float):
+            return f"{value:g}"
+        return str(value)
+
+    def check(self, value) -> None:
+        """Raise ConfigError unless an integer, on/off or choice setting's value is of its kind and in its range
+        (the field named as the config names it). A number's range has its own open or closed ends and message:
+        the config checks those."""
+        field = self.config_field
+        if self.kind is int:
+            check_int(field, value, int(self.low), None if self.high is None else int(self.high))
+        elif self.kind is bool:
+            if not isinstance(value, bool):
+                raise ConfigError(field, f"must be true or false, got {value!r}")
+        elif self.choices:
+            check_choice(field, value, self.choices)
+
+
+S = Setting
+SETTINGS: dict[str, Setting] = {
+    s.name: s
+    for s in (
+        # the task: its name and length (L, or the task's own length: Task.length_name)
+        S("task", "task", "copy", str, "Task", field="name", url="task", flag="--task", factor="task",
+          preselected=("copy", "sort"), in_table=False),
+        S("length", "task", 6, int, "Sequence length L", url="L", flag="--length", factor="length", cap="max_length",
+          preselected=(4, 6, 8), in_table=False),
+        S("seed", "train", 0, int, "Seed", low=0, high=2**32 - 1, url="seed", flag="--seed", in_table=False,
+          help="Seeds the initial weights and the training batches."),
+        # the model
+        S("position", "model", "learned", str, "Position encoding", choices=POSITIONS, url="pos", flag="--position",
+          labels={"learned": "learned", "sinusoidal": "sinusoidal", "rope": "RoPE", "alibi": "ALiBi", "none": "none"},
+          factor="position", levels=POSITIONS, preselected=("learned", "none")),
+        S("norm", "model", "pre", str, "LayerNorm", choices=NORMS, url="norm", flag="--norm",
+          labels={"pre": "pre-LN", "post": "post-LN"}, factor="norm", levels=NORMS, preselected=NORMS),
+        S("scaling", "model", True, bool, "Scale scores by 1/√d_k", url="scaling", flag="--no-scaling",
+          factor="scaling", levels=(True, False), preselected=(True, False)),
+        S("d_model", "model", 32, int, "Model width d", low=1, high=4096, url="d", flag="--d", advanced=True,
+          cap="max_d_model", factor="d", levels=(8, 16, 32, 64, 128, 256), preselected=(16, 32, 64)),
+        S("n_heads", "model", 4, int, "Heads", low=1, high=256, url="heads", flag="--heads", advanced=True,
+          cap="max_heads", factor="heads", levels=(1, 2, 4, 8, 16), preselected=(1, 2, 4), help="Must divide d."),
+        S("n_layers", "model", 2, int, "Layers (blocks)", low=1, high=64, url="layers", flag="--layers",
+          advanced=True, cap="max_layers", factor="layers", preselected=(1, 2)),
+        S("d_ff", "model", 128, int, "FFN width d_ff", low=1, high=65536, flag="--d-ff", help="default 4d"),
+        S("dtype", "model", "float32", str, "dtype", choices=DTYPES),
+        S("embed_std", "model", 0.1, float, "Embedding init std", low=0.0, high=MAX_EMBED_STD, url="emb",
+          flag="--embed-std", advanced=True, optional=True,
+          help="The token embedding's (and learned position table's) initial standard deviation: 0.1 in the "
+          "article's model, 1 for the induction task (PyTorch's nn.Embedding)."),
+        # the training
+        S("lr", "train", 3e-3, float, "Learning rate", low=0.0, high=1.0, url="lr", flag="--lr", advanced=True,
+          factor="lr", levels=LEARNING_RATES, preselected=(1e-3, 3e-3, 1e-2)),
+        S("steps", "train", 1500, int, "Training steps", low=1, high=1_000_000, url="steps", flag="--steps",
+          advanced=True, cap="max_steps", factor="steps", levels=(100, 250, 500, 1000, 1500, 2000, 3000),
+          preselected=(500, 1500)),
+        S("batch_size", "train", 32, int, "Batch size", low=1, high=65536, url="batch", flag="--batch",
+          advanced=True, cap="max_batch", factor="batch", levels=(8, 16, 32, 64, 128), preselected=(16, 32, 64)),
+        S("warmup", "train", 0, int, "Warm-up steps", low=0, url="warmup", flag="--warmup", advanced=True,
+          optional=True, cap="max_steps", factor="warmup", levels=(0, 50, 100, 150, 300, 500, 750, 1000),
+          preselected=(0, 300), help="steps of linear warm-up (0: none)"),
+        S("decay", "train", "none", str, "Learning-rate decay", choices=DECAYS, url="decay", flag="--decay",
+          advanced=True, optional=True, labels={"none": "none (constant)", "linear": "linear", "cosine": "cosine"},
+          factor="decay", levels=DECAYS, preselected=("none", "cosine")),
+        S("min_lr_ratio", "train", 0.0, float, "Decay to (fraction of lr)", low=0.0, high=1.0, url="minlr",
+          flag="--min-lr-ratio", advanced=True, optional=True),
+        S("randomized_positions", "train", None, int, "Randomized positions N_MAX", low=2, high=MAX_RANDOMIZED,
+          url="nmax", flag="--randomized-positions", advanced=True, optional=True, factor="randomized",
+          levels=(None, 32, 64, 128, 256), preselected=(None, 64), in_table=False),
+        S("beta1", "train", 0.9, float, "Adam β1", low=0.0, high=1.0),
+        S("beta2", "train", 0.999, float, "Adam β2", low=0.0, high=1.0),
+        S("eps", "train", 1e-8, float, "Adam ε", low=0.0, high=1.0),
+        # a range of training lengths (the tasks whose length may vary)
+        S("train_lengths", "task", None, tuple, "Train on lengths 1..L", url="range", flag="--train-lengths",
+          optional=True, factor="range", levels=(None, 1, 2, 4), preselected=(None, 1), in_table=False),
+        S("mixed_lengths", "task", False, bool, "Mix lengths in a batch", url="mixed", flag="--mixed-lengths",
+          advanced=True, optional=True, in_table=False),
+        # fields of a task's own (Task.fields: only the tasks that read them take them, with the task's default)
+        S("vocab", "task", None, int, "Vocabulary V", low=2, url="V", flag="--V", optional=True, cap="max_vocab",
+          in_table=False, help="Tokens drawn uniformly."),
+        S("k_min", "task", None, int, "Shortest repeat k_min", low=2, url="kmin", flag="--k-min", optional=True,
+          in_table=False, help="The repeated prefix k is drawn from k_min to T/2 per sequence."),
+    )
+}  # fmt: skip
+
+
+def setting(name: str) -> Setting:
+    return SETTINGS[name]
+
+
+def in_section(section: str) -> list[Setting]:
+    """The settings stored in one RunConfig section, in declaration order."""
+    return [s for s in SETTINGS.values() if s.section == section]
+
+
+def optional_fields() -> dict[str, dict[str, Any]]:
+    """{section: {field: default}} of the settings a run's key holds only when they differ from their default."""
+    out: dict[str, dict[str, Any]] = {"model": {}, "train": {}, "task": {}}
+    for s in SETTINGS.values():
+        if s.optional:
+            out[s.section][s.config_field] = s.default
+    return out
+
+
+def factors() -> dict[str, Setting]:
+    """{factor name: setting} of the settings a comparison may vary."""
+    return {s.factor: s for s in SETTINGS.values() if s.factor}
+
+
+def by_url(key: str) -> Setting | None:
+    return next((s for s in SETTINGS.values() if s.url == key), None)
+
+
+def by_field(field: str) -> Setting | None:
+    """The setting a ConfigError's field names (its config field or its name)."""
+    return next((s for s in SETTINGS.values() if field in (s.name, s.config_field)), None)
+
+
+def table_columns() -> list[str]:
+    """The config columns of the runs table that make two runs of one task, length and seed differ."""
+    return [s.name for s in SETTINGS.values() if s.in_table]
