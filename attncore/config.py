@@ -10,13 +10,14 @@ import dataclasses
 import numbers
 from dataclasses import dataclass
 
-from .checks import ConfigError, check_choice, check_float, check_int
-from .settings import (
-    MAX_EMBED_STD,
-    SETTINGS,
-    in_section,
-    optional_fields,
-)
+from .checks import ConfigError, check_float, check_int
+from .checks import check_choice as check_choice  # re-exported: the checks' callers import them from here
+from .settings import DECAYS as DECAYS
+from .settings import DTYPES as DTYPES
+from .settings import MAX_EMBED_STD, SETTINGS, in_section, optional_fields
+from .settings import MAX_RANDOMIZED as MAX_RANDOMIZED
+from .settings import NORMS as NORMS
+from .settings import POSITIONS as POSITIONS
 
 ARTICLE_TASKS = ("copy", "sort", "reverse")  # [s1..sL, SEP, a1..aL] over 20 symbols, the loss on the answer
 INDUCTION = "induction"  # T random tokens of V with a repeated prefix, the loss on every position (SPEC §14)

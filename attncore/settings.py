@@ -59,11 +59,27 @@ class Setting:
     factor: str | None = None  # its name as a comparison factor (Compare, --group-by); None: not a factor
     levels: tuple = ()  # the levels Compare offers, then the ones it preselects
     preselected: tuple = ()
-    in_table: bool = True  # a column of the runs table (lab.tables)
+    column: int | None = None  # its place among the runs table's config columns (lab.tables); None: not one
+    # the sidebar's widget: a number input unless a radio, a select or a toggle; its own range where narrower
+    widget: str = "number"
+    step: float | None = None
+    hint: str = ""  # said after the label in the widget: 'Warm-up steps (0 = none)'
+    ui_low: float | None = None
+    ui_high: float | None = None
 
     @property
     def config_field(self) -> str:
         return self.field or self.name
+
+    @property
+    def widget_label(self) -> str:
+        return f"{self.label} ({self.hint})" if self.hint else self.label
+
+    @property
+    def ui_range(self) -> tuple:
+        """(low, high) of the sidebar's widget before the operator's cap."""
+        low = self.low if self.ui_low is None else self.ui_low
+        return low, self.high if self.ui_high is None else self.ui_high
 
     def format(self, value) -> str:
         """A value as the pages and tables write it."""
@@ -95,65 +111,77 @@ S = Setting
 SETTINGS: dict[str, Setting] = {
     s.name: s
     for s in (
-        # the task: its name and length (L, or the task's own length: Task.length_name)
+        # the task: its name, its length (L, or the task's own: Task.length_name), a range of training lengths, and
+        # the fields of a task's own (Task.fields: only the tasks that read them take them, with the task's default)
         S("task", "task", "copy", str, "Task", field="name", url="task", flag="--task", factor="task",
-          preselected=("copy", "sort"), in_table=False),
-        S("length", "task", 6, int, "Sequence length L", url="L", flag="--length", factor="length", cap="max_length",
-          preselected=(4, 6, 8), in_table=False),
-        S("seed", "train", 0, int, "Seed", low=0, high=2**32 - 1, url="seed", flag="--seed", in_table=False,
+          preselected=("copy", "sort"), widget="radio"),
+        S("length", "task", 6, int, "Sequence length", low=1, url="L", flag="--length", factor="length",
+          cap="max_length", preselected=(4, 6, 8)),
+        S("train_lengths", "task", None, tuple, "Train on lengths 1..L", url="range", flag="--train-lengths",
+          optional=True, factor="range", levels=(None, 1, 2, 4), preselected=(None, 1), widget="toggle",
+          help="One length per batch, drawn each step (Ruoss et al.)."),
+        S("vocab", "task", None, int, "Vocabulary V", low=2, url="V", flag="--V", optional=True, cap="max_vocab",
+          help="Tokens drawn uniformly."),
+        S("k_min", "task", None, int, "Shortest repeat k_min", low=2, url="kmin", flag="--k-min", optional=True,
+          help="The repeated prefix k is drawn from k_min to T/2 per sequence."),
+        # the sidebar's main settings
+        S("seed", "train", 0, int, "Seed", low=0, high=2**32 - 1, url="seed", flag="--seed", ui_high=9999,
           help="Seeds the initial weights and the training batches."),
-        # the model
         S("position", "model", "learned", str, "Position encoding", choices=POSITIONS, url="pos", flag="--position",
           labels={"learned": "learned", "sinusoidal": "sinusoidal", "rope": "RoPE", "alibi": "ALiBi", "none": "none"},
-          factor="position", levels=POSITIONS, preselected=("learned", "none")),
+          factor="position", levels=POSITIONS, preselected=("learned", "none"), widget="select", column=0),
         S("norm", "model", "pre", str, "LayerNorm", choices=NORMS, url="norm", flag="--norm",
-          labels={"pre": "pre-LN", "post": "post-LN"}, factor="norm", levels=NORMS, preselected=NORMS),
+          labels={"pre": "pre-LN", "post": "post-LN"}, factor="norm", levels=NORMS, preselected=NORMS,
+          widget="radio", column=1),
         S("scaling", "model", True, bool, "Scale scores by 1/√d_k", url="scaling", flag="--no-scaling",
-          factor="scaling", levels=(True, False), preselected=(True, False)),
-        S("d_model", "model", 32, int, "Model width d", low=1, high=4096, url="d", flag="--d", advanced=True,
-          cap="max_d_model", factor="d", levels=(8, 16, 32, 64, 128, 256), preselected=(16, 32, 64)),
-        S("n_heads", "model", 4, int, "Heads", low=1, high=256, url="heads", flag="--heads", advanced=True,
-          cap="max_heads", factor="heads", levels=(1, 2, 4, 8, 16), preselected=(1, 2, 4), help="Must divide d."),
-        S("n_layers", "model", 2, int, "Layers (blocks)", low=1, high=64, url="layers", flag="--layers",
-          advanced=True, cap="max_layers", factor="layers", preselected=(1, 2)),
-        S("d_ff", "model", 128, int, "FFN width d_ff", low=1, high=65536, flag="--d-ff", help="default 4d"),
-        S("dtype", "model", "float32", str, "dtype", choices=DTYPES),
-        S("embed_std", "model", 0.1, float, "Embedding init std", low=0.0, high=MAX_EMBED_STD, url="emb",
-          flag="--embed-std", advanced=True, optional=True,
-          help="The token embedding's (and learned position table's) initial standard deviation: 0.1 in the "
-          "article's model, 1 for the induction task (PyTorch's nn.Embedding)."),
-        # the training
+          factor="scaling", levels=(True, False), preselected=(True, False), widget="toggle", column=2),
+        # the sidebar's Advanced section
         S("lr", "train", 3e-3, float, "Learning rate", low=0.0, high=1.0, url="lr", flag="--lr", advanced=True,
-          factor="lr", levels=LEARNING_RATES, preselected=(1e-3, 3e-3, 1e-2)),
+          factor="lr", levels=LEARNING_RATES, preselected=(1e-3, 3e-3, 1e-2), widget="select", column=3),
         S("steps", "train", 1500, int, "Training steps", low=1, high=1_000_000, url="steps", flag="--steps",
           advanced=True, cap="max_steps", factor="steps", levels=(100, 250, 500, 1000, 1500, 2000, 3000),
-          preselected=(500, 1500)),
+          preselected=(500, 1500), ui_low=10, step=100, column=4),
+        S("d_model", "model", 32, int, "Model width d", low=1, high=4096, url="d", flag="--d", advanced=True,
+          cap="max_d_model", factor="d", levels=(8, 16, 32, 64, 128, 256), preselected=(16, 32, 64), ui_low=4,
+          step=4, column=6),
+        S("n_heads", "model", 4, int, "Heads", low=1, high=256, url="heads", flag="--heads", advanced=True,
+          cap="max_heads", factor="heads", levels=(1, 2, 4, 8, 16), preselected=(1, 2, 4), help="Must divide d.",
+          column=7),
+        S("n_layers", "model", 2, int, "Layers", low=1, high=64, url="layers", flag="--layers", hint="blocks",
+          advanced=True, cap="max_layers", factor="layers", preselected=(1, 2), column=8),
         S("batch_size", "train", 32, int, "Batch size", low=1, high=65536, url="batch", flag="--batch",
-          advanced=True, cap="max_batch", factor="batch", levels=(8, 16, 32, 64, 128), preselected=(16, 32, 64)),
-        S("warmup", "train", 0, int, "Warm-up steps", low=0, url="warmup", flag="--warmup", advanced=True,
-          optional=True, cap="max_steps", factor="warmup", levels=(0, 50, 100, 150, 300, 500, 750, 1000),
-          preselected=(0, 300), help="steps of linear warm-up (0: none)"),
-        S("decay", "train", "none", str, "Learning-rate decay", choices=DECAYS, url="decay", flag="--decay",
-          advanced=True, optional=True, labels={"none": "none (constant)", "linear": "linear", "cosine": "cosine"},
-          factor="decay", levels=DECAYS, preselected=("none", "cosine")),
-        S("min_lr_ratio", "train", 0.0, float, "Decay to (fraction of lr)", low=0.0, high=1.0, url="minlr",
-          flag="--min-lr-ratio", advanced=True, optional=True),
+          advanced=True, cap="max_batch", factor="batch", levels=(8, 16, 32, 64, 128), preselected=(16, 32, 64),
+          step=8, column=5),
+        S("mixed_lengths", "task", False, bool, "Mix lengths in a batch", url="mixed", flag="--mixed-lengths",
+          advanced=True, optional=True, widget="toggle",
+          help="With a range: right-padded batches, the loss averaged over every answer token, so a long sequence "
+          "counts more than a short one. Off: one length per batch, each length weighted equally."),
         S("randomized_positions", "train", None, int, "Randomized positions N_MAX", low=2, high=MAX_RANDOMIZED,
           url="nmax", flag="--randomized-positions", advanced=True, optional=True, factor="randomized",
-          levels=(None, 32, 64, 128, 256), preselected=(None, 64), in_table=False),
-        S("beta1", "train", 0.9, float, "Adam β1", low=0.0, high=1.0),
-        S("beta2", "train", 0.999, float, "Adam β2", low=0.0, high=1.0),
-        S("eps", "train", 1e-8, float, "Adam ε", low=0.0, high=1.0),
-        # a range of training lengths (the tasks whose length may vary)
-        S("train_lengths", "task", None, tuple, "Train on lengths 1..L", url="range", flag="--train-lengths",
-          optional=True, factor="range", levels=(None, 1, 2, 4), preselected=(None, 1), in_table=False),
-        S("mixed_lengths", "task", False, bool, "Mix lengths in a batch", url="mixed", flag="--mixed-lengths",
-          advanced=True, optional=True, in_table=False),
-        # fields of a task's own (Task.fields: only the tasks that read them take them, with the task's default)
-        S("vocab", "task", None, int, "Vocabulary V", low=2, url="V", flag="--V", optional=True, cap="max_vocab",
-          in_table=False, help="Tokens drawn uniformly."),
-        S("k_min", "task", None, int, "Shortest repeat k_min", low=2, url="kmin", flag="--k-min", optional=True,
-          in_table=False, help="The repeated prefix k is drawn from k_min to T/2 per sequence."),
+          levels=(None, 32, 64, 128, 256), preselected=(None, 64), hint="0 = off", ui_low=0, ui_high=1024,
+          help="Each batch's positions drawn from [0, N_MAX), sorted (Ruoss et al.); at least 2L."),
+        S("warmup", "train", 0, int, "Warm-up steps", low=0, url="warmup", flag="--warmup", advanced=True,
+          optional=True, cap="max_steps", factor="warmup", levels=(0, 50, 100, 150, 300, 500, 750, 1000),
+          preselected=(0, 300), step=50, hint="0 = none", column=14,
+          help="The learning rate rises linearly from lr/W to lr over the first W steps. At most the steps."),
+        S("decay", "train", "none", str, "Learning-rate decay", choices=DECAYS, url="decay", flag="--decay",
+          advanced=True, optional=True, labels={"none": "none (constant)", "linear": "linear", "cosine": "cosine"},
+          factor="decay", levels=DECAYS, preselected=("none", "cosine"), widget="select", column=15,
+          help="After the warm-up: constant, or down to the ratio below times lr at the last step."),
+        S("min_lr_ratio", "train", 0.0, float, "Decay to (fraction of lr)", low=0.0, high=1.0, url="minlr",
+          flag="--min-lr-ratio", advanced=True, optional=True, step=0.05, column=16,
+          help="Where the decay ends at the last step (0 to 1); unused without a decay."),
+        S("embed_std", "model", 0.1, float, "Embedding init std", low=0.0, high=MAX_EMBED_STD, url="emb",
+          flag="--embed-std", advanced=True, optional=True, ui_low=0.01, step=0.1, column=17,
+          help="The token embedding's (and learned position table's) initial standard deviation: 0.1 in the "
+          "article's model, 1 for the induction task (PyTorch's nn.Embedding)."),
+        # settings of the command line and the configs only
+        S("d_ff", "model", 128, int, "FFN width d_ff", low=1, high=65536, flag="--d-ff", help="default 4d",
+          column=9),
+        S("dtype", "model", "float32", str, "dtype", choices=DTYPES, column=10),
+        S("beta1", "train", 0.9, float, "Adam β1", low=0.0, high=1.0, column=11),
+        S("beta2", "train", 0.999, float, "Adam β2", low=0.0, high=1.0, column=12),
+        S("eps", "train", 1e-8, float, "Adam ε", low=0.0, high=1.0, column=13),
     )
 }  # fmt: skip
 
@@ -192,4 +220,4 @@ def by_field(field: str) -> Setting | None:
 
 def table_columns() -> list[str]:
     """The config columns of the runs table that make two runs of one task, length and seed differ."""
-    return [s.name for s in SETTINGS.values() if s.in_table]
+    return [s.name for s in sorted((s for s in SETTINGS.values() if s.column is not None), key=lambda s: s.column)]

@@ -1,9 +1,8 @@
 """The shared sidebar: the run configuration every Lab page reads, mirrored in the URL.
 
 dashboard.py draws it once per script run (before the page), so its values persist across pages
-and its query parameters (task, L, seed, scaling, pos, norm, lr, steps, d, heads, layers, batch, range, mixed,
-nmax, warmup, decay, minlr, emb; the induction task's T, V, kmin)
-stay in the URL on every page. Pages call `selected_run()` or `make(**overrides)`. Choosing the induction task
+and its query parameters (each setting's URL key, attncore.settings) stay in the URL on every page. Its widgets are
+read from the settings' records. Pages call `selected_run()` or `make(**overrides)`. Choosing the induction task
 sets the fields its experiment needs to its defaults (attncore.config.INDUCTION_RUN); leaving it, to the article's.
 """
 
@@ -14,48 +13,42 @@ from functools import partial
 import streamlit as st
 
 from attncore import ConfigError, RunConfig, make_run
-from attncore.config import DECAYS, INDUCTION, INDUCTION_RUN, MAX_EMBED_STD, POSITIONS, TASKS
+from attncore.config import INDUCTION, INDUCTION_RUN, MIN_INDUCTION_T, TASKS
+from attncore.settings import LEARNING_RATES, SETTINGS
 from lab import formats
 from ui import plain, urls
 from ui.limits import limits
 from ui.params import folded, url_number, url_radio, url_select, url_toggle
 
-POSITION_LABELS = {"learned": "learned", "sinusoidal": "sinusoidal", "rope": "RoPE", "alibi": "ALiBi", "none": "none"}
-NORM_LABELS = {"pre": "pre-LN", "post": "post-LN"}
-DECAY_LABELS = {"none": "none (constant)", "linear": "linear", "cosine": "cosine"}
-LEARNING_RATES = [1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2]
-# query-parameter key -> (make_run argument, default)
-DEFAULTS = {
-    "task": ("task", "copy"),
-    "L": ("length", 6),
-    "seed": ("seed", 0),
-    "scaling": ("scaling", True),
-    "pos": ("position", "learned"),
-    "norm": ("norm", "pre"),
-    "lr": ("lr", 3e-3),
-    "steps": ("steps", 1500),
-    "d": ("d_model", 32),
-    "heads": ("n_heads", 4),
-    "layers": ("n_layers", 2),
-    "batch": ("batch_size", 32),
-    "range": ("train_range", False),  # train on lengths 1..L (make() turns it into train_min=1)
-    "mixed": ("mixed_lengths", False),
-    "nmax": ("randomized_positions", 0),  # 0: off
-    "warmup": ("warmup", 0),  # steps of linear warm-up, 0: none
-    "decay": ("decay", "none"),
-    "minlr": ("min_lr_ratio", 0.0),
-    "emb": ("embed_std", 0.1),  # the token embedding's initial std (SPEC §4: 0.1)
-    "T": ("induction_length", INDUCTION_RUN["length"]),  # the induction task's T, V and k_min
-    "V": ("vocab", INDUCTION_RUN["vocab"]),
-    "kmin": ("k_min", INDUCTION_RUN["k_min"]),
-}
+POSITION_LABELS = SETTINGS["position"].labels
+NORM_LABELS = SETTINGS["norm"].labels
+DECAY_LABELS = SETTINGS["decay"].labels
+LEARNING_RATES = list(LEARNING_RATES)
+# the sidebar's value of a setting where it differs from the config's: a toggle for a range of lengths 1..L
+# (make() turns it into train_min=1), 0 for randomized positions off, the induction task's own T
+SIDEBAR_ARGS = {"range": ("train_range", False), "nmax": ("randomized_positions", 0)}
+LENGTH_KEYS = {"L": "length", "T": "induction_length"}  # each task's length keeps its own value
+
+
+def _sidebar_settings() -> list:
+    return [s for s in SETTINGS.values() if s.url and s.name != "length"]
+
+
+# query-parameter key -> (make_run argument, default): every setting with a URL key (attncore.settings)
+DEFAULTS = {"task": ("task", SETTINGS["task"].default), "L": ("length", SETTINGS["length"].default)}
+DEFAULTS |= {s.url: SIDEBAR_ARGS.get(s.url, (s.name, s.default)) for s in _sidebar_settings() if s.name != "task"}
+DEFAULTS |= {"T": ("induction_length", INDUCTION_RUN["length"])}
+DEFAULTS |= {SETTINGS[f].url: (f, INDUCTION_RUN[f]) for f in ("vocab", "k_min")}  # the induction task's fields
 INDUCTION_KEYS = ("T", "V", "kmin")  # shown for the induction task only
-# the fields choosing the induction task sets to its experiment's defaults (and leaving it, back to the article's)
-TASK_DEFAULTED = {"pos": "position", "heads": "n_heads", "lr": "lr", "steps": "steps", "emb": "embed_std"}
+# the fields a task's experiment sets to its own defaults (and leaving it, back to the article's)
+TASK_DEFAULTED = {
+    s.url: s.name
+    for s in _sidebar_settings()
+    if s.section != "task" and s.name in INDUCTION_RUN and INDUCTION_RUN[s.name] != s.default
+}
 ADVANCED = "sidebar_advanced"  # session-state key of the Advanced expander
-ADVANCED_FIELDS = {"lr", "steps", "d_model", "n_heads", "n_layers", "batch_size", "mixed_lengths"}
-ADVANCED_FIELDS |= {"randomized_positions", "warmup", "decay", "min_lr_ratio", "embed_std"}  # under Advanced
-MAX_NMAX = 1024  # the sidebar's largest N_MAX of randomized positions
+ADVANCED_FIELDS = {s.name for s in SETTINGS.values() if s.advanced}  # under Advanced
+MAX_NMAX = SETTINGS["randomized_positions"].ui_high  # the sidebar's largest N_MAX of randomized positions
 
 
 def _reset() -> None:
@@ -92,77 +85,27 @@ def set_values(**values) -> None:
         st.session_state[key] = value
 
 
-def _lr_label(v: float) -> str:
-    return formats.learning_rate(v)  # 3e-3; a URL's lr=0.003 (the value) is accepted too
+def _widget(s, lim, task: str, key: str | None = None, label: str | None = None, low=None, high=None, **kw):
+    """The call drawing a setting's widget (with peek=True, returning its value), read from its record."""
+    key, label = key or s.url, label or s.widget_label
+    kw |= {"help": s.help} if s.help else {}
+    value = default(key, task)
+    if s.widget == "toggle":
+        return partial(url_toggle, label, key, value, **kw)
+    if s.widget in ("select", "radio"):
+        options = s.choices or s.levels
+        draw = url_radio if s.widget == "radio" else url_select
+        return partial(draw, label, key, list(options) if s.levels else options, value, format_func=s.format, **kw)
+    ui_low, ui_high = s.ui_range
+    low = ui_low if low is None else low
+    cap = getattr(lim, s.cap) if s.cap and high is None else None  # a task's own length has its own cap
+    high = min(x for x in (ui_high, high, cap) if x is not None)
+    return partial(url_number, label, key, value, type(value)(low), type(value)(high), step=s.step, **kw)
 
 
 def _advanced(lim, task: str) -> dict:
     """The folded fields: query key -> a call drawing its widget (or, with peek=True, returning its value)."""
-    return {
-        "lr": partial(url_select, "Learning rate", "lr", LEARNING_RATES, default("lr", task), format_func=_lr_label),
-        "steps": partial(url_number, "Training steps", "steps", default("steps", task), 10, lim.max_steps, step=100),
-        "d": partial(url_number, "Model width d", "d", 32, 4, lim.max_d_model, step=4),
-        "heads": partial(url_number, "Heads", "heads", default("heads", task), 1, lim.max_heads, help="Must divide d."),
-        "layers": partial(url_number, "Layers (blocks)", "layers", 2, 1, lim.max_layers),
-        "batch": partial(url_number, "Batch size", "batch", 32, 1, lim.max_batch, step=8),
-        "mixed": partial(
-            url_toggle,
-            "Mix lengths in a batch",
-            "mixed",
-            False,
-            help="With a range: right-padded batches, the loss averaged over every answer token, so a long sequence "
-            "counts more than a short one. Off: one length per batch, each length weighted equally.",
-        ),
-        "nmax": partial(
-            url_number,
-            "Randomized positions N_MAX (0 = off)",
-            "nmax",
-            0,
-            0,
-            MAX_NMAX,
-            help="Each batch's positions drawn from [0, N_MAX), sorted (Ruoss et al.); at least 2L.",
-        ),
-        "warmup": partial(
-            url_number,
-            "Warm-up steps (0 = none)",
-            "warmup",
-            0,
-            0,
-            lim.max_steps,
-            step=50,
-            help="The learning rate rises linearly from lr/W to lr over the first W steps. At most the steps.",
-        ),
-        "decay": partial(
-            url_select,
-            "Learning-rate decay",
-            "decay",
-            DECAYS,
-            "none",
-            format_func=DECAY_LABELS.get,
-            help="After the warm-up: constant, or down to the ratio below times lr at the last step.",
-        ),
-        "minlr": partial(
-            url_number,
-            "Decay to (fraction of lr)",
-            "minlr",
-            0.0,
-            0.0,
-            1.0,
-            step=0.05,
-            help="Where the decay ends at the last step (0 to 1); unused without a decay.",
-        ),
-        "emb": partial(
-            url_number,
-            "Embedding init std",
-            "emb",
-            default("emb", task),
-            0.01,
-            MAX_EMBED_STD,
-            step=0.1,
-            help="The token embedding's (and learned position table's) initial standard deviation: 0.1 in the "
-            "article's model, 1 for the induction task (PyTorch's nn.Embedding).",
-        ),
-    }
+    return {s.url: _widget(s, lim, task) for s in _sidebar_settings() if s.advanced}
 
 
 def _widgets(check: bool) -> None:
@@ -178,21 +121,17 @@ def _widgets(check: bool) -> None:
         "and embedding std).",
     )
     st.session_state["_task_before"] = task
+    length = SETTINGS["length"]
     if task == INDUCTION:
-        url_number("Sequence length T", "T", INDUCTION_RUN["length"], 4, lim.max_induction_length,
-                   help="Tokens per sequence; k ~ U{k_min .. T/2} of them repeat.")  # fmt: skip
-        url_number("Vocabulary V", "V", INDUCTION_RUN["vocab"], 2, lim.max_vocab, help="Tokens drawn uniformly.")
-        url_number("Shortest repeat k_min", "kmin", INDUCTION_RUN["k_min"], 2, lim.max_induction_length // 2,
-                   help="The repeated prefix k is drawn from k_min to T/2 per sequence.")  # fmt: skip
+        _widget(length, lim, task, "T", "Sequence length T", MIN_INDUCTION_T, lim.max_induction_length,
+                help="Tokens per sequence; k ~ U{k_min .. T/2} of them repeat.")()  # fmt: skip
+        _widget(SETTINGS["vocab"], lim, task)()
+        _widget(SETTINGS["k_min"], lim, task, high=lim.max_induction_length // 2)()
     else:
-        url_number("Sequence length L", "L", 6, 1, lim.max_length, help="Symbols before the separator.")
-        url_toggle(
-            "Train on lengths 1..L", "range", False, help="One length per batch, drawn each step (Ruoss et al.)."
-        )
-    url_number("Seed", "seed", 0, 0, 9999, help="Seeds the initial weights and the training batches.")
-    url_select("Position encoding", "pos", POSITIONS, default("pos", task), format_func=POSITION_LABELS.get)
-    url_radio("LayerNorm", "norm", ("pre", "post"), "pre", format_func=NORM_LABELS.get)
-    url_toggle("Scale scores by 1/√d_k", "scaling", True)
+        _widget(length, lim, task, "L", "Sequence length L", help="Symbols before the separator.")()
+        _widget(SETTINGS["train_lengths"], lim, task)()
+    for name in ("seed", "position", "norm", "scaling"):
+        _widget(SETTINGS[name], lim, task)()
     advanced = _advanced(lim, task)
 
     def check_config() -> None:  # with the folded fields' values before their widgets exist
@@ -253,30 +192,8 @@ def selected_run(**overrides) -> RunConfig:
 
 
 # config field -> the sidebar's label for it, so the message names what the visitor can change
-FIELD_LABELS = {
-    "task": "Task",
-    "length": "Sequence length L",
-    "seed": "Seed",
-    "position": "Position encoding",
-    "norm": "LayerNorm",
-    "lr": "Learning rate",
-    "steps": "Training steps",
-    "d_model": "Model width d",
-    "n_heads": "Heads",
-    "n_layers": "Layers",
-    "batch_size": "Batch size",
-    "train_lengths": "Train on lengths 1..L",
-    "mixed_lengths": "Mix lengths in a batch",
-    "randomized_positions": "Randomized positions N_MAX",
-    "warmup": "Warm-up steps",
-    "decay": "Learning-rate decay",
-    "min_lr_ratio": "Decay to (fraction of lr)",
-    "embed_std": "Embedding init std",
-    "T": "Sequence length T",
-    "vocab": "Vocabulary V",
-    "vocab_size": "Vocabulary V",
-    "k_min": "Shortest repeat k_min",
-}
+FIELD_LABELS = {s.config_field: s.label for s in SETTINGS.values()} | {s.name: s.label for s in SETTINGS.values()}
+FIELD_LABELS |= {"length": "Sequence length L", "T": "Sequence length T", "vocab_size": SETTINGS["vocab"].label}
 
 
 def show_config_error(e: ConfigError) -> None:
