@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .checks import ConfigError, check_choice, check_int
+from .task import names as task_names
 
 POSITIONS = ("learned", "sinusoidal", "rope", "alibi", "none")
 NORMS = ("pre", "post")
@@ -57,9 +58,13 @@ class Setting:
     cap: str | None = None  # the operator limit (ui.limits) that bounds it on a hosted server
     optional: bool = False  # in a run's key only when it is not the default (added after runs were stored)
     factor: str | None = None  # its name as a comparison factor (Compare, --group-by); None: not a factor
+    factor_label: str | None = None  # the factor's short label (Compare's URL holds it); default: its name
     levels: tuple = ()  # the levels Compare offers, then the ones it preselects
     preselected: tuple = ()
     column: int | None = None  # its place among the runs table's config columns (lab.tables); None: not one
+    swept: bool = False  # a sweep takes several values of it (one grid axis)
+    metavar: str | tuple | None = None  # the flag's placeholder in --help
+    flag_help: str = ""  # the flag's --help text, where the sidebar's help does not fit a command line
     # the sidebar's widget: a number input unless a radio, a select or a toggle; its own range where narrower
     widget: str = "number"
     step: float | None = None
@@ -70,6 +75,11 @@ class Setting:
     @property
     def config_field(self) -> str:
         return self.field or self.name
+
+    @property
+    def options(self) -> tuple:
+        """The values a choice setting takes: its choices, or the registered tasks' names (attncore.task)."""
+        return task_names() if self.name == "task" else self.choices
 
     @property
     def widget_label(self) -> str:
@@ -103,8 +113,8 @@ class Setting:
         elif self.kind is bool:
             if not isinstance(value, bool):
                 raise ConfigError(field, f"must be true or false, got {value!r}")
-        elif self.choices:
-            check_choice(field, value, self.choices)
+        elif self.options:
+            check_choice(field, value, self.options)
 
 
 S = Setting
@@ -114,69 +124,90 @@ SETTINGS: dict[str, Setting] = {
         # the task: its name, its length (L, or the task's own: Task.length_name), a range of training lengths, and
         # the fields of a task's own (Task.fields: only the tasks that read them take them, with the task's default)
         S("task", "task", "copy", str, "Task", field="name", url="task", flag="--task", factor="task",
-          preselected=("copy", "sort"), widget="radio"),
+          preselected=("copy", "sort"), widget="radio", swept=True),
         S("length", "task", 6, int, "Sequence length", low=1, url="L", flag="--length", factor="length",
-          cap="max_length", preselected=(4, 6, 8)),
+          factor_label="L",
+          cap="max_length", preselected=(4, 6, 8), swept=True, metavar="L"),
         S("train_lengths", "task", None, tuple, "Train on lengths 1..L", url="range", flag="--train-lengths",
-          optional=True, factor="range", levels=(None, 1, 2, 4), preselected=(None, 1), widget="toggle",
-          help="One length per batch, drawn each step (Ruoss et al.)."),
-        S("vocab", "task", None, int, "Vocabulary V", low=2, url="V", flag="--V", optional=True, cap="max_vocab",
-          help="Tokens drawn uniformly."),
+          optional=True, factor="range", factor_label="trained from", levels=(None, 1, 2, 4), preselected=(None, 1),
+          widget="toggle",
+          help="One length per batch, drawn each step (Ruoss et al.).", metavar=("MIN", "MAX"),
+          flag_help="train on every length MIN..MAX (L becomes MAX): one length per batch, drawn each step"),
+        S("vocab", "task", None, int, "Vocabulary V", metavar="V", low=2, url="V", flag="--V", optional=True,
+          cap="max_vocab",
+          help="Tokens drawn uniformly.", flag_help="the induction task's vocabulary"),
         S("k_min", "task", None, int, "Shortest repeat k_min", low=2, url="kmin", flag="--k-min", optional=True,
-          help="The repeated prefix k is drawn from k_min to T/2 per sequence."),
+          help="The repeated prefix k is drawn from k_min to T/2 per sequence.",
+          flag_help="the induction task's shortest repeated prefix"),
         # the sidebar's main settings
-        S("seed", "train", 0, int, "Seed", low=0, high=2**32 - 1, url="seed", flag="--seed", ui_high=9999,
+        S("seed", "train", 0, int, "Seed", low=0, high=2**32 - 1, url="seed", flag="--seed", ui_high=9999, swept=True,
           help="Seeds the initial weights and the training batches."),
         S("position", "model", "learned", str, "Position encoding", choices=POSITIONS, url="pos", flag="--position",
           labels={"learned": "learned", "sinusoidal": "sinusoidal", "rope": "RoPE", "alibi": "ALiBi", "none": "none"},
-          factor="position", levels=POSITIONS, preselected=("learned", "none"), widget="select", column=0),
+          factor="position", levels=POSITIONS, preselected=("learned", "none"), widget="select", column=0, swept=True),
         S("norm", "model", "pre", str, "LayerNorm", choices=NORMS, url="norm", flag="--norm",
-          labels={"pre": "pre-LN", "post": "post-LN"}, factor="norm", levels=NORMS, preselected=NORMS,
-          widget="radio", column=1),
+          labels={"pre": "pre-LN", "post": "post-LN"}, factor="norm", factor_label="LayerNorm", levels=NORMS,
+          preselected=NORMS,
+          widget="radio", column=1, swept=True),
         S("scaling", "model", True, bool, "Scale scores by 1/√d_k", url="scaling", flag="--no-scaling",
-          factor="scaling", levels=(True, False), preselected=(True, False), widget="toggle", column=2),
+          factor="scaling", levels=(True, False), preselected=(True, False), widget="toggle", column=2, swept=True,
+          flag_help="do not divide scores by sqrt(d_head)"),
         # the sidebar's Advanced section
         S("lr", "train", 3e-3, float, "Learning rate", low=0.0, high=1.0, url="lr", flag="--lr", advanced=True,
-          factor="lr", levels=LEARNING_RATES, preselected=(1e-3, 3e-3, 1e-2), widget="select", column=3),
+          factor="lr", factor_label="learning rate", levels=LEARNING_RATES, preselected=(1e-3, 3e-3, 1e-2),
+          widget="select", column=3,
+          swept=True),
         S("steps", "train", 1500, int, "Training steps", low=1, high=1_000_000, url="steps", flag="--steps",
           advanced=True, cap="max_steps", factor="steps", levels=(100, 250, 500, 1000, 1500, 2000, 3000),
           preselected=(500, 1500), ui_low=10, step=100, column=4),
-        S("d_model", "model", 32, int, "Model width d", low=1, high=4096, url="d", flag="--d", advanced=True,
+        S("d_model", "model", 32, int, "Model width d", metavar="D", low=1, high=4096, url="d", flag="--d",
+          advanced=True,
           cap="max_d_model", factor="d", levels=(8, 16, 32, 64, 128, 256), preselected=(16, 32, 64), ui_low=4,
           step=4, column=6),
-        S("n_heads", "model", 4, int, "Heads", low=1, high=256, url="heads", flag="--heads", advanced=True,
+        S("n_heads", "model", 4, int, "Heads", metavar="HEADS", factor_label="heads", low=1, high=256, url="heads",
+          flag="--heads", advanced=True,
           cap="max_heads", factor="heads", levels=(1, 2, 4, 8, 16), preselected=(1, 2, 4), help="Must divide d.",
           column=7),
-        S("n_layers", "model", 2, int, "Layers", low=1, high=64, url="layers", flag="--layers", hint="blocks",
+        S("n_layers", "model", 2, int, "Layers", metavar="LAYERS", low=1, high=64, url="layers", flag="--layers",
+          hint="blocks",
           advanced=True, cap="max_layers", factor="layers", preselected=(1, 2), column=8),
-        S("batch_size", "train", 32, int, "Batch size", low=1, high=65536, url="batch", flag="--batch",
+        S("batch_size", "train", 32, int, "Batch size", metavar="BATCH", low=1, high=65536, url="batch", flag="--batch",
           advanced=True, cap="max_batch", factor="batch", levels=(8, 16, 32, 64, 128), preselected=(16, 32, 64),
           step=8, column=5),
         S("mixed_lengths", "task", False, bool, "Mix lengths in a batch", url="mixed", flag="--mixed-lengths",
           advanced=True, optional=True, widget="toggle",
           help="With a range: right-padded batches, the loss averaged over every answer token, so a long sequence "
-          "counts more than a short one. Off: one length per batch, each length weighted equally."),
+          "counts more than a short one. Off: one length per batch, each length weighted equally.",
+          flag_help="with --train-lengths: mix lengths in a batch (right padding; the loss averages every answer "
+          "token, so long sequences count more; without it one length per batch weights each length equally)"),
         S("randomized_positions", "train", None, int, "Randomized positions N_MAX", low=2, high=MAX_RANDOMIZED,
           url="nmax", flag="--randomized-positions", advanced=True, optional=True, factor="randomized",
+          factor_label="randomized N_MAX",
           levels=(None, 32, 64, 128, 256), preselected=(None, 64), hint="0 = off", ui_low=0, ui_high=1024,
-          help="Each batch's positions drawn from [0, N_MAX), sorted (Ruoss et al.); at least 2L."),
+          help="Each batch's positions drawn from [0, N_MAX), sorted (Ruoss et al.); at least 2L.", metavar="N_MAX",
+          flag_help="each batch's positions: sorted, drawn without replacement from [0, N_MAX) (evaluation: 0..n-1)"),
         S("warmup", "train", 0, int, "Warm-up steps", low=0, url="warmup", flag="--warmup", advanced=True,
-          optional=True, cap="max_steps", factor="warmup", levels=(0, 50, 100, 150, 300, 500, 750, 1000),
-          preselected=(0, 300), step=50, hint="0 = none", column=14,
+          optional=True, cap="max_steps", factor="warmup", factor_label="warm-up", levels=(0, 50, 100, 150, 300, 500,
+          750, 1000),
+          preselected=(0, 300), step=50, hint="0 = none", column=14, swept=True, metavar="N",
+          flag_help="steps of linear warm-up (0: none)",
           help="The learning rate rises linearly from lr/W to lr over the first W steps. At most the steps."),
         S("decay", "train", "none", str, "Learning-rate decay", choices=DECAYS, url="decay", flag="--decay",
           advanced=True, optional=True, labels={"none": "none (constant)", "linear": "linear", "cosine": "cosine"},
-          factor="decay", levels=DECAYS, preselected=("none", "cosine"), widget="select", column=15,
+          factor="decay", levels=DECAYS, preselected=("none", "cosine"), widget="select", column=15, swept=True,
+          flag_help="the learning rate after warm-up: constant (none), or down to --min-lr-ratio x lr at the last step",
           help="After the warm-up: constant, or down to the ratio below times lr at the last step."),
         S("min_lr_ratio", "train", 0.0, float, "Decay to (fraction of lr)", low=0.0, high=1.0, url="minlr",
-          flag="--min-lr-ratio", advanced=True, optional=True, step=0.05, column=16,
+          flag="--min-lr-ratio", advanced=True, optional=True, step=0.05, column=16, swept=True, metavar="R",
+          flag_help="where --decay ends, as a fraction of --lr (0 to 1)",
           help="Where the decay ends at the last step (0 to 1); unused without a decay."),
         S("embed_std", "model", 0.1, float, "Embedding init std", low=0.0, high=MAX_EMBED_STD, url="emb",
           flag="--embed-std", advanced=True, optional=True, ui_low=0.01, step=0.1, column=17,
+          flag_help="the initial std of the token embedding (and learned position table)",
           help="The token embedding's (and learned position table's) initial standard deviation: 0.1 in the "
           "article's model, 1 for the induction task (PyTorch's nn.Embedding)."),
         # settings of the command line and the configs only
-        S("d_ff", "model", 128, int, "FFN width d_ff", low=1, high=65536, flag="--d-ff", help="default 4d",
+        S("d_ff", "model", 128, int, "FFN width d_ff", low=1, high=65536, flag="--d-ff", flag_help="default 4d",
           column=9),
         S("dtype", "model", "float32", str, "dtype", choices=DTYPES, column=10),
         S("beta1", "train", 0.9, float, "Adam β1", low=0.0, high=1.0, column=11),

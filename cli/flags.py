@@ -13,34 +13,23 @@ import math
 import os
 import re
 
-from attncore.config import DECAYS, INDUCTION, INDUCTION_RUN, MAX_LENGTH, NORMS, POSITIONS, TASKS, ConfigError
+from attncore.config import INDUCTION, INDUCTION_RUN, MAX_LENGTH, ConfigError
 from attncore.memory import parse_size
+from attncore.settings import SETTINGS, Setting
 from lab.presets import MAX_JOBS  # configs only: no store, no joblib
 
 MAX_GRID = 1000  # a sweep grid of more runs needs --yes
-GRID_FACTORS = ("task", "length", "position", "norm", "scaling", "lr", "warmup", "decay")  # a sweep grid's: --group-by
+GRID_FACTORS = tuple(s.factor for s in SETTINGS.values() if s.factor and s.swept)  # a sweep grid's: --group-by
 SCHEDULE_FLAGS = ("warmup", "decay", "min_lr_ratio")  # the learning-rate schedule (several values each in sweep)
 
-# config field -> the train/sweep flag that sets it, so errors name what the user typed
-FLAGS = {
-    "d_model": "--d",
-    "n_heads": "--heads",
-    "n_layers": "--layers",
-    "d_ff": "--d-ff",
-    "batch_size": "--batch",
-    "name": "--task",
-    "task": "--task",
-    "train_lengths": "--train-lengths",
-    "mixed_lengths": "--mixed-lengths",
-    "randomized_positions": "--randomized-positions",
-    "randomized": "--eval-positions",
-    "vocab": "--V",
+# config field (and setting name) -> the train/sweep flag that sets it, so errors name what the user typed
+FLAGS = {s.config_field: s.flag for s in SETTINGS.values() if s.flag} | {
+    s.name: s.flag for s in SETTINGS.values() if s.flag
 }
-# --task induction: the flags it reads with their own defaults (INDUCTION_RUN) when not typed (argparse dest ->
-# make_run keyword), and those of the induction task only
-INDUCTION_DEFAULTED = {"steps": "steps", "batch": "batch_size", "d_model": "d_model", "heads": "n_heads",
-                       "layers": "n_layers", "lr": "lr", "position": "position", "embed_std": "embed_std"}  # fmt: skip
-INDUCTION_ONLY = {"T": "length", "V": "vocab", "k_min": "k_min"}
+FLAGS |= {"scaling": "--scaling", "randomized": "--eval-positions"}
+# --task induction: the settings it reads with its experiment's defaults when not typed, and its own fields (dest)
+INDUCTION_DEFAULTED = tuple(name for name in INDUCTION_RUN if SETTINGS[name].section != "task")
+INDUCTION_ONLY = {"T": "length", "vocab": "vocab", "k_min": "k_min"}
 
 
 STORE_VAR = "ATTNCORE_CACHE_DIR"  # lab.store.ENV_VAR, repeated so that building the parser loads no store
@@ -176,71 +165,29 @@ def memory_size(text: str) -> int:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def _flag_kwargs(s: Setting, many: bool) -> dict:
+    """argparse's keywords for a setting's flag, read from its record; a swept setting takes several values with
+    many=True (a sweep's grid axis)."""
+    several = many and s.swept
+    kw = {"dest": s.name, "help": s.flag_help or None}
+    if s.kind is bool:  # a switch: on by its flag (--mixed-lengths), or off by it when on by default (--no-scaling)
+        return kw | {"action": "store_true", "dest": f"no_{s.name}" if s.default else s.name}
+    if s.kind is tuple:  # MIN MAX
+        return kw | {"type": integer, "nargs": 2, "metavar": s.metavar}
+    kw |= {"choices": s.options} if s.options else {"type": integer if s.kind is int else number}
+    kw |= {"metavar": s.metavar} if s.metavar else {}
+    default = s.default if s.name != "d_ff" else None  # d_ff follows d (4d) unless given
+    kw |= {"default": [default] if several else default, "nargs": "+" if several else None, "action": Typed}
+    return kw
+
+
 def add_model_args(p: argparse.ArgumentParser, many: bool = False) -> None:
-    """The flags of `train`; with many=True the sweepable ones take several values."""
-    nargs = "+" if many else None
-
-    def listed(v):  # a default that is a list when several values are allowed
-        return [v] if many else v
-
-    p.add_argument("--task", choices=TASKS, default=listed("copy"), nargs=nargs)
-    p.add_argument("--length", type=integer, default=listed(6), nargs=nargs, metavar="L", action=Typed)
-    p.add_argument("--seed", type=integer, default=listed(0), nargs=nargs)
-    p.add_argument("--position", choices=POSITIONS, default=listed("learned"), nargs=nargs, action=Typed)
-    p.add_argument("--norm", choices=NORMS, default=listed("pre"), nargs=nargs)
-    p.add_argument("--lr", type=number, default=listed(3e-3), nargs=nargs, action=Typed)
-    p.add_argument(
-        "--warmup", type=integer, default=listed(0), nargs=nargs, metavar="N", help="steps of linear warm-up (0: none)"
-    )
-    p.add_argument(
-        "--decay",
-        choices=DECAYS,
-        default=listed("none"),
-        nargs=nargs,
-        help="the learning rate after warm-up: constant (none), or down to --min-lr-ratio x lr at the last step",
-    )
-    p.add_argument(
-        "--min-lr-ratio",
-        type=number,
-        default=listed(0.0),
-        nargs=nargs,
-        metavar="R",
-        help="where --decay ends, as a fraction of --lr (0 to 1)",
-    )
-    p.add_argument("--steps", type=integer, default=1500, action=Typed)
-    p.add_argument("--batch", type=integer, default=32, action=Typed)
-    p.add_argument("--d", type=integer, default=32, dest="d_model", action=Typed)
-    p.add_argument("--heads", type=integer, default=4, action=Typed)
-    p.add_argument("--layers", type=integer, default=2, action=Typed)
-    p.add_argument("--d-ff", type=integer, default=None, help="default 4d")
-    p.add_argument(
-        "--embed-std",
-        type=number,
-        default=0.1,
-        action=Typed,
-        help="the initial std of the token embedding (and learned position table)",
-    )
+    """The flags of `train`, one per setting with a flag (attncore.settings); with many=True the swept ones take
+    several values. The induction task's own fields default to its experiment's."""
+    for s in SETTINGS.values():
+        if s.flag and s.name not in ("vocab", "k_min"):
+            p.add_argument(s.flag, **_flag_kwargs(s, many))
     add_induction_args(p)
-    p.add_argument("--no-scaling", action="store_true", help="do not divide scores by sqrt(d_head)")
-    p.add_argument(
-        "--train-lengths",
-        type=integer,
-        nargs=2,
-        metavar=("MIN", "MAX"),
-        help="train on every length MIN..MAX (L becomes MAX): one length per batch, drawn each step",
-    )
-    p.add_argument(
-        "--mixed-lengths",
-        action="store_true",
-        help="with --train-lengths: mix lengths in a batch (right padding; the loss averages every answer token, so "
-        "long sequences count more; without it one length per batch weights each length equally)",
-    )
-    p.add_argument(
-        "--randomized-positions",
-        type=integer,
-        metavar="N_MAX",
-        help="each batch's positions: sorted, drawn without replacement from [0, N_MAX) (evaluation: 0..n-1)",
-    )
     if many:
         p.add_argument("--scaling", choices=("on", "off"), nargs="+", help="scaling by 1/sqrt(d_head): on, off or both")
     p.add_argument(
@@ -258,10 +205,9 @@ def add_induction_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--T", type=integer, default=INDUCTION_RUN["length"], action=Typed, help=f"{what} tokens per sequence"
     )
-    p.add_argument("--V", type=integer, default=INDUCTION_RUN["vocab"], action=Typed, help=f"{what} vocabulary")
-    p.add_argument(
-        "--k-min", type=integer, default=INDUCTION_RUN["k_min"], action=Typed, help=f"{what} shortest repeated prefix"
-    )
+    for name in ("vocab", "k_min"):
+        s = SETTINGS[name]
+        p.add_argument(s.flag, type=integer, default=INDUCTION_RUN[name], dest=name, action=Typed, help=s.flag_help)
 
 
 def typed(a, dest: str) -> bool:
@@ -283,21 +229,13 @@ def run_of(a):
         return make_run(a.task, a.length, a.seed, **settings)
     if typed(a, "length"):
         raise ConfigError("length", "is L of the copy, sort and reverse tasks; the induction task's length is --T")
-    settings |= {key: INDUCTION_RUN[key] for dest, key in INDUCTION_DEFAULTED.items() if not typed(a, dest)}
+    settings |= {key: INDUCTION_RUN[key] for key in INDUCTION_DEFAULTED if not typed(a, key)}
     settings |= {key: getattr(a, dest) for dest, key in INDUCTION_ONLY.items()}
     return make_run(INDUCTION, settings.pop("length"), a.seed, **settings)
 
 
-# flags that set the same value for every run of a sweep (argparse dest -> make_run keyword)
-SETTING_FLAGS = {
-    "steps": "steps",
-    "batch": "batch_size",
-    "d_model": "d_model",
-    "heads": "n_heads",
-    "layers": "n_layers",
-    "d_ff": "d_ff",
-    "embed_std": "embed_std",
-}
+# settings whose one value every run of a sweep (or a preset's) shares
+SETTING_FLAGS = ("steps", "batch_size", "d_model", "n_heads", "n_layers", "d_ff", "embed_std")
 
 
 def schedules(a) -> list[dict]:
@@ -317,7 +255,7 @@ def run_settings(a) -> dict:
     """make_run keywords from the parsed flags that every run of a sweep shares (with `train`'s one-value
     flags, the schedule too; a sweep's schedules are in schedules())."""
     lengths = None if a.train_lengths is None else tuple(a.train_lengths)
-    settings = {key: getattr(a, flag) for flag, key in SETTING_FLAGS.items()} | {
+    settings = {key: getattr(a, key) for key in SETTING_FLAGS} | {
         "scaling": not a.no_scaling,
         "train_lengths": lengths,
         "mixed_lengths": a.mixed_lengths,

@@ -16,7 +16,7 @@ DEFAULT_SEEDS = 6  # lab.induction's, repeated so that building the parser loads
 
 def settings_of(a) -> dict:
     """make_run arguments every run shares (the induction defaults for the flags not given)."""
-    out = {"steps": a.steps, "length": a.T, "vocab": a.V, "k_min": a.k_min, "norm": a.norm}
+    out = {"steps": a.steps, "length": a.T, "vocab": a.vocab, "k_min": a.k_min, "norm": a.norm}
     return out | ({"embed_std": a.embed_std} if a.embed_std is not None else {})
 
 
@@ -55,7 +55,7 @@ def cmd_induction(a) -> int:
     per_run = [induction.run_figures(records[run], zeroed[run]) for run in runs]
     found = induction.cells({v: [records[r] for r in rs] for v, rs in by_variant.items()}, zeroed)
     rows, table = induction.comparisons(found), induction.phase_table(per_run)
-    out = induction.to_json(per_run, rows, table, induction.finding(table, rows, a.V))
+    out = induction.to_json(per_run, rows, table, induction.finding(table, rows, a.vocab))
     if a.json:
         print(json.dumps(out))
         return 0

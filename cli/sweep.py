@@ -73,11 +73,7 @@ def sweep_runs(a) -> list:
         if given:
             raise ConfigError("preset", f"a preset fixes its runs; drop {', '.join(given)} or drop --preset")
         # the shared flags given with a non-default value apply to every run of the preset
-        changed = {
-            key: getattr(a, flag)
-            for flag, key in SETTING_FLAGS.items()
-            if getattr(a, flag) != a.parser.get_default(flag)
-        }
+        changed = {key: getattr(a, key) for key in SETTING_FLAGS if getattr(a, key) != a.parser.get_default(key)}
         return [with_settings(run, **changed) for run in preset(a.preset)]
     check_length_flags(a)
     if "induction" in a.task:

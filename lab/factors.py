@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from attncore import ConfigError, RunConfig
+from attncore import ConfigError, RunConfig, settings
 from attncore.config import OPTIONAL_FIELDS
 from lab import compare, formats
 from lab.store import RunRecord
@@ -34,28 +34,20 @@ class Factor:
     key: str  # the field in that section
 
 
-FACTORS = {
-    f.name: f
-    for f in (
-        Factor("task", "task", "task", "task", "name"),
-        Factor("length", "length", "L", "task", "length"),
-        Factor("position", "position", "position", "model", "position"),
-        Factor("norm", "norm", "LayerNorm", "model", "norm"),
-        Factor("scaling", "scaling", "scaling", "model", "scaling"),
-        Factor("lr", "lr", "learning rate", "train", "lr"),
-        Factor("d", "d_model", "d", "model", "d_model"),
-        Factor("heads", "n_heads", "heads", "model", "n_heads"),
-        # derived: d_k = d_model // n_heads; a level v is the run at d_model = v × its heads (head count kept)
-        Factor("d_k", "d_model", "d_k", "model", "d_model"),
-        Factor("layers", "n_layers", "layers", "model", "n_layers"),
-        Factor("steps", "steps", "steps", "train", "steps"),
-        Factor("batch", "batch_size", "batch", "train", "batch_size"),
-        Factor("range", "train_min", "trained from", "task", "train_lengths"),  # the range's MIN, None = fixed L
-        Factor("randomized", "randomized_positions", "randomized N_MAX", "train", "randomized_positions"),
-        Factor("warmup", "warmup", "warm-up", "train", "warmup"),  # steps of linear warm-up, 0 = none
-        Factor("decay", "decay", "decay", "train", "decay"),
-    )
-}
+def _factors() -> dict[str, Factor]:
+    """Every setting that is a factor (attncore.settings), and d_k after the heads: derived, d_k = d_model // n_heads;
+    a level v is the run at d_model = v × its heads (head count kept). A range's level is its MIN (make_run's
+    train_min), None for a fixed L."""
+    out = {}
+    for s in settings.factors().values():
+        arg = "train_min" if s.name == "train_lengths" else s.name
+        out[s.factor] = Factor(s.factor, arg, s.factor_label or s.factor, s.section, s.config_field)
+        if s.name == "n_heads":
+            out["d_k"] = Factor("d_k", "d_model", "d_k", "model", "d_model")
+    return out
+
+
+FACTORS = _factors()
 
 
 def _config(record) -> dict:

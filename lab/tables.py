@@ -13,12 +13,12 @@ import numpy as np
 import pandas as pd
 
 from attncore.config import RunConfig
+from attncore.settings import table_columns
 from lab import formats
 from lab.store import RunRecord
 
 # The config columns that make two runs of one task, L and seed differ (max_len follows from L).
-SETTINGS = ["position", "norm", "scaling", "lr", "steps", "batch_size", "d_model", "n_heads", "n_layers", "d_ff"]
-SETTINGS += ["dtype", "beta1", "beta2", "eps", "warmup", "decay", "min_lr_ratio", "embed_std"]
+SETTINGS = table_columns()
 RUN_COLUMNS = ["task", "length", "seed"] + SETTINGS
 RESULT_COLUMNS = ["test_loss", "final_loss", "token_accuracy", "sequence_accuracy", "distinct_accuracy"]
 RESULT_COLUMNS += ["n_distinct"]

@@ -9,8 +9,9 @@ from collections.abc import Callable, Sequence
 import pandas as pd
 import streamlit as st
 
-from attncore import ConfigError, RunConfig
-from attncore.config import ARTICLE_TASKS, POSITIONS
+from attncore import ConfigError, RunConfig, settings
+from attncore.config import ARTICLE_TASKS
+from attncore.task import names as task_names
 from lab import compare, stats
 from lab.compare import RULE
 from lab.factors import FACTORS, level_label, with_seed
@@ -20,7 +21,7 @@ from ui.charts import compare as compare_charts
 from ui.limits import Limits, limits
 from ui.params import url_multiselect, url_number, url_toggle
 from ui.plain import plain
-from ui.sidebar import FIELD_LABELS, LEARNING_RATES
+from ui.sidebar import FIELD_LABELS
 
 FIELD_LABELS = FIELD_LABELS | {"scaling": "Scaling"}
 
@@ -29,28 +30,16 @@ def level_options(factor: str, lim: Limits, heads: int = 1) -> tuple[list, list]
     """(the levels offered for a factor within the hosted caps, the default levels); the first is the baseline.
     d_k levels are those with heads × d_k within the width cap (`heads`: the count a d_k level keeps)."""
 
-    def upto(values, cap):
-        return [v for v in values if v <= cap]
-
-    table = {
-        "task": (list(ARTICLE_TASKS), ["copy", "sort"]),  # induction is a task of its own page
-        "length": (list(range(1, lim.max_length + 1)), [4, 6, 8]),
-        "position": (list(POSITIONS), ["learned", "none"]),
-        "norm": (["pre", "post"], ["pre", "post"]),
-        "scaling": ([True, False], [True, False]),
-        "lr": (LEARNING_RATES, [1e-3, 3e-3, 1e-2]),
-        "d": (upto([8, 16, 32, 64, 128, 256], lim.max_d_model), [16, 32, 64]),
-        "heads": (upto([1, 2, 4, 8, 16], lim.max_heads), [1, 2, 4]),
-        "d_k": (upto([4, 8, 16, 32, 64, 128], lim.max_d_model // heads), [8, 32]),  # the article's 8; a wide head
-        "layers": (list(range(1, lim.max_layers + 1)), [1, 2]),
-        "steps": (upto([100, 250, 500, 1000, 1500, 2000, 3000], lim.max_steps), [500, 1500]),
-        "batch": (upto([8, 16, 32, 64, 128], lim.max_batch), [16, 32, 64]),
-        "range": ([None, 1, 2, 4], [None, 1]),
-        "randomized": ([None, 32, 64, 128, 256], [None, 64]),
-        "warmup": (upto([0, 50, 100, 150, 300, 500, 750, 1000], lim.max_steps), [0, 300]),  # 300: a fifth of 1,500
-        "decay": (["none", "linear", "cosine"], ["none", "cosine"]),
-    }
+    table = {"d_k": ([4, 8, 16, 32, 64, 128], [8, 32])}  # the article's 8; a wide head
+    caps = {"d_k": lim.max_d_model // heads, "task": None}
+    for s in settings.factors().values():
+        levels = s.levels or (list(range(1, getattr(lim, s.cap) + 1)) if s.cap else ())
+        table[s.factor] = (list(levels), list(s.preselected))
+        caps.setdefault(s.factor, getattr(lim, s.cap) if s.cap and s.levels else None)
+    table["task"] = ([t for t in task_names() if t in ARTICLE_TASKS], table["task"][1])  # induction: its own page
     options, default = table[factor]
+    cap = caps[factor]
+    options = [v for v in options if cap is None or v <= cap]
     return options, [v for v in default if v in options]
 
 
