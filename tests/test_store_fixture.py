@@ -3,9 +3,10 @@
 tests/fixtures/store holds short runs spread over the config's surface, and tests/fixtures/store_manifest.json
 what was stored for each (tests/fixtures/make_store_fixture.py, which is regenerated only with a NUMERICS_VERSION
 bump). The current code must build the same config and key from the same make_run / make_induction call and the
-same `train` flags, and find every run through the store's own lookup (the dashboard's and the command line's)
-without training it, every array and number bit for bit. Where this machine's BLAS kernel family is the one that
-trained them, a few runs are trained again in a fresh store and must give the same bits.
+same `train` flags, find every run through the store's own lookup (the dashboard's and the command line's)
+without training it, every array and number bit for bit, and export them as the same bundle. Where this
+machine's BLAS kernel family is the one that trained them, a few runs are trained again in a fresh store and must
+give the same bits.
 
 Every test reads a copy of the fixture in its own temporary folder: none writes the fixture.
 """
@@ -23,7 +24,7 @@ import pytest
 
 from attncore.config import RunConfig
 from cli.main import main
-from lab import provenance, store
+from lab import bundle, provenance, store
 from lab.store import codec
 from lab.store import record as store_record
 
@@ -138,6 +139,18 @@ def test_the_train_command_serves_each_run(fixture_store, capsys, name):
     for scalar, stored in run["scalars"].items():
         value = printed[scalar.rsplit(".", 1)[-1]]
         assert fixture.scalar_digest(value) == stored, f"{scalar}: {value} where {stored['value']} was stored"
+
+
+def test_a_bundle_of_the_runs_is_the_same_bytes_and_imports_bit_for_bit(fixture_store, tmp_path):
+    configs = [run["config"] for run in RUNS.values()]
+    assert fixture.bundle_digest(fixture_store, configs) == MANIFEST["bundle_sha256"]
+    path = tmp_path / "runs.zip"
+    bundle.write_bundle(path, [RunConfig.from_dict(config) for config in configs], location=fixture_store)
+    fresh = tmp_path / "fresh"
+    assert bundle.import_bundle(path, location=fresh) == (len(RUNS), 0)
+    for run in RUNS.values():
+        served = store.get_run(built(run), location=fresh)
+        assert differences(fixture.digests(served), run) == [], run["name"]
 
 
 @pytest.mark.parametrize("name", RETRAINED)
