@@ -13,8 +13,10 @@ import math
 import os
 import re
 
-from attncore.config import DECAYS, INDUCTION, INDUCTION_RUN, MAX_LENGTH, NORMS, POSITIONS, TASKS, ConfigError
+from attncore import task as tasks
+from attncore.config import DECAYS, MAX_LENGTH, NORMS, POSITIONS, ConfigError
 from attncore.memory import parse_size
+from attncore.tasks.induction import INDUCTION_RUN  # the defaults of --T, --V and --k-min
 from lab.presets import MAX_JOBS  # configs only: no store, no joblib
 
 MAX_GRID = 1000  # a sweep grid of more runs needs --yes
@@ -183,7 +185,7 @@ def add_model_args(p: argparse.ArgumentParser, many: bool = False) -> None:
     def listed(v):  # a default that is a list when several values are allowed
         return [v] if many else v
 
-    p.add_argument("--task", choices=TASKS, default=listed("copy"), nargs=nargs)
+    p.add_argument("--task", choices=tasks.names(), default=listed("copy"), nargs=nargs)
     p.add_argument("--length", type=integer, default=listed(6), nargs=nargs, metavar="L", action=Typed)
     p.add_argument("--seed", type=integer, default=listed(0), nargs=nargs)
     p.add_argument("--position", choices=POSITIONS, default=listed("learned"), nargs=nargs, action=Typed)
@@ -270,22 +272,23 @@ def typed(a, dest: str) -> bool:
 
 def run_of(a):
     """The RunConfig of parsed `train` flags. --task induction: --T, --V, --k-min set its sequence, and the flags
-    not typed take the induction defaults (attncore.config.INDUCTION_RUN: 2 heads, RoPE, lr 1e-3, 2,000 steps,
-    embedding std 1); the other tasks refuse the induction flags."""
+    not typed take the induction defaults (its Task.defaults, INDUCTION_RUN: 2 heads, RoPE, lr 1e-3, 2,000 steps,
+    embedding std 1); the other tasks (without fields of their own, Task.fields) refuse the induction flags."""
     from attncore.config import make_run
 
     check_length_flags(a)
     settings = run_settings(a) | {"lr": a.lr, "position": a.position, "norm": a.norm}
-    if a.task != INDUCTION:
+    task = tasks.get(a.task)
+    if not task.fields:
         for dest in INDUCTION_ONLY:
             if typed(a, dest):
                 raise ConfigError(dest, "is a setting of --task induction")
         return make_run(a.task, a.length, a.seed, **settings)
     if typed(a, "length"):
         raise ConfigError("length", "is L of the copy, sort and reverse tasks; the induction task's length is --T")
-    settings |= {key: INDUCTION_RUN[key] for dest, key in INDUCTION_DEFAULTED.items() if not typed(a, dest)}
+    settings |= {key: task.defaults[key] for dest, key in INDUCTION_DEFAULTED.items() if not typed(a, dest)}
     settings |= {key: getattr(a, dest) for dest, key in INDUCTION_ONLY.items()}
-    return make_run(INDUCTION, settings.pop("length"), a.seed, **settings)
+    return make_run(a.task, settings.pop("length"), a.seed, **settings)
 
 
 # flags that set the same value for every run of a sweep (argparse dest -> make_run keyword)

@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 import sys
 
-from attncore.config import INDUCTION_RUN, NORMS, POSITIONS, ConfigError
+from attncore.config import NORMS, POSITIONS, ConfigError
+from attncore.tasks.induction import INDUCTION_RUN
 from lab import formats, stats
 
 MAX_SEEDS = 16

@@ -13,6 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from attncore import task as tasks
 from attncore.config import ConfigError
 from cli import text
 from cli.flags import (
@@ -80,8 +81,9 @@ def sweep_runs(a) -> list:
         }
         return [with_settings(run, **changed) for run in preset(a.preset)]
     check_length_flags(a)
-    if "induction" in a.task:
-        raise ConfigError("task", "the induction task is swept by `python -m attncore induction` (or trained by train)")
+    for name in a.task:
+        if tasks.get(name).has_page:  # a task with an experiment of its own
+            raise ConfigError("task", f"the {name} task is swept by `python -m attncore {name}` (or trained by train)")
     for dest in INDUCTION_ONLY:
         if typed(a, dest):
             raise ConfigError(dest, "is a setting of --task induction")

@@ -10,7 +10,8 @@ import pandas as pd
 import streamlit as st
 
 from attncore import ConfigError, RunConfig
-from attncore.config import ARTICLE_TASKS, POSITIONS
+from attncore import task as tasks
+from attncore.config import POSITIONS
 from lab import compare, stats
 from lab.compare import RULE
 from lab.factors import FACTORS, level_label, with_seed
@@ -25,6 +26,11 @@ from ui.sidebar import FIELD_LABELS, LEARNING_RATES
 FIELD_LABELS = FIELD_LABELS | {"scaling": "Scaling"}
 
 
+def compared_tasks() -> list[str]:
+    """The task factor's levels: the registered tasks but those with a page of their own (Task.has_page)."""
+    return [name for name in tasks.names() if not tasks.get(name).has_page]
+
+
 def level_options(factor: str, lim: Limits, heads: int = 1) -> tuple[list, list]:
     """(the levels offered for a factor within the hosted caps, the default levels); the first is the baseline.
     d_k levels are those with heads × d_k within the width cap (`heads`: the count a d_k level keeps)."""
@@ -33,7 +39,7 @@ def level_options(factor: str, lim: Limits, heads: int = 1) -> tuple[list, list]
         return [v for v in values if v <= cap]
 
     table = {
-        "task": (list(ARTICLE_TASKS), ["copy", "sort"]),  # induction is a task of its own page
+        "task": (compared_tasks(), ["copy", "sort"]),  # not a task of its own page (Task.has_page: induction)
         "length": (list(range(1, lim.max_length + 1)), [4, 6, 8]),
         "position": (list(POSITIONS), ["learned", "none"]),
         "norm": (["pre", "post"], ["pre", "post"]),

@@ -4,7 +4,7 @@ dashboard.py draws it once per script run (before the page), so its values persi
 and its query parameters (task, L, seed, scaling, pos, norm, lr, steps, d, heads, layers, batch, range, mixed,
 nmax, warmup, decay, minlr, emb; the induction task's T, V, kmin)
 stay in the URL on every page. Pages call `selected_run()` or `make(**overrides)`. Choosing the induction task
-sets the fields its experiment needs to its defaults (attncore.config.INDUCTION_RUN); leaving it, to the article's.
+sets the fields its experiment needs to its defaults (Task.defaults); leaving it, to the article's.
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ from functools import partial
 import streamlit as st
 
 from attncore import ConfigError, RunConfig, make_run
-from attncore.config import DECAYS, INDUCTION, INDUCTION_RUN, MAX_EMBED_STD, POSITIONS, TASKS
+from attncore import task as tasks
+from attncore.config import DECAYS, MAX_EMBED_STD, POSITIONS
+from attncore.tasks.induction import INDUCTION_RUN  # the defaults of the T, V and k_min fields
 from lab import formats
 from ui import plain, urls
 from ui.limits import limits
@@ -49,7 +51,7 @@ DEFAULTS = {
     "V": ("vocab", INDUCTION_RUN["vocab"]),
     "kmin": ("k_min", INDUCTION_RUN["k_min"]),
 }
-INDUCTION_KEYS = ("T", "V", "kmin")  # shown for the induction task only
+INDUCTION_KEYS = ("T", "V", "kmin")  # shown for a task with its own fields (Task.fields: the induction task) only
 # the fields choosing the induction task sets to its experiment's defaults (and leaving it, back to the article's)
 TASK_DEFAULTED = {"pos": "position", "heads": "n_heads", "lr": "lr", "steps": "steps", "emb": "embed_std"}
 ADVANCED = "sidebar_advanced"  # session-state key of the Advanced expander
@@ -64,10 +66,10 @@ def _reset() -> None:
 
 
 def task_defaults(task: str) -> dict:
-    """{query key: value} of the TASK_DEFAULTED fields for a task: the induction experiment's, or the article's."""
-    if task == INDUCTION:
-        return {key: INDUCTION_RUN[arg] for key, arg in TASK_DEFAULTED.items()}
-    return {key: DEFAULTS[key][1] for key in TASK_DEFAULTED}
+    """{query key: value} of the TASK_DEFAULTED fields for a task: its experiment's (Task.defaults: the induction
+    task's), else the article's."""
+    own = tasks.get(task).defaults if task in tasks.names() else {}
+    return {key: own.get(arg, DEFAULTS[key][1]) for key, arg in TASK_DEFAULTED.items()}
 
 
 def default(key: str, task: str):
@@ -76,10 +78,15 @@ def default(key: str, task: str):
     return task_defaults(task)[key] if key in TASK_DEFAULTED else DEFAULTS[key][1]
 
 
+def has_fields(task: str) -> bool:
+    """Whether a task takes the T, V and k_min fields (Task.fields, the induction task's) in place of L and a range."""
+    return task in tasks.names() and bool(tasks.get(task).fields)
+
+
 def _task_changed() -> None:
     """The task radio's callback: into or out of the induction task, its fields take the new task's defaults."""
     task, before = st.session_state.get("task"), st.session_state.get("_task_before", DEFAULTS["task"][1])
-    if (task == INDUCTION) != (before == INDUCTION):
+    if task_defaults(task) != task_defaults(before):
         st.session_state.update(task_defaults(task))
     st.session_state["_task_before"] = task
 
@@ -170,7 +177,7 @@ def _widgets(check: bool) -> None:
     task = url_radio(
         "Task",
         "task",
-        TASKS,
+        tasks.names(),
         "copy",
         on_change=_task_changed,
         help="copy: repeat the L symbols; sort: in order; reverse: backwards; induction: T random tokens whose "
@@ -178,7 +185,7 @@ def _widgets(check: bool) -> None:
         "and embedding std).",
     )
     st.session_state["_task_before"] = task
-    if task == INDUCTION:
+    if has_fields(task):
         url_number("Sequence length T", "T", INDUCTION_RUN["length"], 4, lim.max_induction_length,
                    help="Tokens per sequence; k ~ U{k_min .. T/2} of them repeat.")  # fmt: skip
         url_number("Vocabulary V", "V", INDUCTION_RUN["vocab"], 2, lim.max_vocab, help="Tokens drawn uniformly.")
@@ -230,8 +237,9 @@ def make(**overrides) -> RunConfig:
     takes its T, V and k_min (length in `overrides` is its T) and never a range of lengths."""
     kw = settings() | overrides
     induction_length, vocab, k_min = kw.pop("induction_length"), kw.pop("vocab"), kw.pop("k_min")
-    if kw["task"] == INDUCTION:
+    if has_fields(kw["task"]):
         kw |= {"length": overrides.get("length", induction_length), "vocab": vocab, "k_min": k_min}
+    if not tasks.get(kw["task"]).lengths_vary:
         kw["train_range"] = False  # the toggle is not shown for it
     if kw.pop("train_range") and "train_lengths" not in kw and kw.get("train_min") is None:
         kw["train_min"] = 1
@@ -290,9 +298,7 @@ def show_config_error(e: ConfigError) -> None:
 def describe(run: RunConfig, seed: bool = True) -> str:
     """One line naming a run, e.g. for captions and titles; seed=False leaves the seed out (a view over seeds)."""
     m, t, k = run.model, run.train, run.task
-    lengths = f"L={k.length}" if k.train_lengths is None else f"L={k.train_lengths[0]}-{k.train_lengths[1]}"
-    if k.name == INDUCTION:
-        lengths = f"T={k.length}, V={k.vocab}, k={k.k_min}-{k.length // 2}"
+    lengths = tasks.get(k.name).describe(k)
     lengths += " mixed" if k.mixed_lengths else ""
     lengths += f" · randomized positions < {t.randomized_positions}" if t.randomized_positions else ""
     return (
