@@ -15,7 +15,8 @@ from .checks import ConfigError
 if TYPE_CHECKING:  # annotations only
     import numpy as np
 
-    from .config import RunConfig, TaskConfig
+# attncore.config imports this module (a TaskConfig is checked by its task): the configs are not imported here
+TaskConfig = RunConfig = Any
 
 
 class Task:
