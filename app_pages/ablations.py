@@ -2,6 +2,7 @@
 
 import streamlit as st
 
+from attncore.task import task_of
 from attncore.tasks import N_TEST
 from lab import compare, formats
 from lab.factors import tables as grouped_tables
@@ -57,7 +58,7 @@ st.caption(
     + (
         " On the induction task the test loss is over every position, and the accuracies are of the most likely "
         "token at each repeat query, reading the true tokens (the Induction heads page compares the repeat loss)."
-        if base.task.name == "induction"
+        if not task_of(base.task).generates
         else ""
     )  # fmt: skip
 )
@@ -73,7 +74,7 @@ st.subheader("Distinct vs repeated symbols")
 per_seed = [frames.breakdown_frame({label: rs[i].eval for label, rs in groups.items()}) for i in range(len(seeds))]
 breakdown = compare_view.breakdown_over_seeds(per_seed)
 st.altair_chart(charts.breakdown_bars(breakdown), width="stretch")
-if base.task.name == "induction":
+if not task_of(base.task).generates:
     st.caption(
         f"Sequences whose repeat is all right (most likely token, reading the true tokens), mean over "
         f"{compare_view.seeds_text(seeds)}, on the {N_TEST} held-out sequences whose first copy's tokens all differ "

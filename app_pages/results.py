@@ -3,12 +3,12 @@
 import streamlit as st
 
 from attncore import ConfigError
-from attncore.config import ARTICLE_TASKS
 from attncore.tasks import N_TEST
 from lab import formats
 from lab.tables import accuracy_table, runs_frame
 from ui import docs, frames, runs, sidebar, sweeps, tables
 from ui.charts import runs as charts
+from ui.length_view import lengths_vary
 from ui.limits import limits
 from ui.params import url_multiselect, url_number
 
@@ -16,7 +16,7 @@ from ui.params import url_multiselect, url_number
 ARTICLE = {
     key: default
     for key, (_, default) in sidebar.DEFAULTS.items()
-    if key not in ("task", "L", "seed", *sidebar.INDUCTION_KEYS)
+    if key not in ("task", "L", "seed", *sidebar.TASK_KEYS)
 }
 
 
@@ -53,7 +53,8 @@ if differs:
 docs.link("accuracy-by-task-and-length", "What this experiment measures, and what the article reported")
 c1, c2, c3 = st.columns(3)
 with c1:
-    tasks = url_multiselect("Tasks", "res_tasks", ARTICLE_TASKS, ARTICLE_TASKS, placeholder="Pick copy, sort or both")
+    varying = lengths_vary()
+    tasks = url_multiselect("Tasks", "res_tasks", varying, varying, placeholder="Pick copy, sort or both")
 with c2:
     lengths = url_multiselect(
         "Lengths L", "res_L", range(1, limits().max_length + 1), [4, 6, 8], placeholder="Pick lengths"

@@ -7,9 +7,9 @@ field and the allowed values, so the CLI and the dashboard show one clear line.
 from __future__ import annotations
 
 import dataclasses
-import numbers
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from . import task as tasks
 from .checks import ConfigError, check_float, check_int
 from .checks import check_choice as check_choice  # re-exported: the checks' callers import them from here
 from .settings import DECAYS as DECAYS
@@ -19,17 +19,10 @@ from .settings import MAX_RANDOMIZED as MAX_RANDOMIZED
 from .settings import NORMS as NORMS
 from .settings import POSITIONS as POSITIONS
 
-ARTICLE_TASKS = ("copy", "sort", "reverse")  # [s1..sL, SEP, a1..aL] over 20 symbols, the loss on the answer
-INDUCTION = "induction"  # T random tokens of V with a repeated prefix, the loss on every position (SPEC §14)
-TASKS = (*ARTICLE_TASKS, INDUCTION)
 N_SYMBOLS = 20  # symbols 0..19
 SEP = 20  # the separator token
 VOCAB_SIZE = N_SYMBOLS + 1
-MAX_LENGTH = 64  # longest task length L accepted anywhere
-MIN_INDUCTION_T, MAX_INDUCTION_T = 4, 256  # T: tokens of an induction sequence (the hosted cap may be lower)
-MAX_INDUCTION_VOCAB = 1024  # V: tokens drawn uniformly
-MIN_K = 2  # the shortest repeated prefix: its repeat holds one query with a target (k .. 2k - 2)
-INDUCTION_DEFAULTS = {"vocab": 32, "k_min": 4}  # TaskConfig's fields an induction task fills when not given
+MAX_LENGTH = 64  # longest length L of a task whose lengths vary (a training range, length generalisation)
 
 
 def _default(name: str):
@@ -129,15 +122,11 @@ class TaskConfig:
     k_min: int | None = None  # induction: the shortest repeated prefix k (default 4; k ~ U{k_min .. T/2})
 
     def __post_init__(self):
-        check_choice("task", self.name, TASKS)
-        if self.name == INDUCTION:
-            self._check_induction()
-        else:
-            check_int("length", self.length, 1, MAX_LENGTH)
-            for field in ("vocab", "k_min"):
-                if getattr(self, field) is not None:
-                    raise ConfigError(field, f"is a setting of the induction task, not of {self.name}")
+        task = tasks.get(self.name)  # ConfigError naming the registered tasks
+        task.check(self)  # its length and fields (filled when not given); another task's fields refused
         if self.train_lengths is not None:
+            if not task.lengths_vary:
+                raise ConfigError("train_lengths", f"is not a setting of the {self.name} task (one length)")
             lengths = self.train_lengths
             if isinstance(lengths, (str, bytes)) or not hasattr(lengths, "__len__") or len(lengths) != 2:
                 raise ConfigError("train_lengths", f"must be two integers MIN MAX, got {lengths!r}")
@@ -152,20 +141,6 @@ class TaskConfig:
         if self.mixed_lengths and self.train_lengths is None:
             raise ConfigError("mixed_lengths", "needs train_lengths (a range to mix)")
 
-    def _check_induction(self) -> None:
-        """T, V and k_min in range (k_min at most T/2); V and k_min filled from INDUCTION_DEFAULTS when None."""
-        for field, default in INDUCTION_DEFAULTS.items():
-            if getattr(self, field) is None:
-                object.__setattr__(self, field, default)
-        check_int("T", self.length, MIN_INDUCTION_T, MAX_INDUCTION_T)
-        check_int("vocab", self.vocab, 2, MAX_INDUCTION_VOCAB)
-        half = self.length // 2
-        if isinstance(self.k_min, numbers.Integral) and not isinstance(self.k_min, bool) and self.k_min > half:
-            raise ConfigError("k_min", f"must be from {MIN_K} to T/2 = {half} (the repeat must fit), got {self.k_min}")
-        check_int("k_min", self.k_min, MIN_K, half)
-        if self.train_lengths is not None:
-            raise ConfigError("train_lengths", "is not a setting of the induction task (one length T)")
-
     @property
     def min_length(self) -> int:
         """The shortest trained length (L itself without a range)."""
@@ -174,7 +149,7 @@ class TaskConfig:
     @property
     def seq_len(self) -> int:
         """Tokens in a full sequence: [s1..sL, SEP, a1..aL] (2L + 1), or the induction task's T."""
-        return self.length if self.name == INDUCTION else 2 * self.length + 1
+        return tasks.get(self.name).seq_len(self)
 
     @property
     def n_inputs(self) -> int:
@@ -184,12 +159,12 @@ class TaskConfig:
     @property
     def answer_len(self) -> int:
         """Targets with a loss, the last ones of the sequence: the L answer tokens, or every one of the T - 1."""
-        return self.n_inputs if self.name == INDUCTION else self.length
+        return tasks.get(self.name).answer_len(self)
 
     @property
     def vocab_size(self) -> int:
         """Tokens the model must embed: 20 symbols and SEP, or the induction task's V."""
-        return self.vocab if self.name == INDUCTION else VOCAB_SIZE
+        return tasks.get(self.name).vocab_size(self)
 
 
 # fields left out of RunConfig.to_dict at their default, so the cache key of configs without them is unchanged
@@ -200,45 +175,15 @@ OPTIONAL_FIELDS = optional_fields()
 class RunConfig:
     """Everything a training run depends on: a run is a pure function of this."""
 
-    model: ModelConfig = ModelConfig()
-    train: TrainConfig = TrainConfig()
-    task: TaskConfig = TaskConfig()
+    # factories: a TaskConfig is checked by its task, registered when attncore.tasks is imported
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    task: TaskConfig = field(default_factory=TaskConfig)
 
     def __post_init__(self):
         if self.model.vocab_size != self.task.vocab_size:
             raise ConfigError("vocab_size", f"the task needs {self.task.vocab_size}, got {self.model.vocab_size}")
-        if self.task.name == INDUCTION:
-            self._check_induction()
-            return
-        if self.model.position in ("learned", "sinusoidal") and self.model.max_len < 2 * self.task.length:
-            raise ConfigError(
-                "length",
-                f"L={self.task.length} needs {2 * self.task.length} positions but the position "
-                f"table has max_len={self.model.max_len}; allowed L from 1 to {self.model.max_len // 2}",
-            )
-        n_max = self.train.randomized_positions
-        if n_max is not None:
-            if self.model.position == "none":
-                raise ConfigError(
-                    "randomized_positions", "needs a position encoding (learned, sinusoidal, rope, alibi)"
-                )
-            if n_max < 2 * self.task.length:
-                raise ConfigError(
-                    "randomized_positions",
-                    f"N_MAX must be at least 2L = {2 * self.task.length} (the inputs' positions), got {n_max}",
-                )
-            if self.model.position in ("learned", "sinusoidal") and self.model.max_len < n_max:
-                raise ConfigError("randomized_positions", f"needs a table of N_MAX={n_max} rows (max_len)")
-
-    def _check_induction(self) -> None:
-        if self.model.position in ("learned", "sinusoidal") and self.model.max_len < self.task.n_inputs:
-            raise ConfigError(
-                "T",
-                f"T={self.task.length} needs {self.task.n_inputs} positions but the position table has "
-                f"max_len={self.model.max_len}; allowed T from {MIN_INDUCTION_T} to {self.model.max_len + 1}",
-            )
-        if self.train.randomized_positions is not None:
-            raise ConfigError("randomized_positions", "is not a setting of the induction task")
+        tasks.get(self.task.name).check_run(self)
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
@@ -287,18 +232,3 @@ def make_run(
     model = ModelConfig(vocab_size=task_cfg.vocab_size, max_len=max_len, **model)
     train = TrainConfig(**{s.name: kw[s.name] for s in in_section("train")})
     return RunConfig(model, train, task_cfg)
-
-
-# The induction experiment's defaults (issue 34, from a prototype that showed the phase change on 4 of 4 seeds):
-# T = 32 tokens of V = 32, k ~ U{4 .. 16}; 2 blocks, d = 32, 2 heads, RoPE, pre-LN, lr 1e-3, batch 32, 2,000 steps;
-# the token embedding drawn N(0, 1) as the prototype's (PyTorch's nn.Embedding): at SPEC §4's 0.1 the blocks' outputs
-# drown the tokens' identity in the residual stream and the pair of heads had not formed by 2,000 steps
-# (docs/induction.md).
-INDUCTION_RUN = dict(length=32, vocab=32, k_min=4, n_layers=2, d_model=32, n_heads=2, position="rope", norm="pre",
-                     lr=1e-3, batch_size=32, steps=2000, embed_std=1.0)  # fmt: skip
-
-
-def make_induction(seed: int = 0, **overrides) -> RunConfig:
-    """The induction task's run at INDUCTION_RUN's defaults, any make_run argument overridden (length is T)."""
-    kw = INDUCTION_RUN | overrides
-    return make_run(INDUCTION, kw.pop("length"), seed, **kw)

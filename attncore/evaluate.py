@@ -8,11 +8,11 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-from . import induction
 from ._blas import one_blas_thread
-from .config import INDUCTION, MAX_LENGTH, ConfigError, RunConfig, TaskConfig, check_int
+from .config import MAX_LENGTH, ConfigError, RunConfig, TaskConfig, check_int
 from .model import forward, generate
-from .tasks import N_TEST, TEST_SEED, all_distinct, draw_positions, test_distinct, test_set
+from .sequences import N_TEST, TEST_SEED, all_distinct, draw_positions
+from .task import task_of
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ class EvalResult:
         return asdict(self)
 
 
-def _mean(x: np.ndarray) -> float:
+def mean_or_nan(x: np.ndarray) -> float:
     return float(x.mean()) if x.size else float("nan")
 
 
@@ -39,14 +39,18 @@ def evaluation_positions(length: int, n_max: int):
 
 
 def evaluate(params, run: RunConfig, *, head_mask=None, n: int = N_TEST, positions=None) -> EvalResult:
-    """Feed the model its own greedy outputs (KV-cached) and score the L answer tokens; positions (2L,) in place
-    of 0..2L-1 (evaluation on randomized positions, as Ruoss et al.'s code). The induction task: teacher-forced
-    (the model reads the true tokens), the most likely token at each repeat query (induction.held_out)."""
+    """The accuracy of the weights on the first n of the task's fixed test sequences, as the task scores it
+    (Task.evaluate): the article's tasks by greedy generation (`generated`), the induction task teacher-forced."""
+    return task_of(run.task).evaluate(params, run, head_mask=head_mask, n=n, positions=positions)
+
+
+def generated(params, run: RunConfig, *, head_mask=None, n: int = N_TEST, positions=None) -> EvalResult:
+    """Feed the model its own greedy outputs (KV-cached) and score the L answer tokens of sequences
+    [s1..sL, SEP, a1..aL]; positions (2L,) in place of 0..2L-1 (evaluation on randomized positions, as Ruoss et
+    al.'s code)."""
     start = time.perf_counter()
-    if run.task.name == INDUCTION:
-        return _evaluate_induction(params, run, head_mask, n, start)
     L = run.task.length
-    seqs = test_set(run.task, n)
+    seqs = task_of(run.task).test_set(run.task, n)
     tokens, _ = generate(params, seqs[:, : L + 1], L, run.model, head_mask=head_mask, positions=positions)
     correct = tokens == seqs[:, L + 1 :]  # (n, L)
     whole = correct.all(axis=1)
@@ -54,25 +58,9 @@ def evaluate(params, run: RunConfig, *, head_mask=None, n: int = N_TEST, positio
     return EvalResult(
         token_accuracy=float(correct.mean()),
         sequence_accuracy=float(whole.mean()),
-        distinct_accuracy=_mean(whole[distinct]),
+        distinct_accuracy=mean_or_nan(whole[distinct]),
         n_distinct=int(distinct.sum()),
-        repeated_accuracy=_mean(whole[~distinct]),
-        n_repeated=int((~distinct).sum()),
-        eval_seconds=time.perf_counter() - start,
-    )
-
-
-def _evaluate_induction(params, run: RunConfig, head_mask, n: int, start: float) -> EvalResult:
-    """EvalResult of the induction task: per-token = repeat targets right, per-sequence = every one of a sequence's;
-    the subsets split the sequences by whether their first copy's tokens all differ."""
-    h = induction.held_out(params, run, n, head_mask)
-    distinct = test_distinct(run.task)[:n]
-    return EvalResult(
-        token_accuracy=h.token_accuracy,
-        sequence_accuracy=h.sequence_accuracy,
-        distinct_accuracy=_mean(h.right[distinct]),
-        n_distinct=int(distinct.sum()),
-        repeated_accuracy=_mean(h.right[~distinct]),
+        repeated_accuracy=mean_or_nan(whole[~distinct]),
         n_repeated=int((~distinct).sum()),
         eval_seconds=time.perf_counter() - start,
     )
@@ -91,12 +79,17 @@ def test_loss(params, run: RunConfig, n: int = N_TEST) -> float:
     the mean are float64 over a fixed split into TEST_LOSS_CHUNK sequences, on one BLAS thread (attncore._blas):
     the same bits whatever the caller's thread count, since the number is stored with the run.
 
-    The induction task's test loss is its training objective on the held-out set: the mean over every position.
+    Each task says what its test loss is (Task.test_loss): the induction task's is its training objective on the
+    held-out set, the mean over every position.
     """
-    if run.task.name == INDUCTION:
-        return induction.held_out(params, run, n).loss
+    return task_of(run.task).test_loss(params, run, n)
+
+
+def answer_loss(params, run: RunConfig, n: int = N_TEST) -> float:
+    """The teacher-forced cross-entropy over the L answer tokens of the first n test sequences [s1..sL, SEP,
+    a1..aL] (test_loss of the article's tasks)."""
     L = run.task.length
-    seqs = test_set(run.task, n)
+    seqs = task_of(run.task).test_set(run.task, n)
     nll = []
     with one_blas_thread():
         for start in range(0, n, TEST_LOSS_CHUNK):

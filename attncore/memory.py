@@ -10,9 +10,8 @@ from __future__ import annotations
 import os
 import re
 
-from .config import INDUCTION, ConfigError, RunConfig
-from .induction import CHUNK as INDUCTION_CHUNK
-from .tasks import N_TEST
+from .config import ConfigError, RunConfig
+from .task import task_of
 
 GIB = 2**30
 SIZE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]?)(?:i?B)?\s*", re.IGNORECASE)
@@ -26,7 +25,7 @@ def _param_count(run: RunConfig) -> int:
     return v * d + table + m.n_layers * per_block + 2 * d + d * v + v
 
 
-def _forward_elements(m, batch: int, t: int, keys: int) -> int:
+def forward_elements(m, batch: int, t: int, keys: int) -> int:
     """Elements alive in one block's forward on batch x t queries against `keys` keys."""
     rows = batch * t
     # per block: x, the LN output and its cache, q/k/v, y, merged heads, the output, the residuals (~12 D
@@ -36,7 +35,7 @@ def _forward_elements(m, batch: int, t: int, keys: int) -> int:
 
 def training_bytes(run: RunConfig) -> int:
     """Estimated peak bytes of training and evaluating `run` (the arrays only, not the interpreter)."""
-    m, L = run.model, run.task.length
+    m = run.model
     item = 8 if m.dtype == "float64" else 4
     params = _param_count(run)
     widest = max(m.d_model * m.d_ff, m.d_model * 3 * m.d_model, m.vocab_size * m.d_model)
@@ -47,18 +46,9 @@ def training_bytes(run: RunConfig) -> int:
     rows = B * T
     # every block's forward is kept for the backward; the backward adds a gradient of each, and the
     # zeros the FFN's ReLU compares against stay cached per shape
-    train = m.n_layers * _forward_elements(m, B, T, T) + 3 * rows * m.d_ff + 3 * B * A * m.vocab_size
-    if run.task.name == INDUCTION:  # teacher-forced, CHUNK sequences a forward with every block's cache (and the
-        # temporaries beside them: tracemalloc measured up to twice those), the logits' float64 copies
-        chunk = INDUCTION_CHUNK
-        evaluate = 2 * m.n_layers * _forward_elements(m, chunk, T, T) + 6 * chunk * T * m.vocab_size
-        return state + item * max(train, evaluate)
-    # evaluation: N_TEST sequences, the prompt (L + 1 positions) in one forward, then one token at a time
-    # with a KV cache of every layer; blocks are not kept
-    prompt = N_TEST * (L + 1)
-    kv = 2 * m.n_layers * N_TEST * 2 * L * m.d_model
-    evaluate = 2 * _forward_elements(m, N_TEST, L + 1, L + 1) + kv + 2 * prompt * m.d_ff
-    return state + item * max(train, evaluate)
+    train = m.n_layers * forward_elements(m, B, T, T) + 3 * rows * m.d_ff + 3 * B * A * m.vocab_size
+    # evaluation: as the task scores a run (Task.evaluation_elements)
+    return state + item * max(train, task_of(run.task).evaluation_elements(run))
 
 
 def available_bytes() -> int | None:

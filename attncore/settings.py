@@ -56,6 +56,7 @@ class Setting:
     help: str = ""
     advanced: bool = False  # in the sidebar's folded Advanced section
     cap: str | None = None  # the operator limit (ui.limits) that bounds it on a hosted server
+    cap_divisor: int = 1  # the widget's largest value is the cap divided by this (k_min: at most half of T)
     optional: bool = False  # in a run's key only when it is not the default (added after runs were stored)
     factor: str | None = None  # its name as a comparison factor (Compare, --group-by); None: not a factor
     factor_label: str | None = None  # the factor's short label (Compare's URL holds it); default: its name
@@ -137,6 +138,7 @@ SETTINGS: dict[str, Setting] = {
           cap="max_vocab",
           help="Tokens drawn uniformly.", flag_help="the induction task's vocabulary"),
         S("k_min", "task", None, int, "Shortest repeat k_min", low=2, url="kmin", flag="--k-min", optional=True,
+          cap="max_induction_length", cap_divisor=2,
           help="The repeated prefix k is drawn from k_min to T/2 per sequence.",
           flag_help="the induction task's shortest repeated prefix"),
         # the sidebar's main settings

@@ -1,6 +1,7 @@
 """Training snapshots (issue 14.1): at ~20 log-spaced steps, the probe's attention and the greedy accuracy
-on a fixed subset of the test set, recorded by `train` without touching its weights or batch stream. The induction
-task's are every 25 steps (its phase change needs the curve), with its losses and head scores (attncore.induction).
+on a fixed subset of the test set, recorded by `train` without touching its weights or batch stream. Each task
+says when and how (Task.snapshot_steps, Task.snapshot_scores): the induction task's are every 25 steps (its phase
+change needs the curve), with its losses and head scores as the snapshot's figures.
 """
 
 from __future__ import annotations
@@ -9,10 +10,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import induction
-from .config import INDUCTION, RunConfig, check_int
-from .evaluate import evaluate
+from .config import RunConfig, check_int
 from .inspect import attention_maps
+from .task import task_of
 
 N_SNAPSHOTS = 20  # steps asked of snapshot_steps; fewer remain after deduplication on short runs
 SNAPSHOT_N_TEST = 100  # a snapshot scores the first 100 of the 500 fixed test sequences
@@ -27,19 +27,14 @@ class Snapshot:
     token_accuracy: float  # greedy generation on the first SNAPSHOT_N_TEST test sequences
     sequence_accuracy: float
     probe_attention: np.ndarray  # (n_layers, H, 2L, 2L) attention weights on the task's probe (T - 1 for induction)
-    induction: dict | None = None  # the induction task's figures (INDUCTION_FIGURES); None for the other tasks
+    figures: dict | None = None  # the task's own figures (Task.snapshot_shapes' names); None for the article's tasks
 
     def summary(self) -> dict:
-        """JSON-able scalars: {step, token_accuracy, sequence_accuracy} (and the induction task's figures)."""
+        """JSON-able scalars: {step, token_accuracy, sequence_accuracy} (and the task's figures)."""
         out = {"step": self.step, "token_accuracy": self.token_accuracy, "sequence_accuracy": self.sequence_accuracy}
-        if self.induction is not None:
-            out |= {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in self.induction.items()}
+        if self.figures is not None:
+            out |= {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in self.figures.items()}
         return out
-
-
-# an induction snapshot's figures (attncore.induction.measure): the scalars, then the per-head (n_layers, H) scores
-INDUCTION_SCALARS = ("loss", "repeat_loss", "first_loss", "icl_score")
-INDUCTION_HEADS = {"induction_score": "induction", "previous_token_score": "previous token"}
 
 
 def snapshot_steps(steps: int, n: int = N_SNAPSHOTS) -> list[int]:
@@ -56,30 +51,27 @@ def snapshot_steps(steps: int, n: int = N_SNAPSHOTS) -> list[int]:
 
 
 def run_snapshot_steps(run: RunConfig) -> list[int]:
-    """The steps a run's training takes its snapshots at: snapshot_steps, or the induction task's every 25."""
+    """The steps a run's training takes its snapshots at: its task's (snapshot_steps, or the induction task's
+    every 25)."""
     return task_snapshot_steps(run.task.name, run.train.steps)
 
 
 def task_snapshot_steps(task: str, steps: int) -> list[int]:
     """run_snapshot_steps of a run of this task and steps."""
-    return induction.snapshot_steps(steps) if task == INDUCTION else snapshot_steps(steps)
+    return task_of(task).snapshot_steps(steps)
 
 
 def take_snapshot(params, run: RunConfig, step: int) -> Snapshot:
     """Score `params` on the snapshot subset and record the probe's attention; reads params only."""
     maps = attention_maps(params, run)
-    if run.task.name == INDUCTION:
-        m = induction.measure(params, run)
-        figures = {k: m[k] for k in INDUCTION_SCALARS} | {k: m[p] for k, p in INDUCTION_HEADS.items()}
-        return Snapshot(step, m["token_accuracy"], m["sequence_accuracy"], maps, figures)
-    scores = evaluate(params, run, n=SNAPSHOT_N_TEST)
-    return Snapshot(step, scores.token_accuracy, scores.sequence_accuracy, maps)
+    token_accuracy, sequence_accuracy, figures = task_of(run.task).snapshot_scores(params, run)
+    return Snapshot(step, token_accuracy, sequence_accuracy, maps, figures)
 
 
 def stack(snapshots: list[Snapshot]) -> dict[str, np.ndarray]:
     """Snapshots -> arrays for storage: step (S,), token_accuracy (S,), sequence_accuracy (S,),
-    probe_attention (S, n_layers, H, 2L, 2L); induction snapshots also each of INDUCTION_SCALARS (S,) and
-    INDUCTION_HEADS (S, n_layers, H), float64."""
+    probe_attention (S, n_layers, H, 2L, 2L); snapshots with figures also each figure stacked (S, ...) in float64
+    (Task.snapshot_shapes: the induction task's scalars (S,), its head scores (S, n_layers, H))."""
     if not snapshots:
         raise ValueError("no snapshots to stack")
     out = {
@@ -88,16 +80,13 @@ def stack(snapshots: list[Snapshot]) -> dict[str, np.ndarray]:
         "sequence_accuracy": np.array([s.sequence_accuracy for s in snapshots], dtype=np.float64),
         "probe_attention": np.stack([s.probe_attention for s in snapshots]),
     }
-    if snapshots[0].induction is not None:
-        for name in (*INDUCTION_SCALARS, *INDUCTION_HEADS):
-            out[name] = np.array([s.induction[name] for s in snapshots], dtype=np.float64)
+    if snapshots[0].figures is not None:
+        for name in snapshots[0].figures:
+            out[name] = np.array([s.figures[name] for s in snapshots], dtype=np.float64)
     return out
 
 
-def induction_array_shapes(n_layers: int, n_heads: int, n_snapshots: int) -> dict[str, tuple[int, ...]]:
-    """name -> shape of the induction figures `stack` adds (float64)."""
-    out = {name: (n_snapshots,) for name in INDUCTION_SCALARS}
-    return out | {name: (n_snapshots, n_layers, n_heads) for name in INDUCTION_HEADS}
+STACKED = ("step", "token_accuracy", "sequence_accuracy", "probe_attention")  # the arrays of every snapshot
 
 
 def unstack(arrays: dict[str, np.ndarray]) -> list[Snapshot]:
@@ -108,16 +97,13 @@ def unstack(arrays: dict[str, np.ndarray]) -> list[Snapshot]:
         steps.ndim == tok.ndim == seq.ndim == 1 and att.ndim == 5 and len(steps) == len(tok) == len(seq) == len(att)
     ):
         raise ValueError("snapshot arrays disagree in shape")
-    names = (*INDUCTION_SCALARS, *INDUCTION_HEADS)
+    names = [name for name in arrays if name not in STACKED]  # the task's figures, in the order stacked
     figures = [None] * len(steps)
-    if names[0] in arrays:
+    if names:
         found = {name: np.asarray(arrays[name], dtype=np.float64) for name in names}
-        if any(len(a) != len(steps) for a in found.values()):
+        if any(a.ndim < 1 or len(a) != len(steps) for a in found.values()):
             raise ValueError("snapshot arrays disagree in shape")
-        figures = [
-            {k: float(found[k][i]) for k in INDUCTION_SCALARS} | {k: found[k][i] for k in INDUCTION_HEADS}
-            for i in range(len(steps))
-        ]
+        figures = [{k: float(a[i]) if a.ndim == 1 else a[i] for k, a in found.items()} for i in range(len(steps))]
     return [
         Snapshot(int(s), float(t), float(q), a, f) for s, t, q, a, f in zip(steps, tok, seq, att, figures, strict=True)
     ]

@@ -14,8 +14,9 @@ from ._malloc import keep_freed_memory
 from .config import RunConfig
 from .model import flatten, init_params, loss_and_grads, param_shapes, unflatten
 from .optim import Adam, lr_schedule
+from .sequences import draw_positions
 from .snapshots import Snapshot, run_snapshot_steps, take_snapshot
-from .tasks import draw_positions, sample_batch, sample_range_batch
+from .task import task_of
 
 
 @dataclass
@@ -76,11 +77,7 @@ class Trainer:
         """
         run, rng = self.run, self.data_rng
         task, n_max = run.task, run.train.randomized_positions
-        if task.train_lengths is None:
-            batch, lengths, n = sample_batch(task, run.train.batch_size, rng), None, task.answer_len
-        else:
-            batch, lengths = sample_range_batch(task, run.train.batch_size, rng)
-            n = (batch.shape[1] - 1) // 2
+        batch, lengths, n = task_of(task).train_batch(task, run.train.batch_size, rng)
         positions = None if n_max is None else draw_positions(rng, batch.shape[1] - 1, n_max)
         loss, _ = loss_and_grads(self.params, batch, run.model, n, self.grads, positions=positions, lengths=lengths)
         if self.lrs is not None:

@@ -6,7 +6,7 @@ shared machine slows them alike. Prints the median ms per step of each and the
 ratios, and the time of attncore's own matrix products replayed alone (the floor
 that per-call overhead sits on). The same step at batch 1, where the arithmetic
 all but vanishes, measures that per-call overhead itself. The induction default
-(T = V = 32, 2 heads, RoPE, a loss on every position; attncore.config.INDUCTION_RUN)
+(T = V = 32, 2 heads, RoPE, a loss on every position; attncore.tasks.induction.INDUCTION_RUN)
 is timed beside its PyTorch peer too, and its 2,000 steps extrapolated.
 
     python benchmarks/train_speed.py [--steps 1500] [--chunk 100] [--threads 1]
@@ -30,9 +30,10 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from torch_reference import TorchModel, torch_loss  # noqa: E402
 
-from attncore.config import make_induction, make_run  # noqa: E402
+from attncore.config import make_run  # noqa: E402
 from attncore.model import loss_and_grads  # noqa: E402
 from attncore.tasks import sample_batch  # noqa: E402
+from attncore.tasks.induction import make_induction  # noqa: E402
 from attncore.train import Trainer, batch_rng, initial_params  # noqa: E402
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import sys
 
-from attncore.config import TASKS
+from attncore import task as tasks
 from cli.flags import integer, number, store_place
 from lab import formats
 
@@ -33,7 +33,7 @@ def register(sub) -> None:
     export = actions.add_parser("export", help="write stored runs to one bundle file (no pickle)")
     export.add_argument("file", help="the bundle to write, e.g. runs.zip ('-' for stdout)")
     export.add_argument("--preset", help="only the stored runs of this preset: article, accuracy, ablations, smoke")
-    export.add_argument("--task", nargs="+", choices=TASKS, help="only runs of these tasks")
+    export.add_argument("--task", nargs="+", choices=tasks.names(), help="only runs of these tasks")
     export.add_argument("--length", nargs="+", type=integer, help="only runs of these lengths L")
     export.add_argument("--seed", nargs="+", type=integer, help="only runs of these seeds")
     imp = actions.add_parser("import", help="check a bundle file and store its runs")

@@ -13,7 +13,8 @@ import math
 import os
 import re
 
-from attncore.config import INDUCTION, INDUCTION_RUN, MAX_LENGTH, ConfigError
+from attncore import task as tasks
+from attncore.config import MAX_LENGTH, ConfigError
 from attncore.memory import parse_size
 from attncore.settings import SETTINGS, Setting
 from lab.presets import MAX_JOBS  # configs only: no store, no joblib
@@ -27,9 +28,6 @@ FLAGS = {s.config_field: s.flag for s in SETTINGS.values() if s.flag} | {
     s.name: s.flag for s in SETTINGS.values() if s.flag
 }
 FLAGS |= {"scaling": "--scaling", "randomized": "--eval-positions"}
-# --task induction: the settings it reads with its experiment's defaults when not typed, and its own fields (dest)
-INDUCTION_DEFAULTED = tuple(name for name in INDUCTION_RUN if SETTINGS[name].section != "task")
-INDUCTION_ONLY = {"T": "length", "vocab": "vocab", "k_min": "k_min"}
 
 
 STORE_VAR = "ATTNCORE_CACHE_DIR"  # lab.store.ENV_VAR, repeated so that building the parser loads no store
@@ -183,11 +181,11 @@ def _flag_kwargs(s: Setting, many: bool) -> dict:
 
 def add_model_args(p: argparse.ArgumentParser, many: bool = False) -> None:
     """The flags of `train`, one per setting with a flag (attncore.settings); with many=True the swept ones take
-    several values. The induction task's own fields default to its experiment's."""
+    several values. A task's own settings default to its experiment's (task_flags)."""
     for s in SETTINGS.values():
-        if s.flag and s.name not in ("vocab", "k_min"):
+        if s.flag and s.name not in task_flags():
             p.add_argument(s.flag, **_flag_kwargs(s, many))
-    add_induction_args(p)
+    add_task_args(p)
     if many:
         p.add_argument("--scaling", choices=("on", "off"), nargs="+", help="scaling by 1/sqrt(d_head): on, off or both")
     p.add_argument(
@@ -199,39 +197,61 @@ def add_model_args(p: argparse.ArgumentParser, many: bool = False) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
-def add_induction_args(p: argparse.ArgumentParser) -> None:
-    """--T, --V and --k-min: the induction task's sequence."""
-    what = "the induction task's"
-    p.add_argument(
-        "--T", type=integer, default=INDUCTION_RUN["length"], action=Typed, help=f"{what} tokens per sequence"
-    )
-    for name in ("vocab", "k_min"):
-        s = SETTINGS[name]
-        p.add_argument(s.flag, type=integer, default=INDUCTION_RUN[name], dest=name, action=Typed, help=s.flag_help)
+def task_flags(only: str | None = None) -> dict[str, tuple[str, object, str]]:
+    """The flags of the tasks' own settings (of one task, `only`), {dest: (flag, default, help)}: a task's own
+    length (--T, where Task.length_name is not L) and its fields (--V, --k-min: Task.fields), with the declaring
+    task's defaults."""
+    out = {}
+    for task in map(tasks.get, [only] if only else tasks.names()):
+        if task.length_name != SETTINGS["length"].url:
+            help = f"the {task.name} task's length {task.length_name}"
+            out[task.length_name] = (f"--{task.length_name}", task.defaults["length"], help)
+        for name, default in task.fields.items():
+            out[name] = (SETTINGS[name].flag, default, SETTINGS[name].flag_help)
+    return out
+
+
+def add_task_args(p: argparse.ArgumentParser, only: str | None = None) -> None:
+    """The flags of the tasks' own settings (task_flags)."""
+    for dest, (flag, default, help) in task_flags(only).items():
+        metavar = SETTINGS[dest].metavar if dest in SETTINGS else None
+        p.add_argument(flag, type=integer, default=default, dest=dest, action=Typed, help=help, metavar=metavar)
 
 
 def typed(a, dest: str) -> bool:
     return bool(getattr(a, f"typed_{dest}", False))
 
 
+def refuse_task_flags(a, task=None) -> None:
+    """Raise ConfigError for a typed flag of a task's own settings (task_flags) that `task` does not read (any such
+    flag, without a task)."""
+    own = {*task.fields, task.length_name} if task else set()
+    for dest in task_flags():
+        if typed(a, dest) and dest not in own:
+            owner = next(t for t in tasks.names() if dest in {*tasks.get(t).fields, tasks.get(t).length_name})
+            raise ConfigError(dest, f"is a setting of --task {owner}")
+
+
 def run_of(a):
-    """The RunConfig of parsed `train` flags. --task induction: --T, --V, --k-min set its sequence, and the flags
-    not typed take the induction defaults (attncore.config.INDUCTION_RUN: 2 heads, RoPE, lr 1e-3, 2,000 steps,
-    embedding std 1); the other tasks refuse the induction flags."""
+    """The RunConfig of parsed `train` flags. A task with its own length and fields (--task induction: --T, --V,
+    --k-min) reads them, and the flags not typed take its experiment's defaults (Task.defaults); a task refuses
+    another task's own flags."""
     from attncore.config import make_run
 
     check_length_flags(a)
     settings = run_settings(a) | {"lr": a.lr, "position": a.position, "norm": a.norm}
-    if a.task != INDUCTION:
-        for dest in INDUCTION_ONLY:
-            if typed(a, dest):
-                raise ConfigError(dest, "is a setting of --task induction")
+    task = tasks.get(a.task)
+    refuse_task_flags(a, task)
+    if task.length_name == SETTINGS["length"].url:
         return make_run(a.task, a.length, a.seed, **settings)
     if typed(a, "length"):
-        raise ConfigError("length", "is L of the copy, sort and reverse tasks; the induction task's length is --T")
-    settings |= {key: INDUCTION_RUN[key] for key in INDUCTION_DEFAULTED if not typed(a, key)}
-    settings |= {key: getattr(a, dest) for dest, key in INDUCTION_ONLY.items()}
-    return make_run(INDUCTION, settings.pop("length"), a.seed, **settings)
+        with_l = ", ".join(t for t in tasks.names() if tasks.get(t).length_name == SETTINGS["length"].url)
+        raise ConfigError(
+            "length", f"is L of the {with_l} tasks; the {task.name} task's length is --{task.length_name}"
+        )
+    settings |= {key: value for key, value in task.defaults.items() if key in settings and not typed(a, key)}
+    settings |= {field: getattr(a, field) for field in task.fields}
+    return make_run(a.task, getattr(a, task.length_name), a.seed, **settings)
 
 
 # settings whose one value every run of a sweep (or a preset's) shares

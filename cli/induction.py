@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 import sys
 
-from attncore.config import INDUCTION_RUN, NORMS, POSITIONS, ConfigError
+from attncore.config import NORMS, POSITIONS, ConfigError
+from attncore.tasks.induction import INDUCTION_RUN
 from lab import formats, stats
 
 MAX_SEEDS = 16
@@ -83,7 +84,7 @@ def cmd_induction(a) -> int:
 
 
 def register(sub) -> None:
-    from cli.flags import add_induction_args, integer, integer_in, jobs, memory_size, number
+    from cli.flags import add_task_args, integer, integer_in, jobs, memory_size, number
 
     p = sub.add_parser(
         "induction", help="induction heads: the phase change over seeds, 2 layers against 1, with verdicts"
@@ -105,7 +106,7 @@ def register(sub) -> None:
     p.add_argument("--position", choices=POSITIONS, nargs="+", default=["rope"], help="position encodings")
     p.add_argument("--steps", type=integer, default=INDUCTION_RUN["steps"])
     p.add_argument("--norm", choices=NORMS, default=INDUCTION_RUN["norm"], help="every run's LayerNorm place")
-    add_induction_args(p)
+    add_task_args(p, only="induction")
     p.add_argument(
         "--embed-std",
         type=number,

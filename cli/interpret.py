@@ -12,12 +12,13 @@ import sys
 
 import numpy as np
 
-from attncore.config import INDUCTION, SEP, ConfigError, check_int
+from attncore.config import SEP, ConfigError, check_int
 from attncore.inspect import parse_sequence
 from attncore.interpret import explain as ex
 from attncore.interpret import heads as hd
 from attncore.interpret import lens as ln
 from attncore.interpret import patching as pt
+from attncore.task import task_of
 from attncore.tasks import answer_queries, probe_sequence
 from cli.flags import add_model_args, integer, integer_in, run_of
 from lab import formats
@@ -89,7 +90,7 @@ def cmd_patch(a) -> int:
     run = run_from_args(a)
     tokens = _tokens(a, run)
     allowed = pt.positions(run)
-    first = run.task.length // 2 if run.task.name == INDUCTION else run.task.length  # the symbols a change may hit
+    first = task_of(run.task).input_count(run.task)  # the symbols a change may hit
     if a.at not in allowed:
         raise ConfigError("--at", f"must be an input position from {allowed.start} to {allowed.stop - 1}, got {a.at}")
     symbol = pt.default_symbol(tokens, first, a.at, len(pt.symbols(run))) if a.symbol is None else a.symbol
@@ -101,7 +102,7 @@ def cmd_patch(a) -> int:
     if a.json:
         print(json.dumps({"config": run.to_dict()} | result.to_dict()))
         return 0
-    sep = run.task.name != INDUCTION
+    sep = task_of(run.task).has_sep
     print(f"clean {_tokens_text(c.clean, sep)}  ->  corrupted {_tokens_text(c.corrupted, sep)}")
     print(
         f"metric at query {c.query}: logit[{c.clean_token}] - logit[{c.corrupted_token}] "

@@ -13,21 +13,21 @@ import tempfile
 import time
 from pathlib import Path
 
+from attncore import task as tasks
 from attncore.config import ConfigError
 from cli import text
 from cli.flags import (
     GRID_FACTORS,
-    INDUCTION_ONLY,
     MAX_GRID,
     MAX_JOBS,
     SETTING_FLAGS,
     add_model_args,
     check_length_flags,
     jobs,
+    refuse_task_flags,
     run_settings,
     schedules,
     store_place,
-    typed,
 )
 from lab import formats
 
@@ -76,11 +76,10 @@ def sweep_runs(a) -> list:
         changed = {key: getattr(a, key) for key in SETTING_FLAGS if getattr(a, key) != a.parser.get_default(key)}
         return [with_settings(run, **changed) for run in preset(a.preset)]
     check_length_flags(a)
-    if "induction" in a.task:
-        raise ConfigError("task", "the induction task is swept by `python -m attncore induction` (or trained by train)")
-    for dest in INDUCTION_ONLY:
-        if typed(a, dest):
-            raise ConfigError(dest, "is a setting of --task induction")
+    for name in a.task:
+        if tasks.get(name).has_page:  # a task with an experiment of its own
+            raise ConfigError("task", f"the {name} task is swept by `python -m attncore {name}` (or trained by train)")
+    refuse_task_flags(a)
     if a.scaling and a.no_scaling:
         raise ConfigError("scaling", "give --scaling on/off or --no-scaling, not both")
     scalings = [v == "on" for v in a.scaling] if a.scaling else None

@@ -15,17 +15,18 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
+from attncore.task import get as get_task
 from lab import formats, stats
 from lab.store import RunRecord
 
 METRICS = ("test_loss", "token_accuracy", "sequence_accuracy")
-INDUCTION_METRICS = ("repeat_loss", "first_loss")  # the induction task's held-out losses, in its runs' summaries
 
 
 def metrics_of(task: str) -> tuple[str, ...]:
-    """The metrics a comparison of runs of `task` pairs: METRICS, and on the induction task its repeat and
-    first-copy losses (its test loss is over every position, most of them unpredictable)."""
-    return METRICS + INDUCTION_METRICS if task == "induction" else METRICS
+    """The metrics a comparison of runs of `task` pairs: METRICS, and the task's own it names (Task.paired: on the
+    induction task its repeat and first-copy losses, its test loss being over every position, most of them
+    unpredictable)."""
+    return METRICS + get_task(task).paired
 
 
 RULE = stats.METHOD

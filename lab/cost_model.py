@@ -9,6 +9,7 @@ time: the computing shared out over the workers, slowed by what the machine's ot
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import threading
@@ -20,8 +21,8 @@ import numpy as np
 
 from attncore import RunConfig, make_run
 from attncore._blas import one_blas_thread
-from attncore.config import INDUCTION
 from attncore.snapshots import run_snapshot_steps
+from attncore.task import task_of
 from attncore.train import Trainer
 
 # The probes span what the coefficients tell apart: the fixed cost of a step, blocks, width, length, heads, batch.
@@ -37,17 +38,14 @@ PROBES = (
 )
 PROBE_STEPS = 3  # steps per timed chunk
 PROBE_ROUNDS = 7  # chunks per probe: the one of least CPU time is the probe's cost (other load only adds to it)
-EVAL_STEPS = 80  # the evaluation and the 20 snapshots (with their norms, issue 30.3) cost about this many steps
-# an induction snapshot (held-out losses, the probe set's scores, the norms) costs about 5 steps, the final
-# figures about 20 (measured on the default run: 424 steps' time beside 2,000 steps, 81 snapshots)
-INDUCTION_SNAPSHOT_STEPS, INDUCTION_EVAL_STEPS = 5, 20
 
 
 def eval_steps(run: RunConfig) -> int:
-    """Steps' worth of time a run spends outside its training steps: evaluation and snapshots."""
-    if run.task.name == INDUCTION:
-        return INDUCTION_SNAPSHOT_STEPS * len(run_snapshot_steps(run)) + INDUCTION_EVAL_STEPS
-    return EVAL_STEPS
+    """Steps' worth of time a run spends outside its training steps: evaluation and snapshots, as its task says
+    (Task.eval_cost_steps: the article's tasks' evaluation and 20 snapshots, with their norms, cost about 80 steps;
+    an induction snapshot about 5, its final figures about 20)."""
+    per_snapshot, once = task_of(run.task).eval_cost_steps
+    return per_snapshot * len(run_snapshot_steps(run)) + once if per_snapshot else once
 
 
 PACE_CPU_SECONDS = 0.03  # `slowdown` trains a probe until it has had this much CPU (or for PACE_WALL_SECONDS)
@@ -62,10 +60,10 @@ def step_features(run: RunConfig) -> np.ndarray:
     m, t = run.model, run.train
     B, n, d, f, H, V = t.batch_size, m.n_layers, m.d_model, m.d_ff, m.n_heads, m.vocab_size
     rows = []
+    task = task_of(run.task)
     for length in range(run.task.min_length, run.task.length + 1):
-        T, answers = 2 * length, length  # the tokens a step feeds the model, those with a loss
-        if run.task.name == INDUCTION:
-            T = answers = run.task.n_inputs  # a loss on every position
+        at = dataclasses.replace(run.task, length=length, train_lengths=None, mixed_lengths=False)
+        T, answers = at.n_inputs, task.answer_len(at)  # the tokens a step feeds the model, those with a loss
         queries = (n - 1) * T + answers  # rows past Q, K, V summed over the blocks: the last block's answers only
         matmul = B * (n * T * 3 * d * d + queries * (d * d + 2 * d * f) + answers * d * V)  # the unembedding
         attention = B * queries * T * d  # scores and the weighted sum

@@ -12,17 +12,18 @@ from dataclasses import dataclass
 import pandas as pd
 
 from attncore import ConfigError, RunConfig, settings
+from attncore import task as tasks
 from attncore.config import OPTIONAL_FIELDS
 from lab import compare, formats
 from lab.store import RunRecord
 
-NOT_FOR_INDUCTION = ("task", "length", "range", "randomized")  # its length is T, one per run, positions as trained
-
 
 def factors_for(task: str) -> list[str]:
-    """The factors a comparison of runs of `task` may vary: all of FACTORS, but on the induction task not the
-    task, L, a training range or randomized positions (settings of the article's tasks)."""
-    return [f for f in FACTORS if task != "induction" or f not in NOT_FOR_INDUCTION]
+    """The factors a comparison of runs of `task` may vary: all of FACTORS but those the task excludes
+    (Task.excluded: on the induction task the task, L, a training range or randomized positions, settings of the
+    article's tasks)."""
+    excluded = tasks.get(task).excluded
+    return [f for f in FACTORS if f not in excluded]
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,8 @@ depths and position encodings over the same seeds, each run's phase change, head
 induction head, then the previous-token head, zeroed on the held-out set), and the variants compared by the
 comparison rule of lab.compare, one cell per pair as the Regimes page's (no correction across cells).
 
-Pure functions: configs out, records in, figures, DataFrames, JSON and sentences out (attncore.induction measures).
+Pure functions: configs out, records in, figures, DataFrames, JSON and sentences out (attncore.tasks.induction
+measures).
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from attncore import induction as figures
-from attncore.config import INDUCTION_RUN, RunConfig, make_induction
+from attncore.config import RunConfig
 from attncore.inspect import head_mask_for
+from attncore.tasks import induction as figures
+from attncore.tasks.induction import INDUCTION_RUN, make_induction
 from lab import compare, formats, stats
 from lab.store import RunRecord
 
@@ -49,7 +51,7 @@ def variants(layers: Sequence[int] = DEFAULT_LAYERS, positions: Sequence[str] = 
 
 
 def runs_of(chosen: Sequence[Variant], seeds: Sequence[int], **settings) -> dict[Variant, list[RunConfig]]:
-    """{variant: its runs over the seeds} at the induction defaults (attncore.config.INDUCTION_RUN) with
+    """{variant: its runs over the seeds} at the induction defaults (attncore.tasks.induction.INDUCTION_RUN) with
     `settings` (make_run arguments: steps, length = T, vocab, k_min, ...) overridden."""
     return {v: [make_induction(s, **settings | {"n_layers": v.layers, "position": v.position}) for s in seeds]
             for v in chosen}  # fmt: skip
@@ -82,12 +84,12 @@ def all_runs(by_variant: Mapping[Variant, Sequence[RunConfig]]) -> list[RunConfi
 def curve(record: RunRecord) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """(steps (S,), {repeat_loss, first_loss, icl_score: (S,)}) of a run's snapshots."""
     steps = np.array([s.step for s in record.snapshots])
-    return steps, {k: np.array([s.induction[k] for s in record.snapshots]) for k in ("repeat_loss", "first_loss",
+    return steps, {k: np.array([s.figures[k] for s in record.snapshots]) for k in ("repeat_loss", "first_loss",
                                                                                        "icl_score")}  # fmt: skip
 
 
 def phase(record: RunRecord) -> figures.PhaseChange:
-    """The phase change of the run's held-out repeat loss over its snapshots (attncore.induction.phase_change)."""
+    """The phase change of the run's held-out repeat loss over its snapshots (attncore.tasks.induction.phase_change)."""
     steps, values = curve(record)
     return figures.phase_change(steps, values["repeat_loss"])
 
@@ -95,7 +97,7 @@ def phase(record: RunRecord) -> figures.PhaseChange:
 def heads_of(record: RunRecord) -> dict[str, tuple[int, int]]:
     """{INDUCTION_HEAD: (layer, head) with the highest final induction score past the first layer (in it, for one
     layer), PREVIOUS_HEAD: the highest previous-token score in the layers before it (none for one layer)}."""
-    final = record.snapshots[-1].induction  # the last snapshot is of the final weights
+    final = record.snapshots[-1].figures  # the last snapshot is of the final weights
     scores, n_layers = final["induction_score"], record.config.model.n_layers
     first = 1 if n_layers > 1 else 0
     layer, head = np.unravel_index(int(np.argmax(scores[first:])), scores[first:].shape)
@@ -122,7 +124,7 @@ def ablations(record: RunRecord) -> dict[str, dict]:
 def run_figures(record: RunRecord, zeroed: Mapping[str, dict]) -> dict:
     """One run's figures for the CLI's JSON and the page's tables (zeroed: `ablations(record)`)."""
     run, change = record.config, phase(record)
-    final = record.snapshots[-1].induction
+    final = record.snapshots[-1].figures
     steps, values = curve(record)
     before = float(np.interp(change.window_start, steps, values["repeat_loss"]))
     return {
@@ -137,10 +139,10 @@ def run_figures(record: RunRecord, zeroed: Mapping[str, dict]) -> dict:
         "repeat_loss": {
             "start": float(values["repeat_loss"][0]),
             "before_drop": before,
-            "final": record.induction["repeat_loss"],
+            "final": record.figures["repeat_loss"],
         },  # fmt: skip
-        "first_loss_final": record.induction["first_loss"],
-        "icl_score_final": record.induction["icl_score"],
+        "first_loss_final": record.figures["first_loss"],
+        "icl_score_final": record.figures["icl_score"],
         "induction_score": {"final": np.asarray(final["induction_score"]).tolist()},
         "previous_token_score": {"final": np.asarray(final["previous_token_score"]).tolist()},
         "ablation": zeroed[INDUCTION_HEAD],  # the issue's: the induction head zeroed
@@ -171,7 +173,7 @@ def cells(by_variant: Mapping[Variant, Sequence[RunRecord]], zeroed: Mapping[Run
     """The comparisons: the deepest against each shallower depth at every position; the first position against each
     other at the deepest; and on the baseline (the first variant) each head zeroed against the intact model."""
     chosen = list(by_variant)
-    final = {v: [_summary(r, r.induction) for r in records] for v, records in by_variant.items()}
+    final = {v: [_summary(r, r.figures) for r in records] for v, records in by_variant.items()}
     out = []
     deepest = max(v.layers for v in chosen)
     for v in chosen:
@@ -308,7 +310,7 @@ def head_scores_frame(record: RunRecord) -> pd.DataFrame:
     names = {"induction_score": "induction", "previous_token_score": "previous token"}
     for s in record.snapshots:
         for key, name in names.items():
-            scores = np.asarray(s.induction[key])
+            scores = np.asarray(s.figures[key])
             rows += [{"step": s.step, "head": f"L{layer}H{head}", "pattern": name, "score": float(scores[layer, head])}
                      for layer, head in np.ndindex(scores.shape)]  # fmt: skip
     return pd.DataFrame(rows, columns=["step", "head", "pattern", "score"])

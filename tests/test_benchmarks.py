@@ -55,7 +55,7 @@ def test_sums_written_as_products_are_kept_apart():
 def test_the_induction_peers_train_the_same_model_on_the_same_batches():
     """The benchmark's induction contenders (issue 34): PyTorch's peer starts from attncore's weights, draws the same
     batches and takes the every-position loss, so both time the same training (float64: the same losses)."""
-    from attncore.config import make_induction
+    from attncore.tasks.induction import make_induction
 
     run = make_induction(dtype="float64")
     ours, theirs = train_speed.AttncoreTrainer("float64", run=run), train_speed.TorchTrainer("float64", run=run)

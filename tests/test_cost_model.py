@@ -14,7 +14,7 @@ from streamlit.util import calc_hash
 
 from attncore import make_run
 from lab import cost_model
-from lab.cost_model import EVAL_STEPS, CostModel, fit, step_features
+from lab.cost_model import CostModel, eval_steps, fit, step_features
 from lab.formats import duration
 from lab.store import list_cached
 
@@ -55,8 +55,9 @@ def test_the_fit_recovers_known_coefficients_and_drops_a_negative_one():
 
 def test_a_sweeps_wall_time_is_its_computing_shared_out_or_its_longest_run_times_the_slowdown():
     model = CostModel(np.array([1.0, 0, 0, 0, 0]), (), 0.0)  # one CPU second a step
-    runs = [make_run(steps=s) for s in (100, 60, 60, 40)]  # each steps + EVAL_STEPS seconds
-    seconds = [s + EVAL_STEPS for s in (100, 60, 60, 40)]
+    runs = [make_run(steps=s) for s in (100, 60, 60, 40)]  # each steps + eval_steps (80) seconds
+    seconds = [s + eval_steps(run) for s, run in zip((100, 60, 60, 40), runs, strict=True)]
+    assert seconds == [s + 80 for s in (100, 60, 60, 40)]
     assert model.work_seconds(runs) == sum(seconds)
     assert model.wall_seconds(runs, 2) == sum(seconds) / 2  # 340 of computing over two workers
     assert model.wall_seconds(runs, 1) == sum(seconds) and model.wall_seconds([], 2) == 0

@@ -10,11 +10,11 @@ import math
 import numpy as np
 import pytest
 
-from attncore import induction
-from attncore.config import INDUCTION_RUN, ConfigError, RunConfig, make_induction, make_run
+from attncore.config import ConfigError, RunConfig, make_run
 from attncore.tasks import (
     answer_queries,
     answer_tokens,
+    induction,
     induction_probe_set,
     induction_sequences,
     induction_test_set,
@@ -23,6 +23,7 @@ from attncore.tasks import (
     sample_batch,
     test_distinct,
 )
+from attncore.tasks.induction import INDUCTION_RUN, make_induction
 
 # --- the task ----------------------------------------------------------------------------------------------
 
@@ -234,7 +235,7 @@ def test_a_short_training_predicts_the_repeat_better_than_the_first_copy():
     from attncore.train import train
 
     result = train(make_induction(0, steps=300, **SMALL))
-    last = result.snapshots[-1].induction
+    last = result.snapshots[-1].figures
     assert last["repeat_loss"] < last["first_loss"] - 0.3
     assert abs(last["first_loss"] - math.log(64)) < 0.5
     assert last["icl_score"] < 0
@@ -261,14 +262,14 @@ def test_an_induction_record_round_trips_through_the_store_with_its_figures(stor
 
     run = store[0]
     record = get_run(run)
-    assert set(record.induction) == {"repeat_loss", "first_loss", "icl_score"}
+    assert set(record.figures) == {"repeat_loss", "first_loss", "icl_score"}
     assert [s.step for s in record.snapshots] == induction.snapshot_steps(STEPS)
     assert record.probe_attention.shape == (2, 2, 31, 31)
     fresh = compute_run(run)  # the same bits computed again
-    assert fresh.induction == record.induction and fresh.summary()["repeat_loss"] == record.summary()["repeat_loss"]
+    assert fresh.figures == record.figures and fresh.summary()["repeat_loss"] == record.summary()["repeat_loss"]
     for a, b in zip(fresh.snapshots, record.snapshots, strict=True):
-        assert a.induction["repeat_loss"] == b.induction["repeat_loss"]
-        assert (a.induction["induction_score"] == b.induction["induction_score"]).all()
+        assert a.figures["repeat_loss"] == b.figures["repeat_loss"]
+        assert (a.figures["induction_score"] == b.figures["induction_score"]).all()
 
 
 def test_the_codec_refuses_an_induction_record_without_its_figures(store):
@@ -357,7 +358,7 @@ def test_compare_pairs_the_repeat_and_first_copy_losses_and_offers_the_tasks_own
     assert list(comparisons["metric"]) == ["test_loss", "token_accuracy", "sequence_accuracy", "repeat_loss",
                                            "first_loss"]  # fmt: skip
     repeat = comparisons[comparisons["metric"] == "repeat_loss"].iloc[0]
-    by_layers = {n: [r.induction["repeat_loss"] for r in records if r.config.model.n_layers == n] for n in (2, 1)}
+    by_layers = {n: [r.figures["repeat_loss"] for r in records if r.config.model.n_layers == n] for n in (2, 1)}
     assert repeat["delta_mean"] == pytest.approx(np.mean(np.subtract(by_layers[1], by_layers[2])))
     assert metrics_of("copy") == ("test_loss", "token_accuracy", "sequence_accuracy")
     offered = factors_for("induction")

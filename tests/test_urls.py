@@ -23,7 +23,7 @@ from streamlit.util import calc_hash
 
 from attncore import make_run
 from ui.nav import PAGES
-from ui.sidebar import DEFAULTS, INDUCTION_KEYS
+from ui.sidebar import DEFAULTS, TASK_KEYS
 
 DASHBOARD = "../dashboard.py"
 STEPS = 30  # the sidebar's valid baseline: a short run the store fixture trains once
@@ -151,7 +151,7 @@ def clean(store):
 
 def test_every_page_binds_every_sidebar_key(clean):
     """Every sidebar key of the task a page opens with (copy: all but the induction task's T, V and k_min)."""
-    assert all(set(widgets) >= set(DEFAULTS) - set(INDUCTION_KEYS) for _, widgets, _, _ in clean.values())
+    assert all(set(widgets) >= set(DEFAULTS) - set(TASK_KEYS) for _, widgets, _, _ in clean.values())
 
 
 # --- hostile links ---------------------------------------------------------------------------------------

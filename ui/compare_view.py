@@ -10,8 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from attncore import ConfigError, RunConfig, settings
-from attncore.config import ARTICLE_TASKS
-from attncore.task import names as task_names
+from attncore import task as tasks
 from lab import compare, stats
 from lab.compare import RULE
 from lab.factors import FACTORS, level_label, with_seed
@@ -26,17 +25,22 @@ from ui.sidebar import FIELD_LABELS
 FIELD_LABELS = FIELD_LABELS | {"scaling": "Scaling"}
 
 
+def compared_tasks() -> list[str]:
+    """The task factor's levels: the registered tasks but those with a page of their own (Task.has_page)."""
+    return [name for name in tasks.names() if not tasks.get(name).has_page]
+
+
 def level_options(factor: str, lim: Limits, heads: int = 1) -> tuple[list, list]:
     """(the levels offered for a factor within the hosted caps, the default levels); the first is the baseline.
     d_k levels are those with heads × d_k within the width cap (`heads`: the count a d_k level keeps)."""
 
     table = {"d_k": ([4, 8, 16, 32, 64, 128], [8, 32])}  # the article's 8; a wide head
-    caps = {"d_k": lim.max_d_model // heads, "task": None}
+    caps = {"d_k": lim.max_d_model // heads}
     for s in settings.factors().values():
         levels = s.levels or (list(range(1, getattr(lim, s.cap) + 1)) if s.cap else ())
         table[s.factor] = (list(levels), list(s.preselected))
         caps.setdefault(s.factor, getattr(lim, s.cap) if s.cap and s.levels else None)
-    table["task"] = ([t for t in task_names() if t in ARTICLE_TASKS], table["task"][1])  # induction: its own page
+    table["task"] = (compared_tasks(), table["task"][1])  # not a task of its own page (Task.has_page: induction)
     options, default = table[factor]
     cap = caps[factor]
     options = [v for v in options if cap is None or v <= cap]

@@ -9,8 +9,9 @@ import math
 import pandas as pd
 import streamlit as st
 
-from attncore.config import INDUCTION_RUN, NORMS
+from attncore.config import NORMS
 from attncore.tasks import N_TEST
+from attncore.tasks.induction import INDUCTION_RUN
 from lab import formats, induction
 from lab.store import RunRecord
 from ui import metered, runs, tables

@@ -10,7 +10,7 @@ from __future__ import annotations
 import streamlit as st
 
 from attncore import ConfigError
-from attncore.config import ARTICLE_TASKS
+from attncore import task as tasks
 from attncore.evaluate import MAX_TEST_LENGTHS
 from lab.compare import RULE, beyond_range_comparisons
 from lab.stats import IDENTICAL, format_delta, format_interval
@@ -32,6 +32,11 @@ PAPERS = (
     "randomized positions raised accuracy at unseen lengths by 12 points on average over 15 tasks. A 2-block, "
     "d = 32 model trained for a few thousand steps is not their model: compare orderings, not numbers."
 )
+
+
+def lengths_vary() -> list[str]:
+    """The registered tasks trained on a range of lengths and evaluated at others (Task.lengths_vary)."""
+    return [name for name in tasks.names() if tasks.get(name).lengths_vary]
 
 
 def lit_runs(task: str, randomized: bool, seeds, steps: int, positions=LIT_POSITIONS) -> list:
@@ -129,7 +134,7 @@ def literature_protocol() -> None:
         "would count more; the sidebar's other settings), then tested by greedy generation at "
         "each length from 1 to 16 on that length's own 500 sequences."
     )
-    task = url_radio("Task", "lit_task", ARTICLE_TASKS, "copy")
+    task = url_radio("Task", "lit_task", lengths_vary(), "copy")
     randomized = url_toggle(f"Randomized positions (N_MAX = {LIT_NMAX})", "lit_rand", False)
     at_random = randomized and url_toggle(
         "Evaluate on randomized positions too",

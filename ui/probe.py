@@ -5,12 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from attncore import ConfigError, RunConfig
-from attncore.config import INDUCTION
-from attncore.induction import N_SNAPSHOT_TEST, SNAPSHOT_EVERY
 from attncore.inspect import parse_sequence
 from attncore.model import forward, generate
-from attncore.snapshots import SNAPSHOT_N_TEST
-from attncore.tasks import answer_queries, answer_tokens, make_sequences
+from attncore.task import task_of
 from lab.store import RunRecord
 from ui import plain
 from ui.frames import token_name
@@ -20,10 +17,8 @@ from ui.params import url_text
 def chosen_tokens(run: RunConfig, record: RunRecord, key: str = "seq") -> np.ndarray:
     """A text input mirrored in the URL (?seq=... or another key); invalid text shows st.error and falls back
     to the probe."""
-    L, probe = run.task.length, record.probe_tokens
-    what = f"{L} symbols from 0 to 19"
-    if run.task.name == INDUCTION:  # the first copy: the input repeats it
-        L, what = L // 2, f"The first copy, T/2 = {L // 2} tokens from 0 to {run.task.vocab - 1} (the input repeats it)"
+    task, probe = task_of(run.task), record.probe_tokens
+    L, what = task.input_count(run.task), task.input_help(run.task)  # the induction task: its first copy
     text = url_text(
         "Input symbols",
         key,
@@ -43,16 +38,17 @@ def chosen_tokens(run: RunConfig, record: RunRecord, key: str = "seq") -> np.nda
 
 def has_sep(run: RunConfig) -> bool:
     """Whether the task's sequences hold SEP (token 20); the induction task's 20 is a token like the others."""
-    return run.task.name != INDUCTION
+    return task_of(run.task).has_sep
 
 
 def answer_line(run: RunConfig, record: RunRecord, tokens: np.ndarray) -> str:
     """Markdown: the input (2L,), the task's answer, and the trained model's greedy answer (induction: its most
     likely token at each repeat query, reading the true tokens)."""
-    if run.task.name == INDUCTION:
-        return _induction_line(run, record, tokens)
+    task = task_of(run.task)
+    if not task.generates:
+        return _teacher_forced_line(run, record, tokens)
     L = run.task.length
-    expected = make_sequences(tokens[None, :L], run.task.name)[0, L + 1 :]  # (L,)
+    expected = task.answer_tokens(run.task, tokens[None, :L])[0]  # (L,)
     answer = generate(record.params, tokens[None, : L + 1], L, run.model)[0][0]  # (L,)
     verdict = "right" if (answer == expected).all() else "wrong"
     return (
@@ -61,8 +57,9 @@ def answer_line(run: RunConfig, record: RunRecord, tokens: np.ndarray) -> str:
     )
 
 
-def _induction_line(run: RunConfig, record: RunRecord, tokens: np.ndarray) -> str:
-    queries, expected = answer_queries(run.task), answer_tokens(run.task, tokens)[0]  # (A,), (A,)
+def _teacher_forced_line(run: RunConfig, record: RunRecord, tokens: np.ndarray) -> str:
+    task = task_of(run.task)
+    queries, expected = task.answer_queries(run.task), task.answer_tokens(run.task, tokens)[0]  # (A,), (A,)
     logits, _ = forward(record.params, tokens[None], run.model)  # (1, T - 1, V): every query reads the true tokens
     predicted = logits[0, queries].argmax(axis=-1)
     right = int((predicted == expected).sum())
@@ -75,13 +72,9 @@ def _induction_line(run: RunConfig, record: RunRecord, tokens: np.ndarray) -> st
 
 def accuracy_how(run: RunConfig) -> str:
     """How a run's accuracy is measured, for captions: 'by greedy generation', or the induction task's way."""
-    if run.task.name == INDUCTION:
-        return "as the most likely token at each repeat query, the model reading the true tokens (the induction task)"
-    return "by greedy generation"
+    return task_of(run.task).accuracy_how
 
 
 def snapshots_how(run: RunConfig, n: int) -> str:
     """Where a run's n training snapshots are taken and scored, for captions."""
-    if run.task.name == INDUCTION:
-        return f"{n} training snapshots (every {SNAPSHOT_EVERY} steps or more), on the first {N_SNAPSHOT_TEST}"
-    return f"{n} training snapshots (log-spaced steps), on the first {SNAPSHOT_N_TEST}"
+    return task_of(run.task).snapshots_how(n)

@@ -2,8 +2,9 @@
 
 dashboard.py draws it once per script run (before the page), so its values persist across pages
 and its query parameters (each setting's URL key, attncore.settings) stay in the URL on every page. Its widgets are
-read from the settings' records. Pages call `selected_run()` or `make(**overrides)`. Choosing the induction task
-sets the fields its experiment needs to its defaults (attncore.config.INDUCTION_RUN); leaving it, to the article's.
+read from the settings' records, and a task's own length and fields from its Task. Pages call `selected_run()` or
+`make(**overrides)`. Choosing a task with an experiment of its own sets the fields that experiment needs to its
+defaults (Task.defaults); leaving it, to the article's.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from functools import partial
 import streamlit as st
 
 from attncore import ConfigError, RunConfig, make_run
-from attncore.config import INDUCTION, INDUCTION_RUN, MIN_INDUCTION_T, TASKS
+from attncore import task as tasks
 from attncore.settings import LEARNING_RATES, SETTINGS
 from lab import formats
 from ui import plain, urls
@@ -25,26 +26,35 @@ NORM_LABELS = SETTINGS["norm"].labels
 DECAY_LABELS = SETTINGS["decay"].labels
 LEARNING_RATES = list(LEARNING_RATES)
 # the sidebar's value of a setting where it differs from the config's: a toggle for a range of lengths 1..L
-# (make() turns it into train_min=1), 0 for randomized positions off, the induction task's own T
+# (make() turns it into train_min=1), 0 for randomized positions off
 SIDEBAR_ARGS = {"range": ("train_range", False), "nmax": ("randomized_positions", 0)}
-LENGTH_KEYS = {"L": "length", "T": "induction_length"}  # each task's length keeps its own value
 
 
 def _sidebar_settings() -> list:
     return [s for s in SETTINGS.values() if s.url and s.name != "length"]
 
 
-# query-parameter key -> (make_run argument, default): every setting with a URL key (attncore.settings)
+def _tasks() -> list:
+    return [tasks.get(name) for name in tasks.names()]
+
+
+def _own_lengths() -> dict:
+    """{query key: task} of the tasks whose length has its own name (the induction task's T): each keeps its value."""
+    return {t.length_name: t for t in _tasks() if t.length_name != SETTINGS["length"].url}
+
+
+# query-parameter key -> (make_run argument, default): every setting with a URL key (attncore.settings), a task's
+# own length as `<task>_length` and its fields with its defaults
 DEFAULTS = {"task": ("task", SETTINGS["task"].default), "L": ("length", SETTINGS["length"].default)}
 DEFAULTS |= {s.url: SIDEBAR_ARGS.get(s.url, (s.name, s.default)) for s in _sidebar_settings() if s.name != "task"}
-DEFAULTS |= {"T": ("induction_length", INDUCTION_RUN["length"])}
-DEFAULTS |= {SETTINGS[f].url: (f, INDUCTION_RUN[f]) for f in ("vocab", "k_min")}  # the induction task's fields
-INDUCTION_KEYS = ("T", "V", "kmin")  # shown for the induction task only
+DEFAULTS |= {SETTINGS[f].url: (f, default) for t in _tasks() for f, default in t.fields.items()}
+DEFAULTS |= {key: (f"{t.name}_length", t.defaults["length"]) for key, t in _own_lengths().items()}
+TASK_KEYS = tuple(_own_lengths()) + tuple(SETTINGS[f].url for t in _tasks() for f in t.fields)  # shown for its task
 # the fields a task's experiment sets to its own defaults (and leaving it, back to the article's)
 TASK_DEFAULTED = {
     s.url: s.name
     for s in _sidebar_settings()
-    if s.section != "task" and s.name in INDUCTION_RUN and INDUCTION_RUN[s.name] != s.default
+    if s.section != "task" and any(t.defaults.get(s.name, s.default) != s.default for t in _tasks())
 }
 ADVANCED = "sidebar_advanced"  # session-state key of the Advanced expander
 ADVANCED_FIELDS = {s.name for s in SETTINGS.values() if s.advanced}  # under Advanced
@@ -57,10 +67,10 @@ def _reset() -> None:
 
 
 def task_defaults(task: str) -> dict:
-    """{query key: value} of the TASK_DEFAULTED fields for a task: the induction experiment's, or the article's."""
-    if task == INDUCTION:
-        return {key: INDUCTION_RUN[arg] for key, arg in TASK_DEFAULTED.items()}
-    return {key: DEFAULTS[key][1] for key in TASK_DEFAULTED}
+    """{query key: value} of the TASK_DEFAULTED fields for a task: its experiment's (Task.defaults: the induction
+    task's), else the article's."""
+    own = tasks.get(task).defaults if task in tasks.names() else {}
+    return {key: own.get(arg, DEFAULTS[key][1]) for key, arg in TASK_DEFAULTED.items()}
 
 
 def default(key: str, task: str):
@@ -70,9 +80,10 @@ def default(key: str, task: str):
 
 
 def _task_changed() -> None:
-    """The task radio's callback: into or out of the induction task, its fields take the new task's defaults."""
+    """The task radio's callback: into or out of a task with an experiment of its own, its settings take the new
+    task's defaults."""
     task, before = st.session_state.get("task"), st.session_state.get("_task_before", DEFAULTS["task"][1])
-    if (task == INDUCTION) != (before == INDUCTION):
+    if task_defaults(task) != task_defaults(before):
         st.session_state.update(task_defaults(task))
     st.session_state["_task_before"] = task
 
@@ -98,7 +109,7 @@ def _widget(s, lim, task: str, key: str | None = None, label: str | None = None,
         return partial(draw, label, key, list(options) if s.levels else options, value, format_func=s.format, **kw)
     ui_low, ui_high = s.ui_range
     low = ui_low if low is None else low
-    cap = getattr(lim, s.cap) if s.cap and high is None else None  # a task's own length has its own cap
+    cap = getattr(lim, s.cap) // s.cap_divisor if s.cap and high is None else None  # a task's length: its own
     high = min(x for x in (ui_high, high, cap) if x is not None)
     return partial(url_number, label, key, value, type(value)(low), type(value)(high), step=s.step, **kw)
 
@@ -113,7 +124,7 @@ def _widgets(check: bool) -> None:
     task = url_radio(
         "Task",
         "task",
-        TASKS,
+        tasks.names(),
         "copy",
         on_change=_task_changed,
         help="copy: repeat the L symbols; sort: in order; reverse: backwards; induction: T random tokens whose "
@@ -121,14 +132,12 @@ def _widgets(check: bool) -> None:
         "and embedding std).",
     )
     st.session_state["_task_before"] = task
-    length = SETTINGS["length"]
-    if task == INDUCTION:
-        _widget(length, lim, task, "T", "Sequence length T", MIN_INDUCTION_T, lim.max_induction_length,
-                help="Tokens per sequence; k ~ U{k_min .. T/2} of them repeat.")()  # fmt: skip
-        _widget(SETTINGS["vocab"], lim, task)()
-        _widget(SETTINGS["k_min"], lim, task, high=lim.max_induction_length // 2)()
-    else:
-        _widget(length, lim, task, "L", "Sequence length L", help="Symbols before the separator.")()
+    t = tasks.get(task)
+    _widget(SETTINGS["length"], lim, task, t.length_name, f"Sequence length {t.length_name}", t.length_range[0],
+            min(t.length_range[1], getattr(lim, t.length_cap)), help=t.length_help)()  # fmt: skip
+    for field in t.fields:
+        _widget(SETTINGS[field], lim, task)()
+    if t.lengths_vary:
         _widget(SETTINGS["train_lengths"], lim, task)()
     for name in ("seed", "position", "norm", "scaling"):
         _widget(SETTINGS[name], lim, task)()
@@ -165,12 +174,18 @@ def settings() -> dict:
 
 
 def make(**overrides) -> RunConfig:
-    """The sidebar's RunConfig with some fields replaced (make_run names); raises ConfigError. The induction task
-    takes its T, V and k_min (length in `overrides` is its T) and never a range of lengths."""
+    """The sidebar's RunConfig with some fields replaced (make_run names); raises ConfigError. A task with a length
+    of its own (the induction task's T) takes it (length in `overrides` is its length), and its fields (Task.fields);
+    a task whose lengths do not vary never a range of lengths."""
     kw = settings() | overrides
-    induction_length, vocab, k_min = kw.pop("induction_length"), kw.pop("vocab"), kw.pop("k_min")
-    if kw["task"] == INDUCTION:
-        kw |= {"length": overrides.get("length", induction_length), "vocab": vocab, "k_min": k_min}
+    task = tasks.get(kw["task"])
+    own_lengths = {f"{t.name}_length": t for t in _own_lengths().values()}
+    lengths = {arg: kw.pop(arg) for arg in own_lengths}
+    fields = {f: kw.pop(f) for t in _tasks() for f in t.fields if f in kw}
+    if f"{task.name}_length" in lengths:
+        kw["length"] = overrides.get("length", lengths[f"{task.name}_length"])
+    kw |= {f: value for f, value in fields.items() if f in task.fields}
+    if not task.lengths_vary:
         kw["train_range"] = False  # the toggle is not shown for it
     if kw.pop("train_range") and "train_lengths" not in kw and kw.get("train_min") is None:
         kw["train_min"] = 1
@@ -207,9 +222,7 @@ def show_config_error(e: ConfigError) -> None:
 def describe(run: RunConfig, seed: bool = True) -> str:
     """One line naming a run, e.g. for captions and titles; seed=False leaves the seed out (a view over seeds)."""
     m, t, k = run.model, run.train, run.task
-    lengths = f"L={k.length}" if k.train_lengths is None else f"L={k.train_lengths[0]}-{k.train_lengths[1]}"
-    if k.name == INDUCTION:
-        lengths = f"T={k.length}, V={k.vocab}, k={k.k_min}-{k.length // 2}"
+    lengths = tasks.get(k.name).describe(k)
     lengths += " mixed" if k.mixed_lengths else ""
     lengths += f" · randomized positions < {t.randomized_positions}" if t.randomized_positions else ""
     return (

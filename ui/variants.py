@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from attncore import ConfigError, RunConfig, make_run
-from attncore.config import INDUCTION, make_induction
+from attncore import task as tasks
 from lab.presets import ABLATIONS
 from lab.tables import variant_name
 
@@ -41,10 +41,9 @@ def base_label(base: RunConfig) -> str:
     """The base row's name: what it is against the article's model of the same task, L and seed (the induction
     task: against its experiment's defaults at the same T, V and k_min)."""
     k = base.task
-    if k.name == INDUCTION:
-        article = make_induction(base.train.seed, length=k.length, vocab=k.vocab, k_min=k.k_min)
-    else:
-        article = make_run(k.name, k.length, base.train.seed)
+    task = tasks.get(k.name)
+    own = {key: value for key, value in task.defaults.items() if key != "length"}  # its experiment's (Task.defaults)
+    article = make_run(k.name, k.length, base.train.seed, **own | {field: getattr(k, field) for field in task.fields})
     name = variant_name(base, article)
     return "base: the full model" if name == "full" else f"base: {name}"
 

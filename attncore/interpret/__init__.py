@@ -5,6 +5,7 @@ be replaced, and the backward from one query's logits to an overridden attention
 patching, denoising or noising: the fraction each head, position, residual stream and MLP restores or destroys),
 lens (the logit lens), heads (detection scores for 0/1 attention patterns, on the probe, the test set and the
 training snapshots), explain (the permutation test, Jain & Wallace's adversarial attention, Wiegreffe & Pinter's
-seed baseline, in memory-bounded chunks). It may import the core of attncore (config, layers, model, tasks,
-inspect, snapshots, memory) and NumPy; nothing of serving, mechanisms, lab, ui or cli.
+seed baseline, in memory-bounded chunks). It may import the core of attncore (config, layers, model, inspect,
+snapshots, memory, the task registry) and NumPy; nothing of the task modules (it asks a task through the registry),
+serving, mechanisms, lab, ui or cli.
 """

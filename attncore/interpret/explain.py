@@ -19,7 +19,7 @@ from .. import layers as L
 from .. import memory
 from ..config import ConfigError, RunConfig, check_int
 from ..inspect import attention_maps
-from ..tasks import answer_queries
+from ..task import task_of
 from .hooked import backward_to_pattern_row, run_with_hooks
 
 LN2 = math.log(2)  # the ceiling of the Jensen-Shannon divergence in nats
@@ -308,8 +308,8 @@ def finding(result: dict, number=_three_digits) -> str:
 
 
 def check_query(run: RunConfig, query: int) -> None:
-    """ConfigError unless `query` is one of the task's answer queries (tasks.answer_queries)."""
-    queries = answer_queries(run.task)
+    """ConfigError unless `query` is one of the task's answer queries (Task.answer_queries)."""
+    queries = task_of(run.task).answer_queries(run.task)
     low, high = int(queries[0]), int(queries[-1])
     if isinstance(query, bool) or not isinstance(query, (int, np.integer)) or not low <= query <= high:
         raise ConfigError("query", f"must be an answer position from {low} to {high}, got {query}")

@@ -1,19 +1,17 @@
 """Head detection scores (as TransformerLens's head_detector, error measure "mul"): the share of a head's
 attention that falls on a 0/1 pattern D, score = sum(A * D) / sum(A), over the answer queries L..2L-1
-(the rows with a loss; every row of A sums to 1, so the score is the mean weight on the pattern there). The
-induction task's two patterns are attncore.induction's: induction over the repeat's queries, previous token
-over every query but the first.
+(the rows with a loss; every row of A sums to 1, so the score is the mean weight on the pattern there). Each
+task says which patterns it scores (Task.patterns, Task.head_scores): the induction task's two are
+attncore.tasks.induction's, induction over the repeat's queries and previous token over every query but the first.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .. import induction
-from ..config import INDUCTION, RunConfig, TaskConfig
+from ..config import RunConfig, TaskConfig
 from ..inspect import attention_maps
-from ..model import attention_weights
-from ..tasks import induction_test_set, test_set
+from ..task import task_of
 
 PATTERNS = {
     "previous token": "the key just before the query",
@@ -23,17 +21,11 @@ PATTERNS = {
     "mirrored": "the input position mirrored about SEP (answer token j reads symbol L + 1 − j): the one reverse "
     "must write",
 }
-INDUCTION_PATTERNS = {
-    "induction": "the key after the previous occurrence of the query's token, k − 1 back (over the repeat's queries)",
-    "previous token": "the key just before the query (over every query but the first)",
-}
-# what each task must read
-TASK_PATTERNS = {"copy": "L back", "sort": "k-th smallest", "reverse": "mirrored", INDUCTION: "induction"}
 
 
 def patterns_of(task: TaskConfig) -> dict[str, str]:
-    """The patterns scored for a task, {name: what it is}."""
-    return INDUCTION_PATTERNS if task.name == INDUCTION else PATTERNS
+    """The patterns scored for a task, {name: what it is} (Task.patterns)."""
+    return task_of(task).patterns
 
 
 def detection_patterns(tokens: np.ndarray, length: int) -> dict[str, np.ndarray]:
@@ -66,11 +58,11 @@ def scores(maps: np.ndarray, tokens: np.ndarray, length: int) -> dict[str, np.nd
 
 
 def task_scores(maps: np.ndarray, tokens: np.ndarray, task: TaskConfig | int) -> dict[str, np.ndarray]:
-    """`scores` for the task (an int: the article's tasks at that L); the induction task's on an input whose
-    first half repeats (the probe's layout, k = T/2)."""
-    if isinstance(task, TaskConfig) and task.name == INDUCTION:
-        return induction.head_scores(maps, task.length // 2)
-    return scores(maps, tokens, task if isinstance(task, int) else task.length)
+    """`scores` for the task (an int: the article's tasks at that L), as the task scores (Task.head_scores); the
+    induction task's on an input whose first half repeats (the probe's layout, k = T/2)."""
+    if isinstance(task, int):
+        return scores(maps, tokens, task)
+    return task_of(task).head_scores(maps, tokens, task)
 
 
 def probe_scores(params, run: RunConfig, tokens: np.ndarray) -> dict[str, np.ndarray]:
@@ -81,15 +73,7 @@ def probe_scores(params, run: RunConfig, tokens: np.ndarray) -> dict[str, np.nda
 def test_scores(params, run: RunConfig, n_test: int = 100) -> dict[str, np.ndarray]:
     """{pattern: (n_layers, H)} averaged over the first n_test fixed test sequences (induction: each scored at its
     own repeated prefix k)."""
-    if run.task.name == INDUCTION:
-        seqs, ks = (a[:n_test] for a in induction_test_set(run.task))
-        maps = attention_weights(params, seqs[:, :-1], run.model)  # (n_layers, N, H, T', T')
-        per = [induction.head_scores(maps[:, n], int(k)) for n, k in enumerate(ks)]
-        return {name: np.mean([p[name] for p in per], axis=0) for name in INDUCTION_PATTERNS}
-    seqs = test_set(run.task)[:n_test, :-1]  # (N, 2L)
-    maps = attention_weights(params, seqs, run.model)  # (n_layers, N, H, T, T)
-    per = [scores(maps[:, n], seqs[n], run.task.length) for n in range(len(seqs))]
-    return {name: np.mean([p[name] for p in per], axis=0) for name in PATTERNS}
+    return task_of(run.task).test_scores(params, run, n_test)
 
 
 def snapshot_scores(snapshots, tokens: np.ndarray, task: TaskConfig | int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
@@ -101,8 +85,8 @@ def snapshot_scores(snapshots, tokens: np.ndarray, task: TaskConfig | int) -> tu
 
 def task_pattern(run: RunConfig) -> str:
     """The pattern a head that reads what the task needs would match: L back for copy, k-th smallest for sort,
-    the mirrored key for reverse, the induction pattern for induction."""
-    return TASK_PATTERNS[run.task.name]
+    the mirrored key for reverse, the induction pattern for induction (Task.pattern)."""
+    return task_of(run.task).pattern
 
 
 def best_head(params, run: RunConfig, tokens: np.ndarray) -> tuple[int, int]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..config import INDUCTION, RunConfig
-from ..tasks import answer_queries, answer_tokens, induction_probe_set, test_set
+from ..config import RunConfig
+from ..task import task_of
 from .hooked import run_with_hooks, unembed
 
 
@@ -18,9 +18,10 @@ def _softmax(logits: np.ndarray) -> np.ndarray:
 def lens_probabilities(params, run: RunConfig, tokens: np.ndarray) -> np.ndarray:
     """(n_layers + 1, B, A): probability of the correct answer token at each answer query (L..2L-1; the induction
     task's repeat k..2k-2), read from the embedding (row 0) and after each block (rows 1..n_layers) of inputs
-    tokens (B, 2L) with their answers (tasks.answer_queries, answer_tokens)."""
+    tokens (B, 2L) with their answers (Task.answer_queries, answer_tokens)."""
     tokens = np.atleast_2d(np.asarray(tokens))
-    queries, answers = answer_queries(run.task), answer_tokens(run.task, tokens)  # (A,), (B, A)
+    task = task_of(run.task)
+    queries, answers = task.answer_queries(run.task), task.answer_tokens(run.task, tokens)  # (A,), (B, A)
     _, acts = run_with_hooks(params, tokens, run.model)
     streams = [acts["embed"]] + [acts[f"blocks.{i}.resid_post"] for i in range(run.model.n_layers)]
     out = []
@@ -34,10 +35,7 @@ def logit_lens(params, run: RunConfig, tokens: np.ndarray, n_test: int = 100) ->
     """{"probe": (n_layers + 1, L) on `tokens` (2L,), "test": (n_layers + 1, L) the mean over the first n_test
     fixed test sequences (teacher-forced on their answers; the induction task: of its probe set, whose k is the
     probe's, so that the repeat's queries are the same positions)}."""
-    if run.task.name == INDUCTION:
-        tests = induction_probe_set(run.task, n_test)[0][:, :-1]
-    else:
-        tests = test_set(run.task)[:n_test, :-1]
+    tests = task_of(run.task).lens_inputs(run.task, n_test)
     return {
         "probe": lens_probabilities(params, run, tokens)[:, 0],
         "test": lens_probabilities(params, run, tests).mean(axis=1),

@@ -18,7 +18,7 @@ import numpy as np
 from .._blas import one_blas_thread
 from ..config import ModelConfig, RunConfig
 from ..model import loss_and_grads
-from ..tasks import sample_batch
+from ..task import task_of
 from ..train import initial_params, train
 from .hooked import check_supported, run_with_hooks
 
@@ -36,7 +36,7 @@ def fixed_batches(run: RunConfig, n: int = N_BATCHES) -> list[np.ndarray]:
     induction task: (B, T) of its T, V and k_min)."""
     task = dataclasses.replace(run.task, train_lengths=None, mixed_lengths=False)
     rng = np.random.default_rng([BATCH_SEED, task.length])
-    return [sample_batch(task, run.train.batch_size, rng) for _ in range(n)]
+    return [task_of(task).sample_batch(task, run.train.batch_size, rng) for _ in range(n)]
 
 
 def _grad_norms(params, run: RunConfig, batch: np.ndarray) -> np.ndarray:

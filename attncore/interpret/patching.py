@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..config import INDUCTION, N_SYMBOLS, ConfigError, RunConfig, check_int
-from ..tasks import make_sequences
+from ..config import N_SYMBOLS, ConfigError, RunConfig
+from ..task import task_of
 from .hooked import run_with_hooks
 
 
@@ -42,48 +42,20 @@ class Contrast:
 
 
 def positions(run: RunConfig) -> range:
-    """The input positions a contrast may change: the L symbols, or the induction first copy's 1 .. k - 1 (k = T/2;
-    position 0 is read by no repeat query: query k - 1 cannot know that the repeat starts)."""
-    if run.task.name == INDUCTION:
-        return range(1, run.task.length // 2)
-    return range(run.task.length)
+    """The input positions a contrast may change (Task.contrast_positions): the L symbols, or the induction first
+    copy's 1 .. k - 1 (k = T/2; position 0 is read by no repeat query)."""
+    return task_of(run.task).contrast_positions(run.task)
 
 
 def symbols(run: RunConfig) -> range:
     """The symbols an input position may take: 0..19, or the induction task's 0..V-1."""
-    return range(run.task.vocab if run.task.name == INDUCTION else N_SYMBOLS)
+    return task_of(run.task).contrast_symbols(run.task)
 
 
 def contrast(run: RunConfig, clean: np.ndarray, position: int, symbol: int) -> Contrast:
-    """The clean input (2L,) with input symbol `position` set to `symbol`, keeping the clean answer prefix."""
-    if run.task.name == INDUCTION:
-        return _induction_contrast(run, np.asarray(clean, dtype=np.int64), position, symbol)
-    L = run.task.length
-    clean = np.asarray(clean, dtype=np.int64)
-    check_int("position", position, 0, L - 1)
-    check_int("symbol", symbol, 0, N_SYMBOLS - 1)
-    if clean[position] == symbol:
-        raise ConfigError("symbol", f"must differ from the clean symbol {int(clean[position])} at position {position}")
-    symbols = clean[None, :L].copy()
-    symbols[0, position] = symbol
-    clean_answer = make_sequences(clean[None, :L], run.task.name)[0, L + 1 :]  # (L,)
-    corrupted_answer = make_sequences(symbols, run.task.name)[0, L + 1 :]
-    j = int(np.flatnonzero(clean_answer != corrupted_answer)[0])  # a changed symbol always changes the answer
-    corrupted = clean.copy()
-    corrupted[position] = symbol
-    return Contrast(clean, corrupted, position, j, L + j, int(clean_answer[j]), int(corrupted_answer[j]))
-
-
-def _induction_contrast(run: RunConfig, clean: np.ndarray, position: int, symbol: int) -> Contrast:
-    """The induction input (T - 1,) with first-copy token `position` set to `symbol`; the repeat stays clean."""
-    k, allowed = run.task.length // 2, positions(run)
-    check_int("position", position, allowed.start, allowed.stop - 1)
-    check_int("symbol", symbol, 0, run.task.vocab - 1)
-    if clean[position] == symbol:
-        raise ConfigError("symbol", f"must differ from the clean token {int(clean[position])} at position {position}")
-    corrupted = clean.copy()
-    corrupted[position] = symbol
-    return Contrast(clean, corrupted, position, position - 1, k + position - 1, int(clean[position]), int(symbol))
+    """The clean input with input symbol `position` set to `symbol` (Task.contrast): the article's tasks keep the
+    clean answer prefix; the induction task changes a first-copy token and keeps the repeat clean."""
+    return task_of(run.task).contrast(run, clean, position, symbol)
 
 
 def default_symbol(clean: np.ndarray, length: int, position: int, vocab: int = N_SYMBOLS) -> int:

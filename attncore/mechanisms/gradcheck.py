@@ -11,7 +11,7 @@ import numpy as np
 from attncore.config import ConfigError, ModelConfig, TaskConfig
 from attncore.layers import cross_entropy_forward
 from attncore.model import forward, init_params, loss_and_grads
-from attncore.tasks import sample_batch
+from attncore.task import task_of
 
 
 def small_model(norm: str = "pre", d_model: int = 16, n_layers: int = 2, n_heads: int = 4) -> ModelConfig:
@@ -51,7 +51,7 @@ def gradient_check(
     rng = np.random.default_rng(seed)
     params = init_params(cfg, rng)
     task = TaskConfig("copy", (cfg.max_len - 1) // 2)
-    seqs = sample_batch(task, n_seqs, rng)  # (B, 2L+1)
+    seqs = task_of(task).sample_batch(task, n_seqs, rng)  # (B, 2L+1)
     _, grads = loss_and_grads(params, seqs, cfg, task.length)
 
     rows = []

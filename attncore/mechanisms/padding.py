@@ -10,7 +10,7 @@ import numpy as np
 
 from ..config import ModelConfig
 from ..model import forward, sequence_losses
-from ..tasks import pad_sequences
+from ..sequences import pad_sequences
 
 CASES = (
     ("as batched", "right padding, key mask and loss mask"),

@@ -21,22 +21,16 @@ import zipfile
 
 import numpy as np
 
-from attncore.config import INDUCTION, ConfigError, RunConfig
+from attncore import task as tasks
+from attncore.config import ConfigError, RunConfig
 from attncore.evaluate import EvalResult
 from attncore.interpret import norms
 from attncore.model import param_shapes
-from attncore.snapshots import (
-    INDUCTION_HEADS,
-    induction_array_shapes,
-    run_snapshot_steps,
-    stack,
-    task_snapshot_steps,
-    unstack,
-)
-from attncore.tasks import N_TEST, test_distinct
+from attncore.sequences import N_TEST
+from attncore.snapshots import run_snapshot_steps, stack, task_snapshot_steps, unstack
 from lab import provenance
 
-from .record import INDUCTION_FIGURES, RunRecord
+from .record import RunRecord
 
 FORMAT = "attnlab-run/1"
 KEY_VAR = "ATTNCORE_CACHE_KEY"
@@ -208,9 +202,8 @@ def _expected_arrays(m, task, steps: int, with_norms: bool) -> dict[str, tuple[t
     for name in ("token_accuracy", "sequence_accuracy"):
         out[SNAPSHOT_PREFIX + name] = ((n,), (np.dtype(np.float64).str,))
     out[SNAPSHOT_PREFIX + "probe_attention"] = ((n, m.n_layers, m.n_heads, T, T), floats)
-    if task.name == INDUCTION:
-        for name, shape in induction_array_shapes(m.n_layers, m.n_heads, n).items():
-            out[SNAPSHOT_PREFIX + name] = (shape, (np.dtype(np.float64).str,))
+    for name, shape in tasks.get(task.name).snapshot_shapes(m.n_layers, m.n_heads, n).items():  # the task's figures
+        out[SNAPSHOT_PREFIX + name] = (shape, (np.dtype(np.float64).str,))
     if with_norms:
         for name, shape in norms.array_shapes(m.n_layers, n).items():
             kind = np.int64 if name == "step" else np.float64
@@ -279,8 +272,8 @@ def _count(x, low: int, high: int) -> bool:
 
 @functools.lru_cache(maxsize=256)
 def _n_distinct(task) -> int:
-    """Sequences of the fixed test set (attncore.tasks.test_set) whose L symbols (induction: first copy) all differ."""
-    return int(test_distinct(task).sum())
+    """Sequences of the fixed test set (Task.test_set) whose L symbols (induction: first copy) all differ."""
+    return int(tasks.get(task.name).test_distinct(task).sum())
 
 
 def _same(a, b) -> bool:
@@ -316,15 +309,21 @@ def _check_numbers(v: dict, run: RunConfig, stored: bool) -> None:
     diverged = stored and isinstance(held_out, float) and (math.isnan(held_out) or held_out == math.inf)
     if "test_loss" in v and not (diverged or _finite(held_out)):  # diverged weights score NaN, as their final loss
         raise RecordError("test_loss is not a finite number >= 0")
-    induction = run.task.name == INDUCTION
-    for name in INDUCTION_FIGURES:
-        if (name in v) != induction:
-            what = "missing" if induction else f"not a figure of the {run.task.name} task"
+    task = tasks.get(run.task.name)
+    for name in _all_metrics():
+        own = name in task.metrics
+        if (name in v) != own:
+            what = "missing" if own else f"not a figure of the {run.task.name} task"
             raise RecordError(f"{name} is {what}")
         x = v.get(name)
-        low = -math.inf if name == "icl_score" else 0.0  # the in-context score is a difference of losses
-        if induction and not ((stored and isinstance(x, float) and math.isnan(x)) or _finite(x, low)):
+        low = task.metric_low(name) if own else 0.0  # the in-context score is a difference of losses: any number
+        if own and not ((stored and isinstance(x, float) and math.isnan(x)) or _finite(x, low)):
             raise RecordError(f"{name} is not a finite number{' >= 0' if low == 0 else ''}")
+
+
+def _all_metrics() -> tuple[str, ...]:
+    """Every registered task's figures (Task.metrics), each once: a record holds its own task's only."""
+    return tuple(dict.fromkeys(name for t in tasks.names() for name in tasks.get(t).metrics))
 
 
 def _same(a, b) -> bool:
@@ -339,8 +338,8 @@ def check_values(meta: dict, run: RunConfig, *, stored: bool = False) -> None:
 
     Finite non-negative loss and times; accuracies from 0 to 1 (the subset accuracies None only when their
     subset is empty); the test set's counts adding up to its N_TEST sequences; n_params the model's count;
-    test_loss, where a record has one, finite and >= 0; an induction run's figures (INDUCTION_FIGURES) present and
-    finite, the losses >= 0, and no other task's; the summary's numbers the record's. `stored` (a record
+    test_loss, where a record has one, finite and >= 0; its task's figures (Task.metrics: an induction run's) present
+    and finite, the losses >= 0, and no other task's; the summary's numbers the record's. `stored` (a record
     this store computed) also accepts a training that diverged (final loss NaN or infinite); an import does not.
     """
     values = {k: meta[k] for k in ("final_loss", "n_params", "train_seconds")}
@@ -350,7 +349,7 @@ def check_values(meta: dict, run: RunConfig, *, stored: bool = False) -> None:
             values.setdefault("test_loss", source["test_loss"])
             if not _same(source["test_loss"], values["test_loss"]):
                 raise RecordError("the summary's numbers are not the record's")
-    values |= {k: meta["summary"][k] for k in INDUCTION_FIGURES if k in meta["summary"]}  # the summary holds them
+    values |= {k: meta["summary"][k] for k in _all_metrics() if k in meta["summary"]}  # the summary holds them
     _check_numbers(values, run, stored)
     s = meta["summary"]
     if any(not _same(s.get(k), values[k]) for k in SUMMARY_NUMBERS):
@@ -405,14 +404,6 @@ def check_headers(z: zipfile.ZipFile, infos: dict, expected: dict) -> None:
             raise RecordError(_dtype_text(name, dtype, dtypes))
 
 
-def _induction_possible(snaps: dict) -> bool:
-    """The induction figures of the snapshots: losses >= 0 and head scores from 0 to 1 (NaN where training
-    diverged); the in-context score, a difference of losses, any number or NaN."""
-    nan_or = [np.isnan(snaps[k]) | (snaps[k] >= 0) for k in ("loss", "repeat_loss", "first_loss")]
-    nan_or += [np.isnan(snaps[k]) | ((snaps[k] >= 0) & (snaps[k] <= 1 + 1e-9)) for k in INDUCTION_HEADS]
-    return all(np.all(a) for a in nan_or) and not np.isinf(snaps["icl_score"]).any()
-
-
 def decode(meta: dict, data: bytes, numerics_version: int, config: dict | None = None, *, imported: bool = False):
     """The RunRecord stored as (meta, npz bytes), checked: digest of the bytes, then schema, then every array.
 
@@ -455,8 +446,9 @@ def decode(meta: dict, data: bytes, numerics_version: int, config: dict | None =
         raise RecordError("the snapshots were not taken at the steps the config's training takes them")
     if not all(np.all((a >= 0) & (a <= 1)) for a in (snaps["token_accuracy"], snaps["sequence_accuracy"])):
         raise RecordError("a snapshot's accuracy is not a number from 0 to 1")
-    if run.task.name == INDUCTION and not _induction_possible(snaps):
-        raise RecordError("a snapshot's induction figures are not possible (a negative loss, a score outside 0-1)")
+    if not tasks.get(run.task.name).snapshot_figures_possible(snaps):
+        what = "a negative loss, a score outside 0-1"
+        raise RecordError(f"a snapshot's {run.task.name} figures are not possible ({what})")
     if imported and not np.all(np.isfinite(arrays["loss_history"])):
         raise RecordError("the loss history holds a number that is not finite")
     found = {name.removeprefix(NORMS_PREFIX): a for name, a in arrays.items() if name.startswith(NORMS_PREFIX)}
@@ -482,5 +474,5 @@ def decode(meta: dict, data: bytes, numerics_version: int, config: dict | None =
         platform=provenance.checked(meta.get("platform")),
         test_loss=meta["summary"].get("test_loss"),  # absent before issue 28: computed from the weights when asked
         norms=figures,  # None before issue 30
-        induction={k: meta["summary"][k] for k in INDUCTION_FIGURES} if run.task.name == INDUCTION else None,
+        figures={k: meta["summary"][k] for k in tasks.get(run.task.name).metrics} or None,
     )

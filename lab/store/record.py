@@ -13,14 +13,13 @@ from dataclasses import dataclass, field
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from attncore import induction as induction_figures
-from attncore.config import INDUCTION, RunConfig
+from attncore.config import RunConfig
 from attncore.evaluate import EvalResult, evaluate
 from attncore.evaluate import test_loss as measure_test_loss
 from attncore.inspect import attention_maps
 from attncore.interpret import norms
 from attncore.snapshots import Snapshot
-from attncore.tasks import probe_sequence
+from attncore.task import task_of
 from attncore.train import train
 from lab import provenance
 
@@ -31,11 +30,6 @@ NUMERICS_VERSION = 6  # 2: cross-entropy row sums as a matrix product; 3: float3
 # 5: records carry training snapshots (issue 14): accuracy and probe attention at ~20 log-spaced steps
 # 6: a padded (--mixed-lengths) batch computes its real positions only, packed, and the last block each
 #    sequence's answer rows (model.AnswerRows, issue 20): mixed-length runs round differently; others unchanged
-
-
-# an induction run's final figures, in its summary: the held-out repeat and first-copy losses (all 500 sequences)
-# and the in-context score on the probe set (attncore.induction)
-INDUCTION_FIGURES = ("repeat_loss", "first_loss", "icl_score")
 
 
 class CacheWarning(UserWarning):
@@ -72,7 +66,7 @@ class RunRecord:
     platform: dict | None = None  # lab.provenance.current() where it was computed; None: stored before issue 19
     test_loss: float | None = None  # attncore.evaluate.test_loss; None: stored before issue 28 (see held_out_loss)
     norms: list[dict] | None = None  # attncore.interpret.norms at each snapshot; None: stored before issue 30
-    induction: dict | None = None  # the induction task's final figures (INDUCTION_FIGURES); None for other tasks
+    figures: dict | None = None  # the task's final figures (Task.metrics, in the summary); None without metrics
 
     def held_out_loss(self) -> float:
         """The test loss (teacher-forced, on the fixed test set); a record stored before issue 28 computes it from
@@ -102,7 +96,7 @@ class RunRecord:
             "train_seconds": float(self.train_seconds),
             "eval_seconds": e.eval_seconds,
             "platform": self.platform,
-        } | (self.induction or {})
+        } | (self.figures or {})
 
 
 def compute_run(run: RunConfig, callback: Callable[[int, float], object] | None = None) -> RunRecord:
@@ -114,12 +108,9 @@ def compute_run(run: RunConfig, callback: Callable[[int, float], object] | None 
     with threadpool_limits(limits=1, user_api="blas"):
         result = train(run, callback, on_snapshot=norms.at_snapshots(run))
         platform = provenance.current(run.model.dtype)
-        tokens = probe_sequence(run.task)  # (2L,)
-        final = None
-        if run.task.name == INDUCTION:  # on all the held-out sequences and the probe set
-            held = induction_figures.held_out(result.params, run).losses()
-            icl = induction_figures.probe_figures(result.params, run)["icl_score"]
-            final = {k: held[k] for k in ("repeat_loss", "first_loss")} | {"icl_score": icl}
+        task = task_of(run.task)
+        tokens = task.probe(run.task)  # (2L,)
+        final = task.final_figures(result.params, run)  # the induction task's: on all its held-out sequences
         return RunRecord(
             config=run,
             loss_history=result.loss_history,
@@ -134,7 +125,7 @@ def compute_run(run: RunConfig, callback: Callable[[int, float], object] | None 
             platform=platform,
             test_loss=measure_test_loss(result.params, run),
             norms=result.measured,
-            induction=final,
+            figures=final,
         )
 
 
