@@ -220,17 +220,23 @@ def show_config_error(e: ConfigError) -> None:
 
 
 def describe(run: RunConfig, seed: bool = True) -> str:
-    """One line naming a run, e.g. for captions and titles; seed=False leaves the seed out (a view over seeds)."""
+    """One line naming a run, e.g. for captions and titles; seed=False leaves the seed out (a view over seeds).
+    Each value is written as its setting writes it (attncore.settings), the lengths as the task does."""
     m, t, k = run.model, run.train, run.task
+
+    def shown(name: str) -> str:
+        s = SETTINGS[name]
+        return s.format(getattr({"model": m, "train": t}[s.section], s.config_field))
+
     lengths = tasks.get(k.name).describe(k)
     lengths += " mixed" if k.mixed_lengths else ""
     lengths += f" · randomized positions < {t.randomized_positions}" if t.randomized_positions else ""
     return (
-        f"{k.name} · {lengths} · {f'seed {t.seed} · ' if seed else ''}{POSITION_LABELS[m.position]} position · "
-        f"{NORM_LABELS[m.norm]} · scaling {'on' if m.scaling else 'off'} · lr {formats.learning_rate(t.lr)} · "
+        f"{k.name} · {lengths} · {f'seed {t.seed} · ' if seed else ''}{shown('position')} position · "
+        f"{shown('norm')} · scaling {shown('scaling')} · lr {shown('lr')} · "
         f"{t.steps:,} steps · d={m.d_model}, {formats.count(m.n_heads, 'head')}, "
         f"{formats.count(m.n_layers, 'layer')} · batch {t.batch_size}{schedule_text(t)}"
-        + (f" · embedding std {m.embed_std:g}" if m.embed_std != DEFAULTS["emb"][1] else "")
+        + (f" · embedding std {shown('embed_std')}" if m.embed_std != SETTINGS["embed_std"].default else "")
     )
 
 
