@@ -7,7 +7,7 @@ import numpy as np
 
 from ..config import INDUCTION, RunConfig
 from ..tasks import answer_queries, answer_tokens, induction_probe_set, test_set
-from .hooked import run_with_hooks, unembed
+from .hooks import run_with_hooks, unembed
 
 
 def _softmax(logits: np.ndarray) -> np.ndarray:

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..config import INDUCTION, N_SYMBOLS, ConfigError, RunConfig, check_int
 from ..tasks import make_sequences
-from .hooked import run_with_hooks
+from .hooks import run_with_hooks
 
 
 @dataclass(frozen=True)
