@@ -2,7 +2,9 @@
 
 Parameters are a dict of dotted names to arrays (views into one flat buffer when
 built by `init_params`), so Adam, the gradient check and the PyTorch oracle walk
-the same names. Shapes: B batch, T time, D model width, H heads, Dh = D / H.
+the same names. The forward hands its backward a ModelCache (a BlockCache per block, of named
+layer caches), and takes optional hook points (`hooks`) that the interpretability tools record
+and patch activations through. Shapes: B batch, T time, D model width, H heads, Dh = D / H.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ import pytest
 
 from attncore import ConfigError, make_run
 from attncore.config import POSITIONS
+from attncore.inspect import evaluate_ablated
 from attncore.interpret import explain, heads, lens, patching
 from attncore.interpret.hooks import HookPoints, activation_names, backward_to_pattern_row, run_with_hooks
 from attncore.model import AnswerRows, forward
@@ -336,6 +337,30 @@ def test_hooks_that_return_a_copy_leave_every_path_of_the_forward_bit_identical(
         for block, plain_block in zip(cache.blocks, plain_cache.blocks, strict=True):
             assert np.array_equal(block.attn.weights, plain_block.attn.weights)
             assert np.array_equal(block.attn.merged, plain_block.attn.merged)
+
+
+def test_patching_the_lens_and_ablation_give_the_numbers_of_the_separate_hooked_forward():
+    """The numbers the interpretability tools gave when they ran on a second, hand-kept copy of the forward (before
+    the model's forward took hook points), on a float64 run of 60 steps, rounded to 12 digits."""
+    run = make_run(steps=60, dtype="float64")
+    params = train(run).params
+    tokens = probe_sequence(run.task)
+    r = patching.patch(params, run, patching.contrast(run, tokens, 2, 5), max_positions=4)
+    expected_head = [
+        [0.006037588124, 0.113877368225, 0.030219984478, 0.649258667935],
+        [0.049564697767, 0.020487339636, 0.04612575599, 0.009140103127],
+    ]
+    assert np.allclose(r.head, expected_head, rtol=0, atol=1e-9)
+    assert np.allclose(r.mlp, [0.614688924593, 0.435969739874], rtol=0, atol=1e-9)
+    expected_resid = [[0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.009945107508, 0.007726773534]]
+    assert np.allclose(r.resid_by_position[:, :4], expected_resid, rtol=0, atol=1e-9)
+    expected_lens = [
+        [0.047141801674, 0.061590474928, 0.005975127283, 0.003867048475, 0.00999802493, 0.010747185453],
+        [0.219613773188, 0.540807859674, 0.397815398695, 0.440995573686, 0.762406196146, 0.715041195899],
+        [0.874456967766, 0.871199479412, 0.863354832859, 0.855032263668, 0.884650709605, 0.674875724642],
+    ]
+    assert np.allclose(lens.logit_lens(params, run, tokens, n_test=10)["probe"], expected_lens, rtol=0, atol=1e-9)
+    assert evaluate_ablated(params, run, [(0, 1)]).token_accuracy == pytest.approx(0.9683333333333334)
 
 
 def test_hooks_refuse_answer_rows(trained):
