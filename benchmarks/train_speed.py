@@ -135,7 +135,8 @@ class MatmulReplay:
                 a @ b
 
 
-# One tree's trainers in a subprocess: reads "<run> <steps>" lines, trains, answers "<seconds> <loss as hex>".
+# One tree's trainers in a subprocess: reads "<run> <steps>" lines, trains, answers "<wall s> <CPU s> <loss as hex>"
+# (the process's CPU time: on a machine shared with other work, less disturbed than the wall time).
 WORKER = """
 import gc, sys, time
 sys.path.insert(0, sys.argv[1])
@@ -153,10 +154,10 @@ gc.disable()
 with threadpool_limits(int(sys.argv[2])):
     for line in sys.stdin:
         name, n = line.rsplit(" ", 1)
-        trainer, start = trainers[name], time.perf_counter()
+        trainer, start, cpu = trainers[name], time.perf_counter(), time.process_time()
         for _ in range(int(n)):
             loss = trainer.step()
-        print(time.perf_counter() - start, float(loss).hex(), flush=True)
+        print(time.perf_counter() - start, time.process_time() - cpu, float(loss).hex(), flush=True)
 """
 AGAINST_RUNS = ("float32", "float64", "float32, batch 1", "float32, induction")
 
@@ -177,13 +178,14 @@ def against(other: Path, steps: int, chunk: int, threads: int) -> None:
         for name, tree in trees.items()
     }
 
-    def run(worker, name: str, n: int) -> tuple[float, str]:
+    def run(worker, name: str, n: int) -> tuple[float, float, str]:
         worker.stdin.write(f"{name} {n}\n")
         worker.stdin.flush()
-        seconds, loss = worker.stdout.readline().split()
-        return float(seconds), loss
+        wall, cpu, loss = worker.stdout.readline().split()
+        return float(wall) / n * 1e3, float(cpu) / n * 1e3, loss
 
-    times = {(tree, name): [] for name in AGAINST_RUNS for tree in trees}
+    clocks = ("wall", "CPU")
+    times = {(clock, tree, name): [] for clock in clocks for name in AGAINST_RUNS for tree in trees}
     same_losses = True
     for name in AGAINST_RUNS:  # warm-up
         for w in workers.values():
@@ -193,21 +195,24 @@ def against(other: Path, steps: int, chunk: int, threads: int) -> None:
             order = list(workers.items()) if r % 2 == 0 else list(workers.items())[::-1]  # who goes first alternates
             losses = set()
             for tree, w in order:
-                seconds, loss = run(w, name, chunk)
-                times[tree, name].append(seconds / chunk * 1e3)
+                *ms, loss = run(w, name, chunk)
+                for clock, m in zip(clocks, ms, strict=True):
+                    times[clock, tree, name].append(m)
                 losses.add(loss)
             same_losses &= len(losses) == 1
     for w in workers.values():
         w.stdin.close()
         w.wait()
-    med = {k: statistics.median(v) for k, v in times.items()}
     this, that = trees
-    print(f"median ms per training step over {steps // chunk} interleaved rounds of {chunk} steps, {threads} thread(s)")
-    print(f"other: {other}")
-    print(f"  {'run':20s} {'this checkout':>14s} {'other':>14s}   this / other")
+    print(f"ms per training step over {steps // chunk} interleaved rounds of {chunk} steps, {threads} thread(s);")
+    print(f"other: {other}; medians, and the median of the rounds' own ratios")
+    print(f"  {'run':20s} {'clock':5s} {'this checkout':>14s} {'other':>14s}   this / other   per round")
     for name in AGAINST_RUNS:
-        a, b = med[this, name], med[that, name]
-        print(f"  {name:20s} {a:11.3f} ms {b:11.3f} ms   {a / b:8.3f}x")
+        for clock in clocks:
+            a, b = times[clock, this, name], times[clock, that, name]
+            paired = statistics.median(x / y for x, y in zip(a, b, strict=True))
+            ma, mb = statistics.median(a), statistics.median(b)
+            print(f"  {name:20s} {clock:5s} {ma:11.3f} ms {mb:11.3f} ms   {ma / mb:11.3f}x  {paired:9.3f}x")
     print(f"losses after every round bit-identical between the two trees: {same_losses}")
 
 
