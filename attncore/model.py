@@ -350,15 +350,12 @@ def forward(params, idx, cfg: ModelConfig, *, out_from: int | AnswerRows = 0, he
     (combined with the causal mask in L.attention_mask, the one place masks meet);
     positions (T,) increasing ints: the batch's positions in place of 0..T-1 (randomized positions).
 
-    hooks (as TransformerLens's hook points; attncore.interpret.hooks.HookPoints records and replaces): called
-    as hooks(name, activation) at each named point below, in order, it returns the activation the forward goes on
-    with; `name in hooks` says it may differ, so the attention weights are applied anew and a replaced
-    attn.result is summed over the heads in place of the fused W_O product. With an int out_from only.
-      embed (B, T, D); per block i, blocks.{i}. + resid_pre (B, T, D), attn.pattern (B, H, T, T) the weights,
-      attn.z (B, T, H, Dh) each head's output, attn.result (B, T, H, D) each head's z_h W_O[h], attn_out (B, T, D),
-      resid_mid (B, T, D) after the attention sublayer (post-LN: after LN1), mlp_out (B, T, D), resid_post
-      (B, T, D) (post-LN: after LN2); ln_final (B, T, D), logits (B, T, V). The last block's rows from
-      resid_mid on, and the final ones, are its query positions out_from.. only.
+    hooks (as TransformerLens's hook points; attncore.interpret.hooks lists the names and shapes, and its
+    HookPoints records and replaces): called as hooks(name, activation) at each point, in forward order, it
+    returns the activation the forward goes on with; `name in hooks` says it may differ, so replaced attention
+    weights are applied to the values anew and a replaced attn.result is summed over the heads in place of the
+    fused W_O product. With an int out_from only (the last block's rows from resid_mid on are its queries).
+    None (training, evaluation, generation) skips every point.
     """
     B, T = idx.shape
     pos = None if positions is None else np.asarray(positions, dtype=np.int64)
