@@ -8,10 +8,35 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
+from typing import NamedTuple
 
 import numpy as np
 
 LN_EPS = 1e-5
+
+
+class LayerNormCache(NamedTuple):
+    xhat: np.ndarray  # (..., D) the input, centred and scaled to unit variance
+    inv: np.ndarray  # (..., 1) 1 / sqrt(var + eps)
+    gamma: np.ndarray  # (D,)
+
+
+class FFNCache(NamedTuple):
+    x: np.ndarray  # (N, D) the input
+    hidden: np.ndarray  # (N, F) after the ReLU
+
+
+class AttentionCache(NamedTuple):
+    q: np.ndarray  # (..., T_q, Dh)
+    k: np.ndarray  # (..., T_k, Dh)
+    v: np.ndarray  # (..., T_k, Dh)
+    weights: np.ndarray  # (..., T_q, T_k) the softmax of the scores; rows sum to 1
+    factor: float | None  # the scores' scale 1/sqrt(Dh), or None unscaled
+
+
+class CrossEntropyCache(NamedTuple):
+    probs: np.ndarray  # (N, V) softmax of the logits
+    targets: np.ndarray  # (N,)
 
 
 # Reductions over a short last axis are slow in NumPy (a loop per row); these
@@ -91,23 +116,23 @@ def layernorm_forward(x, gamma, beta, eps=LN_EPS):
     xhat = np.multiply(xc, inv, out=xc)
     y = xhat * gamma
     y += beta
-    return y, (xhat, inv, gamma)
+    return y, LayerNormCache(xhat, inv, gamma)
 
 
 def layernorm_backward(dy, cache, out=None):
     """Closed form: dx = inv * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)); out = (dgamma, dbeta)."""
-    xhat, inv, gamma = cache
+    xhat = cache.xhat  # (N, D)
     dgamma, dbeta = out or (None, None)
     d = xhat.shape[-1]
     dy2 = dy.reshape(-1, d)
-    dgamma = col_sum(dy2 * xhat.reshape(-1, d), out=dgamma)
-    dbeta = col_sum(dy2, out=dbeta)
-    dxhat = dy * gamma
-    m2 = row_sum(dxhat * xhat, 1.0 / d)
-    dx = dxhat - row_sum(dxhat, 1.0 / d)
+    dgamma = col_sum(dy2 * xhat.reshape(-1, d), out=dgamma)  # (D,)
+    dbeta = col_sum(dy2, out=dbeta)  # (D,)
+    dxhat = dy * cache.gamma  # (N, D)
+    m2 = row_sum(dxhat * xhat, 1.0 / d)  # (N, 1)
+    dx = dxhat - row_sum(dxhat, 1.0 / d)  # (N, D)
     m2 = m2 * xhat
     dx -= m2
-    dx *= inv
+    dx *= cache.inv
     return dx, dgamma, dbeta
 
 
@@ -119,20 +144,20 @@ def ffn_forward(x, w1, b1, w2, b2):
     h = x @ w1
     h += b1
     np.maximum(h, _ones(h.shape, h.dtype, 0.0), out=h)  # against an array of zeros: 5x faster than the scalar 0
-    return h @ w2 + b2, (x, h)
+    return h @ w2 + b2, FFNCache(x, h)
 
 
 def ffn_backward(dy, cache, w1, w2, out=None):
     """Returns dx, dw1, db1, dw2, db2; out = (dw1, db1, dw2, db2)."""
-    x, h = cache
+    x, h = cache.x, cache.hidden  # (N, D), (N, F)
     dw1, db1, dw2, db2 = out or (None,) * 4
     d, f = w1.shape
-    dh = dy @ w2.T
+    dh = dy @ w2.T  # (N, F)
     dh *= (h > 0).astype(dh.dtype)  # ReLU: the gradient passes where the activation was positive
     dy2 = dy.reshape(-1, d)
     dh2 = dh.reshape(-1, f)
-    dw2 = np.matmul(h.reshape(-1, f).T, dy2, out=dw2)
-    dw1 = np.matmul(x.reshape(-1, d).T, dh2, out=dw1)
+    dw2 = np.matmul(h.reshape(-1, f).T, dy2, out=dw2)  # (F, D)
+    dw1 = np.matmul(x.reshape(-1, d).T, dh2, out=dw1)  # (D, F)
     return dh @ w1.T, dw1, col_sum(dh2, out=db1), dw2, col_sum(dy2, out=db2)
 
 
@@ -230,19 +255,22 @@ def attention_forward(q, k, v, mask=None, scale=True, bias=None):
     if bias is not None:
         s += bias
     p = softmax_forward(s, mask, inplace=True)
-    return p @ v, (q, k, v, p, factor)
+    return p @ v, AttentionCache(q, k, v, p, factor)
 
 
 def attention_backward(dy, cache, out=None):
-    """Returns dq, dk, dv; `out` = (dq, dk, dv) arrays to write into, if given."""
-    q, k, v, p, factor = cache  # factor: the forward's score scale, or None
+    """Returns dq, dk, dv; `out` = (dq, dk, dv) arrays to write into, if given.
+
+    cache: anything with the fields of AttentionCache (q, k, v, weights, factor).
+    """
+    p = cache.weights  # (..., T_q, T_k)
     dq, dk, dv = (None, None, None) if out is None else out
-    dv = np.matmul(p.swapaxes(-1, -2), dy, out=dv)
-    ds = softmax_backward(dy @ v.swapaxes(-1, -2), p)
-    if factor is not None:
-        ds *= factor
-    dq = np.matmul(ds, k, out=dq)
-    dk = np.matmul(ds.swapaxes(-1, -2), q, out=dk)
+    dv = np.matmul(p.swapaxes(-1, -2), dy, out=dv)  # (..., T_k, Dh)
+    ds = softmax_backward(dy @ cache.v.swapaxes(-1, -2), p)  # (..., T_q, T_k)
+    if cache.factor is not None:  # the forward's score scale
+        ds *= cache.factor
+    dq = np.matmul(ds, cache.k, out=dq)  # (..., T_q, Dh)
+    dk = np.matmul(ds.swapaxes(-1, -2), cache.q, out=dk)  # (..., T_k, Dh)
     return dq, dk, dv
 
 
@@ -318,13 +346,13 @@ def cross_entropy_forward(logits, targets):
     n = len(targets)
     loss = (np.log(total).sum() - z[np.arange(n), targets].sum()) / n
     e /= total
-    return float(loss), (e, targets)
+    return float(loss), CrossEntropyCache(e, targets)
 
 
 def cross_entropy_backward(cache):
-    probs, targets = cache
+    targets = cache.targets
     n = len(targets)
-    dlogits = probs.copy()
+    dlogits = cache.probs.copy()  # (N, V)
     dlogits[np.arange(n), targets] -= 1.0
     dlogits /= n
     return dlogits

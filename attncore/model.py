@@ -2,13 +2,16 @@
 
 Parameters are a dict of dotted names to arrays (views into one flat buffer when
 built by `init_params`), so Adam, the gradient check and the PyTorch oracle walk
-the same names. Shapes: B batch, T time, D model width, H heads, Dh = D / H.
+the same names. The forward hands its backward a ModelCache (a BlockCache per block, of named
+layer caches), and takes optional hook points (`hooks`) that the interpretability tools record
+and patch activations through. Shapes: B batch, T time, D model width, H heads, Dh = D / H.
 """
 
 from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import numpy as np
 
@@ -96,7 +99,7 @@ def init_params(cfg: ModelConfig, rng: np.random.Generator | int) -> dict[str, n
     return params
 
 
-# --- forward ---------------------------------------------------------------
+# --- the rows a padded batch computes --------------------------------------
 
 
 @dataclass(frozen=True)
@@ -148,6 +151,44 @@ class AnswerRows:
         return np.arange(self.B)[:, None]
 
 
+# --- caches between forward and backward ----------------------------------
+
+
+class SelfAttentionCache(NamedTuple):
+    """The attention sublayer's forward, as its backward reads it; q, k, v, weights and factor are
+    L.AttentionCache's fields, so L.attention_backward takes this cache as it is."""
+
+    x: np.ndarray  # (N, D) the sublayer's input (pre-LN: after LN1)
+    q: np.ndarray  # (B, H, Tq, Dh) the queries asked, after RoPE
+    k: np.ndarray  # (B, H, T, Dh) every position's keys, after RoPE
+    v: np.ndarray  # (B, H, T, Dh)
+    weights: np.ndarray  # (B, H, Tq, T) attention weights; each row sums to 1
+    factor: float | None  # the scores' scale 1/sqrt(Dh), or None unscaled
+    merged: np.ndarray  # (R, D) the heads' outputs side by side: the input of W_O
+    head_mask: np.ndarray | None  # (H,) 0/1 per head, or None
+    q_from: int | AnswerRows  # the positions that asked queries
+    rope: tuple[np.ndarray, np.ndarray] | None  # RoPE's cos and sin (T, Dh/2) at the positions, or None
+
+
+class BlockCache(NamedTuple):
+    ln1: L.LayerNormCache
+    attn: SelfAttentionCache
+    ln2: L.LayerNormCache
+    ffn: L.FFNCache
+
+
+class ModelCache(NamedTuple):
+    idx: np.ndarray  # (B, T) the tokens
+    out_from: int | AnswerRows  # the rows output
+    blocks: list[BlockCache]
+    ln_f: L.LayerNormCache
+    xf: np.ndarray  # (R, D) the final LayerNorm's output: the head's input
+    pos: np.ndarray | None  # (T,) randomized positions, or None for 0..T-1
+
+
+# --- forward ---------------------------------------------------------------
+
+
 def _rope_at_queries(cos, sin, q_from):
     """RoPE's cos and sin (T, Dh/2) at the query positions: (Tq, Dh/2), or (B, 1, W, Dh/2) in windows."""
     if isinstance(q_from, int):
@@ -157,7 +198,13 @@ def _rope_at_queries(cos, sin, q_from):
     return cos[q_from.window][:, None], sin[q_from.window][:, None]
 
 
-def _mha_forward(h, params, p, cfg, B, t0=0, mask=None, kv=None, head_mask=None, q_from=0, pos=None, bias=None):
+def _hook(hooks, name, x, B):
+    """x (B*T, D) through the hook point `name`, which sees it as (B, T, D)."""
+    return hooks(name, x.reshape(B, -1, x.shape[-1])).reshape(x.shape)
+
+
+def _mha_forward(h, params, p, cfg, B, t0=0, mask=None, kv=None, head_mask=None, q_from=0, pos=None, bias=None,
+                 hooks=None):  # fmt: skip
     """Multi-head causal self-attention of h (B*T, D) at positions t0..t0+T-1 (or `pos` (T,), randomized).
 
     Every position gives keys and values; only positions q_from.. ask queries,
@@ -183,7 +230,7 @@ def _mha_forward(h, params, p, cfg, B, t0=0, mask=None, kv=None, head_mask=None,
     if cfg.position == "rope":
         if pos is None:
             cos, sin = L.rope_tables(t0 + T, Dh, cfg.dtype)
-            cos, sin = cos[t0:], sin[t0:]
+            cos, sin = cos[t0:], sin[t0:]  # (T, Dh/2)
         else:
             cos, sin = P.rope_at(pos, Dh, cfg.dtype)
         rope = cos, sin
@@ -192,7 +239,7 @@ def _mha_forward(h, params, p, cfg, B, t0=0, mask=None, kv=None, head_mask=None,
     if kv is not None:
         kv[0][:, :, t0 : t0 + T] = k
         kv[1][:, :, t0 : t0 + T] = v
-        k, v = kv[0][:, :, : t0 + T], kv[1][:, :, : t0 + T]
+        k, v = kv[0][:, :, : t0 + T], kv[1][:, :, : t0 + T]  # (B, H, t0 + T, Dh)
         mask = L.causal_bias(T, t0 + T, cfg.dtype) if T > 1 else None  # one new query sees every key
         if cfg.position == "alibi" and bias is None:  # given: at the caller's positions
             bias = P.alibi_bias_cached(T, t0 + T, H, cfg.dtype)
@@ -204,14 +251,30 @@ def _mha_forward(h, params, p, cfg, B, t0=0, mask=None, kv=None, head_mask=None,
         if mask is not None:
             mask = (mask[rows.window] if mask.ndim == 2 else mask[rows.batch, 0, rows.window])[:, None]
         bias = None if bias is None else bias[:, rows.window].transpose(1, 0, 2, 3)
-    y, attn_cache = L.attention_forward(q, k, v, mask, cfg.scaling, bias)  # (B, H, Tq, Dh)
+    y, c = L.attention_forward(q, k, v, mask, cfg.scaling, bias)  # (B, H, Tq, Dh)
+    weights = c.weights  # (B, H, Tq, T)
+    if hooks is not None:
+        weights = hooks(p + "attn.pattern", weights)
+        if p + "attn.pattern" in hooks:  # replaced: the values weighted anew
+            y = weights @ v  # (B, H, Tq, Dh)
     if head_mask is not None:
         y = y * head_mask[:, None, None]
-    merged = L.merge_heads(y).reshape(-1, D)  # (B*Tq, D)
-    if rows is not None:
-        merged = merged[rows.keep]  # the rows kept; from here on row-wise
-    out, _ = L.linear_forward(merged, params[p + "attn.w_out"], params[p + "attn.b_out"])
-    return out, (h, merged, attn_cache, head_mask, q_from, rope)
+    w_out, b_out = params[p + "attn.w_out"], params[p + "attn.b_out"]
+    if hooks is None:
+        merged = L.merge_heads(y).reshape(-1, D)  # (B*Tq, D)
+        if rows is not None:
+            merged = merged[rows.keep]  # the rows kept; from here on row-wise
+        out, _ = L.linear_forward(merged, w_out, b_out)  # (R, D)
+    else:  # every row (out_from an int); each head's output and its share of W_O seen apart
+        z = hooks(p + "attn.z", y.transpose(0, 2, 1, 3))  # (B, Tq, H, Dh)
+        merged = np.ascontiguousarray(z).reshape(-1, D)  # (B*Tq, D)
+        result = hooks(p + "attn.result", np.einsum("bthe,hed->bthd", z, w_out.reshape(H, Dh, D)))  # (B, Tq, H, D)
+        if p + "attn.result" in hooks:  # the heads' sum replaces the fused product (equal up to rounding)
+            out = (result.sum(axis=2) + b_out).reshape(-1, D)
+        else:
+            out, _ = L.linear_forward(merged, w_out, b_out)
+        out = _hook(hooks, p + "attn_out", out, B)  # (B*Tq, D)
+    return out, SelfAttentionCache(h, c.q, c.k, c.v, weights, c.factor, merged, head_mask, q_from, rope)
 
 
 def _query_rows(x, B, q_from):
@@ -221,7 +284,8 @@ def _query_rows(x, B, q_from):
     return x if not q_from else x.reshape(B, -1, x.shape[-1])[:, q_from:].reshape(-1, x.shape[-1])
 
 
-def _block_forward(x, params, i, cfg, B, t0=0, mask=None, kv=None, head_mask=None, q_from=0, pos=None, bias=None):
+def _block_forward(x, params, i, cfg, B, t0=0, mask=None, kv=None, head_mask=None, q_from=0, pos=None, bias=None,
+                   hooks=None):  # fmt: skip
     """One block, pre-LN or post-LN (SPEC §4), on x (B*T, D).
 
     Returns x at the query rows (_query_rows) and the backward cache.
@@ -229,19 +293,31 @@ def _block_forward(x, params, i, cfg, B, t0=0, mask=None, kv=None, head_mask=Non
     p = f"blocks.{i}."
     ln = (params[p + "ln1.gamma"], params[p + "ln1.beta"]), (params[p + "ln2.gamma"], params[p + "ln2.beta"])
     ffn = params[p + "ffn.w1"], params[p + "ffn.b1"], params[p + "ffn.w2"], params[p + "ffn.b2"]
+    if hooks is not None:
+        x = _hook(hooks, p + "resid_pre", x, B)
     if cfg.norm == "pre":
-        h, c_ln1 = L.layernorm_forward(x, *ln[0])
-        a, c_attn = _mha_forward(h, params, p, cfg, B, t0, mask, kv, head_mask, q_from, pos, bias)
-        x1 = _query_rows(x, B, q_from) + a
+        h, c_ln1 = L.layernorm_forward(x, *ln[0])  # (N, D)
+        a, c_attn = _mha_forward(h, params, p, cfg, B, t0, mask, kv, head_mask, q_from, pos, bias, hooks)
+        x1 = _query_rows(x, B, q_from) + a  # (R, D)
+        if hooks is not None:
+            x1 = _hook(hooks, p + "resid_mid", x1, B)
         h2, c_ln2 = L.layernorm_forward(x1, *ln[1])
         f, c_ffn = L.ffn_forward(h2, *ffn)
+        if hooks is not None:
+            f = _hook(hooks, p + "mlp_out", f, B)
         x2 = x1 + f
     else:
-        a, c_attn = _mha_forward(x, params, p, cfg, B, t0, mask, kv, head_mask, q_from, pos, bias)
-        x1, c_ln1 = L.layernorm_forward(_query_rows(x, B, q_from) + a, *ln[0])
+        a, c_attn = _mha_forward(x, params, p, cfg, B, t0, mask, kv, head_mask, q_from, pos, bias, hooks)
+        x1, c_ln1 = L.layernorm_forward(_query_rows(x, B, q_from) + a, *ln[0])  # (R, D)
+        if hooks is not None:
+            x1 = _hook(hooks, p + "resid_mid", x1, B)
         f, c_ffn = L.ffn_forward(x1, *ffn)
+        if hooks is not None:
+            f = _hook(hooks, p + "mlp_out", f, B)
         x2, c_ln2 = L.layernorm_forward(x1 + f, *ln[1])
-    return x2, (c_ln1, c_attn, c_ln2, c_ffn)
+    if hooks is not None:
+        x2 = _hook(hooks, p + "resid_post", x2, B)
+    return x2, BlockCache(c_ln1, c_attn, c_ln2, c_ffn)
 
 
 def _embed(params, idx, cfg, t0=0, pos=None):
@@ -264,8 +340,8 @@ def _embed(params, idx, cfg, t0=0, pos=None):
 
 @on_one_blas_thread  # the bits must not depend on the inherited BLAS thread count (issue 29.1)
 def forward(params, idx, cfg: ModelConfig, *, out_from: int | AnswerRows = 0, head_mask=None, padding=None,
-            positions=None):  # fmt: skip
-    """Logits (B, T - out_from, V) for tokens idx (B, T), and the cache for `backward`.
+            positions=None, hooks=None):  # fmt: skip
+    """Logits (B, T - out_from, V) for tokens idx (B, T), and the ModelCache for `backward`.
 
     out_from skips the last block's queries and the output head on positions that carry no loss; AnswerRows
     instead compute their present rows only and give the packed logits (R, V) of their output rows (a padded
@@ -273,11 +349,20 @@ def forward(params, idx, cfg: ModelConfig, *, out_from: int | AnswerRows = 0, he
     (n_layers, H) of 0/1 zeroes chosen heads' outputs; padding (B, T) bool masks keys
     (combined with the causal mask in L.attention_mask, the one place masks meet);
     positions (T,) increasing ints: the batch's positions in place of 0..T-1 (randomized positions).
+
+    hooks (as TransformerLens's hook points; attncore.interpret.hooks lists the names and shapes, and its
+    HookPoints records and replaces): called as hooks(name, activation) at each point, in forward order, it
+    returns the activation the forward goes on with; `name in hooks` says it may differ, so replaced attention
+    weights are applied to the values anew and a replaced attn.result is summed over the heads in place of the
+    fused W_O product. With an int out_from only (the last block's rows from resid_mid on are its queries).
+    None (training, evaluation, generation) skips every point.
     """
     B, T = idx.shape
     pos = None if positions is None else np.asarray(positions, dtype=np.int64)
     if pos is not None and pos.shape != (T,):
         raise ValueError(f"positions must have shape ({T},), got {pos.shape}")
+    if hooks is not None and not isinstance(out_from, int):
+        raise ValueError("hooks see whole sequences: out_from must be an int, not AnswerRows")
     if padding is None:
         mask = L.causal_bias(T, T, cfg.dtype)
     else:
@@ -292,6 +377,8 @@ def forward(params, idx, cfg: ModelConfig, *, out_from: int | AnswerRows = 0, he
             else P.alibi_bias(pos, pos, cfg.n_heads, cfg.dtype)
         )
     x = _embed(params, idx, cfg, pos=pos)  # (B*T, D)
+    if hooks is not None:
+        x = _hook(hooks, "embed", x, B)
     inner = 0
     if not isinstance(out_from, int):
         if (out_from.B, out_from.T) != (B, T):
@@ -302,44 +389,51 @@ def forward(params, idx, cfg: ModelConfig, *, out_from: int | AnswerRows = 0, he
     for i in range(cfg.n_layers):
         hm = None if head_mask is None else head_mask[i]
         q_from = out_from if i == cfg.n_layers - 1 else inner  # the last block computes only the outputs asked for
-        x, c = _block_forward(x, params, i, cfg, B, mask=mask, head_mask=hm, q_from=q_from, pos=pos, bias=bias)
+        x, c = _block_forward(x, params, i, cfg, B, mask=mask, head_mask=hm, q_from=q_from, pos=pos, bias=bias,
+                              hooks=hooks)  # fmt: skip
         blocks.append(c)
-    xf, c_lnf = L.layernorm_forward(x, params["ln_f.gamma"], params["ln_f.beta"])  # the output rows
-    logits, _ = L.linear_forward(xf, params["head.w"], params["head.b"])
+    xf, c_lnf = L.layernorm_forward(x, params["ln_f.gamma"], params["ln_f.beta"])  # (R, D) the output rows
+    if hooks is not None:
+        xf = _hook(hooks, "ln_final", xf, B)
+    logits, _ = L.linear_forward(xf, params["head.w"], params["head.b"])  # (R, V)
+    if hooks is not None:
+        logits = _hook(hooks, "logits", logits, B)
+    cache = ModelCache(idx, out_from, blocks, c_lnf, xf, pos)
     if not isinstance(out_from, int):
-        return logits, (idx, out_from, blocks, c_lnf, xf, pos)  # (R, V)
-    return logits.reshape(B, T - out_from, -1), (idx, out_from, blocks, c_lnf, xf, pos)
+        return logits, cache  # (R, V)
+    return logits.reshape(B, T - out_from, -1), cache
 
 
 # --- backward --------------------------------------------------------------
 
 
-def _mha_backward(dout, cache, params, p, cfg, grads):
-    h, merged, attn_cache, head_mask, q_from, rope = cache
-    B, H, T, Dh = attn_cache[1].shape  # from k: every position
+def _mha_backward(dout, cache: SelfAttentionCache, params, p, cfg, grads):
+    """d(the sublayer's input) (N, D) from d(its output) dout (R, D); writes the four attention gradients."""
+    B, H, T, Dh = cache.k.shape  # every position gives a key
+    q_from = cache.q_from
     rows = None if isinstance(q_from, int) else q_from
     windowed = rows is not None and rows.window is not None
     D = H * Dh
     Tq = T - q_from if rows is None else rows.window.shape[1] if windowed else T
     out_grads = grads[p + "attn.w_out"], grads[p + "attn.b_out"]
-    dmerged, *_ = L.linear_backward(dout, merged, params[p + "attn.w_out"], out=out_grads)
+    dmerged, *_ = L.linear_backward(dout, cache.merged, params[p + "attn.w_out"], out=out_grads)  # (R, D)
     if rows is not None:  # the kept rows back into the padded layout; the others gave no output
-        dmerged, dkept = np.zeros((B * Tq, D), dtype=dmerged.dtype), dmerged
+        dmerged, dkept = np.zeros((B * Tq, D), dtype=dmerged.dtype), dmerged  # (B*Tq, D)
         dmerged[rows.keep] = dkept
     dy = dmerged.reshape(B, Tq, H, Dh).transpose(0, 2, 1, 3)  # (B, H, Tq, Dh)
-    if head_mask is not None:
-        dy = dy * head_mask[:, None, None]
-    dqkv = np.empty((B, T, 3, H, Dh), dtype=h.dtype)
+    if cache.head_mask is not None:
+        dy = dy * cache.head_mask[:, None, None]
+    dqkv = np.empty((B, T, 3, H, Dh), dtype=cache.x.dtype)
     dq, dk, dv = dqkv.transpose(2, 0, 3, 1, 4)  # views, each (B, H, T, Dh)
     if rows is None:
         dq[:, :, :q_from] = 0.0  # positions that asked no query
-        dq = dq[:, :, q_from:]
+        dq = dq[:, :, q_from:]  # (B, H, Tq, Dh)
     elif windowed:
         dqkv[:, :, 0] = 0.0  # positions outside the windows asked no query
         dq = None  # the windows' gradient, put in place below
     if cfg.position == "rope":
-        dq_r, dk_r, _ = L.attention_backward(dy, attn_cache, out=(None, None, dv))
-        cos, sin = rope  # at the forward's positions
+        dq_r, dk_r, _ = L.attention_backward(dy, cache, out=(None, None, dv))  # (B, H, Tq, Dh), (B, H, T, Dh)
+        cos, sin = cache.rope  # at the forward's positions
         dq_r = L.rope_backward(dq_r, *_rope_at_queries(cos, sin, q_from))
         if dq is None:
             dq = dq_r
@@ -347,16 +441,16 @@ def _mha_backward(dout, cache, params, p, cfg, grads):
             dq[...] = dq_r
         dk[...] = L.rope_backward(dk_r, cos, sin)
     else:
-        dq, *_ = L.attention_backward(dy, attn_cache, out=(dq, dk, dv))
+        dq, *_ = L.attention_backward(dy, cache, out=(dq, dk, dv))
     if windowed:
-        dqkv[rows.batch, rows.window, 0] = dq.transpose(0, 2, 1, 3)
+        dqkv[rows.batch, rows.window, 0] = dq.transpose(0, 2, 1, 3)  # (B, W, H, Dh)
     dqkv = dqkv.reshape(B * T, 3 * D)
     if rows is not None and rows.present is not None:
-        dqkv = dqkv[rows.present]  # back to the present rows
+        dqkv = dqkv[rows.present]  # (N, 3D) back to the present rows
     dh, *_ = L.linear_backward(
-        dqkv, h, params[p + "attn.w_qkv"], out=(grads[p + "attn.w_qkv"], grads[p + "attn.b_qkv"])
+        dqkv, cache.x, params[p + "attn.w_qkv"], out=(grads[p + "attn.w_qkv"], grads[p + "attn.b_qkv"])
     )
-    return dh
+    return dh  # (N, D)
 
 
 def _add_query_rows(dx, d_rows, B, q_from):
@@ -370,44 +464,43 @@ def _add_query_rows(dx, d_rows, B, q_from):
         dx[q_from.out] += d_rows  # distinct rows: fancy += adds each once
 
 
-def _block_backward(dx2, cache, params, i, cfg, grads):
+def _block_backward(dx2, cache: BlockCache, params, i, cfg, grads):
+    """d(the block's input) (N, D) from d(its output) dx2 (R, D); writes the block's gradients."""
     p = f"blocks.{i}."
-    c_ln1, c_attn, c_ln2, c_ffn = cache
-    q_from, B = c_attn[4], c_attn[2][1].shape[0]  # k is (B, H, T, Dh)
+    q_from, B = cache.attn.q_from, cache.attn.k.shape[0]
     w1, w2 = params[p + "ffn.w1"], params[p + "ffn.w2"]
     g_ffn = tuple(grads[p + n] for n in ("ffn.w1", "ffn.b1", "ffn.w2", "ffn.b2"))
     g_ln1, g_ln2 = (grads[p + "ln1.gamma"], grads[p + "ln1.beta"]), (grads[p + "ln2.gamma"], grads[p + "ln2.beta"])
     if cfg.norm == "pre":
-        dh2, *_ = L.ffn_backward(dx2, c_ffn, w1, w2, out=g_ffn)
-        dx1, *_ = L.layernorm_backward(dh2, c_ln2, out=g_ln2)
+        dh2, *_ = L.ffn_backward(dx2, cache.ffn, w1, w2, out=g_ffn)  # (R, D)
+        dx1, *_ = L.layernorm_backward(dh2, cache.ln2, out=g_ln2)  # (R, D)
         dx1 += dx2
-        dh = _mha_backward(dx1, c_attn, params, p, cfg, grads)
-        dx, *_ = L.layernorm_backward(dh, c_ln1, out=g_ln1)
+        dh = _mha_backward(dx1, cache.attn, params, p, cfg, grads)  # (N, D)
+        dx, *_ = L.layernorm_backward(dh, cache.ln1, out=g_ln1)  # (N, D)
         _add_query_rows(dx, dx1, B, q_from)
     else:
-        dz2, *_ = L.layernorm_backward(dx2, c_ln2, out=g_ln2)
-        dx1, *_ = L.ffn_backward(dz2, c_ffn, w1, w2, out=g_ffn)
+        dz2, *_ = L.layernorm_backward(dx2, cache.ln2, out=g_ln2)  # (R, D)
+        dx1, *_ = L.ffn_backward(dz2, cache.ffn, w1, w2, out=g_ffn)  # (R, D)
         dx1 += dz2
-        dz1, *_ = L.layernorm_backward(dx1, c_ln1, out=g_ln1)
-        dx = _mha_backward(dz1, c_attn, params, p, cfg, grads)
+        dz1, *_ = L.layernorm_backward(dx1, cache.ln1, out=g_ln1)  # (R, D)
+        dx = _mha_backward(dz1, cache.attn, params, p, cfg, grads)  # (N, D)
         _add_query_rows(dx, dz1, B, q_from)
     return dx
 
 
 @on_one_blas_thread
-def backward(dlogits, cache, params, cfg: ModelConfig, grads: dict[str, np.ndarray]) -> None:
+def backward(dlogits, cache: ModelCache, params, cfg: ModelConfig, grads: dict[str, np.ndarray]) -> None:
     """Writes d(loss)/d(param) into grads (same names and shapes) given dlogits."""
-    idx, out_from, blocks, c_lnf, xf, pos = cache
-    (B, T), D = idx.shape, cfg.d_model
-    dlogits = dlogits.reshape(-1, dlogits.shape[-1])
-    dxf, *_ = L.linear_backward(dlogits, xf, params["head.w"], out=(grads["head.w"], grads["head.b"]))
-    dx, *_ = L.layernorm_backward(dxf, c_lnf, out=(grads["ln_f.gamma"], grads["ln_f.beta"]))  # the output rows
+    (B, T), D, pos = cache.idx.shape, cfg.d_model, cache.pos
+    dlogits = dlogits.reshape(-1, dlogits.shape[-1])  # (R, V)
+    dxf, *_ = L.linear_backward(dlogits, cache.xf, params["head.w"], out=(grads["head.w"], grads["head.b"]))
+    dx, *_ = L.layernorm_backward(dxf, cache.ln_f, out=(grads["ln_f.gamma"], grads["ln_f.beta"]))  # (R, D)
     for i in reversed(range(cfg.n_layers)):  # the last block widens dx back to every position
-        dx = _block_backward(dx, blocks[i], params, i, cfg, grads)
-    if not isinstance(out_from, int) and out_from.present is not None:  # padding positions: no gradient
-        dx, d_present = np.zeros((B * T, D), dtype=dx.dtype), dx
-        dx[out_from.present] = d_present
-    L.embedding_backward(dx, idx, cfg.vocab_size, out=grads["tok_emb"])
+        dx = _block_backward(dx, cache.blocks[i], params, i, cfg, grads)  # (N, D)
+    if not isinstance(cache.out_from, int) and cache.out_from.present is not None:  # padding: no gradient
+        dx, d_present = np.zeros((B * T, D), dtype=dx.dtype), dx  # (B*T, D)
+        dx[cache.out_from.present] = d_present
+    L.embedding_backward(dx, cache.idx, cfg.vocab_size, out=grads["tok_emb"])
     if cfg.position == "learned":
         grads["pos_emb"][...] = 0.0
         if pos is None:
@@ -541,4 +634,4 @@ def generate(params, prompt, n_new: int, cfg: ModelConfig, *, use_cache=True, he
 def attention_weights(params, idx, cfg: ModelConfig, head_mask=None) -> np.ndarray:
     """Attention weights (n_layers, B, H, T, T) of every layer and head for tokens idx (B, T)."""
     _, cache = forward(params, idx, cfg, head_mask=head_mask)  # out_from=0: every query of every layer
-    return np.stack([blk[1][2][3] for blk in cache[2]])
+    return np.stack([block.attn.weights for block in cache.blocks])

@@ -9,14 +9,20 @@ all but vanishes, measures that per-call overhead itself. The induction default
 (T = V = 32, 2 heads, RoPE, a loss on every position; attncore.tasks.induction.INDUCTION_RUN)
 is timed beside its PyTorch peer too, and its 2,000 steps extrapolated.
 
-    python benchmarks/train_speed.py [--steps 1500] [--chunk 100] [--threads 1]
+--against DIR times this checkout's training steps beside another checkout's (DIR, e.g. `git worktree add
+/tmp/before <commit>`): each tree's attncore runs in its own subprocess, the two driven round by round, and the
+medians, their ratio and whether the two gave the same losses bit for bit are printed.
+
+    python benchmarks/train_speed.py [--steps 1500] [--chunk 100] [--threads 1] [--against DIR]
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -130,12 +136,97 @@ class MatmulReplay:
                 a @ b
 
 
+# One tree's trainers in a subprocess: reads "<run> <steps>" lines, trains, answers "<wall s> <CPU s> <loss as hex>"
+# (the process's CPU time: on a machine shared with other work, less disturbed than the wall time).
+WORKER = """
+import gc, sys, time
+sys.path.insert(0, sys.argv[1])
+from threadpoolctl import threadpool_limits
+from attncore.config import make_induction, make_run
+from attncore.train import Trainer
+runs = {
+    "float32": make_run("copy", 6, 0, dtype="float32"),
+    "float64": make_run("copy", 6, 0, dtype="float64"),
+    "float32, batch 1": make_run("copy", 6, 0, batch_size=1, dtype="float32"),
+    "float32, induction": make_induction(),
+}
+trainers = {name: Trainer(run) for name, run in runs.items()}
+gc.disable()
+with threadpool_limits(int(sys.argv[2])):
+    for line in sys.stdin:
+        name, n = line.rsplit(" ", 1)
+        trainer, start, cpu = trainers[name], time.perf_counter(), time.process_time()
+        for _ in range(int(n)):
+            loss = trainer.step()
+        print(time.perf_counter() - start, time.process_time() - cpu, float(loss).hex(), flush=True)
+"""
+AGAINST_RUNS = ("float32", "float64", "float32, batch 1", "float32, induction")
+
+
+def against(other: Path, steps: int, chunk: int, threads: int) -> None:
+    """This checkout's training steps beside `other`'s, each tree in its own subprocess, interleaved."""
+    trees = {"this checkout": ROOT, "other": other.resolve()}
+    env = os.environ | {"PYTHONPATH": ""}
+    workers = {
+        name: subprocess.Popen(
+            [sys.executable, "-c", WORKER, str(tree), str(threads)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=tree,
+            env=env,
+        )
+        for name, tree in trees.items()
+    }
+
+    def run(worker, name: str, n: int) -> tuple[float, float, str]:
+        worker.stdin.write(f"{name} {n}\n")
+        worker.stdin.flush()
+        wall, cpu, loss = worker.stdout.readline().split()
+        return float(wall) / n * 1e3, float(cpu) / n * 1e3, loss
+
+    clocks = ("wall", "CPU")
+    times = {(clock, tree, name): [] for clock in clocks for name in AGAINST_RUNS for tree in trees}
+    same_losses = True
+    for name in AGAINST_RUNS:  # warm-up
+        for w in workers.values():
+            run(w, name, 5)
+    for r in range(steps // chunk):
+        for name in AGAINST_RUNS:
+            order = list(workers.items()) if r % 2 == 0 else list(workers.items())[::-1]  # who goes first alternates
+            losses = set()
+            for tree, w in order:
+                *ms, loss = run(w, name, chunk)
+                for clock, m in zip(clocks, ms, strict=True):
+                    times[clock, tree, name].append(m)
+                losses.add(loss)
+            same_losses &= len(losses) == 1
+    for w in workers.values():
+        w.stdin.close()
+        w.wait()
+    this, that = trees
+    print(f"ms per training step over {steps // chunk} interleaved rounds of {chunk} steps, {threads} thread(s);")
+    print(f"other: {other}; medians, and the median of the rounds' own ratios")
+    print(f"  {'run':20s} {'clock':5s} {'this checkout':>14s} {'other':>14s}   this / other   per round")
+    for name in AGAINST_RUNS:
+        for clock in clocks:
+            a, b = times[clock, this, name], times[clock, that, name]
+            paired = statistics.median(x / y for x, y in zip(a, b, strict=True))
+            ma, mb = statistics.median(a), statistics.median(b)
+            print(f"  {name:20s} {clock:5s} {ma:11.3f} ms {mb:11.3f} ms   {ma / mb:11.3f}x  {paired:9.3f}x")
+    print(f"losses after every round bit-identical between the two trees: {same_losses}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=1500, help="training steps per contender")
     ap.add_argument("--chunk", type=int, default=100, help="steps per contender per round")
     ap.add_argument("--threads", type=int, default=1, help="BLAS threads for numpy and torch's intra-op threads")
+    ap.add_argument("--against", type=Path, help="another checkout whose training steps to time beside this one's")
     a = ap.parse_args()
+    if a.against:
+        against(a.against, a.steps, a.chunk, a.threads)
+        return
     torch.set_num_threads(a.threads)
     contenders = {
         "attncore float32": AttncoreTrainer("float32"),

@@ -1,18 +1,17 @@
-"""attncore.interpret (issue 21): the hooked forward reproduces model.forward; patching, the logit lens, head
-detection and the attention-is-not-explanation measurements hold their defining properties."""
+"""attncore.interpret: the model's forward with hook points and no hooks is its plain forward; patching, the logit
+lens, head detection and the attention-is-not-explanation measurements hold their defining properties."""
 
 from __future__ import annotations
-
-import dataclasses
 
 import numpy as np
 import pytest
 
 from attncore import ConfigError, make_run
 from attncore.config import POSITIONS
+from attncore.inspect import evaluate_ablated
 from attncore.interpret import explain, heads, lens, patching
-from attncore.interpret.hooked import SUPPORTED_POSITIONS, backward_to_pattern_row, run_with_hooks
-from attncore.model import forward
+from attncore.interpret.hooks import HookPoints, activation_names, backward_to_pattern_row, run_with_hooks
+from attncore.model import AnswerRows, forward
 from attncore.snapshots import Snapshot
 from attncore.tasks import probe_sequence
 from attncore.tasks import test_set as fixed_test_set
@@ -34,10 +33,6 @@ def test_hooked_forward_equals_model_forward(position, norm, dtype):
     run = make_run(steps=5, position=position, norm=norm, dtype=dtype)
     params = train(run).params
     idx = fixed_test_set(run.task)[:4, :-1]
-    if position not in SUPPORTED_POSITIONS:  # a position encoding added later is refused, never run wrong
-        with pytest.raises(ConfigError):
-            run_with_hooks(params, idx, run.model)
-        return
     logits, acts = run_with_hooks(params, idx, run.model)
     assert np.array_equal(logits, forward(params, idx, run.model)[0])  # bit for bit, both dtypes
     B, T, H = 4, idx.shape[1], run.model.n_heads
@@ -322,14 +317,58 @@ def test_explain_refuses_out_of_range(trained):
         assert e.value.field == field
 
 
-def test_unsupported_model_field_is_refused(trained, monkeypatch):
-    from attncore.interpret import hooked
+@pytest.mark.parametrize(
+    "fields", [{}, {"norm": "post", "position": "alibi"}, {"scaling": False, "position": "rope", "dtype": "float64"}]
+)
+def test_hooks_that_return_a_copy_leave_every_path_of_the_forward_bit_identical(fields):
+    """Hook points are the model's own forward: a hook on every activation (but attn.result, whose replacement is
+    summed over the heads) that hands back a copy changes no bit, with a head mask and with out_from."""
+    run = make_run(steps=5, **fields)
+    params = train(run).params
+    idx = fixed_test_set(run.task)[:3, :-1]
+    mask = np.ones((run.model.n_layers, run.model.n_heads), dtype=run.model.dtype)
+    mask[1, 0] = 0.0
+    copies = {name: np.copy for name in activation_names(run.model) if not name.endswith("attn.result")}
+    for kw in ({}, {"head_mask": mask}, {"out_from": run.task.length}):
+        points = HookPoints(copies)
+        logits, cache = forward(params, idx, run.model, hooks=points, **kw)
+        plain, plain_cache = forward(params, idx, run.model, **kw)
+        assert np.array_equal(logits, plain) and np.array_equal(points.acts["logits"], plain)
+        for block, plain_block in zip(cache.blocks, plain_cache.blocks, strict=True):
+            assert np.array_equal(block.attn.weights, plain_block.attn.weights)
+            assert np.array_equal(block.attn.merged, plain_block.attn.merged)
 
+
+def test_patching_the_lens_and_ablation_give_the_numbers_of_the_separate_hooked_forward():
+    """The numbers the interpretability tools gave when they ran on a second, hand-kept copy of the forward (before
+    the model's forward took hook points), on a float64 run of 60 steps, rounded to 12 digits."""
+    run = make_run(steps=60, dtype="float64")
+    params = train(run).params
+    tokens = probe_sequence(run.task)
+    r = patching.patch(params, run, patching.contrast(run, tokens, 2, 5), max_positions=4)
+    expected_head = [
+        [0.006037588124, 0.113877368225, 0.030219984478, 0.649258667935],
+        [0.049564697767, 0.020487339636, 0.04612575599, 0.009140103127],
+    ]
+    assert np.allclose(r.head, expected_head, rtol=0, atol=1e-9)
+    assert np.allclose(r.mlp, [0.614688924593, 0.435969739874], rtol=0, atol=1e-9)
+    expected_resid = [[0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.009945107508, 0.007726773534]]
+    assert np.allclose(r.resid_by_position[:, :4], expected_resid, rtol=0, atol=1e-9)
+    expected_lens = [
+        [0.047141801674, 0.061590474928, 0.005975127283, 0.003867048475, 0.00999802493, 0.010747185453],
+        [0.219613773188, 0.540807859674, 0.397815398695, 0.440995573686, 0.762406196146, 0.715041195899],
+        [0.874456967766, 0.871199479412, 0.863354832859, 0.855032263668, 0.884650709605, 0.674875724642],
+    ]
+    assert np.allclose(lens.logit_lens(params, run, tokens, n_test=10)["probe"], expected_lens, rtol=0, atol=1e-9)
+    assert evaluate_ablated(params, run, [(0, 1)]).token_accuracy == pytest.approx(0.9683333333333334)
+
+
+def test_hooks_refuse_answer_rows(trained):
     run, params = trained
-    monkeypatch.setattr(hooked, "KNOWN_FIELDS", hooked.KNOWN_FIELDS - {"norm"})
-    with pytest.raises(ConfigError) as e:
-        run_with_hooks(params, probe_sequence(run.task)[None], dataclasses.replace(run.model, norm="post"))
-    assert e.value.field == "norm"
+    idx = fixed_test_set(run.task)[:2, :-1]
+    rows = AnswerRows.of([run.task.length] * 2, [run.task.length] * 2, idx.shape[1])
+    with pytest.raises(ValueError, match="AnswerRows"):
+        forward(params, idx, run.model, out_from=rows, hooks=HookPoints())
 
 
 @pytest.mark.parametrize("norm", ["pre", "post"])

@@ -196,11 +196,11 @@ def test_a_padded_training_batch_costs_the_attention_of_its_longest_length_only(
     seqs = pad_sequences([make_sequences(np.zeros((1, n), dtype=np.int64), "copy")[0] for n in ns])[0]
     params = init_params(run.model, 0)
     logits, _, rows, cache = padded_forward(params, seqs, ns, run.model)
-    first, last = cache[2][0], cache[2][-1]
-    assert first[3][0].shape[0] == 2 * ns.sum()  # the first block's MLP input rows
-    assert first[1][2][3].shape == (len(ns), run.model.n_heads, 16, 16)  # its attention: every position asks
-    assert last[1][2][3].shape == (len(ns), run.model.n_heads, 8, 16)  # the last: max n = 8 queries each
-    assert last[3][0].shape[0] == ns.sum() and logits.shape == (ns.sum(), run.model.vocab_size)
+    first, last = cache.blocks[0], cache.blocks[-1]
+    assert first.ffn.x.shape[0] == 2 * ns.sum()  # the first block's MLP input rows
+    assert first.attn.weights.shape == (len(ns), run.model.n_heads, 16, 16)  # its attention: every position asks
+    assert last.attn.weights.shape == (len(ns), run.model.n_heads, 8, 16)  # the last: max n = 8 queries each
+    assert last.ffn.x.shape[0] == ns.sum() and logits.shape == (ns.sum(), run.model.vocab_size)
     assert rows.keep.size == ns.sum() and rows.present.size == 2 * ns.sum()
 
 

@@ -12,7 +12,7 @@ from attncore import _blas, layers
 from attncore.config import ConfigError, make_run
 from attncore.evaluate import evaluate
 from attncore.inspect import attention_maps
-from attncore.interpret.hooked import run_with_hooks
+from attncore.interpret.hooks import run_with_hooks
 from attncore.snapshots import N_SNAPSHOTS, SNAPSHOT_N_TEST, snapshot_steps, stack, unstack
 from attncore.tasks import probe_sequence
 from attncore.train import Trainer, train

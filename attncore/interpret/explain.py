@@ -20,7 +20,7 @@ from .. import memory
 from ..config import ConfigError, RunConfig, check_int
 from ..inspect import attention_maps
 from ..task import task_of
-from .hooked import backward_to_pattern_row, run_with_hooks
+from .hooks import backward_to_pattern_row, run_with_hooks
 
 LN2 = math.log(2)  # the ceiling of the Jensen-Shannon divergence in nats
 TVD_MAX, PENALTY = 0.01, 500.0  # J&W: output within TVD 0.01, enforced by 500 * ReLU(TVD - 0.01)
@@ -159,18 +159,18 @@ def permutation_tvd(t: Target, n: int = 100, seed: int = 0) -> np.ndarray:
     return np.concatenate([tvd(outputs_with_rows(t, rows[c]), t.output) for c in _chunks(n, chunk_rows(t.run))])
 
 
-def _row_backward(t: Target, probs, logits, caches, dprobs) -> np.ndarray:
+def _row_backward(t: Target, probs, logits, cache, dprobs) -> np.ndarray:
     """d(sum dprobs * probs)/d rows (B, query + 1) of a pass run with keep_caches."""
     dlogits = np.zeros_like(logits)
     dlogits[:, t.query] = L.softmax_backward(dprobs, probs)
-    drow = backward_to_pattern_row(dlogits, caches, t.params, t.run.model, t.layer, t.head, t.query)
+    drow = backward_to_pattern_row(dlogits, cache, t.params, t.run.model, t.layer, t.head, t.query)
     return drow[:, : t.query + 1]
 
 
 def row_gradient(t: Target, rows: np.ndarray, dprobs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(output probs (B, V), d(sum dprobs * probs)/d rows (B, query + 1)) by the hand-written backward."""
-    probs, logits, caches = outputs_with_rows(t, rows, keep_caches=True)
-    return probs, _row_backward(t, probs, logits, caches, dprobs)
+    probs, logits, cache = outputs_with_rows(t, rows, keep_caches=True)
+    return probs, _row_backward(t, probs, logits, cache, dprobs)
 
 
 def _tvd_and_gradient(t: Target, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -178,11 +178,11 @@ def _tvd_and_gradient(t: Target, rows: np.ndarray) -> tuple[np.ndarray, np.ndarr
     one pass with its backward per chunk of rows."""
     d_out, d_row = np.empty(len(rows)), np.zeros_like(rows)
     for c in _chunks(len(rows), chunk_rows(t.run)):
-        probs, logits, caches = outputs_with_rows(t, rows[c], keep_caches=True)
+        probs, logits, cache = outputs_with_rows(t, rows[c], keep_caches=True)
         d_out[c] = tvd(probs, t.output)
         over = (d_out[c] > TVD_MAX).astype(np.float64)[:, None]  # the penalty's ReLU is active
         if over.any():
-            d_row[c] = _row_backward(t, probs, logits, caches, 0.5 * np.sign(probs - t.output) * over)
+            d_row[c] = _row_backward(t, probs, logits, cache, 0.5 * np.sign(probs - t.output) * over)
     return d_out, d_row
 
 

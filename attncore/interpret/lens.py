@@ -7,7 +7,7 @@ import numpy as np
 
 from ..config import RunConfig
 from ..task import task_of
-from .hooked import run_with_hooks, unembed
+from .hooks import run_with_hooks, unembed
 
 
 def _softmax(logits: np.ndarray) -> np.ndarray:

@@ -20,7 +20,7 @@ from ..config import ModelConfig, RunConfig
 from ..model import loss_and_grads
 from ..task import task_of
 from ..train import initial_params, train
-from .hooked import check_supported, run_with_hooks
+from .hooks import run_with_hooks
 
 N_BATCHES = 16  # the fixed batches every figure is averaged over
 BATCH_SEED = 20_260_302  # their own seed: the same batches for every run of a task and length, any training seed
@@ -60,15 +60,15 @@ def _forward_sums(params, run: RunConfig, seqs: np.ndarray) -> np.ndarray:
     count of saturated rows."""
     cfg = run.model
     idx = seqs[:, :-1]
-    _, acts, caches = run_with_hooks(params, idx, cfg, keep_caches=True)
+    _, acts, cache = run_with_hooks(params, idx, cfg, keep_caches=True)
     causal = np.tril(np.ones((idx.shape[1],) * 2, dtype=bool))
     out = np.empty((cfg.n_layers, 4))
     for i in range(cfg.n_layers):
         p = f"blocks.{i}."
         resid = acts[p + "resid_post"].astype(np.float64)  # (B, T, D)
-        _, q, k, _, pattern, factor, _ = caches[p + "attn"]
-        scores = np.abs(q.astype(np.float64) @ k.astype(np.float64).swapaxes(-1, -2)) * (factor or 1.0)
-        rows = pattern[:, :, 1:].astype(np.float64)  # (B, H, T-1, T)
+        attn = cache.blocks[i].attn
+        scores = np.abs(attn.q.astype(np.float64) @ attn.k.astype(np.float64).swapaxes(-1, -2)) * (attn.factor or 1.0)
+        rows = attn.weights[:, :, 1:].astype(np.float64)  # (B, H, T-1, T)
         logs = np.log(np.where(rows > 0, rows, 1.0))
         out[i] = (
             np.linalg.norm(resid, axis=-1).sum(),
@@ -83,7 +83,6 @@ def attention_figures(params, run: RunConfig, batches: list[np.ndarray] | None =
     """The forward-only figures per layer over the fixed batches' sequences: {"residual_norm" (mean over tokens),
     "max_logit" (the largest), "entropy" and "saturated" (mean and share over the rows)}, each a list from the
     input. The sequences go through the model a chunk of CHUNK_SCORES score entries at a time."""
-    check_supported(run.model)
     seqs = np.concatenate(fixed_batches(run) if batches is None else batches)
     n, T, H = len(seqs), seqs.shape[1] - 1, run.model.n_heads
     per = max(1, CHUNK_SCORES // (H * T * T))

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..config import N_SYMBOLS, ConfigError, RunConfig
 from ..task import task_of
-from .hooked import run_with_hooks
+from .hooks import run_with_hooks
 
 
 @dataclass(frozen=True)
