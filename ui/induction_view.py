@@ -12,9 +12,10 @@ import streamlit as st
 from attncore.config import INDUCTION_RUN, NORMS
 from attncore.tasks import N_TEST
 from lab import formats, induction
+from lab.jobs.caps import Limits
+from lab.jobs.slots import BusyError
 from lab.store import RunRecord
 from ui import metered, runs, tables
-from ui.limits import BusyError, Limits
 from ui.params import url_multiselect, url_select
 from ui.plain import plain
 from ui.sidebar import NORM_LABELS
