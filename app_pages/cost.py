@@ -4,10 +4,11 @@ import streamlit as st
 
 from attncore import ConfigError
 from attncore.mechanisms.attention_cost import attention_memory, loglog_slope, time_attention
+from lab.jobs.slots import BusyError
 from ui import docs
 from ui.charts.cost import cost_frame, memory_chart, time_chart
 from ui.frames import parse_ints
-from ui.limits import BusyError, limits, training_slot
+from ui.limits import limits, training_slot
 from ui.params import show_invalid, url_number, url_text
 
 

@@ -4,9 +4,10 @@ import streamlit as st
 
 from attncore.mechanisms.gradcheck import gradient_check, gradient_check_summary
 from lab.formats import scientific as sci
+from lab.jobs.slots import BusyError
 from ui import docs
 from ui.charts.gradcheck import NORM_LABELS, PASS_MARK, eps_comparison, eps_label, gradcheck_chart, gradcheck_table
-from ui.limits import BusyError, limits
+from ui.limits import limits
 from ui.metered import metered
 from ui.params import show_invalid, url_multiselect, url_number
 

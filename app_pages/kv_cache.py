@@ -9,11 +9,12 @@ from attncore.serving.kvbench import benchmark_generation
 from attncore.serving.parameters import describe_attncore
 from attncore.serving.presets import PRESETS
 from attncore.serving.weights import FLOAT_DTYPES
+from lab.jobs.slots import BusyError
 from ui import docs, gpu_fit, kv_model, weights_form
 from ui.charts import calculators as cc
 from ui.config_input import FILE, reader
 from ui.kv_model import CUSTOM, NAMES
-from ui.limits import BusyError, limits, training_slot
+from ui.limits import limits, training_slot
 from ui.params import show_invalid, url_number, url_radio, url_select, url_toggle
 
 FIT_MODES = {"simple": "Simple: weights + a reserve", "vllm": "As the serving engine sees it (vLLM)"}

@@ -5,9 +5,10 @@ import streamlit as st
 from attncore import ConfigError
 from attncore.mechanisms.demos import scaling_statistics
 from lab import formats
+from lab.jobs.slots import BusyError
 from ui import docs
 from ui.charts.scaling import STATISTICS, TABLE_FORMATS, scaling_long, scaling_table, statistic_chart
-from ui.limits import BusyError, limits
+from ui.limits import limits
 from ui.metered import metered
 from ui.params import show_invalid, url_multiselect, url_number
 

@@ -5,7 +5,7 @@ Views: Home's "Reproduce the article" (23 runs), Ablations' default (the base an
 18 runs), Compare's default (learned vs no position over seeds 0-5, 12 runs), the Length page's first tab (five
 encodings trained on lengths 1-8 for 3,000 steps over seeds 0-2, 15 runs; as ui.length_view.lit_runs builds them),
 and on request the Regimes page's three experiments at their defaults (lab.regimes: 144, 60 and 84 runs).
-Each is trained in an empty temporary store by ui.worker.train_with_progress on a loky pool of `--workers`
+Each is trained in an empty temporary store by lab.jobs.progress.train_with_progress on a loky pool of `--workers`
 processes (the dashboard's sweep: 2), longest first, each next to the first free worker; the pool is started
 before the clock (the dashboard's pool persists). The model is calibrated once, first, as the server does (its
 probes' CPU time in `--workers` processes at once), and once more while `--busy` processes spin on the cores.
@@ -32,9 +32,9 @@ from joblib.externals.loky import ProcessPoolExecutor  # noqa: E402
 
 from attncore import make_run  # noqa: E402
 from lab import cost_model, regimes  # noqa: E402
+from lab.jobs import progress as worker  # noqa: E402
 from lab.presets import ablations, preset  # noqa: E402
 from lab.provenance import current, describe  # noqa: E402
-from ui import worker  # noqa: E402
 
 VIEWS = {
     "home": ("Home: reproduce the article", lambda: preset("article")),
@@ -61,7 +61,7 @@ DEFAULT_VIEWS = ["home", "ablations", "compare", "length"]  # the Regimes views 
 
 
 def _ready() -> int:
-    return os.getpid()  # imports ui.worker's modules in the worker
+    return os.getpid()  # imports lab.jobs.progress's modules in the worker
 
 
 def _train_timed(run, location: str, progress: str) -> float:

@@ -4,7 +4,7 @@ A setting `name` is ATTNLAB_<NAME> in the environment, else `name` under [limits
 else its default. The secrets files are Streamlit's defaults (~/.streamlit/secrets.toml, then the working
 folder's .streamlit/secrets.toml, the later one winning) or those STREAMLIT_SECRETS_FILES names, read with
 tomllib and re-read when they change.
-The dashboard's pages pass Streamlit's own st.secrets (ui.limits), which reads the same files.
+The dashboard's pages pass Streamlit's own st.secrets (ui.limits to lab.jobs.caps), which reads the same files.
 Standard library only: the bottom of lab, importable by the store and by ui.
 """
 
@@ -69,7 +69,8 @@ def file_secrets() -> dict:
 
 def raw_setting(name: str, environ: Mapping[str, str] | None = None, secrets: Mapping | None = None):
     """The unparsed value of setting `name`: the environment's, else the secrets' (the files', if not given), else
-    None. Each caller parses it with its own rule and default (ui.limits.parse_limits, lab.store.max_store_bytes)."""
+    None. Each caller parses it with its own rule and default (lab.jobs.caps.parse_limits,
+    lab.store.max_store_bytes)."""
     environ = os.environ if environ is None else environ
     secrets = file_secrets() if secrets is None else secrets
     return environ.get(env_var(name), secrets.get(name))

@@ -160,8 +160,9 @@ def _client(scheduler):
     return connect(scheduler), True
 
 
-def _exit_with_parent(parent_pid: int, interval: float = 0.5) -> None:
-    """loky worker initializer: end this worker within `interval` seconds of the sweep's process dying.
+def exit_with_parent(parent_pid: int, interval: float = 0.5) -> None:
+    """loky worker initializer (the sweep's workers, and the dashboard's: lab.jobs.pool): end this worker within
+    `interval` seconds of the process that started it dying.
 
     loky workers do not watch their parent on POSIX: after a `kill -9` of the sweep they finished their run
     and stayed, idle, for over 30 minutes. A daemon thread polls the parent pid (reparenting changes it) and
@@ -251,7 +252,7 @@ def run_sweep(
         missing.sort(key=cost.run_seconds, reverse=True)
     tasks = (delayed(_sweep_one)(i, run, location, tuple(unique)) for i, run in enumerate(missing))
     if missing and backend == "loky":
-        with parallel_config(backend="loky", initializer=_exit_with_parent, initargs=(os.getpid(),)):
+        with parallel_config(backend="loky", initializer=exit_with_parent, initargs=(os.getpid(),)):
             workers = loky_workers(n_jobs, len(missing))  # no idle processes
             for i, record, trained_here in Parallel(n_jobs=workers, return_as="generator_unordered")(tasks):
                 finished(missing[i], record, trained_here)

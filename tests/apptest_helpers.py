@@ -17,9 +17,9 @@ TIMEOUT = 120
 
 def free_slots(n: int) -> int:
     """How many of the server's n slots can be taken right now (all given back again)."""
-    from ui.limits import _slots
+    from lab.jobs.slots import shared
 
-    slots, taken = _slots(n), 0
+    slots, taken = shared(n), 0
     while slots.acquire(blocking=False):
         taken += 1
     for _ in range(taken):

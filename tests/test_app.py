@@ -236,7 +236,8 @@ def _hold_all_slots(monkeypatch, seconds: float):
 
 
 def test_training_slots_cap_concurrent_trainings(monkeypatch):
-    from ui.limits import BusyError, training_slot
+    from lab.jobs.slots import BusyError
+    from ui.limits import training_slot
 
     thread = _hold_all_slots(monkeypatch, 3)
     with pytest.raises(BusyError, match=r"The server is busy: its 1 slot for heavy jobs stayed taken"):

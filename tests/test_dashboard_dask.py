@@ -20,9 +20,9 @@ from streamlit.testing.v1 import AppTest
 from attncore import ConfigError, make_run
 from attncore.train import train
 from lab import regimes, sweep
+from lab.jobs import slots
+from lab.jobs.caps import parse_limits
 from lab.store import get_run, is_cached
-from ui import limits as limits_module
-from ui.limits import parse_limits
 
 distributed = pytest.importorskip("distributed")
 REPO = Path(__file__).resolve().parents[1]
@@ -37,11 +37,9 @@ def cluster():
         n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None, host="127.0.0.1"
     ) as c:
         yield c
-        from ui import sweeps
+        from lab.jobs import dask_client
 
-        for client in sweeps._clients.values():  # before the cluster goes: no reconnection attempts at exit
-            client.close()
-        sweeps._clients.clear()
+        dask_client.close_all()  # before the cluster goes: no reconnection attempts at exit
     mp.undo()
 
 
@@ -182,7 +180,7 @@ def test_a_pages_sweep_goes_to_the_scheduler_and_matches_local_training(cluster,
     def no_local_pool(n):
         raise AssertionError("the local worker pool was used with a scheduler configured")
 
-    monkeypatch.setattr("ui.live.pool", no_local_pool)
+    monkeypatch.setattr("lab.jobs.pool.shared", no_local_pool)
     runs = regimes.all_runs(regimes.depth_cells(range(1), steps=100, depths=(2,), lrs=(1e-2,)))
     at = click_train_on_the_regimes_page(timeout=240)
     assert not at.exception and not at.error, [e.value for e in at.error]
@@ -240,7 +238,7 @@ def test_two_visits_to_a_silent_scheduler_do_not_wedge_the_slots_for_a_third_vis
     monkeypatch.setenv("ATTNLAB_DASK_SCHEDULER", silent.address)
     monkeypatch.setenv("ATTNLAB_MAX_CONCURRENT", "2")
     monkeypatch.setenv("ATTNLAB_SLOT_WAIT_SECONDS", "5")  # a third visitor kept waiting is told "busy" soon
-    limits_module._slots.clear()
+    slots.shared.clear()
     visits, errors = [], []
 
     def visit():

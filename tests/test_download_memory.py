@@ -85,6 +85,7 @@ def test_each_store_has_a_folder_of_its_own(cache, static, tmp_path):
 
 
 def test_the_download_is_capped_and_a_busy_server_says_so(cache, static, monkeypatch):
+    from lab.jobs import slots as server_slots
     from ui import bundles, limits
 
     size = store.stored_bytes()
@@ -93,10 +94,10 @@ def test_the_download_is_capped_and_a_busy_server_says_so(cache, static, monkeyp
     assert bundles_in(static) == [] and not list(static.rglob("*.tmp"))
     monkeypatch.setenv("ATTNLAB_SLOT_WAIT_SECONDS", "1")
     n = limits.limits().max_concurrent
-    slots = limits._slots(n)
+    slots = server_slots.shared(n)
     assert all(slots.acquire(blocking=False) for _ in range(n))
     try:
-        with pytest.raises(limits.BusyError, match="Preparing Download all runs"):
+        with pytest.raises(server_slots.BusyError, match="Preparing Download all runs"):
             bundles.prepare_bundle(store.listing_digest(), 2**30)
     finally:
         for _ in range(n):

@@ -20,9 +20,14 @@ from streamlit.testing.v1 import AppTest
 
 from attncore import make_run
 from attncore.inspect import evaluate_ablated
+from lab.jobs import caps
+from lab.jobs import pool as pools
+from lab.jobs import progress as worker
+from lab.jobs.pool import WorkerPool
+from lab.jobs.slots import shared as shared_slots
 from lab.store import cache_dir, get_run, is_cached
 from ui import limits as limits_module
-from ui import live, worker
+from ui import live
 
 TIMEOUT = 60
 
@@ -30,9 +35,9 @@ TIMEOUT = 60
 @pytest.fixture(autouse=True)
 def fresh_slots():
     """Every test starts with the server's slots all free (a leak in one test must not fail the next)."""
-    limits_module._slots.clear()
+    shared_slots.clear()
     yield
-    limits_module._slots.clear()
+    shared_slots.clear()
 
 
 def _slot_script() -> None:
@@ -63,9 +68,9 @@ def _run_slot_script(fault_at: int, kind: str, contended: bool) -> int:
     hosted_probe.arm(fault_at, kind)
     holder = None
     if contended:  # another session trains: the script must wait, then get the slot
-        slots = limits_module._slots(1)
-        assert slots.acquire(blocking=False)
-        holder = threading.Timer(0.8, slots.release)
+        taken = shared_slots(1)
+        assert taken.acquire(blocking=False)
+        holder = threading.Timer(0.8, taken.release)
         holder.start()
     at = AppTest.from_function(_slot_script, default_timeout=TIMEOUT).run()
     if holder is not None:
@@ -126,7 +131,7 @@ def streamlit_main(monkeypatch):
 
 
 def test_training_worker_imports_no_streamlit(streamlit_main):
-    pool = live.WorkerPool(1)
+    pool = WorkerPool(1)
     has_streamlit, pid = pool.submit(hosted_probe.worker_state).result(timeout=TIMEOUT)
     assert not has_streamlit and pid != os.getpid()
     pool.discard(pool._current())
@@ -138,7 +143,7 @@ def _wait_for_steps(progress, n: int = 1) -> None:
 
 
 def test_a_killed_worker_fails_its_run_and_the_next_training_gets_a_new_pool(store):
-    pool = live.WorkerPool(1)
+    pool = WorkerPool(1)
     _, pid = pool.submit(hosted_probe.worker_state).result(timeout=TIMEOUT)  # the pool's only worker
     run = make_run(steps=3000, d_model=64, n_layers=3)
     progress = worker.open_progress(store / "progress.f64", 3000, create=True)
@@ -161,7 +166,7 @@ def test_a_killed_worker_fails_its_run_and_the_next_training_gets_a_new_pool(sto
 
 
 def test_cancel_stops_the_worker_and_stores_nothing(store):
-    pool = live.WorkerPool(1)
+    pool = WorkerPool(1)
     run = make_run(steps=3000, d_model=64, n_layers=3)
     progress = worker.open_progress(store / "progress.f64", 3000, create=True)
     job = pool.submit(worker.train_with_progress, run, str(cache_dir()), str(store / "progress.f64"))
@@ -242,7 +247,7 @@ def test_leaving_mid_training_cancels_it_frees_the_slot_and_says_where_it_stoppe
 def test_a_killed_worker_shows_one_message_and_the_next_training_works(store, monkeypatch):
     monkeypatch.setenv("ATTNLAB_MAX_CONCURRENT", "1")
     hosted_probe.arm(0, "stop")
-    _, pid = live.pool(1).submit(hosted_probe.worker_state).result(timeout=TIMEOUT)
+    _, pid = pools.shared(1).submit(hosted_probe.worker_state).result(timeout=TIMEOUT)
     killer = threading.Timer(3.0, os.kill, (pid, signal.SIGKILL))  # the run below takes far longer than 3 s
     killer.start()
     at = _train_app(3000, 64, 3)
@@ -262,12 +267,12 @@ def test_a_killed_worker_shows_one_message_and_the_next_training_works(store, mo
 @pytest.fixture
 def trained(store):
     """The default run at 30 steps in a fresh store; the server's memo of page work emptied."""
-    from ui import metered
+    from lab.jobs import memo
 
-    metered.memo.clear()
+    memo.shared.clear()
     get_run(make_run(steps=30))
     yield
-    metered.memo.clear()
+    memo.shared.clear()
 
 
 def _dashboard(page: str, **query) -> AppTest:
@@ -282,9 +287,9 @@ def _dashboard(page: str, **query) -> AppTest:
 def _hold_every_slot(monkeypatch) -> threading.BoundedSemaphore:
     monkeypatch.setenv("ATTNLAB_MAX_CONCURRENT", "1")
     monkeypatch.setenv("ATTNLAB_SLOT_WAIT_SECONDS", "1")
-    slots = limits_module._slots(1)
-    assert slots.acquire(blocking=False)  # another visitor's training holds the only slot
-    return slots
+    taken = shared_slots(1)
+    assert taken.acquire(blocking=False)  # another visitor's training holds the only slot
+    return taken
 
 
 def test_attention_head_ablations_wait_for_a_slot_and_are_capped(trained, monkeypatch):
@@ -346,8 +351,8 @@ def test_scaling_draws_are_capped_and_a_new_draw_waits_for_a_slot(trained, monke
 )
 def test_a_bad_cap_is_rejected_with_its_name_and_range(raw):
     environ = {"ATTNLAB_MAX_STEPS": raw} if isinstance(raw, str) else {}
-    lim, problems = limits_module.parse_limits(environ, {"max_steps": raw})
-    assert lim.max_steps == limits_module.Limits().max_steps
+    lim, problems = caps.parse_limits(environ, {"max_steps": raw})
+    assert lim.max_steps == caps.Limits().max_steps
     assert problems == [
         f"Limit ignored: max_steps must be a whole number from 1 to 1,000,000,000, got {raw!r}; using the default 3000."
     ]
@@ -355,7 +360,7 @@ def test_a_bad_cap_is_rejected_with_its_name_and_range(raw):
 
 @pytest.mark.parametrize("raw, value", [("200", 200), (" 7 ", 7), (64, 64), (64.0, 64)])
 def test_a_good_cap_is_read(raw, value):
-    assert limits_module.parse_limits({}, {"max_d_model": raw})[0].max_d_model == value
+    assert caps.parse_limits({}, {"max_d_model": raw})[0].max_d_model == value
 
 
 def test_a_non_finite_cap_in_secrets_shows_a_warning_not_a_traceback(trained):
@@ -372,7 +377,7 @@ def test_a_non_finite_cap_in_secrets_shows_a_warning_not_a_traceback(trained):
 
 POOL_SCRIPT = """
 import os, sys, time
-from ui.live import WorkerPool
+from lab.jobs.pool import WorkerPool
 pool = WorkerPool(2)
 jobs = [pool.submit(time.sleep, 0.5) for _ in range(4)]
 for job in jobs:

@@ -146,7 +146,7 @@ def test_the_store_reads_max_store_mb_from_secrets_toml_as_the_pages_do(cache, t
 
 def test_a_secrets_cap_larger_than_the_default_is_honoured_by_a_workers_cap_pass(cache, tmp_path, monkeypatch):
     """The 314 runs lost in issue 27.3, in small: a worker's cap pass fell back to the default under a larger cap."""
-    from ui import worker
+    from lab.jobs import progress as worker
 
     others = fill_article_and_others(cache, 10)
     monkeypatch.setattr(store, "DEFAULT_MAX_STORE_MB", 0.001)  # a default that keeps nothing but the article
@@ -185,7 +185,7 @@ def _train_page():
 def test_the_page_hands_its_secrets_cap_to_the_training_worker(cache, monkeypatch):
     from streamlit.testing.v1 import AppTest
 
-    from ui import live
+    from lab.jobs import pool
 
     captured = []
 
@@ -197,7 +197,7 @@ def test_the_page_hands_its_secrets_cap_to_the_training_worker(cache, monkeypatc
             captured.append(args)
             raise RuntimeError("captured")  # the page reports a failed training in one line
 
-    monkeypatch.setattr(live, "pool", lambda n: Pool())
+    monkeypatch.setattr(pool, "shared", lambda n: Pool())
     at = AppTest.from_function(_train_page, default_timeout=60)
     at.secrets["limits"] = {"max_store_mb": 2000}
     at.run()

@@ -97,7 +97,7 @@ def test_an_import_the_disk_refuses_midway_stores_nothing(cache, tmp_path, monke
 
 
 def test_a_fractional_store_cap_is_applied_by_the_store_and_the_page_alike(cache, monkeypatch):
-    from ui.limits import parse_limits
+    from lab.jobs.caps import parse_limits
 
     lim, problems = parse_limits({"ATTNLAB_MAX_STORE_MB": "0.5"}, {})
     assert problems == [] and lim.max_store_mb == 0.5
@@ -141,7 +141,7 @@ def test_results_has_the_per_view_cap_of_ablations_and_compare(cache):
 
     query = {"res_L": [str(L) for L in range(1, 13)], "res_seeds": [str(s) for s in range(10)]}
     at = app("results", res_tasks=["copy", "sort"], **query)  # 240 runs
-    from ui.limits import Limits
+    from lab.jobs.caps import Limits
 
     cap = Limits().max_compare_runs
     assert cap < 240
@@ -155,12 +155,14 @@ def _stopped_by_a_changed_setting():
     import streamlit as st
 
     from attncore.config import make_run
-    from ui import live, worker
+    from lab.jobs import training
+    from lab.jobs.progress import Cancelled
+    from ui import live
 
     st.session_state[live.TOKEN_KEY] = "visitor"
     job = Future()
-    job.set_exception(worker.Cancelled(137))  # the worker stopped at step 137 when the page reran
-    live._last_jobs().put("visitor", (live.run_key(make_run(steps=300)), job, None))
+    job.set_exception(Cancelled(137))  # the worker stopped at step 137 when the page reran
+    training.latest().put("visitor", (training.run_key(make_run(steps=300)), job, None))
     live.report_cancelled(make_run(steps=300, lr=0.01))  # the sidebar now asks for another run
 
 

@@ -14,8 +14,9 @@ from pathlib import Path
 import streamlit as st
 
 from lab import bundle, store
+from lab.jobs.slots import BusyError
 from lab.store import backend
-from ui.limits import BusyError, background_slot, limits
+from ui.limits import background_slot, headless, limits
 from ui.plain import plain
 
 BUNDLE_VAR = "ATTNLAB_BUNDLE"
@@ -192,7 +193,7 @@ def share_section() -> bool:
     """'Download all runs' and, where the server allows it, 'Load a bundle'; True when an upload stored runs."""
     lim = limits()
     download_section(lim)
-    if not lim.upload_allowed():
+    if not lim.upload_allowed(headless()):
         return False
     server_mb = st.get_option("server.maxUploadSize")
     if server_mb > lim.max_bundle_mb:  # Streamlit would take larger files into memory before the cap is checked

@@ -14,10 +14,11 @@ from attncore import task as tasks
 from lab import compare, stats
 from lab.compare import RULE
 from lab.factors import FACTORS, level_label, with_seed
+from lab.jobs.caps import Limits
 from lab.store import RunRecord
 from ui import runs, sweeps, tables
 from ui.charts import compare as compare_charts
-from ui.limits import Limits, limits
+from ui.limits import limits
 from ui.params import url_multiselect, url_number, url_toggle
 from ui.plain import plain
 from ui.sidebar import FIELD_LABELS

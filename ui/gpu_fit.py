@@ -16,9 +16,9 @@ from attncore.serving import validation
 from attncore.serving.kvcache import GB, GIB
 from attncore.serving.presets import CARDS, GPUS
 from attncore.serving.weights import stored_weights, weights_checked
+from lab.jobs.slots import BusyError
 from ui import plain, weights_form
 from ui.charts import calculators as cc
-from ui.limits import BusyError
 from ui.metered import metered
 from ui.params import show_invalid, url_number, url_radio, url_select, url_toggle
 

@@ -13,9 +13,10 @@ from attncore.config import NORMS
 from attncore.tasks import N_TEST
 from attncore.tasks.induction import INDUCTION_RUN
 from lab import formats, induction
+from lab.jobs.caps import Limits
+from lab.jobs.slots import BusyError
 from lab.store import RunRecord
 from ui import metered, runs, tables
-from ui.limits import BusyError, Limits
 from ui.params import url_multiselect, url_select
 from ui.plain import plain
 from ui.sidebar import NORM_LABELS

@@ -12,9 +12,10 @@ import streamlit as st
 from attncore import RunConfig
 from attncore.interpret import explain, heads, lens, patching
 from lab import formats
+from lab.jobs.slots import BusyError
 from lab.store import RunRecord
 from ui import runs
-from ui.limits import BusyError, limits
+from ui.limits import limits
 from ui.metered import metered
 
 

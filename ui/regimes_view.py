@@ -10,9 +10,9 @@ import streamlit as st
 from attncore.interpret import norms
 from attncore.train import initial_params
 from lab import compare, formats, regimes
+from lab.jobs.caps import Limits
 from ui import compare_view, metered, tables
 from ui.charts import regimes as charts
-from ui.limits import Limits
 from ui.params import url_multiselect, url_number, url_select
 from ui.plain import plain
 from ui.sidebar import LEARNING_RATES

@@ -1,8 +1,8 @@
 """The dashboard's bridge to the run store: cached loads, live training, sweeps, head ablation.
 
 lab.store is the persistent cache; the st.cache_* layers here only keep loaded records in memory
-so a rerun does not unpickle them again. A training runs in a worker process (ui.live, ui.worker)
-and takes one of the server's slots (ui.limits), so other sessions never wait on it.
+so a rerun does not unpickle them again. A training runs in a worker process (ui.live over lab.jobs)
+and takes one of the server's slots (lab.jobs.slots), so other sessions never wait on it.
 """
 
 from __future__ import annotations
@@ -17,12 +17,13 @@ from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_r
 from attncore import RunConfig
 from attncore.evaluate import EvalResult, LengthResult, evaluate_lengths
 from attncore.inspect import evaluate_ablated
+from lab.jobs.memo import shared as memo
+from lab.jobs.slots import BusyError
+from lab.jobs.training import run_key
 from lab.store import RunRecord, is_cached, list_cached, pin_view, stored_run, unverified_runs, view_bytes
 from ui import bundles, live, sweeps
-from ui.limits import BusyError, limits, training_slot
-from ui.metered import memo, metered
-
-run_key = live.run_key
+from ui.limits import limits, training_slot
+from ui.metered import metered
 
 
 class _Missing(LookupError):

@@ -8,11 +8,11 @@ import streamlit as st
 from attncore import make_run
 from attncore.mechanisms.attention_cost import attention_memory, loglog_slope
 from attncore.mechanisms.demos import scaling_statistics
+from lab.jobs.slots import BusyError
 from ui import frames, runs
 from ui.charts import runs as run_charts
 from ui.charts.cost import cost_frame, memory_chart, time_chart
 from ui.charts.scaling import TABLE_FORMATS, scaling_table
-from ui.limits import BusyError
 from ui.metered import metered
 
 SCALING_KEY = ((8, 64, 512), 64, 400, 0)  # the article's d_k, T, repetitions; seed 0 (the Scaling page's default)

@@ -192,7 +192,7 @@ def max_store_bytes() -> int:
     """The store's size cap, max_store_mb (default DEFAULT_MAX_STORE_MB) as lab.settings reads it in every
     process: $ATTNLAB_MAX_STORE_MB, else max_store_mb under [limits] in .streamlit/secrets.toml.
 
-    ui.limits parses the page's value with the same rule (lab.settings.parse_store_mb), so a value is applied
+    lab.jobs.caps parses the page's value with the same rule (lab.settings.parse_store_mb), so a value is applied
     everywhere or reported as ignored everywhere.
     """
     raw = settings.raw_setting("max_store_mb")

@@ -1,7 +1,8 @@
-"""Training in a worker process, so a run never holds the server's GIL (no streamlit import: workers stay light).
+"""The progress file a page and its training worker share, and the training the worker runs (in a worker process,
+so a run never holds the server's GIL; no streamlit import: workers stay light).
 
-The page and the worker share a memory-mapped progress file: slot 0 is the page's cancel flag, slot
-1 + step the loss of each step as it trains (NaN: not trained yet).
+The file is memory-mapped: slot 0 is the page's cancel flag, slot 1 + step the loss of each step as it trains
+(NaN: not trained yet).
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def train_with_progress(
 ) -> RunRecord:
     """lab.store.get_run in this process, each step's loss written to progress_path as it trains.
 
-    The cap pass after storing takes the page's cap (`max_bytes`: ui.limits' max_store_mb, secrets.toml
+    The cap pass after storing takes the page's cap (`max_bytes`: lab.jobs.caps' max_store_mb, secrets.toml
     included; else lab.settings' reading of the same) and never evicts `keep`, the rest of the page's view.
     Raises Cancelled once the page sets the flag (or when its progress file is already gone: the page
     that asked went away before this started).

@@ -1,0 +1,171 @@
+"""Hosted-mode caps: the largest work a visitor may ask for, as the operator set it.
+
+The caps that refuse work (WORK_CAPS: a view's computing, its runs) apply in hosted mode only: a local server
+(one with a display, or `hosted = 0`) trains whatever its user asks for, unless the operator set such a cap
+explicitly. The other caps bound the inputs' ranges everywhere.
+
+Each cap is read from an environment variable (e.g. ATTNLAB_MAX_STEPS=2000), else from
+`.streamlit/secrets.toml` under `[limits]` (e.g. `max_steps = 2000`), else the default below: one rule
+for every process (lab.settings; the pages pass st.secrets, workers and the CLI read the same files).
+A new cap is one field of Limits (with its parser in PARSERS when it is not a whole number). ui.limits reads
+them for a page (st.secrets, and whether the server runs headless) and shows a rejected value.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+
+from attncore import ConfigError
+from lab import settings
+
+LIMIT_RANGE = (1, 10**9)  # every cap is a whole number in this range
+WORK_CAPS = ("max_view_cpu_s", "max_sweep_runs", "max_compare_runs")  # refuse work: hosted mode only
+UNLIMITED = LIMIT_RANGE[1]  # a work cap on a local server: nothing is refused
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_steps: int = 3000
+    max_d_model: int = 256  # head sizes d_k up to d (one head); the per-view budget meters what a width costs
+    max_length: int = 12  # L: symbols per task sequence
+    max_induction_length: int = 64  # T: tokens per sequence of the induction task (attncore allows up to 256)
+    max_vocab: int = 256  # V: the induction task's vocabulary
+    max_layers: int = 12
+    max_heads: int = 16
+    max_batch: int = 128
+    max_concurrent: int = 2  # heavy jobs (trainings, sweeps, timings, ablations) running at once on this server
+    max_sweep_runs: int = 160  # runs one button press may train (their computing time: max_view_cpu_s)
+    max_seeds: int = 8  # Ablations, Compare: seeds per variant or level (8: five variants vs one base, Holm)
+    max_compare_runs: int = 160  # Ablations, Compare, Regimes: runs one view loads (cached or not; Regimes' 144)
+    max_view_cpu_s: int = 3600  # computing seconds one button press may start, estimated (lab.cost_model) before it
+    sweep_jobs: int = 2  # worker processes of a sweep
+    slot_wait_seconds: int = 120  # how long a job waits for a free slot
+    max_cost_t: int = 2048  # Cost: longest sequence timed
+    max_ablation_heads: int = 16  # Attention: heads zeroed one by one for the per-head table
+    max_gradcheck_coords: int = 64  # Gradient check: sampled coordinates per tensor
+    max_patch_positions: int = 24  # Patching: positions patched one at a time (each head, residual, MLP)
+    max_explain_restarts: int = 5  # Explanations: restarts of the adversarial attention search (J&W's k)
+    max_explain_steps: int = 500  # Explanations: Adam steps of each restart
+    max_test_length: int = 16  # Length generalisation: longest test length L' evaluated (up to 64)
+    max_kv_new_tokens: int = 128  # KV cache: tokens generated per timed run
+    max_scaling_draws: int = 10**8  # Scaling: sum(d_k) * T * repetitions normal draws of one input set
+    max_store_mb: float = 512  # the run store's size cap (MB, may be a fraction); least-recently-used runs evicted
+    max_bundle_mb: int = 50  # largest run bundle a visitor may upload on Home (and Streamlit's server.maxUploadSize)
+    max_download_mb: int = 200  # Home's "Download all runs": the largest bundle it builds (cache import's default)
+    bundle_upload: bool | None = None  # Home's "Load a bundle": None = on with a display, off when headless
+    dask_scheduler: str | None = None  # tcp://HOST:PORT: the pages' sweeps train there (lab.sweep's Dask path)
+    hosted: bool | None = None  # hosted mode (WORK_CAPS refuse work): None = when the server runs headless
+    explicit: frozenset = field(default=frozenset(), compare=False)  # the caps an operator set (not a setting)
+
+    def is_hosted(self, headless: bool) -> bool:
+        """Hosted mode: the switch if set, else whether the server runs `headless` (containers, Community Cloud;
+        Streamlit runs headless where there is no display), which is how a public deployment runs."""
+        if self.hosted is not None:
+            return self.hosted
+        return bool(headless)
+
+    def in_force(self, headless: bool) -> Limits:
+        """These caps as they apply: on a local server the work caps the operator left unset refuse nothing."""
+        if self.is_hosted(headless):
+            return self
+        return replace(self, **{name: UNLIMITED for name in WORK_CAPS if name not in self.explicit})
+
+    def lifted_by(self, name: str) -> str:
+        """How an operator lifts cap `name`: 'ATTNLAB_MAX_VIEW_CPU_S or max_view_cpu_s under [limits] in
+        .streamlit/secrets.toml, or hosted = 0 on a server of your own'."""
+        return f"{settings.env_var(name)} or {name} under [limits] in .streamlit/secrets.toml" + (
+            ", or hosted = 0 (ATTNLAB_HOSTED=0) on a server of your own" if name not in self.explicit else ""
+        )
+
+    def store_bytes(self) -> int:
+        """max_store_mb in bytes: the cap every pass over the store takes (the page's, and its workers')."""
+        return int(self.max_store_mb * 2**20)
+
+    def upload_allowed(self, headless: bool) -> bool:
+        """Whether Home offers to load a bundle: the switch if set, else only for a desktop (non-headless) server."""
+        if self.bundle_upload is not None:
+            return self.bundle_upload
+        return not headless
+
+
+def parse_limit(name: str, raw) -> int:
+    """One cap's value from the environment (text) or secrets.toml (int, float, text); ValueError names it."""
+    low, high = LIMIT_RANGE
+    value = None
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        value = raw
+    elif isinstance(raw, float) and math.isfinite(raw) and raw.is_integer():
+        value = int(raw)
+    elif isinstance(raw, str) and re.fullmatch(r"\s*\+?[0-9]{1,10}\s*", raw):
+        value = int(raw)
+    if value is None or not low <= value <= high:
+        shown = repr(raw) if len(repr(raw)) <= 40 else repr(raw)[:37] + "..."
+        raise ValueError(f"{name} must be a whole number from {low:,} to {high:,}, got {shown}")
+    return value
+
+
+def parse_store_mb(name: str, raw) -> float:
+    """max_store_mb: a positive number of MB below 10^9 (a fraction too), read exactly as lab.store reads it."""
+    try:
+        return settings.parse_store_mb(raw)
+    except (ValueError, TypeError):
+        shown = repr(raw) if len(repr(raw)) <= 40 else repr(raw)[:37] + "..."
+        raise ValueError(f"{name} must be a number of MB above 0 and below 1,000,000,000, got {shown}") from None
+
+
+SWITCH = {"1": True, "true": True, "on": True, "0": False, "false": False, "off": False}
+
+
+def parse_switch(name: str, raw) -> bool:
+    """An on/off setting (bundle_upload) from the environment or secrets.toml; ValueError names it."""
+    if isinstance(raw, bool):
+        return raw
+    key = str(raw).strip().lower() if isinstance(raw, (str, int)) else None
+    if key not in SWITCH:
+        raise ValueError(f"{name} must be on or off (1/0, true/false)")
+    return SWITCH[key]
+
+
+def parse_scheduler(name: str, raw) -> str:
+    """dask_scheduler: an address protocol://host:port, checked as the command line's --scheduler is."""
+    from lab.sweep import check_scheduler_address
+
+    try:
+        check_scheduler_address(raw)
+    except ConfigError:
+        allowed = "tcp, tls, ws or wss, port 1-65535"
+        raise ValueError(f"{name} must be an address like tcp://HOST:PORT ({allowed})") from None
+    return raw
+
+
+PARSERS = {
+    "bundle_upload": parse_switch,
+    "hosted": parse_switch,
+    "max_store_mb": parse_store_mb,
+    "dask_scheduler": parse_scheduler,
+}
+# every other cap: parse_limit
+UNSET = {  # what a setting whose default is None (unset) does, said when a bad value is ignored
+    "bundle_upload": "Home offers to load a bundle only when the server is not headless, as when it is unset",
+    "dask_scheduler": "the pages' sweeps train on this server's own worker pool, as when it is unset",
+}
+
+
+def parse_limits(environ: Mapping[str, str], secrets: Mapping) -> tuple[Limits, list[str]]:
+    """(the caps, one message per value rejected); a rejected value leaves that cap at its default."""
+    values, problems = {}, []
+    for f in fields(Limits):
+        if f.name == "explicit":
+            continue
+        raw = settings.raw_setting(f.name, environ, secrets)
+        if raw is None:
+            continue
+        parse = PARSERS.get(f.name, parse_limit)
+        try:
+            values[f.name] = parse(f.name, raw)
+        except ValueError as e:
+            problems.append(f"Limit ignored: {e}; {UNSET.get(f.name, f'using the default {f.default}')}.")
+    return Limits(**values, explicit=frozenset(values)), problems

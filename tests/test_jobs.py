@@ -1,0 +1,132 @@
+"""The job runtime below the pages (lab.jobs) without a page: one instance per process, the slots' wait and refusal,
+a sweep's loop and its Cancel, where a cancelled training stopped; and none of it imports Streamlit."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from concurrent.futures import Future
+from pathlib import Path
+
+import pytest
+
+from attncore import make_run
+from lab.jobs import loop, memo, slots, training
+from lab.jobs.progress import Cancelled, open_progress
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_the_runtime_imports_no_streamlit():
+    code = (
+        "import sys; import lab.jobs.loop, lab.jobs.training, lab.jobs.caps, lab.jobs.slots, lab.jobs.dask_client; "
+        "print(sorted(m for m in ('streamlit', 'altair') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_per_process_makes_one_instance_per_key_for_every_thread():
+    made = []
+
+    @memo.per_process
+    def thing(key):
+        made.append(key)
+        threading.Event().wait(0.01)  # widen the window two threads could both make it in
+        return object()
+
+    found = []
+    threads = [threading.Thread(target=lambda: found.append(thing("a"))) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert made == ["a"] and len({id(f) for f in found}) == 1
+    assert thing("b") is not thing("a") and made == ["a", "b"]
+    before = thing("a")
+    thing.clear()
+    assert thing("a") is not before
+
+
+@pytest.fixture
+def fresh_slots():
+    slots.shared.clear()
+    yield
+    slots.shared.clear()
+
+
+def test_a_slot_waits_saying_so_then_refuses_in_plain_words(fresh_slots):
+    held = slots.take(1, "another training", 10)
+    ticks = iter(range(100))
+    waited = []
+    with pytest.raises(slots.BusyError, match=r"^The server is busy: its 1 slot for heavy jobs stayed taken for 2 s\."):
+        slots.take(1, "this sweep", 2, waited.append, clock=lambda: float(next(ticks)))
+    assert waited == [1.0]  # told once, at 1 s of the 2 s allowed
+    assert "another training for" in slots.wait_text(1, 2, "this sweep", 1.0)
+    held.release()
+    slots.take(1, "this sweep", 2).release()  # free again
+
+
+def test_a_slot_freed_while_waiting_is_taken(fresh_slots):
+    held = slots.take(1, "another training", 10)
+    started = threading.Event()
+
+    def waiting(seconds: float) -> None:
+        started.set()
+
+    releaser = threading.Thread(target=lambda: started.wait(10) and held.release())
+    releaser.start()
+    slot = slots.take(1, "this training", 60, waiting)
+    releaser.join()
+    assert started.is_set()
+    slot.release()
+    assert slots.shared(1).acquire(blocking=False)  # nothing left taken
+    slots.shared(1).release()
+
+
+def _done(value=None, error=None) -> Future:
+    future = Future()
+    future.set_running_or_notify_cancel()
+    future.set_exception(error) if error else future.set_result(value)
+    return future
+
+
+def test_the_sweep_loop_trains_every_run_and_shows_its_progress(tmp_path):
+    runs = [make_run(steps=10, seed=s) for s in range(3)]
+    s = loop.Sweep(cached=2, runs=list(runs))
+    shown = []
+
+    def submit(run, index):
+        return loop.Job(
+            run, _done(f"record {runs.index(run)}"), open_progress(tmp_path / f"{index}.f64", 10, create=True)
+        )
+
+    loop.run("Test sweep", s, list(runs), submit, lambda: 2, lambda *a: shown.append(a), None)
+    assert s.done == {run: f"record {i}" for i, run in enumerate(runs)} and not s.running
+    fraction, text = shown[-1]
+    assert fraction == 1.0 and text.startswith("Test sweep: 3 of 3 runs trained (2 more already cached) · ")
+
+
+def test_a_failed_run_stops_the_sweeps_other_workers(tmp_path):
+    runs = [make_run(steps=10, seed=s) for s in range(2)]
+    s = loop.Sweep(cached=0, runs=list(runs))
+    progress = [open_progress(tmp_path / f"{i}.f64", 10, create=True) for i in range(2)]
+    pending = Future()
+    futures = [_done(error=ValueError("out of memory")), pending]
+
+    def submit(run, index):
+        return loop.Job(run, futures[index], progress[index])
+
+    with pytest.raises(ValueError, match="out of memory"):
+        loop.run("Test sweep", s, list(runs), submit, lambda: 2, lambda *a: None, None)
+    assert progress[1][0] == 1.0 and pending.cancelled()  # the other worker asked to stop, the queued job dropped
+
+
+def test_where_a_cancelled_training_stopped_is_said_once():
+    run = make_run(steps=300)
+    job = Future()
+    job.set_exception(Cancelled(137))
+    training.latest().put("visitor", (training.run_key(run), job, None))
+    assert training.stopped_at("visitor") == (training.run_key(run), 137)
+    assert training.stopped_at("visitor") is None and training.stopped_at(None) is None
