@@ -1,4 +1,4 @@
-"""Training snapshots (issue 14.1): at ~20 log-spaced steps, the probe's attention and the greedy accuracy
+"""Training snapshots: at ~20 log-spaced steps, the probe's attention and the greedy accuracy
 on a fixed subset of the test set, recorded by `train` without touching its weights or batch stream. The induction
 task's are every 25 steps (its phase change needs the curve), with its losses and head scores (attncore.induction).
 """

@@ -34,8 +34,8 @@ SMALL = dict(steps=10, d_model=8, n_heads=2, n_layers=1, d_ff=8)  # a fake entry
 
 
 def fake_record(run: RunConfig) -> store.RunRecord:
-    """A record with the right shapes for `run` and made-up numbers (nothing is trained; no norms, as before
-    issue 30)."""
+    """A record with the right shapes for `run` and made-up numbers (nothing is trained; no norms, as a record
+    stored before they were)."""
     expected = codec.expected_arrays(run, with_norms=False)
     arrays = {name: np.zeros(shape, dtype=dtypes[0]) for name, (shape, dtypes) in expected.items()}
     n_distinct = codec._n_distinct(run.task)  # the counts a stored record must hold (codec.check_values)

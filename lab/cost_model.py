@@ -37,7 +37,7 @@ PROBES = (
 )
 PROBE_STEPS = 3  # steps per timed chunk
 PROBE_ROUNDS = 7  # chunks per probe: the one of least CPU time is the probe's cost (other load only adds to it)
-EVAL_STEPS = 80  # the evaluation and the 20 snapshots (with their norms, issue 30.3) cost about this many steps
+EVAL_STEPS = 80  # the evaluation and the 20 snapshots (with their norms) cost about this many steps
 # an induction snapshot (held-out losses, the probe set's scores, the norms) costs about 5 steps, the final
 # figures about 20 (measured on the default run: 424 steps' time beside 2,000 steps, 81 snapshots)
 INDUCTION_SNAPSHOT_STEPS, INDUCTION_EVAL_STEPS = 5, 20

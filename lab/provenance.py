@@ -1,8 +1,8 @@
-"""Where a run's numbers came from (issue 19): CPU model, BLAS library, version and kernel family, NumPy version,
+"""Where a run's numbers came from: CPU model, BLAS library, version and kernel family, NumPy version,
 dtype and BLAS threads. float32 training differs between BLAS kernel families (OpenBLAS's SkylakeX and Haswell
 kernels round differently), so every record says which one computed it. OpenBLAS picks the family from the CPU's
 instruction set (AVX-512: SkylakeX, AVX2: Haswell, whatever the vendor) unless the environment forces one with
-OPENBLAS_CORETYPE; the record keeps that variable's value too (issue 29.2), so a caption can say which it was.
+OPENBLAS_CORETYPE; the record keeps that variable's value too, so a caption can say which it was.
 
 Imports threadpoolctl, NumPy and the standard library only (attncore may not import threadpoolctl).
 """
@@ -92,7 +92,7 @@ def checked(value) -> dict | None:
 
 
 def kernel_choice(info: Mapping | None) -> str:
-    """How the kernel family was chosen: '' for another BLAS or a record stored before it was recorded (issue 29.2),
+    """How the kernel family was chosen: '' for another BLAS or a record stored before the variable was recorded,
     else 'forced by OPENBLAS_CORETYPE=Haswell in the environment' or 'picked by OpenBLAS from the CPU's instruction
     set'."""
     if not info or info.get("blas") != "openblas" or "blas_coretype" not in info:

@@ -1,4 +1,4 @@
-"""attncore.interpret: interventions on a trained model (SPEC §12) — what it relies on, not what its maps look like.
+"""attncore.interpret: interventions on a trained model — what it relies on, not what its maps look like.
 
 hooked (a forward pass from the same parameters and layer functions that records every activation and lets any
 be replaced, and the backward from one query's logits to an overridden attention row), patching (activation

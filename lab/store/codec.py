@@ -1,11 +1,11 @@
 """A run record as data, never pickle: arrays in an .npz (allow_pickle=False) and a sealed JSON sidecar.
 
-The sidecar carries the config, the numerics version, the platform that computed it (lab.provenance; absent in
-records stored before issue 19, which are still served), the scalars, the arrays' shapes and the SHA-256 of
-the .npz bytes; it is sealed by a SHA-256 of its own canonical text, and by an HMAC when ATTNCORE_CACHE_KEY
-is set. Everything read back is treated as untrusted: digests first, then schema and shapes against the config,
-then the numbers' ranges (check_values, as for an import). A sidecar whose digest holds but whose HMAC does
-not verify under the current key is UnverifiedError: untrusted, not damaged (the store keeps it).
+The sidecar carries the config, the numerics version, the platform that computed it (lab.provenance), the
+scalars, the arrays' shapes and the SHA-256 of the .npz bytes; it is sealed by a SHA-256 of its own canonical
+text, and by an HMAC when ATTNCORE_CACHE_KEY is set. Everything read back is treated as untrusted: digests
+first, then schema and shapes against the config, then the numbers' ranges (check_values, as for an import). A
+sidecar whose digest holds but whose HMAC does not verify under the current key is UnverifiedError: untrusted,
+not damaged (the store keeps it).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ FORMAT = "attnlab-run/1"
 KEY_VAR = "ATTNCORE_CACHE_KEY"
 PARAM_PREFIX = "params."
 SNAPSHOT_PREFIX = "snapshots."  # step, token_accuracy, sequence_accuracy, probe_attention (attncore.snapshots.stack)
-NORMS_PREFIX = "norms."  # the snapshots' norms (attncore.interpret.norms.stack); absent in records before issue 30
+NORMS_PREFIX = "norms."  # the snapshots' norms (attncore.interpret.norms.stack); absent in records stored before them
 EVAL_FIELDS = ("token_accuracy", "sequence_accuracy", "distinct_accuracy", "n_distinct")
 EVAL_FIELDS += ("repeated_accuracy", "n_repeated", "eval_seconds")
 
@@ -184,7 +184,7 @@ def encode(record) -> tuple[dict, bytes]:
 
 def expected_arrays(run: RunConfig, with_norms: bool = True) -> dict[str, tuple[tuple[int, ...], tuple[str, ...]]]:
     """name -> (shape, allowed dtypes) of every array a record of this run must hold, and nothing else; a record
-    stored before issue 30 holds no norms (with_norms=False)."""
+    stored before records carried norms holds none (with_norms=False)."""
     return dict(_expected_arrays(run.model, run.task, run.train.steps, with_norms))
 
 
@@ -480,7 +480,7 @@ def decode(meta: dict, data: bytes, numerics_version: int, config: dict | None =
         params={name.removeprefix(PARAM_PREFIX): a for name, a in arrays.items() if name.startswith(PARAM_PREFIX)},
         snapshots=unstack(snaps),
         platform=provenance.checked(meta.get("platform")),
-        test_loss=meta["summary"].get("test_loss"),  # absent before issue 28: computed from the weights when asked
-        norms=figures,  # None before issue 30
+        test_loss=meta["summary"].get("test_loss"),  # absent in records stored before it was kept: computed when asked
+        norms=figures,  # None in records stored before they carried norms
         induction={k: meta["summary"][k] for k in INDUCTION_FIGURES} if run.task.name == INDUCTION else None,
     )
