@@ -74,7 +74,7 @@ def test_science_page_renders_formulas_as_math_and_redraws_the_sqrt_dk_table_fro
     assert "numerics version 3" not in "\n".join(docs.read(name) for name in docs.FILES)
 
 
-# --- the README a newcomer reads, and the docs pages behind it (issue 29.8) ----------------------------------
+# --- the README a newcomer reads, and the docs pages behind it ---------------------------------------------
 
 README = ROOT / "README.md"
 LOCAL_LINK = re.compile(r"\]\((?!https?://)([^)#\s]+)(#[^)\s]+)?\)")
@@ -159,7 +159,7 @@ def test_a_heading_inside_a_code_block_is_not_a_section():
 
 
 def test_the_kernel_family_is_tied_to_the_instruction_set_and_the_environment_not_the_vendor():
-    """Issue 29.2: an AMD EPYC runs SkylakeX kernels where it has AVX-512; Haswell kernels there were forced."""
+    """An AMD EPYC runs SkylakeX kernels where it has AVX-512; Haswell kernels there were forced."""
     for name, body in shipped_text().items():
         for sentence in re.split(r"(?<=[.;])\s+", " ".join(body.split())):
             if "Haswell" in sentence and "EPYC" in sentence:
@@ -169,7 +169,7 @@ def test_the_kernel_family_is_tied_to_the_instruction_set_and_the_environment_no
 @pytest.mark.parametrize(
     "claim",
     [
-        "2L + 1 trained rows",  # only 2L rows are trained (issue 28.5)
+        "2L + 1 trained rows",  # only 2L rows are trained
         "fixed distance back (L + 1)",  # copy reads L back
         "show nothing",  # scaling and LN: no difference at 2 blocks and d_k = 8, not "nothing"
         "change nothing",

@@ -1,4 +1,4 @@
-"""Provenance (issue 19): every record says which CPU, BLAS kernel family, NumPy and dtype computed it; records stored
+"""Provenance: every record says which CPU, BLAS kernel family, NumPy and dtype computed it; records stored
 before that are still served; `train --json` prints it; Home and `cache import` name runs from another family."""
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def test_a_record_stored_without_a_platform_is_still_served(cache):
     old = dataclasses.replace(store.compute_run(RUN), platform=None)
     meta, data = codec.encode(old)
     assert "platform" not in meta
-    del meta["summary"]["platform"]  # what a record of before issue 19 holds
+    del meta["summary"]["platform"]  # what a record stored before records carried their platform holds
     back = codec.decode(meta | {"numerics_version": store.NUMERICS_VERSION}, data, store.NUMERICS_VERSION)
     assert back.platform is None
     store.put_run(old)
@@ -96,7 +96,7 @@ def test_train_json_prints_the_platform(tmp_path):
 
 
 def test_a_record_says_whether_the_environment_forced_the_kernel_family(cache, monkeypatch):
-    """Issue 29.2: the family follows the CPU's instruction set unless OPENBLAS_CORETYPE forces one; the record keeps
+    """The family follows the CPU's instruction set unless OPENBLAS_CORETYPE forces one; the record keeps
     the variable (None when unset) and the caption says which, without touching the run's cache key or numbers. The
     variable is only set in this process's os.environ, after OpenBLAS loaded: it changes what is recorded, not the
     kernels."""
@@ -116,7 +116,7 @@ def test_a_record_says_whether_the_environment_forced_the_kernel_family(cache, m
         )
     store.put_run(forced)
     assert store.get_run(RUN).platform["blas_coretype"] == "Haswell"  # stored in the sealed sidecar, read back
-    older = {k: v for k, v in plain.platform.items() if k != "blas_coretype"}  # a record of before issue 29.2
+    older = {k: v for k, v in plain.platform.items() if k != "blas_coretype"}  # stored before the variable was recorded
     assert provenance.checked(older) == older
     assert "forced" not in provenance.describe(older) and "picked" not in provenance.describe(older)
 
