@@ -176,9 +176,8 @@ def encode(record) -> tuple[dict, bytes]:
         "arrays": {name: {"shape": list(a.shape), "dtype": a.dtype.str} for name, a in arrays.items()},
         "npz_sha256": hashlib.sha256(data).hexdigest(),
         "npz_bytes": len(data),
+        "platform": record.platform,
     }
-    if record.platform is not None:  # left out when unknown, so a record read back encodes as it was stored
-        meta["platform"] = record.platform
     return meta, data
 
 
@@ -233,8 +232,8 @@ def check_meta(meta: dict, numerics_version: int, config: dict | None = None) ->
             raise TypeError
         if not isinstance(meta["summary"], dict) or meta["summary"].get("config") != meta["config"]:
             raise TypeError
-        provenance.checked(meta.get("platform"))
-        provenance.checked(meta["summary"].get("platform"))
+        provenance.checked(meta["platform"])
+        provenance.checked(meta["summary"]["platform"])
         scalars = [meta["final_loss"], meta["train_seconds"], meta["n_params"]]
         eval_values = [meta["eval"][k] for k in EVAL_FIELDS]
     except ConfigError as exc:
@@ -372,7 +371,7 @@ def check_summary(summary) -> None:
     """An index line's summary (RunRecord.summary()) is what a checked sidecar holds; RecordError otherwise."""
     try:
         run = _run_of(json.dumps(summary["config"], sort_keys=True))
-        provenance.checked(summary.get("platform"))
+        provenance.checked(summary["platform"])
         _check_numbers(summary, run, stored=True)
     except ConfigError as exc:
         raise RecordError(f"invalid config ({exc.field})") from None
@@ -479,7 +478,7 @@ def decode(meta: dict, data: bytes, numerics_version: int, config: dict | None =
         probe_attention=arrays["probe_attention"],
         params={name.removeprefix(PARAM_PREFIX): a for name, a in arrays.items() if name.startswith(PARAM_PREFIX)},
         snapshots=unstack(snaps),
-        platform=provenance.checked(meta.get("platform")),
+        platform=provenance.checked(meta["platform"]),
         test_loss=meta["summary"].get("test_loss"),  # absent in records stored before it was kept: computed when asked
         norms=figures,  # None in records stored before they carried norms
         induction={k: meta["summary"][k] for k in INDUCTION_FIGURES} if run.task.name == INDUCTION else None,

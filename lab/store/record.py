@@ -69,7 +69,7 @@ class RunRecord:
     probe_attention: np.ndarray  # (n_layers, H, 2L, 2L) attention weights on the probe
     params: dict[str, np.ndarray]  # the trained weights, for head ablation and custom sequences
     snapshots: list[Snapshot] = field(default_factory=list)  # at snapshot_steps(steps), in step order
-    platform: dict | None = None  # lab.provenance.current() where it was computed
+    platform: dict | None = None  # lab.provenance.current() where it was computed (None: made up in memory, unstored)
     test_loss: float | None = None  # attncore.evaluate.test_loss; None: stored before it was kept
     norms: list[dict] | None = None  # attncore.interpret.norms at each snapshot; None: stored before they were
     induction: dict | None = None  # the induction task's final figures (INDUCTION_FIGURES); None for other tasks
