@@ -18,7 +18,7 @@ from attncore.config import NORMS, POSITIONS, make_run
 from attncore.model import forward, loss_and_grads
 from attncore.tasks import sample_batch
 
-EPS = 1e-6  # the article's step
+EPS = 1e-6  # the article's ε
 LARGE_EPS = 1e-4  # crosses ReLU kinks: the check gets worse, not better
 RTOL = 1e-4  # the criterion: relative deviation below 1e-4 ...
 # ... above the float64 noise floor of a centred difference at EPS: the loss (~3) carries ~1e-15 of

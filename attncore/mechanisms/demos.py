@@ -1,4 +1,5 @@
-"""The measurements behind the mechanism pages (docs/model.md): scaling statistics, masks, heads and position.
+"""The measurements behind the mechanism pages: scaling statistics, masks, heads and position (docs/model.md,
+docs/experiments.md).
 
 Pure functions with an explicit seed; they return dicts of arrays or lists of row-dicts
 (one row per measurement, theory beside it) that a page turns into a DataFrame.
