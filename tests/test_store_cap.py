@@ -145,7 +145,7 @@ def test_the_store_reads_max_store_mb_from_secrets_toml_as_the_pages_do(cache, t
 
 
 def test_a_secrets_cap_larger_than_the_default_is_honoured_by_a_workers_cap_pass(cache, tmp_path, monkeypatch):
-    """314 runs once lost, in small: a worker's cap pass fell back to the default under a larger cap."""
+    """How 314 runs were once lost, in small: a worker's cap pass fell back to the default under a larger cap."""
     from ui import worker
 
     others = fill_article_and_others(cache, 10)
