@@ -60,7 +60,7 @@ if swept and missing:  # trained but not stored (a full or read-only store): sho
     done = swept
 if warm_error := bundles.warm_start():
     metrics.warning(warm_error, icon=":material/warning:")
-if unverified := runs.unverified_notice():  # a changed ATTNCORE_CACHE_KEY: runs kept, not served (issue 27.1)
+if unverified := runs.unverified_notice():  # a changed ATTNCORE_CACHE_KEY: runs kept, not served
     metrics.warning(unverified, icon=":material/key:")
 if foreign := provenance.foreign(summaries):
     metrics.info(

@@ -1,4 +1,4 @@
-"""One BLAS thread for every computation of a run (issues 19, 29.1): OpenBLAS splits a matrix product differently
+"""One BLAS thread for every computation of a run: OpenBLAS splits a matrix product differently
 over 1 and 2 threads (with its Haswell kernels even at the lab's sizes), so a run's bits would depend on the thread
 count a process inherits. `on_one_blas_thread` wraps the model's public functions (attncore.model, the hooked forward
 of attncore.interpret), so training steps, evaluation, snapshots and attention maps all run on one thread, called

@@ -1,5 +1,5 @@
-"""Evaluation on the fixed test set (SPEC §7): true greedy generation, at the trained length or at other test
-lengths (length generalisation, issue 14.3), and the held-out test loss (teacher-forced, issue 28.3)."""
+"""Evaluation on the fixed test set: true greedy generation, at the trained length or at other test lengths
+(length generalisation), and the held-out test loss (teacher-forced)."""
 
 from __future__ import annotations
 
@@ -106,7 +106,7 @@ def answer_loss(params, run: RunConfig, n: int = N_TEST) -> float:
 test_loss.__test__ = False  # a measurement: pytest must not collect it where a test module imports it
 
 
-# --- length generalisation (issue 14.3) --------------------------------------
+# --- length generalisation ---------------------------------------------------
 
 MAX_TEST_LENGTHS = 16  # test lengths asked at once; each from 1 to MAX_LENGTH (64)
 

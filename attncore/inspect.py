@@ -1,4 +1,4 @@
-"""Looking inside a trained model (SPEC §8): attention maps, per-head summaries, head ablation."""
+"""Looking inside a trained model: attention maps, per-head summaries, head ablation."""
 
 from __future__ import annotations
 

@@ -49,7 +49,7 @@ class Adam:
 
 
 def lr_multiplier(step: int, steps: int, warmup: int = 0, decay: str = "none", min_lr_ratio: float = 0.0) -> float:
-    """The learning rate of step t = 0 .. steps - 1 as a fraction of lr (SPEC §13).
+    """The learning rate of step t = 0 .. steps - 1 as a fraction of lr (docs/training.md).
 
     Linear warm-up over W steps: min(1, (t + 1)/W). After it, decay to r = min_lr_ratio at the last step
     T - 1 along a straight line (linear) or half a cosine (cosine); 1 with decay none.

@@ -1,4 +1,4 @@
-"""Position encodings at arbitrary positions (SPEC §3, §11): ALiBi's slopes and score bias, and the rows of the
+"""Position encodings at arbitrary positions: ALiBi's slopes and score bias, and the rows of the
 sinusoidal, learned and RoPE tables at the positions of a batch (0..T-1, or randomized positions).
 
 Every function here is a constant of the positions (no trained parameter), so the backward passes are the

@@ -1,4 +1,4 @@
-"""Training snapshots (issue 14.1): at ~20 log-spaced steps, the probe's attention and the greedy accuracy
+"""Training snapshots: at ~20 log-spaced steps, the probe's attention and the greedy accuracy
 on a fixed subset of the test set, recorded by `train` without touching its weights or batch stream. Each task
 says when and how (Task.snapshot_steps, Task.snapshot_scores): the induction task's are every 25 steps (its phase
 change needs the curve), with its losses and head scores as the snapshot's figures.

@@ -1,4 +1,4 @@
-"""Training: a RunConfig in, a TrainResult out (SPEC §6, §7). A pure function of the config."""
+"""Training: a RunConfig in, a TrainResult out. A pure function of the config."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""How long the default views of Ablations and Compare take to train cold, and what adding seeds costs (issue 19).
+"""How long the default views of Ablations and Compare take to train cold, and what adding seeds costs.
 
 Ablations' default: the base and the article's five ablations (copy, L = 6) over seeds 0-2 (18 runs); its
 'add seeds' button goes to 8 seeds (five variants under Holm), 30 more runs. Compare's default: learned vs no

@@ -1,4 +1,4 @@
-"""The dashboard costs no more than the command line (issue 37.5): Home's "Reproduce the article" against
+"""The dashboard costs no more than the command line: Home's "Reproduce the article" against
 `python -m attncore sweep --preset article`, the same 23 runs from empty stores, side by side.
 
     python benchmarks/dashboard_vs_cli.py [--rounds 2]
@@ -7,7 +7,7 @@ Each round, in alternating order: the command line in a fresh process on an empt
 to exit); a real `streamlit run dashboard.py` on 127.0.0.1 on another empty store, opened in headless Chromium
 (its first render, the cost model's calibration included, before the clock), then the time from the click on
 Reproduce until the sweep's progress is gone and the article's table is drawn. Printed per round: both, their
-ratio, and the issue's bound (1.1 x the command line + 3 s); then the medians, with the platform and load.
+ratio, and the bound it is held to (1.1 x the command line + 3 s); then the medians, with the platform and load.
 """
 
 from __future__ import annotations

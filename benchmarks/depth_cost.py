@@ -1,5 +1,5 @@
-"""What depth costs: one training step of 8 blocks against one of 2 at the same width (issue 30.2 asks at most
-4.5x: linear in depth), and what each further block adds from 2 to 4 and from 4 to 8 blocks (equal if linear).
+"""What depth costs: one training step of 8 blocks against one of 2 at the same width (the goal: at most
+4.5x, linear in depth), and what each further block adds from 2 to 4 and from 4 to 8 blocks (equal if linear).
 The last block computes only the answer rows, so it is cheaper than the others and the 8/2 ratio sits above 4
 where the blocks dominate a step (wide models); the embedding, loss and Adam's fixed costs pull it below 4.
 

@@ -1,4 +1,4 @@
-"""Cost per training step of a range-trained run against the fixed length of its longest length (issue 20).
+"""Cost per training step of a range-trained run against the fixed length of its longest length.
 
 Contenders, interleaved round by round: the fixed run at L = MAX, the range MIN..MAX with one length per batch
 (the default), the same with randomized positions, and mixed lengths in right-padded batches. Prints the median

@@ -1,4 +1,4 @@
-"""What the training snapshots cost (issue 14.1, goal: at most ~15% of a default run's time).
+"""What the training snapshots cost (goal: at most ~15% of a default run's time).
 
 The default run (copy, L = 6, 1500 steps) is trained with and without snapshots, alternately, on one
 BLAS thread as the store trains; prints each pair's wall and CPU seconds, the medians, their ratio and

@@ -25,7 +25,7 @@ from attncore.evaluate import EvalResult  # noqa: E402
 from attncore.model import count_params  # noqa: E402
 from attncore.snapshots import snapshot_steps, unstack  # noqa: E402
 from attncore.tasks import N_TEST  # noqa: E402
-from lab import store  # noqa: E402
+from lab import provenance, store  # noqa: E402
 from lab.store import backend as entries
 from lab.store import codec
 from lab.store import index as store_index
@@ -34,8 +34,8 @@ SMALL = dict(steps=10, d_model=8, n_heads=2, n_layers=1, d_ff=8)  # a fake entry
 
 
 def fake_record(run: RunConfig) -> store.RunRecord:
-    """A record with the right shapes for `run` and made-up numbers (nothing is trained; no norms, as before
-    issue 30)."""
+    """A record with the right shapes for `run` and made-up numbers (nothing is trained; no norms, as a record
+    stored before they were; this machine's platform)."""
     expected = codec.expected_arrays(run, with_norms=False)
     arrays = {name: np.zeros(shape, dtype=dtypes[0]) for name, (shape, dtypes) in expected.items()}
     n_distinct = codec._n_distinct(run.task)  # the counts a stored record must hold (codec.check_values)
@@ -54,6 +54,7 @@ def fake_record(run: RunConfig) -> store.RunRecord:
         probe_attention=arrays.pop("probe_attention"),
         params={k.removeprefix(codec.PARAM_PREFIX): v for k, v in arrays.items()},
         snapshots=unstack(snaps),
+        platform=provenance.current(),
     )
 
 

@@ -1,5 +1,5 @@
 """The cost model's estimate (lab.cost_model) against the measured time of the dashboard's default heavy views,
-trained cold the way a page's sweep trains them (issues 29.5, 30.2).
+trained cold the way a page's sweep trains them.
 
 Views: Home's "Reproduce the article" (23 runs), Ablations' default (the base and five ablations over seeds 0-2,
 18 runs), Compare's default (learned vs no position over seeds 0-5, 12 runs), the Length page's first tab (five
@@ -138,7 +138,7 @@ def main() -> None:
     finally:
         pool.shutdown(wait=True)
     print(
-        "ratio: estimate / measured (issue 37.2 asks the computing within 0.7-1.3 of the CPU the runs took); "
+        "ratio: estimate / measured (the goal: the computing within 0.7-1.3 of the CPU the runs took); "
         "busy/quiet: the computing estimated by a model calibrated while --busy processes spun, over the quiet "
         "one's (asked: within 1/1.3 to 1.3)"
     )

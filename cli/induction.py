@@ -1,4 +1,4 @@
-"""`python -m attncore induction` (issue 34): the induction task at each depth and position encoding over the same
+"""`python -m attncore induction`: the induction task at each depth and position encoding over the same
 seeds, trained as one sweep (from the store where it can), then per run its phase change, final losses, head
 scores and causal check, the comparisons by the comparison rule, and the finding (lab.induction)."""
 

@@ -1,4 +1,4 @@
-"""The interventions on the command line (issue 21): `patch`, `lens`, `heads` and `explain` on a trained run.
+"""The interventions on the command line: `patch`, `lens`, `heads` and `explain` on a trained run.
 
 Each takes the run flags of `train` (the run is served from the store, or trained first after the memory
 check) and `--input` (L symbols; default the probe). Bad values raise ConfigError naming the flag, which

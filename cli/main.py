@@ -88,7 +88,7 @@ def cmd_evaluate(a) -> int:
     k, m = run.task, run.model
     trained = f"L={k.length}" if k.train_lengths is None else f"L={k.train_lengths[0]}-{k.train_lengths[1]}"
     print(f"{k.name} trained at {trained} seed={run.train.seed} position={m.position} steps={run.train.steps}")
-    noted = any(r.note for r in results)  # a note column only when some length has one (issue 37)
+    noted = any(r.note for r in results)  # a note column only when some length has one
     print(f"{'test L':>6}  {'per-token':>9}  {'per-sequence':>12}" + ("  note" if noted else ""))
     for r in results:
         tok, seq = (f"{x:.3f}" if x is not None else "-" for x in (r.token_accuracy, r.sequence_accuracy))
@@ -118,7 +118,7 @@ def build_parser(argv=None) -> Parser:
     p.set_defaults(func=cmd_evaluate)
     command = next((word for word in argv if not word.startswith("-")), None) if argv is not None else None
     if command in ("train", "evaluate"):  # a cached run answers in a few ms: the other commands' imports (the
-        return parser  # serving calculators, interventions, norms) were most of its time (issue 37)
+        return parser  # serving calculators, interventions, norms) were most of its time
     from cli import calc as cli_calc
 
     cli_calc.register(sub)

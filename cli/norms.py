@@ -1,4 +1,4 @@
-"""`python -m attncore norms` (issue 30.3): gradient and residual norms by block, and the attention logits,
+"""`python -m attncore norms`: gradient and residual norms by block, and the attention logits,
 entropy and saturated rows by layer, at initialisation and at each training snapshot of the run of the flags.
 
 The snapshots' figures are stored with the run (its record, trained first if it is not stored yet); a record

@@ -1,4 +1,4 @@
-"""`python -m attncore regimes depth|heads|lr` (issue 30.4): a Regimes experiment at the page's defaults (flags
+"""`python -m attncore regimes depth|heads|lr`: a Regimes experiment at the page's defaults (flags
 override them), trained as one sweep, then its table, its verdicts and its finding (lab.regimes)."""
 
 from __future__ import annotations

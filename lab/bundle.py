@@ -330,7 +330,7 @@ def import_bundle_report(
     source, max_bytes: int = MAX_BUNDLE_BYTES, *, location=None, trust: bool = False
 ) -> tuple[int, int, dict]:
     """import_bundle, and {kernel family: runs} of the bundle's runs computed on another BLAS kernel family than
-    this machine's (lab.provenance.foreign; 'unknown' for runs stored before records carried their platform).
+    this machine's (lab.provenance.foreign).
     They are stored under the same keys as this machine's own: served as they are, their platform shown.
 
     The counts are of the bundle's distinct runs (a run listed twice counts once) and of what this call

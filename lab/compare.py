@@ -1,6 +1,6 @@
-"""Groups of runs over seeds (issue 13): mean/min/max per group, loss curves as a band, and paired
+"""Groups of runs over seeds: mean/min/max per group, loss curves as a band, and paired
 differences to a baseline group with the sign-flip interval, an exact sign-flip p, Holm's correction and a
-verdict (lab.stats, issues 19 and 28). The loss compared is the test loss (held out, the same sequences for every
+verdict (lab.stats). The loss compared is the test loss (held out, the same sequences for every
 run of a task and L), not the last training minibatch's.
 
 Groups are {label: records} with the baseline first; a record is a RunRecord or its summary() dict
@@ -269,7 +269,7 @@ def _level_note(confidence: float) -> str:
 
 
 def _spec(values) -> str:
-    """lab.formats.column_spec over the finite values: one format for a whole column (issue 29.6)."""
+    """lab.formats.column_spec over the finite values: one format for a whole column."""
     return formats.column_spec([v for v in values if v == v and not math.isinf(v)])
 
 
@@ -313,7 +313,7 @@ def display(comparisons: pd.DataFrame, each: bool = False) -> pd.DataFrame:
     spec = _spec([*out["t_low"], *out["t_high"]])
     out["t_low"] = [_interval(lo, hi, spec) for lo, hi in t]
     for c in ("p_value", "p_floor", "p_corrected"):
-        out[c] = formats.p_values(out[c])  # one format per column (issue 29.6: 0.007812 beside 0.25)
+        out[c] = formats.p_values(out[c])  # one format per column (never 0.007812 beside 0.25)
     return _display_columns(out)
 
 

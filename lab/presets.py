@@ -14,7 +14,7 @@ from attncore.config import ConfigError, RunConfig, make_run
 
 MAX_JOBS = 256  # a sweep's workers: -1 (all cores) or 1..MAX_JOBS
 
-# SPEC §7: the five ablations of copy, L = 6, seed 0, as make_run overrides.
+# The article's five ablations of copy, L = 6, seed 0, as make_run overrides.
 ABLATIONS = {
     "no scaling": {"scaling": False},
     "no position": {"position": "none"},
@@ -68,7 +68,7 @@ def grid_size(
 
 
 def ablations(task: str = "copy", length: int = 6, seed: int = 0, **common) -> list[RunConfig]:
-    """The full run followed by its five ablations (SPEC §7)."""
+    """The full run followed by its five ablations (the article's)."""
     return [make_run(task, length, seed, **common)] + [
         make_run(task, length, seed, **(common | change)) for change in ABLATIONS.values()
     ]

@@ -1,8 +1,8 @@
-"""Where a run's numbers came from (issue 19): CPU model, BLAS library, version and kernel family, NumPy version,
+"""Where a run's numbers came from: CPU model, BLAS library, version and kernel family, NumPy version,
 dtype and BLAS threads. float32 training differs between BLAS kernel families (OpenBLAS's SkylakeX and Haswell
 kernels round differently), so every record says which one computed it. OpenBLAS picks the family from the CPU's
 instruction set (AVX-512: SkylakeX, AVX2: Haswell, whatever the vendor) unless the environment forces one with
-OPENBLAS_CORETYPE; the record keeps that variable's value too (issue 29.2), so a caption can say which it was.
+OPENBLAS_CORETYPE; the record keeps that variable's value too, so a caption can say which it was.
 
 Imports threadpoolctl, NumPy and the standard library only (attncore may not import threadpoolctl).
 """
@@ -63,11 +63,9 @@ def current(dtype: str = "float32") -> dict:
     return {"cpu": cpu_model(), "machine": _platform.machine()} | _blas() | env
 
 
-def kernel_family(info: Mapping | None) -> str:
+def kernel_family(info: Mapping) -> str:
     """'openblas SkylakeX': the BLAS library and its kernel architecture, what decides float32 rounding; 'unknown'
-    for a record stored before records carried their platform."""
-    if not info:
-        return "unknown"
+    for a platform that names neither."""
     return " ".join(str(info.get(k)) for k in ("blas", "blas_kernel") if info.get(k)) or "unknown"
 
 
@@ -76,11 +74,9 @@ def here() -> str:
     return kernel_family(current())
 
 
-def checked(value) -> dict | None:
-    """A platform read back from a sidecar: None (an older record), or a dict of FIELDS with short strings, whole
-    numbers or nulls; ValueError otherwise."""
-    if value is None:
-        return None
+def checked(value) -> dict:
+    """A platform read back from a sidecar: a dict of FIELDS (a record stored before a field was recorded lacks
+    it) with short strings, whole numbers or nulls; ValueError otherwise."""
     if not isinstance(value, dict) or set(value) - set(FIELDS):
         raise ValueError("the platform is not an object of the known fields")
     for k, v in value.items():
@@ -91,23 +87,20 @@ def checked(value) -> dict | None:
     return dict(value)
 
 
-def kernel_choice(info: Mapping | None) -> str:
-    """How the kernel family was chosen: '' for another BLAS or a record stored before it was recorded (issue 29.2),
+def kernel_choice(info: Mapping) -> str:
+    """How the kernel family was chosen: '' for another BLAS or a record stored before the variable was recorded,
     else 'forced by OPENBLAS_CORETYPE=Haswell in the environment' or 'picked by OpenBLAS from the CPU's instruction
     set'."""
-    if not info or info.get("blas") != "openblas" or "blas_coretype" not in info:
+    if info.get("blas") != "openblas" or "blas_coretype" not in info:
         return ""
     if info["blas_coretype"]:
         return f"forced by {CORETYPE}={info['blas_coretype']} in the environment"
     return "picked by OpenBLAS from the CPU's instruction set"
 
 
-def describe(info: Mapping | None) -> str:
+def describe(info: Mapping) -> str:
     """One line: 'Intel(R) Xeon(R) Processor (x86_64), openblas 0.3.31 SkylakeX kernels on 1 thread (picked by
-    OpenBLAS from the CPU's instruction set), NumPy 2.4.6, float32'; or what is known of a record stored before
-    records carried their platform."""
-    if not info:
-        return "not recorded (stored before records carried their platform)"
+    OpenBLAS from the CPU's instruction set), NumPy 2.4.6, float32'."""
     threads = info.get("blas_threads")
     blas = f"{info.get('blas')} {info.get('blas_version') or ''} {info.get('blas_kernel') or ''} kernels".split()
     text = f"{info.get('cpu')} ({info.get('machine')}), {' '.join(blas)}"
@@ -118,11 +111,11 @@ def describe(info: Mapping | None) -> str:
 
 def foreign(summaries, family: str | None = None) -> dict[str, int]:
     """{kernel family: runs} of the summaries (RunRecord.summary() dicts) computed on another kernel family than
-    `family` (default: this machine's); runs with no recorded platform count as 'unknown'."""
+    `family` (default: this machine's)."""
     family = here() if family is None else family
     out: dict[str, int] = {}
     for s in summaries:
-        theirs = kernel_family(s.get("platform") if isinstance(s, Mapping) else None)
+        theirs = kernel_family(s["platform"])
         if theirs != family:
             out[theirs] = out.get(theirs, 0) + 1
     return out

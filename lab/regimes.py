@@ -1,4 +1,4 @@
-"""The Regimes experiments (issue 30.4): where the LayerNorm's place and √d_k scaling matter. Each is a grid of
+"""The Regimes experiments (docs/regimes.md): where the LayerNorm's place and √d_k scaling matter. Each is a grid of
 cells; a cell pairs two variants over the same seeds (the first the baseline) and is judged by the comparison
 rule of lab.compare (interval, exact p, floor, verdict; Holm across a cell's comparisons only, as Compare's
 panels). Pure functions: configs out, summaries in, DataFrames and sentences out.
@@ -181,7 +181,7 @@ def _mean(summaries: Sequence[dict], metric: str) -> float:
 
 
 def lr_sensitivity(losses: Mapping[float, Sequence[float]], initial: Sequence[float] | float) -> float:
-    """Wortsman et al. 2023 (SPEC §13): E_lr[ℓ(lr)] − min_lr ℓ(lr), where ℓ(lr) is the mean over the seeds of each
+    """Wortsman et al. 2023's LR sensitivity: E_lr[ℓ(lr)] − min_lr ℓ(lr), where ℓ(lr) is the mean over the seeds of each
     run's test loss clipped at its own ℓ₀, the loss of its initial weights (a diverged run, NaN or above ℓ₀, counts
     as ℓ₀ alone, not its whole learning rate). `losses`: {lr: the seeds' test losses}; `initial`: the seeds' ℓ₀ in
     the same order (or one ℓ₀ for all). NaN when no run has a finite loss."""

@@ -1,4 +1,4 @@
-"""Paired comparisons over seeds (SPEC §10, issues 19 and 28): the exact sign-flip test, the interval that inverts
+"""Paired comparisons over seeds (docs/experiments.md): the exact sign-flip test, the interval that inverts
 it, a t interval, Holm's correction and the four verdicts. Pure NumPy and the standard library: arrays of paired
 deltas in, numbers out.
 

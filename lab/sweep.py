@@ -109,7 +109,7 @@ def _reach(address: str, timeout: float) -> None:
 @functools.cache
 def _bounded_client_class():
     """distributed.Client whose start is bounded in time: Client's own timeout does not cover the handshake, so
-    a server that accepts the connection and never answers kept `Client(address)` waiting for good (issue 36.3).
+    a server that accepts the connection and never answers kept `Client(address)` waiting for good.
     The bound is distributed's sync(callback_timeout=...), which cancels the start on the client's own event loop
     (closing its half-read connection); the client is then closed, its loop thread stopped."""
     from distributed import Client

@@ -37,7 +37,7 @@ def store(tmp_path_factory):
 
 
 def shows(text: str, x: float) -> bool:
-    """A table cell in its column's one format (lab.formats.column_spec, issue 29.6) reads as x: its digits, at
+    """A table cell in its column's one format (lab.formats.column_spec) reads as x: its digits, at
     least 3 significant, agree; exactly 0 is '0'."""
     if x == 0:
         return text == "0"
@@ -127,7 +127,7 @@ def test_train_cached_run_appears_at_once(store):
     assert loss.delta == f"last batch {formats.loss(record.final_loss)}"
     assert metric(at, "Per-sequence accuracy") == f"{record.eval.sequence_accuracy:.3f}"
     assert metric(at, "Parameters") == "27,253"
-    assert len(charts(at)) == 3  # the loss curve, accuracy over the snapshots (issue 14), their norms (issue 30.3)
+    assert len(charts(at)) == 3  # the loss curve, accuracy over the snapshots, their norms
     assert "accuracy" in str(charts(at)[1]["layer"][0]["encoding"]["y"])
     assert "largest |q·k|/scale" in str(charts(at)[2]) and "stored before its norms" not in texts(at.info)
     kernel = record.platform["blas_kernel"]

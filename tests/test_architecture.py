@@ -100,7 +100,7 @@ def test_the_packages_checked_are_the_contracts_root_packages():
 
 
 def test_package_inits_walk_the_project_only_not_a_virtual_environment_inside_it(tmp_path):
-    """Issue 29.1: `python -m pytest` in the README's .venv walked into .venv/lib/python3.11/site-packages."""
+    """Regression: `python -m pytest` in the README's .venv walked into .venv/lib/python3.11/site-packages."""
     for rel in ("attncore/__init__.py", "attncore/serving/__init__.py", "cli/__init__.py"):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text('"""Owns x; may import y."""\n')

@@ -53,7 +53,7 @@ def test_sums_written_as_products_are_kept_apart():
 
 
 def test_the_induction_peers_train_the_same_model_on_the_same_batches():
-    """The benchmark's induction contenders (issue 34): PyTorch's peer starts from attncore's weights, draws the same
+    """The benchmark's induction contenders: PyTorch's peer starts from attncore's weights, draws the same
     batches and takes the every-position loss, so both time the same training (float64: the same losses)."""
     from attncore.tasks.induction import make_induction
 

@@ -117,7 +117,7 @@ def assert_tables_fit(tab) -> None:
 
 def assert_charts_fit(tab) -> None:
     """Every chart (its canvas or svg) ends inside the main area's content box, and inside its column: nothing is
-    cut off at the right of a 1,280 px window (issue 29.3: the attention grid ended at 1,421 px)."""
+    cut off at the right of a 1,280 px window (the attention grid once ended at 1,421 px)."""
     wide = tab.evaluate(
         """() => {
             const main = document.querySelector('[data-testid=stMainBlockContainer]');

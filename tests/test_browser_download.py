@@ -1,4 +1,4 @@
-"""Home's "Download all runs" in a real browser against a real server (issue 36.2): three visitors who click at
+"""Home's "Download all runs" in a real browser against a real server: three visitors who click at
 once get one bundle built once; every one of their downloads is that file, served from disk, and the server's
 resident memory grows by less than one bundle over all of them.
 

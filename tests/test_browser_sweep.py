@@ -57,7 +57,7 @@ def test_sweep_shows_progress_within_2_s_and_cancel_stores_nothing_half_trained(
     report = tab.get_by_text(re.compile("cancelled after [0-9]+ of 23 runs"))
     report.wait_for(timeout=15_000)
     trained = int(re.search("cancelled after ([0-9]+) of", report.inner_text()).group(1))
-    # a toast: not a box above the page's title (issue 29.4), and the page below it is the page
+    # a toast: not a box above the page's title, and the page below it is the page
     assert tab.get_by_test_id("stToast").filter(has_text="cancelled after").count() == 1
     assert not tab.get_by_test_id("stMain").get_by_text(re.compile("cancelled after")).count()
     time.sleep(3)  # the stopped workers store nothing afterwards either: only the runs that had finished

@@ -1,4 +1,4 @@
-"""Bundles at their limits (issue 27.9, .10, .16, .17): the documented 5,000 runs, an export that cannot finish
+"""Bundles at their limits: the documented 5,000 runs, an export that cannot finish
 or matches nothing leaves an existing file as it was, and an import counts what it wrote.
 """
 
@@ -56,7 +56,7 @@ def zipped(files: dict) -> bytes:
     return out.getvalue()
 
 
-# --- the documented maximum (issue 27.9) -----------------------------------------------------------------------
+# --- the documented maximum -------------------------------------------------------------------------------------
 
 
 def test_a_bundle_of_the_documented_5000_runs_passes_the_manifest_checks(exported, monkeypatch):
@@ -91,7 +91,7 @@ def test_a_manifest_of_millions_of_numbers_within_the_byte_cap_is_refused_before
         bundle.read_bundle(zipped(files), max_bytes=200 * 2**20)
 
 
-# --- an export never destroys what is there (issue 27.10, 27.16) ---------------------------------------------
+# --- an export never destroys what is there ------------------------------------------------------------------
 
 
 def full_disk_after(monkeypatch, n_members: int) -> None:
@@ -163,7 +163,7 @@ def test_an_export_that_an_import_would_refuse_is_refused_before_anything_is_wri
 
 
 def test_the_same_runs_give_the_same_bundle_bytes(exported, tmp_path):
-    """What lets Streamlit keep one copy of Home's download, however often it is clicked (issue 27.2)."""
+    """What lets Streamlit keep one copy of Home's download, however often it is clicked."""
     again = tmp_path / "again.zip"
     assert bundle.write_bundle(again) == 3
     assert again.read_bytes() == exported.read_bytes()
@@ -174,7 +174,7 @@ def test_the_same_runs_give_the_same_bundle_bytes(exported, tmp_path):
         assert z.comment.decode().endswith(hashlib.sha256(manifest).hexdigest())
 
 
-# --- an import counts what it wrote (issue 27.17) --------------------------------------------------------------
+# --- an import counts what it wrote ------------------------------------------------------------------------------
 
 
 def test_a_bundle_listing_a_run_twice_counts_it_once(cache, exported, capsys):
@@ -219,7 +219,7 @@ def test_two_concurrent_imports_of_one_bundle_report_each_run_stored_once(cache,
     assert len(store.list_cached()) == 3
 
 
-# --- the held-out loss of issue 28 (a run's summary's test_loss) ----------------------------------------------
+# --- the held-out loss (a run's summary's test_loss) ----------------------------------------------------------
 
 
 def with_test_loss(path, value) -> bytes:
@@ -240,7 +240,7 @@ def test_a_run_with_a_valid_test_loss_or_none_at_all_is_imported(cache, exported
     assert bundle.import_bundle(with_test_loss(exported, 0.125)) == (3, 0)
     assert store.list_cached()[0]["test_loss"] == 0.125
     store.clear_cache(cache)
-    assert bundle.import_bundle(with_test_loss(exported, ...)) == (3, 0)  # a bundle from before issue 28
+    assert bundle.import_bundle(with_test_loss(exported, ...)) == (3, 0)  # runs stored before the test loss was kept
     assert len(store.list_cached()) == 3  # its held-out loss, if asked for, is computed from the weights
 
 
@@ -261,7 +261,7 @@ def test_export_counts_a_manifest_as_import_does(exported):
     assert (containers, commas, depth) == (brackets, bare.count(b","), 6)
 
 
-# --- an import streams its runs (issue 36.6) --------------------------------------------------------------------
+# --- an import streams its runs ----------------------------------------------------------------------------------
 
 PEAK_RSS = """
 import resource, sys

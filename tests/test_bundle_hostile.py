@@ -1,4 +1,4 @@
-"""Hostile bundles (issue 18.1): each is refused in one line, before it can cost much CPU or memory.
+"""Hostile bundles: each is refused in one line, before it can cost much CPU or memory.
 
 The JSON bomb, the deep nesting, the huge .npy header, device files and FIFOs; through lab.bundle, the
 command line (exit 2, one line) and Home's upload (one plain message). The CPU bound is generous (the
@@ -226,7 +226,7 @@ def test_codec_reads_no_array_whose_header_disagrees(exported):
     assert record.config == RUNS[0]
 
 
-# --- signatures and ranges (issue 18.2) -----------------------------------------------------------------------
+# --- signatures and ranges ------------------------------------------------------------------------------------
 
 
 def forge(path, edit) -> bytes:
@@ -301,7 +301,7 @@ def zero(name):
     return edit
 
 
-FORGED_NORMS = {  # issue 36.10: each on a run whose loss converged, and each was imported
+FORGED_NORMS = {  # each on a run whose loss converged, and each was once imported
     "NaN gradient norm": (at("norms.grad_norm", (1, 0, 2), np.nan), "norms.grad_norm holds a number that is not"),
     "infinite gradient norm": (at("norms.grad_norm", (0, 1, 0), np.inf), "norms.grad_norm holds a number that is"),
     "NaN entropy": (at("norms.entropy", (2, 0), np.nan), "norms.entropy holds a number that is not finite"),
@@ -399,7 +399,7 @@ def test_the_web_upload_never_signs_unsigned_runs(exported, monkeypatch):
     assert store.list_cached() == []
 
 
-# --- Download all runs (issue 18.3) ---------------------------------------------------------------------------
+# --- Download all runs ------------------------------------------------------------------------------------------
 
 MANY = [make_run("copy", 4, seed, steps=STEPS) for seed in range(8)]
 
@@ -435,7 +435,7 @@ def test_home_offers_the_download_only_within_the_cap(eight_runs, monkeypatch):
     assert "more than this server's download limit of 1 MB" in texts(at.info)
 
 
-# --- the command line's promises (issue 18.5) -----------------------------------------------------------------
+# --- the command line's promises -----------------------------------------------------------------------------
 
 
 def test_cache_export_into_a_closed_pipe_exits_141_quietly(exported, tmp_path):
@@ -497,8 +497,8 @@ def test_uploads_are_refused_while_streamlits_upload_limit_exceeds_max_bundle_mb
 
 
 def test_an_upload_is_capped_in_the_unit_the_browser_counts_and_says_it(cache, monkeypatch):
-    """Streamlit's browser refuses files above maxUploadSize x 10^6 bytes: Home's cap and its label use that MB
-    (issue 27.19); a file just above it (as a Windows browser, counting 2^20, lets through) is refused."""
+    """Streamlit's browser refuses files above maxUploadSize x 10^6 bytes: Home's cap and its label use that MB;
+    a file just above it (as a Windows browser, counting 2^20, lets through) is refused."""
     from apptest_helpers import texts
     from streamlit import config
     from test_app import app

@@ -70,7 +70,7 @@ def test_cache_and_fit_metrics_of_llama_3_8b():
         ("Longest context", "at batch 4, estimate"),
         ("Largest batch", "at context 8,192, estimate"),
     ]
-    assert all(note.endswith(", estimate") for _, _, note in metrics)  # each figure labelled (issue 37)
+    assert all(note.endswith(", estimate") for _, _, note in metrics)  # each figure labelled
     assert cc.fit_metrics(fit, cache)[0][1] == f"{(72 * 10**9 - 2 * 8_030_261_248) // 131_072:,}"
     windowed = kvcache.kv_cache_for(get_preset("mistral-7b-v0.1").arch, 65536, 1, "fp16")
     assert cc.fit_metrics(kvcache.fit(windowed, 80), windowed)[1][1] == "any"

@@ -1,6 +1,6 @@
 """AppTest for the Parameters and KV-cache pages: each renders, loads presets, follows its inputs, restores them
 from the URL and shows bad input as an error message, not a traceback. Expected figures are written out by hand
-(published totals, SPEC §4 and §9 arithmetic) so that a page wired to the wrong number cannot pass."""
+(published totals, the parameter-count and KV-cache arithmetic) so that a page wired to the wrong number cannot pass."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def test_changing_an_input_changes_the_total_and_the_crosscheck_follows():
     assert "27,253 = attncore.model.init_params 27,253" in texts(at.success)
     at.number_input(key="par_d_model").set_value(64)
     rerun(at.number_input(key="par_d_ff").set_value(256))
-    # SPEC §4: 12d² + 13d per block, then embeddings (21 x 64), 13 positions, the final LayerNorm, head with bias
+    # 12d² + 13d per block, then embeddings (21 x 64), 13 positions, the final LayerNorm, head with bias
     total = 2 * (12 * 64**2 + 13 * 64) + 21 * 64 + 13 * 64 + 2 * 64 + (64 * 21 + 21)
     assert metric(at, "Total parameters")[0] == f"{total:,}"
     assert metric(at, "Published (attncore)")[1] == f"{total - 27_253:+,} after your changes"
@@ -162,8 +162,8 @@ def test_kv_cache_inputs_change_the_answer():
     assert metric(at, "Cache / weights")[1] == "MQA cache"
 
 
-def test_kv_cache_query_params_restore_the_spec_example():
-    # SPEC §9: 24 layers, 8 KV heads of 64, 8192 tokens, batch 4, fp16 = 1,610,612,736 B = 1.5 GiB
+def test_kv_cache_query_params_restore_the_articles_worked_example():
+    # the article's worked example: 24 layers, 8 KV heads of 64, 8192 tokens, batch 4, fp16 = 1,610,612,736 B = 1.5 GiB
     query = dict(kv_preset="custom", kv_n_layers="24", kv_n_heads="8", kv_kv_heads="8", kv_head_dim="64")
     at = page("kv_cache", **query, kv_context="8192", kv_batch="4", kv_gpu="rtx-4090")
     assert at.number_input(key="kv_n_layers").value == 24 and at.selectbox(key="kv_gpu").value == "rtx-4090"
@@ -216,11 +216,11 @@ def test_kv_cache_caption_names_only_the_curves_its_preset_draws():
 # --- KV cache, the serving engine's fit ----------------------------------------------------------
 
 ENGINE = dict(kv_mode="vllm")  # Llama-3-8B (the page's default preset) at max_model_len = context 8,192
-A100 = ENGINE | dict(kv_e_gpu="a100-40gb")  # the card of vLLM issue 12330 (the page starts on the simple fit's H100)
+A100 = ENGINE | dict(kv_e_gpu="a100-40gb")  # the card of vLLM #12330 (the page starts on the simple fit's H100)
 
 
-def test_engine_mode_with_the_logs_figures_reproduces_issue_12330():
-    # vLLM issue 12330: A100-40GB, V0, "total_gpu_memory (39.50GiB) x gpu_memory_utilization (0.90) = 35.55GiB",
+def test_engine_mode_with_the_logs_figures_reproduces_the_llama_3_8b_a100_log():
+    # vLLM #12330: A100-40GB, V0, "total_gpu_memory (39.50GiB) x gpu_memory_utilization (0.90) = 35.55GiB",
     # non_torch 0.10GiB, activation 9.37GiB, KV 11.12GiB, 5,691 blocks, 11.12x for 8192 tokens
     at = page("kv_cache", **A100, kv_e_version="v0", kv_e_non_torch_gib="0.1", kv_e_activation_gib="9.37")
     assert metric(at, "Available KV cache memory")[0] == "11.12 GiB"

@@ -1,4 +1,5 @@
-"""Parameter and KV-cache calculators: SPEC §4 and §9 to the byte, presets, the attncore cross-check, the CLI."""
+"""Parameter and KV-cache calculators: the article's arithmetic to the byte, presets, the
+attncore cross-check, the CLI."""
 
 import dataclasses
 import json
@@ -165,10 +166,10 @@ def test_bad_architecture_names_the_field():
     assert e.value.field == "ffn"
 
 
-# --- the KV cache: SPEC §9 worked examples -----------------------------------
+# --- the KV cache: the article's worked examples ------------------------------
 
 
-def test_spec_example_24_blocks_gqa_8192_tokens():
+def test_worked_example_24_blocks_gqa_8192_tokens():
     weights = (
         24 * calc.count_parameters(calc.describe_attncore(ModelConfig(d_model=512, n_heads=8, d_ff=2048))).per_layer[0]
     )
@@ -180,7 +181,7 @@ def test_spec_example_24_blocks_gqa_8192_tokens():
     assert mqa.bytes == 1_610_612_736 // 8 and f"{mqa.gib:.3f}" == "0.188"
 
 
-def test_spec_examples_32_layers_and_toy():
+def test_worked_examples_32_layers_and_toy():
     assert kvcache.kv_cache(32, 32, 128, 4096, 1, "fp16").gib == 2.0
     assert f"{kvcache.kv_cache(32, 1, 128, 4096, 1, 'fp16').gib:.3f}" == "0.062"
     assert kvcache.kv_cache(4, 8, 32, 160, 1, "fp64").bytes / kvcache.MIB == 2.5

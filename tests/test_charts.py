@@ -208,7 +208,7 @@ def test_accuracy_vs_length_names_copy_above_and_sort_below_their_line_ends():
 
 
 def test_accuracy_vs_length_names_every_task_reverse_too():
-    """Issue 29.3: the reverse line ended unlabelled; three lines ending together keep three names apart."""
+    """Regression: the reverse line ended unlabelled; three lines ending together keep three names apart."""
     long = pd.DataFrame(
         {"task": [t for t in ("copy", "reverse", "sort") for _ in range(2)], "length": [8] * 6, "seeds": 3}
         | {"metric": ["per-token", "per-sequence"] * 3, "mean": [1.0] * 6, "min": [1.0] * 6}
@@ -263,7 +263,7 @@ def test_attention_heatmaps_name_every_row_and_column(maps_and_tokens):
 
 @pytest.mark.parametrize("n_heads, columns", [(1, 1), (4, 4), (8, 4), (6, 3), (16, 4)])
 def test_attention_heatmaps_of_many_heads_wrap_into_rows_that_fit_the_main_area(n_heads, columns):
-    """Issue 29.3: the grid ended at 1,421 px of a 1,280 px window (head 3 hidden) and its legend with it."""
+    """Regression: the grid ended at 1,421 px of a 1,280 px window (head 3 hidden) and its legend with it."""
     run = make_run(length=6, n_layers=2, n_heads=n_heads, d_model=16 * n_heads)
     params = init_params(run.model, np.random.default_rng(0))
     tokens = probe_sequence(run.task)
@@ -324,7 +324,7 @@ def test_breakdown_bars_and_head_effects_build(maps_and_tokens):
     assert spec["encoding"]["color"]["scale"]["range"] == [charts.WEIGHT_COLOR, charts.SEQUENCE_COLOR]
 
 
-# --- training dynamics and length generalisation (issue 14) ---------------------------------------
+# --- training dynamics and length generalisation ------------------------------------------------
 
 
 def test_snapshot_frame_and_accuracy_chart_share_the_loss_curves_step_axis():
@@ -347,7 +347,7 @@ def test_snapshot_frame_and_accuracy_chart_share_the_loss_curves_step_axis():
 
 
 def test_the_learning_rate_chart_has_room_for_its_title_and_writes_rates_as_the_lab_does():
-    """Issue 37: the y title was cut to 'learning rat' in a ~40 px plot, the ticks '0e+0 / 2e-3'."""
+    """Regression: the y title was cut to 'learning rat' in a ~40 px plot, the ticks '0e+0 / 2e-3'."""
     from attncore.optim import lr_schedule
 
     run = make_run(steps=300, warmup=60, decay="cosine", min_lr_ratio=0.1)
@@ -411,7 +411,7 @@ def test_length_findings_average_inside_and_past_the_range_and_rank_past_it():
 
 
 def test_a_bottom_legend_has_as_many_columns_as_fit_a_phone():
-    """Issue 29.3: at 390 px a 4-column legend of 6 variants showed 4 of them."""
+    """Regression: at 390 px a 4-column legend of 6 variants showed 4 of them."""
     from ui.charts.base import PHONE_WIDTH, legend_columns
 
     labels = ["base: 1,500 steps", "no scaling", "no position", "post-LN", "pre-LN, lr 1e-2", "post-LN, lr 1e-2"]
@@ -437,7 +437,7 @@ def test_band_curves_add_the_legends_rows_to_the_height_and_keep_accuracy_off_th
 
 
 def test_scores_over_training_axis_ends_at_the_last_stored_step():
-    """Issue 29.3: the log axis ran to 5,000 steps when the data stop at 1,500."""
+    """Regression: the log axis ran to 5,000 steps when the data stop at 1,500."""
     from ui.charts import interpret
 
     steps = np.array([1, 10, 100, 1500])
@@ -448,7 +448,7 @@ def test_scores_over_training_axis_ends_at_the_last_stored_step():
 
 @pytest.mark.parametrize("columns", [4, 5])
 def test_length_curves_panels_share_the_main_area(columns):
-    """Issue 29.3: the Length page's facets ran past 1,280 px (ALiBi hidden) on both tabs."""
+    """Regression: the Length page's facets ran past 1,280 px (ALiBi hidden) on both tabs."""
     names = ["none", "learned", "sinusoidal", "RoPE", "ALiBi"]
     df = pd.DataFrame(
         {"encoding": names, "length": 4, "metric": "per-token", "seeds": 1, "mean": 0.5, "min": 0.4, "max": 0.6}

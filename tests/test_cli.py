@@ -119,7 +119,7 @@ BAD_INPUT = {
     ),
     "scaling and no-scaling": (["sweep", *SMALL, "--scaling", "on", "--no-scaling"], "--scaling", "not both"),
     "scaling maybe": (["sweep", *SMALL, "--scaling", "maybe"], "--scaling", "'on', 'off'"),
-    # issue 27.20: each message names the flag typed and its real range
+    # each message names the flag typed and its real range
     "train-lengths 1 0": (["train", "--train-lengths", "1", "0"], "--train-lengths", "from 1 to 64 with MIN <= MAX"),
     "train-lengths and a typed --length": (
         ["train", "--train-lengths", "1", "8", "--length", "6"],
@@ -145,7 +145,7 @@ BAD_INPUT = {
     "max-mb 1e-9": (["cache", "import", "{tmp}/a-file", "--max-mb", "1e-9"], "--max-mb", "from 1 to 100,000 MB"),
     "max-memory 1": (["train", *SMALL, "--max-memory", "1"], "--max-memory", "more than the 1 byte --max-memory cap"),
     "max-memory 1500": (["train", *SMALL, "--max-memory", "1500"], "--max-memory", "the 1.46 KiB --max-memory cap"),
-    # issue 36.7: ASCII digits only, in every flag (Python's int() and float() read other scripts' digits)
+    # ASCII digits only, in every flag (Python's int() and float() read other scripts' digits)
     "regimes seeds in Arabic-Indic digits": (["regimes", "depth", "--seeds", "٣"], "--seeds", "from 1 to 16, got '٣'"),
     "min-lr-ratio in Arabic-Indic digits": (
         ["train", *SMALL, "--decay", "cosine", "--min-lr-ratio", "١"],
@@ -207,7 +207,7 @@ NOT_ASCII_NUMBERS = ("٣", "١.٥", "٣e٢", "1_000", "３", "߃", " 3", "3\u00a
 
 
 def test_every_typed_flag_reads_ascii_digits_only():
-    """Issue 36.7: one parser for every number a flag takes (cli.flags.integer and number, or a type built on
+    """One parser for every number a flag takes (cli.flags.integer and number, or a type built on
     them): a new flag with type=int or float (which read '٣' as 3) fails here."""
     from cli.main import build_parser
 
@@ -251,7 +251,7 @@ def test_train_json_prints_the_snapshots_and_evaluate_matches_it_at_the_trained_
     # learned positions (a table of 2L + 1 = 9 rows): L = 9 needs 18 positions, no number and a note saying why
     assert past["token_accuracy"] is None and past["sequence_accuracy"] is None
     assert "learned" in past["note"] and "9 rows" in past["note"]
-    # the text: a note column only when a length has a note (issue 37: it was printed empty)
+    # the text: a note column only when a length has a note (it was once printed empty)
     plain = attncore(cache, "evaluate", *flags, "--test-lengths", "2", "4").stdout.splitlines()
     assert plain[1].split() == ["test", "L", "per-token", "per-sequence"]
     noted = attncore(cache, "evaluate", *flags, "--test-lengths", "2", "9").stdout.splitlines()
@@ -459,7 +459,7 @@ def test_sweep_group_by_prints_groups_and_paired_comparisons_as_json(tmp_path):
         assert c["t_low"] is None or c["t_low"] <= c["delta_mean"] <= c["t_high"]
         assert c["verdict"] in ("too few seeds", "identical on every seed")  # 3 seeds can show nothing
     printed = attncore(cache, *argv, "--group-by", "scaling").stdout
-    assert max(len(line) for line in printed.splitlines()) <= 120  # issue 37: the tables were ~230 wide
+    assert max(len(line) for line in printed.splitlines()) <= 120  # the tables were once ~230 wide
     text = " ".join(printed.split())  # paragraphs wrap
     assert "Runs grouped by scaling" in text and "Each scaling against off, paired by seed" in text
     assert "a difference can be shown once 6 seeds differ" in text and "These runs have 3 seeds" in text
@@ -476,7 +476,7 @@ def test_sweep_no_scaling_still_works_and_scaling_on_off_is_a_grid_flag(tmp_path
     assert both[1]["cached"] and both[1]["final_loss"] == off[0]["final_loss"]
 
 
-# --- issue 20: training on a range, randomized positions, ALiBi, reverse ------------------------------------
+# --- training on a range, randomized positions, ALiBi, reverse ---------------------------------------------
 
 
 def test_train_lengths_and_randomized_positions_reach_the_json_config(tmp_path):
@@ -527,7 +527,7 @@ def test_evaluate_on_randomized_positions(tmp_path):
 
 
 def test_help_shows_every_default(tmp_path):
-    """Issue 29.7: `train --help` shows each flag's default (none for unset or off flags)."""
+    """`train --help` shows each flag's default (none for unset or off flags)."""
     r = attncore(tmp_path, "train", "--help")
     text = " ".join(r.stdout.split())  # argparse wraps the help column
     for shown in ("--steps STEPS (default: 1500)", "--length L (default: 6)",
@@ -540,8 +540,8 @@ def test_help_shows_every_default(tmp_path):
 
 
 def test_a_sweep_counts_what_it_trained_and_names_its_base_by_the_varied_factor(tmp_path, monkeypatch, capsys):
-    """Issue 27.20: a sweep whose runs another process stored while it ran says they came from the cache (its
-    start-time check saw none); issue 29.7: a sweep varying only the position names its base 'learned position'."""
+    """A sweep whose runs another process stored while it ran says they came from the cache (its
+    start-time check saw none); a sweep varying only the position names its base 'learned position'."""
     from cli.main import main
     from lab import store
     from lab import sweep as lab_sweep

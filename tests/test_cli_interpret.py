@@ -1,4 +1,4 @@
-"""The interventions on the command line (issue 21): patch, lens, heads, explain with --json; bad input exits 2."""
+"""The interventions on the command line: patch, lens, heads, explain with --json; bad input exits 2."""
 
 from __future__ import annotations
 
@@ -59,11 +59,11 @@ def test_lens_heads_and_explain_json(cache):
         (["explain", "--query", "2"], "--query"),
         (["explain", "--restarts", "0"], "--restarts"),
         (["heads", "--n-test", "501"], "--n-test"),
-        (["explain", "--permutations", "10001"], "--permutations"),  # issue 27.4: a typo cannot cost an hour
+        (["explain", "--permutations", "10001"], "--permutations"),  # a typo cannot cost an hour
         (["explain", "--restarts", "21"], "--restarts"),
         (["explain", "--search-steps", "2001"], "--search-steps"),
         (["explain", "--baseline-seeds", *map(str, range(11))], "--baseline-seeds"),
-        (["explain", "--input", "\u0663 2 3 4 5 6"], "--input"),  # issue 27.21: an Arabic-Indic three
+        (["explain", "--input", "\u0663 2 3 4 5 6"], "--input"),  # an Arabic-Indic three
         (["patch", "--input", "+1 2 3 4 5 6"], "--input"),
         (["patch", "--direction", "sideways"], "--direction"),
     ],
@@ -74,7 +74,7 @@ def test_bad_input_exits_2_with_one_line(cache, argv, flag):
 
 
 def test_explain_refuses_a_search_too_big_for_memory_before_training(tmp_path):
-    """Issue 27.4: the estimate (1,000 shuffles in chunks: about 33 MiB) against --max-memory, which training's
+    """The estimate (1,000 shuffles in chunks: about 33 MiB) against --max-memory, which training's
     own estimate (about 22 MiB) passes: refused with the figure and the limit, and nothing trained."""
     from test_cli import stored
 
@@ -85,7 +85,7 @@ def test_explain_refuses_a_search_too_big_for_memory_before_training(tmp_path):
 
 
 def test_explain_refuses_work_estimated_over_its_limit_before_training(tmp_path):
-    """Issue 36.5: `explain --permutations 10000 --d 256 --layers 4 --steps 10` ran for minutes (within memory)."""
+    """Regression: `explain --permutations 10000 --d 256 --layers 4 --steps 10` ran for minutes (within memory)."""
     from test_cli import stored
 
     r = attncore(tmp_path, "explain", "--permutations", "10000", "--d", "256", "--layers", "4", "--steps", "10")
@@ -116,8 +116,8 @@ def test_the_explain_work_limit_passes_the_defaults_and_every_range_on_the_defau
 
 
 def test_explain_says_it_trains_and_numbers_restarts_as_the_page(tmp_path):
-    """Issue 29.7: an untrained config says so on stderr (each run it trains), restarts are numbered 1..k as on
-    the Explanations page; issue 28.5: divergences in lab.formats (never 'JSD 0.000 to 0.000')."""
+    """An untrained config says so on stderr (each run it trains), restarts are numbered 1..k as on
+    the Explanations page; divergences in lab.formats (never 'JSD 0.000 to 0.000')."""
     r = attncore(tmp_path, "explain", *SHORT, "--layer", "0", "--head", "1", "--permutations", "10",
                  "--restarts", "2", "--search-steps", "20", "--baseline-seeds", "0", "1")  # fmt: skip
     assert r.returncode == 0, r.stderr
@@ -134,7 +134,7 @@ def test_patch_prints_sep_and_offers_both_directions(cache):
     assert text.returncode == 0, text.stderr
     assert "clean 17 3 0 12 7 9 SEP 17 3 0 12 7  ->  corrupted 17 3 5 12 7 9 SEP 17 3 0 12 7" in text.stdout
     assert "denoise: clean activations copied into the corrupted run" in text.stdout
-    # issue 37: no '−0.000', and the MLP figures and the grids' columns labelled
+    # no '−0.000', and the MLP figures and the grids' columns labelled
     assert "−0.000" not in text.stdout and "-0.000" not in text.stdout
     assert "each block's MLP output at every position: L0 " in text.stdout and "   L1 " in text.stdout
     lines = text.stdout.splitlines()

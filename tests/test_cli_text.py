@@ -26,7 +26,7 @@ def test_a_paragraph_wraps_at_the_width_and_keeps_words_whole():
 
 
 def test_help_names_the_run_store_it_will_use(monkeypatch, capsys):
-    """Issue 37: `--help` said cache/ when ATTNCORE_CACHE_DIR pointed elsewhere."""
+    """Regression: `--help` said cache/ when ATTNCORE_CACHE_DIR pointed elsewhere."""
     import pytest
 
     from cli import flags

@@ -1,4 +1,4 @@
-"""Groups over seeds: mean/min/max per group, loss bands, and the paired-difference verdict (issue 13)."""
+"""Groups over seeds: mean/min/max per group, loss bands, and the paired-difference verdict."""
 
 from __future__ import annotations
 
@@ -162,7 +162,7 @@ def test_the_interval_agrees_with_the_verdict_in_every_row_and_names_a_holm_leve
 
 
 def test_display_each_writes_every_number_as_the_command_line_prints_it():
-    """Issue 37: the Regimes tables wrote p 0.0312 and one column spec; the CLI and docs give 0.03125 and 3
+    """Regression: the Regimes tables wrote p 0.0312 and one column spec; the CLI and docs give 0.03125 and 3
     significant digits per number."""
     base = group([0.5] * 6)
     far = group([0.5 - 0.3 - s / 100 for s in range(6)], norm="post")  # lower on every seed: p at the floor
@@ -176,7 +176,7 @@ def test_display_each_writes_every_number_as_the_command_line_prints_it():
         assert each.loc[level, "interval"].startswith(stats.format_interval(r["ci_low"], r["ci_high"]))
     assert each.loc["post", "p_floor"] == "0.03125" and each.loc["post", "delta_mean"] == "−0.325"
     assert each.loc["none", "delta_mean"] == "−8.50e-04"  # its own 3 digits, not the column's
-    column = display(table).set_index("level")  # the default: one format per column (issue 29.6)
+    column = display(table).set_index("level")  # the default: one format per column
     assert column.loc["post", "delta_mean"] == "−3.25e-01"
 
 

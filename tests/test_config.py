@@ -67,7 +67,8 @@ def test_config_error_is_a_value_error():
 
 
 def test_defaults_are_the_articles_experiment():
-    """SPEC §7: d 32, 4 heads, 2 blocks, d_ff 128, batch 32, 1500 steps, lr 3e-3, pre-LN, scaling, learned."""
+    """The article's experiment: d 32, 4 heads, 2 blocks, d_ff 128, batch 32, 1500 steps, lr 3e-3, pre-LN,
+    scaling, learned."""
     run = make_run()
     assert run == RunConfig()
     m, t = run.model, run.train

@@ -1,6 +1,6 @@
 """The cost model (lab.cost_model) and what the heavy buttons do with it: an estimate before the click with
-nothing stored (issue 29.5), and the per-view budget max_view_cpu_s that refuses a view naming cost and cap
-(issue 30.2). How close the estimates come to measured times is printed by benchmarks/view_estimates.py (speed is
+nothing stored, and the per-view budget max_view_cpu_s that refuses a view naming cost and cap.
+How close the estimates come to measured times is printed by benchmarks/view_estimates.py (speed is
 never asserted here)."""
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def test_a_sweeps_wall_time_is_its_computing_shared_out_or_its_longest_run_times
 
 
 def test_a_part_of_a_sweep_is_never_estimated_above_the_whole():
-    """Issue 37.2: 200 random subsets of a random grid, each below its superset (the wall time and the computing)."""
+    """200 random subsets of a random grid, each below its superset (the wall time and the computing)."""
     rng = np.random.default_rng(0)
     model = CostModel(np.array([1e-3, 2e-4, 1e-9, 1e-9, 1e-8]), (), 0.0)
     grid = [
@@ -123,7 +123,7 @@ def page(url_path: str) -> AppTest:
 
 
 def test_home_estimates_the_article_sweep_with_nothing_stored(cache):
-    """Issue 29.5: the reproduce button names a duration before any run exists (it used to say 'no measured
+    """The reproduce button names a duration before any run exists (it used to say 'no measured
     estimate yet'), from the cost model at the sweep's two workers."""
     at = page("")
     assert not list_cached()
@@ -159,7 +159,7 @@ def slow_machine(monkeypatch, seconds_per_step: float) -> None:
 
 
 def test_a_local_server_trains_what_its_user_asks_for_after_one_confirmation_when_long(cache, monkeypatch):
-    """Issue 37.1: local means unlimited. The article's 23 runs at 10 s a step (about 50 h of computing here) are
+    """Local means unlimited. The article's 23 runs at 10 s a step (about 50 h of computing here) are
     offered on a local server; above 30 min the button waits for one confirmation."""
     monkeypatch.setenv("ATTNLAB_HOSTED", "0")
     slow_machine(monkeypatch, 10.0)

@@ -1,7 +1,6 @@
-"""The dashboard's sweeps on a Dask cluster (issue 30.6): with dask_scheduler set, a page's Train button sends its
+"""The dashboard's sweeps on a Dask cluster: with dask_scheduler set, a page's Train button sends its
 runs to the scheduler (never to the local worker pool), and they are bit-identical to runs trained here. A scheduler
-address that does not answer, or answers garbage, is one plain sentence within a bounded time and holds no slot
-(issue 36.3, 36.4)."""
+address that does not answer, or answers garbage, is one plain sentence within a bounded time and holds no slot."""
 
 from __future__ import annotations
 
@@ -231,7 +230,7 @@ def one_server_runtime(monkeypatch):
 def test_two_visits_to_a_silent_scheduler_do_not_wedge_the_slots_for_a_third_visitor(
     tmp_path, monkeypatch, listener, one_server_runtime
 ):
-    """Issue 36.3: two Train clicks on Regimes with a scheduler that accepts and never answers held both slots for
+    """Regression: two Train clicks on Regimes with a scheduler that accepts and never answers held both slots for
     good (connect inside the slot and under the clients' lock, unbounded); a third visitor got "busy"."""
     silent = listener()
     monkeypatch.setenv("ATTNCORE_CACHE_DIR", str(tmp_path))

@@ -45,12 +45,14 @@ def test_headings_are_unique_across_the_science_page():
     assert len(every) == len(set(every))
 
 
-def test_no_page_readme_or_docs_file_cites_the_spec():
-    """The design reference is not shipped: pages name "the article" and link docs/, never "SPEC §x"."""
+def test_no_page_readme_or_docs_file_cites_the_design_reference_or_an_issue_number():
+    """Neither the design reference nor the project's issues are shipped: pages name "the article" and link docs/,
+    never a section of the reference or an issue by number (another project's is cited as 'vLLM #N')."""
     shown = [*(ROOT / "app_pages").glob("*.py"), ROOT / "README.md", *docs.DOCS_DIR.glob("*.md")]
     shown += [ROOT / "attncore" / "serving" / "presets.py", ROOT / "benchmarks" / "attention_cost.py"]
     shown += [ROOT / "benchmarks" / "kv_cache.py", ROOT / "attncore" / "serving" / "kvbench.py"]
     assert [p.name for p in shown if "SPEC" in p.read_text()] == []
+    assert [p.name for p in shown if re.search(r"[Ii]ssues? [0-9]", p.read_text())] == []
 
 
 def test_science_page_renders_every_file_with_anchors_and_in_page_links():
@@ -74,7 +76,7 @@ def test_science_page_renders_formulas_as_math_and_redraws_the_sqrt_dk_table_fro
     assert "numerics version 3" not in "\n".join(docs.read(name) for name in docs.FILES)
 
 
-# --- the README a newcomer reads, and the docs pages behind it (issue 29.8) ----------------------------------
+# --- the README a newcomer reads, and the docs pages behind it ---------------------------------------------
 
 README = ROOT / "README.md"
 LOCAL_LINK = re.compile(r"\]\((?!https?://)([^)#\s]+)(#[^)\s]+)?\)")
@@ -159,7 +161,7 @@ def test_a_heading_inside_a_code_block_is_not_a_section():
 
 
 def test_the_kernel_family_is_tied_to_the_instruction_set_and_the_environment_not_the_vendor():
-    """Issue 29.2: an AMD EPYC runs SkylakeX kernels where it has AVX-512; Haswell kernels there were forced."""
+    """An AMD EPYC runs SkylakeX kernels where it has AVX-512; Haswell kernels there were forced."""
     for name, body in shipped_text().items():
         for sentence in re.split(r"(?<=[.;])\s+", " ".join(body.split())):
             if "Haswell" in sentence and "EPYC" in sentence:
@@ -169,7 +171,7 @@ def test_the_kernel_family_is_tied_to_the_instruction_set_and_the_environment_no
 @pytest.mark.parametrize(
     "claim",
     [
-        "2L + 1 trained rows",  # only 2L rows are trained (issue 28.5)
+        "2L + 1 trained rows",  # only 2L rows are trained
         "fixed distance back (L + 1)",  # copy reads L back
         "show nothing",  # scaling and LN: no difference at 2 blocks and d_k = 8, not "nothing"
         "change nothing",

@@ -1,4 +1,4 @@
-"""Home's "Download all runs" is one file on disk per store state (issue 36.2): built once, whoever clicks and
+"""Home's "Download all runs" is one file on disk per store state: built once, whoever clicks and
 however often, under a slot; served by Streamlit from disk, so it costs the server no memory per click.
 
 Before, the bundle went into Streamlit's in-memory media storage at each click: a real server's memory grew by

@@ -1,4 +1,4 @@
-"""Issue 14 on the pages: the training-step control of Train and Attention, and the Length generalisation page.
+"""Training dynamics on the pages: the training-step control of Train and Attention, and the Length generalisation page.
 
 Runs are short (30 steps) and live in a temporary run store (ATTNCORE_CACHE_DIR), as in test_app.
 """
@@ -150,24 +150,24 @@ def test_length_page_compares_each_encoding_with_a_baseline_at_each_test_length(
     far = {k: evaluate_lengths(r.params, r.config, [9])[0].sequence_accuracy for k, r in runs.items()}
     deltas = [far["rope", s] - far["sinusoidal", s] for s in (0, 1)]
     row = table[(table["test L′"] == 9) & (table["encoding"] == "RoPE") & (table["metric"] == "per-sequence")]
-    shown, delta = row.iloc[0]["Δ min"], min(deltas)  # in the column's one format (issue 29.6)
+    shown, delta = row.iloc[0]["Δ min"], min(deltas)  # in the column's one format
     assert shown == "0" if delta == 0 else abs(float(shown.replace("−", "-")) - delta) <= 5e-3 * abs(delta)
     assert "Holm's correction across the encodings, per test length and metric" in texts(at.caption)
     # four encodings against learned (at L′ = 3) need 8 differing seeds under Holm (more where seeds tie): more
     # seeds or runs than this server allows, with the cap every page has (max_seeds), and a control to act on it
     cap = limits().max_seeds
     assert f"more than this server allows ({cap})" in texts(at.info) or "would take" in texts(at.info)
-    assert at.number_input(key="len_seeds").max == cap  # one seed cap on every page (issue 29.4)
+    assert at.number_input(key="len_seeds").max == cap  # one seed cap on every page
     assert at.multiselect(key="len_enc").value == list(POSITIONS)  # fewer encodings: fewer comparisons
 
 
 def test_length_page_trains_five_encodings_on_a_range_and_reports_from_the_runs(store):
     at = app("lengths", lit_seeds="1", lit_task="reverse")  # the sidebar's steps (30), changed from the default
-    assert "0 of 5 runs cached" in texts(at.info)  # the notice and the button of every page (issue 37)
+    assert "0 of 5 runs cached" in texts(at.info)  # the notice and the button of every page
     assert at.button(key="lit_train").proto.type == "primary"
     at.button(key="lit_train").click().run()
     assert not at.exception, [e.message for e in at.exception]
-    # trained: the page says so at once, without a reload (issue 29.4: '15 of 15 runs are not trained yet' stayed)
+    # trained: the page says so at once, without a reload ('15 of 15 runs are not trained yet' once stayed)
     assert "runs cached" not in texts(at.info) and "lit_train" not in [b.key for b in at.button]
     runs = {p: make_run("reverse", 8, steps=STEPS, position=p, train_min=1) for p in ("none", "learned", "alibi")}
     assert all(is_cached(r) for r in runs.values())

@@ -41,20 +41,20 @@ def near(value, expected, tol=0.03):
     return abs(value - expected) <= tol * abs(expected)
 
 
-# --- the issue's case: Meta-Llama-3-8B on an A100-40GB --------------------------------------------------------
+# --- vLLM #12330: Meta-Llama-3-8B on an A100-40GB ---------------------------------------------------------------
 
-# vLLM issue 12330 (https://github.com/vllm-project/vllm/issues/12330), vLLM 0.6.6 (V0), util 0.90, bf16 cache:
-ISSUE_12330 = [
+# vLLM #12330 (https://github.com/vllm-project/vllm/issues/12330), vLLM 0.6.6 (V0), util 0.90, bf16 cache:
+LLAMA3_8B_A100_LOG = [
     "the current vLLM instance can use total_gpu_memory (39.50GiB) x gpu_memory_utilization (0.90) = 35.55GiB",
     "model weights take 14.96GiB; non_torch_memory takes 0.10GiB; PyTorch activation peak memory takes 9.37GiB; "
     "the rest of the memory reserved for KV Cache is 11.12GiB.",
 ]  # then "# GPU blocks: 5691, # CPU blocks: 2048" and "Maximum concurrency for 8192 tokens per request: 11.12x"
 
 
-def test_issue_12330_with_the_logs_measured_figures():
+def test_llama_3_8b_a100_log_with_the_logs_measured_figures():
     s = EngineSettings(version="v0", max_model_len=8192, non_torch_gib=0.10, activation_gib=9.37)
     f = engine_fit(LLAMA3_8B, CARDS["a100-40gb"].total_gib, s, gpu="a100-40gb")
-    assert log_lines(f)[:2] == ISSUE_12330  # the weights are counted (8,030,261,248 × 2 B), not typed
+    assert log_lines(f)[:2] == LLAMA3_8B_A100_LOG  # the weights are counted (8,030,261,248 × 2 B), not typed
     assert f.block_bytes == 32 * 16 * 2 * 8 * 128 * 2  # layers × block × K and V × heads × head dim × bf16
     assert near(f.num_blocks, 5691) and near(f.tokens, 91_056) and near(f.concurrency, 11.12)
     assert f.cpu_blocks == 2048  # 4 GiB of swap space in 2 MiB blocks
@@ -63,7 +63,7 @@ def test_issue_12330_with_the_logs_measured_figures():
     assert 152_126 / f.tokens > 1.6
 
 
-def test_issue_12330_estimated_peak_misses_by_more_than_eight_tenths():
+def test_llama_3_8b_a100_estimated_peak_misses_by_more_than_eight_tenths():
     """The activation estimate cannot give 9.37 GiB from default settings: at 8,192 batched tokens and 256
     sequences the widest point of the profiling run is the sampler (the forward's hidden states, the logits in bf16
     and 30 B of float32 sort work per logit: 1.04 GiB), and the same model with the same defaults logged 1.26 GiB on
@@ -90,7 +90,7 @@ def test_pr_10511_same_model_h100_estimate_is_low_by_a_sixth():
 
 def test_validation_errors_are_computed_from_the_model_before_and_after_the_sampler():
     """The page's and the script's per-log errors come from attncore.serving.validation: the sampler brings the two
-    logs launched with known defaults at full prefill (PR 10511, issue 15815) within 20 %, and the OCI log, whose
+    logs launched with known defaults at full prefill (PR 10511, #15815) within 20 %, and the OCI log, whose
     0.22 GiB has no room for any sampler work, goes far over; each is said, none hidden."""
     rows = {r["name"]: r for r in activation_errors()}
     assert set(rows) == {log.name for log in LOGS} and len(rows) == 5
@@ -98,9 +98,9 @@ def test_validation_errors_are_computed_from_the_model_before_and_after_the_samp
         assert r["error"] == pytest.approx(r["estimate_gib"] / r["logged_gib"] - 1)
         assert r["before_error"] == pytest.approx(r["before_gib"] / r["logged_gib"] - 1)
     assert -0.40 < rows["PR 10511"]["before_error"] < -0.36 and -0.20 < rows["PR 10511"]["error"] < -0.15
-    assert -0.25 < rows["issue 15815"]["before_error"] < -0.22 and abs(rows["issue 15815"]["error"]) < 0.01
+    assert -0.25 < rows["vLLM #15815"]["before_error"] < -0.22 and abs(rows["vLLM #15815"]["error"]) < 0.01
     assert -0.12 < rows["OCI doc"]["before_error"] < -0.10 and rows["OCI doc"]["error"] > 3
-    assert not rows["issue 12330"]["flags_known"]
+    assert not rows["vLLM #12330"]["flags_known"]
     sentence = error_sentence()
     assert (
         all(f"({name})" in sentence for name in rows)
@@ -135,7 +135,7 @@ def test_llama_31_8b_on_a_22_gib_card_does_not_start_at_131072():
 
 
 def test_qwen25_32b_tp2_on_l40s():
-    """vLLM issue 15815 (https://github.com/vllm-project/vllm/issues/15815), vLLM 0.7 V0, 2x L40S, TP 2,
+    """vLLM #15815 (https://github.com/vllm-project/vllm/issues/15815), vLLM 0.7 V0, 2x L40S, TP 2,
     max_model_len 10000: total_gpu_memory (44.42GiB) x 0.90 = 39.98GiB; weights 30.71GiB; non_torch 0.30GiB;
     activation 1.26GiB; KV 7.71GiB; "# CUDA blocks: 3947" (the concurrency line is cut off in the issue)."""
     assert count_parameters(QWEN25_32B).total == 32_763_876_352
@@ -178,7 +178,7 @@ def test_qwen3_06b_v1_log_from_the_available_memory():
 
 
 def test_fp8_cache_v1_log_and_its_startup_error():
-    """vLLM issue 25350 (https://github.com/vllm-project/vllm/issues/25350), V1 ≈0.10, kv-cache-dtype fp8:
+    """vLLM #25350 (https://github.com/vllm-project/vllm/issues/25350), V1 ≈0.10, kv-cache-dtype fp8:
     at --max-model-len 100000 "Available KV cache memory: 10.55 GiB", "GPU KV cache size: 230,528 tokens",
     "Maximum concurrency for 100,000 tokens per request: 2.31x"; at 221000 the error below with 5.59 GiB. The
     model is not named; 48 layers x 4 KV heads of 128 (Qwen3-30B-A3B) is inferred from its 49,152 B per token,
@@ -287,7 +287,7 @@ def test_cards_report_gib_with_a_source():
         # the "GB" a card is sold by is nearer GiB of memory chips; the driver and ECC keep some of it
         assert card.source and 0.9 < card.total_gib / float(card.sold.split()[0]) < 1
         if card.logged:  # a vLLM startup log on a card it names
-            assert "vLLM startup log" in card.source and ("issue" in card.source or "PR" in card.source or "H200" in
+            assert "vLLM startup log" in card.source and ("vLLM #" in card.source or "PR" in card.source or "H200" in
                                                           card.source)  # fmt: skip
         else:  # says what it rests on instead
             assert any(w in card.source for w in ("estimate", "out-of-memory", "A10-class")), card.source
@@ -301,7 +301,7 @@ def test_cli_engine_json_and_text(capsys):
     assert main([*argv, "--context", "8192", "--non-torch-gib", "0.1", "--activation-gib", "9.37", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert (
-        out["log"][:2] == ISSUE_12330
+        out["log"][:2] == LLAMA3_8B_A100_LOG
         and near(out["num_blocks"], 5691)
         and out["measured"] == ["non_torch", "activation"]
     )
@@ -331,7 +331,7 @@ def test_cli_engine_rejects_bad_values_in_one_line(extra, flag):
     assert flag in r.stderr and ("from" in r.stderr or "one of" in r.stderr or "choice" in r.stderr), r.stderr
 
 
-# --- what each figure rests on (issue 28.4) --------------------------------------------------------------------
+# --- what each figure rests on ------------------------------------------------------------------------------
 
 FIGURES = ("budget", "weights", "non_torch", "activation", "kv", "blocks", "tokens", "concurrency")
 
@@ -344,7 +344,7 @@ def test_a_figure_computed_from_an_estimate_is_an_estimate():
     assert {f.kinds[k] for k in ("kv", "blocks", "tokens", "concurrency")} == {"estimate"}  # the weights are
     rows = {r["term"]: r["kind"] for r in deductions(f)}
     assert rows["KV cache"] == "estimate" and log_estimated(f)
-    assert rows["budget"] == "measured (published log)"  # issue 37: not "exact", it multiplies a logged total
+    assert rows["budget"] == "measured (published log)"  # not "exact", it multiplies a logged total
     typed = engine_fit(LLAMA3_8B, 39.50, EngineSettings(version="v0"))  # a total typed in: the arithmetic is exact
     assert typed.kinds["budget"] == "exact" and deductions(typed)[0]["kind"] == "exact"
     logged = engine_fit(LLAMA3_8B, 39.50, EngineSettings(version="v0", weights_gib=14.96, non_torch_gib=0.1,
@@ -365,7 +365,7 @@ def test_cli_json_gives_each_figures_kind_and_labels_the_log_estimated(capsys):
     assert main(argv) == 0
     text = capsys.readouterr().out
     assert "would log, ESTIMATED" in text and "blocks, " in text and "(PR 10511)" in text
-    # issue 37: one multiplication sign outside the engine's own log lines, and no '(32 layers)' after '32 layers'
+    # one multiplication sign outside the engine's own log lines, and no '(32 layers)' after '32 layers'
     ours = [line for line in text.splitlines() if not line.startswith("    ")]  # the log lines are indented 4
     assert not any(" x " in line or "x:" in line for line in ours), ours
     assert "× 32 layers sharing a block = " in text and "concurrency" in text and "(32 layers)" not in text

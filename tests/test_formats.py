@@ -74,7 +74,7 @@ def test_significant_keeps_three_digits_and_trailing_zeros():
 
 
 def test_a_column_has_one_format_for_all_its_values():
-    """Issue 29.6: never '1.87e-04' beside '0.471', nor '0.007812' beside '0.25'."""
+    """Never '1.87e-04' beside '0.471', nor '0.007812' beside '0.25'."""
     assert formats.column([0.471, 1.87e-4]) == ["4.71e-01", "1.87e-04"]
     assert formats.column([0.471, 2.3]) == ["0.471", "2.300"]
     assert formats.column([-0.03, 0.431, float("nan")], signed=True) == ["−0.0300", "+0.4310", "–"]

@@ -1,7 +1,7 @@
-"""Centred finite differences in float64 against the hand-written backward pass (SPEC §5).
+"""Centred finite differences in float64 against the hand-written backward pass.
 
 Every parameter tensor, pre-LN and post-LN, every position mode, with and without scaling, on the
-small model of SPEC §5 (d 16, 4 heads, 2 blocks, d_ff 64, 3 sequences of sort L = 4); and the induction task's
+gradient check's small model (d 16, 4 heads, 2 blocks, d_ff 64, 3 sequences of sort L = 4); and the induction task's
 loss on every position (3 sequences of T = 10), every position mode, both norms.
 """
 
@@ -18,7 +18,7 @@ from attncore.config import NORMS, POSITIONS, make_run
 from attncore.model import forward, loss_and_grads
 from attncore.tasks import sample_batch
 
-EPS = 1e-6  # SPEC §5
+EPS = 1e-6  # the article's ε
 LARGE_EPS = 1e-4  # crosses ReLU kinks: the check gets worse, not better
 RTOL = 1e-4  # the criterion: relative deviation below 1e-4 ...
 # ... above the float64 noise floor of a centred difference at EPS: the loss (~3) carries ~1e-15 of
@@ -30,7 +30,7 @@ N_SAMPLED = 10  # coordinates per tensor where |g| > 1e-6
 N_ANY = 2  # and coordinates drawn from the whole tensor, zero gradients included
 ANSWER_LEN = 4
 CONFIGS = [(*c, "sort") for c in itertools.product(POSITIONS, NORMS, (True, False))]
-# the every-position loss (issue 34): each position mode once, both norms among them
+# the every-position loss (the induction task's): each position mode once, both norms among them
 CONFIGS += [(p, n, True, "induction") for p, n in zip(POSITIONS, itertools.cycle(NORMS))]
 
 
@@ -136,7 +136,7 @@ def test_every_parameter_gradient_matches_finite_differences(random_params, posi
 
 
 def test_large_eps_is_worse_than_small_eps(random_params):
-    """SPEC §5: eps = 1e-4 crosses ReLU kinks and fails the check that eps = 1e-6 passes."""
+    """eps = 1e-4 crosses ReLU kinks and fails the check that eps = 1e-6 passes."""
     fails_only_large = []
     for config in CONFIGS:
         checks = gradient_check(random_params, *config).values()

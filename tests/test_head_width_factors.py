@@ -1,4 +1,4 @@
-"""Depth, head width d_k and warm-up beyond the pages' defaults (issue 30.4): d_k as a Compare factor (lab.factors,
+"""Depth, head width d_k and warm-up beyond the pages' defaults: d_k as a Compare factor (lab.factors,
 ui.compare_view) and the depth and wide-head variants of Ablations (ui.variants), within the hosted caps."""
 
 from __future__ import annotations
@@ -170,7 +170,7 @@ def test_ablations_skip_a_wide_head_variant_over_the_width_cap(store, monkeypatc
 
 
 def test_compare_never_offers_panels_by_the_setting_varied_nor_d_beside_d_k(store):
-    """Issue 37: after refusing d as the panels of a d_k comparison, 'Panels by' still showed d."""
+    """Regression: after refusing d as the panels of a d_k comparison, 'Panels by' still showed d."""
     at = app("compare", cmp_factor="d_k", cmp_lv_d_k=["4", "8"], cmp_facet="d", cmp_seeds="1")
     box = at.selectbox(key="cmp_facet")
     assert "d" not in box.options and "d_k" not in box.options and box.value == "none"

@@ -1,4 +1,4 @@
-"""The test loss (issue 28.3): teacher-forced cross-entropy over the answer tokens of the fixed test set, the same
+"""The test loss: teacher-forced cross-entropy over the answer tokens of the fixed test set, the same
 sequences for every run of a task and L, stored with the run, and computed from the weights of runs stored before
 it; the same bits whatever the BLAS thread count."""
 
@@ -76,7 +76,7 @@ def test_a_run_stored_before_the_test_loss_gets_it_from_its_weights_with_the_sam
     stored = store.get_run(run).test_loss
     path = store._Entry(run).path / backend.SIDECAR_FILE
     meta = codec.unseal(path.read_bytes())
-    del meta["summary"]["test_loss"]  # as a sidecar written before issue 28 reads
+    del meta["summary"]["test_loss"]  # as a sidecar written before the test loss was kept reads
     path.write_text(codec.seal(meta))
     old = store.stored_run(run)
     assert old is not None and old.test_loss is None  # served, not recomputed as damaged

@@ -139,7 +139,7 @@ def test_home_tables_name_the_seeds_they_hold_and_the_run_list_only_what_varies(
 
 
 def test_after_a_partial_loss_the_accuracy_caption_names_each_rows_own_seeds(empty_store, monkeypatch):
-    """Issue 37: a row of one seed stood under 'mean and minimum over seeds 0, 1, 2'."""
+    """Regression: a row of one seed stood under 'mean and minimum over seeds 0, 1, 2'."""
     partial = [*SHORT[:2], make_run("copy", 6, 0, steps=STEPS)]  # copy L = 6 kept only its seed 0
     monkeypatch.setattr(lab.presets, "preset", lambda name: partial)
     for run in partial:
@@ -152,7 +152,7 @@ def test_after_a_partial_loss_the_accuracy_caption_names_each_rows_own_seeds(emp
 
 
 def test_a_changed_key_keeps_every_run_and_home_says_how_many_it_affects(empty_store, monkeypatch, capsys):
-    """Issue 27.1: the server's startup `cache check --repair` under another ATTNCORE_CACHE_KEY deletes nothing;
+    """The server's startup `cache check --repair` under another ATTNCORE_CACHE_KEY deletes nothing;
     Home counts only the runs it can verify, and says why the others are not served and what to do."""
     from lab.store import codec
 

@@ -185,7 +185,7 @@ def test_cancel_stops_the_worker_and_stores_nothing(store):
 
 
 def test_the_expected_duration_comes_from_the_cost_model_with_nothing_stored(store):
-    """Issue 29.5: an empty store still gives an estimate, the cost model's, longer for a longer or deeper run."""
+    """An empty store still gives an estimate, the cost model's, longer for a longer or deeper run."""
     from lab import cost_model
     from lab.formats import duration
 
@@ -373,7 +373,7 @@ def test_a_non_finite_cap_in_secrets_shows_a_warning_not_a_traceback(trained):
     assert at.number_input(key="steps").max == 3000 and at.number_input(key="layers").max == 3
 
 
-# --- the dashboard's workers end with it (issue 27.12) -------------------------------------------------------
+# --- the dashboard's workers end with it ------------------------------------------------------------------
 
 POOL_SCRIPT = """
 import os, sys, time

@@ -1,4 +1,4 @@
-"""The induction task (issue 34, SPEC §14): its sequences built exactly, the repeat and first-copy masks, the head
+"""The induction task (docs/induction.md): its sequences built exactly, the repeat and first-copy masks, the head
 scores on hand-built attention maps, the phase-change detector on made-up curves, the config's keys and refusals,
 and short trainings (the repeat loss below the first copy's; the store, the CLI and the page end to end)."""
 
@@ -295,7 +295,7 @@ def test_the_command_prints_the_runs_comparisons_and_finding_as_json(store, caps
     assert set(r) >= {"phase_step", "largest_drop", "repeat_loss", "first_loss_final", "icl_score_final",
                       "induction_score", "previous_token_score", "ablation"}  # fmt: skip
     assert set(r["repeat_loss"]) >= {"start", "final"} and np.shape(r["induction_score"]["final"]) == (2, 2)
-    # the issue's shape: "ablation" is the induction head zeroed, {"head": [layer, head], "repeat_loss", ...}
+    # the JSON's shape: "ablation" is the induction head zeroed, {"head": [layer, head], "repeat_loss", ...}
     assert set(r["ablation"]) == {"head", "repeat_loss", "first_loss"} and r["ablation"]["head"][0] == 1
     assert r["previous_token_ablation"]["head"][0] == 0
     one = out["runs"][2]

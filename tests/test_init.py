@@ -1,4 +1,4 @@
-"""Controlled initialisation (issue 13): at one seed every variant starts from the same weights and batches."""
+"""Controlled initialisation: at one seed every variant starts from the same weights and batches."""
 
 from __future__ import annotations
 
@@ -66,8 +66,8 @@ def test_every_tensor_draws_from_its_own_stream():
     assert not np.array_equal(p["blocks.0.ffn.w1"], p["blocks.1.ffn.w1"])
 
 
-def test_initial_values_follow_spec_distributions():
-    """SPEC §4: weights N(0,1)/sqrt(fan_in), biases 0, LN gamma 1 beta 0, embeddings N(0,1)*0.1."""
+def test_initial_values_follow_the_articles_distributions():
+    """The article's initialisation: weights N(0,1)/sqrt(fan_in), biases 0, LN gamma 1 beta 0, embeddings N(0,1)*0.1."""
     run = make_run("copy", 6, 0, d_model=64)
     params = initial_params(run)
     assert {k: v.shape for k, v in params.items()} == param_shapes(run.model)

@@ -159,7 +159,7 @@ def test_the_mirrored_pattern_is_the_key_reverse_must_read():
 
 @pytest.mark.parametrize("seed", [0, 2])
 def test_on_reverse_the_chosen_head_is_the_one_whose_ablation_costs_most(tmp_path, monkeypatch, seed):
-    """Issue 28.1: on a trained reverse run the head best_head picks (the Explanations page's and `explain`'s
+    """On a trained reverse run the head best_head picks (the Explanations page's and `explain`'s
     default) is the one whose ablation costs the most per-token accuracy, not one picked by sort's pattern."""
     from attncore.inspect import evaluate_ablated
     from lab.store import get_run
@@ -270,7 +270,7 @@ print(json.dumps([tracemalloc.get_traced_memory()[1], explain.explain_bytes(run,
 
 @pytest.mark.parametrize("settings", [{}, {"d_model": 64, "d_ff": 1024}, {"length": 12, "n_heads": 8}])
 def test_explain_memory_is_bounded_and_estimated_within_2x(settings):
-    """Issue 27.4: 1,000 shuffles and 1,000 restarts run in chunks, so the peak stays at the estimate, which is
+    """1,000 shuffles and 1,000 restarts run in chunks, so the peak stays at the estimate, which is
     within a factor of 2 of the tracemalloc peak (the old one-batch pass took about 0.2-1 MB a row)."""
     import json
     import os
@@ -412,7 +412,7 @@ def test_the_finding_follows_the_numbers():
 
 @pytest.mark.parametrize("text", ["\u0663 2 3 4 5 6", "+1 2 3 4 5 6", "1_0 2 3 4 5 6", "1 2 3 4 5 \uff16"])
 def test_typed_symbols_are_ascii_digits_only(text):
-    """Issue 27.21: int() reads Arabic-Indic and full-width digits, signs and underscores; a typed input does not."""
+    """int() reads Arabic-Indic and full-width digits, signs and underscores; a typed input does not."""
     from attncore.inspect import parse_sequence
 
     with pytest.raises(ConfigError) as e:

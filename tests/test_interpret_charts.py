@@ -1,4 +1,4 @@
-"""ui.charts.interpret (issue 21): the frames carry the library's numbers in order; the charts are valid specs."""
+"""ui.charts.interpret: the frames carry the library's numbers in order; the charts are valid specs."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""AppTest for the Patching and Explanations pages (issue 21): every number shown comes from attncore.interpret
+"""AppTest for the Patching and Explanations pages: every number shown comes from attncore.interpret
 on the stored run; the view is in the URL; bad input is a message, not a traceback."""
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def test_sort_patches_the_first_changed_answer_and_scores_the_kth_smallest(store
 
 
 def test_patching_noises_on_request_and_says_how_to_read_each_direction(store):
-    """Issue 28.5: the direction is named (denoising by default) and noising is a switch in the URL."""
+    """The direction is named (denoising by default) and noising is a switch in the URL."""
     at = page("patching", **SHORT)
     assert "**Denoising**" in str([c.value for c in at.caption]) and "Heimersheim & Nanda" in texts(at.caption)
     at = page("patching", **SHORT, pat_dir="noise")
@@ -131,7 +131,7 @@ def test_patching_noises_on_request_and_says_how_to_read_each_direction(store):
 
 
 def test_an_operator_cap_above_the_search_bound_is_clamped_with_a_notice(store, monkeypatch):
-    """Issue 27.13: a restarts cap of 2,000 and a URL asking 1,001 (within it, beyond the search's 1,000)."""
+    """A restarts cap of 2,000 and a URL asking 1,001 (within it, beyond the search's 1,000)."""
     monkeypatch.setenv("ATTNLAB_MAX_EXPLAIN_RESTARTS", "2000")
     at = page("explanations", **SHORT, exp_restarts="1001", exp_steps="10", exp_seeds="0")
     box = at.number_input(key="exp_restarts")  # the old page offered 2,000 and raised ConfigError on 1,001
@@ -141,7 +141,7 @@ def test_an_operator_cap_above_the_search_bound_is_clamped_with_a_notice(store, 
 
 
 def test_explanations_pick_the_mirrored_head_on_reverse(store):
-    """Issue 28.1: on reverse the default head is the one whose map best matches the mirrored pattern."""
+    """On reverse the default head is the one whose map best matches the mirrored pattern."""
     at = page("explanations", **SHORT, task="reverse", L="4", exp_steps="20", exp_restarts="1", exp_seeds="0")
     run = make_run("reverse", 4, steps=STEPS)
     layer, head = heads.best_head(get_run(run).params, run, probe_sequence(run.task))

@@ -1,4 +1,4 @@
-"""The model learns what SPEC §7 says it learns, measured by true greedy generation on the fixed test set."""
+"""The model learns what the article says it learns, measured by true greedy generation on the fixed test set."""
 
 from __future__ import annotations
 
@@ -23,4 +23,4 @@ def test_copy_length_6_without_position_fails_per_sequence_but_beats_chance_per_
     run = make_run("copy", 6, position="none")
     scores = evaluate(train(run).params, run)
     assert scores.sequence_accuracy < 0.5
-    assert scores.token_accuracy > 6 * CHANCE  # far above chance (SPEC §7 reference: 0.656)
+    assert scores.token_accuracy > 6 * CHANCE  # far above chance (the article's figure: 0.656)

@@ -1,6 +1,6 @@
-"""Issue 20's numerics: ALiBi, randomized positions and padded mixed-length batches, each checked against finite
-differences and the PyTorch oracle; ALiBi's slopes; greedy generation with the KV cache against recomputation;
-per-sequence losses of a padded batch independent of the batch order and the padding amount (SPEC §1, §11)."""
+"""The numerics of length generalisation: ALiBi, randomized positions and padded mixed-length batches, each
+checked against finite differences and the PyTorch oracle; ALiBi's slopes; greedy generation with the KV cache
+against recomputation; per-sequence losses of a padded batch independent of the batch order and the padding amount."""
 
 from __future__ import annotations
 

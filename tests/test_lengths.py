@@ -1,4 +1,4 @@
-"""Length generalisation (issue 14.3): trained weights evaluated by greedy generation at other lengths."""
+"""Length generalisation: trained weights evaluated by greedy generation at other lengths."""
 
 from __future__ import annotations
 

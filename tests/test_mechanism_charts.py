@@ -85,7 +85,7 @@ def test_scaling_long_has_every_statistic_with_its_limit_and_error_bar(scaling_r
 
 
 def test_a_limits_label_sits_in_a_band_the_data_leave_free(scaling_rows):
-    """Issue 37: '1/T' (a minimum) was written above its rule, on the blue series; now below it, in a band of the
+    """Regression: '1/T' (a minimum) was written above its rule, on the blue series; now below it, in a band of the
     y domain below every point, and a maximum's label above its rule in a band above every point."""
     long = scaling.scaling_long(scaling_rows)
     for statistic, below in (("mean_max_weight", True), ("entropy", False), ("sensitivity", False)):
@@ -103,7 +103,7 @@ def test_a_limits_label_sits_in_a_band_the_data_leave_free(scaling_rows):
 
 
 def test_cost_charts_tick_log_axes_on_one_two_five():
-    """Issue 37: the memory axis ticked 0.4, 3 and 20."""
+    """Regression: the memory axis ticked 0.4, 3 and 20."""
     from ui.charts import cost
 
     rows = [
@@ -162,7 +162,7 @@ def test_heatmap_sizes_cells_and_picks_the_colour_type():
 
 
 def test_faceted_heatmaps_wrap_to_fit_the_main_area():
-    """Six padded sequences of 16 positions: 6 panels of 16 cells in one row ran far past the page (issue 29.3)."""
+    """Six padded sequences of 16 positions: 6 panels of 16 cells in one row ran far past the page."""
     from ui.charts.base import MAIN_WIDTH
 
     weights = np.full((6, 16, 16), 1 / 16)
@@ -200,7 +200,7 @@ def test_weights_with_row_sums_leaves_masked_cells_blank():
 
 
 def test_row_sum_labels_stand_right_of_the_dashed_line_and_large_t_fits_half_the_page():
-    """Issue 29.3: a label beside a bar reaching 1 sat on the dashed line at 1."""
+    """Regression: a label beside a bar reaching 1 sat on the dashed line at 1."""
     demo = mech.mask_order_demo(t=12, seed=0)
     s = spec(masks.weights_with_row_sums(demo["weights_before"], demo["row_sums_before"], "before", demo["causal"]))
     heat, sums = s["hconcat"]
@@ -252,7 +252,7 @@ def test_encoding_lines_draw_the_chosen_columns():
 
 
 def test_encoding_lines_keep_the_peaks_off_the_plots_edges():
-    """Issue 37: the sinusoids' peaks at 1 touched the top edge."""
+    """Regression: the sinusoids' peaks at 1 touched the top edge."""
     table = mech.position_encodings(t=10, d_model=8)["sinusoidal"]
     y = spec(position.encoding_lines(table, [0, 2]))["encoding"]["y"]
     low, high = y["scale"]["domain"]

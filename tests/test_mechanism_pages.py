@@ -284,7 +284,7 @@ def test_gradient_check_without_eps_shows_an_error():
 
 
 def test_masks_shows_the_padding_trap_on_a_trained_model(tmp_path_factory):
-    """Issue 20: per-sequence losses of a trained mixed-length model, from the library, with the verdict per case."""
+    """Per-sequence losses of a trained mixed-length model, from the library, with the verdict per case."""
     import numpy as np
     from apptest_helpers import temporary_store
 

@@ -1,4 +1,4 @@
-"""The mechanism measurements (SPEC §1, §2, §3, §5, §9) against the theory and the reference figures."""
+"""The mechanism measurements against the theory and the reference figures."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from attncore.mechanisms import gradcheck
 from attncore.mechanisms.attention_cost import attention_memory, loglog_slope, time_attention
 from attncore.model import count_params, init_params, loss_and_grads, param_shapes
 
-# SPEC §2: (d_k, scaled) -> Var(q.k), sd of scores, mean max weight, entropy, sensitivity
-SPEC_TABLE = {
+# the article's scaling table: (d_k, scaled) -> Var(q.k), sd of scores, mean max weight, entropy, sensitivity
+SCALING_TABLE = {
     (8, False): (7.98, 2.825, 0.4240, 2.0727, 0.7203),
     (8, True): (7.98, 0.999, 0.1063, 3.6936, 0.9596),
     (64, False): (63.99, 8.000, 0.7913, 0.5835, 0.2908),
@@ -34,7 +34,7 @@ def scaling_rows():
 
 
 def test_scaling_variance_and_sd_follow_theory(scaling_rows):
-    assert [(r["d_k"], r["scaled"]) for r in scaling_rows] == list(SPEC_TABLE)
+    assert [(r["d_k"], r["scaled"]) for r in scaling_rows] == list(SCALING_TABLE)
     for r in scaling_rows:
         assert r["var_dot_theory"] == r["d_k"]
         assert abs(r["var_dot"] / r["d_k"] - 1) < 0.05
@@ -43,10 +43,10 @@ def test_scaling_variance_and_sd_follow_theory(scaling_rows):
         assert abs(r["sd_scores"] / expected_sd - 1) < 0.03
 
 
-def test_scaling_statistics_match_spec_table(scaling_rows):
+def test_scaling_statistics_match_the_articles_table(scaling_rows):
     """The table is one draw of 400 repetitions: compare within 4 standard errors of the difference of two draws."""
     for r in scaling_rows:
-        _, _, max_weight, ent, sens = SPEC_TABLE[(r["d_k"], r["scaled"])]
+        _, _, max_weight, ent, sens = SCALING_TABLE[(r["d_k"], r["scaled"])]
         for name, ref in (("mean_max_weight", max_weight), ("entropy", ent), ("sensitivity", sens)):
             se = r[f"{name}_se"]
             assert 0 < se < 0.1 * ref
@@ -144,7 +144,7 @@ def test_attention_parameters_do_not_depend_on_heads():
     rows = mech.attention_param_counts(64)
     assert [r["n_heads"] for r in rows] == [1, 2, 4, 8, 16, 32, 64]
     assert {r["attention_params"] for r in rows} == {4 * 64**2 + 4 * 64} == {16_640}
-    assert {r["block_params"] for r in rows} == {49_984}  # SPEC §4
+    assert {r["block_params"] for r in rows} == {49_984}  # 12d² + 13d at d = 64
     assert all(r["attention_params"] == r["attention_theory"] and r["block_params"] == r["block_theory"] for r in rows)
     assert mech.attention_param_counts(256, heads=[1, 8])[1]["block_params"] == 789_760
     shapes = param_shapes(ModelConfig(d_model=64, n_heads=8, n_layers=1, d_ff=256))

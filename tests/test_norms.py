@@ -1,4 +1,4 @@
-"""Norms by layer (issue 30.3): PyTorch autograd on the same weights and batches as the oracle, measuring leaves
+"""Norms by layer: PyTorch autograd on the same weights and batches as the oracle, measuring leaves
 training bit-identical, the direction Xiong et al. report at initialisation, and the CLI's JSON."""
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ def test_a_record_stores_its_snapshots_norms_and_an_old_record_still_decodes_wit
     meta, data = codec.encode(record)
     meta["numerics_version"] = NUMERICS_VERSION
     assert codec.decode(meta, data, NUMERICS_VERSION).norms == record.norms
-    old = dataclasses.replace(record, norms=None)  # a record stored before issue 30
+    old = dataclasses.replace(record, norms=None)  # a record stored before records carried their norms
     meta, data = codec.encode(old)
     meta["numerics_version"] = NUMERICS_VERSION
     assert not any(name.startswith(codec.NORMS_PREFIX) for name in meta["arrays"])
@@ -147,7 +147,7 @@ def test_a_stored_norm_that_cannot_be_is_refused(damage, message):
 
 @pytest.mark.parametrize("declare", [True, False], ids=["declared", "in the file only"])
 def test_a_norm_of_the_wrong_dtype_is_reported_as_its_dtype_not_its_shape(declare):
-    """Issue 36.11: norms.grad_norm stored as float32 was refused as 'does not have the shape ...'."""
+    """Regression: norms.grad_norm stored as float32 was refused as 'does not have the shape ...'."""
     record = compute_run(make_run("copy", 3, 0, steps=30))
 
     def to_float32(arrays):

@@ -50,7 +50,7 @@ def test_loss_and_every_gradient_match_torch_autograd(random_params, position, n
 
 @pytest.mark.parametrize(("position", "norm"), list(itertools.product(POSITIONS, NORMS)))
 def test_the_every_position_loss_and_its_gradients_match_torch_autograd(random_params, position, norm):
-    """The induction task's loss (issue 34): next-token cross-entropy on every one of the T - 1 positions."""
+    """The induction task's loss: next-token cross-entropy on every one of the T - 1 positions."""
     run = make_run("induction", 12, position=position, norm=norm, dtype="float64", vocab=9, k_min=2)
     seqs = sample_batch(run.task, 8, np.random.default_rng(5))
     params = random_params(run.model, seed=3)
@@ -182,8 +182,9 @@ def test_adam_matches_torch_optim_adam(n_steps, hyper):
 # --- the learning-rate schedule against torch.optim.lr_scheduler.LambdaLR -------
 
 
-def spec_multiplier(t: int, steps: int, warmup: int, decay: str, r: float) -> float:
-    """SPEC §13 written out again, independently of attncore.optim: warm-up, then the decay to r at T - 1."""
+def schedule_multiplier(t: int, steps: int, warmup: int, decay: str, r: float) -> float:
+    """The learning-rate schedule written out again, independently of attncore.optim: warm-up, then the decay
+    to r at T - 1."""
     if warmup and t < warmup:
         return min(1.0, (t + 1) / warmup)
     if decay == "cosine":
@@ -199,7 +200,7 @@ def torch_schedule_history(run) -> np.ndarray:
     model = TorchModel(run.model, initial_params(run))
     opt = torch.optim.Adam(model.parameters(), lr=tc.lr, betas=(tc.beta1, tc.beta2), eps=tc.eps, foreach=False)
     schedule = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda t: spec_multiplier(t, tc.steps, tc.warmup, tc.decay, tc.min_lr_ratio)
+        opt, lambda t: schedule_multiplier(t, tc.steps, tc.warmup, tc.decay, tc.min_lr_ratio)
     )
     rng, history = batch_rng(tc.seed), []
     for _ in range(tc.steps):

@@ -1,4 +1,4 @@
-"""Properties the science requires (SPEC §1, §4, §9): masks, equivariance, heads, the KV cache, determinism, size."""
+"""Properties the science requires: masks, equivariance, heads, the KV cache, determinism, size."""
 
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ def test_fully_masked_rows_give_zero_not_nan(random_params):
 
 
 def test_masking_before_softmax_differs_from_zeroing_after():
-    """SPEC §1: zeroing weights after the softmax (the bug) leaves rows that no longer sum to 1."""
+    """Zeroing weights after the softmax (the bug) leaves rows that no longer sum to 1."""
     scores = 2 * np.random.default_rng(2).standard_normal((8, 8))
     causal = layers.causal_mask(8)
     right = layers.softmax_forward(scores.copy(), causal)
@@ -98,14 +98,14 @@ def test_attention_without_position_is_permutation_equivariant():
     assert np.abs(_self_attention(x[:, perm], w_q, w_k, w_v, H, causal) - y_causal[:, perm]).max() > 1e-2
 
 
-def test_split_then_merge_heads_is_the_identity_in_spec_order():
+def test_split_heads_gives_head_h_its_columns_and_merge_inverts_it():
     rng = np.random.default_rng(4)
     B, T, D, H = 2, 5, 12, 3
     Dh = D // H
     x = rng.standard_normal((B, T, D))
     heads = layers.split_heads(x, H)
     assert heads.shape == (B, H, T, Dh)
-    np.testing.assert_array_equal(heads, x.reshape(B, T, H, Dh).transpose(0, 2, 1, 3))  # SPEC §1
+    np.testing.assert_array_equal(heads, x.reshape(B, T, H, Dh).transpose(0, 2, 1, 3))  # (B, H, T, Dh)
     np.testing.assert_array_equal(heads[1, 2, 3], x[1, 3, 2 * Dh : 3 * Dh])  # head h owns columns h*Dh..
     np.testing.assert_array_equal(layers.merge_heads(heads), x)
     y = rng.standard_normal((B, H, T, Dh))
@@ -268,7 +268,7 @@ def test_different_seeds_give_different_histories():
 
 
 def test_default_experiment_model_has_27253_parameters():
-    """SPEC §4: vocab 21, d 32, 4 heads, 2 blocks, d_ff 128, t_max 13."""
+    """The article's model: vocab 21, d 32, 4 heads, 2 blocks, d_ff 128, t_max 13."""
     cfg = make_run("copy", 6).model
     assert cfg == ModelConfig()
     assert count_params(cfg) == 27_253
@@ -285,4 +285,4 @@ def test_block_has_12d2_plus_13d_parameters_whatever_the_heads(d):
         two = count_params(ModelConfig(d_model=d, n_heads=n_heads, n_layers=2, d_ff=4 * d))
         assert two - one == 12 * d * d + 13 * d
     assert counts == {12 * d * d + 13 * d}
-    assert {64: 49_984, 256: 789_760}.get(d, 12 * d * d + 13 * d) == 12 * d * d + 13 * d  # SPEC §4 figures
+    assert {64: 49_984, 256: 789_760}.get(d, 12 * d * d + 13 * d) == 12 * d * d + 13 * d  # docs/model.md's figures

@@ -1,5 +1,5 @@
-"""Provenance (issue 19): every record says which CPU, BLAS kernel family, NumPy and dtype computed it; records stored
-before that are still served; `train --json` prints it; Home and `cache import` name runs from another family."""
+"""Provenance: every record says which CPU, BLAS kernel family, NumPy and dtype computed it (a sidecar without it
+is refused); `train --json` prints it; Home and `cache import` name runs from another family."""
 
 from __future__ import annotations
 
@@ -43,25 +43,26 @@ def test_a_computed_record_stores_the_platform_that_computed_it(cache):
     assert provenance.kernel_family(p) == f"{blas['internal_api']} {blas['architecture']}"
 
 
-def test_a_record_stored_without_a_platform_is_still_served(cache):
-    old = dataclasses.replace(store.compute_run(RUN), platform=None)
-    meta, data = codec.encode(old)
-    assert "platform" not in meta
-    del meta["summary"]["platform"]  # what a record of before issue 19 holds
-    back = codec.decode(meta | {"numerics_version": store.NUMERICS_VERSION}, data, store.NUMERICS_VERSION)
-    assert back.platform is None
-    store.put_run(old)
-    steps = []
-    assert store.get_run(RUN, lambda s, loss: steps.append(s)).platform is None and not steps  # served, not retrained
-    assert provenance.describe(None).startswith("not recorded")
-    assert provenance.foreign([{"config": {}}]) == {"unknown": 1}
+def test_a_sidecar_without_a_platform_is_refused():
+    """Every record of this numerics version was computed with its platform recorded: one without is damaged."""
+    meta, data = codec.encode(store.compute_run(make_run("copy", 2, 0, steps=5)))
+    meta |= {"numerics_version": store.NUMERICS_VERSION}
+    assert codec.decode(meta, data, store.NUMERICS_VERSION).platform == meta["platform"]
+    for absent in ({k: v for k, v in meta.items() if k != "platform"}, meta | {"platform": None}):
+        with pytest.raises(codec.RecordError, match="lacks a field or has one of the wrong type"):
+            codec.decode(absent, data, store.NUMERICS_VERSION)
+    summary = {k: v for k, v in meta["summary"].items() if k != "platform"}
+    with pytest.raises(codec.RecordError, match="lacks a field or has one of the wrong type"):
+        codec.decode(meta | {"summary": summary}, data, store.NUMERICS_VERSION)
+    with pytest.raises(codec.RecordError, match="the summary lacks a field"):
+        codec.check_summary(summary)
 
 
 @pytest.mark.parametrize(
     "platform", [{"cpu": "x" * 500}, {"cpu": "a\nb"}, {"blas_threads": True}, {"colour": "red"}, ["openblas"]]
 )
 def test_a_forged_platform_is_refused(platform):
-    meta, data = codec.encode(dataclasses.replace(store.compute_run(make_run("copy", 2, 0, steps=5)), platform=None))
+    meta, data = codec.encode(store.compute_run(make_run("copy", 2, 0, steps=5)))
     meta |= {"numerics_version": store.NUMERICS_VERSION, "platform": platform}
     with pytest.raises(codec.RecordError, match="lacks a field or has one of the wrong type"):
         codec.decode(meta, data, store.NUMERICS_VERSION)
@@ -96,7 +97,7 @@ def test_train_json_prints_the_platform(tmp_path):
 
 
 def test_a_record_says_whether_the_environment_forced_the_kernel_family(cache, monkeypatch):
-    """Issue 29.2: the family follows the CPU's instruction set unless OPENBLAS_CORETYPE forces one; the record keeps
+    """The family follows the CPU's instruction set unless OPENBLAS_CORETYPE forces one; the record keeps
     the variable (None when unset) and the caption says which, without touching the run's cache key or numbers. The
     variable is only set in this process's os.environ, after OpenBLAS loaded: it changes what is recorded, not the
     kernels."""
@@ -116,7 +117,7 @@ def test_a_record_says_whether_the_environment_forced_the_kernel_family(cache, m
         )
     store.put_run(forced)
     assert store.get_run(RUN).platform["blas_coretype"] == "Haswell"  # stored in the sealed sidecar, read back
-    older = {k: v for k, v in plain.platform.items() if k != "blas_coretype"}  # a record of before issue 29.2
+    older = {k: v for k, v in plain.platform.items() if k != "blas_coretype"}  # stored before the variable was recorded
     assert provenance.checked(older) == older
     assert "forced" not in provenance.describe(older) and "picked" not in provenance.describe(older)
 

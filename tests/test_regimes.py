@@ -1,4 +1,4 @@
-"""The Regimes experiments' grids, tables and LR sensitivity (issue 30.4), on summaries made up for the purpose
+"""The Regimes experiments' grids, tables and LR sensitivity, on summaries made up for the purpose
 (the comparison rule itself is tested in test_stats); the CLI end to end on a few short runs."""
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def test_the_table_shows_a_difference_where_every_seed_differs_and_none_where_th
 
 def test_the_finding_says_fails_only_where_every_seed_is_past_the_failure_loss_and_worse_where_only_worse():
     cells = [c for c in regimes.depth_cells(range(6), steps=100, depths=(8,), lrs=(3e-3, 1e-2)) if not c.key["warmup"]]
-    partly = [0.082, 0.689, 1.583, 3.000, 0.564, 3.000]  # one seed trained, two failed (issue 37's rerun)
+    partly = [0.082, 0.689, 1.583, 3.000, 0.564, 3.000]  # one seed trained, two failed (as in a real rerun)
 
     def loss(run):
         if run.model.norm == "pre":
@@ -113,7 +113,7 @@ def test_lr_sensitivity_clips_each_run_at_its_own_initial_loss_before_the_mean_o
 
 
 def test_one_diverged_seed_does_not_take_its_learning_rate_from_being_best_and_each_variant_has_its_own_l0():
-    """Issue 37: today's mean over seeds before the clip turned a learning rate with one diverged seed into ℓ₀,
+    """Regression: the mean over seeds before the clip turned a learning rate with one diverged seed into ℓ₀,
     and ℓ₀ was the baseline's for both variants."""
     cells = regimes.lr_cells(range(6), pair="norm", steps=100, lrs=(1e-3, 1e-2, 1e-1))
 
@@ -222,7 +222,7 @@ def test_the_command_line_offers_the_experiments_pairs_and_defaults_of_lab_regim
 
 
 def test_regimes_help_describes_each_experiment_and_the_defaults_of_its_lists(capsys):
-    """Issue 37: `regimes --help` described neither experiment nor --lrs' default."""
+    """Regression: `regimes --help` described neither experiment nor --lrs' default."""
     from cli.main import main
 
     with pytest.raises(SystemExit):
@@ -245,7 +245,7 @@ def test_cli_regimes_refuses_bad_input_with_exit_2(capsys):
     assert "--layers" in capsys.readouterr().err
 
 
-CONTRADICTIONS = {  # issue 36.8, 36.9, 36.11: each was accepted (a flag ignored, a cell twice, a run against itself)
+CONTRADICTIONS = {  # each was once accepted (a flag ignored, a cell twice, a run against itself)
     "a flag the pair sets": (["lr", "--pair", "depth", "--layers", "4"], "--layers: the depth pair sets it itself"),
     "a depth twice": (["depth", "--depths", "1", "1"], "--depths: lists 1 twice"),
     "a learning rate twice": (["depth", "--lrs", "1e-2", "0.01"], "--lrs: lists 1e-2 twice"),
@@ -273,7 +273,7 @@ def test_cli_regimes_refuses_a_contradiction_in_one_line_before_training(capsys,
 
 
 def test_the_lrs_flag_takes_what_it_says_and_the_run_accepts():
-    """Issue 36.11: '--lrs' said 'from 1e-6 to 1' and then the run refused 1 as '--lr: must be in (0.0, 1.0)'."""
+    """Regression: '--lrs' said 'from 1e-6 to 1' and then the run refused 1 as '--lr: must be in (0.0, 1.0)'."""
     from cli.regimes import MIN_LR, _lr
 
     assert _lr("1e-6") == MIN_LR and _lr("0.999") == 0.999
@@ -308,7 +308,7 @@ def test_the_regimes_page_draws_each_experiment_from_its_runs(store, experiment)
     shown = texts(at.markdown)
     assert "What the lab found." in shown and "What the sources claim" in texts(at.subheader)
     assert len(charts(at)) >= 2
-    if experiment == "heads":  # the logits' growth, read from the stored runs' snapshot norms (issue 30.3)
+    if experiment == "heads":  # the logits' growth, read from the stored runs' snapshot norms
         assert len([c for c in charts(at) if "largest |q·k|/scale" in str(c)]) == 1
         assert "left out" not in texts(at.caption)
     assert not any(b.key == "reg_train" for b in at.button)  # every run cached: nothing to train
@@ -361,7 +361,7 @@ def test_the_logits_over_training_come_from_the_records_and_old_records_are_coun
     on = cells[0].groups["scaling on"][0]
     expected = [max(s["max_logit"]) for s in records[on].norms]
     assert frame[frame["variant"] == "scaling on"]["max_logit"].tolist() == expected
-    records[on] = dataclasses.replace(records[on], norms=None)  # stored before issue 30.3
+    records[on] = dataclasses.replace(records[on], norms=None)  # stored before records carried their norms
     frame, missing = regimes_view.logits_over_training(cells, records)
     assert missing == 1 and len(frame) == len(expected)
 
@@ -423,7 +423,7 @@ def test_a_hosted_regimes_grid_over_the_budget_names_the_command_line_that_train
 
 
 def test_the_regimes_charts_tick_the_trained_values_and_tell_the_two_times_apart_in_the_legend():
-    """Issue 37: the d_k axis ticked 10 … 60 (trained: 8, 32, 64); the entropy legend's two entries looked the
+    """Regression: the d_k axis ticked 10 … 60 (trained: 8, 32, 64); the entropy legend's two entries looked the
     same (a dash alone)."""
     import pandas as pd
     from apptest_helpers import axis_labels
@@ -450,7 +450,7 @@ def test_the_regimes_charts_tick_the_trained_values_and_tell_the_two_times_apart
 
 
 def test_the_cached_count_leaves_the_page_when_its_sweep_starts(cache, monkeypatch):
-    """Issue 37: '0 of N runs cached' stayed above the sweep's own progress line, stale, while the runs trained."""
+    """Regression: '0 of N runs cached' stayed above the sweep's own progress line, stale, while the runs trained."""
     from apptest_helpers import texts
     from streamlit.testing.v1 import AppTest
 

@@ -1,4 +1,4 @@
-"""The learning-rate schedule (SPEC §13): warm-up and decay as multipliers of lr, and what a run does with them.
+"""The learning-rate schedule (docs/training.md): warm-up and decay as multipliers of lr, and what a run does with them.
 
 The PyTorch oracle (LambdaLR over Adam) is in test_oracle.py; here, the shape of the schedule itself.
 """

@@ -1,4 +1,4 @@
-"""Training snapshots (issue 14.1): their steps, their structure, their numbers, and that taking them
+"""Training snapshots: their steps, their structure, their numbers, and that taking them
 leaves the training bit-identical."""
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ def two_blas_threads():
 
 
 def test_every_computation_of_a_run_reaches_blas_on_one_thread_called_from_train_or_not(two_blas_threads, monkeypatch):
-    """Issue 29.1: a training step driven outside `train`, the evaluation, the attention maps and the hooked
+    """A training step driven outside `train`, the evaluation, the attention maps and the hooked
     forward each run on one BLAS thread (seen from inside the model's LayerNorm) and leave the 2 threads after.
     With OpenBLAS's Haswell kernels two threads gave other bits (130 of 288 probe weights, 3.3e-07)."""
     seen = []

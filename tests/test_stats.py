@@ -1,4 +1,4 @@
-"""The paired comparison's statistics (issue 19, SPEC §10): sign-flip p, its floor, the t interval, Holm, verdicts."""
+"""The paired comparison's statistics: sign-flip p, its floor, the t interval, Holm, verdicts."""
 
 from __future__ import annotations
 
@@ -136,7 +136,7 @@ def test_differences_keep_three_digits_in_one_rule_with_the_losses():
     assert format_interval(-0.00261, 0.0139) == "[−0.00261, +0.0139]"
 
 
-# --- issue 28.2: ties carry no sign; the interval inverts the same test ---------------------------------------
+# --- ties carry no sign; the interval inverts the same test --------------------------------------------------
 
 
 def test_a_zero_delta_has_no_sign_floor_verdict_and_count_follow_the_nonzero_ones():

@@ -40,7 +40,7 @@ def assert_same_record(a: store.RunRecord, b: store.RunRecord) -> None:
     assert all(
         np.array_equal(s.probe_attention, t.probe_attention) for s, t in zip(a.snapshots, b.snapshots, strict=True)
     )
-    assert a.norms == b.norms  # the snapshots' norms (issue 30.3), None in both for a record stored before them
+    assert a.norms == b.norms  # the snapshots' norms, None in both for a record stored before them
 
 
 def subprocess_env(cache: Path) -> dict:

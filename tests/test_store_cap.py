@@ -60,7 +60,7 @@ def stored_bytes(location) -> int:
 
 
 def test_a_stored_runs_read_checks_its_own_index_line_not_all_of_them(cache, monkeypatch):
-    """Issue 37: a cached `train` in a store of thousands of runs validated every index line (0.3 s of CPU at
+    """Regression: a cached `train` in a store of thousands of runs validated every index line (0.3 s of CPU at
     3,000), where it asks only whether its own run is listed."""
     runs = store_listing.fill_store(cache, 300)
     checked = []
@@ -115,7 +115,7 @@ def test_get_run_enforces_the_cap_from_the_environment_and_keeps_what_it_stored(
         assert store.max_store_bytes() == store.DEFAULT_MAX_STORE_MB * 2**20
 
 
-# --- one settings reader for every process (issue 27.3) ------------------------------------------------------
+# --- one settings reader for every process --------------------------------------------------------------------
 
 
 def secrets_cap(folder, mb) -> None:
@@ -145,7 +145,7 @@ def test_the_store_reads_max_store_mb_from_secrets_toml_as_the_pages_do(cache, t
 
 
 def test_a_secrets_cap_larger_than_the_default_is_honoured_by_a_workers_cap_pass(cache, tmp_path, monkeypatch):
-    """The 314 runs lost in issue 27.3, in small: a worker's cap pass fell back to the default under a larger cap."""
+    """How 314 runs were once lost, in small: a worker's cap pass fell back to the default under a larger cap."""
     from lab.jobs import progress as worker
 
     others = fill_article_and_others(cache, 10)
@@ -205,7 +205,7 @@ def test_the_page_hands_its_secrets_cap_to_the_training_worker(cache, monkeypatc
     assert captured and captured[0][-1] == 2000 * 2**20
 
 
-# --- a view's own runs never evict each other (issue 27.5) ---------------------------------------------------
+# --- a view's own runs never evict each other -----------------------------------------------------------------
 
 
 def _sweep_view(runs):
@@ -216,7 +216,7 @@ def _sweep_view(runs):
 
 
 def test_a_view_keeps_all_its_runs_while_another_visitors_pin_holds_the_rest(cache, monkeypatch):
-    """Issue 27.5: each worker's cap pass kept only its own run, and the view's pin lapses once the view weighs
+    """Regression: each worker's cap pass kept only its own run, and the view's pin lapses once the view weighs
     more than the pins' budget (half the cap): the view's first runs were evicted by its last ones."""
     from streamlit.testing.v1 import AppTest
 

@@ -1,4 +1,4 @@
-"""The suite never reaches a user's run store (issue 36.1), whatever the environment holds.
+"""The suite never reaches a user's run store, whatever the environment holds.
 
 A pytest run of its own, on a copy of the repository, with ATTNCORE_CACHE_DIR naming a canary store (as a
 user's shell may export it): a test that undoes its monkeypatch and clears "the store" clears the session's

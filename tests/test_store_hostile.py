@@ -1,4 +1,4 @@
-"""The store against clumsy operators and races (issue 18.4): a foreign index, failed writes, the cap, misses."""
+"""The store against clumsy operators and races: a foreign index, failed writes, the cap, misses."""
 
 from __future__ import annotations
 
@@ -191,7 +191,7 @@ def test_an_index_rebuilt_by_a_keyed_process_is_rebuilt_again_by_an_unkeyed_one(
     assert store.check_store()["ok"] == 2
 
 
-# --- a view's runs are pinned while it is shown (issue 18.4) ------------------------------------------------
+# --- a view's runs are pinned while it is shown -------------------------------------------------------------
 
 HOLDER = "ab" * 16
 
@@ -253,7 +253,7 @@ def test_the_dashboard_pins_the_runs_its_page_shows_and_releases_them_on_a_page_
 
 
 def test_a_dangling_symlink_or_a_vanishing_pin_file_disables_only_itself(cache, monkeypatch):
-    """Issue 27.6: one bad entry in pins/ used to make pinned() return nothing for the whole cap pass."""
+    """One bad entry in pins/ used to make pinned() return nothing for the whole cap pass."""
     import lab.presets
 
     monkeypatch.setattr(lab.presets, "preset", lambda name: [])
@@ -278,7 +278,7 @@ def test_a_dangling_symlink_or_a_vanishing_pin_file_disables_only_itself(cache, 
 
 
 def test_a_symlinked_pins_folder_is_never_read_written_or_tidied(cache, tmp_path, monkeypatch):
-    """Issue 27.14: a cap pass deleted hex-named .json files in whatever folder pins/ pointed to."""
+    """Regression: a cap pass deleted hex-named .json files in whatever folder pins/ pointed to."""
     import lab.presets
 
     monkeypatch.setattr(lab.presets, "preset", lambda name: [])
@@ -295,7 +295,7 @@ def test_a_symlinked_pins_folder_is_never_read_written_or_tidied(cache, tmp_path
 
 
 def test_pin_files_are_bounded_in_size_and_count(cache, monkeypatch):
-    """Issue 27.15: a cap pass reads at most MAX_PIN_FILES pins of at most MAX_PIN_BYTES each."""
+    """A cap pass reads at most MAX_PIN_FILES pins of at most MAX_PIN_BYTES each."""
     import lab.presets
 
     monkeypatch.setattr(lab.presets, "preset", lambda name: [])

@@ -1,4 +1,4 @@
-"""A changed or new ATTNCORE_CACHE_KEY never deletes runs (issue 27.1): untrusted is not damaged.
+"""A changed or new ATTNCORE_CACHE_KEY never deletes runs: untrusted is not damaged.
 
 A record whose seal does not verify under the current key is kept but never served; only an explicit
 `cache check --repair --drop-unverified` deletes it, and `cache sign` adopts it under the current key.

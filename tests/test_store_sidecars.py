@@ -1,4 +1,4 @@
-"""Sealed but malformed sidecars (issue 27.11): validated on read as bundles are on import, skipped and reported.
+"""Sealed but malformed sidecars: validated on read as bundles are on import, skipped and reported.
 
 Anyone who can write an unkeyed store can seal any JSON; a sidecar whose types are wrong, whose keys are
 missing or whose numbers are impossible (an accuracy of 1e308) must give no traceback anywhere it is read.
@@ -113,7 +113,7 @@ def test_the_run_pages_render_with_a_malformed_sidecar_in_the_store(cache):
 
 
 def test_cache_warnings_print_as_one_plain_line(cache):
-    """Issue 27.18: no Python two-line warning format (file path, source line) on the CLI's stderr."""
+    """No Python two-line warning format (file path, source line) on the CLI's stderr."""
     import subprocess
     import sys
 

@@ -32,7 +32,7 @@ def assert_same_record(a: store.RunRecord, b: store.RunRecord) -> None:
 # --- presets and grids ---------------------------------------------------------
 
 
-def test_article_preset_is_the_23_runs_of_the_spec():
+def test_article_preset_is_the_articles_23_runs():
     runs = presets.preset("article")
     assert len(runs) == len(set(runs)) == 23
     baseline = ("learned", "pre", True, 3e-3)
@@ -170,7 +170,7 @@ with parallel_config(backend="loky", initializer=every_worker_leaks):
 
 
 def test_a_worker_loky_replaces_is_one_plain_warning_line():
-    """Issue 36.11: during `regimes` loky's UserWarning reached stderr in Python's two-line format (a file path and
+    """Regression: during `regimes` loky's UserWarning reached stderr in Python's two-line format (a file path and
     the source line `warnings.warn(`) when it replaced a worker grown past its guard; now one 'warning: ...' line."""
     done = subprocess.run(
         [sys.executable, "-c", LEAKING_SWEEP], cwd=REPO, capture_output=True, text=True, timeout=120,

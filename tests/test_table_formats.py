@@ -47,7 +47,7 @@ def test_a_column_already_text_is_left_as_it_is():
 
 
 def test_a_loss_column_never_mixes_scientific_with_fixed_nor_decimals():
-    """Issue 29.6: '1.87e-04' above '0.471' (final loss), the Masks trap table's '0.00231' / '4.95e-04' / '10.9'."""
+    """Regression: '1.87e-04' above '0.471' (final loss), the Masks trap table's '0.00231' / '4.95e-04' / '10.9'."""
     trap = pd.DataFrame({"seq 1": [0.00231, 4.95e-4, 10.9], "final_loss": [0.471, 2.3, 0.0412]})
     html = tables.styled(trap, {"seq 1": formats.loss}).to_html()
     assert "2.31e-03" in html and "4.95e-04" in html and "1.09e+01" in html
@@ -59,7 +59,7 @@ def test_accuracy_differences_carry_the_labs_minus_sign():
     assert "−0.134" in html and "+0.842" in html and "-0.134" not in html
 
 
-# --- every table every page renders (issue 29.6) -------------------------------------------------------------------
+# --- every table every page renders ------------------------------------------------------------------------------
 
 NUMBER = re.compile(r"^(?P<sign>[+\-−]?)(?P<body>.+)$")
 SCIENTIFIC = re.compile(r"^\d(?:\.(\d+))?e([+\-−]?)(\d+)$")

@@ -148,7 +148,7 @@ class Block(nn.Module):
 
 
 class TorchModel(nn.Module):
-    """attncore's decoder (SPEC §1, §3, §4) in PyTorch, loaded from an attncore params dict.
+    """attncore's decoder (docs/model.md) in PyTorch, loaded from an attncore params dict.
 
     dtype defaults to cfg.dtype ("float32" or "float64").
     """

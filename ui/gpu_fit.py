@@ -221,7 +221,7 @@ def engine_caption(fit: eng.EngineFit) -> str:
         "log names the card, and the activation peak: the larger of the forward's widest tensors over "
         f"max_num_batched_tokens ({fit.max_num_batched_tokens:,}) and the sampler's float32 work over the logits of "
         f"max_num_seqs ({fit.max_num_seqs:,}) rows. Against the published V0 logs that print it, the activation "
-        f"estimate is off by {validation.error_sentence()}: issue 12330's launch flags are not all shown, the OCI "
+        f"estimate is off by {validation.error_sentence()}: vLLM #12330's launch flags are not all shown, the OCI "
         "log shows no sampler work, and MoE routing buffers and workspaces are not counted. Type your log's figures "
         "above to replace any estimate. CUDA graphs (captured after the cache in these versions) live in the 1 − "
         "utilization kept free; newer vLLM also subtracts them."

@@ -1,4 +1,4 @@
-"""The Induction heads page's parts (issue 34): its controls (URL-bound, within the hosted caps), the causal check
+"""The Induction heads page's parts: its controls (URL-bound, within the hosted caps), the causal check
 metered as page work, the tables and the sources it is read against. The experiment itself is lab.induction's.
 """
 
@@ -24,7 +24,7 @@ from ui.sidebar import NORM_LABELS
 VARIANT_OPTIONS = [induction.Variant(n, p) for n, p in ((2, "rope"), (1, "rope"), (2, "none"), (2, "learned"),
                                                         (1, "none"), (3, "rope"))]  # fmt: skip
 DEFAULT_VARIANTS = [induction.Variant(n, p) for n, p in induction.PAGE_VARIANTS]
-EMBED_STDS = {1.0: "1: PyTorch's nn.Embedding (the induction default)", 0.1: "0.1: the lab's article model (SPEC §4)"}
+EMBED_STDS = {1.0: "1: PyTorch's nn.Embedding (the induction default)", 0.1: "0.1: the lab's article model"}
 SOURCES = (
     "Olsson et al. 2022, *In-context Learning and Induction Heads* (arXiv:2209.11895): partway through training a "
     "two-layer attention model forms a previous-token head in its first layer and an induction head in its second "

@@ -1,4 +1,4 @@
-"""The Length generalisation page's first view: the literature's protocol (SPEC §11). Five encodings trained on
+"""The Length generalisation page's first view: the literature's protocol. Five encodings trained on
 lengths 1 to 8 (one length per batch), tested by greedy generation at 1 to 16, over seeds, with and without
 randomized positions; what the lab found (computed from the runs) beside what the papers found.
 
@@ -154,8 +154,8 @@ def literature_protocol() -> None:
     except ConfigError as e:
         show_invalid(e, "configuration for this comparison")
         return
-    # the notice, the button and the caps of every page that trains what it is missing (issue 37: this one was a
-    # caption and a plain button)
+    # the notice, the button and the caps of every page that trains what it is missing (this one was a caption
+    # and a plain button)
     by_run = compare_view.ensure_trained(wanted, "Training the encodings on lengths 1 to 8", "lit_train")
     if by_run is None:
         return

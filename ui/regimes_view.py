@@ -1,4 +1,4 @@
-"""The Regimes page's parts (issue 30.4): each experiment's controls (URL-bound, within the hosted caps), the
+"""The Regimes page's parts: each experiment's controls (URL-bound, within the hosted caps), the
 figures it draws from its runs, and the sources it is read against. The experiments themselves are lab.regimes'.
 """
 
@@ -157,7 +157,7 @@ def entropy_rows(length: int) -> str:
 def logits_over_training(cells, by_run) -> tuple[pd.DataFrame, int]:
     """(rows variant, d_k, step, max_logit: the largest attention logit over the layers at each snapshot of the
     heads experiment's first-seed runs, read from their records; how many records hold no norms (stored before
-    issue 30) and are left out)."""
+    records carried them) and are left out)."""
     rows, missing = [], 0
     for cell in cells:
         for label, runs in cell.groups.items():

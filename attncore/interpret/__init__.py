@@ -1,4 +1,4 @@
-"""attncore.interpret: interventions on a trained model (SPEC §12) — what it relies on, not what its maps look like.
+"""attncore.interpret: interventions on a trained model — what it relies on, not what its maps look like.
 
 hooks (hook points on the model's own forward pass that record every activation and let any be replaced, and
 the backward from one query's logits to an overridden attention row), patching (activation

@@ -1,4 +1,4 @@
-"""Why depth and width matter (SPEC §13, issue 30.3): per block, the gradient norm of each weight matrix and the
+"""Why depth and width matter (docs/regimes.md): per block, the gradient norm of each weight matrix and the
 residual stream's norm after the block on fixed batches, and per layer the largest attention logit |q·k|/scale,
 the attention entropy and the share of saturated rows; at initialisation and at the training snapshots.
 
@@ -133,8 +133,8 @@ def at_snapshots(run: RunConfig) -> Callable[[dict, int], dict]:
 
 def over_training(run: RunConfig) -> tuple[list[dict], dict]:
     """(the figures at each snapshot [{"step": s, …}, …], final weights) of a run whose record does not hold them
-    (stored before issue 30): trains `run` again through attncore.train with at_snapshots, as a record's training
-    measures them (the same steps, bit for bit)."""
+    (stored before records carried their norms): trains `run` again through attncore.train with at_snapshots, as
+    a record's training measures them (the same steps, bit for bit)."""
     result = train(run, on_snapshot=at_snapshots(run))
     return result.measured, result.params
 

@@ -1,4 +1,4 @@
-"""Activation patching (SPEC §12, as TransformerLens's `get_act_patch_*`): run a clean and a corrupted input,
+"""Activation patching (as TransformerLens's `get_act_patch_*`): run a clean and a corrupted input,
 copy one component's activation from one run into the other, and measure how much of the difference it carries.
 
 Two directions (Heimersheim & Nanda 2024, "How to use and interpret activation patching", arXiv:2404.15255):

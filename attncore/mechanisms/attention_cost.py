@@ -1,4 +1,4 @@
-"""The cost of attention against sequence length (SPEC §9): time and memory of the T x T scores.
+"""The cost of attention against sequence length: time and memory of the T x T scores.
 
 Timing is measured live (minimum over trials after one warm-up); memory is arithmetic.
 """

@@ -1,4 +1,5 @@
-"""The measurements behind the mechanism pages (SPEC §1, §2, §3): scaling statistics, masks, heads and position.
+"""The measurements behind the mechanism pages: scaling statistics, masks, heads and position (docs/model.md,
+docs/experiments.md).
 
 Pure functions with an explicit seed; they return dicts of arrays or lists of row-dicts
 (one row per measurement, theory beside it) that a page turns into a DataFrame.
@@ -14,7 +15,7 @@ from attncore import layers as L
 from attncore.config import ConfigError, ModelConfig
 from attncore.model import init_params, param_shapes
 
-# --- scaling: why divide by sqrt(d_k) (SPEC §2) ------------------------------
+# --- scaling: why divide by sqrt(d_k) -----------------------------------------
 
 
 def softmax_jacobian(p: np.ndarray) -> np.ndarray:
@@ -34,7 +35,7 @@ def entropy(p: np.ndarray) -> np.ndarray:
 
 
 def scaling_statistics(d_k_values=(8, 64, 512), n_keys: int = 64, repetitions: int = 400, seed: int = 0) -> list[dict]:
-    """SPEC §2's table: one row per (d_k, scaled) with the measurement and the theory beside it.
+    """The scaling table: one row per (d_k, scaled) with the measurement and the theory beside it.
 
     Each repetition draws one query and n_keys keys with iid N(0, 1) components.
     The draw for a d_k depends only on (seed, d_k), so adding a d_k leaves the
@@ -90,7 +91,7 @@ def _dot_products(d_k: int, n_keys: int, repetitions: int, rng) -> np.ndarray:
     return raw
 
 
-# --- masks (SPEC §1) ----------------------------------------------------------
+# --- masks ---------------------------------------------------------------------
 
 
 def mask_order_demo(t: int = 6, seed: int = 0) -> dict[str, np.ndarray]:
@@ -142,7 +143,7 @@ def padding_demo(lengths=(5, 3, 0), t: int | None = None, seed: int = 0) -> dict
     }
 
 
-# --- heads and position (SPEC §1, §3, §4) -------------------------------------
+# --- heads and position --------------------------------------------------------
 
 
 def attention_param_counts(d_model: int = 64, heads=None) -> list[dict]:
@@ -185,7 +186,7 @@ PERMUTATION_CASES = [("none", False), ("sinusoidal", False), ("learned", False),
 
 
 def permutation_test(t: int = 8, d_model: int = 16, n_heads: int = 4, seed: int = 0) -> list[dict]:
-    """attn(PX) against P attn(X) for a random permutation P, per kind of position (SPEC §1).
+    """attn(PX) against P attn(X) for a random permutation P, per kind of position.
 
     One row per position in none | sinusoidal | learned | rope (and none with the
     causal mask): equivariance_error = max |attn(PX) - P attn(X)| (~1e-16 only
@@ -228,7 +229,7 @@ def permutation_test(t: int = 8, d_model: int = 16, n_heads: int = 4, seed: int 
 
 
 def position_encodings(t: int = 32, d_model: int = 16, seed: int = 0) -> dict[str, np.ndarray]:
-    """The four encodings as arrays (SPEC §3): what gets added to the tokens, and RoPE's angles.
+    """The four encodings as arrays: what gets added to the tokens, and RoPE's angles.
 
     sinusoidal (T, D); learned (T, D), an init sample N(0, 1)*0.1; none (T, D) zeros;
     rope_cos and rope_sin (T, D/2) of the rotation angle per position and pair.

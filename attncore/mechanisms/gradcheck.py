@@ -1,4 +1,4 @@
-"""The gradient check (SPEC §5): centred finite differences against model.loss_and_grads, per tensor.
+"""The gradient check: centred finite differences against model.loss_and_grads, per tensor.
 
 float64 small model; the same seeded coordinates are checked at every epsilon so
 the columns compare like with like.
@@ -15,7 +15,7 @@ from attncore.task import task_of
 
 
 def small_model(norm: str = "pre", d_model: int = 16, n_layers: int = 2, n_heads: int = 4) -> ModelConfig:
-    """SPEC §5's check model: d = 16, 2 blocks, d_ff = 4d, float64, learned position."""
+    """The gradient check's model: d = 16, 2 blocks, d_ff = 4d, float64, learned position."""
     return ModelConfig(
         d_model=d_model, n_heads=n_heads, n_layers=n_layers, d_ff=4 * d_model, max_len=13, norm=norm, dtype="float64"
     )

@@ -1,5 +1,5 @@
 """The article's trap 4 on a trained model: do a padded batch's per-sequence losses depend on the batch order, the
-amount of padding, the loss mask, the key padding mask? (SPEC §1, §11.) Cheap: a few forward passes of B ≤ 8.
+amount of padding, the loss mask, the key padding mask? Cheap: a few forward passes of B ≤ 8.
 
 Imports the core (model, tasks, layers) only.
 """

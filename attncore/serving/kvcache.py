@@ -1,4 +1,4 @@
-"""Key-value-cache memory (SPEC §9): bytes of MHA/GQA/MQA and latent (MLA) caches, and the GPU fit question.
+"""Key-value-cache memory: bytes of MHA/GQA/MQA and latent (MLA) caches, and the GPU fit question.
 
 A sliding window caps the tokens of the layers that have it (all of them, or some: a hybrid model's full layers
 keep every token), int8/int4 carry fp16 scales per group; the weights' memory sits beside the cache. Also the
@@ -146,7 +146,7 @@ def kv_cache(
     weight_bytes_given: int | None = None,
     weight_label: str | None = None,
 ) -> KVCache:
-    """bytes = 2 · layers · kv_heads · head_dim · tokens · batch · bytes_per_element (SPEC §9).
+    """bytes = 2 · layers · kv_heads · head_dim · tokens · batch · bytes_per_element (K and V: the 2).
 
     With kv_lora_rank > 0 (MLA) each token and layer caches one latent of kv_lora_rank plus the shared
     RoPE key of rope_head_dim, with no factor 2. A sliding window caps the tokens of window_layers layers (None:

@@ -1,4 +1,4 @@
-"""Parameter counts of decoder-only transformers (SPEC §4): the architecture and its tensor inventory.
+"""Parameter counts of decoder-only transformers (docs/model.md): the architecture and its tensor inventory.
 
 The `Decoder` (decoder.py) in, every trained tensor with its shape and component, the totals
 per component and per block, and the cross-check against an instantiated attncore model.
@@ -28,7 +28,7 @@ COMPONENTS = ("embeddings", "position", "attention", "ffn", "norms", "output_hea
 
 
 def describe_attncore(cfg: ModelConfig) -> Decoder:
-    """The Decoder that attncore.model builds from cfg (SPEC §4): ReLU FFN, biases everywhere, untied head."""
+    """The Decoder that attncore.model builds from cfg: ReLU FFN, biases everywhere, untied head."""
     return Decoder(
         d_model=cfg.d_model,
         n_layers=cfg.n_layers,

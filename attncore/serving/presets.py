@@ -114,12 +114,12 @@ CARDS: dict[str, Card] = {
         Card("a10g", 22.07, "24 GB", f"{_VLLM % '22.07'} on a 24 GB A10-class card (OCI AI Quick Actions "
              "troubleshooting doc, vLLM 0.7); an A10G's nvidia-smi shows 23028 MiB, as an A10's", False),
         Card("rtx-4090", 23.65, "24 GB", "PyTorch out-of-memory messages '23.65 GiB total capacity' on 24 GB "
-             "GeForce/Titan cards; nvidia-smi 24564 MiB on a 4090 (vLLM issue 7553)", False),
-        Card("a100-40gb", 39.50, "40 GB", f"{_VLLM % '39.50'}, vLLM issue 12330 (A100-40GB, vLLM 0.6.6)", True),
+             "GeForce/Titan cards; nvidia-smi 24564 MiB on a 4090 (vLLM #7553)", False),
+        Card("a100-40gb", 39.50, "40 GB", f"{_VLLM % '39.50'}, vLLM #12330 (A100-40GB, vLLM 0.6.6)", True),
         Card("rtx-a6000", 47.54, "48 GB", "estimate: PyTorch out-of-memory messages give '47.54 GiB total "
              "capacity' on 48 GB cards they do not name; with ECC on (as on the L40S below) a card reports less",
              False),
-        Card("l40s", 44.42, "48 GB", f"{_VLLM % '44.42'}, vLLM issue 15815 (2x L40S, vLLM 0.7)", True),
+        Card("l40s", 44.42, "48 GB", f"{_VLLM % '44.42'}, vLLM #15815 (2x L40S, vLLM 0.7)", True),
         Card("a100-80gb", 79.15, "80 GB", "PyTorch out-of-memory message '79.15 GiB total capacity' on an A100 "
              "80 GB (a public fine-tuning note); not seen in a vLLM log naming the card", False),
         Card("h100-80gb", 79.22, "80 GB", f"{_VLLM % '79.22'}, vLLM PRs 12126 and 10511 (H100-80G SXM)", True),

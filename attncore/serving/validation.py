@@ -45,14 +45,14 @@ class LoggedPeak:
 LOGS = (
     LoggedPeak("PR 10511", "vLLM PR 10511: Llama-3-8B, H100 80 GB, V0 about 0.6.5, defaults", LLAMA3_8B,
                79.22, EngineSettings(version="v0"), 1.26, gpu="h100-80gb"),
-    LoggedPeak("issue 12330", "vLLM issue 12330: Llama-3-8B, A100-40GB, V0 0.6.6", LLAMA3_8B, 39.50,
+    LoggedPeak("vLLM #12330", "vLLM #12330: Llama-3-8B, A100-40GB, V0 0.6.6", LLAMA3_8B, 39.50,
                EngineSettings(version="v0"), 9.37, gpu="a100-40gb", flags_known=False,
                note="the same model and defaults logged 1.26 GiB on an H100: flags the issue does not show"),
     LoggedPeak("OCI doc", "OCI AI Quick Actions troubleshooting doc: Llama-3.1-8B, 24 GB A10-class card, V0 0.7",
                LLAMA3_8B, 22.07, EngineSettings(version="v0", max_model_len=131072), 0.22,
                note="0.22 GiB is about the forward alone: its sampler's float32 work (about 1 GiB at 256 "
                     "sequences) does not show in the log"),
-    LoggedPeak("issue 15815", "vLLM issue 15815: Qwen2.5-32B, 2x L40S, tensor parallel 2, V0 0.7", QWEN25_32B, 44.42,
+    LoggedPeak("vLLM #15815", "vLLM #15815: Qwen2.5-32B, 2x L40S, tensor parallel 2, V0 0.7", QWEN25_32B, 44.42,
                EngineSettings(version="v0", max_model_len=10000, tensor_parallel_size=2), 1.26, gpu="l40s"),
     LoggedPeak("DeepSeek-R1 notes", "third-party DeepSeek-R1 deployment notes: 8x H200, tensor parallel 8, V0 0.7",
                DEEPSEEK_R1, 139.81, EngineSettings(version="v0", gpu_memory_utilization=0.85, max_model_len=128000,

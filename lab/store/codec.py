@@ -1,11 +1,11 @@
 """A run record as data, never pickle: arrays in an .npz (allow_pickle=False) and a sealed JSON sidecar.
 
-The sidecar carries the config, the numerics version, the platform that computed it (lab.provenance; absent in
-records stored before issue 19, which are still served), the scalars, the arrays' shapes and the SHA-256 of
-the .npz bytes; it is sealed by a SHA-256 of its own canonical text, and by an HMAC when ATTNCORE_CACHE_KEY
-is set. Everything read back is treated as untrusted: digests first, then schema and shapes against the config,
-then the numbers' ranges (check_values, as for an import). A sidecar whose digest holds but whose HMAC does
-not verify under the current key is UnverifiedError: untrusted, not damaged (the store keeps it).
+The sidecar carries the config, the numerics version, the platform that computed it (lab.provenance), the
+scalars, the arrays' shapes and the SHA-256 of the .npz bytes; it is sealed by a SHA-256 of its own canonical
+text, and by an HMAC when ATTNCORE_CACHE_KEY is set. Everything read back is treated as untrusted: digests
+first, then schema and shapes against the config, then the numbers' ranges (check_values, as for an import). A
+sidecar whose digest holds but whose HMAC does not verify under the current key is UnverifiedError: untrusted,
+not damaged (the store keeps it).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ FORMAT = "attnlab-run/1"
 KEY_VAR = "ATTNCORE_CACHE_KEY"
 PARAM_PREFIX = "params."
 SNAPSHOT_PREFIX = "snapshots."  # step, token_accuracy, sequence_accuracy, probe_attention (attncore.snapshots.stack)
-NORMS_PREFIX = "norms."  # the snapshots' norms (attncore.interpret.norms.stack); absent in records before issue 30
+NORMS_PREFIX = "norms."  # the snapshots' norms (attncore.interpret.norms.stack); absent in records stored before them
 EVAL_FIELDS = ("token_accuracy", "sequence_accuracy", "distinct_accuracy", "n_distinct")
 EVAL_FIELDS += ("repeated_accuracy", "n_repeated", "eval_seconds")
 
@@ -170,15 +170,14 @@ def encode(record) -> tuple[dict, bytes]:
         "arrays": {name: {"shape": list(a.shape), "dtype": a.dtype.str} for name, a in arrays.items()},
         "npz_sha256": hashlib.sha256(data).hexdigest(),
         "npz_bytes": len(data),
+        "platform": record.platform,
     }
-    if record.platform is not None:  # left out when unknown, so a record read back encodes as it was stored
-        meta["platform"] = record.platform
     return meta, data
 
 
 def expected_arrays(run: RunConfig, with_norms: bool = True) -> dict[str, tuple[tuple[int, ...], tuple[str, ...]]]:
     """name -> (shape, allowed dtypes) of every array a record of this run must hold, and nothing else; a record
-    stored before issue 30 holds no norms (with_norms=False)."""
+    stored before records carried norms holds none (with_norms=False)."""
     return dict(_expected_arrays(run.model, run.task, run.train.steps, with_norms))
 
 
@@ -226,8 +225,8 @@ def check_meta(meta: dict, numerics_version: int, config: dict | None = None) ->
             raise TypeError
         if not isinstance(meta["summary"], dict) or meta["summary"].get("config") != meta["config"]:
             raise TypeError
-        provenance.checked(meta.get("platform"))
-        provenance.checked(meta["summary"].get("platform"))
+        provenance.checked(meta["platform"])
+        provenance.checked(meta["summary"]["platform"])
         scalars = [meta["final_loss"], meta["train_seconds"], meta["n_params"]]
         eval_values = [meta["eval"][k] for k in EVAL_FIELDS]
     except ConfigError as exc:
@@ -371,7 +370,7 @@ def check_summary(summary) -> None:
     """An index line's summary (RunRecord.summary()) is what a checked sidecar holds; RecordError otherwise."""
     try:
         run = _run_of(json.dumps(summary["config"], sort_keys=True))
-        provenance.checked(summary.get("platform"))
+        provenance.checked(summary["platform"])
         _check_numbers(summary, run, stored=True)
     except ConfigError as exc:
         raise RecordError(f"invalid config ({exc.field})") from None
@@ -471,8 +470,8 @@ def decode(meta: dict, data: bytes, numerics_version: int, config: dict | None =
         probe_attention=arrays["probe_attention"],
         params={name.removeprefix(PARAM_PREFIX): a for name, a in arrays.items() if name.startswith(PARAM_PREFIX)},
         snapshots=unstack(snaps),
-        platform=provenance.checked(meta.get("platform")),
-        test_loss=meta["summary"].get("test_loss"),  # absent before issue 28: computed from the weights when asked
-        norms=figures,  # None before issue 30
+        platform=provenance.checked(meta["platform"]),
+        test_loss=meta["summary"].get("test_loss"),  # absent in records stored before it was kept: computed when asked
+        norms=figures,  # None in records stored before they carried norms
         figures={k: meta["summary"][k] for k in tasks.get(run.task.name).metrics} or None,
     )

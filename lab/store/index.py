@@ -179,7 +179,7 @@ def _load(location: Path, func_dir: Path) -> dict | None:
 def lists(location: Path, key: str) -> bool:
     """Whether the saved index (this store's, under this key) holds a valid line for the entry `key`, checking that
     line only: a stored run's read asks just this, and validating every line of a large index was most of a
-    cached `train` (0.3 s of CPU at 3,000 runs, issue 37). A whole read (`read`, list_cached) still checks all
+    cached `train` (0.3 s of CPU at 3,000 runs). A whole read (`read`, list_cached) still checks all
     lines and the entries before it serves them, and rebuilds the index where they disagree."""
     path = location / INDEX_FILE
     memo = _memo.get(_memo_key(path))

@@ -26,10 +26,10 @@ from lab import provenance
 # Bump whenever the numbers a run produces would change (model, training, tasks, evaluation).
 # joblib only hashes the source of the cached function itself, never of the helpers it calls.
 NUMERICS_VERSION = 6  # 2: cross-entropy row sums as a matrix product; 3: float32 scores scaled by a float32 1/sqrt(d_k)
-# 4: each initial tensor drawn from its own (seed, name) stream (issue 13); batches unchanged
-# 5: records carry training snapshots (issue 14): accuracy and probe attention at ~20 log-spaced steps
+# 4: each initial tensor drawn from its own (seed, name) stream; batches unchanged
+# 5: records carry training snapshots: accuracy and probe attention at ~20 log-spaced steps
 # 6: a padded (--mixed-lengths) batch computes its real positions only, packed, and the last block each
-#    sequence's answer rows (model.AnswerRows, issue 20): mixed-length runs round differently; others unchanged
+#    sequence's answer rows (model.AnswerRows): mixed-length runs round differently; others unchanged
 
 
 class CacheWarning(UserWarning):
@@ -59,17 +59,17 @@ class RunRecord:
     eval: EvalResult
     train_seconds: float
     n_params: int
-    probe_tokens: np.ndarray  # (2L,) the probe input of SPEC §8
+    probe_tokens: np.ndarray  # (2L,) the probe input (attncore.tasks.probe_sequence)
     probe_attention: np.ndarray  # (n_layers, H, 2L, 2L) attention weights on the probe
     params: dict[str, np.ndarray]  # the trained weights, for head ablation and custom sequences
     snapshots: list[Snapshot] = field(default_factory=list)  # at snapshot_steps(steps), in step order
-    platform: dict | None = None  # lab.provenance.current() where it was computed; None: stored before issue 19
-    test_loss: float | None = None  # attncore.evaluate.test_loss; None: stored before issue 28 (see held_out_loss)
-    norms: list[dict] | None = None  # attncore.interpret.norms at each snapshot; None: stored before issue 30
+    platform: dict | None = None  # lab.provenance.current() where it was computed (None: made up in memory, unstored)
+    test_loss: float | None = None  # attncore.evaluate.test_loss; None: stored before it was kept
+    norms: list[dict] | None = None  # attncore.interpret.norms at each snapshot; None: stored before they were
     figures: dict | None = None  # the task's final figures (Task.metrics, in the summary); None without metrics
 
     def held_out_loss(self) -> float:
-        """The test loss (teacher-forced, on the fixed test set); a record stored before issue 28 computes it from
+        """The test loss (teacher-forced, on the fixed test set); a record stored before it was kept computes it from
         its stored weights on first use and keeps it (the same bits compute_run would have stored)."""
         if self.test_loss is None:
             self.test_loss = measure_test_loss(self.params, self.config)

@@ -1,4 +1,4 @@
-"""Charts of the Induction heads page (issue 34) as pure functions: lab.induction frames in, alt.Chart out. The
+"""Charts of the Induction heads page as pure functions: lab.induction frames in, alt.Chart out. The
 repeat loss orange and the first copy's blue (the app's broken/healthy pair: the repeat is what changes), each
 seed a thin line, its phase step a dashed rule; every chart sized to fit a 1,280 px main area."""
 

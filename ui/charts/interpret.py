@@ -1,4 +1,4 @@
-"""Charts of the Patching and Explanations pages (issue 21): restored fractions, the logit lens, head detection
+"""Charts of the Patching and Explanations pages: restored fractions, the logit lens, head detection
 scores and their course over training, and the attention-is-not-explanation measurements. Arrays in (from
 attncore.interpret), alt.Chart out; frames are built here so each chart's input is what the library returns."""
 
@@ -175,7 +175,7 @@ def scores_over_training(steps: np.ndarray, scores: dict[str, np.ndarray], colum
         alt.Chart(df)
         .mark_line(point=alt.OverlayMarkDef(size=18))
         .encode(
-            # the steps stored, first to last: a nice log axis ran to 5,000 past data ending at 1,500 (issue 29.3)
+            # the steps stored, first to last: a nice log axis ran to 5,000 past data ending at 1,500
             x=alt.X(
                 "step:Q",
                 scale=alt.Scale(type="log", domain=[int(min(steps)), int(max(steps))], nice=False),

@@ -74,7 +74,7 @@ def weights_with_row_sums(
         )
     )
     # each sum written right of the dashed line at 1, in a column of its own: beside its bar's end, the label of a
-    # bar reaching 1 sat on the line (issue 29.3)
+    # bar reaching 1 sat on the line
     labels = bars.mark_text(align="left", dx=4, fontSize=10, color=BASE_COLOR).encode(
         x=alt.datum(LABEL_AT), text=alt.Text("row sum:Q", format=".3f"), color=alt.value(BASE_COLOR)
     )

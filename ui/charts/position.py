@@ -68,7 +68,7 @@ def permutation_chart(frame: pd.DataFrame, height: int = 260) -> alt.Chart:
             color=alt.Color(
                 "measure:N",
                 scale=alt.Scale(domain=list(MEASURES.values()), range=[GOOD, BAD]),
-                # one label per line: side by side they ran out of a half-width column (issue 29.3)
+                # one label per line: side by side they ran out of a half-width column
                 legend=alt.Legend(orient="bottom", direction="vertical", title=None, labelLimit=300),
             ),
             tooltip=["position:N", "measure:N", alt.Tooltip("value:Q", format=".3g")],

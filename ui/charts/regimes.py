@@ -1,4 +1,4 @@
-"""Charts of the Regimes page (issue 30.4) as pure functions: lab.regimes / attncore.interpret.norms frames in,
+"""Charts of the Regimes page as pure functions: lab.regimes / attncore.interpret.norms frames in,
 alt.Chart out. The baseline variant is black, the other the first variant colour; every chart is sized to fit a
 1,280 px main area (facets at most three to a row)."""
 
@@ -149,7 +149,7 @@ def attention_by_size(df: pd.DataFrame) -> alt.Chart:
     color = alt.Color("variant:N", scale=_variant_colors(variants), sort=variants, legend=_legend())
     when = ["at initialisation", "after training"]
     # the two times told apart by dash and by point shape, one legend for both: a legend of dashes alone drew two
-    # identical symbols (issue 37)
+    # identical symbols
     legend = alt.Legend(orient="bottom", title=None, symbolFillColor=BASE_COLOR, symbolStrokeWidth=0)
     dash = alt.StrokeDash("when:N", sort=when, scale=alt.Scale(domain=when, range=[[5, 4], [1, 0]]), legend=legend)
     shape = alt.Shape("when:N", sort=when, scale=alt.Scale(domain=when, range=["triangle-up", "circle"]), legend=legend)
