@@ -79,7 +79,8 @@ def tensor_rng(seed: int, name: str) -> np.random.Generator:
 
 
 def init_params(cfg: ModelConfig, rng: np.random.Generator | int) -> dict[str, np.ndarray]:
-    """SPEC §4: weights N(0, 1)/sqrt(fan_in), biases 0, LN gamma 1 beta 0, embeddings N(0, 1)*0.1 (cfg.embed_std).
+    """The article's initialisation: weights N(0, 1)/sqrt(fan_in), biases 0, LN gamma 1 beta 0, embeddings
+    N(0, 1)*0.1 (cfg.embed_std).
 
     rng an int seed: every tensor draws from its own stream `tensor_rng(seed, name)`, so variants
     at one seed (no position table, post-LN, ...) start bit-identical on every tensor they share.
@@ -286,7 +287,7 @@ def _query_rows(x, B, q_from):
 
 def _block_forward(x, params, i, cfg, B, t0=0, mask=None, kv=None, head_mask=None, q_from=0, pos=None, bias=None,
                    hooks=None):  # fmt: skip
-    """One block, pre-LN or post-LN (SPEC §4), on x (B*T, D).
+    """One block, pre-LN or post-LN (Xiong et al. 2020), on x (B*T, D).
 
     Returns x at the query rows (_query_rows) and the backward cache.
     """
@@ -338,7 +339,7 @@ def _embed(params, idx, cfg, t0=0, pos=None):
     return x.reshape(-1, cfg.d_model)  # (B*T, D)
 
 
-@on_one_blas_thread  # the bits must not depend on the inherited BLAS thread count (issue 29.1)
+@on_one_blas_thread  # the bits must not depend on the inherited BLAS thread count (attncore._blas)
 def forward(params, idx, cfg: ModelConfig, *, out_from: int | AnswerRows = 0, head_mask=None, padding=None,
             positions=None, hooks=None):  # fmt: skip
     """Logits (B, T - out_from, V) for tokens idx (B, T), and the ModelCache for `backward`.
@@ -548,7 +549,7 @@ def loss_and_grads(params, seqs, cfg: ModelConfig, answer_len: int, grads=None, 
     """Cross-entropy on the last `answer_len` targets of seqs (B, 2L+1) and its gradient.
 
     The input is seqs[:, :-1], the target seqs[:, 1:] (next token); only the
-    answer positions carry loss (SPEC §7). grads may be preallocated views. positions (2L,): randomized
+    answer positions carry loss (the article's tasks). grads may be preallocated views. positions (2L,): randomized
     positions; lengths (B,): seqs is a right-padded batch of these lengths (the loss masked on padding).
     """
     if lengths is not None:  # the mean over every answer token of the batch, padding left out

@@ -1,4 +1,4 @@
-"""The Induction heads experiment (issue 34, SPEC §14; Olsson et al. 2022): the induction task trained at several
+"""The Induction heads experiment (Olsson et al. 2022, docs/induction.md): the induction task trained at several
 depths and position encodings over the same seeds, each run's phase change, head scores and causal check (the
 induction head, then the previous-token head, zeroed on the held-out set), and the variants compared by the
 comparison rule of lab.compare, one cell per pair as the Regimes page's (no correction across cells).

@@ -1,4 +1,5 @@
-"""Results as pandas DataFrames, one function per table: the runs, the accuracy table and the ablations (SPEC §7).
+"""Results as pandas DataFrames, one function per table: the runs, the accuracy table and the ablations
+(docs/experiments.md).
 
 Each function takes RunRecords or their summary() dicts (what list_cached returns), so the command
 line and the dashboard share them; DataFrame.to_csv exports any of them.

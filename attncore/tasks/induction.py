@@ -1,4 +1,4 @@
-"""The induction task (SPEC §14, Olsson et al. 2022): T tokens uniform over V with x[k:2k] = x[0:k],
+"""The induction task (Olsson et al. 2022, docs/induction.md): T tokens uniform over V with x[k:2k] = x[0:k],
 k ~ U{k_min .. T/2} per sequence, the loss on every position. Its sequences, its measurements (the held-out loss on
 the repeat and on the first copy, Olsson's in-context learning score, each head's induction and previous-token scores
 on the probe set, the phase change of the repeat loss over training) and its Task. Pure functions of weights,
@@ -35,10 +35,10 @@ MAX_INDUCTION_VOCAB = 1024  # V: tokens drawn uniformly
 MIN_K = 2  # the shortest repeated prefix: its repeat holds one query with a target (k .. 2k - 2)
 INDUCTION_DEFAULTS = {"vocab": 32, "k_min": 4}  # TaskConfig's fields an induction task fills when not given
 
-# The induction experiment's defaults (issue 34, from a prototype that showed the phase change on 4 of 4 seeds):
+# The induction experiment's defaults (from a prototype that showed the phase change on 4 of 4 seeds):
 # T = 32 tokens of V = 32, k ~ U{4 .. 16}; 2 blocks, d = 32, 2 heads, RoPE, pre-LN, lr 1e-3, batch 32, 2,000 steps;
-# the token embedding drawn N(0, 1) as the prototype's (PyTorch's nn.Embedding): at SPEC §4's 0.1 the blocks' outputs
-# drown the tokens' identity in the residual stream and the pair of heads had not formed by 2,000 steps
+# the token embedding drawn N(0, 1) as the prototype's (PyTorch's nn.Embedding): at the article's 0.1 the blocks'
+# outputs drown the tokens' identity in the residual stream and the pair of heads had not formed by 2,000 steps
 # (docs/induction.md).
 INDUCTION_RUN = dict(length=32, vocab=32, k_min=4, n_layers=2, d_model=32, n_heads=2, position="rope", norm="pre",
                      lr=1e-3, batch_size=32, steps=2000, embed_std=1.0)  # fmt: skip

@@ -1,7 +1,7 @@
-"""The article's tasks (SPEC §7): sequences [s1..sL, SEP, a1..aL] over 20 symbols, the loss on the L answer tokens;
+"""The article's tasks: sequences [s1..sL, SEP, a1..aL] over 20 symbols, the loss on the L answer tokens;
 copy, sort and reverse are one class, SymbolsTask, given the answer's function and the head pattern the answer
 needs read. Batches at one length, at a length drawn from a training range, or mixed lengths right-padded
-(SPEC §11); scored by greedy generation on a fixed test set."""
+(Ruoss et al. 2023); scored by greedy generation on a fixed test set."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from ..interpret.patching import Contrast
 from ..model import attention_weights
 from ..sequences import N_TEST, PAD, TEST_SEED, all_distinct, parse_symbols
 
-# SPEC §8's probe for copy L = 6; longer probes continue it with seeded symbols.
+# The article's probe for copy L = 6; longer probes continue it with seeded symbols.
 PROBE_SYMBOLS = [17, 3, 0, 12, 7, 9] + list(np.random.default_rng(8).integers(0, N_SYMBOLS, 58))
 
 
