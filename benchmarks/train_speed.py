@@ -142,8 +142,12 @@ WORKER = """
 import gc, sys, time
 sys.path.insert(0, sys.argv[1])
 from threadpoolctl import threadpool_limits
-from attncore.config import make_induction, make_run
+from attncore.config import make_run
 from attncore.train import Trainer
+try:
+    from attncore.tasks.induction import make_induction
+except ImportError:  # a checkout from before the task registry
+    from attncore.config import make_induction
 runs = {
     "float32": make_run("copy", 6, 0, dtype="float32"),
     "float64": make_run("copy", 6, 0, dtype="float64"),
