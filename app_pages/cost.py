@@ -8,8 +8,9 @@ from lab.jobs.slots import BusyError
 from ui import docs
 from ui.charts.cost import cost_frame, memory_chart, time_chart
 from ui.frames import parse_ints
-from ui.limits import limits, training_slot
+from ui.limits import limits
 from ui.params import show_invalid, url_number, url_text
+from ui.slots import training_slot
 
 
 def default_lengths(cap: int) -> str:

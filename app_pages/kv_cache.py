@@ -14,8 +14,9 @@ from ui import docs, gpu_fit, kv_model, weights_form
 from ui.charts import calculators as cc
 from ui.config_input import FILE, reader
 from ui.kv_model import CUSTOM, NAMES
-from ui.limits import limits, training_slot
+from ui.limits import limits
 from ui.params import show_invalid, url_number, url_radio, url_select, url_toggle
+from ui.slots import training_slot
 
 FIT_MODES = {"simple": "Simple: weights + a reserve", "vllm": "As the serving engine sees it (vLLM)"}
 

@@ -218,7 +218,7 @@ def _hold_all_slots(monkeypatch, seconds: float):
     """Cap trainings at one, take that slot in another thread for `seconds`; returns the thread."""
     import threading
 
-    from ui.limits import training_slot
+    from ui.slots import training_slot
 
     monkeypatch.setenv("ATTNLAB_MAX_CONCURRENT", "1")
     monkeypatch.setenv("ATTNLAB_SLOT_WAIT_SECONDS", "1")
@@ -237,7 +237,7 @@ def _hold_all_slots(monkeypatch, seconds: float):
 
 def test_training_slots_cap_concurrent_trainings(monkeypatch):
     from lab.jobs.slots import BusyError
-    from ui.limits import training_slot
+    from ui.slots import training_slot
 
     thread = _hold_all_slots(monkeypatch, 3)
     with pytest.raises(BusyError, match=r"The server is busy: its 1 slot for heavy jobs stayed taken"):

@@ -26,8 +26,8 @@ from lab.jobs import progress as worker
 from lab.jobs.pool import WorkerPool
 from lab.jobs.slots import shared as shared_slots
 from lab.store import cache_dir, get_run, is_cached
-from ui import limits as limits_module
 from ui import live
+from ui import slots as slots_module
 
 TIMEOUT = 60
 
@@ -44,7 +44,7 @@ def _slot_script() -> None:
     import hosted_probe
     import streamlit as st
 
-    from ui.limits import training_slot
+    from ui.slots import training_slot
 
     hosted_probe.inject_faults()
     st.write("before")
@@ -94,7 +94,7 @@ def test_training_slot_is_released_when_streamlit_stops_or_reruns_at_any_point(m
 def test_an_error_in_the_body_gives_the_slot_back(monkeypatch):
     monkeypatch.setenv("ATTNLAB_MAX_CONCURRENT", "1")
     with pytest.raises(ValueError, match="between acquire and use"):
-        with limits_module.training_slot():
+        with slots_module.training_slot():
             raise ValueError("between acquire and use")
     assert free_slots(1) == 1
 
@@ -103,7 +103,7 @@ def test_a_slot_handed_to_a_job_is_held_until_the_job_ends(monkeypatch):
     monkeypatch.setenv("ATTNLAB_MAX_CONCURRENT", "1")
     job = Future()
     with pytest.raises(KeyboardInterrupt):  # the page goes away while the job still runs
-        with limits_module.training_slot() as slot:
+        with slots_module.training_slot() as slot:
             slot.hand_to(job)
             raise KeyboardInterrupt
     assert free_slots(1) == 0

@@ -16,8 +16,9 @@ import streamlit as st
 from lab import bundle, store
 from lab.jobs.slots import BusyError
 from lab.store import backend
-from ui.limits import background_slot, headless, limits
+from ui.limits import headless, limits
 from ui.plain import plain
+from ui.slots import background_slot
 
 BUNDLE_VAR = "ATTNLAB_BUNDLE"
 # An upload's MB is 10**6 bytes: the unit in which Streamlit's browser code refuses files above maxUploadSize

@@ -21,7 +21,8 @@ from lab.jobs.slots import BusyError
 from lab.store import RunRecord
 from ui import frames
 from ui.charts import runs as charts
-from ui.limits import limits, training_slot
+from ui.limits import limits
+from ui.slots import training_slot
 
 TOKEN_KEY = "_live_token"  # session_state: this visitor's key into lab.jobs' memos of running jobs
 

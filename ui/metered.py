@@ -1,5 +1,5 @@
 """Page work that costs seconds of CPU: answered from a server-wide memo keyed by its inputs (lab.jobs.memo),
-else computed under one of the server's slots (ui.limits), like a training, with a visible wait.
+else computed under one of the server's slots (ui.slots), like a training, with a visible wait.
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections.abc import Callable, Hashable
 from typing import TypeVar
 
 from lab.jobs.memo import MISSING, shared
-from ui.limits import training_slot
+from ui.slots import training_slot
 
 T = TypeVar("T")
 

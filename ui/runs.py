@@ -22,8 +22,9 @@ from lab.jobs.slots import BusyError
 from lab.jobs.training import run_key
 from lab.store import RunRecord, is_cached, list_cached, pin_view, stored_run, unverified_runs, view_bytes
 from ui import bundles, live, sweeps
-from ui.limits import limits, training_slot
+from ui.limits import limits
 from ui.metered import metered
+from ui.slots import training_slot
 
 
 class _Missing(LookupError):

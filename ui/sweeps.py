@@ -21,7 +21,8 @@ from lab.jobs.progress import Cancelled
 from lab.jobs.slots import BusyError
 from lab.store import RunRecord
 from ui import live
-from ui.limits import limits, training_slot
+from ui.limits import limits
+from ui.slots import training_slot
 
 CONFIRM_SECONDS = 30 * 60  # a local server asks once more before a sweep estimated to take longer than this here
 
