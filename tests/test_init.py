@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import attncore.train as train_module
 from attncore import initial_params, make_run
+from attncore import task as tasks
 from attncore.model import param_shapes
 from attncore.train import Trainer
 
@@ -100,14 +100,15 @@ def test_training_starts_from_initial_params():
 def test_training_batches_are_identical_across_variants(monkeypatch):
     """The batch stream depends on the seed only, never on the model variant."""
     seen: list[np.ndarray] = []
-    original = train_module.sample_batch
+    copy = tasks.get("copy")  # the trainer draws its batches from the task (Task.sample_batch)
+    original = copy.sample_batch
 
     def recording(task, batch_size, rng):
         batch = original(task, batch_size, rng)
         seen.append(batch.copy())
         return batch
 
-    monkeypatch.setattr(train_module, "sample_batch", recording)
+    monkeypatch.setattr(copy, "sample_batch", recording)
     batches = {}
     for label, overrides in VARIANTS.items():
         seen.clear()
