@@ -24,6 +24,8 @@ from browser_helpers import (
 
 from ui.nav import PAGES as NAV_PAGES
 
+pytestmark = pytest.mark.browser  # headless Chromium against a streamlit server
+
 STEPS = int(os.environ.get("ATTNLAB_BROWSER_STEPS", "30"))  # short runs keep the test fast
 QUERY = "" if STEPS == 1500 else f"steps={STEPS}"
 # every page registered in ui/nav.py: name -> (URL path, title in the navigation, shows the run store's runs)
@@ -232,11 +234,15 @@ def test_a_training_does_not_block_another_visitor(warm_server, browser, page):
     wait_for_app(trainer)
     trainer.get_by_role("button", name="Train this configuration").click()
     trainer.wait_for_selector("[data-testid=stProgress]", timeout=30_000)
+    started = time.perf_counter()
     page.goto(_url(warm_server, "results"))
     wait_for_app(page)
+    rendered = time.perf_counter() - started
     assert_clean(page)
     assert not trainer.get_by_test_id("stMetric").count(), "the other visitor waited for the training to finish"
     trainer.wait_for_selector("[data-testid=stMetric]", timeout=300_000)  # and the training goes on to its end
+    trained = time.perf_counter() - started
+    print(f"\nResults rendered in {rendered:.2f} s while another session trained ({trained:.1f} s to finish)")
     trainer.close()
 
 

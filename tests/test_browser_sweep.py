@@ -9,6 +9,8 @@ import time
 import pytest
 from browser_helpers import CHROMIUM, CHROMIUM_ARGS, streamlit_server, sync_api, wait_for_app
 
+pytestmark = pytest.mark.browser  # headless Chromium against a streamlit server
+
 PROGRESS = "document.querySelector('[data-testid=stProgress]')?.innerText || ''"
 
 

@@ -24,6 +24,8 @@ from lab.store import get_run, is_cached
 from ui import limits as limits_module
 from ui.limits import parse_limits
 
+pytestmark = pytest.mark.slow  # AppTests of the pages over a Dask cluster
+
 distributed = pytest.importorskip("distributed")
 REPO = Path(__file__).resolve().parents[1]
 QUERY = {"reg_exp": "depth", "reg_seeds": "1", "reg_steps": "100", "reg_depths": "2", "reg_lrs": "1e-2"}

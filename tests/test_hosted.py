@@ -24,6 +24,8 @@ from lab.store import cache_dir, get_run, is_cached
 from ui import limits as limits_module
 from ui import live, worker
 
+pytestmark = pytest.mark.slow  # AppTests of the pages
+
 TIMEOUT = 60
 
 

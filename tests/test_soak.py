@@ -27,6 +27,8 @@ from urllib.parse import quote
 import pytest
 from browser_helpers import CHROMIUM, CHROMIUM_ARGS, streamlit_server, sync_api, wait_for_app
 
+pytestmark = [pytest.mark.browser, pytest.mark.slow]  # headless Chromium visitors for a few minutes
+
 SLOT_WAIT_SECONDS = 300  # the waiters wait for the holder however loaded the machine; a leaked slot fails in time
 SHORT = "steps=300"  # about a second of training at the default size
 HOLD = "steps=300&d=64&layers=4&batch=64"  # the slot holder: ~10 s quiet, ~40 s under load; others queue

@@ -194,6 +194,7 @@ record = get_run(make_run(steps=int(sys.argv[3])), lambda step, loss: steps.appe
 """
 
 
+@pytest.mark.slow
 def test_two_processes_asking_for_one_run_compute_it_once(cache, tmp_path):
     script = tmp_path / "racer.py"
     script.write_text(RACER)
