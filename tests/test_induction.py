@@ -228,6 +228,7 @@ def test_the_loss_is_on_every_position_and_equals_the_held_out_losses_mean(rando
 SMALL = dict(length=16, vocab=64, k_min=4, lr=3e-3)
 
 
+@pytest.mark.slow
 def test_a_short_training_predicts_the_repeat_better_than_the_first_copy():
     """Within a few hundred steps the model prefers tokens it has seen in the context: the held-out repeat loss
     falls below the first copy's, which stays at about ln V."""
@@ -255,6 +256,7 @@ def store(tmp_path_factory):
         yield runs
 
 
+@pytest.mark.slow
 def test_an_induction_record_round_trips_through_the_store_with_its_figures(store):
     from lab.store import get_run
     from lab.store.record import compute_run

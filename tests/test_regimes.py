@@ -189,6 +189,7 @@ def store(tmp_path_factory):
         yield
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("experiment", regimes.EXPERIMENTS)
 def test_cli_regimes_prints_its_table_verdicts_and_finding(store, capsys, experiment):
     from cli.main import main
