@@ -138,11 +138,3 @@ def wait_for_app(tab, timeout: float = 60.0) -> None:
         timeout=timeout * 1000,
         polling=50,
     )
-
-
-def machine_pace() -> float:
-    """How many times slower than on an idle core this machine runs now (lab.cost_model's probe: wall over CPU
-    seconds, the median of three): a browser test's time budget is scaled by it, so a busy machine passes."""
-    from lab.cost_model import measure_pace
-
-    return sorted(measure_pace() for _ in range(3))[1]

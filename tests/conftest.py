@@ -1,5 +1,5 @@
 """Shared test setup: the user's run stores fenced off (store_guard), the repository root on sys.path,
-parameters with every tensor random, an empty run store per test."""
+PyTorch on one thread, parameters with every tensor random, an empty run store per test."""
 
 from __future__ import annotations
 
@@ -55,6 +55,15 @@ def _store_fence():
     before = len(store_guard.touched)
     yield
     _fail_if_reached(before, " in a fixture")
+
+
+@pytest.fixture(autouse=True)
+def _torch_on_one_thread():
+    """PyTorch, the oracle, on one intra-op thread once a test module has imported it: on a shared 2-core machine
+    its thread pool spins against the other processes (tests/test_oracle.py took 45 times as long with two)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.get_num_threads() != 1:
+        torch.set_num_threads(1)
 
 
 def _random_params(cfg, seed: int = 0) -> dict[str, np.ndarray]:

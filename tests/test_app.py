@@ -24,6 +24,8 @@ from ui.nav import PAGES
 from ui.sidebar import describe as sidebar_describe
 from ui.variants import base_label
 
+pytestmark = pytest.mark.slow  # AppTests of the pages, which train short runs
+
 STEPS = 30
 SHORT = {"steps": str(STEPS)}
 TIMEOUT = 120

@@ -52,6 +52,7 @@ def test_sums_written_as_products_are_kept_apart():
     assert sums.operands and all(train_speed._is_reduction(a.shape, b.shape) for a, b in sums.operands)
 
 
+@pytest.mark.slow
 def test_the_induction_peers_train_the_same_model_on_the_same_batches():
     """The benchmark's induction contenders: PyTorch's peer starts from attncore's weights, draws the same
     batches and takes the every-position loss, so both time the same training (float64: the same losses)."""

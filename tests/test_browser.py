@@ -1,8 +1,7 @@
 """A real browser over every page: `streamlit run dashboard.py` on 127.0.0.1, driven by headless Chromium.
 
-Fails on any exception box or browser console error; reports each page's render time (cached runs: under 2 s
-times the machine's measured pace, so a busy machine passes) and saves a screenshot per page into a temporary
-folder, and into $SAVE_SCREENSHOTS too.
+Fails on any exception box or browser console error; reports each page's render time (printed, never asserted:
+the waits are hang guards) and saves a screenshot per page into a temporary folder, and into $SAVE_SCREENSHOTS too.
 For the README's screenshots with real runs (trained into the test's own store, as every run of the suite):
     SAVE_SCREENSHOTS=docs/screenshots ATTNLAB_BROWSER_STEPS=1500 python -m pytest tests/test_browser.py -q -s
 """
@@ -19,18 +18,18 @@ from browser_helpers import (
     ROOT,
     chromium,
     console_error,
-    machine_pace,
     streamlit_server,
     wait_for_app,
 )
 
 from ui.nav import PAGES as NAV_PAGES
 
+pytestmark = pytest.mark.browser  # headless Chromium against a streamlit server
+
 STEPS = int(os.environ.get("ATTNLAB_BROWSER_STEPS", "30"))  # short runs keep the test fast
 QUERY = "" if STEPS == 1500 else f"steps={STEPS}"
 # every page registered in ui/nav.py: name -> (URL path, title in the navigation, shows the run store's runs)
 PAGES = {(p.url_path or "home"): (p.url_path, p.title, p.uses_run) for p in NAV_PAGES}
-CACHED_RENDER_SECONDS = 2.0
 
 
 def _url(base: str, path: str, query: str = QUERY) -> str:
@@ -166,14 +165,11 @@ def test_page_opened_by_its_url_renders_without_errors(warm_server, page, name, 
     screenshot(page, name, tmp_path)
 
 
-def test_every_page_renders_in_under_2_s_from_the_navigation(warm_server, page):
-    """The visitor's page switch: a click in the sidebar navigation until the page has run and drawn every chart.
-
-    Two rounds over every page; the budget, 2 s on an idle machine, applies to the faster one, for the pages
-    that show the run store's (cached) runs, times the pace the machine keeps (measured before and after: a
-    machine twice as busy gets twice the time). The other pages compute live and are only reported.
+def test_every_page_renders_from_the_navigation(warm_server, page):
+    """The visitor's page switch: a click in the sidebar navigation until the page has run and drawn every chart,
+    with no error. Two rounds over every page (the second one with every page's imports and memos warm); each
+    switch's time is printed (benchmarks/page_work.py measures the pages' work), never asserted.
     """
-    pace = machine_pace()
     page.goto(_url(warm_server, ""))
     wait_for_app(page)
     order = [*list(PAGES)[1:], "home"]
@@ -190,12 +186,8 @@ def test_every_page_renders_in_under_2_s_from_the_navigation(warm_server, page):
             times[name] = time.perf_counter() - start
             assert_clean(page)
         rounds.append(times)
-    best = {name: min(r[name] for r in rounds) for name in order}
     for i, times in enumerate(rounds):
         print(f"\npage switch, round {i + 1}: " + ", ".join(f"{k} {v:.2f} s" for k, v in times.items()))
-    budget = CACHED_RENDER_SECONDS * max(pace, machine_pace())
-    slow = {k: round(v, 2) for k, v in best.items() if PAGES[k][2] and v >= budget}
-    assert not slow, f"pages slower than {budget:.1f} s with cached runs (2 s at this machine's pace): {slow}"
 
 
 def test_sidebar_change_goes_to_the_url_and_the_url_restores_it(warm_server, page):
@@ -247,10 +239,10 @@ def test_a_training_does_not_block_another_visitor(warm_server, browser, page):
     wait_for_app(page)
     rendered = time.perf_counter() - started
     assert_clean(page)
-    trainer.wait_for_selector("[data-testid=stMetric]", timeout=300_000)
+    assert not trainer.get_by_test_id("stMetric").count(), "the other visitor waited for the training to finish"
+    trainer.wait_for_selector("[data-testid=stMetric]", timeout=300_000)  # and the training goes on to its end
     trained = time.perf_counter() - started
     print(f"\nResults rendered in {rendered:.2f} s while another session trained ({trained:.1f} s to finish)")
-    assert rendered < trained, "the other visitor waited for the training to finish"
     trainer.close()
 
 

@@ -15,10 +15,13 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from browser_helpers import CHROMIUM, CHROMIUM_ARGS, streamlit_server, sync_api, wait_for_app
 from test_soak import process_tree_rss_mb
 
 from attncore.config import make_run
+
+pytestmark = pytest.mark.browser  # headless Chromium against a streamlit server
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from store_listing import fill_store  # noqa: E402

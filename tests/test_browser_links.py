@@ -12,6 +12,8 @@ from urllib.parse import urlencode
 import pytest
 from browser_helpers import chromium, streamlit_server  # skips locally, fails in CI
 
+pytestmark = pytest.mark.browser  # headless Chromium against a streamlit server
+
 LINK = "[Session expired - log in again](https://evil.example/login)"
 IMAGE = "![p](http://127.0.0.1:9/x.png)"
 HTML = "<img src=x onerror=alert(1)>"

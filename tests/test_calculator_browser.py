@@ -7,6 +7,8 @@ from __future__ import annotations
 import pytest
 from browser_helpers import chromium, streamlit_server, wait_for_app
 
+pytestmark = pytest.mark.browser  # headless Chromium against a streamlit server
+
 WIDTHS = (1280, 390)
 VIEWS = (
     "parameters",

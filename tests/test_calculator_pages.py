@@ -12,6 +12,8 @@ from apptest_helpers import charts, page, texts
 from streamlit.testing.v1 import AppTest
 from test_urls import assert_no_live_markdown
 
+pytestmark = pytest.mark.slow  # AppTests of the pages
+
 GPT2 = 124_439_808
 LLAMA3_8B = 8_030_261_248
 

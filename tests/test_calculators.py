@@ -359,6 +359,7 @@ def test_cli_preset_list(capsys):
     assert names == list(PRESETS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "argv, flag",
     [

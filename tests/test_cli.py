@@ -171,6 +171,7 @@ BAD_INPUT = {
 }
 
 
+@pytest.mark.slow
 def test_stored_sees_a_trained_run(tmp_path):
     """The 'nothing was stored' checks below can fail: a run that trains leaves files stored() finds."""
     cache = tmp_path / "cache"
@@ -178,6 +179,7 @@ def test_stored_sees_a_trained_run(tmp_path):
     assert {p.name for p in stored(cache)} >= {entries.RECORD_FILE, entries.SIDECAR_FILE}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv, flag, allowed", BAD_INPUT.values(), ids=BAD_INPUT.keys())
 def test_bad_input_exits_2_with_one_line_before_training(tmp_path, argv, flag, allowed):
     (tmp_path / "a-file").write_text("not a directory")
@@ -220,6 +222,7 @@ def test_every_typed_flag_reads_ascii_digits_only():
                 pytest.fail(f"{' '.join(path)} {flag} took {text!r}")
 
 
+@pytest.mark.slow
 def test_train_text_names_the_held_out_test_loss_and_labels_the_last_batch(tmp_path):
     cache = tmp_path / "cache"
     flags = ["--length", "3", "--steps", "20"]
@@ -229,6 +232,7 @@ def test_train_text_names_the_held_out_test_loss_and_labels_the_last_batch(tmp_p
     assert f"last-batch loss {formats.loss(summary['final_loss'])}" in text and "final loss" not in text
 
 
+@pytest.mark.slow
 def test_train_json_prints_the_snapshots_and_evaluate_matches_it_at_the_trained_length(tmp_path):
     from attncore.snapshots import snapshot_steps
 
@@ -263,6 +267,7 @@ def test_train_json_prints_the_snapshots_and_evaluate_matches_it_at_the_trained_
     assert text.returncode == 0 and "per-sequence" in text.stdout and "cannot reach past its rows" in text.stdout
 
 
+@pytest.mark.slow
 def test_a_big_grid_with_yes_shows_its_count_first(tmp_path):
     cache = tmp_path / "cache"
     r = attncore(cache, "sweep", *SMALL, *SEEDS_1000, "--lr", "0.01", "0.02", "--yes", "--max-memory", "1K")
@@ -273,6 +278,7 @@ def test_a_big_grid_with_yes_shows_its_count_first(tmp_path):
     assert stored(cache) == []
 
 
+@pytest.mark.slow
 def test_no_command_prints_usage(tmp_path):
     r = attncore(
         tmp_path,
@@ -281,6 +287,7 @@ def test_no_command_prints_usage(tmp_path):
     assert "sweep" in r.stderr and "kv-cache" in r.stderr
 
 
+@pytest.mark.slow
 def test_the_library_checks_jobs_too():
     from lab.sweep import run_sweep
 
@@ -293,6 +300,7 @@ def test_the_library_checks_jobs_too():
 # --- pipes -------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "argv",
     [["params", "--preset", "list"], ["cache", "list"], ["sweep", "--preset", "smoke", "--steps", "5", "--jobs", "1"]],
@@ -312,6 +320,7 @@ def test_output_into_a_closed_pipe_exits_quietly(tmp_path, argv):
 # --- imports -----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_command_line_loads_no_store_joblib_or_pandas_until_a_command_needs_them():
     code = """
 import json, sys
@@ -350,6 +359,7 @@ print(json.dumps([tracemalloc.get_traced_memory()[1], training_bytes(run)]))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "task, settings",
     [
@@ -396,6 +406,7 @@ def command_line(p: psutil.Process) -> str:
         return ""
 
 
+@pytest.mark.slow
 def test_a_killed_sweep_takes_its_workers_with_it(tmp_path):
     argv = ["sweep", "--length", "4", "--seed", "0", "1", "2", "3", "--steps", "20000", "--jobs", "2"]
     cmd = [sys.executable, "-m", "attncore", *argv]
@@ -426,6 +437,7 @@ def test_a_killed_sweep_takes_its_workers_with_it(tmp_path):
                 pass
 
 
+@pytest.mark.slow
 def test_sweep_group_by_prints_groups_and_paired_comparisons_as_json(tmp_path):
     """--group-by scaling over seeds 0-2: one group per level, each metric's mean/min/max over the seeds as the
     runs' own summaries give them, and one comparison per metric against the first level, paired by seed."""
@@ -467,6 +479,7 @@ def test_sweep_group_by_prints_groups_and_paired_comparisons_as_json(tmp_path):
     assert "too few seeds" in text and "+0.0000" not in text
 
 
+@pytest.mark.slow
 def test_sweep_no_scaling_still_works_and_scaling_on_off_is_a_grid_flag(tmp_path):
     cache = tmp_path / "cache"
     off = json.loads(attncore(cache, "sweep", *SMALL, "--no-scaling", "--json").stdout)
@@ -479,6 +492,7 @@ def test_sweep_no_scaling_still_works_and_scaling_on_off_is_a_grid_flag(tmp_path
 # --- training on a range, randomized positions, ALiBi, reverse ---------------------------------------------
 
 
+@pytest.mark.slow
 def test_train_lengths_and_randomized_positions_reach_the_json_config(tmp_path):
     args = ("--task", "reverse", "--position", "alibi", "--train-lengths", "2", "5", "--steps", "20")
     out = attncore(
@@ -493,12 +507,14 @@ def test_train_lengths_and_randomized_positions_reach_the_json_config(tmp_path):
     assert all(r["sequence_accuracy"] is not None for r in result["lengths"])  # ALiBi: no table to run past
 
 
+@pytest.mark.slow
 def test_the_default_config_has_no_range_fields(tmp_path):
     out = attncore(tmp_path, "train", "--steps", "10", "--json")
     config = json.loads(out.stdout)["config"]
     assert "train_lengths" not in config["task"] and "randomized_positions" not in config["train"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("argv", "flag"),
     [
@@ -514,6 +530,7 @@ def test_bad_range_flags_exit_2_naming_the_flag(tmp_path, argv, flag):
     assert not stored(tmp_path)
 
 
+@pytest.mark.slow
 def test_evaluate_on_randomized_positions(tmp_path):
     args = ("--position", "rope", "--length", "3", "--randomized-positions", "12", "--steps", "20", "--json")
     ordered = json.loads(attncore(tmp_path, "evaluate", *args, "--test-lengths", "2", "3").stdout)
@@ -526,6 +543,7 @@ def test_evaluate_on_randomized_positions(tmp_path):
     assert refused.returncode == 2 and refused.stderr.startswith("error: --eval-positions:"), refused.stderr
 
 
+@pytest.mark.slow
 def test_help_shows_every_default(tmp_path):
     """`train --help` shows each flag's default (none for unset or off flags)."""
     r = attncore(tmp_path, "train", "--help")

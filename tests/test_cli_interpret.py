@@ -33,6 +33,7 @@ def test_patch_json_has_the_grid_and_by_position(cache, monkeypatch):
     assert np.allclose(out["grid"], expected.head) and out["query"] == expected.contrast.query == 8
 
 
+@pytest.mark.slow
 def test_lens_heads_and_explain_json(cache):
     lens = json.loads(attncore(cache, "lens", *SHORT, "--json").stdout)
     assert np.array(lens["probe"]).shape == (3, 6) and lens["layers"][0] == "embed"
@@ -96,6 +97,7 @@ def test_explain_refuses_work_estimated_over_its_limit_before_training(tmp_path)
     assert not stored(tmp_path)  # refused before the run was trained
 
 
+@pytest.mark.slow
 def test_the_explain_work_limit_passes_the_defaults_and_every_range_on_the_default_model():
     from argparse import Namespace
 
@@ -115,6 +117,7 @@ def test_the_explain_work_limit_passes_the_defaults_and_every_range_on_the_defau
         check_work(wide, Namespace(**vars(flags) | {"yes": False}))
 
 
+@pytest.mark.slow
 def test_explain_says_it_trains_and_numbers_restarts_as_the_page(tmp_path):
     """An untrained config says so on stderr (each run it trains), restarts are numbered 1..k as on
     the Explanations page; divergences in lab.formats (never 'JSD 0.000 to 0.000')."""
@@ -129,6 +132,7 @@ def test_explain_says_it_trains_and_numbers_restarts_as_the_page(tmp_path):
     assert again.stdout == r.stdout and "training" not in again.stderr  # stored now
 
 
+@pytest.mark.slow
 def test_patch_prints_sep_and_offers_both_directions(cache):
     text = attncore(cache, "patch", *SHORT, "--at", "2", "--symbol", "5")
     assert text.returncode == 0, text.stderr

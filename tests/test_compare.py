@@ -250,6 +250,7 @@ def copy_over_six_seeds(tmp_path_factory):
     }
 
 
+@pytest.mark.slow
 def test_copy_6_over_six_seeds_shows_that_no_position_is_worse_with_the_interval_below_zero(copy_over_six_seeds):
     table = paired_differences(copy_over_six_seeds)
     r = row(table, "no position", "sequence_accuracy")

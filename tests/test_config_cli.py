@@ -51,6 +51,7 @@ def test_kv_cache_config_counts_each_layer_kind_by_its_window(capsys):
     assert [row["kind"] for row in uniform["by_kind"]] == ["full"]
 
 
+@pytest.mark.slow
 def test_gemma3_keeps_five_local_layers_of_1024_for_each_global():
     out = cli("kv-cache", "--config", str(TEST_CONFIGS / "gemma-3-12b-it.json"), "--context", "32768", "--json")
     rows = {r["kind"]: r for r in json.loads(out.stdout)["by_kind"]}
@@ -58,6 +59,7 @@ def test_gemma3_keeps_five_local_layers_of_1024_for_each_global():
     assert (rows["full"]["layers"], rows["full"]["tokens_per_layer"]) == (8, 32768)
 
 
+@pytest.mark.slow
 def test_config_from_standard_input_and_flags_over_its_fields(capsys):
     text = (CONFIGS / "qwen3-8b.json").read_bytes()
     out = cli("params", "--config", "-", "--json", stdin=text)
@@ -106,6 +108,7 @@ def test_engine_startup_check_counts_a_groups_padding_layers(capsys):
     assert (needed <= GIB) == fit["starts"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "argv, stdin, words",
     [(["params", "--config", "-"], b"{not json", "--config: not JSON (line 1, column 2)"),

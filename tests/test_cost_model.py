@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pytest
 from apptest_helpers import texts
 from streamlit.testing.v1 import AppTest
 from streamlit.util import calc_hash
@@ -103,6 +104,7 @@ def test_the_slowdown_is_what_the_other_load_leaves_the_workers():
     assert 1.0 <= slow(2) < 100  # measured here
 
 
+@pytest.mark.slow
 def test_the_calibrated_model_is_positive_and_grows_with_steps_depth_width_and_batch():
     model = cost_model.model()
     assert (model.coefficients >= 0).all() and model.coefficients.any()
@@ -122,6 +124,7 @@ def page(url_path: str) -> AppTest:
     return at
 
 
+@pytest.mark.slow
 def test_home_estimates_the_article_sweep_with_nothing_stored(cache):
     """The reproduce button names a duration before any run exists (it used to say 'no measured
     estimate yet'), from the cost model at the sweep's two workers."""
@@ -135,6 +138,7 @@ def test_home_estimates_the_article_sweep_with_nothing_stored(cache):
     assert label.endswith(f", {computing} of computing")
 
 
+@pytest.mark.slow
 def test_a_hosted_view_over_the_budget_is_refused_before_the_click_naming_the_setting_and_the_command(
     cache, monkeypatch
 ):
@@ -158,6 +162,7 @@ def slow_machine(monkeypatch, seconds_per_step: float) -> None:
         monkeypatch.setitem(cost_model._models, workers, model)
 
 
+@pytest.mark.slow
 def test_a_local_server_trains_what_its_user_asks_for_after_one_confirmation_when_long(cache, monkeypatch):
     """Local means unlimited. The article's 23 runs at 10 s a step (about 50 h of computing here) are
     offered on a local server; above 30 min the button waits for one confirmation."""
@@ -178,6 +183,7 @@ def test_a_local_server_trains_what_its_user_asks_for_after_one_confirmation_whe
     assert not [b for b in at.button if b.key == "reproduce"][0].disabled
 
 
+@pytest.mark.slow
 def test_a_cap_the_operator_sets_applies_on_a_local_server_too(cache, monkeypatch):
     monkeypatch.setenv("ATTNLAB_HOSTED", "0")
     monkeypatch.setenv("ATTNLAB_MAX_VIEW_CPU_S", "5")
@@ -187,6 +193,7 @@ def test_a_cap_the_operator_sets_applies_on_a_local_server_too(cache, monkeypatc
     assert "hosted = 0" not in texts(at.info)  # set on purpose: only the setting itself lifts it
 
 
+@pytest.mark.slow
 def test_a_single_run_over_the_hosted_budget_is_refused_before_its_train_button(cache, monkeypatch):
     monkeypatch.setenv("ATTNLAB_MAX_VIEW_CPU_S", "1")
     at = page("train")

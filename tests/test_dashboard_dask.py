@@ -23,6 +23,8 @@ from lab.jobs import slots
 from lab.jobs.caps import parse_limits
 from lab.store import get_run, is_cached
 
+pytestmark = pytest.mark.slow  # AppTests of the pages over a Dask cluster
+
 distributed = pytest.importorskip("distributed")
 REPO = Path(__file__).resolve().parents[1]
 QUERY = {"reg_exp": "depth", "reg_seeds": "1", "reg_steps": "100", "reg_depths": "2", "reg_lrs": "1e-2"}

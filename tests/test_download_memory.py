@@ -105,6 +105,7 @@ def test_the_download_is_capped_and_a_busy_server_says_so(cache, static, monkeyp
     assert bundles.prepare_bundle(store.listing_digest(), 2**30).is_file()  # a slot free: built
 
 
+@pytest.mark.slow
 def test_home_offers_the_file_once_prepared(cache, static):
     from test_app import app
 

@@ -22,6 +22,8 @@ from lab.stats import format_delta
 from lab.store import get_run, is_cached
 from ui.limits import limits
 
+pytestmark = pytest.mark.slow  # AppTests of pages that train
+
 STEPS = 30
 TIMEOUT = 180
 

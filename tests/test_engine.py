@@ -311,6 +311,7 @@ def test_cli_engine_json_and_text(capsys):
     assert "The model's max seq len (200000) is larger than" in text and "estimate" in text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "extra, flag",
     [
@@ -378,6 +379,7 @@ def test_cli_json_gives_each_figures_kind_and_labels_the_log_estimated(capsys):
     assert "ESTIMATED" not in text and "(PR 10511)" not in text  # no activation estimate: its errors not quoted
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flag, value", [("--gpu-gib", "1e-10"), ("--gpu-gb", "1e-10"), ("--gpu-gib", "0.0005")])
 def test_cli_engine_a_tiny_gpu_is_refused_with_its_range(flag, value):
     argv = ["kv-cache", "--preset", "llama-3-8b", "--engine", "vllm", flag, value]
@@ -389,6 +391,7 @@ def test_cli_engine_a_tiny_gpu_is_refused_with_its_range(flag, value):
     assert e.value.field == "total_gib"
 
 
+@pytest.mark.slow
 def test_one_card_list_for_both_fits_and_the_help():
     from attncore.serving.presets import GPUS
 

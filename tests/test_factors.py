@@ -108,6 +108,7 @@ def bands(levels=("a", "b"), steps=1000) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)
 
 
+@pytest.mark.slow
 def test_band_curves_draw_the_mean_in_a_min_max_band_base_black_and_thinned():
     spec = compare_charts.band_curves(bands()).to_dict()
     marks = [layer["mark"]["type"] for layer in spec["layer"]]
@@ -122,6 +123,7 @@ def test_band_curves_draw_the_mean_in_a_min_max_band_base_black_and_thinned():
     assert {1, 1000} <= {row["step"] for row in data}
 
 
+@pytest.mark.slow
 def test_band_curves_and_accuracy_facet_when_there_is_a_facet_column():
     assert "facet" in compare_charts.band_curves(bands().assign(facet="x")).to_dict()
     groups = compare.group_summary({"a": [summary(0, 0.4), summary(1, 0.6)]}).assign(facet="p")

@@ -142,6 +142,7 @@ def app(page: str, **query) -> AppTest:
     return at
 
 
+@pytest.mark.slow
 def test_compare_by_d_k_from_the_url_trains_and_groups_by_head_width(store):
     at = app("compare", cmp_factor="d_k", cmp_lv_d_k=["4", "8"], cmp_seeds="1")
     assert at.selectbox(key="cmp_factor").value == "d_k"
@@ -154,6 +155,7 @@ def test_compare_by_d_k_from_the_url_trains_and_groups_by_head_width(store):
     assert "Each level against 4, paired by seed" in [h.value for h in at.subheader]
 
 
+@pytest.mark.slow
 def test_compare_by_d_k_over_the_width_cap_names_the_field_and_the_level(store, monkeypatch):
     monkeypatch.setenv("ATTNLAB_MAX_D_MODEL", "256")
     at = app("compare", cmp_factor="d_k", cmp_lv_d_k=["8", "32"], cmp_facet="heads", cmp_fv_heads=["1", "16"])
@@ -162,6 +164,7 @@ def test_compare_by_d_k_over_the_width_cap_names_the_field_and_the_level(store, 
     assert not at.dataframe
 
 
+@pytest.mark.slow
 def test_ablations_skip_a_wide_head_variant_over_the_width_cap(store, monkeypatch):
     monkeypatch.setenv("ATTNLAB_MAX_D_MODEL", "256")
     at = app("ablations", d="128", abl_variants=["d_k × 4", "8 layers"], abl_seeds="1")
@@ -169,6 +172,7 @@ def test_ablations_skip_a_wide_head_variant_over_the_width_cap(store, monkeypatc
     assert "8 layers: not possible" not in texts(at.caption)
 
 
+@pytest.mark.slow
 def test_compare_never_offers_panels_by_the_setting_varied_nor_d_beside_d_k(store):
     """Regression: after refusing d as the panels of a d_k comparison, 'Panels by' still showed d."""
     at = app("compare", cmp_factor="d_k", cmp_lv_d_k=["4", "8"], cmp_facet="d", cmp_seeds="1")

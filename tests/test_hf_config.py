@@ -440,6 +440,7 @@ def test_modules_not_converted_leave_their_layers_in_16_bits():
         read("qwen2.5-0.5b-instruct-awq"))).bytes  # fmt: skip
 
 
+@pytest.mark.slow
 def test_the_benchmarks_config_is_just_under_the_limit_and_read_whole():
     """benchmarks/config_reader.py times the reader on this file: 999,999 bytes, 10,000 layers, read (not refused)."""
     import sys

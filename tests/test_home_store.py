@@ -12,6 +12,8 @@ import lab.presets
 from attncore import make_run
 from lab import bundle, store
 
+pytestmark = pytest.mark.slow  # AppTests of Home over stores the tests train
+
 SHORT = [make_run("copy", 4, s, steps=STEPS) for s in (0, 1)] + [make_run("copy", 4, 0, steps=STEPS, scaling=False)]
 
 

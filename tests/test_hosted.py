@@ -29,6 +29,8 @@ from lab.store import cache_dir, get_run, is_cached
 from ui import live
 from ui import slots as slots_module
 
+pytestmark = pytest.mark.slow  # AppTests of the pages
+
 TIMEOUT = 60
 
 

@@ -229,6 +229,7 @@ def test_the_loss_is_on_every_position_and_equals_the_held_out_losses_mean(rando
 SMALL = dict(length=16, vocab=64, k_min=4, lr=3e-3)
 
 
+@pytest.mark.slow
 def test_a_short_training_predicts_the_repeat_better_than_the_first_copy():
     """Within a few hundred steps the model prefers tokens it has seen in the context: the held-out repeat loss
     falls below the first copy's, which stays at about ln V."""
@@ -256,6 +257,7 @@ def store(tmp_path_factory):
         yield runs
 
 
+@pytest.mark.slow
 def test_an_induction_record_round_trips_through_the_store_with_its_figures(store):
     from lab.store import get_run
     from lab.store.record import compute_run
@@ -284,6 +286,7 @@ def test_the_codec_refuses_an_induction_record_without_its_figures(store):
         codec.check_values(meta, store[0])
 
 
+@pytest.mark.slow
 def test_the_command_prints_the_runs_comparisons_and_finding_as_json(store, capsys):
     from cli.main import main
 
@@ -376,6 +379,7 @@ def assert_the_losses_are_compared(at) -> None:
     assert "repeat loss" in said and "first-copy loss" in said and "repeat_loss" not in said
 
 
+@pytest.mark.slow
 def test_the_compare_page_varies_layers_on_the_induction_task(store):
     from streamlit.testing.v1 import AppTest
 
@@ -399,6 +403,7 @@ def test_the_command_line_and_lab_share_the_default_seeds():
     assert INDUCTION_RUN["steps"] == 2000
 
 
+@pytest.mark.slow
 def test_the_page_draws_the_experiment_from_its_runs(store):
     from apptest_helpers import charts, texts
     from streamlit.testing.v1 import AppTest
@@ -415,6 +420,7 @@ def test_the_page_draws_the_experiment_from_its_runs(store):
     assert len(charts(at)) == 4  # curves, head scores, maps, causal check
 
 
+@pytest.mark.slow
 def test_the_page_offers_to_train_what_is_missing_with_an_estimate(tmp_path, monkeypatch):
     from apptest_helpers import texts
     from streamlit.testing.v1 import AppTest
@@ -430,6 +436,7 @@ def test_the_page_offers_to_train_what_is_missing_with_an_estimate(tmp_path, mon
     assert f"{n} runs, about" in button.label and "over this server" not in button.label
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("page", "query"),
     [
@@ -457,6 +464,7 @@ def test_the_other_pages_work_on_the_induction_task(store, page, query):
         assert_the_losses_are_compared(at)
 
 
+@pytest.mark.slow
 def test_a_link_naming_only_the_induction_task_opens_its_experiments_run():
     """?task=induction and nothing else: the sidebar's position, heads, lr, steps and embedding take the induction
     defaults (they were the article's, so such a link trained another model than the page's); another task's link

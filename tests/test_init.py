@@ -122,6 +122,7 @@ def test_training_batches_are_identical_across_variants(monkeypatch):
         assert np.array_equal(b, base), label
 
 
+@pytest.mark.slow
 def test_streams_do_not_depend_on_the_interpreters_hash_seed():
     """The (seed, name) stream uses a stable hash, not Python's salted hash()."""
     code = (

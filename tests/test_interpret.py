@@ -157,6 +157,7 @@ def test_the_mirrored_pattern_is_the_key_reverse_must_read():
     ]  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 2])
 def test_on_reverse_the_chosen_head_is_the_one_whose_ablation_costs_most(tmp_path, monkeypatch, seed):
     """On a trained reverse run the head best_head picks (the Explanations page's and `explain`'s
@@ -268,6 +269,7 @@ print(json.dumps([tracemalloc.get_traced_memory()[1], explain.explain_bytes(run,
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("settings", [{}, {"d_model": 64, "d_ff": 1024}, {"length": 12, "n_heads": 8}])
 def test_explain_memory_is_bounded_and_estimated_within_2x(settings):
     """1,000 shuffles and 1,000 restarts run in chunks, so the peak stays at the estimate, which is

@@ -15,6 +15,8 @@ from attncore.tasks import probe_sequence
 from lab import formats
 from lab.store import get_run
 
+pytestmark = pytest.mark.slow  # AppTests of pages that train
+
 STEPS = 60
 SHORT = {"steps": str(STEPS)}
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
+
 from attncore.config import make_run
 from attncore.evaluate import evaluate
 from attncore.train import train
+
+pytestmark = pytest.mark.slow  # each trains a run to its end
 
 CHANCE = 1 / 20  # one of 20 symbols
 

@@ -15,6 +15,8 @@ from attncore.mechanisms.gradcheck import gradient_check, gradient_check_summary
 from lab import formats
 from ui.charts.gradcheck import PASS_MARK, eps_comparison
 
+pytestmark = pytest.mark.slow  # AppTests of the pages
+
 # --- Scaling -------------------------------------------------------------------------------------
 
 

@@ -236,6 +236,7 @@ def test_check_loss_is_the_training_loss():
     assert gradcheck.check_loss(params, seqs, cfg, 6) == loss_and_grads(params, seqs, cfg, 6)[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("norm", ["pre", "post"])
 def test_gradient_check_passes_at_small_eps(grad_rows, norm):
     rows = grad_rows[norm]

@@ -32,6 +32,11 @@ def run_and_batch(position="learned", norm="pre", scaling=True, dtype="float64",
     return run, sample_batch(run.task, batch, np.random.default_rng(5))
 
 
+def test_the_oracle_runs_on_one_torch_thread():
+    """conftest pins it: the suite's time does not depend on how busy the machine's other cores are."""
+    assert torch.get_num_threads() == 1
+
+
 # --- the whole model ---------------------------------------------------------
 
 

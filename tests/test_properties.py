@@ -166,6 +166,7 @@ def test_same_seed_gives_a_bit_identical_loss_history():
         assert p.tobytes() == second.params[name].tobytes(), name
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("threads", [{}, {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}])
 def test_same_seed_gives_a_bit_identical_loss_history_in_another_process(threads):
     """Another interpreter, with the default or a single BLAS thread, reproduces the history byte for byte."""
@@ -229,6 +230,7 @@ print(json.dumps({"seen": seen, "after": after}))
 """
 
 
+@pytest.mark.slow
 def test_every_loaded_openblas_is_pinned_not_only_the_first_the_maps_list(tmp_path):
     """CI found training on 2 threads in the full suite: another package had loaded a second OpenBLAS, and the pin
     took whichever the process's maps listed first. Here a copy of NumPy's is loaded beside it (in a subprocess)."""

@@ -68,6 +68,7 @@ def test_a_forged_platform_is_refused(platform):
         codec.decode(meta, data, store.NUMERICS_VERSION)
 
 
+@pytest.mark.slow
 def test_runs_from_another_kernel_family_are_counted_and_named(cache, tmp_path, monkeypatch):
     record = store.compute_run(RUN)
     elsewhere = dataclasses.replace(record, platform=record.platform | {"blas_kernel": "Zen"})
@@ -89,6 +90,7 @@ def test_runs_from_another_kernel_family_are_counted_and_named(cache, tmp_path, 
     )
 
 
+@pytest.mark.slow
 def test_train_json_prints_the_platform(tmp_path):
     env = os.environ | {"PYTHONPATH": str(REPO), store.ENV_VAR: str(tmp_path)}
     argv = [sys.executable, "-m", "attncore", "train", "--length", "2", "--steps", "5", "--json"]

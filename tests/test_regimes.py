@@ -189,6 +189,7 @@ def store(tmp_path_factory):
         yield
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("experiment", regimes.EXPERIMENTS)
 def test_cli_regimes_prints_its_table_verdicts_and_finding(store, capsys, experiment):
     from cli.main import main
@@ -221,6 +222,7 @@ def test_the_command_line_offers_the_experiments_pairs_and_defaults_of_lab_regim
     assert (cli_regimes.HEAD_SIZES, cli_regimes.LR_GRID) == (regimes.HEAD_SIZES, regimes.LR_GRID)
 
 
+@pytest.mark.slow
 def test_regimes_help_describes_each_experiment_and_the_defaults_of_its_lists(capsys):
     """Regression: `regimes --help` described neither experiment nor --lrs' default."""
     from cli.main import main
@@ -236,6 +238,7 @@ def test_regimes_help_describes_each_experiment_and_the_defaults_of_its_lists(ca
     assert "(default 2 4 8)" in shown and "(default 8 16 32 64 128)" in shown
 
 
+@pytest.mark.slow
 def test_cli_regimes_refuses_bad_input_with_exit_2(capsys):
     from cli.main import main
 
@@ -262,6 +265,7 @@ CONTRADICTIONS = {  # each was once accepted (a flag ignored, a cell twice, a ru
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv, message", CONTRADICTIONS.values(), ids=CONTRADICTIONS.keys())
 def test_cli_regimes_refuses_a_contradiction_in_one_line_before_training(capsys, cache, argv, message):
     from cli.main import main
@@ -294,6 +298,7 @@ def test_a_warm_up_that_rounds_to_0_is_refused_and_the_shortest_that_does_not_is
     assert pair.groups["no warm-up"] != pair.groups["warm-up"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("experiment", regimes.EXPERIMENTS)
 def test_the_regimes_page_draws_each_experiment_from_its_runs(store, experiment):
     from apptest_helpers import charts, texts
@@ -315,6 +320,7 @@ def test_the_regimes_page_draws_each_experiment_from_its_runs(store, experiment)
     assert "all from the run store" in texts(at.caption)
 
 
+@pytest.mark.slow
 def test_the_regimes_page_offers_to_train_what_is_missing(tmp_path, monkeypatch):
     from apptest_helpers import texts
     from streamlit.testing.v1 import AppTest
@@ -331,6 +337,7 @@ def test_the_regimes_page_offers_to_train_what_is_missing(tmp_path, monkeypatch)
     assert any(b.key == "reg_train" for b in at.button)
 
 
+@pytest.mark.slow
 def test_at_its_defaults_the_depth_experiment_is_offered_with_an_estimate_within_the_caps(tmp_path, monkeypatch):
     """The page's default grid (144 runs) is within the hosted caps and the per-view budget: a Train button that
     says what it will cost, no refusal."""
@@ -385,6 +392,7 @@ def test_the_page_names_the_command_line_that_trains_the_same_grid():
         assert [c.groups for c in cli_cells] == [c.groups for c in page_cells], text
 
 
+@pytest.mark.slow
 def test_cli_regimes_estimate_says_what_it_would_cost_and_trains_nothing(tmp_path, monkeypatch, capsys):
     from cli.main import main
     from lab import cost_model
@@ -405,6 +413,7 @@ def test_cli_regimes_estimate_says_what_it_would_cost_and_trains_nothing(tmp_pat
     assert line.startswith("lr: 8 runs in 2 cells, 8 to train: about ") and line.endswith(" of computing, on 2 workers")
 
 
+@pytest.mark.slow
 def test_a_hosted_regimes_grid_over_the_budget_names_the_command_line_that_trains_it(tmp_path, monkeypatch):
     from apptest_helpers import texts
     from streamlit.testing.v1 import AppTest
@@ -449,6 +458,7 @@ def test_the_regimes_charts_tick_the_trained_values_and_tell_the_two_times_apart
     assert axis_labels(grid["layer"][0]["encoding"]["x"]["axis"]) == {1e-3: "1e-3", 3e-3: "3e-3", 0.1: "1e-1"}
 
 
+@pytest.mark.slow
 def test_the_cached_count_leaves_the_page_when_its_sweep_starts(cache, monkeypatch):
     """Regression: '0 of N runs cached' stayed above the sweep's own progress line, stale, while the runs trained."""
     from apptest_helpers import texts

@@ -50,6 +50,7 @@ def test_sweep_takes_several_values_of_each_schedule_flag():
     assert sweep_runs(sweep_args(*SMALL))[0].to_dict()["train"].keys().isdisjoint({"warmup", "decay"})
 
 
+@pytest.mark.slow
 def test_train_json_carries_the_schedule_and_sweep_groups_by_warm_up(tmp_path):
     cache = tmp_path / "cache"
     r = attncore(cache, "train", *SMALL, "--warmup", "2", "--decay", "linear", "--json")

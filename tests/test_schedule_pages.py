@@ -15,6 +15,8 @@ from attncore import make_run
 from ui import variants
 from ui.sidebar import make
 
+pytestmark = pytest.mark.slow  # AppTests of pages that train
+
 SCHEDULED = {"steps": "30", "warmup": "10", "decay": "cosine", "minlr": "0.1"}
 
 

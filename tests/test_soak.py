@@ -1,7 +1,8 @@
 """Soak: one real server with a single training slot, and headless-Chromium visitors who misbehave.
 
-`streamlit run dashboard.py` on 127.0.0.1 with ATTNLAB_MAX_CONCURRENT=1, a 60 s slot wait (a leaked slot
-shows as "The server is busy" within the test) and an empty run store. The visitors, in one bounded
+`streamlit run dashboard.py` on 127.0.0.1 with ATTNLAB_MAX_CONCURRENT=1, a 300 s slot wait (a hang guard: a leaked
+slot shows as "The server is busy" within the test, a busy machine only makes the holder slower) and an empty run
+store. The visitors, in one bounded
 scenario (the module fixture `soak`: about a minute on a quiet machine, two under load):
   1. one trains a short run (starting the worker pool), and one opens each page the soak will visit:
      the memory baseline is taken after that;
@@ -26,7 +27,9 @@ from urllib.parse import quote
 import pytest
 from browser_helpers import CHROMIUM, CHROMIUM_ARGS, streamlit_server, sync_api, wait_for_app
 
-SLOT_WAIT_SECONDS = 60  # the holder must finish within it, even on a loaded machine
+pytestmark = [pytest.mark.browser, pytest.mark.slow]  # headless Chromium visitors for a few minutes
+
+SLOT_WAIT_SECONDS = 300  # the waiters wait for the holder however loaded the machine; a leaked slot fails in time
 SHORT = "steps=300"  # about a second of training at the default size
 HOLD = "steps=300&d=64&layers=4&batch=64"  # the slot holder: ~10 s quiet, ~40 s under load; others queue
 WAITERS = ("leaves", "reloads", "changes the seed", "switches page")
@@ -101,7 +104,7 @@ class Record:
     outcomes: dict[str, str] = field(default_factory=dict)  # visitor -> trained / busy / traceback / timeout
     waited: dict[str, bool] = field(default_factory=dict)  # waiter -> acted while the slot was held by another
     spellings: dict[str, bool] = field(default_factory=dict)  # ?pos=rope&norm=post honoured
-    held_seconds: float = 0.0  # how long the waiters waited for the holder (at most)
+    gave_up: list = field(default_factory=list)  # visitors told busy by the time the holder's training ended
     error: str = ""  # the scenario stopped early on this
     rss_mb: dict[str, dict] = field(default_factory=dict)  # moment -> {process: resident MB} of the server's tree
 
@@ -239,7 +242,6 @@ def run_scenario(browser, base: str, proc, record: Record) -> None:
     wait_until_training(holder)
     for tab in waiters.values():
         click_train(tab)
-    clicked = time.monotonic()
     waiting = {}
     for name, tab in waiters.items():
         try:
@@ -262,7 +264,6 @@ def run_scenario(browser, base: str, proc, record: Record) -> None:
         record.waited[name] = not finished(holder)  # the slot was still taken: this visitor was waiting
 
     # 3. hostile links, while the holder trains and the waiters' scripts are stopped or rerun
-    released = None
     for path, query in HOSTILE_LINKS:
         visitors.goto(hostile, path, query, timeout=SLOT_WAIT_SECONDS + 60)  # metered page work may wait
         if query == "pos=rope&norm=post":
@@ -270,10 +271,8 @@ def run_scenario(browser, base: str, proc, record: Record) -> None:
             record.spellings["norm=post"] = sidebar.get_by_role("radio", name="post-LN").is_checked()
             position = sidebar.get_by_role("combobox", name="Position encoding").input_value()
             record.spellings["pos=rope"] = position == "RoPE"
-        if released is None and finished(holder):
-            released = time.monotonic()
     record.outcomes["holder"] = outcome(holder, SLOT_WAIT_SECONDS + 120)
-    record.held_seconds = (released or time.monotonic()) - clicked  # at most this long after the waiters' clicks
+    record.gave_up = [name for name, _, _ in record.seen["busy"]]  # told busy before the holder finished
     wait_for_app(holder)
     for tab in waiters.values():
         if not tab.is_closed():
@@ -324,7 +323,7 @@ def soak(tmp_path_factory) -> Record:
 def test_the_scenario_ran_as_planned(soak):
     """Every step ran, and each misbehaving visitor acted while another visitor's training held the slot."""
     assert not soak.error
-    assert soak.held_seconds < SLOT_WAIT_SECONDS, "the holder outlasted the waiters' wait: they gave up, never got it"
+    assert not soak.gave_up, f"the holder outlasted the waiters' wait: {soak.gave_up} gave up, never got it"
     assert soak.waited == dict.fromkeys(WAITERS, True), f"holder finished too early or no wait shown: {soak.waited}"
 
 

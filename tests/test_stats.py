@@ -189,6 +189,7 @@ def brute_force_interval(deltas, alpha=0.05):
     return min(inside), max(inside)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(10))
 def test_the_interval_is_exactly_the_set_of_shifts_the_test_does_not_reject(seed):
     rng = np.random.default_rng(100 + seed)
@@ -236,6 +237,7 @@ def test_holm_levels_follow_the_step_that_decided_each_comparison():
     assert stats.holm_levels([0.03, 0.04]) == pytest.approx([0.025, 0.025])  # the first step fails: both at 0.025
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(40))
 def test_difference_shown_exactly_when_the_interval_leaves_out_zero(seed):
     """The property over many random comparisons, ties and zeros included, one to four levels sharing a baseline."""

@@ -182,6 +182,7 @@ def _train_page():
     runs.require(make_run(steps=30, seed=3), "a test run")
 
 
+@pytest.mark.slow
 def test_the_page_hands_its_secrets_cap_to_the_training_worker(cache, monkeypatch):
     from streamlit.testing.v1 import AppTest
 
@@ -215,6 +216,7 @@ def _sweep_view(runs):
     ui_runs.sweep(missing, "Test sweep")
 
 
+@pytest.mark.slow
 def test_a_view_keeps_all_its_runs_while_another_visitors_pin_holds_the_rest(cache, monkeypatch):
     """Regression: each worker's cap pass kept only its own run, and the view's pin lapses once the view weighs
     more than the pins' budget (half the cap): the view's first runs were evicted by its last ones."""
@@ -234,6 +236,7 @@ def test_a_view_keeps_all_its_runs_while_another_visitors_pin_holds_the_rest(cac
     assert all(store.is_cached(run) for run in others)  # pinned, within the pins' budget
 
 
+@pytest.mark.slow
 def test_a_view_that_cannot_fit_under_the_cap_is_refused_before_training(cache, monkeypatch):
     from apptest_helpers import texts
     from streamlit.testing.v1 import AppTest

@@ -77,6 +77,7 @@ def repository_copy(tmp_path) -> Path:
     return copy
 
 
+@pytest.mark.slow
 def test_a_suite_run_beside_a_users_store_leaves_it_byte_identical(repository_copy, tmp_path):
     canary = tmp_path / "users-store"
     make(canary)

@@ -166,6 +166,7 @@ def _stopped_by_a_changed_setting():
     live.report_cancelled(make_run(steps=300, lr=0.01))  # the sidebar now asks for another run
 
 
+@pytest.mark.slow
 def test_a_sidebar_change_mid_training_says_after_how_many_steps_it_stopped():
     from streamlit.testing.v1 import AppTest
 

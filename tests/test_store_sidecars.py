@@ -112,6 +112,7 @@ def test_the_run_pages_render_with_a_malformed_sidecar_in_the_store(cache):
         assert not at.exception, page
 
 
+@pytest.mark.slow
 def test_cache_warnings_print_as_one_plain_line(cache):
     """No Python two-line warning format (file path, source line) on the CLI's stderr."""
     import subprocess

@@ -70,6 +70,7 @@ def test_grid_is_the_product_with_seeds_fastest():
 # --- running sweeps --------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_parallel_sweep_returns_records_in_input_order_and_reports_progress(cache):
     runs = presets.grid(["copy", "sort"], [4], [0, 1], steps=30)[::-1]
     calls = []
@@ -92,6 +93,7 @@ run_sweep(grid(["copy"], [4], range(6), steps=int(sys.argv[1])), n_jobs=1)
 """
 
 
+@pytest.mark.slow
 def test_killed_sweep_resumes_without_recomputing_finished_runs(cache, tmp_path, monkeypatch):
     steps = 150
     runs = presets.grid(["copy"], [4], range(6), steps=steps)
@@ -117,6 +119,7 @@ def test_killed_sweep_resumes_without_recomputing_finished_runs(cache, tmp_path,
     assert all(path.stat().st_ino == ino and path.stat().st_mtime_ns == mtime for path, (ino, mtime) in stamps.items())
 
 
+@pytest.mark.slow
 def test_dask_sweep_is_bit_identical_to_the_local_one(tmp_path):
     distributed = pytest.importorskip("distributed")
     runs = presets.grid(["copy", "sort"], [4], [0], ["learned", "rope"], steps=30)
@@ -169,6 +172,7 @@ with parallel_config(backend="loky", initializer=every_worker_leaks):
 """
 
 
+@pytest.mark.slow
 def test_a_worker_loky_replaces_is_one_plain_warning_line():
     """Regression: during `regimes` loky's UserWarning reached stderr in Python's two-line format (a file path and
     the source line `warnings.warn(`) when it replaced a worker grown past its guard; now one 'warning: ...' line."""
@@ -189,6 +193,7 @@ def test_other_warnings_keep_pythons_format():
     assert text.startswith("/x/y.py:3: UserWarning: something else")
 
 
+@pytest.mark.slow
 def test_a_sweep_worker_gives_the_freed_heap_back_after_a_run():
     """What made loky replace workers in `regimes heads --heads 4` (+359 MB after the d_k = 128 runs): the heap the
     training keeps for reuse (attncore._malloc) stayed with the worker after its run."""
@@ -284,6 +289,7 @@ def test_variant_names():
 # --- command line ----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_sweep_command_prints_json_tables_and_manages_the_cache(cache, capsys):
     args = ["sweep", "--task", "copy", "--length", "4", "--seed", "0", "1", "--position", "learned", "none"]
     args += ["--steps", "30", "--jobs", "2"]
@@ -307,6 +313,7 @@ def test_sweep_command_prints_json_tables_and_manages_the_cache(cache, capsys):
     assert "preset" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_cli_does_not_load_joblib_or_pandas_until_needed():
     code = "import sys; from cli.main import build_parser; build_parser(); "
     code += "print(sorted({'joblib', 'pandas'} & set(sys.modules)))"

@@ -173,6 +173,7 @@ def test_the_format_classes_tell_mixed_columns_apart():
     assert len(cell_classes("[−0.0110, −0.00103]")) == 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spec", PAGES, ids=lambda p: p.url_path or "home")
 def test_every_table_of_a_page_writes_each_column_in_one_format(many_runs, spec):
     at = AppTest.from_file("../dashboard.py", default_timeout=180)

@@ -25,6 +25,8 @@ from attncore import make_run
 from ui.nav import PAGES
 from ui.sidebar import DEFAULTS, TASK_KEYS
 
+pytestmark = pytest.mark.slow  # AppTests: every page opened with hostile URLs
+
 DASHBOARD = "../dashboard.py"
 STEPS = 30  # the sidebar's valid baseline: a short run the store fixture trains once
 VALID = {"steps": str(STEPS)}
