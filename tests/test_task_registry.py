@@ -80,6 +80,7 @@ def test_the_command_line_trains_it_and_the_store_keeps_it(increment_task, capsy
     assert "(choose from 'copy', 'sort', 'reverse', 'induction', 'increment')" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # an AppTest of the dashboard
 def test_the_sidebar_lists_it_and_a_url_selects_it(increment_task):
     from lab.store import get_run
 
