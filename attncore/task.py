@@ -41,7 +41,7 @@ class Task:
     # run settings (attncore.settings names) its experiment sets when not given: a link or command naming only the
     # task opens that experiment's run
     defaults: dict[str, Any] = {}
-    # run settings that mean nothing for it (attncore.settings names): refused, not shown, not compared
+    # run settings that mean nothing for it (attncore.settings names): not compared (lab.factors.factors_for)
     excluded: frozenset[str] = frozenset()
     metrics: tuple[str, ...] = ()  # figures of a run besides the accuracies and losses (RunRecord.figures)
     paired: tuple[str, ...] = ()  # of those, the ones a comparison of its runs pairs beside the test loss

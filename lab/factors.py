@@ -23,7 +23,8 @@ def factors_for(task: str) -> list[str]:
     (Task.excluded: on the induction task the task, L, a training range or randomized positions, settings of the
     article's tasks)."""
     excluded = tasks.get(task).excluded
-    return [f for f in FACTORS if f not in excluded]
+    setting = {s.factor: s.name for s in settings.factors().values()}  # d_k: derived from d, never excluded
+    return [f for f in FACTORS if setting.get(f) not in excluded]
 
 
 @dataclass(frozen=True)

@@ -286,7 +286,8 @@ class InductionTask(tasks.Task):
     length_help = "Tokens per sequence; k ~ U{k_min .. T/2} of them repeat."
     fields = INDUCTION_DEFAULTS
     defaults = INDUCTION_RUN
-    excluded = frozenset({"task", "length", "range", "mixed", "randomized"})  # one T per run, positions as trained
+    # one T per run (its own length, no range), positions as trained; compared only with runs of its own
+    excluded = frozenset({"task", "length", "train_lengths", "mixed_lengths", "randomized_positions"})
     metrics = FIGURES
     paired = ("repeat_loss", "first_loss")  # its test loss is over every position, most of them unpredictable
     has_page = "app_pages/induction.py"
