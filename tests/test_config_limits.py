@@ -1,0 +1,145 @@
+"""A config.json at the reader's limits, as a hostile visitor would send it: 10,000 layers read and described in
+linear work (the attention pattern's period, the parameter count), a lone surrogate refused in one sentence,
+figures past 64 bits shown on the pages' tables without a conversion error."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from apptest_helpers import page, texts
+from streamlit.testing.v1 import AppTest
+
+from attncore.serving import hf_config, hf_fields, parameters
+
+REPO = Path(__file__).resolve().parents[1]
+LAYERS = 10_000
+EVERY_LAST = {"model_type": "gemma3_text", "hidden_size": 8, "num_hidden_layers": LAYERS, "intermediate_size": 8,
+              "sliding_window_pattern": LAYERS}  # fmt: skip
+LAYER_TYPES = EVERY_LAST | {"layer_types": ["sliding_attention"] * (LAYERS - 1) + ["full_attention"]}
+SMALL = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+         "intermediate_size": 128, "vocab_size": 100}  # fmt: skip
+
+
+class Counted:
+    """A sequence that counts the reads of its items: the work a string algorithm does on it."""
+
+    def __init__(self, text: str):
+        self.text, self.reads = text, 0
+
+    def __len__(self) -> int:
+        return len(self.text)
+
+    def __getitem__(self, i):
+        self.reads += 1
+        return self.text[i]
+
+
+def brute_period(text: str) -> int:
+    return next(p for p in range(1, len(text) + 1) if all(c == text[i % p] for i, c in enumerate(text)))
+
+
+@pytest.mark.parametrize(
+    "text, period",
+    [("S", 1), ("SF", 2), ("SSF" * 5, 3), ("SSSSSF" * 4 + "SS", 6), ("SFSFF", 5), ("S" * 9_999 + "F", 10_000),
+     ("SF" * 5_000, 2), ("F" + "S" * 9_999, 10_000), ("SSF" * 3_333 + "S", 3), ("SFFS" * 2_500, 4),
+     ("S" * 5_000 + "F" + "S" * 4_999, 5_001)],
+)  # fmt: skip
+def test_the_shortest_period_of_ten_thousand_layers_in_linear_reads(text, period):
+    counted = Counted(text)
+    assert hf_fields.shortest_period(counted) == period
+    assert counted.reads <= 4 * len(text)  # the prefix function reads each letter a bounded number of times
+    if len(text) <= 100:
+        assert period == brute_period(text)
+
+
+def test_every_short_string_has_the_brute_force_period():
+    for n in range(1, 11):
+        for bits in range(2**n):
+            text = "".join("SF"[(bits >> i) & 1] for i in range(n))
+            assert hf_fields.shortest_period(text) == brute_period(text), text
+
+
+@pytest.mark.parametrize("data", [EVERY_LAST, LAYER_TYPES], ids=["sliding_window_pattern", "layer_types"])
+def test_ten_thousand_layers_described_with_one_full(data):
+    model = hf_config.read_config(json.dumps(data))
+    assert model.pattern() == "9,999 sliding-window layers (4,096) and 1 full"
+    assert model.layer_kinds.count("full") == 1 and model.layer_kinds[-1] == "full"
+
+
+def test_the_count_of_ten_thousand_layers_builds_one_layer_of_each_kind(monkeypatch):
+    """The per-block counts of 10,000 alike layers come from one layer of each kind (dense, MoE), not from 10,000
+    layers' tensors; the figures are those of the whole inventory."""
+    model = hf_config.read_config(json.dumps(EVERY_LAST))
+    moe = parameters.replace(model.arch, n_experts=8, experts_per_token=2, moe_d_ff=8, n_dense_layers=3)
+    expected = {}
+    for arch in (model.arch, moe):
+        inventory = parameters.param_inventory(arch)
+        breakdown = dict.fromkeys(parameters.COMPONENTS, 0)
+        per_layer = [0] * arch.n_layers
+        for t in inventory:
+            breakdown[t.component] += t.size
+            if t.name.startswith("blocks."):
+                per_layer[int(t.name.split(".")[1])] += t.size
+        expected[arch] = breakdown, tuple(per_layer)
+    built = []
+    norm = parameters._norm
+    monkeypatch.setattr(parameters, "_norm", lambda *a: built.append(a) or norm(*a))
+    for arch in (model.arch, moe):
+        count = parameters.count_parameters(arch)
+        assert (count.breakdown, count.per_layer) == expected[arch]
+        assert count.total == sum(expected[arch][0].values())
+    assert len(built) <= 40  # a few norms per kind of layer; 40,000 when every layer is built
+
+
+def test_params_of_the_132_byte_file_answers(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(EVERY_LAST))
+    out = subprocess.run([sys.executable, "-m", "attncore", "params", "--config", str(path)], cwd=REPO,
+                         capture_output=True, text=True)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "9,999 sliding-window layers (4,096) and 1 full" in out.stdout
+    assert f"per block {49_888:,}" in out.stdout
+
+
+def test_pattern_text_unchanged_for_the_released_patterns():
+    kinds = ("sliding",) * 5 + ("full",)
+    assert hf_fields.pattern_text(kinds * 4 + ("sliding",) * 2, 512) == (
+        "22 sliding-window layers (512) and 4 full: S S S S S F repeated"
+    )
+    assert hf_fields.pattern_text(("sliding", "full") * 21, 4096) == (
+        "21 sliding-window layers (4,096) and 21 full: S F repeated"
+    )
+    assert hf_fields.pattern_text(("sliding",) * 8 + ("full",), 8) == "8 sliding-window layers (8) and 1 full"
+
+
+def paste(at: AppTest, prefix: str, text: str) -> AppTest:
+    at.text_area(key=f"{prefix}file_text").input(text)
+    at = at.button(key=f"{prefix}file_read").click().run()
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+def test_the_pages_read_a_file_once_and_word_it_once(monkeypatch):
+    """The same file pasted in two sessions is read once (memoised by its content), and a rerun of the page does not
+    word the attention pattern again."""
+    from ui import config_input
+
+    config_input._read.clear()
+    reads, worded = [], []
+    read, pattern = config_input.read_config, hf_fields.pattern_text
+    monkeypatch.setattr(config_input, "read_config", lambda raw: reads.append(1) or read(raw))
+    monkeypatch.setattr(hf_fields, "pattern_text", lambda *a: worded.append(1) or pattern(*a))
+    text = json.dumps(EVERY_LAST)
+    at = paste(page("parameters"), "par_", text)
+    assert "9,999 sliding-window layers (4,096) and 1 full" in texts(at.success)
+    assert (len(reads), len(worded)) == (1, 1)
+    at = at.number_input(key="par_d_ff").set_value(16).run()
+    assert "You changed fields since" in texts(at.caption) and len(worded) == 1
+    at = paste(page("kv_cache"), "kv_", text)
+    assert "9,999 sliding-window layers (4,096) and 1 full" in texts(at.success)
+    assert (len(reads), len(worded)) == (1, 1)
+    assert config_input.CACHED_READS <= 16  # bounded: any visitor can fill it
