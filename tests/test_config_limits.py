@@ -13,6 +13,7 @@ import pytest
 from apptest_helpers import page, texts
 from streamlit.testing.v1 import AppTest
 
+from attncore.config import ConfigError
 from attncore.serving import hf_config, hf_fields, parameters
 
 REPO = Path(__file__).resolve().parents[1]
@@ -143,3 +144,51 @@ def test_the_pages_read_a_file_once_and_word_it_once(monkeypatch):
     assert "9,999 sliding-window layers (4,096) and 1 full" in texts(at.success)
     assert (len(reads), len(worded)) == (1, 1)
     assert config_input.CACHED_READS <= 16  # bounded: any visitor can fill it
+
+
+# --- a lone surrogate -------------------------------------------------------------------------------------------
+
+ESCAPED_KEY = json.dumps(SMALL)[:-1] + ', "\\ud800x": 1}'  # the six characters \ud800 in the file's text
+ESCAPED_VALUE = '{"model_type": "llama", "hidden_size": "\\udfffx"}'
+RAW_KEY = json.dumps(SMALL)[:-1] + ', "\ud800x": 1}'  # the surrogate itself, in a pasted text
+
+
+@pytest.mark.parametrize("text", [ESCAPED_KEY, ESCAPED_VALUE, RAW_KEY, '{"\\ud800": {"a": ["\\udc00"]}}'])
+def test_a_lone_surrogate_is_refused_in_one_sentence(text):
+    with pytest.raises(ConfigError) as e:
+        hf_config.read_config(text)
+    assert "lone surrogate" in str(e.value) and "\n" not in str(e.value)
+    if text != RAW_KEY:
+        with pytest.raises(ConfigError, match="lone surrogate"):
+            hf_config.read_config(text.encode())
+
+
+def test_a_surrogate_pair_is_a_character_and_read():
+    """\\ud83d\\ude00 is one character (an emoji) written as its UTF-16 pair: read, and named as an ignored key."""
+    model = hf_config.read_config(json.dumps(SMALL)[:-1] + ', "\\ud83d\\ude00": 1}')
+    assert model.ignored == ("\U0001f600",)
+
+
+@pytest.mark.parametrize("text", [ESCAPED_KEY, ESCAPED_VALUE])
+def test_the_cli_refuses_a_lone_surrogate_with_exit_2(tmp_path, text):
+    path = tmp_path / "config.json"
+    path.write_text(text)
+    for command in ("params", "kv-cache"):
+        out = subprocess.run([sys.executable, "-m", "attncore", command, "--config", str(path)], cwd=REPO,
+                             capture_output=True, text=True)  # fmt: skip
+        assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+        assert out.stderr.count("\n") == 1 and "lone surrogate" in out.stderr
+
+
+@pytest.mark.parametrize("pg, prefix", [("parameters", "par_"), ("kv_cache", "kv_")])
+def test_the_pages_refuse_a_lone_surrogate_in_one_line(pg, prefix):
+    at = page(pg)
+    before = [m.value for m in at.metric]
+    for text in (ESCAPED_KEY, ESCAPED_VALUE):  # a browser sends text as UTF-8: a surrogate itself never comes
+        at = paste(at, prefix, text)
+        assert "**Not read, nothing changed:** the pasted text: config.json:" in texts(at.error)
+        assert "lone surrogate" in texts(at.error) and [m.value for m in at.metric] == before
+    at.file_uploader(key=f"{prefix}file_upload").upload("config.json", ESCAPED_KEY.encode(), "application/json")
+    at = at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert "**Not read, nothing changed:** config.json: config.json:" in texts(at.error)
