@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from apptest_helpers import page, texts
+from apptest_helpers import charts, page, texts
 from streamlit.testing.v1 import AppTest
 
 from attncore.config import ConfigError
@@ -192,3 +192,44 @@ def test_the_pages_refuse_a_lone_surrogate_in_one_line(pg, prefix):
     at = at.run()
     assert not at.exception, [e.message for e in at.exception]
     assert "**Not read, nothing changed:** config.json: config.json:" in texts(at.error)
+
+
+# --- figures past 64 bits -------------------------------------------------------------------------------------
+
+# The link: a mixture of experts at the page's limits (a million experts of 10^7 over 10^6-wide layers)
+AT_THE_LIMITS = dict(
+    par_preset="from config.json", par_d_model="1000000", par_n_layers="10000", par_n_heads="250",
+    par_d_ff="10000000", par_vocab_size="100000000", par_n_experts="1000000", par_experts_per_token="1000000",
+    par_moe_d_ff="10000000", par_n_shared_experts="1000000",
+)  # fmt: skip
+
+
+LATENT_AT_THE_LIMITS = dict(
+    par_preset="from config.json", par_d_model="1000000", par_n_layers="10000", par_n_heads="100000",
+    par_head_dim="100000", par_bias="none", par_kv_lora_rank="1000000", par_q_lora_rank="1000000",
+    par_rope_head_dim="100000",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("link, widest", [(AT_THE_LIMITS, "ffn"), (LATENT_AT_THE_LIMITS, "attention")])
+def test_a_table_of_figures_past_64_bits_shows_them_as_text(link, widest):
+    at = page("parameters", **link)
+    table = at.dataframe[0].value
+    shown = dict(zip(table["component"], table["params"], strict=True))
+    assert all(isinstance(n, str) for n in shown.values())  # every cell written out, exact
+    counts = {c: int(n.replace(",", "")) for c, n in shown.items()}
+    assert counts[widest] > 2**64 and f"{sum(counts.values()):,}" == at.metric[0].value  # the total's own parts
+    assert list(counts) == list(parameters.COMPONENTS) and len(charts(at)) == 1
+
+
+def test_a_table_that_fits_keeps_its_numbers():
+    from ui.charts import calculators as cc
+    from ui.frames import within_int64
+
+    count = parameters.count_parameters(hf_config.read_config(json.dumps(SMALL)).arch)
+    table = cc.breakdown_frame(count)
+    assert table["params"].dtype == "int64" and within_int64(table) is table
+    wide = table.assign(params=[2**64, *table["params"][1:]], other=[-(2**63), 0, 0, 0, 0, 2**63 - 1])
+    fitted = within_int64(wide)
+    assert list(fitted["params"]) == [f"{2**64:,}", *[f"{n:,}" for n in table["params"][1:]]]
+    assert fitted["other"].dtype == "int64" and fitted["share"].dtype == "float64"
