@@ -85,11 +85,14 @@ def test_install_switches_streamlits_own_manager_once(monkeypatch):
     monkeypatch.setattr(uploads.Runtime, "exists", staticmethod(lambda: True))
     monkeypatch.setattr(uploads.Runtime, "instance", staticmethod(lambda: Running))
     monkeypatch.setenv("ATTNLAB_BUNDLE_UPLOAD", "0")
+    monkeypatch.setattr(uploads.config, "set_option", lambda key, value: options.append((key, value)))
+    options = []
     uploads.install()
     assert type(manager) is uploads.BoundedUploads and manager.per_session == 2 * MAX_BYTES
+    assert options == [("server.maxUploadSize", 1)] and 2**20 >= MAX_BYTES  # .streamlit/config.toml's 50 lowered
     manager.per_session = 7
     uploads.install()
-    assert manager.per_session == 7  # not installed twice
+    assert manager.per_session == 7 and len(options) == 1  # not installed twice
 
 
 # --- a real server ----------------------------------------------------------------------------------------------
@@ -113,6 +116,10 @@ def put(base: str, session_id: str, size: int) -> int:
         return urllib.request.urlopen(request, timeout=300).status
     except urllib.error.HTTPError as e:
         return e.code
+    except urllib.error.URLError as e:  # refused by its Content-Length: answered and closed while the body was sent
+        if not isinstance(e.reason, ConnectionResetError | BrokenPipeError):
+            raise
+        return 413
 
 
 def open_session(stack: ExitStack, base: str):
@@ -163,3 +170,21 @@ def test_a_server_refuses_uploads_past_its_bytes_and_its_memory_stays_bounded(tm
             statuses.append(put(base, last, 45 * MB))
         assert statuses[-1] == 204, statuses
         assert put(base, second, 45 * MB) == 413  # the second session is still at its own cap
+
+
+def test_a_hosted_server_refuses_a_body_past_a_config_json_before_reading_it(tmp_path):
+    """Home loads no bundles here (a headless server's default): a session holds at most two config.json files, and
+    a PUT past 1 MiB is refused by its Content-Length, so eight of 45 MB leave the server's memory as it was
+    (before: each stored, 8 x 45 MB held)."""
+    pytest.importorskip("websockets")
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from browser_helpers import streamlit_server
+
+    env = {"ATTNLAB_BUNDLE_UPLOAD": "0", "STREAMLIT_SERVER_ENABLE_XSRF_PROTECTION": "0",
+           "ATTNCORE_CACHE_DIR": str(tmp_path / "cache")}  # fmt: skip
+    with streamlit_server(env, tmp_path / "server.log") as (base, proc), ExitStack() as stack:
+        _, session_id = open_session(stack, base)
+        before = rss_mb(proc.pid)
+        assert [put(base, session_id, 45 * MB) for _ in range(8)] == [413] * 8
+        assert rss_mb(proc.pid) < before + 20 and proc.poll() is None  # no body read: not one 45 MB buffer
+        assert [put(base, session_id, MAX_BYTES) for _ in range(3)] == [204, 204, 413]

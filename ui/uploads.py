@@ -2,11 +2,12 @@
 route in memory, up to server.maxUploadSize each, under any file id, for as long as the session is stored (a closed
 tab's uploads stayed for good). install() bounds the server's upload manager, once per process: each session to
 `per_session` bytes, the server to `total` (a file past either is refused: HTTP 413), and lets a session's files
-go once it is no longer connected.
+go once it is no longer connected; where Home loads no bundles, a body over a config.json's size is not even read.
 """
 
 from __future__ import annotations
 
+from streamlit import config
 from streamlit.runtime import Runtime
 from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileManager
 from streamlit.runtime.uploaded_file_manager import UploadedFileRec
@@ -17,6 +18,7 @@ from ui.limits import limits
 
 IN_FLIGHT = 2  # a file uploader replacing its file: the new one arrives before the old one's DELETE
 MIN_TOTAL = 64 * 2**20  # the server's floor: thousands of config.json files of a few kB, held at once
+CONFIG_UPLOAD_MB = 1  # server.maxUploadSize (MiB: 1,048,576 bytes) where only a config.json (1,000,000) is taken
 
 
 class BoundedUploads(MemoryUploadedFileManager):
@@ -75,9 +77,13 @@ def caps() -> tuple[int, int]:
 
 def install() -> None:
     """Bound this server's upload manager (idempotent). The manager is the object Streamlit's upload route and every
-    session already hold, so its class is switched in place rather than a new manager made."""
+    session already hold, so its class is switched in place rather than a new manager made. Where Home loads no
+    bundles, the route's own size check (server.maxUploadSize, read on each PUT) comes down to a config.json's
+    CONFIG_UPLOAD_MB too: a larger body is refused by its Content-Length, before it is read into memory."""
     manager = Runtime.instance().uploaded_file_mgr if Runtime.exists() else None
     if type(manager) is not MemoryUploadedFileManager:  # already bounded, no server (AppTest), or not Streamlit's
         return
     manager.per_session, manager.total = caps()
     manager.__class__ = BoundedUploads
+    if not limits().upload_allowed() and config.get_option("server.maxUploadSize") > CONFIG_UPLOAD_MB:
+        config.set_option("server.maxUploadSize", CONFIG_UPLOAD_MB)
