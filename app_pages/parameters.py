@@ -8,7 +8,7 @@ from attncore.serving.kvcache import DTYPES
 from attncore.serving.presets import PRESETS
 from attncore.serving.weights import WeightFormat, stored_weights, weights_checked
 from lab import formats
-from ui import docs, model_form, weights_form
+from ui import docs, model_form, tables, weights_form
 from ui.charts import calculators as cc
 from ui.config_input import FILE, read_model, reader, show_read
 from ui.params import folded, show_invalid, url_select
@@ -99,7 +99,8 @@ if count.active != count.total:
 st.subheader("Where the parameters are")
 table, number = cc.breakdown_frame(count), st.column_config.NumberColumn
 left, right = st.columns([2, 3])
-config = {"params": number(format="localized"), "share": number("share")}  # its text: lab.formats.share
+config = {"params": tables.number_column(table["params"], format="localized"), "share": number("share")}  # its text:
+# lab.formats.share; params written out as text past 64 bits (breakdown_frame)
 left.dataframe(table.style.format({"share": formats.share}), hide_index=True, width="stretch", column_config=config)
 right.altair_chart(cc.share_chart(table), width="stretch")
 blocks = " / ".join(f"{n:,}" for n in sorted(set(count.per_layer)))

@@ -3,6 +3,9 @@ whole read (parse, checks, the Decoder, the per-layer pattern, the weights' stor
 
 The file is a released one (google/gemma-2-9b) grown to 10,000 layers with a layer_types entry each, and padded to
 999,999 bytes with an id2label table (a key the reader lists as ignored), so every part of the reader has work.
+Then the small hostile files of 10,000 layers with one full one (by sliding_window_pattern, by layer_types): the
+read, the description (the attention pattern's shortest period) and the parameter count, in process, and the whole
+`python -m attncore params --config FILE` beside `params --preset gpt2` (the command's start-up alone).
 
 Run: python benchmarks/config_reader.py [--repeats 50]
 """
@@ -10,13 +13,16 @@ Run: python benchmarks/config_reader.py [--repeats 50]
 import argparse
 import json
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from attncore.serving.hf_config import MAX_BYTES, read_config  # noqa: E402
+from attncore.serving.parameters import count_parameters  # noqa: E402
 from attncore.serving.presets import CONFIGS  # noqa: E402
 from attncore.serving.weights import stored_weights  # noqa: E402
 
@@ -36,6 +42,15 @@ def big_config(layers: int = 10_000) -> str:
         labels.popitem()
         text = json.dumps(data | {"id2label": labels})
     return text + " " * (MAX_BYTES - 1 - len(text))
+
+
+ROOT = Path(__file__).resolve().parents[1]
+LAYERS = 10_000
+ONE_FULL = {"model_type": "gemma3_text", "hidden_size": 8, "num_hidden_layers": LAYERS, "intermediate_size": 8}
+HOSTILE = {
+    "sliding_window_pattern": ONE_FULL | {"sliding_window_pattern": LAYERS},
+    "layer_types": ONE_FULL | {"layer_types": ["sliding_attention"] * (LAYERS - 1) + ["full_attention"]},
+}
 
 
 def median_ms(fn, repeats: int) -> float:
@@ -62,6 +77,32 @@ def main() -> None:
     print(f"{'json.loads alone':<34}{parse:>9.1f} ms")
     print(f"{'read_config (parse and checks)':<34}{read:>9.1f} ms   {read / parse:.2f}x json.loads")
     print(f"{'stored_weights (10,000 layers)':<34}{weights:>9.3f} ms   {weights / parse:.3f}x json.loads")
+    print("\n10,000 layers, one of them full (medians; the command: the best of 5 runs, wall time)")
+    command = lambda *args: [sys.executable, "-m", "attncore", "params", *args]  # noqa: E731
+    start_up = best_wall(command("--preset", "gpt2"))
+    print(f"{'params --preset gpt2 (start-up)':<34}{start_up * 1000:>9.1f} ms")
+    for name, data in HOSTILE.items():
+        hostile = json.dumps(data).encode()
+        model = read_config(hostile)
+        describe = median_ms(lambda: read_config(hostile).summary(), a.repeats)  # noqa: B023
+        count = median_ms(lambda: count_parameters(model.arch), a.repeats)  # noqa: B023
+        with tempfile.NamedTemporaryFile("wb", suffix=".json") as f:
+            f.write(hostile)
+            f.flush()
+            whole = best_wall(command("--config", f.name))
+        over = (whole - start_up) * 1000
+        print(f"{name} ({len(hostile):,} bytes): read and describe {describe:.1f} ms, count {count:.2f} ms, "
+              f"params --config {whole * 1000:.0f} ms ({over:+.0f} ms over the start-up)")  # fmt: skip
+
+
+def best_wall(argv: list[str], runs: int = 5) -> float:
+    """The least wall time of `runs` runs of a command, in seconds (the least is the one least slowed by others)."""
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run(argv, cwd=ROOT, check=True, capture_output=True)
+        times.append(time.perf_counter() - start)
+    return min(times)
 
 
 if __name__ == "__main__":

@@ -18,12 +18,28 @@ from ui.plain import clip, plain
 
 FILE = "config.json"  # the preset select's entry for a model read from a file (its fields are the URL's)
 PLACEHOLDER = '{"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, ...}'
+CACHED_READS = 8  # the last files read, any visitor's: a re-upload or a second visitor's same file is not read again
 
 
 @dataclass(frozen=True)
 class Read:
     name: str  # the upload's file name (the visitor's text) or "the pasted text"
     model: ModelFile
+    summary: str  # the model in one line (ModelFile.summary), worded once, not on every rerun
+
+
+def read_file(raw: bytes | str) -> tuple[ModelFile, str]:
+    """The ModelFile of a config.json's bytes or text and its summary, memoised by the content (a refusal, raised,
+    is not kept: reading it again costs what the first read did, linear in the file)."""
+    if isinstance(raw, str):  # the cache hashes a text as UTF-8, which a lone surrogate (refused by the reader) is not
+        return _read(raw.encode("utf-8", "surrogatepass"), True)
+    return _read(raw, False)
+
+
+@st.cache_data(max_entries=CACHED_READS, show_spinner=False)
+def _read(raw: bytes, text: bool) -> tuple[ModelFile, str]:
+    model = read_config(raw.decode("utf-8", "surrogatepass") if text else raw)
+    return model, model.summary()
 
 
 def reader(prefix: str, fill: Callable[[ModelFile], dict]) -> None:
@@ -32,14 +48,14 @@ def reader(prefix: str, fill: Callable[[ModelFile], dict]) -> None:
 
     def load(raw, name: str) -> None:
         try:
-            model = read_config(raw)
+            model, summary = read_file(raw)
             values = fill(model)
         except ConfigError as e:
             st.session_state[f"{prefix}file_error"] = f"{name}: {e}"
             return
         st.session_state.update(values)
         write_to_url(values)  # the fields first drawn after this read too (ui.params.write_to_url)
-        st.session_state[f"{prefix}file"] = Read(name, model)
+        st.session_state[f"{prefix}file"] = Read(name, model, summary)
         st.session_state.pop(f"{prefix}file_error", None)
 
     def on_upload() -> None:
@@ -83,7 +99,7 @@ def show_read(prefix: str, changed: bool, described: str) -> None:
         return
     m = read.model
     wrapped = f" in {m.wrapper}'s text_config" if m.wrapper else ""
-    st.success(f"**Read from {plain(read.name)}** ({plain(m.model_type + wrapped)}): {plain(m.summary())}.",
+    st.success(f"**Read from {plain(read.name)}** ({plain(m.model_type + wrapped)}): {plain(read.summary)}.",
                icon=":material/description:")  # fmt: skip
     lines = []
     if changed:

@@ -13,6 +13,25 @@ import pandas as pd
 from attncore.config import SEP, ConfigError
 
 MAX_POINTS = 400  # points per curve sent to the browser
+INT64 = range(-(2**63), 2**63)  # the whole numbers an Arrow column, and so st.dataframe and a chart's data, holds
+
+
+def within_int64(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame with each column holding a whole number past 64 bits written as text, every cell exact with its
+    thousands separators ('2,457,600,103,411,384,328,192'); the frame itself when every column fits. Arrow, which
+    st.dataframe and st.altair_chart send, has no wider integer (a uint64 column up to 2^64 - 1 fits as it is)."""
+    wide = [c for c in frame.columns if frame[c].dtype == object and any(_past_int64(v) for v in frame[c])]
+    if not wide:
+        return frame
+    return frame.assign(**{str(c): [f"{v:,}" if _whole(v) else v for v in frame[c]] for c in wide})
+
+
+def _whole(value) -> bool:
+    return isinstance(value, int | np.integer) and not isinstance(value, bool)
+
+
+def _past_int64(value) -> bool:
+    return _whole(value) and int(value) not in INT64
 
 
 def thin(n: int, max_points: int = MAX_POINTS) -> np.ndarray:

@@ -100,6 +100,14 @@ def show(frame: pd.DataFrame, text: dict | None = None, **kw) -> None:
     st.dataframe(styled(frame, text), hide_index=True, width="stretch", column_config=config, **kw)
 
 
+def number_column(values: pd.Series, label: str | None = None, **kw):
+    """A NumberColumn for these values, or a TextColumn where ui.frames.within_int64 wrote them as text (whole
+    numbers past 64 bits, exact with their separators)."""
+    if pd.api.types.is_numeric_dtype(values):
+        return st.column_config.NumberColumn(label, **kw)
+    return st.column_config.TextColumn(label)
+
+
 count = formats.count  # '1 run', '3 runs', '27,253'
 
 

@@ -9,6 +9,7 @@ nothing is half-read. hf_families.py maps each known model_type; multimodal wrap
 from __future__ import annotations
 
 import json
+import re
 
 from attncore.config import ConfigError
 from attncore.serving import hf_families
@@ -16,6 +17,9 @@ from attncore.serving.hf_fields import ModelFile, pattern_text  # noqa: F401  (r
 
 MAX_BYTES = 1_000_000  # a config.json is a few kB; the largest released ones (layer lists, id2label) are ~100 kB
 SOURCE = "config.json"  # the field a refusal of the whole file names
+SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # \ud800 to \udfff: half of a UTF-16 pair, alone or not
+LONE_SURROGATE = ("not text: it holds a lone surrogate (one of \\ud800 to \\udfff without its pair), which is no "
+                  "character; a config.json is UTF-8 text")  # fmt: skip
 
 
 def decode(raw: bytes | str) -> dict:
@@ -23,6 +27,8 @@ def decode(raw: bytes | str) -> dict:
     size = len(raw)  # characters of a text: each at least a byte, so more than MAX_BYTES of them is over
     if isinstance(raw, str) and size <= MAX_BYTES:
         size = len(raw.encode("utf-8", "surrogatepass"))
+        if size <= MAX_BYTES and _has_lone_surrogate(raw):
+            raise ConfigError(SOURCE, LONE_SURROGATE)
     if size > MAX_BYTES:
         raise ConfigError(SOURCE, f"over 1 MB ({size:,} bytes; at most {MAX_BYTES:,}): a config.json is a few kB")
     if isinstance(raw, bytes | bytearray):
@@ -46,7 +52,21 @@ def decode(raw: bytes | str) -> dict:
         raise ConfigError(SOURCE, f"not JSON{where}: {reason[:80]}") from None
     if not isinstance(data, dict):
         raise ConfigError(SOURCE, f"must be a JSON object {{...}} with model_type, got a {type(data).__name__}")
+    if SURROGATE_ESCAPE.search(raw) and _has_lone_surrogate(data):  # json reads \ud800 alone as a str of it
+        raise ConfigError(SOURCE, LONE_SURROGATE)
     return data
+
+
+def _has_lone_surrogate(value: str | dict) -> bool:
+    """Whether a text, or any key or string of parsed JSON, holds a surrogate that no pair made a character: one
+    encoding to UTF-8 tells, in linear time (json reads a pair written as two escapes as its one character)."""
+    try:
+        (value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    except RecursionError:  # as deep as json.loads took: a structure is not text, and none was found above
+        raise ConfigError(SOURCE, "not JSON the lab reads: nested too deeply") from None
+    return False
 
 
 def read_config(raw: bytes | str) -> ModelFile:

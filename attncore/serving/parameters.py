@@ -135,20 +135,33 @@ def _moe(p, a: Decoder):
 
 def param_inventory(a: Decoder) -> list[Tensor]:
     """Every trained tensor of the model with its shape and component, in forward order."""
-    D, V = a.d_model, a.vocab_size
-    out = [Tensor("tok_emb", (V, D), "embeddings")]
-    if a.position == "learned":
-        out.append(Tensor("pos_emb", (a.max_len, D), "position"))
+    out = _embeddings(a)
     for i in range(a.n_layers):
-        p = f"blocks.{i}."
-        sandwich = a.norm_placement == "sandwich"  # a second norm after each sublayer
-        out += _norm(p + "ln1", D, a.norm) + _attention(p, a)
-        out += (_norm(p + "ln1_post", D, a.norm) if sandwich else []) + _norm(p + "ln2", D, a.norm)
-        if a.n_experts and i >= a.n_dense_layers:
-            out += _moe(p, a)
-        else:
-            out += _ffn(p + "ffn", D, a.d_ff, a.ffn, a.bias == "all")
-        out += _norm(p + "ln2_post", D, a.norm) if sandwich else []
+        out += _block(f"blocks.{i}.", a, moe=bool(a.n_experts) and i >= a.n_dense_layers)
+    return out + _after_blocks(a)
+
+
+def _embeddings(a: Decoder) -> list[Tensor]:
+    out = [Tensor("tok_emb", (a.vocab_size, a.d_model), "embeddings")]
+    if a.position == "learned":
+        out.append(Tensor("pos_emb", (a.max_len, a.d_model), "position"))
+    return out
+
+
+def _block(p: str, a: Decoder, moe: bool) -> list[Tensor]:
+    """The tensors of one block: a dense one, or one with experts (`moe`)."""
+    D = a.d_model
+    sandwich = a.norm_placement == "sandwich"  # a second norm after each sublayer
+    out = _norm(p + "ln1", D, a.norm) + _attention(p, a)
+    out += (_norm(p + "ln1_post", D, a.norm) if sandwich else []) + _norm(p + "ln2", D, a.norm)
+    out += _moe(p, a) if moe else _ffn(p + "ffn", D, a.d_ff, a.ffn, a.bias == "all")
+    return out + (_norm(p + "ln2_post", D, a.norm) if sandwich else [])
+
+
+def _after_blocks(a: Decoder) -> list[Tensor]:
+    """The final norm, the output head."""
+    D, V = a.d_model, a.vocab_size
+    out = []
     if a.final_norm:
         out += _norm("ln_f", D, a.norm)
     if not a.tied_embeddings:
@@ -180,13 +193,21 @@ class ParamCount:
 
 
 def count_parameters(a: Decoder) -> ParamCount:
-    """Total, per-component and per-block parameter counts of the described model."""
+    """Total, per-component and per-block parameter counts of the described model. The blocks are alike but for
+    their FFN (dense, or experts after the first n_dense_layers): one block of each kind is built and counted as
+    many times as it occurs, so 10,000 layers cost two blocks' tensors, not 10,000 (whole numbers: the same sums)."""
     breakdown = dict.fromkeys(COMPONENTS, 0)
-    per_layer = [0] * a.n_layers
-    for t in param_inventory(a):
+    for t in _embeddings(a) + _after_blocks(a):
         breakdown[t.component] += t.size
-        if t.name.startswith("blocks."):
-            per_layer[int(t.name.split(".")[1])] += t.size
+    n_dense = min(a.n_dense_layers, a.n_layers) if a.n_experts else a.n_layers
+    per_layer = []
+    for moe, n in ((False, n_dense), (True, a.n_layers - n_dense)):
+        if not n:
+            continue
+        block = _block("blocks.0.", a, moe)
+        for t in block:
+            breakdown[t.component] += n * t.size
+        per_layer += [sum(t.size for t in block)] * n
     total = sum(breakdown.values())
     skipped = 0
     if a.n_experts:

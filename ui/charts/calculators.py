@@ -16,6 +16,7 @@ from attncore.serving.parameters import COMPONENTS, ParamCount
 from attncore.serving.weights import StoredWeights
 from lab import formats
 from ui.charts.runs import BASE_COLOR, SEQUENCE_COLOR, TOKEN_COLOR, VARIANT_COLORS
+from ui.frames import within_int64
 
 COMPONENT_COLORS = alt.Scale(
     domain=list(COMPONENTS),
@@ -77,13 +78,16 @@ def count_metrics(
 
 
 def breakdown_frame(count: ParamCount) -> pd.DataFrame:
-    """Columns component, params, share: one row per component, in COMPONENTS order."""
-    return pd.DataFrame(count.rows(), columns=["component", "params", "share"])
+    """Columns component, params, share: one row per component, in COMPONENTS order (params as text when a count
+    passes 64 bits: ui.frames.within_int64)."""
+    return within_int64(pd.DataFrame(count.rows(), columns=["component", "params", "share"]))
 
 
 def share_chart(df: pd.DataFrame, height: int = 230) -> alt.Chart:
     """breakdown_frame rows -> horizontal bars of each component's share of the total, labelled."""
     top = min(1.0, float(df["share"].max()) * LABEL_ROOM) if len(df) else 1.0  # room for the longest bar's label
+    exact = pd.api.types.is_numeric_dtype(df["params"])  # else written out past 64 bits (breakdown_frame)
+    params_tooltip = alt.Tooltip("params:Q", format=",") if exact else alt.Tooltip("params:N")
     base = alt.Chart(df.assign(label=[formats.share(x) for x in df["share"]])).encode(
         y=alt.Y("component:N", sort=list(COMPONENTS), title=None, axis=alt.Axis(labelFontSize=12)),
         x=alt.X(
@@ -92,7 +96,7 @@ def share_chart(df: pd.DataFrame, height: int = 230) -> alt.Chart:
             axis=alt.Axis(format="%"),
             scale=alt.Scale(domain=[0, top], nice=False),
         ),
-        tooltip=["component:N", alt.Tooltip("params:Q", format=","), alt.Tooltip("share:Q", format=".1%")],
+        tooltip=["component:N", params_tooltip, alt.Tooltip("share:Q", format=".1%")],
     )
     bars = base.mark_bar(cornerRadiusEnd=3).encode(color=alt.Color("component:N", scale=COMPONENT_COLORS, legend=None))
     labels = base.mark_text(align="left", dx=4, fontSize=12, color=BASE_COLOR).encode(
@@ -103,7 +107,7 @@ def share_chart(df: pd.DataFrame, height: int = 230) -> alt.Chart:
 
 def crosscheck_frame(rows: list[dict]) -> pd.DataFrame:
     """calculators.crosscheck_attncore rows -> columns component, formula, model, equal ('✓' or '✗')."""
-    df = pd.DataFrame(rows, columns=["component", "formula", "model", "equal"])
+    df = within_int64(pd.DataFrame(rows, columns=["component", "formula", "model", "equal"]))
     return df.assign(equal=df["equal"].map({True: "✓", False: "✗"}))
 
 

@@ -1,0 +1,89 @@
+"""What a visitor can make the server hold through uploads: Streamlit's server keeps every file PUT to its upload
+route in memory, up to server.maxUploadSize each, under any file id, for as long as the session is stored (a closed
+tab's uploads stayed for good). install() bounds the server's upload manager, once per process: each session to
+`per_session` bytes, the server to `total` (a file past either is refused: HTTP 413), and lets a session's files
+go once it is no longer connected; where Home loads no bundles, a body over a config.json's size is not even read.
+"""
+
+from __future__ import annotations
+
+from streamlit import config
+from streamlit.runtime import Runtime
+from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileManager
+from streamlit.runtime.uploaded_file_manager import UploadedFileRec
+
+from attncore.serving.hf_config import MAX_BYTES as CONFIG_BYTES
+from ui.bundles import UPLOAD_MB
+from ui.limits import limits
+
+IN_FLIGHT = 2  # a file uploader replacing its file: the new one arrives before the old one's DELETE
+MIN_TOTAL = 64 * 2**20  # the server's floor: thousands of config.json files of a few kB, held at once
+CONFIG_UPLOAD_MB = 1  # server.maxUploadSize (MiB: 1,048,576 bytes) where only a config.json (1,000,000) is taken
+
+
+class BoundedUploads(MemoryUploadedFileManager):
+    """MemoryUploadedFileManager with a byte budget per session and one for the server. The files of sessions no
+    longer connected go at the next upload or read of any session's files (Streamlit keeps a closed tab's session
+    for reconnection and, once its time is up, drops it without letting its files go)."""
+
+    per_session: int
+    total: int
+
+    def add_file(self, session_id: str, file: UploadedFileRec) -> None:
+        size = len(file.data)
+        with self._lock:
+            self._release_gone()
+            held = self.file_storage.get(session_id, {})
+            replaced = len(held[file.file_id].data) if file.file_id in held else 0
+            session_bytes = sum(len(f.data) for f in held.values()) - replaced
+            if session_bytes + size > self.per_session:
+                raise refused(f"this session holds {session_bytes:,} bytes of uploads, at most {self.per_session:,}")
+            if self._total_bytes - replaced + size > self.total:
+                raise refused(f"the server holds {self._total_bytes:,} bytes of uploads, at most {self.total:,}")
+            if file.file_id not in held:
+                self._file_count += 1
+            self.file_storage[session_id][file.file_id] = file
+            self._total_bytes += size - replaced
+
+    def get_files(self, session_id: str, file_ids):
+        with self._lock:
+            self._release_gone()
+        return super().get_files(session_id, file_ids)
+
+    def _release_gone(self) -> None:
+        """Let go of the files of every session no longer connected (called with the lock held)."""
+        runtime = Runtime.instance()
+        for session_id in [s for s in self.file_storage if not runtime.is_active_session(s)]:
+            gone = self.file_storage.pop(session_id)
+            self._total_bytes -= sum(len(f.data) for f in gone.values())
+            self._file_count -= len(gone)
+
+
+def refused(reason: str) -> Exception:
+    """What the upload route answers 413 with (Starlette's HTTPException, the server's own)."""
+    from starlette.exceptions import HTTPException
+
+    return HTTPException(status_code=413, detail=f"Upload refused: {reason}")
+
+
+def caps() -> tuple[int, int]:
+    """(per session, server-wide) bytes: a session holds a bundle (where Home loads them) or a config.json, twice
+    over while an uploader replaces its file; the server holds several sessions' worth, at least MIN_TOTAL."""
+    lim = limits()
+    largest = lim.max_bundle_mb * UPLOAD_MB if lim.upload_allowed() else CONFIG_BYTES
+    per_session = IN_FLIGHT * largest
+    return per_session, max(MIN_TOTAL, 4 * per_session)
+
+
+def install() -> None:
+    """Bound this server's upload manager (idempotent). The manager is the object Streamlit's upload route and every
+    session already hold, so its class is switched in place rather than a new manager made. Where Home loads no
+    bundles, the route's own size check (server.maxUploadSize, read on each PUT) comes down to a config.json's
+    CONFIG_UPLOAD_MB too: a larger body is refused by its Content-Length, before it is read into memory."""
+    manager = Runtime.instance().uploaded_file_mgr if Runtime.exists() else None
+    if type(manager) is not MemoryUploadedFileManager:  # already bounded, no server (AppTest), or not Streamlit's
+        return
+    manager.per_session, manager.total = caps()
+    manager.__class__ = BoundedUploads
+    if not limits().upload_allowed() and config.get_option("server.maxUploadSize") > CONFIG_UPLOAD_MB:
+        config.set_option("server.maxUploadSize", CONFIG_UPLOAD_MB)
