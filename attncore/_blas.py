@@ -3,8 +3,9 @@ over 1 and 2 threads (with its Haswell kernels even at the lab's sizes), so a ru
 count a process inherits. `on_one_blas_thread` wraps the model's public functions (attncore.model, whose forward
 the hooks of attncore.interpret use), so training steps, evaluation, snapshots and attention maps all run on one
 thread, called from `train` or not. A ctypes call into every OpenBLAS the process has mapped (NumPy's bundled
-scipy_openblas or a system libopenblas, and any other package's: SciPy's, PyTorch's), found through /proc/self/maps: which of
-them NumPy calls cannot be told from the maps' order, so all are pinned; a no-op where there is none (another BLAS).
+scipy_openblas or a system libopenblas, and any other package's: SciPy's, PyTorch's), found through
+/proc/self/maps: which of them NumPy calls cannot be told from the maps' order, so all are pinned; a no-op where
+there is none (another BLAS).
 
 The thread count is process-wide: nested and concurrent callers (the dashboard's threads) share one pin, set by the
 first to enter and restored by the last to leave."""
