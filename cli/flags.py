@@ -258,6 +258,11 @@ def run_of(a):
 SETTING_FLAGS = ("steps", "batch_size", "d_model", "n_heads", "n_layers", "d_ff", "embed_std")
 
 
+def grid_dests() -> list[str]:
+    """The parsed flags (argparse dests) that say which runs a grid holds: every setting's flag but the shared ones."""
+    return [_flag_kwargs(s, False)["dest"] for s in SETTINGS.values() if s.flag and s.name not in SETTING_FLAGS]
+
+
 def schedules(a) -> list[dict]:
     """The learning-rate schedules a sweep's flags ask for (every combination of their values), as make_run
     keywords; --min-lr-ratio applies to the schedules with a decay (it is where a decay ends)."""

@@ -23,11 +23,13 @@ from cli.flags import (
     SETTING_FLAGS,
     add_model_args,
     check_length_flags,
+    grid_dests,
     jobs,
     refuse_task_flags,
     run_settings,
     schedules,
     store_place,
+    task_flags,
 )
 from lab import formats
 
@@ -67,8 +69,7 @@ def sweep_runs(a) -> list:
     from lab.presets import grid, grid_size, preset, with_settings
 
     if a.preset:
-        grid_flags = ("task", "length", "seed", "position", "norm", "lr", "no_scaling", "scaling", "train_lengths")
-        grid_flags += ("mixed_lengths", "randomized_positions", "warmup", "decay", "min_lr_ratio")
+        grid_flags = [dest for dest in grid_dests() if dest not in task_flags()] + ["scaling"]  # --scaling on off
         given = [f"--{flag.replace('_', '-')}" for flag in grid_flags if getattr(a, flag) != a.parser.get_default(flag)]
         if given:
             raise ConfigError("preset", f"a preset fixes its runs; drop {', '.join(given)} or drop --preset")
