@@ -145,7 +145,7 @@ def run_figures(record: RunRecord, zeroed: Mapping[str, dict]) -> dict:
         "icl_score_final": record.figures["icl_score"],
         "induction_score": {"final": np.asarray(final["induction_score"]).tolist()},
         "previous_token_score": {"final": np.asarray(final["previous_token_score"]).tolist()},
-        "ablation": zeroed[INDUCTION_HEAD],  # the issue's: the induction head zeroed
+        "ablation": zeroed[INDUCTION_HEAD],  # the induction head zeroed
         "previous_token_ablation": zeroed.get(PREVIOUS_HEAD),  # the previous-token head zeroed (None: one layer)
     }
 
