@@ -142,6 +142,7 @@ def test_list_cached_reads_summaries_and_clear_empties_the_store(cache, monkeypa
     assert not any(store.is_cached(run) for run in runs)
 
 
+@pytest.mark.slow
 def test_truncated_entry_is_recomputed_with_a_warning(cache):
     run = make_run(steps=STEPS)
     original = store.get_run(run)

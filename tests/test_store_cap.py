@@ -20,6 +20,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import store_listing  # noqa: E402
 
 
+@pytest.mark.slow
 def test_thousands_of_entries_are_listed_from_the_index_without_walking(cache, monkeypatch):
     runs = store_listing.fill_store(cache, 2000)
     assert len(store.list_cached()) == 2000
@@ -144,6 +145,7 @@ def test_the_store_reads_max_store_mb_from_secrets_toml_as_the_pages_do(cache, t
         assert store.max_store_bytes() == store.DEFAULT_MAX_STORE_MB * 2**20
 
 
+@pytest.mark.slow
 def test_a_secrets_cap_larger_than_the_default_is_honoured_by_a_workers_cap_pass(cache, tmp_path, monkeypatch):
     """How 314 runs were once lost, in small: a worker's cap pass fell back to the default under a larger cap."""
     from lab.jobs import progress as worker

@@ -73,6 +73,7 @@ def test_cache_check_repair_removes_a_recent_orphan_nobody_is_writing(cache):
     assert len(report["damaged"]) == 1 and not entry.path.exists()
 
 
+@pytest.mark.slow
 def test_an_import_the_disk_refuses_midway_stores_nothing(cache, tmp_path, monkeypatch, capsys):
     for run in RUNS:
         store.get_run(run)
@@ -201,6 +202,7 @@ def pin_files(cache) -> list:
     return sorted((cache / store.pins.PIN_DIR).glob("*.json"))
 
 
+@pytest.mark.slow
 def test_a_pinned_view_survives_another_processs_cap_pass_until_its_pin_lapses(cache, monkeypatch):
     import lab.presets
 
@@ -221,6 +223,7 @@ def test_a_pinned_view_survives_another_processs_cap_pass_until_its_pin_lapses(c
     assert pin_files(cache) == []
 
 
+@pytest.mark.slow
 def test_pins_protect_at_most_half_of_the_cap_and_a_hostile_pin_file_is_ignored(cache, monkeypatch):
     import lab.presets
 
@@ -240,6 +243,7 @@ def test_pins_protect_at_most_half_of_the_cap_and_a_hostile_pin_file_is_ignored(
         store.pins.pin(cache, "../escape", ["00" * 16])
 
 
+@pytest.mark.slow
 def test_the_dashboard_pins_the_runs_its_page_shows_and_releases_them_on_a_page_without_runs(cache):
     from test_app import STEPS as APP_STEPS
     from test_app import app
@@ -253,6 +257,7 @@ def test_the_dashboard_pins_the_runs_its_page_shows_and_releases_them_on_a_page_
     assert not at.exception and pin_files(cache) == []
 
 
+@pytest.mark.slow
 def test_a_dangling_symlink_or_a_vanishing_pin_file_disables_only_itself(cache, monkeypatch):
     """One bad entry in pins/ used to make pinned() return nothing for the whole cap pass."""
     import lab.presets

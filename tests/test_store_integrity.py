@@ -56,6 +56,7 @@ def edited_sidecar(path, other):  # valid JSON, a number changed: the seal no lo
     (path / entries.SIDECAR_FILE).write_text(json.dumps(sealed))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "damage", [flip_bytes, other_runs_arrays, other_runs_entry, truncate, garbage_sidecar, edited_sidecar]
 )
@@ -110,6 +111,7 @@ def pickle_payloads(marker) -> dict[str, bytes]:
     return {"pickle": pickle.dumps(Marker(marker)), "npz with an object array": buffer.getvalue()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", [None, "secret"])
 def test_a_planted_pickle_never_runs(cache, tmp_path, monkeypatch, key):
     if key:
@@ -168,6 +170,7 @@ def test_sealed_snapshots_that_do_not_fit_the_config_are_refused(cache, monkeypa
     assert_same_record(genuine, again)
 
 
+@pytest.mark.slow
 def test_with_a_key_a_forged_entry_is_refused_without_it_it_is_served(cache, monkeypatch):
     """The threat model: without ATTNCORE_CACHE_KEY a writer of the folder can plant a consistent wrong run."""
     run, other = make_run(steps=STEPS), make_run(steps=STEPS, seed=1)
@@ -250,6 +253,7 @@ def failing_writes(monkeypatch, err: int, after_bytes: int | None):
     monkeypatch.setattr(entries, "open", fake_open, raising=False)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("err", [errno.ENOSPC, errno.EROFS])
 def test_a_full_or_read_only_store_still_returns_the_run_with_one_warning(cache, monkeypatch, err):
     stored_run, new_run = make_run(steps=STEPS), make_run(steps=STEPS, seed=1)

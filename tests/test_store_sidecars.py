@@ -92,6 +92,7 @@ def test_a_malformed_line_in_a_sealed_index_rebuilds_the_index(cache):
     assert all(s["sequence_accuracy"] <= 1 for s in listed)
 
 
+@pytest.mark.slow
 def test_the_run_pages_render_with_a_malformed_sidecar_in_the_store(cache):
     from test_app import STEPS as APP_STEPS
     from test_app import app
