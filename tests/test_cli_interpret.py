@@ -20,6 +20,7 @@ def cache(tmp_path_factory):
     return tmp_path_factory.mktemp("cache")
 
 
+@pytest.mark.slow
 def test_patch_json_has_the_grid_and_by_position(cache, monkeypatch):
     r = attncore(cache, "patch", *SHORT, "--at", "2", "--symbol", "5", "--json")
     assert r.returncode == 0, r.stderr
@@ -161,6 +162,7 @@ def test_a_figure_that_rounds_to_zero_prints_without_a_sign():
     assert _fmt([-0.0001, 0.0004, -0.0006, float("nan")]).split() == ["0.000", "0.000", "−0.001", "nan"]
 
 
+@pytest.mark.slow
 def test_heads_scores_the_reverse_pattern(cache):
     heads = json.loads(attncore(cache, "heads", *SHORT, "--task", "reverse", "--n-test", "5", "--json").stdout)
     assert np.array(heads["probe"]["mirrored"]).shape == (2, 4)

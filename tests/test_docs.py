@@ -55,6 +55,7 @@ def test_no_page_readme_or_docs_file_cites_the_design_reference_or_an_issue_numb
     assert [p.name for p in shown if re.search(r"[Ii]ssues? [0-9]", p.read_text())] == []
 
 
+@pytest.mark.slow
 def test_science_page_renders_every_file_with_anchors_and_in_page_links():
     at = page("science")
     assert not at.exception and at.title[0].value == "Science"
@@ -66,6 +67,7 @@ def test_science_page_renders_every_file_with_anchors_and_in_page_links():
     assert ".md)" not in body and "](#the-model)" in body  # links between files point within the page
 
 
+@pytest.mark.slow
 def test_science_page_renders_formulas_as_math_and_redraws_the_sqrt_dk_table_from_the_lab():
     at = page("science")
     body = "\n".join(m.value for m in at.markdown)

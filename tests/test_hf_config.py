@@ -349,6 +349,7 @@ def assert_reads_or_refuses(payload) -> None:
         assert model.arch.n_layers == len(model.layer_kinds)
 
 
+@pytest.mark.slow
 def test_fuzzed_values_in_released_configs_are_read_or_refused():
     """Every field of every shipped config replaced by random JSON, one field at a time and several at once."""
     rng = np.random.default_rng(35)

@@ -222,6 +222,7 @@ def torch_schedule_history(run) -> np.ndarray:
 SCHEDULES = [(60, "none", 0.0), (60, "linear", 0.0), (60, "cosine", 0.1), (0, "cosine", 0.0)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("warmup", "decay", "min_lr_ratio"), SCHEDULES)
 def test_schedule_matches_torch_lambda_lr(warmup, decay, min_lr_ratio):
     """Training with warm-up and each decay gives torch's loss history (Adam under LambdaLR) to 1e-12."""

@@ -50,6 +50,7 @@ def test_no_sign_assignment_goes_below_the_floor(n):
         assert stats.sign_flip_p(deltas) >= stats.p_floor(n)
 
 
+@pytest.mark.slow
 def test_three_seeds_never_give_difference_shown():
     rng = np.random.default_rng(0)
     for _ in range(200):

@@ -106,6 +106,7 @@ def test_key_changes_with_the_config_and_the_numerics_version(cache, monkeypatch
     assert store.is_cached(run)
 
 
+@pytest.mark.slow
 def test_list_cached_reads_summaries_and_clear_empties_the_store(cache, monkeypatch):
     runs = [make_run(steps=STEPS), make_run("sort", 4, steps=STEPS)]
     records = [store.get_run(run) for run in runs]

@@ -98,6 +98,7 @@ def test_eviction_removes_the_least_recently_used_and_never_the_article(cache):
     assert [s["config"] for s in store.list_cached()] == [r.to_dict() for r in preset("article")]
 
 
+@pytest.mark.slow
 def test_get_run_enforces_the_cap_from_the_environment_and_keeps_what_it_stored(cache, monkeypatch):
     others = fill_article_and_others(cache, 10)
     monkeypatch.setenv(store.MAX_STORE_VAR, "0.001")  # 1 kB: nothing but the article and the new run fits

@@ -20,6 +20,7 @@ from lab.store import backend, index
 RUNS = [make_run(steps=STEPS, seed=s) for s in range(3)]
 
 
+@pytest.mark.slow
 def test_a_foreign_index_copied_into_the_store_is_rebuilt(cache, tmp_path, monkeypatch, capsys):
     store.get_run(RUNS[0])
     other = tmp_path / "other"
@@ -36,6 +37,7 @@ def test_a_foreign_index_copied_into_the_store_is_rebuilt(cache, tmp_path, monke
     assert bundle.export_bundle(out) == 1
 
 
+@pytest.mark.slow
 def test_an_index_that_disagrees_with_the_entries_is_rebuilt_on_first_read(cache):
     for run in RUNS[:2]:
         store.get_run(run)
@@ -111,6 +113,7 @@ def test_a_fractional_store_cap_is_applied_by_the_store_and_the_page_alike(cache
         assert store.max_store_bytes() == 512 * 2**20
 
 
+@pytest.mark.slow
 def test_the_runs_a_sweep_just_trained_are_kept_by_the_cap_pass(cache, monkeypatch):
     import lab.presets
     from ui import bundles
@@ -178,6 +181,7 @@ def test_a_sidebar_change_mid_training_says_after_how_many_steps_it_stopped():
     ]
 
 
+@pytest.mark.slow
 def test_an_index_rebuilt_by_a_keyed_process_is_rebuilt_again_by_an_unkeyed_one(cache, monkeypatch):
     from lab.store import codec
 

@@ -152,6 +152,7 @@ def _accuracy_out_of_range(record):
     record.snapshots = [replace(s, token_accuracy=2.0) for s in record.snapshots]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("change", [_fewer_snapshots, _shifted_steps, _wrong_probe_shape, _accuracy_out_of_range])
 def test_sealed_snapshots_that_do_not_fit_the_config_are_refused(cache, monkeypatch, change):
     """A consistent, sealed entry whose snapshot arrays do not fit the config is recomputed like any other."""
@@ -200,6 +201,7 @@ def test_with_a_key_a_forged_entry_is_refused_without_it_it_is_served(cache, mon
         assert_same_record(genuine, store.get_run(run))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", [b"\xff\xfe\x00 random bytes \x80", b""], ids=["random bytes", "emptied"])
 def test_a_damaged_joblib_code_file_deletes_nothing_and_breaks_nothing(cache, damage):
     runs = [make_run(steps=STEPS), make_run(steps=STEPS, seed=1)]
@@ -286,6 +288,7 @@ def test_an_unusable_store_folder_still_returns_the_run(tmp_path, monkeypatch):
     assert not store.is_cached(run) and store.list_cached() == []
 
 
+@pytest.mark.slow
 def test_lock_files_are_removed_after_each_computation(cache):
     for seed in range(3):
         store.get_run(make_run(steps=STEPS, seed=seed))

@@ -23,6 +23,7 @@ def store_files(cache) -> dict:
     return {p: p.read_bytes() for entry in func_dir.iterdir() if entry.is_dir() for p in entry.iterdir()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("first_key", ["key A", None], ids=["changed key", "key set on an unkeyed store"])
 def test_another_key_keeps_every_run_until_it_is_signed(cache, monkeypatch, first_key):
     if first_key:
@@ -51,6 +52,7 @@ def test_another_key_keeps_every_run_until_it_is_signed(cache, monkeypatch, firs
     assert store.check_store()["ok"] == 2
 
 
+@pytest.mark.slow
 def test_only_drop_unverified_deletes_them(cache, monkeypatch, capsys):
     monkeypatch.setenv(codec.KEY_VAR, "key A")
     for run in RUNS:

@@ -56,6 +56,7 @@ def rebuilt_index(cache) -> None:
     index._memo.clear()  # another process: reads the sidecars again
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("change", MALFORMED, ids=lambda f: f.__name__.strip("_"))
 def test_a_malformed_sidecar_is_skipped_and_reported_everywhere_it_is_read(cache, tmp_path, capsys, change):
     store.get_run(GOOD), store.get_run(BAD)
