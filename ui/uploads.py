@@ -14,7 +14,7 @@ from streamlit.runtime.uploaded_file_manager import UploadedFileRec
 
 from attncore.serving.hf_config import MAX_BYTES as CONFIG_BYTES
 from ui.bundles import UPLOAD_MB
-from ui.limits import limits
+from ui.limits import headless, limits
 
 IN_FLIGHT = 2  # a file uploader replacing its file: the new one arrives before the old one's DELETE
 MIN_TOTAL = 64 * 2**20  # the server's floor: thousands of config.json files of a few kB, held at once
@@ -70,7 +70,7 @@ def caps() -> tuple[int, int]:
     """(per session, server-wide) bytes: a session holds a bundle (where Home loads them) or a config.json, twice
     over while an uploader replaces its file; the server holds several sessions' worth, at least MIN_TOTAL."""
     lim = limits()
-    largest = lim.max_bundle_mb * UPLOAD_MB if lim.upload_allowed() else CONFIG_BYTES
+    largest = lim.max_bundle_mb * UPLOAD_MB if lim.upload_allowed(headless()) else CONFIG_BYTES
     per_session = IN_FLIGHT * largest
     return per_session, max(MIN_TOTAL, 4 * per_session)
 
@@ -85,5 +85,5 @@ def install() -> None:
         return
     manager.per_session, manager.total = caps()
     manager.__class__ = BoundedUploads
-    if not limits().upload_allowed() and config.get_option("server.maxUploadSize") > CONFIG_UPLOAD_MB:
+    if not limits().upload_allowed(headless()) and config.get_option("server.maxUploadSize") > CONFIG_UPLOAD_MB:
         config.set_option("server.maxUploadSize", CONFIG_UPLOAD_MB)
