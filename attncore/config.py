@@ -10,7 +10,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from . import task as tasks
-from .checks import ConfigError, check_float, check_int
+from .checks import ConfigError, check_int
 from .checks import check_choice as check_choice  # re-exported: the checks' callers import them from here
 from .settings import DECAYS as DECAYS
 from .settings import DTYPES as DTYPES
@@ -104,10 +104,7 @@ class TrainConfig:
             raise ConfigError("min_lr_ratio", "is the end of a decay: give decay linear or cosine, or leave it at 0")
         object.__setattr__(self, "min_lr_ratio", float(self.min_lr_ratio))  # 0 and 0.0: one cache key
         _check(self, "batch_size")
-        check_float("lr", self.lr, 0.0, 1.0)
-        check_float("beta1", self.beta1, 0.0, 1.0, open_low=False)
-        check_float("beta2", self.beta2, 0.0, 1.0, open_low=False)
-        check_float("eps", self.eps, 0.0, 1.0)
+        _check(self, "lr", "beta1", "beta2", "eps")
         _check(self, "seed")
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .checks import ConfigError, check_choice, check_int
+from .checks import ConfigError, check_choice, check_float, check_int
 from .task import names as task_names
 
 POSITIONS = ("learned", "sinusoidal", "rope", "alibi", "none")
@@ -48,6 +48,7 @@ class Setting:
     label: str  # what the pages call it
     low: float | None = None  # the range a config accepts (inclusive; None: unbounded)
     high: float | None = None
+    open_low: bool = True  # a number's range excludes `low` (and always `high`), unless closed here
     choices: tuple = ()  # a str setting's values
     labels: dict | None = None  # a choice's label on the pages ({value: label})
     field: str | None = None  # the RunConfig field, if not `name`
@@ -105,11 +106,13 @@ class Setting:
         return str(value)
 
     def check(self, value) -> None:
-        """Raise ConfigError unless an integer, on/off or choice setting's value is of its kind and in its range
-        (the field named as the config names it). A number's range has its own open or closed ends and message:
-        the config checks those."""
+        """Raise ConfigError unless the value is of the setting's kind and in its range or choices (the field named
+        as the config names it): a number in [low, high) or (low, high) (open_low). The configs check the two
+        numbers whose ranges are closed at the top (embed_std, min_lr_ratio) with messages of their own."""
         field = self.config_field
-        if self.kind is int:
+        if self.kind is float:
+            check_float(field, value, self.low, self.high, open_low=self.open_low)
+        elif self.kind is int:
             check_int(field, value, int(self.low), None if self.high is None else int(self.high))
         elif self.kind is bool:
             if not isinstance(value, bool):
@@ -212,8 +215,8 @@ SETTINGS: dict[str, Setting] = {
         S("d_ff", "model", 128, int, "FFN width d_ff", low=1, high=65536, flag="--d-ff", flag_help="default 4d",
           column=9),
         S("dtype", "model", "float32", str, "dtype", choices=DTYPES, column=10),
-        S("beta1", "train", 0.9, float, "Adam β1", low=0.0, high=1.0, column=11),
-        S("beta2", "train", 0.999, float, "Adam β2", low=0.0, high=1.0, column=12),
+        S("beta1", "train", 0.9, float, "Adam β1", low=0.0, high=1.0, open_low=False, column=11),
+        S("beta2", "train", 0.999, float, "Adam β2", low=0.0, high=1.0, open_low=False, column=12),
         S("eps", "train", 1e-8, float, "Adam ε", low=0.0, high=1.0, column=13),
     )
 }  # fmt: skip
