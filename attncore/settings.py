@@ -222,10 +222,6 @@ SETTINGS: dict[str, Setting] = {
 }  # fmt: skip
 
 
-def setting(name: str) -> Setting:
-    return SETTINGS[name]
-
-
 def in_section(section: str) -> list[Setting]:
     """The settings stored in one RunConfig section, in declaration order."""
     return [s for s in SETTINGS.values() if s.section == section]
@@ -243,10 +239,6 @@ def optional_fields() -> dict[str, dict[str, Any]]:
 def factors() -> dict[str, Setting]:
     """{factor name: setting} of the settings a comparison may vary."""
     return {s.factor: s for s in SETTINGS.values() if s.factor}
-
-
-def by_url(key: str) -> Setting | None:
-    return next((s for s in SETTINGS.values() if s.url == key), None)
 
 
 def by_field(field: str) -> Setting | None:
