@@ -247,9 +247,11 @@ def blas_kernels() -> str:
 
 
 def variants(steps: int, chunk: int, threads: int) -> None:
-    """The default step beside the same step with each stability setting, interleaved round by round."""
+    """The default step beside the same step with each stability setting, interleaved round by round; wall and CPU
+    time (the process's: on a machine shared with other work, less disturbed than the wall time)."""
     trainers = {name: AttncoreTrainer("float32", run=make_run("copy", 6, 0, **kw)) for name, kw in VARIANTS.items()}
-    times = {name: [] for name in trainers}
+    clocks = {"wall": time.perf_counter, "CPU": time.process_time}
+    times = {(clock, name): [] for clock in clocks for name in trainers}
     gc.disable()
     with threadpool_limits(threads):
         for t in trainers.values():  # warm-up
@@ -257,17 +259,18 @@ def variants(steps: int, chunk: int, threads: int) -> None:
         for r in range(steps // chunk):
             order = list(trainers.items())
             for name, t in order if r % 2 == 0 else order[::-1]:  # who goes first alternates
-                start = time.perf_counter()
+                start = {clock: now() for clock, now in clocks.items()}
                 t.steps(chunk)
-                times[name].append((time.perf_counter() - start) / chunk * 1e3)
-    base = statistics.median(times["default"])
-    print(f"median ms per float32 step of the default run over {steps // chunk} interleaved rounds of {chunk} steps,")
-    print(f"{threads} thread(s); BLAS: {blas_kernels()}")
-    print(f"  {'variant':18s} {'median':>9s}   {'/ default':>9s}   per round")
-    for name, ts in times.items():
-        m = statistics.median(ts)
-        paired = statistics.median(x / y for x, y in zip(ts, times["default"], strict=True))
-        print(f"  {name:18s} {m:6.3f} ms   {m / base:8.3f}x   {paired:8.3f}x")
+                for clock, now in clocks.items():
+                    times[clock, name].append((now() - start[clock]) / chunk * 1e3)
+    print(f"ms per float32 step of the default run over {steps // chunk} interleaved rounds of {chunk} steps,")
+    print(f"{threads} thread(s); BLAS: {blas_kernels()}; medians, and the median of the rounds' own ratios")
+    print(f"  {'variant':18s} {'clock':5s} {'median':>9s}   {'/ default':>9s}   per round")
+    for name in trainers:
+        for clock in clocks:
+            ts, base = times[clock, name], times[clock, "default"]
+            m, paired = statistics.median(ts), statistics.median(x / y for x, y in zip(ts, base, strict=True))
+            print(f"  {name:18s} {clock:5s} {m:6.3f} ms   {m / statistics.median(base):8.3f}x   {paired:8.3f}x")
 
 
 def main() -> None:
