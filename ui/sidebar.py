@@ -111,6 +111,7 @@ def _widget(s, lim, task: str, key: str | None = None, label: str | None = None,
     low = ui_low if low is None else low
     cap = getattr(lim, s.cap) // s.cap_divisor if s.cap and high is None else None  # a task's length: its own
     high = min(x for x in (ui_high, high, cap) if x is not None)
+    kw |= {"fmt": s.fmt} if s.fmt else {}
     return partial(url_number, label, key, value, type(value)(low), type(value)(high), step=s.step, **kw)
 
 
