@@ -78,6 +78,8 @@ with st.expander("How the weights are stored: element type, quantisation"):
     stored_default = PRESETS[preset].weights if known else WeightFormat()
     with left:
         dtype = url_select("Element type", "par_wdtype", DTYPES, "bf16", help="of every tensor a quantisation leaves")
+    if preset == FILE and model is not None and not model.dtype_stored:
+        right.caption("The file has no torch_dtype: the element type is assumed, not read from the checkpoint.")
     with right:
         try:
             storage = weights_form.storage("par_", dtype, stored_default)

@@ -193,7 +193,8 @@ def cmd_params(a) -> int:
     print(f"  weights: {sizes} (GB = 10⁹ B; int4 with an fp16 scale per {kvcache.WEIGHT_GROUP})")
     if model:
         stored = stored_weights(arch, model.weights)
-        print(f"  as the checkpoint stores them ({stored.label}): {_decimal(stored.bytes)} = {stored.bytes:,} B")
+        how = "as the checkpoint stores them" if model.dtype_stored else "with no torch_dtype in the file, ASSUMED"
+        print(f"  {how} ({stored.label}): {_decimal(stored.bytes)} = {stored.bytes:,} B")
     return 0
 
 
@@ -303,7 +304,8 @@ def cmd_kv_cache(a) -> int:
         arch = arch_from_args(a, need_width=True)
         if model is not None and not a.json:
             config_file.print_read(model, arch, name)
-        return engine_cli.run(a, arch, name, model)
+        limit = model.limit if model is not None else get_preset(a.preset).model.limit if a.preset else None
+        return engine_cli.run(a, arch, name, model, limit)
     if a.gpu_gib is not None:
         raise ArgumentError("--gpu-gib needs --engine vllm (the simple fit takes --gpu-gb, decimal GB)")
     cache, name, warnings = cache_from_args(a)

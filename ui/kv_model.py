@@ -33,6 +33,13 @@ REST += ["head_bias", "norm_placement", "qk_norm", "q_lora_rank", "v_head_dim", 
 REST += ["experts_per_token", "n_shared_experts", "n_dense_layers", "router_bias", "attention_sinks"]
 
 
+def limit_of(preset: str):
+    """The derived maximum of the model read from a config.json in this session (None: another model, or opened from
+    a link, which carries the fields, not the file)."""
+    model = read_model("kv_") if preset == FILE else None
+    return model.limit if model is not None else None
+
+
 def widget_key(f: str) -> str:
     return KEYS.get(f, f"kv_{f}")
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from attncore.config import POSITIONS, ConfigError, ModelConfig
+from attncore.serving.context_limit import derived_limit
 from attncore.serving.decoder import Decoder
 from attncore.serving.hf_fields import REQUIRED, Fields, ModelFile
 from attncore.serving.hf_weights import weights
@@ -270,6 +271,10 @@ def read(data: dict) -> ModelFile:
     longest = f.int("max_position_embeddings", 1, 10**9, None, nullable=True) if mt != "gpt2" else arch.max_len
     quantization_ignored: list[str] = []
     storage, serving = weights(f, top, arch, notes, quantization_ignored)
+    limit = derived_limit(inner, mt)
+    if isinstance(inner.get("rope_scaling"), dict):  # it changes the derived maximum
+        f.read.add("rope_scaling")
     ignored = (top.ignored() if wrapper else []) + f.ignored() + quantization_ignored
+    stored = any(x.has(k) for x in (top, f) for k in ("torch_dtype", "dtype"))
     return ModelFile(mt, wrapper, arch, storage, serving, tuple(kinds), longest, tuple(f.defaults), tuple(notes),
-                     tuple(ignored))  # fmt: skip
+                     tuple(ignored), limit, stored)  # fmt: skip
