@@ -83,14 +83,16 @@ def run(a, arch, name: str, model=None, limit=None) -> int:
     values.setdefault("max_model_len", a.context)
     values["allow_long_max_model_len"] = bool(getattr(a, "allow_long_max_model_len", False))
     model_dtype = a.model_dtype or (model.serving_dtype if model is not None else "bf16")
-    stored = None
-    if model is not None and a.weights_dtype is None and a.params is None:
+    stored, params = None, a.params
+    if model is not None and not model.counted and params is None:  # no formula: the checkpoint's own count
+        params = config_file.hub_model(a).checkpoint.total
+    elif model is not None and a.weights_dtype is None and a.params is None:
         stored = stored_weights(arch, config_file.served(model))
     try:
         settings = engine.EngineSettings(**values)
         fit = engine.engine_fit(
             arch, total, settings, weight_dtype=a.weights_dtype or model_dtype, model_dtype=model_dtype,
-            gpu=card, weight_params=a.params, weight_bytes_given=stored.bytes if stored else None,
+            gpu=card, weight_params=params, weight_bytes_given=stored.bytes if stored else None,
             weight_label=stored.label if stored else "", limit=limit,
         )  # fmt: skip
     except ConfigError as e:

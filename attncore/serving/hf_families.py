@@ -76,9 +76,13 @@ NEEDED = ("hidden_size, num_hidden_layers, num_attention_heads, num_key_value_he
           "vocab_size, tie_word_embeddings")  # fmt: skip
 
 
+class UnknownArchitecture(ConfigError):
+    """A model_type no family here reads: its parameters need the checkpoint's own count (hf_generic.py)."""
+
+
 def unknown(model_type) -> ConfigError:
     shown = repr(model_type) if isinstance(model_type, str) and len(model_type) <= 40 else "this one"
-    return ConfigError(
+    return UnknownArchitecture(
         "model_type",
         f"{shown} is not one the lab reads; it reads {', '.join(KNOWN)} (and wrappers with a text_config of one). "
         f"To size another decoder, type its shape on the page or as flags: {NEEDED}",

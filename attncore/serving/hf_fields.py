@@ -130,6 +130,7 @@ class ModelFile:
     ignored: tuple[str, ...]  # keys read by no rule here
     limit: ContextLimit | None = None  # the longest max_model_len vLLM starts with (None: no position key)
     dtype_stored: bool = True  # False: no torch_dtype in the file, the weights' element type is assumed
+    counted: bool = True  # False: no formula knows the architecture; arch holds its attention fields and widths only
 
     def pattern(self) -> str:
         """The attention pattern in words: 'every layer full', '21 sliding (4,096) and 21 full: S F repeated'."""
@@ -153,6 +154,7 @@ class ModelFile:
             "defaults": list(self.defaults), "notes": list(self.notes), "ignored": list(self.ignored),
             "derived_max_model_len": self.limit.tokens if self.limit else None,
             "derived_max_model_len_rule": self.limit.rule if self.limit else None, "dtype_stored": self.dtype_stored,
+            "counted": self.counted,
         }  # fmt: skip
 
 
