@@ -65,6 +65,11 @@ def _client() -> dict:
     return {"endpoint": os.environ.get("HF_ENDPOINT") or constants.ENDPOINT, "cache_dir": cache, "offline": offline}
 
 
+def endpoint() -> str:
+    """The Hub this process asks now (HF_ENDPOINT, else huggingface_hub's default)."""
+    return _client()["endpoint"]
+
+
 def bounded(what: str, work, model: ModelId, deadline: float):
     """work() in a daemon thread, waited for at most `deadline` seconds (a thread past it is let go: it holds no
     lock, and huggingface_hub's own timeouts end it)."""

@@ -25,9 +25,9 @@ NEW_ARCH = {  # an architecture no formula here counts: its attention fields onl
 NEW_TENSORS = {"model.embed_tokens.weight": ("BF16", (50000, 2048)), "model.layers.0.mixer.w": ("BF16", (2048, 9000))}
 
 
-@pytest.fixture
-def fake(monkeypatch, tmp_path):
-    """The stand-in Hub with a few repositories, the environment pointed at it."""
+def stand_in_hub() -> FakeHub:
+    """The stand-in Hub's repositories: Llama 3 8B gated (four shards), open (two revisions), with a vision tower,
+    without safetensors; an architecture without a formula with and without them; a config.json of 1.1 MB."""
     h = FakeHub()
     llama = PRESETS["llama-3-8b"].arch
     h.add("meta-llama/Meta-Llama-3-8B", LLAMA3, checkpoint_of(llama, shards=4), gated=True)
@@ -37,6 +37,13 @@ def fake(monkeypatch, tmp_path):
     h.add("org/new-arch", NEW_ARCH, {"model.safetensors": NEW_TENSORS})
     h.add("org/new-arch-no-weights", NEW_ARCH)
     h.add("org/huge-config", {"model_type": "llama", "pad": "x" * 1_100_000})
+    return h
+
+
+@pytest.fixture
+def fake(monkeypatch, tmp_path):
+    """The stand-in Hub served, the environment pointed at it (a fresh cache, no token, online)."""
+    h = stand_in_hub()
     server, url = serve(h)
     monkeypatch.setenv("HF_ENDPOINT", url)
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))

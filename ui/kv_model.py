@@ -11,7 +11,7 @@ from attncore.serving import kvcache as kv
 from attncore.serving import parameters as calc
 from attncore.serving.presets import PRESETS
 from ui import model_form, weights_form
-from ui.config_input import FILE, read_model, show_read
+from ui.config_input import FILE, checkpoint_total, read_model, show_read
 from ui.params import show_invalid, url_number, url_toggle
 
 CUSTOM = "custom"  # keeps the geometry as it is; a fresh URL starts it from the lab's model
@@ -117,4 +117,5 @@ def inputs(preset: str) -> tuple[dict, int | None, calc.Decoder | None]:
             st.stop()
         model = read_model("kv_")
         show_read("kv_", model is not None and model.arch.resolved() != base.resolved(), base.describe())
+        params = params or checkpoint_total("kv_", model)
     return geometry, params, base
