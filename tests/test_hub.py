@@ -176,3 +176,15 @@ def test_an_unreachable_or_silent_hub_is_said_within_the_deadline(fake, monkeypa
 def test_id_with_another_source_is_refused(fake, capsys):
     assert main(["params", "--model", "org/llama-open", "--preset", "gpt2"]) == 2
     assert "give one of --config FILE, --model ID and --preset NAME" in capsys.readouterr().err
+
+
+def test_a_safetensors_header_is_read_from_its_opening_bytes():
+    from attncore.serving.safetensors_count import count_headers, header_bytes, parse_header
+
+    tensors = {"a.weight": ("BF16", (3, 4)), "b.bias": ("F32", (5,))}
+    raw = header_bytes(tensors) + b"\0" * 100  # the data after the header is never looked at
+    assert parse_header(raw) == tensors
+    count = count_headers({"model.safetensors": parse_header(raw)})
+    assert (count.total, count.per_dtype) == (17, {"BF16": 12, "F32": 5})
+    with pytest.raises(ValueError, match="8-byte header length"):
+        parse_header(b"\x01\x02")
