@@ -205,7 +205,7 @@ BASES = {  # one valid config per model_type (a released one where the lab ships
     "gemma3_text": "gemma-3-1b", "deepseek_v2": "deepseek-v2-lite", "deepseek_v3": "deepseek-v3",
     "gpt_oss": "gpt-oss-20b", "gpt2": "gpt2", "attncore": "attncore", "olmoe": "olmoe-1b-7b-0924",
     "phimoe": "phi-3.5-moe-instruct", "starcoder2": "starcoder2-3b", "falcon": "falcon-7b",
-    "granite": "granite-3.0-8b-base",
+    "granite": "granite-3.0-8b-base", "cohere": "c4ai-command-r-v01",
 }  # fmt: skip
 SYNTHETIC = {  # the model_types no shipped file shows, on a released shape of the family
     "gemma": config("gemma-2-2b") | {"model_type": "gemma"},

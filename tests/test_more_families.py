@@ -1,8 +1,8 @@
 """Families read by formula beyond the presets': OLMoE, Phi-3.5-MoE, StarCoder2, Falcon (parallel attention and
-multi-query), Granite. Each config.json in tests/configs/ holds the released file's fields that the count reads
-(Phi-3.5-MoE's rope_scaling without its long and short factor lists, which change no count); each total is
-worked out by hand below from those fields, independently of parameters.py, and lands on the total the Hub
-shows for the model's safetensors (rounded there to three figures)."""
+multi-query), Granite, Command-R. Each config.json in tests/configs/ holds the released file's fields that the
+count reads (Phi-3.5-MoE's rope_scaling without its long and short factor lists, which change no count); each
+total is worked out by hand below from those fields, independently of parameters.py, and lands on the total the
+Hub shows for the model's safetensors (rounded there to three figures) or its card states."""
 
 from __future__ import annotations
 
@@ -45,6 +45,9 @@ TOTALS = {
     # 40 layers × (q, o 4096²; k, v 4096 · 1024; SwiGLU 3 · 4096 · 12800; 2 RMSNorms) + tied embedding + final norm
     "granite-3.0-8b-base": (40 * (2 * 4096**2 + 2 * 4096 * 1024 + 3 * 4096 * 12800 + 2 * 4096) + 49155 * 4096 + 4096,
                             "8.17B", "ibm-granite/granite-3.0-8b-base"),
+    # 40 layers × (q, k, v, o 4 · 8192²; SwiGLU 3 · 8192 · 22528; one norm 8192) + tied embedding 256000 · 8192 + norm
+    "c4ai-command-r-v01": (40 * (4 * 8192**2 + 3 * 8192 * 22528 + 8192) + 256000 * 8192 + 8192, "35B",
+                           "CohereForAI/c4ai-command-r-v01 (model card: 35 billion parameters)"),
 }  # fmt: skip
 
 
@@ -68,6 +71,8 @@ def test_what_each_family_fixes():
     assert phimoe.arch.head_bias and phimoe.arch.bias == "attention" and phimoe.arch.norm == "layernorm"
     assert read("olmoe-1b-7b-0924").arch.qk_norm == "projection" and read("starcoder2-3b").arch.bias == "all"
     assert read("starcoder2-3b").pattern() == "every layer a sliding window of 4,096"
+    cohere = read("c4ai-command-r-v01").arch
+    assert (cohere.norm_placement, cohere.tied_embeddings, cohere.qk_norm) == ("parallel", True, "none")
 
 
 def test_falcons_new_architecture_has_kv_groups_and_two_norms():

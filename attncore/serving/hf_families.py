@@ -67,6 +67,9 @@ FAMILIES = {
     # StarCoder2: GELU FFN (c_fc, c_proj), LayerNorms, biases everywhere (use_bias), a window in every layer
     "starcoder2": Family(LLAMA | {"ffn": "gelu", "norm": "layernorm"}, True, "uniform", bias="use_bias"),
     "granite": Family(LLAMA, False, "none"),  # Llama's tensors; its multipliers are scalars, not parameters
+    # Command-R: attention and FFN in parallel after one LayerNorm without bias (a gamma: counted as RMSNorm's);
+    # use_qk_norm adds such norms over each projection's heads × head_dim
+    "cohere": Family(LLAMA | {"norm_placement": "parallel"}, True, "none"),
     # OLMoE: q/k norms over the whole projection (as OLMo 2) before each sublayer, 64 experts of intermediate_size
     "olmoe": Family(LLAMA | {"qk_norm": "projection"}, False, "none", moe="olmoe",
                     required=(*SHAPE, "num_experts", "num_experts_per_tok")),
@@ -231,6 +234,8 @@ def _family(f: Fields, mt: str, notes: list) -> tuple[dict, list[str]]:
     kw |= dict(sliding_window=window, full_layers=kinds.count("full") if window else 0)
     if mt == "phimoe":
         kw["head_bias"] = f.flag("lm_head_bias", False)
+    if mt == "cohere" and f.flag("use_qk_norm", False):
+        kw["qk_norm"] = "projection"
     if mt in ("gemma2", "gemma3_text"):
         scalar = f.number("query_pre_attn_scalar", 256)
         if scalar is not None and scalar > 0:
