@@ -34,6 +34,7 @@ def test_rope_scaling_factor_scales_the_position_key_and_yarn_its_original():
     assert (linear.tokens, yarn.tokens) == (8192, 131072) and "factor 4" in yarn.rule
     assert derived_limit({"max_position_embeddings": 8192, "seq_length": 4096}, "x").tokens == 4096  # the least
     assert derived_limit({"hidden_size": 8}, "x") is None
+    assert derived_limit({"hidden_size": 8}, "falcon").tokens == 2048  # FalconConfig's default, as vLLM reads it
 
 
 def test_engine_fit_refuses_past_the_maximum_unless_overridden():

@@ -32,6 +32,7 @@ def test_parameters_page_reads_a_model_by_its_id_from_the_link(fake):
     assert at.query_params["par_hub"] in ("org/llama-open", ["org/llama-open"])  # the id stays in the link
     assert at.session_state["par_preset"] == "config.json"
     assert at.session_state["par_d_model"] == 4096
+    assert [m.value for m in at.metric if m.label == "Published (its safetensors)"] == ["8,030,261,248"]
 
 
 def test_kv_page_sizes_an_architecture_without_a_formula_from_its_attention_fields(fake):

@@ -152,3 +152,9 @@ def checkpoint_total(prefix: str, model: ModelFile | None) -> int | None:
     if model is None or model.counted or read is None or read.hub is None or read.hub.checkpoint is None:
         return None
     return read.hub.checkpoint.total
+
+
+def read_checkpoint(prefix: str):
+    """The checkpoint's count of the model last fetched by its Hub id on this page (None: none, or no safetensors)."""
+    read: Read | None = st.session_state.get(f"{prefix}file")
+    return read.hub.checkpoint if read is not None and read.hub is not None else None

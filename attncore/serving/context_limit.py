@@ -16,6 +16,8 @@ POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_l
                  "max_sequence_length", "max_seq_length", "seq_len")  # fmt: skip
 UNSCALED_ROPE = ("su", "longrope", "llama3", "default", "mrope")  # the position key is already the model's length
 OVERRIDE = "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"
+# what transformers' config class gives where a released file leaves the key out (vLLM reads the class's attribute)
+CLASS_DEFAULTS = {"falcon": {"max_position_embeddings": 2048}, "gpt2": {"n_positions": 1024}}
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,10 @@ def derived_limit(data: dict, model_type: str) -> ContextLimit | None:
     then assumes 2,048 and warns). Values the rule cannot use (not positive numbers) are passed over as vLLM's
     min() would refuse them: the reader's own checks name them."""
     given = {k: data[k] for k in POSITION_KEYS if _positive(data.get(k))}
+    if not given and model_type in CLASS_DEFAULTS:
+        given = dict(CLASS_DEFAULTS[model_type])
+        key = next(iter(given))
+        return ContextLimit(given[key], f"{key} {given[key]:,}, {model_type}'s default: the file leaves it out")
     if not given:
         return None
     key = min(given, key=lambda k: given[k])
