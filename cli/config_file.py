@@ -45,6 +45,8 @@ def load(a) -> ModelFile | None:
             a._model_file = read_config(read_bytes(a.config)) if hub_id is None else from_hub(a, hub_id)
         except ConfigError as e:
             where = "" if e.field in ("config.json", hub.FIELD) else f"{e.field}: "
+            if hub_model(a) is not None:  # the id's file was fetched, and refused: say whose
+                where = f"the config.json of {hub_model(a).model_id}: {where}"
             raise ConfigError(flag, f"{where}{e.message}") from None
     return a._model_file
 

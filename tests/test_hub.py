@@ -37,6 +37,7 @@ def stand_in_hub() -> FakeHub:
     h.add("org/new-arch", NEW_ARCH, {"model.safetensors": NEW_TENSORS})
     h.add("org/new-arch-no-weights", NEW_ARCH)
     h.add("org/huge-config", {"model_type": "llama", "pad": "x" * 1_100_000})
+    h.add("org/no-config", None, checkpoint_of(PRESETS["gpt2"].arch))
     return h
 
 
@@ -113,8 +114,12 @@ def test_an_architecture_without_a_formula_takes_the_checkpoints_count(fake, cap
     per_token_full = 2 * 4 * 128 * 2
     assert out["bytes"] == 12 * per_token_full * 8192 + 12 * per_token_full * 1024
     assert out["bytes_per_token"] > 0 and out["weight_params"] == total and out["config"]["counted"] is False
+    argv = ["kv-cache", "--model", "org/new-arch", "--engine", "vllm", "--gpu", "h100-80gb", "--context", "8192"]
+    assert main([*argv, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["weight_params"] == total  # the engine fit weighs the checkpoint's
     assert main(["kv-cache", "--model", "org/new-arch-no-weights"]) == 2
-    assert "'brandnew' is not one the lab reads" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "the config.json of org/new-arch-no-weights: model_type: 'brandnew' is not one the lab reads" in err
 
 
 def test_engine_fit_by_id_refuses_past_the_derived_maximum(fake, capsys):
@@ -131,6 +136,7 @@ def test_engine_fit_by_id_refuses_past_the_derived_maximum(fake, capsys):
         ("org/missing", "was not found: no such model, or a private one"),
         ("org/llama-open@v9", "names a revision the repository does not have"),
         ("org/huge-config", "over the 1,000,000 a config.json may be: not fetched"),
+        ("org/no-config", "does not exist: the repository has no such file"),
     ],
 )
 def test_what_cannot_be_had_is_one_sentence_with_the_way_to_upload_instead(fake, capsys, model_id, said):
