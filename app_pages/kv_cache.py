@@ -85,7 +85,8 @@ if mode == "vllm":
     except ConfigError as e:
         show_invalid(e, "model")
         st.stop()
-    budget = gpu_fit.engine(arch, context, params or None, custom=base is None, storage=storage_fields)
+    limit = PRESETS[preset].model.limit if preset in PRESETS else kv_model.limit_of(preset)
+    budget = gpu_fit.engine(arch, context, params or None, custom=base is None, storage=storage_fields, limit=limit)
     if budget is None:
         st.stop()
 else:

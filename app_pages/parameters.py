@@ -10,7 +10,7 @@ from attncore.serving.weights import WeightFormat, stored_weights, weights_check
 from lab import formats
 from ui import docs, model_form, tables, weights_form
 from ui.charts import calculators as cc
-from ui.config_input import FILE, read_model, reader, show_read
+from ui.config_input import FILE, read_checkpoint, read_model, reader, show_read
 from ui.params import folded, show_invalid, url_select
 
 CUSTOM = "custom"  # keeps the fields as they are; a fresh URL starts it from the lab's model
@@ -78,6 +78,8 @@ with st.expander("How the weights are stored: element type, quantisation"):
     stored_default = PRESETS[preset].weights if known else WeightFormat()
     with left:
         dtype = url_select("Element type", "par_wdtype", DTYPES, "bf16", help="of every tensor a quantisation leaves")
+    if preset == FILE and model is not None and not model.dtype_stored:
+        right.caption("The file has no torch_dtype: the element type is assumed, not read from the checkpoint.")
     with right:
         try:
             storage = weights_form.storage("par_", dtype, stored_default)
@@ -89,8 +91,10 @@ with st.expander("How the weights are stored: element type, quantisation"):
             stored = None
 
 count = calc.count_parameters(arch)
-published = PRESETS[preset].published if known else None
-metrics = cc.count_metrics(count, published, NAMES.get(preset, preset), arch != base, stored)
+published, label = (PRESETS[preset].published if known else None), NAMES.get(preset, preset)
+if preset == FILE and (checkpoint := read_checkpoint("par_")) is not None:  # a model fetched by its Hub id
+    published, label = checkpoint.total, "its safetensors"
+metrics = cc.count_metrics(count, published, label, arch != base, stored)
 for col, metric in zip(st.columns([5, 5, 3, 3]), metrics, strict=True):
     col.metric(*metric, delta_color="off", delta_arrow="off")
 if count.active != count.total:

@@ -17,6 +17,7 @@ from attncore.config import ConfigError, ModelConfig, check_int
 from attncore.serving import kvcache
 from attncore.serving import parameters as calc
 from attncore.serving.presets import GPUS, PRESETS, get_preset, gpu_memory_gb
+from attncore.serving.safetensors_count import comparison
 from attncore.serving.weights import stored_weights
 from cli import config_file
 from cli import engine as engine_cli
@@ -88,6 +89,12 @@ def flag_names():
 def add_arch_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", help="a model from attncore/serving/presets.py, or 'list'")
     p.add_argument("--config", metavar="FILE", help="a Hugging Face config.json (at most 1 MB; - reads standard input)")
+    p.add_argument(
+        "--model",
+        metavar="ORG/NAME[@REV]",
+        help="a Hub model id: its config.json and safetensors headers "
+        "fetched with huggingface_hub (HF_ENDPOINT, HF_TOKEN, HF_HUB_OFFLINE honoured), never its weights",
+    )
     for flag, field, kind, text in ARCH_FLAGS:
         if isinstance(kind, tuple):
             p.add_argument(flag, dest=field, choices=kind, help=text)
@@ -162,11 +169,18 @@ def cmd_params(a) -> int:
         return 0
     arch = arch_from_args(a)
     model = config_file.load(a)
+    hub_model = config_file.hub_model(a)
+    checkpoint = hub_model.checkpoint if hub_model else None
+    name = config_file.name_of(a) if model else a.preset
+    if model is not None and not model.counted:
+        return print_checkpoint_only(a, model, arch, name, hub_model)
     count = calc.count_parameters(arch)
     preset = PRESETS[a.preset] if a.preset and arch == PRESETS[a.preset].arch else None
-    name = config_file.name_of(a) if model else a.preset
     if a.json:
         out = {"name": name, "architecture": dataclasses.asdict(arch)} | count.to_dict()
+        out["checkpoint_total"] = checkpoint.total if checkpoint else None
+        if hub_model:
+            out["checkpoint"] = checkpoint_json(hub_model, count.total)
         if preset:
             out |= {"published": preset.published, "source": preset.source, "matches": count.total == preset.published}
         if model:
@@ -176,6 +190,8 @@ def cmd_params(a) -> int:
     if model:
         config_file.print_read(model, arch, name)
     print(f"{name or 'custom'}: {count.total:,} parameters")
+    if hub_model:
+        print(f"  {checkpoint_line(hub_model, count.total)}")
     if preset:
         verdict = "matches" if count.total == preset.published else "DIFFERS FROM"
         print(f"  {verdict} the published {preset.published:,} ({preset.source})")
@@ -193,7 +209,48 @@ def cmd_params(a) -> int:
     print(f"  weights: {sizes} (GB = 10⁹ B; int4 with an fp16 scale per {kvcache.WEIGHT_GROUP})")
     if model:
         stored = stored_weights(arch, model.weights)
-        print(f"  as the checkpoint stores them ({stored.label}): {_decimal(stored.bytes)} = {stored.bytes:,} B")
+        how = "as the checkpoint stores them" if model.dtype_stored else "with no torch_dtype in the file, ASSUMED"
+        print(f"  {how} ({stored.label}): {_decimal(stored.bytes)} = {stored.bytes:,} B")
+    return 0
+
+
+def checkpoint_line(hub_model, formula: int | None) -> str:
+    """The checkpoint's count beside the formula's, or why there is none."""
+    if hub_model.checkpoint is None:
+        return f"checkpoint: not counted ({hub_model.checkpoint_note})"
+    return "checkpoint: " + comparison(hub_model.checkpoint, formula)
+
+
+def checkpoint_json(hub_model, formula: int | None) -> dict:
+    c = hub_model.checkpoint
+    return (c.to_dict() if c else {"total": None}) | {
+        "note": hub_model.checkpoint_note,
+        "formula_matches": c.total == formula if c and formula else None,
+    }
+
+
+def print_checkpoint_only(a, model, arch, name: str, hub_model) -> int:
+    """An architecture no formula counts: the checkpoint's count is the total (the file was read for its
+    attention fields only because that count is at hand)."""
+    c = hub_model.checkpoint
+    if a.json:
+        out = {
+            "name": name,
+            "total": c.total,
+            "checkpoint_total": c.total,
+            "formula": None,
+            "checkpoint": checkpoint_json(hub_model, None),
+            "config": config_file.summary(model, arch),
+        }
+        print(json.dumps(out))
+        return 0
+    config_file.print_read(model, arch, name)
+    print(f"{name}: {c.total:,} parameters, the checkpoint's own count (no formula here for {model.model_type})")
+    print(f"  {checkpoint_line(hub_model, None)}")
+    for dtype, n in c.per_dtype.items():
+        print(f"  {dtype:<10}{n:>17,}")
+    for group, n in list(c.groups.items())[:8]:
+        print(f"  {group + '.*':<40}{n:>17,}")
     return 0
 
 
@@ -207,12 +264,13 @@ def cache_from_args(a) -> tuple[kvcache.KVCache, str, list[str]]:
         if arch is not None:
             arch = with_window_layers(arch, a.window_layers)
             stored = label = None
-            if model is not None and a.weights_dtype is None and a.params is None:
+            params, weights_dtype = uncounted_weights(a, model)
+            if model is not None and model.counted and a.weights_dtype is None and a.params is None:
                 weights = stored_weights(arch, config_file.served(model))
                 stored, label = weights.bytes, weights.label
             cache = kvcache.kv_cache_for(
                 arch, a.context, a.batch, cache_dtype(a, model), group_size=a.group_size,
-                weight_dtype=a.weights_dtype, weight_params=a.params, weight_bytes_given=stored, weight_label=label,
+                weight_dtype=weights_dtype, weight_params=params, weight_bytes_given=stored, weight_label=label,
             )  # fmt: skip
             warnings = []
             if arch.position == "learned" and a.context > arch.max_len:
@@ -234,6 +292,14 @@ def cache_from_args(a) -> tuple[kvcache.KVCache, str, list[str]]:
             weight_dtype=a.weights_dtype,
         )  # fmt: skip
         return cache, "custom", []
+
+
+def uncounted_weights(a, model) -> tuple[int | None, str | None]:
+    """(--params, --weights-dtype), or for an architecture no formula counts the checkpoint's count in the dtype
+    the engine serves it in."""
+    if model is None or model.counted or a.params is not None:
+        return a.params, a.weights_dtype
+    return config_file.hub_model(a).checkpoint.total, a.weights_dtype or model.serving_dtype
 
 
 def cache_dtype(a, model) -> str:
@@ -303,7 +369,8 @@ def cmd_kv_cache(a) -> int:
         arch = arch_from_args(a, need_width=True)
         if model is not None and not a.json:
             config_file.print_read(model, arch, name)
-        return engine_cli.run(a, arch, name, model)
+        limit = model.limit if model is not None else get_preset(a.preset).model.limit if a.preset else None
+        return engine_cli.run(a, arch, name, model, limit)
     if a.gpu_gib is not None:
         raise ArgumentError("--gpu-gib needs --engine vllm (the simple fit takes --gpu-gb, decimal GB)")
     cache, name, warnings = cache_from_args(a)

@@ -14,8 +14,10 @@ from pathlib import Path
 from attncore.config import ConfigError
 from attncore.serving.hf_config import MAX_BYTES, ModelFile, read_config
 from attncore.serving.weights import WeightFormat, stored_weights
+from lab import hub
 
 FLAG = "--config"
+HUB_FLAG = "--model"
 
 
 def read_bytes(path: str) -> bytes:
@@ -30,22 +32,43 @@ def read_bytes(path: str) -> bytes:
 
 
 def load(a) -> ModelFile | None:
-    """The parsed --config file of these flags (read once: standard input cannot be read twice), or None."""
-    if getattr(a, "config", None) is None:
+    """The parsed --config file or --model id of these flags (read once: standard input cannot be read twice, and
+    the Hub is asked once), or None."""
+    hub_id = getattr(a, "model", None)
+    if getattr(a, "config", None) is None and hub_id is None:
         return None
     if getattr(a, "_model_file", None) is None:
-        if getattr(a, "preset", None):
-            raise ConfigError(FLAG, "give --config FILE or --preset NAME, not both")
-        raw = read_bytes(a.config)
+        flag = HUB_FLAG if hub_id is not None else FLAG
+        if getattr(a, "preset", None) or (hub_id is not None and a.config is not None):
+            raise ConfigError(flag, "give one of --config FILE, --model ID and --preset NAME")
         try:
-            a._model_file = read_config(raw)
+            a._model_file = read_config(read_bytes(a.config)) if hub_id is None else from_hub(a, hub_id)
         except ConfigError as e:
-            where = "" if e.field == "config.json" else f"{e.field}: "
-            raise ConfigError(FLAG, f"{where}{e.message}") from None
+            where = "" if e.field in ("config.json", hub.FIELD) else f"{e.field}: "
+            if hub_model(a) is not None:  # the id's file was fetched, and refused: say whose
+                where = f"the config.json of {hub_model(a).model_id}: {where}"
+            raise ConfigError(flag, f"{where}{e.message}") from None
     return a._model_file
 
 
+def from_hub(a, text: str) -> ModelFile:
+    """The config.json of a Hub id, fetched (lab.hub: huggingface_hub, never the weights), and the checkpoint's
+    count kept on the flags (a._hub) for the figures beside the formula's."""
+    try:
+        a._hub = hub.fetch_model(hub.parse_model_id(text))
+    except hub.HubError as e:
+        raise ConfigError(hub.FIELD, str(e)) from None
+    return a._hub.read()
+
+
+def hub_model(a) -> hub.HubModel | None:
+    """What the Hub gave for --model (after load), or None."""
+    return getattr(a, "_hub", None)
+
+
 def name_of(a) -> str:
+    if getattr(a, "model", None) is not None:
+        return f"config.json of {hub_model(a).model_id}"
     return "config.json from standard input" if a.config == "-" else Path(a.config).name
 
 

@@ -10,6 +10,7 @@ import json
 
 from attncore.config import ConfigError
 from attncore.serving import engine, validation
+from attncore.serving.context_limit import OVERRIDE
 from attncore.serving.kvcache import GB, GIB
 from attncore.serving.presets import CARDS
 from attncore.serving.weights import stored_weights
@@ -47,6 +48,9 @@ def add_engine_args(k) -> None:
             k.add_argument(flag, dest=field, choices=kind, help=text)
         else:
             k.add_argument(flag, dest=field, type=kind, help=text)
+    k.add_argument("--allow-long-max-model-len", dest="allow_long_max_model_len", action="store_true",
+                   help="as VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: a max_model_len past the model's derived maximum warns "
+                   "instead of refusing")  # fmt: skip
     served = "activations and an auto cache (default: a --config file's dtype as served, else bf16)"
     k.add_argument("--model-dtype", choices=engine.MODEL_DTYPES, help=served)
 
@@ -68,27 +72,32 @@ def total_of(a) -> tuple[float, str, str | None]:
     raise ArgumentError("--engine needs --gpu NAME, --gpu-gib or --gpu-gb")
 
 
-def run(a, arch, name: str, model=None) -> int:
+def run(a, arch, name: str, model=None, limit=None) -> int:
     """Print the engine's fit of arch (a Decoder; from `model`, a config.json's ModelFile, when given: its weights
-    as the engine loads them, its dtype) and return the exit code."""
+    as the engine loads them, its dtype) and return the exit code. `limit`, the model's derived maximum
+    (attncore.serving.context_limit): a longer max_model_len is refused as vLLM refuses it."""
     if arch is None:
         raise ArgumentError("--engine needs --preset NAME, --config FILE or --d (widths and vocabulary for the peak)")
     total, label, card = total_of(a)
     values = {field: getattr(a, field) for _, field, *_ in ENGINE_FLAGS if getattr(a, field) is not None}
     values.setdefault("max_model_len", a.context)
+    values["allow_long_max_model_len"] = bool(getattr(a, "allow_long_max_model_len", False))
     model_dtype = a.model_dtype or (model.serving_dtype if model is not None else "bf16")
-    stored = None
-    if model is not None and a.weights_dtype is None and a.params is None:
+    stored, params = None, a.params
+    if model is not None and not model.counted and params is None:  # no formula: the checkpoint's own count
+        params = config_file.hub_model(a).checkpoint.total
+    elif model is not None and a.weights_dtype is None and a.params is None:
         stored = stored_weights(arch, config_file.served(model))
     try:
         settings = engine.EngineSettings(**values)
         fit = engine.engine_fit(
             arch, total, settings, weight_dtype=a.weights_dtype or model_dtype, model_dtype=model_dtype,
-            gpu=card, weight_params=a.params, weight_bytes_given=stored.bytes if stored else None,
-            weight_label=stored.label if stored else "",
+            gpu=card, weight_params=params, weight_bytes_given=stored.bytes if stored else None,
+            weight_label=stored.label if stored else "", limit=limit,
         )  # fmt: skip
     except ConfigError as e:
-        raise ConfigError(ENGINE_FLAG_OF.get(e.field, e.field), str(e).split(": ", 1)[1]) from None
+        said = " (here: --allow-long-max-model-len)" if OVERRIDE in e.message else ""
+        raise ConfigError(ENGINE_FLAG_OF.get(e.field, e.field), str(e).split(": ", 1)[1] + said) from None
     if a.json:
         print(json.dumps({"name": name, "gpu": label, "units": {"GiB": GIB, "GB": GB}} | fit.to_dict()))
         return 0
@@ -126,6 +135,11 @@ def print_fit(f: engine.EngineFit, name: str, gpu: str) -> None:
     else:
         print(f"  does NOT start at max_model_len {f.max_model_len:,}; the longest that would: {longest}")
         print(f"    error: {f.error}")
+    if f.derived_max_model_len is not None:
+        print(f"  the model's derived maximum, which vLLM checks first: {f.derived_max_model_len:,} "
+              f"({f.max_model_len_rule})")  # fmt: skip
+    if f.max_model_len_warning:
+        print(f"  warning: {f.max_model_len_warning}")
     estimated = [k for k, kind in f.kinds.items() if kind == "estimate"]
     if estimated:
         print(f"  estimates: {', '.join(estimated)}")

@@ -261,9 +261,17 @@ def test_engine_mode_defaults_estimate_and_say_so():
 
 
 def test_engine_mode_too_long_shows_the_engines_error():
-    at = page("kv_cache", **A100, kv_e_len="300000")
+    at = page("kv_cache", **A100, kv_e_len="300000", kv_e_long="true")  # past 8,192: vLLM's override set
     assert "To serve at least one request with the models's max seq len (300000)" in texts(at.error)
     assert metric(at, "Longest max_model_len that starts")[1] == "✗ does not start at 300,000"
+
+
+def test_engine_mode_refuses_past_the_models_derived_maximum_as_vllm_does():
+    at = page("kv_cache", **A100, kv_e_len="32768")
+    assert "vLLM refuses max_model_len 32,768 at startup: the model's derived maximum is 8,192" in texts(at.error)
+    at = page("kv_cache", **A100, kv_e_len="32768", kv_e_long="true")
+    assert "above the model's derived maximum 8,192" in texts(at.warning)
+    assert "The model's derived maximum, checked first: 8,192" in texts(at.caption)
 
 
 def test_engine_mode_typed_capacity_in_gb():
@@ -326,8 +334,8 @@ HUGE = dict(kv_context="100000000", kv_batch="100000")  # both inside the fields
         HUGE | dict(kv_dtype="int4", kv_batch="1000000"),
         HUGE | dict(kv_preset="llama-3-70b"),
         HUGE | dict(kv_unit="GiB", kv_gpu_gib="h200"),
-        HUGE | ENGINE,
-        HUGE | ENGINE | dict(kv_preset="deepseek-v2-lite", kv_e_version="v0"),
+        HUGE | ENGINE | dict(kv_e_long="true"),  # past the derived maximum: vLLM's override set
+        HUGE | ENGINE | dict(kv_preset="deepseek-v2-lite", kv_e_version="v0", kv_e_long="true"),
         dict(kv_preset="custom", kv_n_layers="10000000", kv_n_heads="10000000", kv_kv_heads="10000000",
              kv_head_dim="10000000", kv_context="100000000", kv_batch="1000000"),
     ],

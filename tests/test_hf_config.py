@@ -203,7 +203,9 @@ BASES = {  # one valid config per model_type (a released one where the lab ships
     "llama": "llama-3.1-8b", "mistral": "mistral-7b-v0.1", "mixtral": "mixtral-8x7b", "qwen2": "qwen2.5-7b",
     "qwen3": "qwen3-8b", "phi3": "phi-3-mini-4k", "olmo2": "olmo-2-13b", "gemma2": "gemma-2-9b",
     "gemma3_text": "gemma-3-1b", "deepseek_v2": "deepseek-v2-lite", "deepseek_v3": "deepseek-v3",
-    "gpt_oss": "gpt-oss-20b", "gpt2": "gpt2", "attncore": "attncore",
+    "gpt_oss": "gpt-oss-20b", "gpt2": "gpt2", "attncore": "attncore", "olmoe": "olmoe-1b-7b-0924",
+    "phimoe": "phi-3.5-moe-instruct", "starcoder2": "starcoder2-3b", "falcon": "falcon-7b",
+    "granite": "granite-3.0-8b-base", "cohere": "c4ai-command-r-v01",
 }  # fmt: skip
 SYNTHETIC = {  # the model_types no shipped file shows, on a released shape of the family
     "gemma": config("gemma-2-2b") | {"model_type": "gemma"},
@@ -219,7 +221,8 @@ def base_config(model_type: str) -> dict:
 
 def required_fields():
     for mt in hf_families.KNOWN:
-        need = {"gpt2": hf_families.GPT2_REQUIRED, "attncore": hf_families.ATTNCORE_REQUIRED}
+        need = {"gpt2": hf_families.GPT2_REQUIRED, "attncore": hf_families.ATTNCORE_REQUIRED,
+                "falcon": hf_families.FALCON_REQUIRED}  # fmt: skip
         for key in need.get(mt) or hf_families.FAMILIES[mt].required:
             yield mt, key
 

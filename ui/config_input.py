@@ -13,6 +13,10 @@ import streamlit as st
 
 from attncore import ConfigError
 from attncore.serving.hf_config import MAX_BYTES, ModelFile, read_config
+from attncore.serving.parameters import count_parameters
+from attncore.serving.safetensors_count import comparison
+from lab.hub import HubModel
+from ui.hub_input import hub_row
 from ui.params import write_to_url
 from ui.plain import clip, plain
 
@@ -26,6 +30,7 @@ class Read:
     name: str  # the upload's file name (the visitor's text) or "the pasted text"
     model: ModelFile
     summary: str  # the model in one line (ModelFile.summary), worded once, not on every rerun
+    hub: HubModel | None = None  # what the Hub gave, for a model fetched by its id (its checkpoint's count)
 
 
 def read_file(raw: bytes | str) -> tuple[ModelFile, str]:
@@ -46,17 +51,20 @@ def reader(prefix: str, fill: Callable[[ModelFile], dict]) -> None:
     """The upload and paste inputs, folded; `fill` gives the session-state values that show a ModelFile in the
     page's fields (ConfigError for a value a field cannot hold: the file is then refused as a whole)."""
 
-    def load(raw, name: str) -> None:
+    def load(raw, name: str, fetched: HubModel | None = None) -> None:
         try:
-            model, summary = read_file(raw)
+            model, summary = read_file(raw) if fetched is None else _read_fetched(fetched)
             values = fill(model)
         except ConfigError as e:
             st.session_state[f"{prefix}file_error"] = f"{name}: {e}"
             return
         st.session_state.update(values)
         write_to_url(values)  # the fields first drawn after this read too (ui.params.write_to_url)
-        st.session_state[f"{prefix}file"] = Read(name, model, summary)
+        st.session_state[f"{prefix}file"] = Read(name, model, summary, fetched)
         st.session_state.pop(f"{prefix}file_error", None)
+
+    def fail(message: str) -> None:
+        st.session_state[f"{prefix}file_error"] = message
 
     def on_upload() -> None:
         upload = st.session_state.get(f"{prefix}file_upload")
@@ -67,8 +75,9 @@ def reader(prefix: str, fill: Callable[[ModelFile], dict]) -> None:
         load(st.session_state.get(f"{prefix}file_text") or "", "the pasted text")
 
     error = st.session_state.get(f"{prefix}file_error")
-    with st.expander("Read a model's config.json (Hugging Face): upload it or paste it", key=f"{prefix}file_open",
-                     on_change="rerun", expanded=error is not None):  # fmt: skip
+    with st.expander("Read a model's config.json (Hugging Face): by its Hub id, or upload it or paste it",
+                     key=f"{prefix}file_open", on_change="rerun", expanded=error is not None):  # fmt: skip
+        hub_row(prefix, lambda found: load(found.config, f"config.json of {found.model_id}", found), fail)
         left, right = st.columns(2)
         with left:
             st.file_uploader("Upload a config.json (at most 1 MB)", type=["json"], key=f"{prefix}file_upload",
@@ -80,8 +89,13 @@ def reader(prefix: str, fill: Callable[[ModelFile], dict]) -> None:
                 "Or paste it", key=f"{prefix}file_text", height=110, placeholder=PLACEHOLDER, max_chars=MAX_BYTES + 1
             )  # one more than the reader takes, so it says "over 1 MB"
             st.button("Read the pasted text", key=f"{prefix}file_read", on_click=on_paste, icon=":material/input:")
-    if error is not None:
+    if (error := st.session_state.get(f"{prefix}file_error")) is not None:  # a fetch above may have failed
         st.error(f"**Not read, nothing changed:** {plain(error)}", icon=":material/error:")
+
+
+def _read_fetched(fetched: HubModel) -> tuple[ModelFile, str]:
+    model = fetched.read()
+    return model, model.summary()
 
 
 def read_model(prefix: str) -> ModelFile | None:
@@ -101,6 +115,8 @@ def show_read(prefix: str, changed: bool, described: str) -> None:
     wrapped = f" in {m.wrapper}'s text_config" if m.wrapper else ""
     st.success(f"**Read from {plain(read.name)}** ({plain(m.model_type + wrapped)}): {plain(read.summary)}.",
                icon=":material/description:")  # fmt: skip
+    if read.hub is not None:
+        checkpoint_lines(read.hub, m)
     lines = []
     if changed:
         lines.append("You changed fields since: the figures follow the fields.")
@@ -111,3 +127,34 @@ def show_read(prefix: str, changed: bool, described: str) -> None:
         lines.append(f"Ignored ({len(m.ignored):,} keys that change no figure here): {m.ignored_text()}.")
     for line in lines:
         st.caption(plain(line))
+
+
+def checkpoint_lines(fetched: HubModel, m: ModelFile) -> None:
+    """The checkpoint's count beside the formula's (the file's model), or why there is none; for an architecture no
+    formula counts, that the count is the checkpoint's and the fields below are its attention geometry."""
+    checkpoint = fetched.checkpoint
+    if checkpoint is None:
+        st.caption(plain(f"Checkpoint: not counted ({fetched.checkpoint_note})."))
+        return
+    formula = count_parameters(m.arch).total if m.counted else None
+    line = "Checkpoint: " + comparison(checkpoint, formula) + "."
+    if m.counted:
+        (st.caption if formula == checkpoint.total else st.info)(plain(line))
+        return
+    st.warning(plain(f"{line} The fields below hold its attention geometry and widths as a modern decoder's "
+                     "(SwiGLU, RMSNorm, no biases, RoPE, untied head): its KV cache is exact, the parameter "
+                     "breakdown is not this model's."), icon=":material/warning:")  # fmt: skip
+
+
+def checkpoint_total(prefix: str, model: ModelFile | None) -> int | None:
+    """The checkpoint's count where no formula counts the model read (its weights), else None."""
+    read: Read | None = st.session_state.get(f"{prefix}file")
+    if model is None or model.counted or read is None or read.hub is None or read.hub.checkpoint is None:
+        return None
+    return read.hub.checkpoint.total
+
+
+def read_checkpoint(prefix: str):
+    """The checkpoint's count of the model last fetched by its Hub id on this page (None: none, or no safetensors)."""
+    read: Read | None = st.session_state.get(f"{prefix}file")
+    return read.hub.checkpoint if read is not None and read.hub is not None else None

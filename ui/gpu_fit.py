@@ -108,6 +108,10 @@ def settings_inputs(default_len: int, total: float, card: str | None) -> dict:
     values = dict(version=version, gpu_memory_utilization=util, max_model_len=max_len, kv_cache_dtype=dtype)
     values |= dict(block_size=block, **batch)
     values["tensor_parallel_size"] = tp
+    values["allow_long_max_model_len"] = url_toggle(
+        "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1", "kv_e_long", False,
+        help="vLLM's override: a max_model_len past the model's derived maximum warns instead of refusing to start",
+    )  # fmt: skip
     # a figure is used only when its switch says so (a link that gives a figure turns its switch on)
     given = {
         f: url_number(f"{lab} (GiB)", f"kv_e_{f}", 0.0, 0.0, 1e5, peek=True) > 0 for f, (lab, _) in MEASURED.items()
@@ -134,11 +138,11 @@ def widths(arch):
     return replace(arch, d_model=d, d_ff=d_ff, vocab_size=vocab, ffn="swiglu")
 
 
-def fit_of(arch, total, settings, weight_dtype, model_dtype, card, weight_params, fmt) -> eng.EngineFit:
+def fit_of(arch, total, settings, weight_dtype, model_dtype, card, weight_params, fmt, limit=None) -> eng.EngineFit:
     stored = stored_weights(arch, fmt) if fmt is not None else None
     return eng.engine_fit(arch, total, settings, weight_dtype=weight_dtype, model_dtype=model_dtype, gpu=card,
                           weight_params=weight_params, weight_bytes_given=stored.bytes if stored else None,
-                          weight_label=stored.label if stored else "")  # fmt: skip
+                          weight_label=stored.label if stored else "", limit=limit)  # fmt: skip
 
 
 def quantised(storage: dict | None, weight_dtype: str, arch):
@@ -163,9 +167,11 @@ def storage_of(fmt):
     return stored
 
 
-def engine(arch, default_len: int, weight_params: int | None, custom: bool = False, storage=None) -> int | None:
+def engine(arch, default_len: int, weight_params: int | None, custom: bool = False, storage=None,
+           limit=None) -> int | None:  # fmt: skip
     """Draw the engine mode for a Decoder; returns the bytes left for the cache (None on bad input). `storage`:
-    the quantisation fields of ui.weights_form (None: no quantisation offered)."""
+    the quantisation fields of ui.weights_form (None: no quantisation offered); `limit`: the model's derived
+    maximum (attncore.serving.context_limit), past which vLLM refuses to start."""
     total, card, weight_dtype = gpu_inputs()
     if custom:
         try:
@@ -177,10 +183,13 @@ def engine(arch, default_len: int, weight_params: int | None, custom: bool = Fal
     model_dtype = weight_dtype if weight_dtype in eng.MODEL_DTYPES else "bf16"
     try:
         fmt = quantised(storage, weight_dtype, arch)
-        key = (arch, total, eng.EngineSettings(**values), weight_dtype, model_dtype, card, weight_params, fmt)
+        key = (arch, total, eng.EngineSettings(**values), weight_dtype, model_dtype, card, weight_params, fmt, limit)
         fit = metered("engine_fit", key, lambda: fit_of(*key), "this fit")  # 0.3 s of CPU at 10,000 layers
     except ConfigError as e:
-        show_invalid(e, "engine setting")
+        if e.field == "max_model_len" and limit is not None:  # vLLM's own refusal, not a bad value
+            plain.error("The engine would not start:", e.message)
+        else:
+            show_invalid(e, "engine setting")
         return None
     except BusyError as e:
         st.warning(str(e))
@@ -190,6 +199,11 @@ def engine(arch, default_len: int, weight_params: int | None, custom: bool = Fal
     cc_metrics(metrics[3:])
     if not fit.starts:
         plain.error("The engine would not start:", fit.error)
+    if fit.max_model_len_warning:
+        st.warning(fit.max_model_len_warning, icon=":material/warning:")
+    if fit.derived_max_model_len is not None:
+        st.caption(f"The model's derived maximum, checked first: {fit.derived_max_model_len:,} "
+                   f"({fit.max_model_len_rule}).")  # fmt: skip
     st.markdown(f"**{fit.engine}** — how the budget is divided:")
     st.markdown("  \n".join(cc.engine_formula(fit)))
     st.altair_chart(cc.engine_split(cc.engine_frame(fit), fit.total_bytes / GIB), width="stretch")

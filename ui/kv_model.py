@@ -11,7 +11,7 @@ from attncore.serving import kvcache as kv
 from attncore.serving import parameters as calc
 from attncore.serving.presets import PRESETS
 from ui import model_form, weights_form
-from ui.config_input import FILE, read_model, show_read
+from ui.config_input import FILE, checkpoint_total, read_model, show_read
 from ui.params import show_invalid, url_number, url_toggle
 
 CUSTOM = "custom"  # keeps the geometry as it is; a fresh URL starts it from the lab's model
@@ -31,6 +31,13 @@ KEYS = {"window_layers": "kv_e_wlayers"}  # its key from when only the engine's 
 REST = ["d_model", "d_ff", "vocab_size", "ffn", "bias", "norm", "position", "max_len", "tied_embeddings", "final_norm"]
 REST += ["head_bias", "norm_placement", "qk_norm", "q_lora_rank", "v_head_dim", "n_experts", "moe_d_ff"]
 REST += ["experts_per_token", "n_shared_experts", "n_dense_layers", "router_bias", "attention_sinks"]
+
+
+def limit_of(preset: str):
+    """The derived maximum of the model read from a config.json in this session (None: another model, or opened from
+    a link, which carries the fields, not the file)."""
+    model = read_model("kv_") if preset == FILE else None
+    return model.limit if model is not None else None
 
 
 def widget_key(f: str) -> str:
@@ -110,4 +117,5 @@ def inputs(preset: str) -> tuple[dict, int | None, calc.Decoder | None]:
             st.stop()
         model = read_model("kv_")
         show_read("kv_", model is not None and model.arch.resolved() != base.resolved(), base.describe())
+        params = params or checkpoint_total("kv_", model)
     return geometry, params, base

@@ -24,7 +24,8 @@ LABELS = {
     "attention_sinks": "Attention sinks", "router_bias": "Router bias",
 }  # fmt: skip
 HELP = {
-    "norm_placement": "pre: before each sublayer (GPT-2, Llama); post: after it (OLMo 2); sandwich: both (Gemma 2/3)",
+    "norm_placement": "pre: before each sublayer (GPT-2, Llama); post: after it (OLMo 2); sandwich: both (Gemma 2/3); "
+    "parallel: one norm feeding attention and FFN side by side (Falcon 7B)",
     "qk_norm": "head: one norm of head_dim for queries and one for keys (Qwen3, Gemma 3); projection: over all heads "
     "(OLMo 2)",
 }

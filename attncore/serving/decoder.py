@@ -15,8 +15,9 @@ GATED_FFNS = ("swiglu", "geglu")  # a gate and an up projection, then the down p
 BIAS_KINDS = ("none", "all", "qkv", "attention")  # qkv: query, key and value only; attention: those and the output
 NORM_KINDS = ("layernorm", "rmsnorm")  # gamma and beta, gamma only
 POSITION_KINDS = ("learned", "sinusoidal", "rope", "alibi", "none")  # only a learned table has parameters
-# where a block's two norms sit: before each sublayer (GPT-2, Llama), after it (OLMo 2), or both (Gemma 2/3: four)
-NORM_PLACEMENTS = ("pre", "post", "sandwich")
+# where a block's two norms sit: before each sublayer (GPT-2, Llama), after it (OLMo 2), or both (Gemma 2/3: four);
+# parallel: attention and FFN read one norm's output side by side (Falcon 7B, Command-R: one norm a layer)
+NORM_PLACEMENTS = ("pre", "post", "sandwich", "parallel")
 # q/k norms: none; one of head_dim for the queries and one for the keys, shared by the heads (Qwen3, Gemma 3); or
 # one over each projection's whole width, heads x head_dim (OLMo 2)
 QK_NORMS = ("none", "head", "projection")
@@ -139,7 +140,8 @@ class Decoder:
         extras = [x for x, on in (("q/k norms", self.qk_norm != "none"), ("attention sinks", self.attention_sinks),
                                   ("router bias", self.router_bias)) if on]  # fmt: skip
         norms = {"pre": "2 norms a layer", "post": "2 norms a layer, after the sublayers",
-                 "sandwich": "4 norms a layer"}[self.norm_placement]  # fmt: skip
+                 "sandwich": "4 norms a layer", "parallel": "1 norm a layer, attention and FFN in parallel"
+                 }[self.norm_placement]  # fmt: skip
         if pattern is None:
             w = self.windowed_layers
             pattern = "every layer full attention" if not w else (

@@ -15,6 +15,7 @@ import numbers
 from dataclasses import asdict, dataclass
 
 from attncore.config import ConfigError, check_choice, check_int
+from attncore.serving.context_limit import ContextLimit
 from attncore.serving.kvcache import DTYPE_BITS, GB, GIB, weight_bytes
 from attncore.serving.parameters import Decoder, count_parameters
 from attncore.serving.presets import CARDS
@@ -72,6 +73,7 @@ class EngineSettings:
     non_torch_gib: float | None = None
     activation_gib: float | None = None
     kv_cache_memory_gib: float | None = None
+    allow_long_max_model_len: bool = False  # VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: past the derived maximum, a warning
 
     def __post_init__(self):
         check_choice("version", self.version, tuple(VERSIONS))
@@ -83,6 +85,9 @@ class EngineSettings:
             if getattr(self, name) is not None:
                 check_int(name, getattr(self, name), 1, 10_000_000)
         check_int("tensor_parallel_size", self.tensor_parallel_size, 1, 1024)
+        if not isinstance(self.allow_long_max_model_len, bool):
+            shown = repr(self.allow_long_max_model_len)
+            raise ConfigError("allow_long_max_model_len", f"must be true or false, got {shown}")
         if self.window_layers is not None and (
             isinstance(self.window_layers, bool) or not isinstance(self.window_layers, numbers.Integral)
         ):  # its range, 0 to the model's layers, is checked by engine_fit: one range in every message
@@ -189,6 +194,9 @@ class EngineFit:
     error: str | None  # the engine's error text when it would not start
     longest_max_model_len: int | None  # None: any length (sliding windows cap the cache)
     weight_format: str = ""  # the checkpoint's storage when its stored bytes were given (weights.StoredWeights)
+    derived_max_model_len: int | None = None  # the model's, from its config.json (None: not known here)
+    max_model_len_rule: str = ""  # how it was derived
+    max_model_len_warning: str | None = None  # vLLM's warning past it, with its override set
 
     @property
     def block_bytes(self) -> int:
@@ -258,13 +266,18 @@ def engine_fit(
     weight_params: int | None = None,
     weight_bytes_given: int | None = None,
     weight_label: str = "",
+    limit: ContextLimit | None = None,
 ) -> EngineFit:
     """The engine's fit of model `a` on a GPU whose torch total is total_gib (per rank with tensor parallelism).
 
     budget = total × util; kv = budget − weights − non_torch − activation peak (each measured or estimated; the
     weights are weight_bytes_given ÷ tp when the checkpoint's bytes are known, stored as weight_label);
     blocks = kv // (page × layers sharing a block); tokens, concurrency and the startup check as the engine
-    computes them. `gpu` (a CARDS name) only picks V1's defaults (A100s get the smaller ones)."""
+    computes them. `gpu` (a CARDS name) only picks V1's defaults (A100s get the smaller ones). `limit`, the
+    model's derived maximum (context_limit.py): a longer max_model_len is refused as vLLM refuses it at startup
+    (ConfigError on max_model_len), unless the settings allow it as VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 does."""
+    if limit is not None and not s.allow_long_max_model_len and (refusal := limit.refusal(s.max_model_len)):
+        raise ConfigError("max_model_len", refusal)
     if isinstance(total_gib, numbers.Real) and not isinstance(total_gib, bool) and 0 < total_gib < MIN_TOTAL_GIB:
         raise ConfigError("total_gib", f"must be from {MIN_TOTAL_GIB} to 100000 GiB, got {total_gib:g}")
     _fraction("total_gib", total_gib, 0, 100_000)
@@ -333,6 +346,8 @@ def engine_fit(
         weight_dtype, tp, measured, kinds, kv, tokens_t, seqs, bs, kv_dtype, page, a.n_layers, window, window_layers,
         groups, group_size, blocks, tokens, s.max_model_len, per_request, concurrency, cpu_blocks, error is None,
         error, longest if kv > 0 else 0, weight_label if weight_bytes_given is not None else "",
+        limit.tokens if limit else None, limit.rule if limit else "",
+        limit.warning(s.max_model_len) if limit else None,
     )  # fmt: skip
 
 

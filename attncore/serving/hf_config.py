@@ -12,7 +12,7 @@ import json
 import re
 
 from attncore.config import ConfigError
-from attncore.serving import hf_families
+from attncore.serving import hf_families, hf_generic
 from attncore.serving.hf_fields import ModelFile, pattern_text  # noqa: F401  (re-exported: the reader's result)
 
 MAX_BYTES = 1_000_000  # a config.json is a few kB; the largest released ones (layer lists, id2label) are ~100 kB
@@ -77,3 +77,15 @@ def read_config(raw: bytes | str) -> ModelFile:
 def from_dict(data: dict) -> ModelFile:
     """The ModelFile of a parsed config.json; a multimodal wrapper's language model is read from text_config."""
     return hf_families.read(data)
+
+
+def read_any(raw: bytes | str, counted_elsewhere: bool) -> ModelFile:
+    """read_config; a model_type no family reads is, when the checkpoint's own count is at hand
+    (`counted_elsewhere`), read for its attention fields alone (hf_generic.py: counted False)."""
+    data = decode(raw)
+    try:
+        return from_dict(data)
+    except hf_families.UnknownArchitecture:
+        if not counted_elsewhere:
+            raise
+        return hf_generic.read_attention(data)

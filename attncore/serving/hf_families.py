@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from attncore.config import POSITIONS, ConfigError, ModelConfig
+from attncore.serving.context_limit import derived_limit
 from attncore.serving.decoder import Decoder
 from attncore.serving.hf_fields import REQUIRED, Fields, ModelFile
 from attncore.serving.hf_weights import weights
@@ -60,10 +61,23 @@ FAMILIES = {
                                     "moe_intermediate_size")),
     "gpt_oss": Family(LLAMA, False, "alternate", moe="gpt_oss", head_dim=64, window_default=128,
                       required=(*SHAPE, "num_local_experts", "num_experts_per_tok")),
+    # Phi-3.5-MoE: biases on q, k, v and o, LayerNorms, an output-head bias (lm_head_bias), 16 experts a layer
+    "phimoe": Family(LLAMA | {"norm": "layernorm"}, False, "uniform", moe="mixtral",
+                     required=(*SHAPE, "num_local_experts", "num_experts_per_tok")),
+    # StarCoder2: GELU FFN (c_fc, c_proj), LayerNorms, biases everywhere (use_bias), a window in every layer
+    "starcoder2": Family(LLAMA | {"ffn": "gelu", "norm": "layernorm"}, True, "uniform", bias="use_bias"),
+    "granite": Family(LLAMA, False, "none"),  # Llama's tensors; its multipliers are scalars, not parameters
+    # Command-R: attention and FFN in parallel after one LayerNorm without bias (a gamma: counted as RMSNorm's);
+    # use_qk_norm adds such norms over each projection's heads × head_dim
+    "cohere": Family(LLAMA | {"norm_placement": "parallel"}, True, "none"),
+    # OLMoE: q/k norms over the whole projection (as OLMo 2) before each sublayer, 64 experts of intermediate_size
+    "olmoe": Family(LLAMA | {"qk_norm": "projection"}, False, "none", moe="olmoe",
+                    required=(*SHAPE, "num_experts", "num_experts_per_tok")),
 }  # fmt: skip
 GPT2_REQUIRED = ("n_embd", "n_layer", "n_head", "vocab_size")
+FALCON_REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
 ATTNCORE_REQUIRED = ("vocab_size", "d_model", "n_heads", "n_layers", "d_ff", "max_len")
-KNOWN = (*sorted([*FAMILIES, "gpt2", "attncore"]),)
+KNOWN = (*sorted([*FAMILIES, "gpt2", "falcon", "attncore"]),)
 TEXT_OF = {"gemma3": "gemma3_text"}  # a wrapper whose text_config may leave out its model_type
 KEY_OF = {  # Decoder field -> the config key a cross-field refusal names
     "d_model": "hidden_size", "n_layers": "num_hidden_layers", "n_heads": "num_attention_heads",
@@ -72,15 +86,20 @@ KEY_OF = {  # Decoder field -> the config key a cross-field refusal names
     "rope_head_dim": "qk_rope_head_dim", "full_layers": "layer_types",
 }  # fmt: skip
 NEEDED = ("hidden_size, num_hidden_layers, num_attention_heads, num_key_value_heads, head_dim, intermediate_size, "
-          "vocab_size, tie_word_embeddings")  # fmt: skip
+          "vocab_size, tie_word_embeddings, FFN, norms, biases, experts, windows (modern: "
+          "--ffn swiglu --norm rmsnorm --bias none --position rope --no-tied-embeddings --no-head-bias)")  # fmt: skip
+
+
+class UnknownArchitecture(ConfigError):
+    """A model_type no family here reads: its parameters need the checkpoint's own count (hf_generic.py)."""
 
 
 def unknown(model_type) -> ConfigError:
     shown = repr(model_type) if isinstance(model_type, str) and len(model_type) <= 40 else "this one"
-    return ConfigError(
+    return UnknownArchitecture(
         "model_type",
         f"{shown} is not one the lab reads; it reads {', '.join(KNOWN)} (and wrappers with a text_config of one). "
-        f"To size another decoder, type its shape on the page or as flags: {NEEDED}",
+        f"A count needs {NEEDED}",
     )
 
 
@@ -108,8 +127,10 @@ def _shape(f: Fields, fam: Family) -> dict:
 def _bias(f: Fields, fam: Family, mt: str) -> dict:
     if fam.bias == "fixed":
         return {}
+    if fam.bias == "use_bias":  # one switch for every linear layer
+        return {"bias": "all" if f.flag("use_bias", True) else "none"}
     attention = f.flag("attention_bias", mt == "gpt_oss")
-    mlp = f.flag("mlp_bias", False) if mt == "llama" else False
+    mlp = f.flag("mlp_bias", False) if mt in ("llama", "granite") else False
     if mt == "gpt_oss":  # its experts always have biases
         if not attention:
             raise ConfigError(f.name("attention_bias"), "the lab models GPT-OSS with attention biases; got false")
@@ -151,6 +172,9 @@ def _pattern(f: Fields, fam: Family, layers: int, notes: list) -> tuple[int | No
 
 
 def _experts(f: Fields, fam: Family, shape: dict, notes: list) -> dict:
+    if fam.moe == "olmoe":  # every layer: num_experts of intermediate_size, no shared ones
+        n = f.int("num_experts", 1, 1_000_000)
+        return dict(n_experts=n, experts_per_token=f.int("num_experts_per_tok", 1, n), moe_d_ff=shape["d_ff"])
     if fam.moe in ("mixtral", "gpt_oss"):
         n = f.int("num_local_experts", 1, 1_000_000)
         k = f.int("num_experts_per_tok", 1, n)
@@ -208,6 +232,10 @@ def _family(f: Fields, mt: str, notes: list) -> tuple[dict, list[str]]:
         kw |= _experts(f, fam, shape, notes)
     window, kinds = _pattern(f, fam, shape["n_layers"], notes)
     kw |= dict(sliding_window=window, full_layers=kinds.count("full") if window else 0)
+    if mt == "phimoe":
+        kw["head_bias"] = f.flag("lm_head_bias", False)
+    if mt == "cohere" and f.flag("use_qk_norm", False):
+        kw["qk_norm"] = "projection"
     if mt in ("gemma2", "gemma3_text"):
         scalar = f.number("query_pre_attn_scalar", 256)
         if scalar is not None and scalar > 0:
@@ -226,6 +254,35 @@ def _gpt2(f: Fields) -> tuple[dict, list[str]]:
         d_model=d, n_layers=layers, n_heads=heads, vocab_size=f.int("vocab_size", 1, 100_000_000),
         d_ff=f.int("n_inner", 1, 10_000_000, 4 * d, shown=f"{4 * d:,}, 4 × n_embd", nullable=True) or 4 * d,
         max_len=f.int("n_positions", 1, 100_000_000, 1024), tied_embeddings=f.flag("tie_word_embeddings", True),
+    )  # fmt: skip
+    return kw, ["full"] * layers
+
+
+def _falcon(f: Fields) -> tuple[dict, list[str]]:
+    """Falcon: fused q/k/v with multi-query (7B) or num_kv_heads groups (new_decoder_architecture: 40B, 180B),
+    a GELU FFN of ffn_hidden_size (4 × hidden), LayerNorms: one a layer where attention and FFN run in parallel
+    (parallel_attn, 7B), two under the new architecture (ln_attn, ln_mlp) or without parallel attention."""
+    f.required = FALCON_REQUIRED
+    d = f.int("hidden_size", 1, 1_000_000)
+    heads = f.int("num_attention_heads", 1, 100_000)
+    layers = f.int("num_hidden_layers", 1, 10_000)
+    new = f.flag("new_decoder_architecture", False)
+    if new:
+        kv = f.int("num_kv_heads", 1, heads, heads)
+        one_norm = f.int("num_ln_in_parallel_attn", 1, 2, 2, nullable=True) == 1
+    else:
+        kv = 1 if f.flag("multi_query", True) else heads
+        one_norm = f.flag("parallel_attn", True)
+    if heads % kv or (d % heads and not f.has("head_dim")):
+        raise ConfigError(f.name("num_kv_heads"), f"must divide num_attention_heads={heads}, as the heads hidden_size")
+    alibi = f.flag("alibi", False)
+    d_ff = f.int("ffn_hidden_size", 1, 10_000_000, 4 * d, shown=f"{4 * d:,}, 4 × hidden_size", nullable=True)
+    kw = dict(
+        d_model=d, n_layers=layers, n_heads=heads, n_kv_heads=kv, head_dim=f.int("head_dim", 1, 100_000, None,
+        nullable=True), vocab_size=f.int("vocab_size", 1, 100_000_000), ffn="gelu", norm="layernorm",
+        d_ff=d_ff or 4 * d,
+        bias="all" if f.flag("bias", False) else "none", position="alibi" if alibi else "rope", max_len=0,
+        tied_embeddings=f.flag("tie_word_embeddings", True), norm_placement="parallel" if one_norm else "pre",
     )  # fmt: skip
     return kw, ["full"] * layers
 
@@ -252,7 +309,7 @@ def read(data: dict) -> ModelFile:
     elif "text_config" in data and data["text_config"] is not None:
         raise ConfigError("text_config", "must be a JSON object {...} holding the language model's fields")
     mt = inner.get("model_type", TEXT_OF.get(wrapper) if wrapper else top_type)
-    if not isinstance(mt, str) or mt not in (*FAMILIES, "gpt2", "attncore"):
+    if not isinstance(mt, str) or mt not in (*FAMILIES, "gpt2", "falcon", "attncore"):
         if mt is None:
             name = "text_config.model_type" if wrapper else "model_type"
             raise ConfigError(name, f"missing; it names the architecture, one of {', '.join(KNOWN)}")
@@ -262,7 +319,7 @@ def read(data: dict) -> ModelFile:
     if mt == "attncore":
         arch, kinds = _attncore(f)
     else:
-        kw, kinds = _gpt2(f) if mt == "gpt2" else _family(f, mt, notes)
+        kw, kinds = _gpt2(f) if mt == "gpt2" else _falcon(f) if mt == "falcon" else _family(f, mt, notes)
         try:
             arch = Decoder(**kw)
         except ConfigError as e:
@@ -270,6 +327,10 @@ def read(data: dict) -> ModelFile:
     longest = f.int("max_position_embeddings", 1, 10**9, None, nullable=True) if mt != "gpt2" else arch.max_len
     quantization_ignored: list[str] = []
     storage, serving = weights(f, top, arch, notes, quantization_ignored)
+    limit = derived_limit(inner, mt)
+    if isinstance(inner.get("rope_scaling"), dict):  # it changes the derived maximum
+        f.read.add("rope_scaling")
     ignored = (top.ignored() if wrapper else []) + f.ignored() + quantization_ignored
+    stored = any(x.has(k) for x in (top, f) for k in ("torch_dtype", "dtype"))
     return ModelFile(mt, wrapper, arch, storage, serving, tuple(kinds), longest, tuple(f.defaults), tuple(notes),
-                     tuple(ignored))  # fmt: skip
+                     tuple(ignored), limit, stored)  # fmt: skip

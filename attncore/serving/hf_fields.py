@@ -10,6 +10,7 @@ import math
 from dataclasses import asdict, dataclass
 
 from attncore.config import ConfigError
+from attncore.serving.context_limit import ContextLimit
 from attncore.serving.decoder import Decoder
 from attncore.serving.weights import WeightFormat
 
@@ -127,6 +128,9 @@ class ModelFile:
     defaults: tuple[str, ...]  # the fields taken from the model_type's defaults, as "key = value (absent)"
     notes: tuple[str, ...]  # what the file implies beyond the counts, and what it cannot say
     ignored: tuple[str, ...]  # keys read by no rule here
+    limit: ContextLimit | None = None  # the longest max_model_len vLLM starts with (None: no position key)
+    dtype_stored: bool = True  # False: no torch_dtype in the file, the weights' element type is assumed
+    counted: bool = True  # False: no formula knows the architecture; arch holds its attention fields and widths only
 
     def pattern(self) -> str:
         """The attention pattern in words: 'every layer full', '21 sliding (4,096) and 21 full: S F repeated'."""
@@ -148,6 +152,9 @@ class ModelFile:
             "layer_kinds": list(self.layer_kinds), "pattern": self.pattern(),
             "max_position_embeddings": self.max_position_embeddings, "summary": self.summary(),
             "defaults": list(self.defaults), "notes": list(self.notes), "ignored": list(self.ignored),
+            "derived_max_model_len": self.limit.tokens if self.limit else None,
+            "derived_max_model_len_rule": self.limit.rule if self.limit else None, "dtype_stored": self.dtype_stored,
+            "counted": self.counted,
         }  # fmt: skip
 
 

@@ -25,7 +25,10 @@ def weights(f: Fields, top: Fields, a: Decoder, notes: list, ignored: list) -> t
     for x in (f, top):  # both spellings are read where present, so neither is listed as ignored
         x.read |= {"torch_dtype", "dtype"} & set(x.data)
     if where is None:
-        notes.append("no torch_dtype: the weights are counted in bf16")
+        notes.append(
+            "no torch_dtype: the checkpoint's element type is not in the file; bf16 is assumed, not read "
+            "(check the checkpoint: GPT-2's, for one, is float32)"
+        )
     serving = "bf16" if dtype == "fp32" else dtype
     if dtype == "fp32":
         notes.append("torch_dtype float32: vLLM's dtype auto serves a float32 checkpoint in bf16")

@@ -155,7 +155,8 @@ def _block(p: str, a: Decoder, moe: bool) -> list[Tensor]:
     D = a.d_model
     sandwich = a.norm_placement == "sandwich"  # a second norm after each sublayer
     out = _norm(p + "ln1", D, a.norm) + _attention(p, a)
-    out += (_norm(p + "ln1_post", D, a.norm) if sandwich else []) + _norm(p + "ln2", D, a.norm)
+    out += _norm(p + "ln1_post", D, a.norm) if sandwich else []
+    out += _norm(p + "ln2", D, a.norm) if a.norm_placement != "parallel" else []  # parallel: one norm feeds both
     out += _moe(p, a) if moe else _ffn(p + "ffn", D, a.d_ff, a.ffn, a.bias == "all")
     return out + (_norm(p + "ln2_post", D, a.norm) if sandwich else [])
 

@@ -22,7 +22,13 @@ from attncore import ConfigError
 from lab import settings
 
 LIMIT_RANGE = (1, 10**9)  # every cap is a whole number in this range
-WORK_CAPS = ("max_view_cpu_s", "max_sweep_runs", "max_compare_runs")  # refuse work: hosted mode only
+WORK_CAPS = (
+    "max_view_cpu_s",
+    "max_sweep_runs",
+    "max_compare_runs",
+    "max_hub_fetches_session",
+    "max_hub_fetches_server",
+)  # refuse work: hosted mode only
 UNLIMITED = LIMIT_RANGE[1]  # a work cap on a local server: nothing is refused
 
 
@@ -51,6 +57,8 @@ class Limits:
     max_explain_steps: int = 500  # Explanations: Adam steps of each restart
     max_test_length: int = 16  # Length generalisation: longest test length L' evaluated (up to 64)
     max_kv_new_tokens: int = 128  # KV cache: tokens generated per timed run
+    max_hub_fetches_session: int = 30  # Parameters, KV cache: models fetched from the Hub per session an hour
+    max_hub_fetches_server: int = 300  # the same over every session (a model fetched before is not fetched again)
     max_scaling_draws: int = 10**8  # Scaling: sum(d_k) * T * repetitions normal draws of one input set
     max_store_mb: float = 512  # the run store's size cap (MB, may be a fraction); least-recently-used runs evicted
     max_bundle_mb: int = 50  # largest run bundle a visitor may upload on Home (and Streamlit's server.maxUploadSize)

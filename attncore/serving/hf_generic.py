@@ -1,0 +1,77 @@
+"""The attention fields of a config.json whose architecture no formula here knows: enough for its KV cache (layers,
+KV heads, head_dim, a sliding window and which layers have it) and the widths an engine's activation peak needs,
+under the names released configs use. The parameters are then the checkpoint's own count
+(safetensors_count.py), never a formula's; the ModelFile says so (counted False).
+"""
+
+from __future__ import annotations
+
+from attncore.config import ConfigError
+from attncore.serving.context_limit import derived_limit
+from attncore.serving.decoder import Decoder
+from attncore.serving.hf_fields import Fields, ModelFile
+from attncore.serving.hf_weights import weights
+
+# each quantity under the names configs give it, the first one present read
+NAMES = {
+    "layers": ("num_hidden_layers", "n_layer", "num_layers", "n_layers"),
+    "heads": ("num_attention_heads", "n_head", "num_heads", "n_heads"),
+    "hidden": ("hidden_size", "n_embd", "d_model", "dim"),
+    "kv_heads": ("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num"),
+    "ffn": ("intermediate_size", "ffn_hidden_size", "n_inner", "ffn_dim"),
+}
+MODERN = dict(ffn="swiglu", bias="none", norm="rmsnorm", tied_embeddings=False, position="rope", max_len=0)
+
+
+def _first(f: Fields, quantity: str, low: int, high: int, default=None) -> int | None:
+    for key in NAMES[quantity]:
+        if f.has(key):
+            return f.int(key, low, high)
+    if default is None:
+        others = ", ".join(NAMES[quantity][1:])
+        raise ConfigError(f.name(NAMES[quantity][0]), f"missing (nor {others}): an architecture without a formula "
+                                                      "needs it for its KV cache")  # fmt: skip
+    return default
+
+
+def read_attention(data: dict) -> ModelFile:
+    """A ModelFile of the attention fields alone (its arch a modern decoder with these widths, counted False)."""
+    wrapper = data.get("model_type") if isinstance(data.get("text_config"), dict) else None
+    inner = data["text_config"] if wrapper is not None else data
+    mt = inner.get("model_type", wrapper or data.get("model_type"))
+    mt = mt if isinstance(mt, str) and len(mt) <= 40 else "unknown"
+    f, top = Fields(inner, mt, "text_config." if wrapper else ""), Fields(data, mt)
+    f.read.add("model_type")
+    notes = [f"model_type {mt}: no formula here counts its parameters; the KV cache is computed from its attention "
+             "fields (layers, KV heads, head_dim, window), the parameters are the checkpoint's own count"]  # fmt: skip
+    layers, heads = _first(f, "layers", 1, 10_000), _first(f, "heads", 1, 100_000)
+    hidden = _first(f, "hidden", 1, 1_000_000)
+    kv = 1 if f.has("multi_query") and f.flag("multi_query", False) else _first(f, "kv_heads", 1, heads, heads)
+    if heads % kv:
+        raise ConfigError(f.name("num_key_value_heads"), f"must divide the {heads} attention heads, got {kv}")
+    head_dim = f.int("head_dim", 1, 100_000, None, nullable=True) if f.has("head_dim") else None
+    if head_dim is None and hidden % heads:
+        raise ConfigError(f.name("head_dim"), f"missing, and the {heads} heads do not divide hidden_size {hidden:,}")
+    window = f.int("sliding_window", 1, 2**31, None, nullable=True) if f.has("sliding_window") else None
+    if window and f.has("use_sliding_window") and not f.flag("use_sliding_window", False):
+        window = None
+    kinds = ["sliding" if window else "full"] * layers
+    types = f.strings("layer_types", ("full_attention", "sliding_attention", "chunked_attention"), layers) if (
+        window and f.has("layer_types")) else None  # fmt: skip
+    if types is not None:
+        kinds = ["full" if t == "full_attention" else "sliding" for t in types]
+    elif window:
+        notes.append(f"sliding_window {window:,} without layer_types: every layer assumed windowed")
+    arch = Decoder(
+        d_model=hidden, n_layers=layers, n_heads=heads, n_kv_heads=kv, head_dim=head_dim,
+        vocab_size=f.int("vocab_size", 1, 100_000_000, 32_000), d_ff=_first(f, "ffn", 1, 10_000_000, 4 * hidden),
+        sliding_window=window if "sliding" in kinds else None, full_layers=kinds.count("full") if window else 0,
+        **MODERN,
+    )  # fmt: skip
+    ignored: list[str] = []
+    storage, serving = weights(f, top, arch, notes, ignored)
+    limit = derived_limit(inner, mt)
+    longest = limit.tokens if limit else None
+    stored = any(x.has(k) for x in (top, f) for k in ("torch_dtype", "dtype"))
+    return ModelFile(mt, wrapper, arch, storage, serving, tuple(kinds), longest, tuple(f.defaults), tuple(notes),
+                     (), limit, stored, counted=False)  # fmt: skip

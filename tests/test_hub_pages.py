@@ -1,0 +1,71 @@
+"""The Hub id box of the Parameters and KV cache pages (ui.hub_input) against the local stand-in Hub: what was read
+shown as for an uploaded file with the checkpoint's count beside the formula's, one sentence for what cannot be
+had, the id in the link, and in hosted mode a memo per id and a rate limit per session."""
+
+from __future__ import annotations
+
+import pytest
+from apptest_helpers import page, texts
+from fake_hub import serve
+from test_hub import stand_in_hub
+
+
+@pytest.fixture
+def fake(monkeypatch, tmp_path):
+    from ui.hub_input import _rate
+
+    _rate.clear()  # the server's rate limit: this test's own (AppTests share one process)
+    h = stand_in_hub()
+    server, url = serve(h)
+    monkeypatch.setenv("HF_ENDPOINT", url)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE", "HF_HUB_CACHE"):
+        monkeypatch.delenv(name, raising=False)
+    yield h
+    server.shutdown()
+
+
+def test_parameters_page_reads_a_model_by_its_id_from_the_link(fake):
+    at = page("parameters", par_hub="org/llama-open")
+    assert "Read from config.json of org/llama-open" in texts(at.success)
+    assert "the formula gives 8,030,261,248: exact" in texts(at.caption)
+    assert at.query_params["par_hub"] in ("org/llama-open", ["org/llama-open"])  # the id stays in the link
+    assert at.session_state["par_preset"] == "config.json"
+    assert at.session_state["par_d_model"] == 4096
+    assert [m.value for m in at.metric if m.label == "Published (its safetensors)"] == ["8,030,261,248"]
+
+
+def test_kv_page_sizes_an_architecture_without_a_formula_from_its_attention_fields(fake):
+    at = page("kv_cache", kv_hub="org/new-arch")
+    warning = texts(at.warning)
+    assert "no formula for this architecture: the checkpoint's count is the total" in warning
+    assert at.session_state["kv_kv_heads"] == 4 and at.session_state["kv_head_dim"] == 128
+
+
+@pytest.mark.parametrize(
+    "model_id, said",
+    [("meta-llama/Meta-Llama-3-8B", "is gated"), ("org/missing", "was not found"),
+     ("org/new-arch-no-weights", "'brandnew' is not one the lab reads")],
+)  # fmt: skip
+def test_what_cannot_be_had_leaves_the_fields_and_says_why(fake, model_id, said):
+    at = page("parameters", par_hub=model_id)
+    error = texts(at.error)
+    assert "Not read, nothing changed" in error and said in error and at.session_state["par_preset"] == "gpt2"
+
+
+def test_a_malformed_id_in_the_link_is_refused_before_any_request(fake):
+    at = page("parameters", par_hub="org/a b")
+    assert not [r for r in fake.requests if "resolve" in r[1]]
+    assert at.session_state["par_preset"] == "gpt2"
+
+
+def test_hosted_a_session_is_rate_limited_and_a_fetched_id_is_memoised(fake, monkeypatch):
+    monkeypatch.setenv("ATTNLAB_HOSTED", "1")
+    monkeypatch.setenv("ATTNLAB_MAX_HUB_FETCHES_SESSION", "1")
+    at = page("parameters", par_hub="org/llama-config-only")
+    assert "Read from config.json of org/llama-config-only" in texts(at.success)
+    at.text_input(key="par_hub").set_value("org/llama-vision").run()
+    assert "this session made 1 of them in the last 60 minutes, the most it may" in texts(at.error)
+    asked = len(fake.requests)
+    again = page("parameters", par_hub="org/llama-config-only")  # another session: from the server's memo
+    assert "Read from config.json of org/llama-config-only" in texts(again.success) and len(fake.requests) == asked
