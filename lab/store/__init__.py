@@ -37,11 +37,12 @@ from attncore.config import RunConfig
 from lab import presets, settings
 
 from . import backend, check, codec, index, pins
-from .record import NUMERICS_VERSION, CacheWarning, RunRecord, compute_run, describe
+from .record import NUMERICS_VERSION, CacheWarning, NotStoredWarning, RunRecord, compute_run, describe
 
 __all__ = [
     "NUMERICS_VERSION",
     "CacheWarning",
+    "NotStoredWarning",
     "RunRecord",
     "cache_dir",
     "check_store",
@@ -262,8 +263,10 @@ def get_run(
         entry = _Entry(run, location)
     except OSError as exc:  # cannot even create the store's folders
         warnings.warn(
-            f"the run store is unavailable ({exc.strerror or exc}); {describe(run)} is computed but not stored",
-            CacheWarning,
+            NotStoredWarning(
+                f"the run store is unavailable ({exc.strerror or exc}); {describe(run)} is computed but not stored",
+                exc.strerror or type(exc).__name__,
+            ),
             stacklevel=2,
         )
         return compute_run(run, callback)
