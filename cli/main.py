@@ -13,6 +13,7 @@ import os
 import sys
 
 from attncore.config import MAX_LENGTH, ConfigError
+from cli import text
 from cli.flags import ArgumentError, Parser, add_model_args, flag_of, integer_in, run_of, store_place
 from lab import formats
 
@@ -151,7 +152,13 @@ def _quiet_stdout() -> None:
 
 
 def main(argv=None) -> int:
-    """Run a command; 0 on success, 2 with one line on stderr for bad input, 141 if stdout's reader left."""
+    """Run a command; 0 on success, 2 with one line on stderr for bad input, 141 if stdout's reader left. Whatever it
+    prints, a terminal's control sequences (from a config.json's keys, a file's name) are shown escaped."""
+    with text.terminal_safe():
+        return _main(argv)
+
+
+def _main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
         parser = build_parser(argv)
