@@ -13,7 +13,7 @@ import os
 import sys
 
 from attncore.config import MAX_LENGTH, ConfigError
-from cli import text
+from cli import confirm, text
 from cli.flags import ArgumentError, Parser, add_model_args, flag_of, integer_in, run_of, store_place
 from lab import formats
 
@@ -58,6 +58,7 @@ def cmd_train(a) -> int:
     cached = is_cached(run)
     if not cached:
         check_fits([run], cap=a.max_memory)
+        confirm.ask(a, "train", [run])
     from cli.sweep import StepProgress
 
     record = get_run(run, StepProgress(run.train.steps))  # called only while it trains: steps, loss, time left
@@ -81,6 +82,7 @@ def cmd_evaluate(a) -> int:
 
     if not is_cached(run):
         check_fits([run], cap=a.max_memory)
+        confirm.ask(a, "evaluate", [run])
     results = evaluate_lengths(get_run(run).params, run, lengths, randomized=a.eval_positions == "randomized")
     if a.json:
         out = {"config": run.to_dict(), "eval_positions": a.eval_positions, "lengths": [r.to_dict() for r in results]}
@@ -106,9 +108,11 @@ def build_parser(argv=None) -> Parser:
         "train", help=f"train one configuration (served from the run store in {store_place()} when known)"
     )
     add_model_args(p)
+    confirm.add_yes(p)
     p.set_defaults(func=cmd_train)
     p = sub.add_parser("evaluate", help="evaluate one configuration's trained run at other test lengths")
     add_model_args(p)
+    confirm.add_yes(p)
     p.add_argument("--test-lengths", type=integer_in(1, MAX_LENGTH), nargs="+", required=True, metavar="L")
     p.add_argument(
         "--eval-positions",
