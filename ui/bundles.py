@@ -67,6 +67,8 @@ def _checked(location: str) -> None:
         return
     for path, problem in report["damaged"]:
         print(f"run store: deleted a damaged entry {path}: {problem}", file=sys.stderr)
+    for line in bundle.interrupted_imports():  # after the check: what it counts came in whole
+        print(f"run store: {line}", file=sys.stderr)
     if n := len(report["unverified"]):
         print(
             f"run store: kept {n:,} runs not signed with ATTNCORE_CACHE_KEY (not served); `python -m attncore cache "

@@ -49,6 +49,7 @@ __all__ = [
     "clear_cache",
     "compute_run",
     "enforce_cap",
+    "entry_keys",
     "expected_bytes",
     "get_run",
     "is_cached",
@@ -64,6 +65,7 @@ __all__ = [
     "stored_run",
     "unverified_runs",
     "view_bytes",
+    "whole_entries",
 ]
 
 ENV_VAR = "ATTNCORE_CACHE_DIR"
@@ -335,6 +337,27 @@ def _unsigned(entry: _Entry) -> bool:
         return not codec.open_seal(backend.read_sidecar(entry.path))[1]
     except (OSError, codec.RecordError):
         return False
+
+
+def entry_keys(runs, *, location: Path | str | None = None) -> list[str]:
+    """The name of each run's entry in the store (its folder's), as a journal of work on the store records them."""
+    return [_Entry(run, location).path.name for run in runs]
+
+
+def whole_entries(keys, *, location: Path | str | None = None) -> int:
+    """How many of the entries named `keys` (entry_keys) are stored whole: every check of the entry passes."""
+    location = Path(location) if location is not None else cache_dir()
+    func_dir = _func_dir(location)
+    n = 0
+    for key in keys:
+        if not (isinstance(key, str) and key.isalnum()):  # an entry's name, never a path
+            continue
+        try:
+            backend.verify_entry(func_dir / key, NUMERICS_VERSION)
+        except (codec.RecordError, OSError):
+            continue
+        n += 1
+    return n
 
 
 def remove_runs(runs, *, location: Path | str | None = None) -> None:
