@@ -8,13 +8,14 @@ from pathlib import Path
 
 import streamlit as st
 
-from ui import bundles, nav, runs, sidebar, sweeps, uploads
+from ui import bundles, nav, runs, sidebar, static_files, sweeps, uploads
 
 # a file, not a Material icon or an emoji: Streamlit fetches Material favicons from the network, and emoji
 # render as empty boxes in a browser without an emoji font
 FAVICON = Path(__file__).resolve().parent / "ui" / "favicon.png"
 st.set_page_config(page_title="Attention Lab", page_icon=str(FAVICON), layout="wide")
 uploads.install()  # the bytes a visitor's uploads may hold on this server, once per server process
+static_files.install()  # app/static/ serves this store's bundle only, no hidden file, a plain 404 for a bad path
 bundles.warm_start()  # ATTNLAB_BUNDLE: imported once per server process
 page, spec = nav.navigation()
 sidebar.render(expanded=spec.uses_run)

@@ -18,7 +18,7 @@ MAIN = ["d_model", "n_layers", "n_heads", "n_kv_heads", "head_dim", "d_ff", "ffn
 MAIN += ["position", "max_len", "tied_embeddings", "final_norm", "head_bias", "norm_placement", "qk_norm"]
 MORE = ["kv_lora_rank", "q_lora_rank", "rope_head_dim", "v_head_dim", "n_experts", "moe_d_ff", "experts_per_token"]
 MORE += ["n_shared_experts", "n_dense_layers", "router_bias", "attention_sinks"]
-LIVE_LIMIT = 20_000_000  # parameters instantiated for the live cross-check
+LIVE_LIMIT = calc.CROSSCHECK_LIMIT  # parameters instantiated for the live cross-check (benchmarks/parameters_page.py)
 NAMES = {CUSTOM: CUSTOM, FILE: "from config.json"}
 
 

@@ -4,6 +4,12 @@ allowed values. Standard library only (the bottom of attncore)."""
 from __future__ import annotations
 
 import numbers
+import re
+
+# The one number syntax of flags, links and typed numbers: ASCII digits only. Python's int() and float() also read
+# other scripts' digits ('٣' is 3, '١' is 1), underscores ('1_000') and surrounding spaces; none of those is taken.
+ASCII_INTEGER = re.compile(r"[+-]?[0-9]+")
+ASCII_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[+-]?(?:inf|infinity|nan)", re.I)
 
 
 class ConfigError(ValueError):

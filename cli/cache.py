@@ -176,7 +176,11 @@ def cmd_sign(a) -> int:
 
 
 def cmd_cache(a) -> int:
+    from lab.bundle import interrupted_imports
     from lab.store import cache_dir, clear_cache, list_cached
+
+    for line in interrupted_imports():  # an import killed midway: what came in of it
+        print(f"warning: {line}", file=sys.stderr)
 
     if a.action == "export":
         return cmd_export(a)

@@ -14,6 +14,7 @@ from pathlib import Path
 from attncore.config import ConfigError
 from attncore.serving.hf_config import MAX_BYTES, ModelFile, read_config
 from attncore.serving.weights import WeightFormat, stored_weights
+from cli.text import escaped
 from lab import hub
 
 FLAG = "--config"
@@ -68,8 +69,8 @@ def hub_model(a) -> hub.HubModel | None:
 
 def name_of(a) -> str:
     if getattr(a, "model", None) is not None:
-        return f"config.json of {hub_model(a).model_id}"
-    return "config.json from standard input" if a.config == "-" else Path(a.config).name
+        return f"config.json of {escaped(hub_model(a).model_id)}"
+    return "config.json from standard input" if a.config == "-" else escaped(Path(a.config).name)
 
 
 def served(model: ModelFile) -> WeightFormat:
@@ -85,14 +86,15 @@ def summary(model: ModelFile, arch) -> dict:
 
 
 def print_read(model: ModelFile, arch, name: str) -> None:
-    """'read from <file> (gemma2): ...', then the defaults used, the notes and the keys ignored, one line each."""
-    wrapped = f" in {model.wrapper}'s text_config" if model.wrapper else ""
-    print(f"read from {name} ({model.model_type}{wrapped}): {model.summary()}")
+    """'read from <file> (gemma2): ...', then the defaults used, the notes and the keys ignored, one line each (the
+    file's own words escaped: a key may hold a terminal's control sequences)."""
+    wrapped = f" in {escaped(model.wrapper)}'s text_config" if model.wrapper else ""
+    print(f"read from {name} ({escaped(model.model_type)}{wrapped}): {escaped(model.summary())}")
     if arch != model.arch:
         print("  flags changed some fields: the figures below follow the flags")
     if model.defaults:
         print(f"  defaults (the file leaves them out): {'; '.join(model.defaults)}")
     for note in model.notes:
-        print(f"  note: {note}")
+        print(f"  note: {escaped(note)}")
     if model.ignored:
-        print(f"  ignored: {model.ignored_text()}")
+        print(f"  ignored: {escaped(model.ignored_text())}")

@@ -14,6 +14,7 @@ import os
 import re
 
 from attncore import task as tasks
+from attncore.checks import ASCII_INTEGER, ASCII_NUMBER
 from attncore.config import MAX_LENGTH, ConfigError
 from attncore.memory import parse_size
 from attncore.settings import SETTINGS, Setting
@@ -96,10 +97,7 @@ class Parser(argparse.ArgumentParser):
         raise ArgumentError(message.removeprefix("argument "))
 
 
-# The one number parser of every flag: ASCII digits only. Python's int() and float() also read other scripts'
-# digits ('٣' is 3, '١' is 1), underscores ('1_000') and surrounding spaces; a flag takes none of those.
-ASCII_INTEGER = re.compile(r"[+-]?[0-9]+")
-ASCII_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[+-]?(?:inf|infinity|nan)", re.I)
+# ASCII_INTEGER, ASCII_NUMBER (attncore.checks): the one number syntax of every flag, link and typed number.
 
 
 def _shown(text: str) -> str:

@@ -9,6 +9,7 @@ import sys
 
 from attncore.config import NORMS, POSITIONS, ConfigError
 from attncore.tasks.induction import INDUCTION_RUN
+from cli import confirm
 from lab import formats, stats
 
 MAX_SEEDS = 16
@@ -51,6 +52,7 @@ def cmd_induction(a) -> int:
     runs = induction.all_runs(by_variant)
     check_fits(runs, workers=2 if a.jobs != 1 else 1, cap=a.max_memory)
     print(f"induction: {formats.count(len(runs), 'run')} in {formats.count(len(chosen), 'variant')}", file=sys.stderr)
+    confirm.ask(a, "induction", runs, a.jobs)
     records = dict(zip(runs, run_sweep(runs, n_jobs=a.jobs, progress=ProgressBar()), strict=True))
     zeroed = {run: induction.ablations(records[run]) for run in runs}
     per_run = [induction.run_figures(records[run], zeroed[run]) for run in runs]
@@ -115,4 +117,5 @@ def register(sub) -> None:
     p.add_argument("--jobs", type=jobs, default=-1, help="parallel workers (-1: all cores)")
     p.add_argument("--max-memory", type=memory_size, metavar="SIZE", help="refuse runs estimated to need more")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    confirm.add_yes(p)
     p.set_defaults(func=cmd_induction)

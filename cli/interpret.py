@@ -20,6 +20,7 @@ from attncore.interpret import lens as ln
 from attncore.interpret import patching as pt
 from attncore.task import task_of
 from attncore.tasks import answer_queries, probe_sequence
+from cli import confirm
 from cli.flags import add_model_args, integer, integer_in, run_of
 from lab import formats
 
@@ -50,10 +51,13 @@ def _check_training(runs, cap) -> list:
     return missing
 
 
-def stored_record(run, cap):
-    """The run's record from the store, trained first (saying so on stderr) if it is not stored yet."""
+def stored_record(run, cap, a=None):
+    """The run's record from the store, trained first (saying so on stderr) if it is not stored yet; with the
+    command's flags `a`, long training is estimated and asked about first (cli.confirm)."""
     from lab.store import describe, get_run
 
+    if a is not None:
+        confirm.ask(a, a.command, [run])
     if _check_training([run], cap):
         print(f"training {describe(run)} (not in the store yet) ...", file=sys.stderr, flush=True)
     return get_run(run)
@@ -98,7 +102,7 @@ def cmd_patch(a) -> int:
         c = pt.contrast(run, tokens, a.at, symbol)
     except ConfigError as e:
         raise ConfigError("--" + e.field.replace("position", "at"), e.message) from None
-    result = pt.patch(stored_record(run, a.max_memory).params, run, c, direction=a.direction)
+    result = pt.patch(stored_record(run, a.max_memory, a).params, run, c, direction=a.direction)
     if a.json:
         print(json.dumps({"config": run.to_dict()} | result.to_dict()))
         return 0
@@ -128,7 +132,7 @@ def cmd_patch(a) -> int:
 def cmd_lens(a) -> int:
     run = run_from_args(a)
     tokens = _tokens(a, run)
-    found = ln.logit_lens(stored_record(run, a.max_memory).params, run, tokens, a.n_test)
+    found = ln.logit_lens(stored_record(run, a.max_memory, a).params, run, tokens, a.n_test)
     names = ["embed"] + [f"block {i}" for i in range(run.model.n_layers)]
     if a.json:
         print(json.dumps({"config": run.to_dict(), "layers": names} | {k: v.tolist() for k, v in found.items()}))
@@ -145,7 +149,7 @@ def cmd_lens(a) -> int:
 def cmd_heads(a) -> int:
     run = run_from_args(a)
     tokens = _tokens(a, run)
-    record = stored_record(run, a.max_memory)
+    record = stored_record(run, a.max_memory, a)
     probe, test = hd.probe_scores(record.params, run, tokens), hd.test_scores(record.params, run, a.n_test)
     steps, over = hd.snapshot_scores(record.snapshots, record.probe_tokens, run.task)
     if a.json:
@@ -180,10 +184,10 @@ def cmd_explain(a) -> int:
     ex.check_fits(run, max(a.permutations, a.restarts), a.max_memory)
     check_work(run, a)
     _check_training([run, *others], a.max_memory)  # every run it needs, before the first is trained
-    record = stored_record(run, a.max_memory)
+    record = stored_record(run, a.max_memory, a)
     layer, head = hd.best_head(record.params, run, tokens) if a.layer is None else (a.layer, a.head)
     t = ex.target(record.params, run, tokens, layer, head, query)
-    others = {other.train.seed: (stored_record(other, a.max_memory).params, other) for other in others}
+    others = {other.train.seed: (stored_record(other, a.max_memory, a).params, other) for other in others}
     perm = ex.permutation_tvd(t, a.permutations)
     result = {
         "config": run.to_dict(),
@@ -249,6 +253,8 @@ def register(sub) -> None:
     for name in COMMANDS:
         p = sub.add_parser(name, help=helps[name])
         add_model_args(p)
+        if name != "explain":  # explain's --yes also covers its own search (below)
+            confirm.add_yes(p)
         p.add_argument("--input", metavar="SYMBOLS", help='L symbols 0..19, e.g. "17 3 0 12 7 9" (default: the probe)')
         p.set_defaults(func=globals()[f"cmd_{name}"])
         parsers[name] = p

@@ -13,6 +13,7 @@ import os
 import sys
 
 from attncore.config import MAX_LENGTH, ConfigError
+from cli import confirm, text
 from cli.flags import ArgumentError, Parser, add_model_args, flag_of, integer_in, run_of, store_place
 from lab import formats
 
@@ -60,6 +61,7 @@ def cmd_train(a) -> int:
     cached = is_cached(run)
     if not cached:
         check_fits([run], cap=a.max_memory)
+        confirm.ask(a, "train", [run])
     from cli.sweep import StepProgress
 
     record = get_run(run, StepProgress(run.train.steps))  # called only while it trains: steps, loss, time left
@@ -83,6 +85,7 @@ def cmd_evaluate(a) -> int:
 
     if not is_cached(run):
         check_fits([run], cap=a.max_memory)
+        confirm.ask(a, "evaluate", [run])
     results = evaluate_lengths(get_run(run).params, run, lengths, randomized=a.eval_positions == "randomized")
     if a.json:
         out = {"config": run.to_dict(), "eval_positions": a.eval_positions, "lengths": [r.to_dict() for r in results]}
@@ -108,9 +111,11 @@ def build_parser(argv=None) -> Parser:
         "train", help=f"train one configuration (served from the run store in {store_place()} when known)"
     )
     add_model_args(p)
+    confirm.add_yes(p)
     p.set_defaults(func=cmd_train)
     p = sub.add_parser("evaluate", help="evaluate one configuration's trained run at other test lengths")
     add_model_args(p)
+    confirm.add_yes(p)
     p.add_argument("--test-lengths", type=integer_in(1, MAX_LENGTH), nargs="+", required=True, metavar="L")
     p.add_argument(
         "--eval-positions",
@@ -154,7 +159,13 @@ def _quiet_stdout() -> None:
 
 
 def main(argv=None) -> int:
-    """Run a command; 0 on success, 2 with one line on stderr for bad input, 141 if stdout's reader left."""
+    """Run a command; 0 on success, 2 with one line on stderr for bad input, 141 if stdout's reader left. Whatever it
+    prints, a terminal's control sequences (from a config.json's keys, a file's name) are shown escaped."""
+    with text.terminal_safe():
+        return _main(argv)
+
+
+def _main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
         parser = build_parser(argv)

@@ -12,6 +12,7 @@ import json
 import sys
 
 from attncore.interpret import norms as nm
+from cli import confirm
 from cli.flags import add_model_args, run_of
 from lab import formats
 
@@ -41,11 +42,18 @@ def _snapshots(run, cap) -> list[dict]:
     return nm.over_training(run)[0]
 
 
+# The measurement's work in training steps: each fixed batch's gradients on every row (a step computes the answer
+# rows' only) and a forward for the residual norms.
+MEASURE_STEPS = 3 * nm.N_BATCHES
+
+
 def cmd_norms(a) -> int:
     from attncore.memory import check_fits
 
     run = run_of(a)
     check_fits([run], cap=a.max_memory)
+    trained = [] if a.init_only else [run]  # training it if it is not stored, and measuring it
+    confirm.ask(a, "norms", trained, measured=[run], extra_steps=MEASURE_STEPS)
     snapshots = [] if a.init_only else _snapshots(run, a.max_memory)
     out = {"init": nm.at_init(run), "snapshots": snapshots}
     if a.json:
@@ -68,5 +76,6 @@ def cmd_norms(a) -> int:
 def register(sub) -> None:
     p = sub.add_parser("norms", help="gradient, residual and attention-logit norms by layer (init and over training)")
     add_model_args(p)
+    confirm.add_yes(p)
     p.add_argument("--init-only", action="store_true", help="measure the initial weights only (no training)")
     p.set_defaults(func=cmd_norms)

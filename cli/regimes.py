@@ -8,7 +8,7 @@ import json
 import sys
 
 from attncore.config import ConfigError
-from cli import text
+from cli import confirm, text
 from lab import formats, stats
 
 MAX_SEEDS = 16
@@ -129,6 +129,7 @@ def cmd_regimes(a) -> int:
             print(estimate_line(cost))
         return 0
     print(estimate_line(cost), file=sys.stderr)
+    confirm.check(a, a.experiment, len(runs), cost["wall_seconds"])
     from cli.sweep import ProgressBar
 
     bar = ProgressBar(estimate=cost["wall_seconds"])
@@ -218,4 +219,5 @@ def register(sub) -> None:
         action="store_true",
         help="print what training it would cost here (runs, computing, wall time, workers) and train nothing",
     )
+    confirm.add_yes(p)
     p.set_defaults(func=cmd_regimes)

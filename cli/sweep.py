@@ -15,7 +15,7 @@ from pathlib import Path
 
 from attncore import task as tasks
 from attncore.config import ConfigError
-from cli import text
+from cli import confirm, text
 from cli.flags import (
     GRID_FACTORS,
     MAX_GRID,
@@ -49,7 +49,7 @@ def register(sub) -> None:
     p.add_argument("--backend", choices=("loky", "dask"), default="loky")
     p.add_argument("--scheduler", help="dask scheduler address, e.g. tcp://127.0.0.1:8786 (with --backend dask)")
     p.add_argument("--csv", metavar="DIR", help="also write runs.csv, accuracy.csv and ablations.csv to DIR")
-    p.add_argument("--yes", action="store_true", help=f"run a grid of more than {MAX_GRID:,} runs")
+    confirm.add_yes(p)
     p.add_argument(
         "--group-by",
         choices=GRID_FACTORS,
@@ -254,6 +254,7 @@ def cmd_sweep(a) -> int:
     missing = list(dict.fromkeys(run for run, c in zip(runs, cached, strict=True) if not c))
     if a.backend == "loky":  # dask workers are other machines: only the --max-memory cap applies to them
         check_fits(missing, loky_workers(a.jobs, len(missing)), a.max_memory)
+        confirm.ask(a, "sweep", runs, a.jobs)  # this machine's estimate; the grid's size was checked above
     elif a.max_memory:
         check_fits(missing, 1, a.max_memory)
     client = connect(a.scheduler) if a.backend == "dask" and missing else None

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import stat
+import time
 import uuid
 import zipfile
 from collections.abc import Iterator
@@ -23,6 +24,11 @@ import numpy as np
 from attncore.config import RunConfig
 from lab import provenance, store
 from lab.store import codec
+
+try:
+    import fcntl
+except ImportError:  # no flock (Windows): a journal left is reported at the next start, even one still under way
+    fcntl = None
 
 FORMAT = "attnlab-bundle/1"
 MANIFEST = "manifest.json"
@@ -347,16 +353,77 @@ def import_bundle_report(
         new = [i for i, config in distinct.items() if not store.is_cached(config, location=location)]
         done = []
         try:  # second pass: each run decoded again and stored in turn (checked again under its lock)
-            records = (opened.record(i) for i in new)
-            for i, wrote in zip(new, store.put_runs(records, location=location, replace=False), strict=True):
-                if wrote:
-                    done.append(distinct[i])
+            with _journal(location, source, [distinct[i] for i in new]):
+                records = (opened.record(i) for i in new)
+                for i, wrote in zip(new, store.put_runs(records, location=location, replace=False), strict=True):
+                    if wrote:
+                        done.append(distinct[i])
         except BaseException:
             store.remove_runs(done, location=location)
             raise
     if done:
         store.enforce_cap(location=location, keep=list(distinct.values()))
     return len(done), len(distinct) - len(done), provenance.foreign(list(summaries.values()))
+
+
+# An import writes a journal of the runs it is storing into <store>/imports/ and holds a lock on it until it ends;
+# one killed midway (SIGKILL, a power cut) leaves it, and the next start of a server or of a `cache` command says how
+# many of those runs came in (each entry is written whole or not at all) and removes it.
+IMPORTS = "imports"
+
+
+@contextmanager
+def _journal(location, source, runs):
+    folder = Path(location if location is not None else store.cache_dir()) / IMPORTS
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{uuid.uuid4().hex}.json"
+    name = os.fspath(source) if isinstance(source, str | os.PathLike) else "an uploaded bundle"
+    with open(path, "w") as fh:
+        if fcntl is not None:
+            fcntl.flock(fh, fcntl.LOCK_EX)  # held until the import ends: a journal locked is an import under way
+        json.dump({"source": name, "started": time.time(), "keys": store.entry_keys(runs, location=location)}, fh)
+        fh.flush()
+        try:
+            yield
+        finally:
+            path.unlink(missing_ok=True)
+
+
+def interrupted_imports(location=None) -> list[str]:
+    """One line for each import that was stopped before its end (its journal left, its lock free): how many of its
+    runs came in, each whole; the journal is then removed. Imports under way are left to finish."""
+    folder = Path(location if location is not None else store.cache_dir()) / IMPORTS
+    try:
+        journals = sorted(folder.glob("*.json"))
+    except OSError:
+        return []
+    lines = []
+    for path in journals:
+        try:
+            fh = open(path)
+        except OSError:
+            continue
+        with fh:
+            if fcntl is not None:
+                try:
+                    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError:
+                    continue  # under way in another process
+            try:
+                journal = json.load(fh)
+                keys, source = list(journal["keys"]), str(journal["source"])[:200]
+                started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(float(journal["started"])))
+            except (ValueError, KeyError, TypeError):
+                keys = None
+            if keys is not None:
+                came = store.whole_entries(keys, location=location)
+                lines.append(
+                    f"an import of {len(keys):,} runs from {source} (started {started}) was stopped before its end: "
+                    f"{came:,} of them came in, each whole (every check passed), {len(keys) - came:,} did not; "
+                    "importing the same bundle again brings in the rest"
+                )
+            path.unlink(missing_ok=True)
+    return lines
 
 
 def _key(run: RunConfig) -> str:

@@ -83,3 +83,4 @@ def test_visitors_get_one_bundle_from_disk_and_the_server_holds_no_copy(tmp_path
         assert after - before < bundle_mb, (before, after, bundle_mb)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+        shutil.rmtree(bundles.build_dir(location), ignore_errors=True)

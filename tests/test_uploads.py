@@ -89,7 +89,8 @@ def test_install_switches_streamlits_own_manager_once(monkeypatch):
     options = []
     uploads.install()
     assert type(manager) is uploads.BoundedUploads and manager.per_session == 2 * MAX_BYTES
-    assert options == [("server.maxUploadSize", 1)] and 2**20 >= MAX_BYTES  # .streamlit/config.toml's 50 lowered
+    assert options == [("server.maxUploadSize", uploads.CONFIG_UPLOAD_MB)]  # .streamlit/config.toml's 50 lowered
+    assert 2 * MAX_BYTES >= uploads.CONFIG_UPLOAD_MB * 10**6 and uploads.CONFIG_UPLOAD_MB * 2**20 > 10**6 + MAX_BYTES
     manager.per_session = 7
     uploads.install()
     assert manager.per_session == 7 and len(options) == 1  # not installed twice

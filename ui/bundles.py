@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import streamlit as st
@@ -19,6 +20,11 @@ from lab.store import backend
 from ui.limits import headless, limits
 from ui.plain import plain
 from ui.slots import background_slot
+
+try:
+    import fcntl
+except ImportError:  # no flock (Windows): a start tidies its own store's build folder regardless
+    fcntl = None
 
 BUNDLE_VAR = "ATTNLAB_BUNDLE"
 # An upload's MB is 10**6 bytes: the unit in which Streamlit's browser code refuses files above maxUploadSize
@@ -61,6 +67,8 @@ def _checked(location: str) -> None:
         return
     for path, problem in report["damaged"]:
         print(f"run store: deleted a damaged entry {path}: {problem}", file=sys.stderr)
+    for line in bundle.interrupted_imports():  # after the check: what it counts came in whole
+        print(f"run store: {line}", file=sys.stderr)
     if n := len(report["unverified"]):
         print(
             f"run store: kept {n:,} runs not signed with ATTNCORE_CACHE_KEY (not served); `python -m attncore cache "
@@ -69,10 +77,18 @@ def _checked(location: str) -> None:
         )
 
 
+@st.cache_resource(show_spinner=False)
+def _tidied(location: str) -> None:
+    """The download folders tidied once per server process and store (tidy_downloads)."""
+    with suppress(OSError):
+        tidy_downloads()
+
+
 def warm_start() -> str | None:
     """Check the store, then import $ATTNLAB_BUNDLE, once per process and store (a fresh server starts warm)."""
     location = str(store.cache_dir())
     _checked(location)
+    _tidied(location)
     path = os.environ.get(BUNDLE_VAR)
     return _warm(path, location) if path else None
 
@@ -84,6 +100,8 @@ STATIC_DIR = Path(__file__).resolve().parents[1] / "static"
 STATIC_URL = "app/static"
 MAX_STATIC_BYTES = 200 * 2**20  # Streamlit's static handler answers 404 above this (MAX_APP_STATIC_FILE_SIZE)
 BUNDLE_PREFIX = "attention-lab-runs-"
+BUILD_FOLDER, BUILD_LOCK = ".downloads-build", "build.lock"  # beside static/: written there, never served
+MAX_DOWNLOADS_BYTES = 2 * MAX_STATIC_BYTES  # static/downloads/ in all: this store's bundle and a few others'
 
 
 def downloads_dir(location: Path | None = None) -> Path:
@@ -97,27 +115,97 @@ def bundle_file(digest: str, location: Path | None = None) -> Path:
     return downloads_dir(location) / f"{BUNDLE_PREFIX}{digest[:24]}.zip"
 
 
+def build_dir(location: Path | None = None) -> Path:
+    """Where the store's bundle is written before it is served, and its build lock: beside static/, never served."""
+    return STATIC_DIR.parent / BUILD_FOLDER / downloads_dir(location).name
+
+
 def prepare_bundle(digest: str, max_bytes: int) -> Path:
     """The bundle of every stored run as a file on disk, built once per store state and served from there.
 
-    The runs stream from the store into a temporary file (lab.bundle.write_bundle: about one run in memory),
-    renamed into place; a lock makes visitors who click together wait for one build, under one of the
-    server's slots (BusyError when none freed up); the bundles of earlier states are deleted once the new one
-    is whole (a download under way keeps its open file). BundleError beyond `max_bytes`; OSError when the
-    folder cannot be written.
+    The runs stream from the store into a temporary file outside the static folder (lab.bundle.write_bundle: about
+    one run in memory), moved into place once whole; a lock makes visitors who click together wait for one build,
+    under one of the server's slots (BusyError when none freed up). A build killed midway left its temporary file
+    behind: the next build removes it. The bundles of earlier states are deleted once the new one is whole (a
+    download under way keeps its open file), and other stores' bundles, oldest first, while the folder would
+    exceed MAX_DOWNLOADS_BYTES. BundleError beyond `max_bytes`; OSError when the folders cannot be written.
     """
     path = bundle_file(digest)
     if path.is_file():
         return path
     with background_slot("Preparing Download all runs"):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with backend.locked(path.parent / ".build.lock", remove=False):
+        work = build_dir()
+        with backend.locked(work / BUILD_LOCK, remove=False):
+            _remove_all_but(work, {BUILD_LOCK})  # this store's build is ours now: what is left was killed midway
             if not path.is_file():
-                bundle.write_bundle(path, max_bytes=min(max_bytes, MAX_STATIC_BYTES))
-            for old in path.parent.glob(f"{BUNDLE_PREFIX}*.zip"):
-                if old != path:
-                    old.unlink(missing_ok=True)
+                staged = work / path.name
+                bundle.write_bundle(staged, max_bytes=min(max_bytes, MAX_STATIC_BYTES))
+                path.parent.mkdir(parents=True, exist_ok=True)
+                _bound_downloads(path.parent, staged.stat().st_size)
+                os.replace(staged, path)
+            _remove_all_but(path.parent, {path.name})
     return path
+
+
+def tidy_downloads() -> None:
+    """At a server's start: this store's folder keeps its current bundle only, a build killed midway loses its
+    temporary file (unless another process is building this store's bundle now), and the folder its bound."""
+    own = downloads_dir()
+    _remove_all_but(own, {bundle_file(store.listing_digest()).name})
+    work = build_dir()
+    if work.is_dir():
+        with _try_lock(work / BUILD_LOCK) as ours:
+            if ours:
+                _remove_all_but(work, {BUILD_LOCK})
+    _bound_downloads(own, 0)
+
+
+@contextmanager
+def _try_lock(path: Path):
+    """True holding the build lock at `path`, False when another process holds it (never waits)."""
+    try:
+        fh = open(path, "a")
+    except OSError:
+        yield False
+        return
+    with fh:
+        if fcntl is None:
+            yield True
+            return
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            yield False
+            return
+        yield True
+
+
+def _remove_all_but(folder: Path, keep: set[str]) -> None:
+    try:
+        found = list(folder.iterdir())
+    except OSError:
+        return
+    for p in found:
+        if p.name not in keep and not p.is_dir():
+            p.unlink(missing_ok=True)
+
+
+def _bound_downloads(own: Path, room: int) -> None:
+    """Delete other stores' bundles (only their own servers serve them, and those rebuild on a click), oldest
+    first, until static/downloads/ holds at most MAX_DOWNLOADS_BYTES with `room` more bytes in `own`."""
+    root = STATIC_DIR / "downloads"
+    try:
+        files = [(f.stat().st_mtime, f.stat().st_size, f) for f in root.glob("*/*") if f.is_file()]
+    except OSError:
+        return
+    total = room + sum(size for _, size, _ in files)
+    for _, size, f in sorted(t for t in files if t[2].parent != own):
+        if total <= MAX_DOWNLOADS_BYTES:
+            break
+        f.unlink(missing_ok=True)
+        total -= size
+        with suppress(OSError):
+            f.parent.rmdir()  # once empty
 
 
 def _download_link(path: Path, n: int, size: int) -> None:

@@ -12,17 +12,22 @@ from dataclasses import dataclass
 import streamlit as st
 
 from attncore import ConfigError
-from attncore.serving.hf_config import MAX_BYTES, ModelFile, read_config
+from attncore.serving.hf_config import MAX_BYTES, ModelFile, read_config, too_large
 from attncore.serving.parameters import count_parameters
 from attncore.serving.safetensors_count import comparison
 from lab.hub import HubModel
 from ui.hub_input import hub_row
 from ui.params import write_to_url
 from ui.plain import clip, plain
+from ui.uploads import CONFIG_UPLOAD_MB
 
 FILE = "config.json"  # the preset select's entry for a model read from a file (its fields are the URL's)
 PLACEHOLDER = '{"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, ...}'
 CACHED_READS = 8  # the last files read, any visitor's: a re-upload or a second visitor's same file is not read again
+EMPTY_PASTE = (
+    f"the pasted text: nothing to read, the text area is empty. It takes at most {MAX_BYTES + 1:,} characters and "
+    "keeps nothing of a longer paste (a config.json is a few kB)."
+)
 
 
 @dataclass(frozen=True)
@@ -68,11 +73,17 @@ def reader(prefix: str, fill: Callable[[ModelFile], dict]) -> None:
 
     def on_upload() -> None:
         upload = st.session_state.get(f"{prefix}file_upload")
-        if upload is not None:
+        if upload is not None and upload.size > MAX_BYTES:  # the uploader lets it through: the page says its size
+            st.session_state[f"{prefix}file_error"] = f"{clip(upload.name, 60)}: {too_large(upload.size)}"
+        elif upload is not None:
             load(upload.read(MAX_BYTES + 1), clip(upload.name, 60))
 
     def on_paste() -> None:
-        load(st.session_state.get(f"{prefix}file_text") or "", "the pasted text")
+        text = st.session_state.get(f"{prefix}file_text") or ""
+        if not text.strip():  # the text area keeps nothing of a paste over its max_chars: it may not be empty at all
+            st.session_state[f"{prefix}file_error"] = EMPTY_PASTE
+            return
+        load(text, "the pasted text")
 
     error = st.session_state.get(f"{prefix}file_error")
     with st.expander("Read a model's config.json (Hugging Face): by its Hub id, or upload it or paste it",
@@ -80,8 +91,9 @@ def reader(prefix: str, fill: Callable[[ModelFile], dict]) -> None:
         hub_row(prefix, lambda found: load(found.config, f"config.json of {found.model_id}", found), fail)
         left, right = st.columns(2)
         with left:
-            st.file_uploader("Upload a config.json (at most 1 MB)", type=["json"], key=f"{prefix}file_upload",
-                             on_change=on_upload, max_upload_size=1)  # fmt: skip
+            st.file_uploader(f"Upload a config.json (at most 1 MB = {MAX_BYTES:,} bytes)", type=["json"],
+                             key=f"{prefix}file_upload", on_change=on_upload,
+                             max_upload_size=CONFIG_UPLOAD_MB)  # fmt: skip
             st.caption("Read here, never stored or sent on. Every field it implies fills the fields below, which you "
                        "can still change; a link carries the fields, not the file.")  # fmt: skip
         with right:

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from attncore.checks import ASCII_INTEGER
 from attncore.config import SEP, ConfigError
 
 MAX_POINTS = 400  # points per curve sent to the browser
@@ -189,10 +190,9 @@ def parse_ints(text: str, field: str, max_count: int = 12) -> list[int]:
         raise ConfigError(field, "type at least one whole number")
     if len(parts) > max_count:
         raise ConfigError(field, f"at most {max_count} numbers, got {len(parts)}")
-    try:
-        return [int(p) for p in parts]
-    except ValueError:
-        raise ConfigError(field, f"whole numbers separated by spaces, got {text!r}") from None
+    if not all(ASCII_INTEGER.fullmatch(p) for p in parts):  # int() would also read '٣' and '1_000'
+        raise ConfigError(field, f"whole numbers separated by spaces, got {text!r}")
+    return [int(p) for p in parts]
 
 
 def length_findings(df: pd.DataFrame, trained: tuple[int, int]) -> pd.DataFrame:

@@ -19,7 +19,7 @@ from lab.jobs import training
 from lab.jobs.progress import Cancelled
 from lab.jobs.slots import BusyError
 from lab.store import RunRecord
-from ui import frames
+from ui import frames, plain
 from ui.charts import runs as charts
 from ui.limits import limits
 from ui.slots import training_slot
@@ -62,7 +62,7 @@ def train_live(run: RunConfig) -> RunRecord | None:
             training.remember(token, job)
             try:
                 cancel.button("Cancel", key="train_cancel", icon=":material/stop_circle:")  # a click reruns
-                record = training.follow(job, show)
+                trained = training.follow(job, show)
             finally:
                 if not job.future.done():
                     job.stop()
@@ -87,7 +87,14 @@ def train_live(run: RunConfig) -> RunRecord | None:
         st.error(f"Training failed: {type(e).__name__}: {e}", icon=":material/error:")
         return None
     _clear(bar, curve, cancel)
-    return record
+    if trained.not_stored:
+        st.error(
+            f"Trained, but the run store could not keep this run ({plain.plain(trained.not_stored)}), so it is not "
+            "stored: what follows is shown this once, and a reload will say it is not trained yet. The server's "
+            "operator can free space in the store's folder (or lower its size cap) and train it again.",
+            icon=":material/error:",
+        )
+    return trained.record
 
 
 def _clear(*placeholders) -> None:

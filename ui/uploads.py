@@ -18,7 +18,10 @@ from ui.limits import headless, limits
 
 IN_FLIGHT = 2  # a file uploader replacing its file: the new one arrives before the old one's DELETE
 MIN_TOTAL = 64 * 2**20  # the server's floor: thousands of config.json files of a few kB, held at once
-CONFIG_UPLOAD_MB = 1  # server.maxUploadSize (MiB: 1,048,576 bytes) where only a config.json (1,000,000) is taken
+# server.maxUploadSize where only a config.json (1,000,000 bytes) is taken, and the calculators' uploader's limit:
+# 2 MiB (2,097,152 bytes) on the server, 2 x 10^6 in Streamlit's browser code, so a file just over 1 MB reaches the
+# page and is refused with its size (the browser's own words were "1.0MB ... must be 1.0MB or smaller" for 1,000,001)
+CONFIG_UPLOAD_MB = 2
 
 
 class BoundedUploads(MemoryUploadedFileManager):

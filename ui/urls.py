@@ -11,7 +11,6 @@ notice naming the parameter and what it accepts. Parameters no widget reads are 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -20,11 +19,12 @@ import streamlit as st
 from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
 
 from attncore import ConfigError
+from attncore.checks import ASCII_NUMBER
 from ui.plain import clip, plain
 
 # a parser: the URL's values for one key -> (the Python value, its spelling in the URL); Rejected if invalid
 Parser = Callable[[list[str]], tuple[object, str | list[str]]]
-NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+NUMBER = ASCII_NUMBER  # the flags' syntax: ASCII digits only ('٤٠٩٦' is not 4096); 'inf' and 'nan' are not finite
 TRUE, FALSE = {"true", "1", "yes", "on"}, {"false", "0", "no", "off"}
 _collected: ContextVar[list[str] | None] = ContextVar("url_notices", default=None)
 

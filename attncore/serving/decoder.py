@@ -21,6 +21,7 @@ NORM_PLACEMENTS = ("pre", "post", "sandwich", "parallel")
 # q/k norms: none; one of head_dim for the queries and one for the keys, shared by the heads (Qwen3, Gemma 3); or
 # one over each projection's whole width, heads x head_dim (OLMo 2)
 QK_NORMS = ("none", "head", "projection")
+MAX_WINDOW = 2**31  # the longest sliding window, in a config.json, a form, a flag or the cache's own figures
 CHOICES = {
     "ffn": FFN_KINDS, "bias": BIAS_KINDS, "norm": NORM_KINDS, "position": POSITION_KINDS,
     "norm_placement": NORM_PLACEMENTS, "qk_norm": QK_NORMS,
@@ -92,7 +93,7 @@ class Decoder:
         if self.position == "learned":
             check_int("max_len", self.max_len, 1, 100_000_000)
         if self.sliding_window is not None:
-            check_int("sliding_window", self.sliding_window, 1)
+            check_int("sliding_window", self.sliding_window, 1, MAX_WINDOW)
         check_int("full_layers", self.full_layers, 0, self.n_layers)
         for name in ("kv_lora_rank", "q_lora_rank", "rope_head_dim", "n_experts", "n_shared_experts"):
             check_int(name, getattr(self, name), 0, 1_000_000)

@@ -22,15 +22,22 @@ LONE_SURROGATE = ("not text: it holds a lone surrogate (one of \\ud800 to \\udff
                   "character; a config.json is UTF-8 text")  # fmt: skip
 
 
+def too_large(size: int, at_least: bool = False) -> ConfigError:
+    """The refusal of a config.json of `size` bytes (at_least: of `size` bytes or more)."""
+    more = " or more" if at_least else ""
+    return ConfigError(SOURCE, f"over 1 MB ({size:,} bytes{more}; at most {MAX_BYTES:,}): a config.json is a few kB")
+
+
 def decode(raw: bytes | str) -> dict:
     """The JSON object of a config.json's text or bytes (at most MAX_BYTES); ConfigError in one line otherwise."""
     size = len(raw)  # characters of a text: each at least a byte, so more than MAX_BYTES of them is over
+    at_least = size == MAX_BYTES + 1  # all a reader capped at one past the limit took: the whole may be longer
     if isinstance(raw, str) and size <= MAX_BYTES:
         size = len(raw.encode("utf-8", "surrogatepass"))
         if size <= MAX_BYTES and _has_lone_surrogate(raw):
             raise ConfigError(SOURCE, LONE_SURROGATE)
     if size > MAX_BYTES:
-        raise ConfigError(SOURCE, f"over 1 MB ({size:,} bytes; at most {MAX_BYTES:,}): a config.json is a few kB")
+        raise too_large(size, at_least)
     if isinstance(raw, bytes | bytearray):
         try:
             raw = bytes(raw).decode("utf-8-sig")
@@ -51,10 +58,17 @@ def decode(raw: bytes | str) -> dict:
         reason = e.msg if isinstance(e, json.JSONDecodeError) else str(e).split(";")[0]
         raise ConfigError(SOURCE, f"not JSON{where}: {reason[:80]}") from None
     if not isinstance(data, dict):
-        raise ConfigError(SOURCE, f"must be a JSON object {{...}} with model_type, got a {type(data).__name__}")
+        raise ConfigError(SOURCE, f"must be a JSON object {{...}} with model_type, got {json_kind(data)}")
     if SURROGATE_ESCAPE.search(raw) and _has_lone_surrogate(data):  # json reads \ud800 alone as a str of it
         raise ConfigError(SOURCE, LONE_SURROGATE)
     return data
+
+
+def json_kind(value) -> str:
+    """What a JSON value is, in JSON's words: 'null', 'a string', 'an array', 'a number', 'true'."""
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    return {str: "a string", list: "an array", dict: "an object"}.get(type(value), "a number")
 
 
 def _has_lone_surrogate(value: str | dict) -> bool:

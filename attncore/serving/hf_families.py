@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from attncore.config import POSITIONS, ConfigError, ModelConfig
 from attncore.serving.context_limit import derived_limit
-from attncore.serving.decoder import Decoder
+from attncore.serving.decoder import MAX_WINDOW, Decoder
 from attncore.serving.hf_fields import REQUIRED, Fields, ModelFile
 from attncore.serving.hf_weights import weights
 from attncore.serving.parameters import describe_attncore
@@ -18,7 +18,6 @@ from attncore.serving.parameters import describe_attncore
 LLAMA = dict(ffn="swiglu", bias="none", norm="rmsnorm", position="rope", max_len=0)  # and every family below
 GATED_GELU = LLAMA | {"ffn": "geglu"}
 SHAPE = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size")
-MAX_WINDOW = 2**31
 LAYER_TYPES = ("full_attention", "sliding_attention")
 
 
@@ -192,6 +191,9 @@ def _experts(f: Fields, fam: Family, shape: dict, notes: list) -> dict:
         f.read.add("mlp_only_layers")
         if not isinstance(dense, list) or dense != list(range(len(dense))):
             raise ConfigError(f.name("mlp_only_layers"), "the lab reads [] or the first layers ([0, 1, ...]) only")
+        if len(dense) > shape["n_layers"]:  # the dense layers' own key, not deepseek's first_k_dense_replace
+            raise ConfigError(f.name("mlp_only_layers"), f"names {len(dense):,} layers, more than num_hidden_layers "
+                              f"= {shape['n_layers']:,}")  # fmt: skip
         return dict(n_experts=n, experts_per_token=f.int("num_experts_per_tok", 1, n), n_dense_layers=len(dense),
                     moe_d_ff=f.int("moe_intermediate_size", 1, 10_000_000))  # fmt: skip
     n = f.int("n_routed_experts", 1, 1_000_000)  # deepseek

@@ -12,6 +12,7 @@ import numbers
 from dataclasses import asdict, dataclass, replace
 
 from attncore.config import ConfigError, check_choice, check_int
+from attncore.serving.decoder import MAX_WINDOW
 from attncore.serving.parameters import Decoder, count_parameters
 
 # --- units and bytes -------------------------------------------------------
@@ -145,6 +146,7 @@ def kv_cache(
     weight_dtype: str | None = None,
     weight_bytes_given: int | None = None,
     weight_label: str | None = None,
+    counted: bool = False,
 ) -> KVCache:
     """bytes = 2 · layers · kv_heads · head_dim · tokens · batch · bytes_per_element (K and V: the 2).
 
@@ -152,7 +154,8 @@ def kv_cache(
     RoPE key of rope_head_dim, with no factor 2. A sliding window caps the tokens of window_layers layers (None:
     every layer); the others keep the whole context. int8/int4 add one fp16 scale per group_size elements of each
     cached vector. n_heads only names the attention kind; the weights, if weight_params is given, are counted in
-    weight_dtype (default dtype), or are weight_bytes_given bytes stored as weight_label (weights.stored_weights).
+    weight_dtype (default dtype), or are weight_bytes_given bytes stored as weight_label (weights.stored_weights);
+    `counted`: weight_params is the model's own count, not a figure the user gave (so not bounded as one).
     """
     check_int("n_layers", n_layers, 1, 100_000)
     check_int("context", context, 1)
@@ -160,7 +163,7 @@ def kv_cache(
     check_choice("dtype", dtype, DTYPES)
     check_int("group_size", group_size, 0, 1_000_000)
     if window is not None:
-        check_int("window", window, 1)
+        check_int("window", window, 1, MAX_WINDOW)
         window_layers = n_layers if window_layers is None else window_layers
         check_int("window_layers", window_layers, 0, n_layers)
     elif window_layers:
@@ -187,7 +190,8 @@ def kv_cache(
     layer_tokens = (n_layers - windowed) * context + windowed * tokens  # over all layers, one sequence
     weights = None
     if weight_params is not None:
-        check_int("weight_params", weight_params, 0, 10**15)
+        if not counted:  # the user's figure (--params, the page's Weights field); a counted total is the model's own
+            check_int("weight_params", weight_params, 0, 10**15)
         weights = weight_bytes(weight_params, weight_dtype) if weight_bytes_given is None else weight_bytes_given
     return KVCache(
         attention, n_layers, kv_heads, head_dim, latent, context, batch, dtype, group_size, window,
@@ -214,10 +218,12 @@ def kv_cache_for(
     geometry = cache_geometry(a)
     if window is not None:
         geometry |= {"window": window, "window_layers": geometry["window_layers"]}
-    weight_params = count_parameters(a).total if weight_params is None else weight_params
+    counted = weight_params is None
+    weight_params = count_parameters(a).total if counted else weight_params
     return kv_cache(
         context=context, batch=batch, dtype=dtype, group_size=group_size, weight_params=weight_params,
-        weight_dtype=weight_dtype, weight_bytes_given=weight_bytes_given, weight_label=weight_label, **geometry,
+        weight_dtype=weight_dtype, weight_bytes_given=weight_bytes_given, weight_label=weight_label, counted=counted,
+        **geometry,
     )  # fmt: skip
 
 

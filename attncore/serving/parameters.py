@@ -234,6 +234,9 @@ def attncore_component(name: str) -> str:
     return "norms"  # ln1, ln2, ln_f
 
 
+CROSSCHECK_LIMIT = 2_000_000  # the largest model the Parameters page instantiates on a rerun (about 0.04 s of CPU)
+
+
 def crosscheck_attncore(cfg: ModelConfig, params: dict | None = None) -> list[dict]:
     """Formula against an instantiated attncore model, per component (rows: component, formula, model, equal)."""
     import numpy as np

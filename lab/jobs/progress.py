@@ -7,13 +7,15 @@ The file is memory-mapped: slot 0 is the page's cancel flag, slot 1 + step the l
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
 from attncore import RunConfig
 from attncore._malloc import release_freed_memory
-from lab.store import RunRecord, get_run
+from lab.store import NotStoredWarning, RunRecord, get_run
 
 
 class Cancelled(Exception):
@@ -73,3 +75,27 @@ def train_with_progress(
         return get_run(run, callback=on_step, location=location, keep=keep, max_bytes=max_bytes)
     finally:
         release_freed_memory()  # the run's heap back to the system (lab.sweep's workers do the same)
+
+
+class Trained(NamedTuple):
+    """A live training's answer to its page: the record, and why the store could not keep it (None: stored)."""
+
+    record: RunRecord
+    not_stored: str | None
+
+
+def train_and_store(
+    run: RunConfig, location: str, progress_path: str, keep=(), max_bytes: int | None = None
+) -> Trained:
+    """train_with_progress, and the reason the store refused the run if it did (a full disk, a read-only folder), so
+    the page can say so: the worker's warnings reach only the server's log. They are still written there."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            record = train_with_progress(run, location, progress_path, keep, max_bytes)
+        finally:
+            seen = list(caught)
+    for w in seen:
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    reasons = [w.message.reason or "the store refused it" for w in seen if isinstance(w.message, NotStoredWarning)]
+    return Trained(record, reasons[0] if reasons else None)

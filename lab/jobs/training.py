@@ -18,8 +18,8 @@ from lab.formats import duration
 from lab.jobs import pool
 from lab.jobs.intervals import CANCEL_WAIT_SECONDS, REFRESH_SECONDS
 from lab.jobs.memo import Memo, per_process
-from lab.jobs.progress import Cancelled, losses_so_far, open_progress, request_cancel, train_with_progress
-from lab.store import RunRecord, cache_dir
+from lab.jobs.progress import Cancelled, Trained, losses_so_far, open_progress, request_cancel, train_and_store
+from lab.store import cache_dir
 
 
 def run_key(run: RunConfig) -> str:
@@ -48,7 +48,7 @@ def start(run: RunConfig, workers: int, max_bytes: int, progress_path: Path) -> 
     progress = open_progress(progress_path, run.train.steps, create=True)
     workers_pool = pool.shared(workers)
     cold = not workers_pool.started()
-    future = workers_pool.submit(train_with_progress, run, str(cache_dir()), str(progress_path), (), max_bytes)
+    future = workers_pool.submit(train_and_store, run, str(cache_dir()), str(progress_path), (), max_bytes)
     return Training(run, future, progress, cold, workers)
 
 
@@ -73,9 +73,10 @@ def progress_text(done: np.ndarray, steps: int, started: float, first: tuple[flo
     return text
 
 
-def follow(training: Training, show: Callable[[float, str, np.ndarray | None], object]) -> RunRecord:
-    """The run's record once trained; every REFRESH_SECONDS meanwhile, show(fraction done, progress line, the losses
-    so far when there are new ones, else None). Raises what the worker raised (Cancelled, BrokenExecutor, ...)."""
+def follow(training: Training, show: Callable[[float, str, np.ndarray | None], object]) -> Trained:
+    """The run's record once trained, and why the store could not keep it if it could not (progress.Trained); every
+    REFRESH_SECONDS meanwhile, show(fraction done, progress line, the losses so far when there are new ones, else
+    None). Raises what the worker raised (Cancelled, BrokenExecutor, ...)."""
     job, steps = training.future, training.run.train.steps
     started, first, shown = time.monotonic(), None, 0
     while not job.done():

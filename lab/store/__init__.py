@@ -37,17 +37,19 @@ from attncore.config import RunConfig
 from lab import presets, settings
 
 from . import backend, check, codec, index, pins
-from .record import NUMERICS_VERSION, CacheWarning, RunRecord, compute_run, describe
+from .record import NUMERICS_VERSION, CacheWarning, NotStoredWarning, RunRecord, compute_run, describe
 
 __all__ = [
     "NUMERICS_VERSION",
     "CacheWarning",
+    "NotStoredWarning",
     "RunRecord",
     "cache_dir",
     "check_store",
     "clear_cache",
     "compute_run",
     "enforce_cap",
+    "entry_keys",
     "expected_bytes",
     "get_run",
     "is_cached",
@@ -63,6 +65,7 @@ __all__ = [
     "stored_run",
     "unverified_runs",
     "view_bytes",
+    "whole_entries",
 ]
 
 ENV_VAR = "ATTNCORE_CACHE_DIR"
@@ -262,8 +265,10 @@ def get_run(
         entry = _Entry(run, location)
     except OSError as exc:  # cannot even create the store's folders
         warnings.warn(
-            f"the run store is unavailable ({exc.strerror or exc}); {describe(run)} is computed but not stored",
-            CacheWarning,
+            NotStoredWarning(
+                f"the run store is unavailable ({exc.strerror or exc}); {describe(run)} is computed but not stored",
+                exc.strerror or type(exc).__name__,
+            ),
             stacklevel=2,
         )
         return compute_run(run, callback)
@@ -332,6 +337,27 @@ def _unsigned(entry: _Entry) -> bool:
         return not codec.open_seal(backend.read_sidecar(entry.path))[1]
     except (OSError, codec.RecordError):
         return False
+
+
+def entry_keys(runs, *, location: Path | str | None = None) -> list[str]:
+    """The name of each run's entry in the store (its folder's), as a journal of work on the store records them."""
+    return [_Entry(run, location).path.name for run in runs]
+
+
+def whole_entries(keys, *, location: Path | str | None = None) -> int:
+    """How many of the entries named `keys` (entry_keys) are stored whole: every check of the entry passes."""
+    location = Path(location) if location is not None else cache_dir()
+    func_dir = _func_dir(location)
+    n = 0
+    for key in keys:
+        if not (isinstance(key, str) and key.isalnum()):  # an entry's name, never a path
+            continue
+        try:
+            backend.verify_entry(func_dir / key, NUMERICS_VERSION)
+        except (codec.RecordError, OSError):
+            continue
+        n += 1
+    return n
 
 
 def remove_runs(runs, *, location: Path | str | None = None) -> None:

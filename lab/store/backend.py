@@ -20,7 +20,7 @@ from joblib._store_backends import FileSystemStoreBackend
 from joblib.memory import extract_first_line
 
 from . import codec
-from .record import CacheWarning, describe
+from .record import NotStoredWarning, describe
 
 try:
     import fcntl
@@ -175,9 +175,11 @@ class RunBackend(FileSystemStoreBackend):
             except OSError:
                 pass
             warnings.warn(
-                f"could not store {describe(item.config)} in {self.location} ({exc.strerror or exc}); "
-                "the run is returned but not stored",
-                CacheWarning,
+                NotStoredWarning(
+                    f"could not store {describe(item.config)} in {self.location} ({exc.strerror or exc}); "
+                    "the run is returned but not stored",
+                    exc.strerror or type(exc).__name__,
+                ),
                 stacklevel=2,
             )
 

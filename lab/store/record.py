@@ -36,6 +36,15 @@ class CacheWarning(UserWarning):
     """A cache entry failed its checks and was recomputed, or a run could not be stored."""
 
 
+class NotStoredWarning(CacheWarning):
+    """A run was computed but the store could not keep it (a full disk, a read-only folder); `reason` says why in a
+    few words (the system's, e.g. "No space left on device"), for a page to show without the store's paths."""
+
+    def __init__(self, message: str, reason: str = ""):
+        super().__init__(message)
+        self.reason = reason
+
+
 _python_format = warnings.formatwarning
 
 
