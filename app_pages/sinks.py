@@ -4,7 +4,7 @@ import streamlit as st
 
 from attncore.tasks import N_TEST
 from attncore.tasks.bigram_backcopy import BB_RUN, N_SNAPSHOT_TEST, uniform_share
-from lab import sinks
+from lab import formats, sinks
 from ui import compare_view, docs
 from ui import sinks_view as view
 from ui.charts import sinks as charts
@@ -17,7 +17,8 @@ st.caption(
     f"{BB_RUN['triggers']} trigger tokens the next token copies the one before the trigger. Attention is needed on "
     "the triggers only; elsewhere a head can park its attention on the first token. StreamingLLM (Xiao et al. 2023) "
     "showed that a sliding window which evicts that token breaks the model and that keeping it as a sink repairs it. "
-    f"Each seed trains a {BB_RUN['n_layers']}-block model with {BB_RUN['n_heads']} heads as one metered sweep; the "
+    f"Each seed trains a {formats.count(BB_RUN['n_layers'], 'block')} model with "
+    f"{formats.count(BB_RUN['n_heads'], 'head')}, all seeds as one metered sweep; the "
     f"losses are measured on {N_TEST} fixed held-out sequences."
 )
 lim = limits()
