@@ -19,7 +19,7 @@ from attncore.model import forward, init_params
 from attncore.tasks import bigram_backcopy as bb
 from attncore.tasks.bigram_backcopy import BB_RUN, make_backcopy
 
-STEPS, SEEDS = 60, 2
+STEPS, SEEDS = 100, 2
 
 
 def test_the_registry_finds_the_task_and_its_fields_come_from_it():
@@ -255,9 +255,16 @@ def test_the_page_draws_the_experiment_and_keeps_its_controls_in_the_url(store):
     assert "What the lab found." in texts(at.markdown)
     assert len(charts(at)) == 3
     assert at.number_input(key="sk_win").value == 5
-    at.selectbox(key="sk_lr").set_value(1e-2).run()
-    assert at.query_params["sk_lr"] == ["1e-2"] and at.query_params["sk_win"] == ["5"]
-    assert any(b.key == "sk_train" for b in at.button)  # the new runs are missing: the estimate and its button
+    at = AppTest.from_file("../dashboard.py", default_timeout=120)  # every control read back from a URL
+    query = {"sk_seeds": "3", "sk_steps": "500", "sk_win": "6", "sk_lr": "1e-2", "sk_decay": "cosine"}
+    at.query_params.update(query)
+    at.run()
+    at.switch_page("app_pages/sinks.py").run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert at.number_input(key="sk_seeds").value == 3 and at.selectbox(key="sk_steps").value == 500
+    assert at.number_input(key="sk_win").value == 6 and at.selectbox(key="sk_lr").value == 1e-2
+    assert at.selectbox(key="sk_decay").value == "cosine"
+    assert any(b.key == "sk_train" for b in at.button)  # these runs are missing: the estimate and its button
 
 
 @pytest.mark.slow

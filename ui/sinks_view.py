@@ -34,7 +34,7 @@ def controls(lim: Limits) -> dict:
     """lab.sinks.runs_of settings and the window from the page's widgets (URL keys sk_*), within the hosted caps."""
     c1, c2, c3, c4 = st.columns(4)
     with c1:
-        options = [s for s in (500, 1000, 2000, 3000) if s <= lim.max_steps] or [lim.max_steps]
+        options = [s for s in (100, 500, 1000, 2000, 3000) if s <= lim.max_steps] or [lim.max_steps]
         steps = url_select("Steps per run", "sk_steps", options, min(BB_RUN["steps"], options[-1]), format_func=str)
     with c2:
         lr = url_select("Learning rate", "sk_lr", list(LRS), BB_RUN["lr"], format_func=learning_rate)
