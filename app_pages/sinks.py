@@ -17,7 +17,7 @@ st.caption(
     f"{BB_RUN['triggers']} trigger tokens the next token copies the one before the trigger. Attention is needed on "
     "the triggers only; elsewhere a head can park its attention on the first token. StreamingLLM (Xiao et al. 2023) "
     "showed that a sliding window which evicts that token breaks the model and that keeping it as a sink repairs it. "
-    f"Each seed trains a {formats.count(BB_RUN['n_layers'], 'block')} model with "
+    f"Each seed trains a model of {formats.count(BB_RUN['n_layers'], 'block')} with "
     f"{formats.count(BB_RUN['n_heads'], 'head')}, all seeds as one metered sweep; the "
     f"losses are measured on {N_TEST} fixed held-out sequences."
 )
@@ -45,8 +45,9 @@ uniform = uniform_share(wanted[0].task)
 st.altair_chart(charts.sink_share(sinks.sink_frame(records), uniform))
 st.caption(
     f"Each head's mean attention on position 0 from the bigram queries (tokens that are not triggers) of the first "
-    f"{N_SNAPSHOT_TEST} held-out sequences, at every snapshot; a thin line per seed and head. Dashed: a head that "
-    "spreads its attention uniformly over the keys it may read, the mean of 1/(t + 1) over the same queries."
+    f"{N_SNAPSHOT_TEST} held-out sequences, at every snapshot; a thin line per seed and head, orange for each run's "
+    "sink head (the largest share at the end), blue for its other heads. Dashed: a head that spreads its attention "
+    "uniformly over the keys it may read, the mean of 1/(t + 1) over the same queries."
 )
 
 st.subheader(f"StreamingLLM's test: a window of {window} keys, with and without the sink")

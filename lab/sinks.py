@@ -166,17 +166,21 @@ def to_json(per_seed: Sequence[dict], rows: pd.DataFrame, text: str, settings: M
 # --- frames for the page's charts (ui.charts.sinks) ---------------------------------------------------------
 
 
+SINK_HEAD, OTHER_HEADS = "sink head", "other heads"
+
+
 def sink_frame(records: Sequence[RunRecord]) -> pd.DataFrame:
     """One row per seed, snapshot step and head (L0H0, ...): the head's share of its bigram queries' attention on
-    position 0 there; and per step the uniform head's (head 'uniform')."""
+    position 0 there, and its role (the run's sink head, the one with the largest share at the end, or another)."""
     rows = []
     for record in records:
-        seed = record.config.train.seed
+        seed, sink = record.config.train.seed, sink_head(record)
         for s in record.snapshots:
             share = np.asarray(s.figures["sink_share"])
-            rows += [{"seed": seed, "step": s.step, "head": f"L{layer}H{head}", "share": float(share[layer, head])}
+            rows += [{"seed": seed, "step": s.step, "head": f"L{layer}H{head}", "share": float(share[layer, head]),
+                      "role": SINK_HEAD if (layer, head) == sink else OTHER_HEADS}
                      for layer, head in np.ndindex(share.shape)]  # fmt: skip
-    return pd.DataFrame(rows, columns=["seed", "step", "head", "share"])
+    return pd.DataFrame(rows, columns=["seed", "step", "head", "share", "role"])
 
 
 def norms_frame(records: Sequence[RunRecord]) -> pd.DataFrame:

@@ -328,7 +328,7 @@ class BigramBackcopyTask(tasks.Task):
     has_page = "app_pages/sinks.py"
     patterns = PATTERNS
     pattern = "previous token"
-    eval_cost_steps = (4, 15)  # a snapshot (held-out losses, sink figures) about 4 steps, the final figures 15
+    eval_cost_steps = (8, 15)  # a snapshot (held-out losses, sink figures, norms) about 8 steps, the final figures 15
     accuracy_how = "as the most likely token at each copy query (after a trigger), the model reading the true tokens"
 
     # --- the config -------------------------------------------------------------------------------------------
