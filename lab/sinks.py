@@ -139,8 +139,17 @@ def finding(per_seed: Sequence[Mapping], rows: pd.DataFrame) -> str:
         "longer holds position 0, full attention "
         f"scores {formats.loss(window['baseline_mean'])} nats (the best possible: {formats.loss(bayes)}); the window "
         f"without position 0 {formats.loss(window['variant_mean'])} ({_said(window)}); the same window keeping "
-        f"position 0 as a sink {formats.loss(sink['variant_mean'])} ({_said(sink)})."
+        f"position 0 as a sink {formats.loss(sink['variant_mean'])} ({_said(sink)}). Over every position the "
+        f"held-out loss is {formats.loss(_mean(per_seed, 'test_loss'))} nats against the Bayes loss "
+        f"{formats.loss(_mean(per_seed, 'bayes_test_loss'))}: {formats.loss(_mean(per_seed, 'bigram_loss'))} against "
+        f"{formats.loss(_mean(per_seed, 'bayes_bigram_loss'))} at the bigram queries, "
+        f"{formats.loss(_mean(per_seed, 'copy_loss'))} against 0 at the copy queries."
     )
+
+
+def _mean(per_seed: Sequence[Mapping], key: str) -> float:
+    values = [r[key] for r in per_seed if r.get(key) is not None]
+    return float(np.mean(values)) if values else math.nan
 
 
 def verdicts(rows: pd.DataFrame) -> dict[str, str]:

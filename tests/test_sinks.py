@@ -189,7 +189,8 @@ def test_the_command_line_and_lab_share_the_defaults():
 
 def _per_seed(seed, share, full, window, sink):
     return {"seed": seed, "first_token_attention": share, "uniform_share": 0.1, "full_loss": full,
-            "window_loss": window, "window_sink_loss": sink, "bayes_loss": 2.0, "window": 8}  # fmt: skip
+            "window_loss": window, "window_sink_loss": sink, "bayes_loss": 2.0, "window": 8, "test_loss": 2.4,
+            "bayes_test_loss": 2.3, "bigram_loss": 2.5, "bayes_bigram_loss": 2.45, "copy_loss": 0.05}  # fmt: skip
 
 
 def test_the_verdicts_follow_the_paired_rule_and_never_outrun_the_seeds():
@@ -205,7 +206,7 @@ def test_the_verdicts_follow_the_paired_rule_and_never_outrun_the_seeds():
     same = sinks.comparisons([_per_seed(s, 0.1, 2.3, 2.3, 2.3) for s in range(6)])
     assert set(sinks.verdicts(same).values()) == {stats.IDENTICAL}
     text = sinks.finding(six, rows)
-    assert "position 0" in text and stats.SHOWN in text
+    assert "position 0" in text and stats.SHOWN in text and "against the Bayes loss 2.30" in text
 
 
 @pytest.fixture(scope="module")
