@@ -160,6 +160,12 @@ def test_the_figures_of_an_untrained_model_have_their_shapes_and_ranges():
     assert ((0 <= f["sink_share"]) & (f["sink_share"] <= 1)).all()
     # at initialisation attention is near uniform: the share near a uniform head's
     assert abs(f["sink_share"].mean() - bb.uniform_share(run.task, 20)) < 0.1
+    task = tasks.get("bigram_backcopy")
+    zeroed = task.evaluate(params, run, head_mask=np.array([[1.0, 0.0], [1.0, 1.0]]), n=20)  # a head zeroed
+    mask = np.array([[1.0, 0.0], [1.0, 1.0]])
+    assert (
+        0 <= zeroed.token_accuracy <= 1 and bb.held_out(params, run, 20, mask).loss != bb.held_out(params, run, 20).loss
+    )
     w = bb.window_losses(params, run, 4, n=20)
     assert w.queries == 11 and w.full_loss > w.bayes_loss > 0
 

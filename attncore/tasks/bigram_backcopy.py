@@ -185,7 +185,7 @@ def snapshot_steps(steps: int) -> list[int]:
     return sorted(set(range(every, steps + 1, every)) | {steps})
 
 
-def token_losses(params, run: RunConfig, seqs: np.ndarray, keys=None) -> tuple[np.ndarray, np.ndarray]:
+def token_losses(params, run: RunConfig, seqs: np.ndarray, keys=None, head_mask=None) -> tuple[np.ndarray, np.ndarray]:
     """(nll, right), each (B, N - 1): every target's cross-entropy (float64 log-softmax) and whether it is the most
     likely token; keys (N - 1, N - 1) bool restricts the keys (a sliding window). CHUNK sequences a forward, one
     BLAS thread: the same bits whatever the caller's threads."""
@@ -193,7 +193,7 @@ def token_losses(params, run: RunConfig, seqs: np.ndarray, keys=None) -> tuple[n
     with one_blas_thread():
         for start in range(0, len(seqs), CHUNK):
             chunk = seqs[start : start + CHUNK]
-            logits, _ = forward(params, chunk[:, :-1], run.model, keys=keys)  # (b, N - 1, V + 1)
+            logits, _ = forward(params, chunk[:, :-1], run.model, head_mask=head_mask, keys=keys)  # (b, N - 1, V + 1)
             z = logits.astype(np.float64)
             z -= z.max(axis=-1, keepdims=True)
             targets = chunk[:, 1:]
@@ -213,9 +213,9 @@ class HeldOut:
     right: np.ndarray  # (n,) per sequence
 
 
-def held_out(params, run: RunConfig, n: int = N_TEST) -> HeldOut:
+def held_out(params, run: RunConfig, n: int = N_TEST, head_mask=None) -> HeldOut:
     seqs = test_sequences(run.task)[:n]
-    nll, right = token_losses(params, run, seqs)
+    nll, right = token_losses(params, run, seqs, head_mask=head_mask)
     bigram, copy = query_kinds(run.task, seqs)
     whole = np.array([r[c].all() for r, c in zip(right, copy, strict=True)])
     return HeldOut(float(nll.mean()), float(nll[bigram].mean()), float(nll[copy].mean()),
@@ -418,10 +418,8 @@ class BigramBackcopyTask(tasks.Task):
     # --- scoring ----------------------------------------------------------------------------------------------
     def evaluate(self, params, run: RunConfig, *, head_mask=None, n: int = N_TEST, positions=None) -> EvalResult:
         """Teacher-forced: per-token = copy targets right, per-sequence = all of a sequence's."""
-        if head_mask is not None:
-            raise ConfigError("head_mask", "the bigram_backcopy task is evaluated with every head")
         start = time.perf_counter()
-        h = held_out(params, run, n)
+        h = held_out(params, run, n, head_mask)
         distinct = self.test_distinct(run.task)[:n]
         return EvalResult(h.token_accuracy, h.sequence_accuracy, mean_or_nan(h.right[distinct]), int(distinct.sum()),
                           mean_or_nan(h.right[~distinct]), int((~distinct).sum()),
