@@ -123,6 +123,8 @@ class TaskConfig:
     mixed_lengths: bool = False  # with train_lengths: lengths mixed in a batch (right padding), else one per batch
     vocab: int | None = None  # induction: V, the tokens drawn uniformly (default 32); None for the other tasks
     k_min: int | None = None  # induction: the shortest repeated prefix k (default 4; k ~ U{k_min .. T/2})
+    bigram_vocab: int | None = None  # bigram_backcopy: V, the tokens of its bigram table (triggers included)
+    triggers: int | None = None  # bigram_backcopy: K, the trigger tokens (the last K of the V)
 
     def __post_init__(self):
         task = tasks.get(self.name)  # ConfigError naming the registered tasks

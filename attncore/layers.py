@@ -189,6 +189,17 @@ def padding_mask(lengths, t: int) -> np.ndarray:
     return np.arange(t)[None, :] < np.asarray(lengths)[:, None]
 
 
+def window_mask(t: int, window: int, sink: bool = False) -> np.ndarray:
+    """(T, T) bool, True where query i may read key j under a sliding window of `window` keys: i - window < j <= i
+    (the causal bound included); with `sink`, key 0 too, kept as StreamingLLM keeps its attention sinks (Xiao et
+    al. 2023, arXiv:2309.17453)."""
+    i, j = np.arange(t)[:, None], np.arange(t)[None, :]
+    mask = (j <= i) & (j > i - window)
+    if sink:
+        mask[:, 0] = True
+    return mask
+
+
 def attention_mask(causal: np.ndarray | None, padding: np.ndarray | None) -> np.ndarray | None:
     """The one place masks combine: causal (T, T) AND padding on the keys (B, T) -> (B, 1, T, T)."""
     if padding is None:

@@ -355,7 +355,7 @@ def _embed(params, idx, cfg, t0=0, pos=None):
 
 @on_one_blas_thread  # the bits must not depend on the inherited BLAS thread count (attncore._blas)
 def forward(params, idx, cfg: ModelConfig, *, out_from: int | AnswerRows = 0, head_mask=None, padding=None,
-            positions=None, hooks=None):  # fmt: skip
+            positions=None, hooks=None, keys=None):  # fmt: skip
     """Logits (B, T - out_from, V) for tokens idx (B, T), and the ModelCache for `backward`.
 
     out_from skips the last block's queries and the output head on positions that carry no loss; AnswerRows
@@ -363,7 +363,9 @@ def forward(params, idx, cfg: ModelConfig, *, out_from: int | AnswerRows = 0, he
     batch: padded_forward). head_mask
     (n_layers, H) of 0/1 zeroes chosen heads' outputs; padding (B, T) bool masks keys
     (combined with the causal mask in L.attention_mask, the one place masks meet);
-    positions (T,) increasing ints: the batch's positions in place of 0..T-1 (randomized positions).
+    positions (T,) increasing ints: the batch's positions in place of 0..T-1 (randomized positions);
+    keys (T, T) bool: the keys each query may read, ANDed with the causal mask (a sliding window,
+    L.window_mask); every query must keep its own key.
 
     hooks (as TransformerLens's hook points; attncore.interpret.hooks lists the names and shapes, and its
     HookPoints records and replaces): called as hooks(name, activation) at each point, in forward order, it
@@ -378,11 +380,11 @@ def forward(params, idx, cfg: ModelConfig, *, out_from: int | AnswerRows = 0, he
         raise ValueError(f"positions must have shape ({T},), got {pos.shape}")
     if hooks is not None and not isinstance(out_from, int):
         raise ValueError("hooks see whole sequences: out_from must be an int, not AnswerRows")
-    if padding is None:
+    if padding is None and keys is None:
         mask = L.causal_bias(T, T, cfg.dtype)
     else:
-        mask = L.attention_mask(L.causal_mask(T), padding)
-        if padding[:, 0].all():  # every query may read key 0, so no row is fully masked: the additive form
+        mask = L.attention_mask(L.causal_mask(T) if keys is None else L.causal_mask(T) & keys, padding)
+        if keys is None and padding[:, 0].all():  # every query may read key 0: no row is fully masked
             mask = L.as_bias(mask, cfg.dtype)
     bias = None
     if cfg.position == "alibi":

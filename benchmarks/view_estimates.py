@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from joblib.externals.loky import ProcessPoolExecutor  # noqa: E402
 
 from attncore import make_run  # noqa: E402
-from lab import cost_model, regimes  # noqa: E402
+from lab import cost_model, regimes, sinks  # noqa: E402
 from lab.jobs import progress as worker  # noqa: E402
 from lab.presets import ablations, preset  # noqa: E402
 from lab.provenance import current, describe  # noqa: E402
@@ -57,6 +57,10 @@ for _name in regimes.EXPERIMENTS:  # the Regimes page's experiments at their def
         f"Regimes: {_name}, its default grid over {regimes.DEFAULT_SEEDS} seeds",
         lambda e=_name: regimes.all_runs(regimes.cells_of(e, range(regimes.DEFAULT_SEEDS))),
     )
+VIEWS["sinks"] = (
+    f"Attention sinks: its default view over {sinks.DEFAULT_SEEDS} seeds",
+    lambda: sinks.runs_of(range(sinks.DEFAULT_SEEDS)),
+)
 DEFAULT_VIEWS = ["home", "ablations", "compare", "length"]  # the Regimes views are long: ask for them by name
 
 

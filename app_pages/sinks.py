@@ -1,0 +1,74 @@
+"""Attention sinks: watch a head park its attention on the first token, and test what a sliding window loses."""
+
+import streamlit as st
+
+from attncore.tasks import N_TEST
+from attncore.tasks.bigram_backcopy import BB_RUN, N_SNAPSHOT_TEST, uniform_share
+from lab import formats, sinks
+from ui import compare_view, docs
+from ui import sinks_view as view
+from ui.charts import sinks as charts
+from ui.limits import limits
+
+st.title("Attention sinks")
+st.caption(
+    f"Bigram-Backcopy (Guo et al. 2024): a BOS token, then N = {BB_RUN['length']} tokens of V = "
+    f"{BB_RUN['bigram_vocab']} drawn from a fixed random bigram table, except that after one of the "
+    f"{BB_RUN['triggers']} trigger tokens the next token copies the one before the trigger. Attention is needed on "
+    "the triggers only; elsewhere a head can park its attention on the first token. StreamingLLM (Xiao et al. 2023) "
+    "showed that a sliding window which evicts that token breaks the model and that keeping it as a sink repairs it. "
+    f"Each seed trains a model of {formats.count(BB_RUN['n_layers'], 'block')} with "
+    f"{formats.count(BB_RUN['n_heads'], 'head')}, all seeds as one metered sweep; the "
+    f"losses are measured on {N_TEST} fixed held-out sequences."
+)
+lim = limits()
+c1, c2 = st.columns([3, 1])
+with c1:
+    settings, window = view.controls(lim)
+with c2:
+    seeds = compare_view.seeds_input("sk_seeds", default=sinks.DEFAULT_SEEDS)
+wanted = sinks.runs_of(seeds, **settings)
+command = sinks.command(seeds, window, **settings)
+by_run = compare_view.ensure_trained(wanted, "Training the sinks experiment", "sk_train", command)
+if by_run is None:
+    st.stop()
+tested = view.windowed(wanted, by_run, window)
+if tested is None:
+    st.stop()
+records = [by_run[r] for r in wanted]
+per_seed = [sinks.seed_figures(by_run[r], tested[r]) for r in wanted]
+rows = sinks.comparisons(per_seed)
+view.finding(per_seed, rows)
+
+st.subheader("The first token's share of attention over training")
+uniform = uniform_share(wanted[0].task)
+st.altair_chart(charts.sink_share(sinks.sink_frame(records), uniform))
+st.caption(
+    f"Each head's mean attention on position 0 from the bigram queries (tokens that are not triggers) of the first "
+    f"{N_SNAPSHOT_TEST} held-out sequences, at every snapshot; a thin line per seed and head, orange for each run's "
+    "sink head (the largest share at the end), blue for its other heads. Dashed: a head that spreads its attention "
+    "uniformly over the keys it may read, the mean of 1/(t + 1) over the same queries."
+)
+
+st.subheader(f"StreamingLLM's test: a window of {window} keys, with and without the sink")
+st.altair_chart(charts.window_losses(sinks.window_frame(per_seed), per_seed[0]["bayes_loss"]), width="content")
+st.caption(
+    f"The held-out loss of the final weights over the queries t ≥ {window}, whose window of the last {window} keys "
+    "no longer holds position 0: full attention, the window (every layer), and the window with key 0 kept. A line "
+    "joins one seed's three losses; ticks are the means; dashed, the loss of the predictor that knows the table."
+)
+
+st.subheader("Verdicts over seeds")
+view.verdict_table(rows)
+
+st.subheader("Value and residual norms at position 0 against the rest")
+st.altair_chart(charts.norms(sinks.norms_frame(records)))
+st.caption(
+    "Of the sink head (the head with the largest share on position 0 at the end): the mean norm of its value vector "
+    "at position 0 and at the other positions, and of the residual stream entering its block (what its keys read). "
+    "Guo et al. report a small value and a large residual norm at the sink."
+)
+st.download_button("Download the seeds (CSV)", sinks.seeds_csv(per_seed), "sinks-seeds.csv", "text/csv")
+st.subheader("What the sources claim")
+st.markdown(view.SOURCES)
+docs.link("attention-sinks", "Attention sinks: the task, the window test, what the lab's runs printed")

@@ -1,0 +1,85 @@
+"""The Attention sinks page's parts: its controls (URL-bound, within the hosted caps), StreamingLLM's window test
+metered as page work, the verdicts' table and the sources it is read against. The experiment itself is lab.sinks's.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from attncore.settings import learning_rate
+from attncore.tasks.bigram_backcopy import BB_RUN, window_losses
+from lab import compare, formats, sinks, stats
+from lab.jobs.caps import Limits
+from lab.jobs.slots import BusyError
+from ui import metered, runs, tables
+from ui.params import url_number, url_select
+from ui.plain import plain
+
+LRS = (1e-3, 3e-3, 1e-2, 3e-2)
+DECAYS = {"none": "constant", "cosine": "cosine to 0 (100 warm-up steps)"}
+SOURCES = (
+    "Xiao et al. 2023, *Efficient Streaming Language Models with Attention Sinks* (arXiv:2309.17453): language "
+    "models put a large share of their attention on the first tokens whatever they are; a sliding window that evicts "
+    "them makes the perplexity explode as soon as the text outgrows the window, and keeping the first few tokens' "
+    "keys and values beside the window (StreamingLLM) restores it. Guo et al. 2024, *Active-Dormant Attention Heads* "
+    "(arXiv:2410.13835): the same extreme-token phenomena (attention sinks, small value states, large residual "
+    "norms at the sink) appear in one- to three-layer transformers trained on their Bigram-Backcopy task, where a "
+    "head is needed on the triggers only and parks its attention on the first token everywhere else. The lab's "
+    "chapter on this experiment says where its runs agree with these and where they differ."
+)
+
+
+def controls(lim: Limits) -> dict:
+    """lab.sinks.runs_of settings and the window from the page's widgets (URL keys sk_*), within the hosted caps."""
+    c1, c2, c3, c4 = st.columns(4)
+    with c1:
+        options = [s for s in (100, 500, 1000, 2000, 3000) if s <= lim.max_steps] or [lim.max_steps]
+        steps = url_select("Steps per run", "sk_steps", options, min(BB_RUN["steps"], options[-1]), format_func=str)
+    with c2:
+        lr = url_select("Learning rate", "sk_lr", list(LRS), BB_RUN["lr"], format_func=learning_rate)
+    with c3:
+        decay = url_select("Schedule", "sk_decay", list(DECAYS), "none", format_func=DECAYS.get,
+                           help="Constant, or 100 warm-up steps and a cosine decay to 0 at the last step.")  # fmt: skip
+    with c4:
+        window = url_number("Window W (keys)", "sk_win", sinks.DEFAULT_WINDOW, 1, BB_RUN["length"] - 2,
+                            help=f"The sliding window's keys, 1 to N − 2 = {BB_RUN['length'] - 2}.")  # fmt: skip
+    schedule = {"decay": decay, "warmup": 100 if decay != "none" else 0}
+    return {"steps": steps, "lr": lr} | schedule, window
+
+
+def windowed(wanted, by_run: dict, window: int) -> dict | None:
+    """{run: WindowLosses} of the final weights, metered as page work (server-wide memo, else a slot); None with a
+    message when the server is busy."""
+    out = {}
+    try:
+        for run in wanted:
+            record = by_run[run]
+            key = (runs.run_key(run), window)
+            out[run] = metered.metered("sinks-window", key, lambda r=record: window_losses(r.params, r.config, window),
+                                       "the window test")  # fmt: skip
+    except BusyError as e:
+        st.warning(str(e), icon=":material/hourglass_top:")
+        return None
+    return out
+
+
+def finding(per_seed, rows: pd.DataFrame) -> None:
+    st.markdown(f"**What the lab found.** {plain(sinks.finding(per_seed, rows))}")
+
+
+def verdict_table(rows: pd.DataFrame) -> None:
+    """Per comparison: the two means, the paired mean difference, its interval, p and the verdict."""
+    digits = {"share": formats.share, "loss": formats.loss}
+    shown = pd.DataFrame({
+        "comparison": rows["facet"],
+        "baseline": [digits[u](x) for u, x in zip(rows["unit"], rows["baseline_mean"], strict=True)],
+        "variant": [digits[u](x) for u, x in zip(rows["unit"], rows["variant_mean"], strict=True)],
+        "Δ (variant − baseline)": [stats.format_delta(x) for x in rows["delta_mean"]],
+        "95 % interval": [stats.format_interval(a, b) for a, b in zip(rows["ci_low"], rows["ci_high"], strict=True)],
+        "p": [stats.format_p(p) for p in rows["p_value"]],
+        "p floor": [stats.format_p(p) for p in rows["p_floor"]],
+        "verdict": rows["verdict"],
+    })  # fmt: skip
+    tables.show(shown)
+    st.caption(f"Each row its own comparison, paired by seed. {compare.RULE}")
