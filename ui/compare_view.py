@@ -86,8 +86,8 @@ def seeds_input(key: str, default: int = 3) -> list[int]:
         default,
         1,
         lim.max_seeds,
-        help=f"Replicates per setting (at most {lim.max_seeds} here). A difference can be shown from 6 seeds on "
-        "(more when several levels share one baseline).",
+        help=f"Replicates per setting (at most {lim.max_seeds} here). A difference can be shown from "
+        f"{stats.seeds_needed(1)} seeds on (more when several levels share one baseline: Holm's correction).",
     )
     first = int(st.session_state.get("seed", 0))
     return list(range(first, first + n))
