@@ -158,9 +158,10 @@ DISPLAY_NAMES = {
 }
 
 
-def comparison_table(comparisons: pd.DataFrame, each: bool = False, **names) -> None:
+def comparison_table(comparisons: pd.DataFrame, each: bool = False, hide: Sequence[str] = (), **names) -> None:
     """The paired differences as text with magnitudes that fit (lab.compare.display), metrics by their short names;
-    each=True: every number as the command line prints it (3 significant digits, p 0.03125)."""
+    each=True: every number as the command line prints it (3 significant digits, p 0.03125); `hide`: columns the
+    rows' facet already names (the level and baseline of a cell written out in words)."""
     shown = compare.display(comparisons, each=each).rename(columns=names | DISPLAY_NAMES)
     baselines, floors = list(dict.fromkeys(comparisons["baseline"])), list(dict.fromkeys(shown["p floor"]))
     every_seed = bool((comparisons["n_nonzero"] == comparisons["n"]).all())
@@ -176,7 +177,7 @@ def comparison_table(comparisons: pd.DataFrame, each: bool = False, **names) -> 
     once |= {"p (Holm)"} if uncorrected else set()
     once |= {"seeds differing"} if every_seed else set()
     once |= set() if every_seed else {"seeds"}  # '3 of 3' names the seeds too: one column fewer, so it fits 1,280 px
-    order = [c for c in shown.columns if c not in once | {"Δ min", "Δ max", "t interval"}]
+    order = [c for c in shown.columns if c not in once | {"Δ min", "Δ max", "t interval"} | set(hide)]
     height = min(35 * (len(shown) + 1) + 3, 800)
     tables.show(shown.replace({"metric": METRIC_NAMES}), height=height, column_order=order)
     said = [
@@ -212,12 +213,14 @@ TABLE_TITLES = {
 }
 
 
-def comparison_tables_by_metric(comparisons: pd.DataFrame, each: bool = False, **names) -> None:
+def comparison_tables_by_metric(
+    comparisons: pd.DataFrame, each: bool = False, hide: Sequence[str] = (), **names
+) -> None:
     """comparison_table once per metric under its title: without the metric column, a wide comparison (many
     levels, cells or test lengths) fits the main area."""
     for metric in dict.fromkeys(comparisons["metric"]):
         st.markdown(f"**{TABLE_TITLES.get(metric, metric)}**")
-        comparison_table(comparisons[comparisons["metric"] == metric], each=each, **names)
+        comparison_table(comparisons[comparisons["metric"] == metric], each=each, hide=hide, **names)
 
 
 def show_tables(
