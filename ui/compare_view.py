@@ -165,6 +165,8 @@ def comparison_table(comparisons: pd.DataFrame, each: bool = False, hide: Sequen
     shown = compare.display(comparisons, each=each).rename(columns=names | DISPLAY_NAMES)
     baselines, floors = list(dict.fromkeys(comparisons["baseline"])), list(dict.fromkeys(shown["p floor"]))
     every_seed = bool((comparisons["n_nonzero"] == comparisons["n"]).all())
+    # every pair differed on every seed or on none ('identical on every seed' says the none): the column says nothing
+    all_or_none = bool(((comparisons["n_nonzero"] == comparisons["n"]) | (comparisons["n_nonzero"] == 0)).all())
     # So that the table fits 1,280 px: a baseline or a floor shared by every row is said once below it, not
     # repeated in a column, and each pair's smallest and largest Δ and the t interval are left to the CSV.
     levels = list(dict.fromkeys(comparisons["level"]))
@@ -174,8 +176,8 @@ def comparison_table(comparisons: pd.DataFrame, each: bool = False, hide: Sequen
     metrics = list(dict.fromkeys(comparisons["metric"]))
     once |= {"metric"} if len(metrics) == 1 else set()
     uncorrected = bool((comparisons["p_corrected"] == comparisons["p_value"]).all())  # one level per baseline
-    once |= {"p (Holm)"} if uncorrected else set()
-    once |= {"seeds differing"} if every_seed else set()
+    once |= {"p (Holm)"} if uncorrected else {"p"}  # corrected: Holm's p decides; the uncorrected one is in the CSV
+    once |= {"seeds differing"} if all_or_none else set()
     once |= set() if every_seed else {"seeds"}  # '3 of 3' names the seeds too: one column fewer, so it fits 1,280 px
     order = [c for c in shown.columns if c not in once | {"Δ min", "Δ max", "t interval"} | set(hide)]
     height = min(35 * (len(shown) + 1) + 3, 800)
@@ -193,8 +195,12 @@ def comparison_table(comparisons: pd.DataFrame, each: bool = False, hide: Sequen
         said.append(f"Every row compares the {name}{' accuracy' if 'accuracy' in metrics[0] else ''}.")
     if uncorrected:
         said.append("Holm's correction leaves every p as it is here (one comparison per baseline and metric).")
+    else:
+        said.append("p (Holm): Holm's corrected p, which the verdict reads; the uncorrected p is in the CSV.")
     if every_seed:
         said.append("Every pair differed on every seed.")
+    elif all_or_none:
+        said.append("Every pair differed on every seed, or on none (identical on every seed).")
     if len(floors) == 1:
         k = tables.count(int(comparisons["n_nonzero"].iloc[0]), "seed")
         said.append(
