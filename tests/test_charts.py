@@ -473,3 +473,12 @@ def test_the_breakdown_gives_every_variant_its_row_whatever_their_number():
     frame = frames.breakdown_frame({name: _eval(1, 1) for name in ("base", "no scaling", "no position", "post-LN")})
     spec = charts.breakdown_bars(frame).to_dict()
     assert spec["height"] == {"step": 14} and spec["encoding"]["y"]["axis"]["labelOverlap"] is False
+
+
+@pytest.mark.parametrize("floor", [0.0, 0.1, 0.35, 0.85, 0.9, 0.95])
+def test_an_accuracy_axis_ends_on_a_tick(floor):
+    """Compare's accuracy against position: a floor of 0.1 with ticks 0.2 apart ended the axis between ticks."""
+    axis = charts.accuracy_axis(floor)
+    values, bottom = axis["axis"].values, axis["scale"].domain[0]
+    assert min(values) == floor and 1.0 in values
+    assert bottom == floor or (floor == 0.0 and bottom < 0)  # at 0: a little room below it

@@ -102,10 +102,12 @@ ACCURACY_HEADROOM = 0.07  # of the axis span, above 1.0: a point at a perfect ac
 def accuracy_axis(floor: float, top: float = 1.0) -> dict:
     """y scale and axis for an accuracy from `floor` to `top`: a little room beyond both ends (a point at 0 or at 1
     sits inside the plot, not on its frame), ticks counted down from top (so 1.00 is always named, however the
-    floor falls) and none below floor, two decimals."""
+    floor falls), none below floor and one at it (the plot's bottom edge), two decimals."""
     pad = (top - floor) * ACCURACY_HEADROOM
     step = 0.05 if top - floor <= 0.25 else (0.1 if top - floor <= 0.5 else 0.2)
     ticks = sorted(round(top - i * step, 4) for i in range(int((top - floor) / step + 1e-9) + 1))
+    if ticks[0] > floor + 1e-9:  # the floor is a tick too: between two (0.1, ticks 0.2 apart) the plot's bottom
+        ticks.insert(0, round(floor, 4))  # edge went unmarked, and the axes seemed to float apart
     scale = alt.Scale(domain=[floor - (pad if floor <= 0 else 0), top + pad], nice=False, zero=False)
     return {"scale": scale, "axis": alt.Axis(format=".2f", values=ticks)}
 
