@@ -109,7 +109,7 @@ def accuracy_axis(floor: float, top: float = 1.0) -> dict:
     if ticks[0] > floor + 1e-9:  # the floor is a tick too: between two (0.1, ticks 0.2 apart) the plot's bottom
         ticks.insert(0, round(floor, 4))  # edge went unmarked, and the axes seemed to float apart
     scale = alt.Scale(domain=[floor - (pad if floor <= 0 else 0), top + pad], nice=False, zero=False)
-    return {"scale": scale, "axis": alt.Axis(format=".2f", values=ticks)}
+    return {"scale": scale, "axis": alt.Axis(format=".2f", values=ticks, labelOverlap=False)}  # every tick named
 
 
 def accuracy_vs_length(df: pd.DataFrame, height: int = 260) -> alt.LayerChart:
