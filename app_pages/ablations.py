@@ -10,7 +10,7 @@ from ui import compare_view, docs, frames, sidebar
 from ui.charts import runs as charts
 from ui.limits import limits
 from ui.params import url_multiselect
-from ui.variants import DEFAULT, VARIANTS, variant_runs
+from ui.variants import DEFAULT, DEFAULT_SEEDS, VARIANTS, variant_runs
 
 st.title("Ablations")
 base = sidebar.selected_run()
@@ -20,7 +20,7 @@ c1, c2 = st.columns([5, 1])
 with c1:
     names = url_multiselect("Variants", "abl_variants", list(VARIANTS), DEFAULT, placeholder="Pick variants to compare")
 with c2:
-    seeds = compare_view.seeds_input("abl_seeds")
+    seeds = compare_view.seeds_input("abl_seeds", DEFAULT_SEEDS)
 caption.caption(
     f"Base: {sidebar.describe(base, seed=False)}, over {compare_view.seeds_text(seeds)}. Each variant changes one "
     "to three settings of the base. At a given seed every variant starts from the same initial values as the base "
@@ -30,6 +30,7 @@ chosen, notes = variant_runs(base, names, compare_view.capped(sidebar.make, limi
 for note in notes:
     st.caption(f"Skipped {note}.")
 
+st.markdown(compare.before_text(len(seeds), len(chosen) - 1))  # the variants against the base, said before the click
 wanted = [compare_view.with_seed(run, s) for run in chosen.values() for s in seeds]
 by_run = compare_view.ensure_trained(wanted, "Training the variants", "train_missing")
 if by_run is None:

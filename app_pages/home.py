@@ -13,6 +13,7 @@ from lab.regimes import DEPTHS
 from lab.store import list_cached
 from lab.tables import ablation_table, accuracy_table, runs_frame, seeds_text
 from ui import bundles, nav, runs, sidebar, sweeps, tables
+from ui.limits import headless, limits
 from ui.plain import plain
 
 st.title("Attention Lab")
@@ -70,6 +71,7 @@ if foreign := provenance.foreign(summaries):
         "another kernel family lands elsewhere within the seed spread. The Train page shows each run's platform.",
         icon=":material/memory:",
     )
+metrics.caption(limits().mode_text(headless()))  # a headless server is hosted unless told: say so, and how to change
 c1, c2, c3 = metrics.columns(3)
 c1.metric("Runs in the cache", f"{len(summaries):,}")
 c2.metric("Article runs cached", f"{len(done)} of {len(article)}")

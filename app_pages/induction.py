@@ -57,8 +57,8 @@ st.caption(
 )
 
 st.subheader("Verdicts over seeds")
-view.phase_table(table)
-cell_table(rows, runs_per_seed=len(chosen), seeds_key="ind_seeds")
+view.phase_table(table, induction.icl_means(per_run))
+cell_table(rows, runs_per_seed=len(chosen), seeds_key="ind_seeds", named_by_cell=True)
 
 baseline = chosen[0]
 st.subheader(f"Head scores over training: {baseline.label}")
@@ -71,7 +71,8 @@ st.caption(
     "query t to t − k + 1, the token after the previous occurrence of its own (induction), and from every query to "
     "t − 1 (previous token). "
     + " · ".join(f"{kind}: L{h[0]}H{h[1]}" for kind, h in heads.items())
-    + " (the highest score of its pattern in its layer at the end)."
+    + " (the highest score of its pattern in its layer at the end; layers and heads numbered from 0, as on every "
+    "page and in the docs: L0 is the first layer, L1 the second)."
 )
 
 st.subheader("The two heads' maps on the probe, before and after the change")

@@ -18,6 +18,7 @@ MAIN = ["d_model", "n_layers", "n_heads", "n_kv_heads", "head_dim", "d_ff", "ffn
 MAIN += ["position", "max_len", "tied_embeddings", "final_norm", "head_bias", "norm_placement", "qk_norm"]
 MORE = ["kv_lora_rank", "q_lora_rank", "rope_head_dim", "v_head_dim", "n_experts", "moe_d_ff", "experts_per_token"]
 MORE += ["n_shared_experts", "n_dense_layers", "router_bias", "attention_sinks"]
+MORE += ["sliding_window", "full_layers"]  # no count, but the pattern a link must carry (its sentence, the KV page)
 LIVE_LIMIT = calc.CROSSCHECK_LIMIT  # parameters instantiated for the live cross-check (benchmarks/parameters_page.py)
 NAMES = {CUSTOM: CUSTOM, FILE: "from config.json"}
 
@@ -59,7 +60,7 @@ default = calc.form_values(base)
 with st.container(border=True):
     values = model_form.inputs("par_", MAIN, default)
 more = model_form.peeked("par_", MORE, default)
-with folded("Latent attention (MLA), mixture of experts (MoE), sinks: a rank or count of 0 means none", "par_more",
+with folded("Latent attention (MLA), mixture of experts (MoE), sinks, sliding window: 0 means none", "par_more",
             lambda: calc.with_form_values(base, values | more), MORE):  # fmt: skip
     values |= model_form.inputs("par_", MORE, default)
     st.caption(model_form.TOGGLES_SAID)

@@ -109,6 +109,6 @@ else:
         "sequences of the task (the same for every run of this task and length): the gradient norm of each block's "
         "FFN output matrix, the residual stream's mean norm after the block, the largest attention logit "
         f"|q·k|/scale and the mean attention entropy {entropy_rows(run.task.length)}. The Regimes page sets "
-        "them beside each other across depths and head sizes; `python -m attncore norms --json` prints all four "
-        "matrices and the initial figures."
+        "them beside each other across depths and head sizes. All four matrices and the initial figures, on the "
+        "command line:  \n`python -m attncore norms --json`"  # on a line of its own: a command is never split
     )

@@ -1,9 +1,10 @@
 """The cost model's estimate (lab.cost_model) against the measured time of the dashboard's default heavy views,
 trained cold the way a page's sweep trains them.
 
-Views: Home's "Reproduce the article" (23 runs), Ablations' default (the base and five ablations over seeds 0-2,
-18 runs), Compare's default (learned vs no position over seeds 0-5, 12 runs), the Length page's first tab (five
-encodings trained on lengths 1-8 for 3,000 steps over seeds 0-2, 15 runs; as ui.length_view.lit_runs builds them),
+Views: Home's "Reproduce the article" (23 runs), Ablations' default (the base and five ablations over the seeds
+Holm's correction needs to show a difference across five, lab.stats.seeds_needed: 8, 48 runs), Compare's default
+(learned vs no position over seeds 0-5, 12 runs), the Length page's first tab (five encodings trained on lengths
+1-8 for 3,000 steps over seeds 0-2, 15 runs; as ui.length_view.lit_runs builds them),
 and on request the Regimes page's three experiments at their defaults (lab.regimes: 144, 60 and 84 runs).
 Each is trained in an empty temporary store by lab.jobs.progress.train_with_progress on a loky pool of `--workers`
 processes (the dashboard's sweep: 2), longest first, each next to the first free worker; the pool is started
@@ -35,10 +36,14 @@ from lab import cost_model, regimes, sinks  # noqa: E402
 from lab.jobs import progress as worker  # noqa: E402
 from lab.presets import ablations, preset  # noqa: E402
 from lab.provenance import current, describe  # noqa: E402
+from lab.stats import seeds_needed  # noqa: E402
 
 VIEWS = {
     "home": ("Home: reproduce the article", lambda: preset("article")),
-    "ablations": ("Ablations: base + 5 variants, 3 seeds", lambda: [r for s in range(3) for r in ablations(seed=s)]),
+    "ablations": (
+        f"Ablations: base + 5 variants, {seeds_needed(5)} seeds",
+        lambda: [r for s in range(seeds_needed(5)) for r in ablations(seed=s)],
+    ),
     "compare": (
         "Compare: learned vs none, 6 seeds",
         lambda: [make_run(seed=s, position=p) for p in ("learned", "none") for s in range(6)],

@@ -80,21 +80,25 @@ def _row_text(r) -> str:
 
 def estimate(experiment: str, cells, runs, n_jobs: int) -> dict:
     """What training the experiment's missing runs costs here: {"experiment", "runs", "missing", "cpu_seconds",
-    "wall_seconds", "workers", "model"} (lab.cost_model: computing from this machine's CPU time, the wall time
-    from the workers and the load now)."""
-    from lab import cost_model
-    from lab.store import is_cached
+    "wall_seconds", "wall_low_seconds", "wall_high_seconds", "workers", "model"} (lab.cost_model: computing from
+    this machine's CPU time; lab.wall: the likely wall time and its range from the workers and the load over the
+    last minutes, as the dashboard's buttons say it; --json prints the likely one)."""
+    from lab import cost_model, wall
+    from lab.store import cache_dir, is_cached
     from lab.sweep import loky_workers
 
     missing = [run for run in runs if not is_cached(run)]
     workers = loky_workers(n_jobs, len(missing)) if missing else loky_workers(n_jobs, len(runs))
     model = cost_model.model(workers)
+    here = wall.estimate(model, missing, workers, cache_dir())
     return {
         "experiment": experiment,
         "runs": len(runs),
         "missing": len(missing),
         "cpu_seconds": round(model.work_seconds(missing), 1),
-        "wall_seconds": round(model.wall_seconds(missing, workers, cost_model.slowdown(workers)), 1),
+        "wall_seconds": round(here.likely, 1),
+        "wall_low_seconds": round(here.low, 1),
+        "wall_high_seconds": round(here.high, 1),
         "workers": workers,
         "cells": len(cells),
         "model": model,
@@ -106,8 +110,11 @@ def estimate_line(e: dict) -> str:
     head = f"{e['experiment']}: {formats.count(e['runs'], 'run')} in {formats.count(e['cells'], 'cell')}"
     if not e["missing"]:
         return f"{head}, all stored"
+    from lab import wall
+
+    here = wall.WallEstimate(e["wall_seconds"], e["wall_low_seconds"], e["wall_high_seconds"])
     return (
-        f"{head}, {e['missing']:,} to train: about {formats.duration(e['wall_seconds'])} here, "
+        f"{head}, {e['missing']:,} to train: {wall.about(here)} here, "
         f"{formats.duration(e['cpu_seconds'])} of computing, on {formats.count(e['workers'], 'worker')}"
     )
 
@@ -132,7 +139,8 @@ def cmd_regimes(a) -> int:
     confirm.check(a, a.experiment, len(runs), cost["wall_seconds"])
     from cli.sweep import ProgressBar
 
-    bar = ProgressBar(estimate=cost["wall_seconds"])
+    model = cost["model"]
+    bar = ProgressBar(estimate=cost["wall_seconds"], costs=sorted(map(model.run_seconds, runs), reverse=True))
     records = run_sweep(runs, n_jobs=a.jobs, progress=bar, cost=cost["model"])
     summaries = {run: record.summary() for run, record in zip(runs, records, strict=True)}
     rows = regimes.table(cells, summaries)

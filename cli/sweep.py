@@ -117,22 +117,24 @@ def check_csv_dir(directory: Path) -> None:
 
 class ProgressBar:
     """done/total runs, elapsed time and the time left on stderr: redrawn in place on a terminal, else a line a
-    second at most. The time left is `estimate` (wall seconds, lab.cost_model's) less the time elapsed until the
-    first run is done, then the pace so far, weighted by each run's estimated computing when `costs` gives it
-    (in the order the runs finish: a sweep deals the longest first)."""
+    second at most. The time left is `estimate` (wall seconds, lab.wall's) less the time elapsed until a few runs
+    are done, then the pace so far (lab.wall.time_left), each run weighted by its estimated computing when `costs`
+    gives them (in the order the runs finish: a sweep deals the longest first), else counted alike."""
 
-    def __init__(self, stream=None, width: int = 30, estimate: float | None = None):
+    def __init__(self, stream=None, width: int = 30, estimate: float | None = None, costs=None):
         self.stream = stream or sys.stderr
         self.width, self.start, self.last = width, time.perf_counter(), -1.0
         self.tty = self.stream.isatty()
         self.estimate = estimate
+        self.costs = list(costs) if costs is not None else None
 
     def left(self, done: int, total: int, elapsed: float) -> float | None:
+        from lab import wall
+
         if done >= total:
             return None
-        if done:
-            return elapsed * (total - done) / done
-        return None if self.estimate is None else max(0.0, self.estimate - elapsed)
+        costs = self.costs if self.costs is not None and len(self.costs) == total else [1.0] * total
+        return wall.time_left(self.estimate, elapsed, done, sum(costs[:done]), sum(costs))
 
     def __call__(self, done: int, total: int) -> None:
         now = time.perf_counter() - self.start

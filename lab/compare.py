@@ -180,6 +180,37 @@ def seeds_needed(comparisons: pd.DataFrame) -> int:
     return stats.seeds_needed(_per_baseline(comparisons))
 
 
+def most_levels(seeds: int, alpha: float = stats.ALPHA) -> int:
+    """The most levels compared with one baseline (Holm across them) for which `seeds` differing seeds can show a
+    difference: m * 2 / 2^seeds < alpha (0 when not even one can)."""
+    return max(0, math.ceil(alpha / stats.p_floor(seeds)) - 1) if seeds > 0 else 0
+
+
+def before_text(seeds: int, levels: int, alpha: float = stats.ALPHA) -> str:
+    """What a view of `levels` compared with one baseline over `seeds` seeds can conclude, said before it is
+    trained, from the rule its verdicts follow (the exact sign-flip test's floor 2/2ᵐ, Holm across the levels)."""
+    if levels < 1 or seeds < 1:
+        return ""
+    needed, floor = stats.seeds_needed(levels, alpha), stats.p_floor(seeds)
+    rule = f"the exact test's smallest p with {formats.count(seeds, 'seed')} is 2/2^{seeds} = {floor:.3g}"
+    if levels > 1:
+        rule += f", times {levels} variants (Holm) {levels * floor:.3g}"
+    if seeds >= needed:
+        where = "on every seed" if seeds == needed else "on nearly every seed"
+        return (
+            f"**What these seeds can conclude.** A variant can be shown to differ from the base ({rule}, below "
+            f"{alpha:g}) where it lands on the same side of the base {where}; a difference not shown is not shown "
+            "to be absent, and the size of a difference is read from the interval, not the verdict."
+        )
+    fewer = most_levels(seeds, alpha)
+    instead = f" or at most {formats.count(fewer, 'variant')} at these seeds" if fewer else ""
+    return (
+        f"**What these seeds can conclude: no difference can be shown** ({rule}, not below {alpha:g}): every "
+        f"verdict will be 'too few seeds'. The curves and tables still show what the runs did. To show a "
+        f"difference, take {needed} seeds{instead}."
+    )
+
+
 def _too_few(comparisons: pd.DataFrame) -> pd.DataFrame:
     return comparisons[comparisons["verdict"] == stats.TOO_FEW]
 

@@ -4,7 +4,8 @@ Computing first: a model of one step's CPU time from the run's shape and batch (
 per-block overhead), calibrated once per process on the CPU time (not the wall time) of a few small probe runs,
 so the load on the machine at calibration does not move it; times the steps, plus the evaluation. Then the wall
 time: the computing shared out over the workers, slowed by what the machine's other work takes from them now
-(`slowdown`, measured when asked). Imports attncore and NumPy (and joblib's loky, for a calibration in parallel).
+(`slowdown`, measured when asked; lab.wall smooths it over minutes). Imports attncore and NumPy (and joblib's
+loky, for a calibration in parallel).
 """
 
 from __future__ import annotations
@@ -218,12 +219,9 @@ def runnable_now(samples: int = 5, gap: float = 0.01) -> float:
     return sum(counts) / len(counts)
 
 
-def slowdown(workers: int, pace: float | None = None, load: float | None = None, n_cores: int | None = None) -> float:
-    """How many times its computing a run's wall time is here now, with `workers` runs trained at once.
-
-    From the pace a probe keeps now (wall over CPU seconds) and the processes ready to run besides this one (`load`;
-    runnable_now): what the machine's other work occupies of its cores, and the workers share the rest; measured at
-    most every PACE_TTL_SECONDS. On an idle machine with a core per worker, 1."""
+def busy_cores(pace: float | None = None, load: float | None = None, n_cores: int | None = None) -> float:
+    """Cores the machine's other work keeps busy now: from the pace a probe keeps (wall over CPU seconds) and the
+    processes ready to run besides this one (`load`; runnable_now), measured at most every PACE_TTL_SECONDS."""
     if pace is None or load is None:
         with _pace_lock:
             when, measured = _pace.get("pace", (-math.inf, (1.0, 0.0)))
@@ -234,7 +232,21 @@ def slowdown(workers: int, pace: float | None = None, load: float | None = None,
         load = measured[1] if load is None else load
     n_cores = cores() if n_cores is None else n_cores
     if pace > 1.05:  # the probe got 1/pace of a core: the others keep pace * cores - 1 of them busy
-        others = pace * n_cores - 1
-    else:  # a core was free: the others keep at most cores - 1 busy, as many as are ready to run now
-        others = min(n_cores - 1.0, max(0.0, load))
+        return pace * n_cores - 1
+    return min(n_cores - 1.0, max(0.0, load))  # a core was free: at most cores - 1, as many as are ready to run
+
+
+def slowdown_of(others: float, workers: int, n_cores: int) -> float:
+    """How many times its computing a run's wall time is with `others` cores busy with other work and `workers`
+    runs trained at once: the workers share what the others leave. On an idle machine with a core per worker, 1."""
     return max(1.0, (others + workers) / n_cores)
+
+
+def slowdown(workers: int, pace: float | None = None, load: float | None = None, n_cores: int | None = None) -> float:
+    """How many times its computing a run's wall time is here now, with `workers` runs trained at once.
+
+    From the pace a probe keeps now and the processes ready to run besides this one (busy_cores): what the
+    machine's other work occupies of its cores, and the workers share the rest. A reading of this second:
+    lab.wall smooths the readings over minutes for an estimate one can plan on."""
+    n_cores = cores() if n_cores is None else n_cores
+    return slowdown_of(busy_cores(pace, load, n_cores), workers, n_cores)

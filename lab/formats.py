@@ -112,6 +112,16 @@ def duration(s: float) -> str:
     return f"{minutes // 60} h {minutes % 60:02d} min"
 
 
+def duration_span(low: float, high: float) -> str:
+    """A range of times to wait, rounded to what a range can say: '40–75 s', '12–25 min', '1.5–3.0 h'."""
+    low, high = max(0.0, low), max(0.0, high)
+    if high < 90:
+        return f"{round(low)}–{round(high)} s"
+    if high < 90 * 60:
+        return f"{max(1, round(low / 60))}–{round(high / 60)} min"
+    return f"{low / 3600:.1f}–{high / 3600:.1f} h"
+
+
 def ratio(x: float) -> str:
     """How many times larger, with separators: '147,342×', '2.5×'."""
     return f"{x:,.0f}×" if abs(x) >= 10 else f"{x:.2g}×"

@@ -235,6 +235,13 @@ def phase_table(per_run: Sequence[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def icl_means(per_run: Sequence[dict]) -> list[float]:
+    """Per variant, in phase_table's order: the mean over its seeds of the final in-context score (Olsson et al.'s:
+    the loss at a late token minus at an early one, on the probe set; below 0 the context helps)."""
+    frame = pd.DataFrame(per_run)
+    return [float(part["icl_score_final"].mean()) for _, part in frame.groupby(["layers", "position"], sort=False)]
+
+
 def _steps_text(row) -> str:
     if not row["changed"]:
         return f"no phase change on any of its {formats.count(int(row['seeds']), 'seed')}"

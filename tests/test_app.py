@@ -331,6 +331,24 @@ def test_ablations_table_has_base_first_and_differences(store):
     assert len(charts(at)) == 2  # loss curves and the distinct/repeated breakdown
 
 
+def test_ablations_default_seeds_can_answer_and_say_so_before_the_click(store):
+    """The default view (the five article variants, Holm across them) has the seeds the rule needs, and says before
+    any training what it can conclude; at 3 seeds it says that no difference can be shown, and what would."""
+    from lab import stats
+
+    at = app("ablations")
+    needed = stats.seeds_needed(5)
+    assert at.number_input(key="abl_seeds").value == needed and "abl_seeds" not in at.query_params
+    said = texts(at.markdown)
+    assert "What these seeds can conclude." in said and f"2/2^{needed}" in said and "below 0.05" in said
+    assert [b for b in at.button if b.key == "train_missing"]  # said before the click: nothing is trained yet
+    at = app("ablations", abl_seeds="3")
+    said = texts(at.markdown)
+    assert "no difference can be shown" in said and f"take {needed} seeds" in said
+    at = app("ablations", abl_variants="no position", abl_seeds="6")  # one variant: 6 seeds can
+    assert "What these seeds can conclude." in texts(at.markdown) and "Holm" not in texts(at.markdown)
+
+
 def test_ablations_follow_the_sidebar_and_train_missing(store):
     at = app("ablations", abl_variants="no scaling", abl_seeds="1")
     assert "1 of 2 runs cached" in texts(at.info)

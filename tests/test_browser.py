@@ -38,16 +38,18 @@ def _url(base: str, path: str, query: str = QUERY) -> str:
 
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory) -> Path:
-    """A run store holding every run the pages show by default: the article's runs, the ablations over seeds
-    0-2 (Ablations shows 3 seeds by default) and learned vs no position over seeds 0-5 (Compare's default view),
-    at STEPS steps, and the Masks page's padded-batch model."""
+    """A run store holding every run the pages show by default: the article's runs, the ablations over the
+    seeds Ablations shows by default (ui.variants.DEFAULT_SEEDS) and learned vs no position over seeds 0-5
+    (Compare's default view), at STEPS steps, and the Masks page's padded-batch model."""
     location = tmp_path_factory.mktemp("cache").resolve()
     from attncore import make_run
     from lab.presets import ablations, preset, with_settings
     from lab.sweep import run_sweep
+    from ui.variants import DEFAULT_SEEDS
 
     compare = [make_run(seed=s, position=p) for s in (3, 4, 5) for p in ("learned", "none")]
-    runs = [with_settings(r, steps=STEPS) for r in preset("article") + ablations(seed=1) + ablations(seed=2) + compare]
+    ablated = [run for seed in range(1, DEFAULT_SEEDS) for run in ablations(seed=seed)]  # seed 0: the article's
+    runs = [with_settings(r, steps=STEPS) for r in preset("article") + ablated + compare]
     trap = make_run("copy", 6, train_min=1, mixed_lengths=True)  # the Masks page's trained model (its own steps)
     run_sweep([*runs, trap], n_jobs=2, location=location)
     return location

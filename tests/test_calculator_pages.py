@@ -416,6 +416,26 @@ def test_parameters_reads_a_pasted_config_and_a_link_reopens_its_figures():
     assert "You changed fields since" in texts(at.caption)
 
 
+@pytest.mark.parametrize(
+    "name, pattern, window",
+    [
+        ("gemma-2-9b", "21 sliding-window layers (4,096) and 21 full", ("4096", "21")),
+        ("mistral-7b-v0.1", "every layer a sliding window of 4,096", ("4096", None)),
+    ],
+)
+def test_a_parameters_link_keeps_the_models_sliding_window(name, pattern, window):
+    """A link to a config.json's model carries its window and its full layers: reopened, the page describes the
+    same attention pattern (it said 'every layer full attention'), with the same counts."""
+    at = paste(page("parameters"), "par_", (CONFIGS / f"{name}.json").read_text())
+    assert pattern in texts(at.success)
+    query = link(at)
+    assert (query.get("par_sliding_window"), query.get("par_full_layers")) == window
+    again = page("parameters", **query)
+    said = texts(again.info)
+    assert "Fields from the link" in said and pattern in said and "every layer full attention" not in said
+    assert [m.value for m in again.metric] == [m.value for m in at.metric]
+
+
 def test_a_quantised_config_shows_the_weights_as_stored():
     """Qwen/Qwen2.5-0.5B-Instruct-AWQ: 4-bit weights in groups of 128 (tests/test_hf_config.py checks the bytes against
     the checkpoint's tensors), fp16 elsewhere; a link carries the quantisation too."""

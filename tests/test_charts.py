@@ -456,3 +456,29 @@ def test_length_curves_panels_share_the_main_area(columns):
     spec = charts.length_curves(df, trained=4, longest=8, columns=columns).to_dict()
     shown = min(columns, len(names))
     assert 95 + shown * spec["spec"]["width"] + (shown - 1) * spec["spacing"] <= MAIN_WIDTH
+
+
+def test_an_accuracy_axis_marks_its_bottom_edge():
+    """The floor is a tick: 17 × 0.05 computed as 0.8500000000000001 put the 0.85 tick outside the domain, the plot's
+    bottom edge went unmarked and the axes seemed to float (Results' accuracy against L)."""
+    df = pd.DataFrame({"mean": [0.95, 1.0], "min": [0.902, 1.0]})
+    floor = charts.accuracy_floor(df)
+    assert floor == 0.85
+    axis = charts.accuracy_axis(floor)
+    assert min(axis["axis"].values) >= axis["scale"].domain[0] and floor in axis["axis"].values
+
+
+def test_the_breakdown_gives_every_variant_its_row_whatever_their_number():
+    """A step per bar, not a total height the axis and legend share: four variants kept all four names."""
+    frame = frames.breakdown_frame({name: _eval(1, 1) for name in ("base", "no scaling", "no position", "post-LN")})
+    spec = charts.breakdown_bars(frame).to_dict()
+    assert spec["height"] == {"step": 14} and spec["encoding"]["y"]["axis"]["labelOverlap"] is False
+
+
+@pytest.mark.parametrize("floor", [0.0, 0.1, 0.35, 0.85, 0.9, 0.95])
+def test_an_accuracy_axis_ends_on_a_tick(floor):
+    """Compare's accuracy against position: a floor of 0.1 with ticks 0.2 apart ended the axis between ticks."""
+    axis = charts.accuracy_axis(floor)
+    values, bottom = axis["axis"].values, axis["scale"].domain[0]
+    assert min(values) == floor and 1.0 in values
+    assert bottom == floor or (floor == 0.0 and bottom < 0)  # at 0: a little room below it

@@ -207,7 +207,11 @@ def one_server_runtime(monkeypatch):
     """Concurrent AppTests as one server's sessions. AppTest sets the process-wide Runtime._instance to a mock of its
     own for each run and to None when the run ends, and patches the global 'global.appTest' option the same way, so
     two visits in two threads raced: one visit's end left the other's script without a runtime (CI saw an empty
-    page that never reached the scheduler). Here every run sees one runtime and the option stays set."""
+    page that never reached the scheduler). Here every run sees one runtime and the option stays set, and the pages
+    are compiled one at a time, as one server's shared script cache compiles them: each AppTest has a cache of its
+    own, and two compiling at once in two threads (Streamlit's magic parses a page to an AST and compiles that)
+    can fail on CPython 3.11 with "SystemError: AST constructor recursion depth mismatch" (python/cpython#106905),
+    the AST converter's depth counter being shared by every thread."""
     from unittest.mock import MagicMock
 
     from streamlit.components.v2.component_manager import BidiComponentManager
@@ -225,8 +229,51 @@ def one_server_runtime(monkeypatch):
     runtime.bidi_component_registry = BidiComponentManager()
     monkeypatch.setattr(Runtime, "instance", classmethod(lambda cls: runtime))
     monkeypatch.setattr(Runtime, "exists", classmethod(lambda cls: True))
+    one_compile_at_a_time(monkeypatch)
     with patch_config_options({"global.appTest": True}):
         yield
+
+
+def one_compile_at_a_time(monkeypatch) -> None:
+    """Every AppTest's script cache compiles under one process-wide lock (the visits themselves still run at once)."""
+    from streamlit.runtime.scriptrunner.script_cache import ScriptCache
+
+    compiling = threading.Lock()
+    get_bytecode = ScriptCache.get_bytecode
+
+    def one_at_a_time(self, script_path: str):
+        with compiling:
+            return get_bytecode(self, script_path)
+
+    monkeypatch.setattr(ScriptCache, "get_bytecode", one_at_a_time)
+
+
+def test_concurrent_apptests_compile_their_pages_one_at_a_time(monkeypatch):
+    """Four threads' script caches asked for a page at once: the compiling never overlaps (it did: each AppTest's
+    cache has its own lock)."""
+    from streamlit.runtime.scriptrunner.script_cache import ScriptCache
+
+    active, most, started = [0], [0], threading.Barrier(4)
+
+    def slow_compile(self, script_path: str):
+        active[0] += 1
+        most[0] = max(most[0], active[0])
+        threading.Event().wait(0.05)  # long enough for the others to arrive (their start is a barrier, not a clock)
+        active[0] -= 1
+
+    monkeypatch.setattr(ScriptCache, "get_bytecode", slow_compile)
+    one_compile_at_a_time(monkeypatch)
+
+    def ask():
+        started.wait()
+        ScriptCache().get_bytecode("dashboard.py")
+
+    threads = [threading.Thread(target=ask) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert most[0] == 1 and active[0] == 0
 
 
 def test_two_visits_to_a_silent_scheduler_do_not_wedge_the_slots_for_a_third_visitor(

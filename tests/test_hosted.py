@@ -444,3 +444,27 @@ def test_kill_9_of_the_dashboard_ends_its_training_workers_and_resource_tracker(
         if server.poll() is None:
             server.kill()
         server.stdout.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("hosted, mode", [("1", "hosted mode"), ("0", "local mode")])
+def test_home_says_which_mode_the_server_runs_in_and_how_to_change_it(cache, monkeypatch, hosted, mode):
+    """A headless server starts in hosted mode unless told: Home says the mode, why, and the switch."""
+    from apptest_helpers import texts
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("ATTNLAB_HOSTED", hosted)
+    at = AppTest.from_file("../dashboard.py", default_timeout=120)
+    at.run()
+    said = texts(at.caption)
+    assert f"**This server runs in {mode}**, because hosted = {hosted} is set" in said
+    assert ("`ATTNLAB_HOSTED=0 streamlit run dashboard.py`" if hosted == "1" else "`ATTNLAB_HOSTED=1`") in said
+
+
+def test_the_mode_says_why_a_headless_server_is_hosted():
+    from lab.jobs.caps import parse_limits
+
+    lim, _ = parse_limits({}, {})
+    assert "hosted mode**, because it runs headless" in lim.mode_text(headless=True)
+    assert "Load a bundle is off (turn it on with ATTNLAB_BUNDLE_UPLOAD=1)" in lim.mode_text(headless=True)
+    assert "local mode**, because it has a display" in lim.mode_text(headless=False)

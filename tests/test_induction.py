@@ -418,6 +418,20 @@ def test_the_page_draws_the_experiment_from_its_runs(store):
     assert "What the lab found." in shown and "2 layers, RoPE:" in shown
     assert "What the sources claim" in texts(at.subheader)
     assert len(charts(at)) == 4  # curves, head scores, maps, causal check
+    # the in-context score on the page too (the command line's icl column), each variant's mean over its seeds
+    from lab.formats import loss
+    from lab.store import get_run
+
+    (variants,) = [f.value for f in at.dataframe if "in-context score" in f.value]
+    per_variant = {}
+    for run in store:
+        record = get_run(run)
+        per_variant.setdefault((run.model.n_layers, run.model.position), []).append(record.figures["icl_score"])
+    assert sorted(variants["in-context score"]) == sorted(loss(float(np.mean(v))) for v in per_variant.values())
+    # the verdict tables name each cell's two groups in words: no level or baseline columns (they fit 1,280 px)
+    verdicts = [list(f.proto.column_order) for f in at.dataframe if "cell" in f.value]
+    assert verdicts and all("cell" in v and "level" not in v and "baseline" not in v for v in verdicts), verdicts
+    assert "L0 is the first layer" in texts(at.caption)
 
 
 @pytest.mark.slow

@@ -151,15 +151,18 @@ def mixed_columns(at) -> list[str]:
 
 @pytest.fixture(scope="module")
 def many_runs(tmp_path_factory):
-    """A store with what the pages show by default, at 30 steps: the article's runs, the ablations over seeds 0-2,
-    learned vs no position over seeds 0-5 (Compare), and the Masks page's padded-batch model."""
+    """A store with what the pages show by default, at 30 steps: the article's runs, the ablations over the
+    seeds Ablations shows by default (ui.variants.DEFAULT_SEEDS), learned vs no position over seeds 0-5 (Compare),
+    and the Masks page's padded-batch model."""
     from apptest_helpers import temporary_store
 
     from attncore import make_run
     from lab.presets import ablations, preset, with_settings
+    from ui.variants import DEFAULT_SEEDS
 
     compare = [make_run(seed=s, position=p) for s in (3, 4, 5) for p in ("learned", "none")]
-    runs = [with_settings(r, steps=30) for r in preset("article") + ablations(seed=1) + ablations(seed=2) + compare]
+    ablated = [run for seed in range(1, DEFAULT_SEEDS) for run in ablations(seed=seed)]  # seed 0: the article's
+    runs = [with_settings(r, steps=30) for r in preset("article") + ablated + compare]
     with temporary_store(tmp_path_factory, [*runs, make_run("copy", 6, train_min=1, mixed_lengths=True)]):
         yield
 

@@ -86,8 +86,8 @@ def seeds_input(key: str, default: int = 3) -> list[int]:
         default,
         1,
         lim.max_seeds,
-        help=f"Replicates per setting (at most {lim.max_seeds} here). A difference can be shown from 6 seeds on "
-        "(more when several levels share one baseline).",
+        help=f"Replicates per setting (at most {lim.max_seeds} here). A difference can be shown from "
+        f"{stats.seeds_needed(1)} seeds on (more when several levels share one baseline: Holm's correction).",
     )
     first = int(st.session_state.get("seed", 0))
     return list(range(first, first + n))
@@ -158,12 +158,15 @@ DISPLAY_NAMES = {
 }
 
 
-def comparison_table(comparisons: pd.DataFrame, each: bool = False, **names) -> None:
+def comparison_table(comparisons: pd.DataFrame, each: bool = False, hide: Sequence[str] = (), **names) -> None:
     """The paired differences as text with magnitudes that fit (lab.compare.display), metrics by their short names;
-    each=True: every number as the command line prints it (3 significant digits, p 0.03125)."""
+    each=True: every number as the command line prints it (3 significant digits, p 0.03125); `hide`: columns the
+    rows' facet already names (the level and baseline of a cell written out in words)."""
     shown = compare.display(comparisons, each=each).rename(columns=names | DISPLAY_NAMES)
     baselines, floors = list(dict.fromkeys(comparisons["baseline"])), list(dict.fromkeys(shown["p floor"]))
     every_seed = bool((comparisons["n_nonzero"] == comparisons["n"]).all())
+    # every pair differed on every seed or on none ('identical on every seed' says the none): the column says nothing
+    all_or_none = bool(((comparisons["n_nonzero"] == comparisons["n"]) | (comparisons["n_nonzero"] == 0)).all())
     # So that the table fits 1,280 px: a baseline or a floor shared by every row is said once below it, not
     # repeated in a column, and each pair's smallest and largest Δ and the t interval are left to the CSV.
     levels = list(dict.fromkeys(comparisons["level"]))
@@ -173,10 +176,10 @@ def comparison_table(comparisons: pd.DataFrame, each: bool = False, **names) -> 
     metrics = list(dict.fromkeys(comparisons["metric"]))
     once |= {"metric"} if len(metrics) == 1 else set()
     uncorrected = bool((comparisons["p_corrected"] == comparisons["p_value"]).all())  # one level per baseline
-    once |= {"p (Holm)"} if uncorrected else set()
-    once |= {"seeds differing"} if every_seed else set()
+    once |= {"p (Holm)"} if uncorrected else {"p"}  # corrected: Holm's p decides; the uncorrected one is in the CSV
+    once |= {"seeds differing"} if all_or_none else set()
     once |= set() if every_seed else {"seeds"}  # '3 of 3' names the seeds too: one column fewer, so it fits 1,280 px
-    order = [c for c in shown.columns if c not in once | {"Δ min", "Δ max", "t interval"}]
+    order = [c for c in shown.columns if c not in once | {"Δ min", "Δ max", "t interval"} | set(hide)]
     height = min(35 * (len(shown) + 1) + 3, 800)
     tables.show(shown.replace({"metric": METRIC_NAMES}), height=height, column_order=order)
     said = [
@@ -192,8 +195,12 @@ def comparison_table(comparisons: pd.DataFrame, each: bool = False, **names) -> 
         said.append(f"Every row compares the {name}{' accuracy' if 'accuracy' in metrics[0] else ''}.")
     if uncorrected:
         said.append("Holm's correction leaves every p as it is here (one comparison per baseline and metric).")
+    else:
+        said.append("p (Holm): Holm's corrected p, which the verdict reads; the uncorrected p is in the CSV.")
     if every_seed:
         said.append("Every pair differed on every seed.")
+    elif all_or_none:
+        said.append("Every pair differed on every seed, or on none (identical on every seed).")
     if len(floors) == 1:
         k = tables.count(int(comparisons["n_nonzero"].iloc[0]), "seed")
         said.append(
@@ -212,12 +219,14 @@ TABLE_TITLES = {
 }
 
 
-def comparison_tables_by_metric(comparisons: pd.DataFrame, each: bool = False, **names) -> None:
+def comparison_tables_by_metric(
+    comparisons: pd.DataFrame, each: bool = False, hide: Sequence[str] = (), **names
+) -> None:
     """comparison_table once per metric under its title: without the metric column, a wide comparison (many
     levels, cells or test lengths) fits the main area."""
     for metric in dict.fromkeys(comparisons["metric"]):
         st.markdown(f"**{TABLE_TITLES.get(metric, metric)}**")
-        comparison_table(comparisons[comparisons["metric"] == metric], each=each, **names)
+        comparison_table(comparisons[comparisons["metric"] == metric], each=each, hide=hide, **names)
 
 
 def show_tables(

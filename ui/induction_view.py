@@ -24,7 +24,7 @@ from ui.sidebar import NORM_LABELS
 VARIANT_OPTIONS = [induction.Variant(n, p) for n, p in ((2, "rope"), (1, "rope"), (2, "none"), (2, "learned"),
                                                         (1, "none"), (3, "rope"))]  # fmt: skip
 DEFAULT_VARIANTS = [induction.Variant(n, p) for n, p in induction.PAGE_VARIANTS]
-EMBED_STDS = {1.0: "1: PyTorch's nn.Embedding (the induction default)", 0.1: "0.1: the lab's article model"}
+EMBED_STDS = {1.0: "1: nn.Embedding's (the default here)", 0.1: "0.1: the lab's article model"}
 SOURCES = (
     "Olsson et al. 2022, *In-context Learning and Induction Heads* (arXiv:2209.11895): partway through training a "
     "two-layer attention model forms a previous-token head in its first layer and an induction head in its second "
@@ -50,7 +50,7 @@ def controls(lim: Limits) -> dict:
         options = [s for s in (100, 500, 1000, 2000, 3000) if s <= lim.max_steps]
         steps = url_select("Steps per run", "ind_steps", options, INDUCTION_RUN["steps"], format_func=str)
     with c2:
-        embed = url_select("Token embedding at initialisation (std)", "ind_emb", list(EMBED_STDS),
+        embed = url_select("Embedding std at init", "ind_emb", list(EMBED_STDS),
                            INDUCTION_RUN["embed_std"], format_func=EMBED_STDS.get)  # fmt: skip
     with c3:
         norm = url_select("LayerNorm", "ind_norm", list(NORMS), INDUCTION_RUN["norm"], format_func=NORM_LABELS.get,
@@ -78,8 +78,9 @@ def finding(table: pd.DataFrame, rows: pd.DataFrame, vocab: int) -> None:
     st.markdown(f"**What the lab found.** {plain(induction.finding(table, rows, vocab))}")
 
 
-def phase_table(table: pd.DataFrame) -> None:
-    """Per variant: the seeds with a phase change, its step's mean and range, and the final losses."""
+def phase_table(table: pd.DataFrame, icl: list[float]) -> None:
+    """Per variant: the seeds with a phase change, its step's mean and range, the final losses and the final
+    in-context score (`icl`: lab.induction.icl_means, in the table's order)."""
 
     def steps(r) -> str:
         if not r["changed"]:
@@ -93,14 +94,17 @@ def phase_table(table: pd.DataFrame) -> None:
         f"largest {induction.figures.WINDOW}-step drop": [formats.loss(x) for x in table["largest_drop"]],
         "repeat loss at the end": [formats.loss(x) for x in table["repeat_final"]],
         "first copy at the end": [formats.loss(x) for x in table["first_final"]],
+        "in-context score": [formats.loss(x) for x in icl],
     })  # fmt: skip
     tables.show(shown)
     threshold = formats.loss(induction.figures.PHASE_THRESHOLD)
     st.caption(
         f"A phase change: the held-out repeat loss falls by more than {threshold} nats within "
         f"{induction.figures.WINDOW} steps (its largest such drop); its step is where the loss has made half of that "
-        f"drop. Means over the seeds; the losses on the {N_TEST} held-out sequences with the final weights. The step "
-        "has no paired test: a variant without a change has no step to pair."
+        f"drop. Means over the seeds; the losses on the {N_TEST} held-out sequences with the final weights. The "
+        "in-context score is Olsson et al.'s, on the probe set with the final weights: the loss at a token of the "
+        "repeat minus at the same token of the first copy (below 0: the context helps). The step has no paired "
+        "test: a variant without a change has no step to pair."
     )
 
 

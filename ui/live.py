@@ -13,12 +13,12 @@ from pathlib import Path
 import streamlit as st
 
 from attncore import RunConfig
-from lab import cost_model
+from lab import cost_model, wall
 from lab.formats import duration
 from lab.jobs import training
 from lab.jobs.progress import Cancelled
 from lab.jobs.slots import BusyError
-from lab.store import RunRecord
+from lab.store import RunRecord, cache_dir
 from ui import frames, plain
 from ui.charts import runs as charts
 from ui.limits import limits
@@ -34,11 +34,11 @@ def expectation(run: RunConfig) -> str:
     else:
         with st.spinner("Timing this server's CPU for the estimates (once per server process, a few seconds)..."):
             cost = cost_model.model()
-    wall = cost.wall_seconds([run], 1, cost_model.slowdown(1))
+    here = wall.estimate(cost, [run], 1, cache_dir())
     return (
-        f"Expect about {duration(wall)} here, {duration(cost.run_seconds(run))} of computing: estimated from its "
-        "size, steps and batch by a cost model timed on this server's CPU, and the load on it now (the bar shows "
-        "the time left at the pace it measures)."
+        f"Expect {wall.about(here)} here, {duration(cost.run_seconds(run))} of computing: estimated from its "
+        "size, steps and batch by a cost model timed on this server's CPU, and the load on it over the last minutes "
+        "(the bar shows the time left at the pace it measures)."
     )
 
 

@@ -22,12 +22,16 @@ LABELS = {
     "v_head_dim": "MLA value dim", "n_experts": "Routed experts", "moe_d_ff": "Expert width",
     "experts_per_token": "Experts per token", "n_shared_experts": "Shared experts", "n_dense_layers": "Dense layers",
     "attention_sinks": "Attention sinks", "router_bias": "Router bias",
+    "sliding_window": "Sliding window", "full_layers": "Full-attention layers",
 }  # fmt: skip
 HELP = {
     "norm_placement": "pre: before each sublayer (GPT-2, Llama); post: after it (OLMo 2); sandwich: both (Gemma 2/3); "
     "parallel: one norm feeding attention and FFN side by side (Falcon 7B)",
     "qk_norm": "head: one norm of head_dim for queries and one for keys (Qwen3, Gemma 3); projection: over all heads "
     "(OLMo 2)",
+    "sliding_window": "The keys a windowed layer attends to (Mistral 7B v0.1, Gemma 2: 4,096); 0: no window, every "
+    "layer full. It changes no count, only the attention pattern and the KV cache.",
+    "full_layers": "With a window, the layers that still attend to every token (Gemma 2: half of them; Mistral: 0)",
 }
 TOGGLES_SAID = (
     "Attention sinks: a learned logit per query head and layer (GPT-OSS). Router bias: a bias per routed "
@@ -50,7 +54,7 @@ def field(prefix: str, f: str, d, peek: bool = False):
         named, top = DERIVED[f]
         shown = lambda v: named if v == 0 else f"{v:,}"  # noqa: E731
         return url_select(label, key, range(top + 1), d, format_func=shown, peek=peek)
-    return url_number(label, key, d, 0, TOP, peek=peek)
+    return url_number(label, key, d, 0, TOP, peek=peek, help=tip)
 
 
 def inputs(prefix: str, fields: Iterable[str], default: dict, n_cols: int = 5) -> dict:

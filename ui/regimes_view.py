@@ -105,11 +105,15 @@ def verdicts(rows: pd.DataFrame, experiment: str) -> None:
     )
 
 
-def cell_table(rows: pd.DataFrame, runs_per_seed: int, seeds_key: str = "reg_seeds") -> pd.DataFrame:
+def cell_table(
+    rows: pd.DataFrame, runs_per_seed: int, seeds_key: str = "reg_seeds", named_by_cell: bool = False
+) -> pd.DataFrame:
     """The cells' comparisons as Compare shows its panels' (interval, p, floor, verdict; the seeds a verdict
-    needs and a button adding them, to the URL key `seeds_key`); returns them for the CSV."""
+    needs and a button adding them, to the URL key `seeds_key`); returns them for the CSV. named_by_cell: each
+    cell's words name its two groups, so the level and baseline columns are left out (the table fits 1,280 px)."""
     comparisons = rows[["facet", *compare.COMPARISON_COLUMNS]]
-    compare_view.comparison_tables_by_metric(comparisons, each=True, facet="cell")  # as the CLI and docs write them
+    hide = ("level", "baseline") if named_by_cell else ()
+    compare_view.comparison_tables_by_metric(comparisons, each=True, hide=hide, facet="cell")  # as the CLI writes
     compare_view.seeds_advice(comparisons, seeds_key, runs_per_seed)
     st.caption(compare.RULE)
     return comparisons

@@ -1,6 +1,7 @@
-"""A sweep from a page, drawn: what it will cost, said before the click (lab.cost_model: the wall time here now and
-the computing), the one sweep button of every page (train_button), the hosted per-view budget (max_view_cpu_s) that
-refuses a sweep estimated to compute for longer, and the sweep's progress bar and Cancel. lab.jobs.loop runs it: the
+"""A sweep from a page, drawn: what it will cost, said before the click (lab.cost_model's computing, and lab.wall's
+wall time here over the next minutes: the load smoothed over minutes, a range when it varies), the one sweep button
+of every page (train_button), the hosted per-view budget (max_view_cpu_s) that refuses a sweep estimated to
+compute for longer, and the sweep's progress bar and Cancel. lab.jobs.loop runs it: the
 missing runs on the server's worker pool (or its Dask scheduler), a few at a time.
 """
 
@@ -14,17 +15,19 @@ from concurrent.futures import BrokenExecutor
 import streamlit as st
 
 from attncore import ConfigError, RunConfig
-from lab import cost_model
+from lab import cost_model, wall
 from lab.formats import count, duration
 from lab.jobs import dask_client, loop, pool
 from lab.jobs.progress import Cancelled
 from lab.jobs.slots import BusyError
-from lab.store import RunRecord
+from lab.store import RunRecord, cache_dir
 from ui import live
 from ui.limits import limits
 from ui.slots import training_slot
 
-CONFIRM_SECONDS = 30 * 60  # a local server asks once more before a sweep estimated to take longer than this here
+# A local server asks once more before a sweep of more computing than this (CPU time: what the load does not move,
+# so the button does not flip between two reloads): half an hour here on two quiet cores.
+CONFIRM_COMPUTING_SECONDS = 60 * 60
 
 
 def workers() -> int:
@@ -49,11 +52,16 @@ def computing(runs: Sequence[RunConfig]) -> float:
     return model().work_seconds(list(runs))
 
 
+def outlook(missing: Sequence[RunConfig]) -> wall.WallEstimate:
+    """Wall seconds the missing runs should take here, `workers()` at a time: their computing shared out over the
+    workers, slowed by what the machine's other work takes over the next minutes (lab.wall: the readings of the
+    load smoothed over minutes, kept in the store's folder; their range when they vary)."""
+    return wall.estimate(model(), list(missing), workers(), cache_dir())
+
+
 def estimate(missing: Sequence[RunConfig]) -> float:
-    """Wall seconds the missing runs should take here now, `workers()` at a time: their computing shared out over
-    the workers, slowed by what the machine's other work takes (cost_model.slowdown, measured now)."""
-    n = workers()
-    return model().wall_seconds(list(missing), n, cost_model.slowdown(n))
+    """The likely wall seconds of the missing runs here (outlook)."""
+    return outlook(missing).likely
 
 
 def budget_error(runs: Sequence[RunConfig], command: str | None = None) -> str | None:
@@ -77,18 +85,14 @@ def _elsewhere(lim, cap: str, command: str | None) -> str:
 
 
 def estimate_text(missing: Sequence[RunConfig]) -> str:
-    """'about 6 min here, 12 min of computing': the wall time here now and the CPU time (the same phrase on every
-    button); over a hosted server's budget, 'about 2 h of computing: over this server's 1 h per view'."""
+    """'about 6 min here, 12 min of computing': the wall time here over the next minutes ('about 12–25 min here'
+    while the load varies) and the CPU time (the same phrase on every button); over a hosted server's budget,
+    'about 2 h of computing: over this server's 1 h per view'."""
     lim = limits()
     work = computing(missing)
     if work > lim.max_view_cpu_s:
         return f"about {duration(work)} of computing: over this server's {duration(lim.max_view_cpu_s)} per view"
-    wall = estimate(missing)
-    return f"{_about(wall)} here, {duration(work) if work >= 0.5 else 'under a second'} of computing"
-
-
-def _about(seconds: float) -> str:
-    return f"about {duration(seconds)}" if seconds >= 0.5 else "under a second"
+    return f"{wall.about(outlook(missing))} here, {duration(work) if work >= 0.5 else 'under a second'} of computing"
 
 
 def cost(missing: Sequence[RunConfig]) -> str:
@@ -100,7 +104,8 @@ def train_button(label: str, missing: Sequence[RunConfig], key: str, command: st
     """The sweep button of every page: `label` and what the sweep costs ('Train the missing: 18 runs, about 1 min
     here, 2 min of computing'). Over a hosted server's caps (max_sweep_runs, max_view_cpu_s) it is shown disabled
     with the reason before any click, naming the setting that lifts the cap and `command`, the command line that
-    does the same work; on a local server a sweep of more than CONFIRM_SECONDS here asks once more (a checkbox).
+    does the same work; on a local server a sweep of more than CONFIRM_COMPUTING_SECONDS of computing asks once
+    more (a checkbox): decided by the computing, which the load does not move, so the button does not flip.
     True when the visitor asked to train now. `place`: a container to draw the button in (default: the page)."""
     place = st if place is None else place
     lim = limits()
@@ -118,9 +123,10 @@ def train_button(label: str, missing: Sequence[RunConfig], key: str, command: st
         st.info(refused, icon=":material/block:")
         return False
     confirmed = True
-    if (wall := estimate(missing)) > CONFIRM_SECONDS:
+    if (work := computing(missing)) > CONFIRM_COMPUTING_SECONDS:
         confirmed = st.checkbox(
-            f"Yes, train for about {duration(wall)}: the page shows the progress and Cancel stops it",
+            f"Yes, train for {wall.about(outlook(missing))} here ({duration(work)} of computing): the page shows the "
+            "progress and Cancel stops it",
             key=f"{key}_confirm",
             help="A long sweep: the runs are stored as each finishes, so a cancelled sweep resumes where it stopped.",
         )
@@ -158,7 +164,7 @@ def sweep_live(runs: Sequence[RunConfig], what: str, cached: int = 0, keep=()) -
     bar.progress(0.0, text=f"{what}: starting {cost(runs)}")
     estimate_s = estimate(runs)
     queue = cost_model.longest_first(runs, model())  # the order the estimate assumed
-    s = loop.Sweep(cached=cached, runs=list(queue))
+    s = loop.Sweep(cached=cached, runs=list(queue), costs={run: model().run_seconds(run) for run in queue})
     lim = limits()
     try:  # before the slot: connecting is bounded in time, and no slot waits on a scheduler that does not answer
         client = dask_client.client(lim.dask_scheduler) if lim.dask_scheduler else None

@@ -5,6 +5,7 @@ from __future__ import annotations
 from attncore import ConfigError, RunConfig, make_run
 from attncore import task as tasks
 from lab.presets import ABLATIONS
+from lab.stats import seeds_needed
 from lab.tables import variant_name
 
 WARMUP_FRACTION = 0.2  # "with warm-up": a linear warm-up over this share of the base's steps
@@ -35,6 +36,7 @@ VARIANTS = dict(ABLATIONS) | {
     "no scaling at d_k × 4": lambda base: {"scaling": False, "d_model": 4 * base.model.d_model},
 }
 DEFAULT = list(ABLATIONS)
+DEFAULT_SEEDS = seeds_needed(len(DEFAULT))  # the fewest with which the default view can show a difference (Holm)
 
 
 def base_label(base: RunConfig) -> str:

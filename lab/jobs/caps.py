@@ -88,6 +88,30 @@ class Limits:
             ", or hosted = 0 (ATTNLAB_HOSTED=0) on a server of your own" if name not in self.explicit else ""
         )
 
+    def mode_text(self, headless: bool) -> str:
+        """Which mode the server runs in, why, what it means here, and how to change it, in a few sentences."""
+        hosted, upload = self.is_hosted(headless), self.upload_allowed(headless)
+        switch = settings.env_var("hosted")
+        if self.hosted is not None:
+            why = f"hosted = {int(self.hosted)} is set ({switch} or hosted under [limits] in .streamlit/secrets.toml)"
+        elif headless:
+            why = "it runs headless, with no display, as containers and Streamlit Community Cloud run it"
+        else:
+            why = "it has a display, as `streamlit run` on a desktop does"
+        bundle = "on" if upload else f"off (turn it on with {settings.env_var('bundle_upload')}=1)"
+        if hosted:
+            return (
+                f"**This server runs in hosted mode**, because {why}: each button over a cap (a view's computing, "
+                f"its runs) is refused before the click, naming the setting that lifts it; Load a bundle is "
+                f"{bundle}. On a machine of your own, start it with `{switch}=0 streamlit run dashboard.py` (or "
+                "hosted = 0 under [limits]) to train whatever you ask for."
+            )
+        return (
+            f"**This server runs in local mode**, because {why}: it trains whatever you ask for, the caps an operator "
+            f"sets aside; Load a bundle is {bundle}. A public deployment runs in "
+            f"hosted mode, with its caps: `{switch}=1` (or hosted = 1 under [limits])."
+        )
+
     def store_bytes(self) -> int:
         """max_store_mb in bytes: the cap every pass over the store takes (the page's, and its workers')."""
         return int(self.max_store_mb * 2**20)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from attncore import RunConfig
+from lab import wall
 from lab.formats import count, duration
 from lab.jobs import pool
 from lab.jobs.intervals import CANCEL_WAIT_SECONDS, REFRESH_SECONDS
@@ -59,12 +60,13 @@ class Sweep:
     steps_seen: int = 0  # steps trained in this sweep (finished runs and running ones)
     first_step_at: float | None = None
     cold: bool = False  # the worker processes were started for this sweep (their first run loads the lab first)
+    costs: dict[RunConfig, float] | None = None  # each run's estimated computing (lab.cost_model); else its steps
 
 
 def progress_text(what: str, s: Sweep, estimate_s: float | None) -> tuple[float, str]:
-    """(fraction done, the progress line) from the state of the sweep."""
+    """(fraction done, the progress line) from the state of the sweep. The time left is the estimate less the time
+    elapsed until a few runs have finished, then the sweep's own pace (lab.wall.time_left)."""
     now = time.monotonic()
-    total_steps = sum(r.train.steps for r in s.runs)
     running_steps = {id(j): 0 if j.progress is None else len(losses_so_far(j.progress)) for j in s.running}
     steps_done = sum(r.train.steps for r in s.done) + sum(running_steps.values())
     if steps_done and s.first_step_at is None:
@@ -76,14 +78,16 @@ def progress_text(what: str, s: Sweep, estimate_s: float | None) -> tuple[float,
     for j in s.running:
         parts.append(f"run {s.runs.index(j.run) + 1}: {_job_state(j, running_steps[id(j)], s.cold)}")
     parts.append(f"{duration(now - s.started)} elapsed")
-    left = None
-    if s.first_step_at is not None and now - s.first_step_at >= 0.5:
-        pace = steps_done / (now - s.started)  # steps per second over the whole sweep, start-up included
-        left = (total_steps - steps_done) / pace
-    elif estimate_s is not None:
-        left = max(0.0, estimate_s - (now - s.started))
+    # The work done: each finished run's estimated computing, and the part of each running one its steps say (a
+    # step of a deep run is worth more than one of a shallow run: the sweep deals the deep ones first).
+    cost = (lambda run: s.costs.get(run, run.train.steps)) if s.costs else (lambda run: run.train.steps)
+    total = sum(cost(r) for r in s.runs)
+    done = sum(cost(r) for r in s.done)
+    done += sum(cost(j.run) * running_steps[id(j)] / max(1, j.run.train.steps) for j in s.running)
+    measured = s.first_step_at is not None and now - s.first_step_at >= 0.5
+    left = wall.time_left(estimate_s, now - s.started, len(s.done), done if measured else 0.0, total)
     parts.append(f"about {duration(left)} left" if left is not None else "time left: measuring the pace")
-    return min(1.0, steps_done / max(1, total_steps)), " · ".join(parts)
+    return min(1.0, done / total if total > 0 else 0.0), " · ".join(parts)
 
 
 def _until_one_finishes(running: list[Job]) -> None:

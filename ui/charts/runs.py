@@ -91,7 +91,9 @@ def accuracy_floor(df: pd.DataFrame, step: float = 0.05) -> float:
     """The bottom of an accuracy axis: a multiple of `step` below every mean and min, at most 1 - step (so a
     chart of perfect runs still has a range, not one "1.000000" tick)."""
     values = pd.concat([df["mean"], df["min"]]).astype(float) if len(df) else pd.Series([1.0])
-    return max(0.0, min(1 - step, math.floor((float(values.min()) - step / 10) / step) * step))
+    # rounded: 17 * 0.05 is 0.8500000000000001, above the 0.85 tick, which then fell outside the axis and left the
+    # plot's bottom edge unmarked (the axes seemed to float)
+    return max(0.0, min(1 - step, round(math.floor((float(values.min()) - step / 10) / step) * step, 10)))
 
 
 ACCURACY_HEADROOM = 0.07  # of the axis span, above 1.0: a point at a perfect accuracy sits inside the frame
@@ -100,12 +102,14 @@ ACCURACY_HEADROOM = 0.07  # of the axis span, above 1.0: a point at a perfect ac
 def accuracy_axis(floor: float, top: float = 1.0) -> dict:
     """y scale and axis for an accuracy from `floor` to `top`: a little room beyond both ends (a point at 0 or at 1
     sits inside the plot, not on its frame), ticks counted down from top (so 1.00 is always named, however the
-    floor falls) and none below floor, two decimals."""
+    floor falls), none below floor and one at it (the plot's bottom edge), two decimals."""
     pad = (top - floor) * ACCURACY_HEADROOM
     step = 0.05 if top - floor <= 0.25 else (0.1 if top - floor <= 0.5 else 0.2)
     ticks = sorted(round(top - i * step, 4) for i in range(int((top - floor) / step + 1e-9) + 1))
+    if ticks[0] > floor + 1e-9:  # the floor is a tick too: between two (0.1, ticks 0.2 apart) the plot's bottom
+        ticks.insert(0, round(floor, 4))  # edge went unmarked, and the axes seemed to float apart
     scale = alt.Scale(domain=[floor - (pad if floor <= 0 else 0), top + pad], nice=False, zero=False)
-    return {"scale": scale, "axis": alt.Axis(format=".2f", values=ticks)}
+    return {"scale": scale, "axis": alt.Axis(format=".2f", values=ticks, labelOverlap=False)}  # every tick named
 
 
 def accuracy_vs_length(df: pd.DataFrame, height: int = 260) -> alt.LayerChart:
@@ -132,7 +136,10 @@ def accuracy_vs_length(df: pd.DataFrame, height: int = 260) -> alt.LayerChart:
         )
         layers.append(line.encode(x=x, y=y, color=color, strokeDash=dash, shape=shape, tooltip=tooltip))
     worst = alt.Chart(df).mark_point(shape="triangle-down", filled=True, size=45, opacity=0.7)
-    layers.append(worst.encode(x=x, y="min:Q", color=color, tooltip=tooltip))
+    # the same scale as the lines': a layer left to its own (nice, data-driven) scale widened the shared one below
+    # the last tick, and the axes floated apart from the plot
+    at_worst = alt.Y("min:Q", title="accuracy", **accuracy_axis(accuracy_floor(df)))
+    layers.append(worst.encode(x=x, y=at_worst, color=color, tooltip=tooltip))
     # every task named at the end of its per-sequence line (copy, reverse, sort: 13 px apart, top to bottom, so
     # that lines ending at the same accuracy keep every name readable)
     last = df[(df["length"] == df["length"].max()) & (df["metric"] == "per-sequence")] if len(df) else df
@@ -172,7 +179,7 @@ def breakdown_bars(df: pd.DataFrame) -> alt.Chart:
         alt.Chart(df)
         .mark_bar()
         .encode(
-            y=alt.Y("variant:N", title=None, sort=variants, axis=alt.Axis(labelLimit=160)),
+            y=alt.Y("variant:N", title=None, sort=variants, axis=alt.Axis(labelLimit=200, labelOverlap=False)),
             yOffset=alt.YOffset("symbols:N", sort=SYMBOLS.domain),
             x=alt.X(
                 "accuracy:Q",
@@ -183,7 +190,9 @@ def breakdown_bars(df: pd.DataFrame) -> alt.Chart:
             color=alt.Color("symbols:N", title=None, scale=SYMBOLS, legend=alt.Legend(orient="bottom")),
             tooltip=["variant:N", "symbols:N", alt.Tooltip("accuracy:Q", format=".3f"), "n:Q"],
         )
-        .properties(height=max(1, len(variants)) * 2 * 16 + 80)  # Streamlit fits the axis and legend in it too
+        # 14 px a bar, two a variant beside its name: a step, not a total height that the axis and the legend
+        # share (with four variants that squeezed the rows until half their names were dropped)
+        .properties(height=alt.Step(14))
     )
 
 
