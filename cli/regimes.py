@@ -136,7 +136,7 @@ def cmd_regimes(a) -> int:
             print(estimate_line(cost))
         return 0
     print(estimate_line(cost), file=sys.stderr)
-    confirm.check(a, a.experiment, len(runs), cost["wall_seconds"])
+    confirm.check(a, a.experiment, len(runs), cost["cpu_seconds"])
     from cli.sweep import ProgressBar
 
     model = cost["model"]

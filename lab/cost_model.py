@@ -49,6 +49,9 @@ def eval_steps(run: RunConfig) -> int:
     return per_snapshot * len(run_snapshot_steps(run)) + once if per_snapshot else once
 
 
+# work past this much computing (CPU seconds of this machine, which the load does not move) is started only when
+# asked once more: the dashboard's checkbox beside a sweep's button, the command line's --yes
+CONFIRM_COMPUTING_SECONDS = 60 * 60
 PACE_CPU_SECONDS = 0.03  # `slowdown` trains a probe until it has had this much CPU (or for PACE_WALL_SECONDS)
 PACE_WALL_SECONDS = 1.0
 PACE_TTL_SECONDS = 10.0  # how long a measured pace holds

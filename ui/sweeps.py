@@ -27,7 +27,7 @@ from ui.slots import training_slot
 
 # A local server asks once more before a sweep of more computing than this (CPU time: what the load does not move,
 # so the button does not flip between two reloads): half an hour here on two quiet cores.
-CONFIRM_COMPUTING_SECONDS = 60 * 60
+CONFIRM_COMPUTING_SECONDS = cost_model.CONFIRM_COMPUTING_SECONDS
 
 
 def workers() -> int:
