@@ -30,6 +30,8 @@ LOAD_HALF_LIFE_SECONDS = 180.0  # a reading weighs half as much three minutes la
 LOAD_WINDOW_SECONDS = 600.0  # the range: the least and the most busy readings of the last ten minutes
 LOAD_FILE = "load.json"  # the record, in the run store's folder
 RANGE_FROM = 1.25  # a range is given when its ends are this far apart (a machine whose load varies)
+MAX_LOAD_FILE_BYTES = 64 * 1024  # a record of ten minutes' readings is a few KiB; a larger file is not one
+MAX_BUSY = 4096.0  # busy cores a reading may say (a shared store's file is read as untrusted input)
 FINISHED_BEFORE_PACE = 3  # runs a sweep finishes before its time left is taken from its own pace
 
 
@@ -76,7 +78,7 @@ class LoadRecord:
         return json.dumps({"smoothed": self.smoothed, "at": self.at, "readings": self.readings or []})
 
     @classmethod
-    def from_json(cls, text: str) -> LoadRecord:
+    def from_json(cls, text: str | bytes) -> LoadRecord:
         """A record read back from its file; an unreadable or malformed one is an empty record."""
         try:
             data = json.loads(text)
@@ -84,10 +86,15 @@ class LoadRecord:
             readings = [(float(t), float(x)) for t, x in data["readings"]]
             if smoothed is not None:
                 smoothed = float(smoothed)
-            if not all(math.isfinite(v) and v >= 0 for _, v in readings) or not math.isfinite(at):
+            values = [x for _, x in readings] + ([] if smoothed is None else [smoothed])
+            times = [t for t, _ in readings] + [at]
+            # busy cores of another process's readings: finite, from 0 to MAX_BUSY; times not in the future
+            if not all(math.isfinite(x) and 0 <= x <= MAX_BUSY for x in values):
+                raise ValueError("not a record")
+            if not all(math.isfinite(t) and t <= time.time() + 60 for t in times):
                 raise ValueError("not a record")
             return cls(smoothed, at, readings)
-        except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError):  # a bad encoding: a ValueError
             return cls()
 
 
@@ -101,7 +108,9 @@ def record_at(folder: Path | str | None) -> LoadRecord:
     mine = _records.get(key, LoadRecord())
     if key:
         try:
-            stored = LoadRecord.from_json(Path(key).read_text())
+            with open(key, "rb") as f:
+                text = f.read(MAX_LOAD_FILE_BYTES + 1)
+            stored = LoadRecord() if len(text) > MAX_LOAD_FILE_BYTES else LoadRecord.from_json(text)
             if stored.smoothed is not None and stored.at > mine.at:
                 mine = stored
         except OSError:

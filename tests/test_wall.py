@@ -79,6 +79,26 @@ def test_the_record_is_kept_in_the_stores_folder_for_the_next_process(tmp_path, 
     assert wall.LoadRecord.from_json("not json").smoothed is None
 
 
+@pytest.mark.parametrize(
+    "forged",
+    [
+        b'{"smoothed": 1e308, "at": 1000.0, "readings": [[1000.0, 1.0]]}',  # more busy cores than any machine has
+        b'{"smoothed": 1.0, "at": 1e18, "readings": [[1000.0, 1.0]]}',  # from the far future: it would win forever
+        b'{"smoothed": NaN, "at": 1000.0, "readings": []}',
+        b'{"smoothed": 1.0, "at": 1000.0, "readings": [[1000.0, Infinity]]}',
+        b"\xff\xfe not text",
+        b'{"smoothed": 1.0, "at": 1000.0, "readings": [' + b"[1000.0, 1.0]," * 20_000 + b"[1000.0, 1.0]]}",  # too long
+    ],
+)
+def test_a_forged_record_in_a_shared_store_is_not_read(tmp_path, monkeypatch, forged):
+    """The record's file is in the store's folder, which other users may write: what it holds is checked before use."""
+    monkeypatch.setattr(wall, "_records", {})
+    monkeypatch.setattr(cost_model, "cores", lambda: CORES)
+    (tmp_path / wall.LOAD_FILE).write_bytes(forged)
+    assert wall.record_at(tmp_path).smoothed is None
+    assert wall.slowdown(2, tmp_path, others=0.0, now=1100.0).likely == 1.0
+
+
 def test_a_wall_estimate_gives_a_range_only_while_the_load_varies():
     model = CostModel(np.array([1.0, 0, 0, 0, 0]), (), 0.0)  # one CPU second a step
     runs = [make_run(steps=100, seed=s) for s in range(4)]
