@@ -120,6 +120,7 @@ class TaskConfig:
     mixed_lengths: bool = False  # with train_lengths: lengths mixed in a batch (right padding), else one per batch
     vocab: int | None = None  # induction: V, the tokens drawn uniformly (default 32); None for the other tasks
     k_min: int | None = None  # induction: the shortest repeated prefix k (default 4; k ~ U{k_min .. T/2})
+    fraction: float | None = None  # modular: the share of the p² pairs that trains (default 0.3); length is p
 
     def __post_init__(self):
         task = tasks.get(self.name)  # ConfigError naming the registered tasks

@@ -38,8 +38,8 @@ def increment_task(tmp_path_factory):
 
 def test_the_registry_finds_a_task_by_name_and_refuses_unknown_and_duplicate_names(increment_task):
     assert tasks.get("increment") is increment_task and "increment" in tasks.names()
-    assert tasks.names()[:4] == ("copy", "sort", "reverse", "induction")
-    with pytest.raises(ConfigError, match="task: must be one of copy, sort, reverse, induction, increment"):
+    assert tasks.names()[:5] == ("copy", "sort", "reverse", "induction", "modular")
+    with pytest.raises(ConfigError, match="task: must be one of copy, sort, reverse, induction, modular, increment"):
         TaskConfig("decrement", 4)
     with pytest.raises(ValueError, match="registered already"):
         tasks.register(SymbolsTask("increment", increment, "L back"))
@@ -77,7 +77,7 @@ def test_the_command_line_trains_it_and_the_store_keeps_it(increment_task, capsy
     assert get_run(run).eval.token_accuracy == out["token_accuracy"]
 
     assert main(["train", "--task", "decrement", "--steps", str(STEPS)]) == 2  # its choices list the registry's
-    assert "(choose from 'copy', 'sort', 'reverse', 'induction', 'increment')" in capsys.readouterr().err
+    assert "(choose from 'copy', 'sort', 'reverse', 'induction', 'modular', 'increment')" in capsys.readouterr().err
 
 
 @pytest.mark.slow  # an AppTest of the dashboard

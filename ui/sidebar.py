@@ -133,7 +133,8 @@ def _widgets(check: bool) -> None:
     )
     st.session_state["_task_before"] = task
     t = tasks.get(task)
-    _widget(SETTINGS["length"], lim, task, t.length_name, f"Sequence length {t.length_name}", t.length_range[0],
+    label = t.length_label or f"Sequence length {t.length_name}"
+    _widget(SETTINGS["length"], lim, task, t.length_name, label, t.length_range[0],
             min(t.length_range[1], getattr(lim, t.length_cap)), help=t.length_help)()  # fmt: skip
     for field in t.fields:
         _widget(SETTINGS[field], lim, task)()
@@ -179,6 +180,8 @@ def make(**overrides) -> RunConfig:
     a task whose lengths do not vary never a range of lengths."""
     kw = settings() | overrides
     task = tasks.get(kw["task"])
+    # its experiment's defaults of settings the sidebar has no widget for (the modular task's Adam β2)
+    kw = {k: v for k, v in task.defaults.items() if k in SETTINGS and not SETTINGS[k].url and k != "length"} | kw
     own_lengths = {f"{t.name}_length": t for t in _own_lengths().values()}
     lengths = {arg: kw.pop(arg) for arg in own_lengths}
     fields = {f: kw.pop(f) for t in _tasks() for f in t.fields if f in kw}
