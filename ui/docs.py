@@ -13,7 +13,16 @@ from pathlib import Path
 import streamlit as st
 
 DOCS_DIR = Path(__file__).resolve().parents[1] / "docs"
-SCIENCE = ("README.md", "model.md", "training.md", "experiments.md", "interventions.md", "regimes.md", "induction.md")
+SCIENCE = (
+    "README.md",
+    "model.md",
+    "training.md",
+    "experiments.md",
+    "interventions.md",
+    "regimes.md",
+    "induction.md",
+    "grokking.md",
+)
 REFERENCE = ("architecture.md", "cli.md", "store.md", "hosting.md", "serving.md", "reproducibility.md", "benchmarks.md")
 FILES = SCIENCE + REFERENCE  # the Science page's order: the science, then how the lab is built and run
 PAGE = "science"  # the Science page's URL path (ui/nav.py)

@@ -1,0 +1,101 @@
+"""The Grokking page's parts: its controls (URL-bound, within the hosted caps), the tables and the sources it is read
+against. The experiment itself is lab.grokking's."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from attncore.tasks.modular import MAX_P, MIN_P, MODULAR_RUN
+from lab import formats, grokking
+from lab.jobs.caps import Limits
+from ui import tables
+from ui.params import url_number, url_select
+from ui.plain import plain
+
+FRACTIONS = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
+DECAYS = (0.1, 0.3, 1.0, 3.0)
+LRS = (1e-3, 3e-3, 1e-2)
+SOURCES = (
+    "Power et al. 2022, *Grokking: Generalization Beyond Overfitting on Small Algorithmic Datasets* "
+    "(arXiv:2201.02177): small Transformers trained on a fraction of a binary operation's table (a ∘ b mod p) reach "
+    "perfect training accuracy long before the held-out accuracy rises, sometimes 10³ times more steps later; the "
+    "delay grows as the training fraction shrinks, and weight decay shortens it most of the interventions they tried. "
+    "Nanda et al. 2023, *Progress measures for grokking via mechanistic interpretability* (arXiv:2301.05217): a "
+    "one-layer model (d = 128, AdamW with lr 1e-3, λ = 1, betas 0.9/0.98, full batch, p = 113, 30 % of the pairs) "
+    "learns to add by rotating in a few key frequencies: its embedding's Fourier spectrum concentrates on about five "
+    "of them; without weight decay it memorises and does not generalise within their budget. The lab's chapter "
+    "compares its runs with theirs."
+)
+
+
+def controls(lim: Limits) -> dict:
+    """lab.grokking.runs_of settings from the page's widgets (URL keys grok_*), within the hosted caps."""
+    c1, c2, c3, c4, c5 = st.columns(5)
+    with c1:
+        p = url_number(
+            "Modulus p",
+            "grok_p",
+            MODULAR_RUN["length"],
+            MIN_P,
+            min(MAX_P, lim.max_modulus),
+            help="Numbers 0 to p − 1; the p² pairs (a, b) are split once, by p and the fraction.",
+        )
+    with c2:
+        fraction = url_select(
+            "Training fraction",
+            "grok_frac",
+            list(FRACTIONS),
+            MODULAR_RUN["fraction"],
+            format_func=lambda f: f"{f:g}",
+            help="The share of the p² pairs that trains; the rest is held out.",
+        )
+    with c3:
+        decay = url_select(
+            "Weight decay λ",
+            "grok_wd",
+            list(DECAYS),
+            MODULAR_RUN["weight_decay"],
+            format_func=lambda w: f"{w:g}",
+            help="The variant with decay (AdamW), against λ = 0.",
+        )
+    with c4:
+        lr = url_select("Learning rate", "grok_lr", list(LRS), MODULAR_RUN["lr"], format_func=formats.learning_rate)
+    with c5:
+        options = [s for s in (500, 1000, 2000, 3000, 5000, 10000) if s <= lim.max_steps] or [lim.max_steps]
+        steps = url_select("Steps per run", "grok_steps", options, MODULAR_RUN["steps"], format_func=str)
+    return {"weight_decay": decay, "length": p, "fraction": fraction, "lr": lr, "steps": steps}
+
+
+def variant_table(table: pd.DataFrame) -> None:
+    """Per variant: the seeds whose accuracies reached 99 %, the steps (mean and range) and the final figures."""
+
+    def steps(r, key: str) -> str:
+        k = int(r[f"{key}_reached"])
+        if not k:
+            return "never"
+        text = f"{r[f'{key}_mean']:,.0f}"
+        return text + (f" ({r[f'{key}_min']:,.0f}–{r[f'{key}_max']:,.0f})" if k > 1 else "") + f", {k} of {r['seeds']}"
+
+    shown = pd.DataFrame(
+        {
+            "variant": table["variant"],
+            "training 99 %: step": [steps(r, "train_step_99") for _, r in table.iterrows()],
+            "held out 99 %: step": [steps(r, "test_step_99") for _, r in table.iterrows()],
+            "delay (steps)": [steps(r, "delay") for _, r in table.iterrows()],
+            "held-out accuracy at the end": [formats.accuracy(x) for x in table["final_test_accuracy"]],
+            "weight norm at the end": [f"{x:.1f}" for x in table["weight_norm_final"]],
+            "frequencies at the end": [f"{x:.1f}" for x in table["fourier_frequencies_final"]],
+        }
+    )
+    tables.show(shown)
+    st.caption(
+        "Steps: the first snapshot at which the accuracy on every training (or held-out) pair is at least 99 %, mean "
+        "and range over the seeds that reached it; delay: held-out minus training, per seed. Means over the seeds at "
+        "the end. Frequencies: 1 / Σ s_k² of the embedding's power shares s_k over the frequencies k, how many it "
+        "is spread over."
+    )
+
+
+def finding(table: pd.DataFrame, rows: pd.DataFrame, steps: int) -> None:
+    st.markdown(f"**What the lab found.** {plain(grokking.finding(table, rows, steps))}")
