@@ -3,6 +3,7 @@
 import pandas as pd
 import streamlit as st
 
+from attncore.tasks.modular import MODULAR_RUN
 from lab import grokking
 from ui import compare_view, docs
 from ui import grokking_view as view
@@ -16,15 +17,12 @@ st.caption(
     "(a + b) mod p from the input “a b =”, the answer read at “=”: a fixed random fraction of the p² pairs trains "
     "and the rest is held out. Power et al. 2022 saw small Transformers fit their training pairs at once and answer "
     "the held-out ones only much later, and weight decay bring that moment forward; Nanda et al. 2023 found the "
-    "model adding by rotations at a few key frequencies. Each run here is Nanda's recipe (one layer, d = 128, AdamW, "
-    "full batch) at a smaller p; with weight decay and without, over the same seeds, as one metered sweep."
+    "model adding by rotations at a few key frequencies. Each run here is Nanda's recipe (one layer, AdamW, full "
+    f"batch) at a smaller p and width (d = {MODULAR_RUN['d_model']}); with weight decay and without, over the same "
+    "seeds, as one metered sweep."
 )
 lim = limits()
-c1, c2 = st.columns([3, 1])
-with c1:
-    settings = view.controls(lim)
-with c2:
-    seeds = compare_view.seeds_input("grok_seeds", default=grokking.DEFAULT_SEEDS)
+settings, seeds = view.controls(lim)
 decay = settings.pop("weight_decay")
 by_variant = grokking.runs_of(seeds, decay, **settings)
 wanted = grokking.all_runs(by_variant)

@@ -338,3 +338,22 @@ def test_a_hostile_url_gets_a_notice_and_the_default(tmp_path, monkeypatch):
     assert at.number_input(key="grok_p").value == MODULAR_RUN["length"]
     assert at.selectbox(key="grok_frac").value == MODULAR_RUN["fraction"]
     assert "0 of 12 runs cached" in texts(at.info)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", ["train", "attention", "patching", "explanations"])
+def test_the_other_pages_work_on_the_modular_task(store, page):
+    """The sidebar's modular run (the experiment's, seed 0, from the store: its full batch is not cut to the batch
+    cap) on the pages that read one run: no exception, no error, nothing to train."""
+    from apptest_helpers import charts
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file("../dashboard.py", default_timeout=120)
+    at.query_params.update({"task": "modular", "p": "11", "steps": "500"})
+    at.run()
+    at.switch_page(f"app_pages/{page}.py").run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+    assert not [b for b in at.button if b.key in ("train_missing", "train")]  # the store's run: nothing to train
+    assert at.number_input(key="batch").value == MODULAR_RUN["batch_size"]
+    assert charts(at)

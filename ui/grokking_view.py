@@ -9,7 +9,7 @@ import streamlit as st
 from attncore.tasks.modular import MAX_P, MIN_P, MODULAR_RUN
 from lab import formats, grokking
 from lab.jobs.caps import Limits
-from ui import tables
+from ui import compare_view, tables
 from ui.params import url_number, url_select
 from ui.plain import plain
 
@@ -29,9 +29,9 @@ SOURCES = (
 )
 
 
-def controls(lim: Limits) -> dict:
-    """lab.grokking.runs_of settings from the page's widgets (URL keys grok_*), within the hosted caps."""
-    c1, c2, c3, c4, c5 = st.columns(5)
+def controls(lim: Limits) -> tuple[dict, list[int]]:
+    """(lab.grokking.runs_of settings, the seeds) from the page's widgets (URL keys grok_*), within the hosted caps."""
+    c1, c2, c3, c4, c5, c6 = st.columns(6)
     with c1:
         p = url_number(
             "Modulus p",
@@ -43,7 +43,7 @@ def controls(lim: Limits) -> dict:
         )
     with c2:
         fraction = url_select(
-            "Training fraction",
+            "Fraction trained",
             "grok_frac",
             list(FRACTIONS),
             MODULAR_RUN["fraction"],
@@ -64,7 +64,9 @@ def controls(lim: Limits) -> dict:
     with c5:
         options = [s for s in (500, 1000, 2000, 3000, 5000, 10000) if s <= lim.max_steps] or [lim.max_steps]
         steps = url_select("Steps per run", "grok_steps", options, MODULAR_RUN["steps"], format_func=str)
-    return {"weight_decay": decay, "length": p, "fraction": fraction, "lr": lr, "steps": steps}
+    with c6:
+        seeds = compare_view.seeds_input("grok_seeds", default=grokking.DEFAULT_SEEDS)
+    return {"weight_decay": decay, "length": p, "fraction": fraction, "lr": lr, "steps": steps}, seeds
 
 
 def variant_table(table: pd.DataFrame) -> None:

@@ -110,6 +110,9 @@ def _widget(s, lim, task: str, key: str | None = None, label: str | None = None,
     ui_low, ui_high = s.ui_range
     low = ui_low if low is None else low
     cap = getattr(lim, s.cap) // s.cap_divisor if s.cap and high is None else None  # a task's length: its own
+    own = tasks.get(task).defaults.get(s.name) if task in tasks.names() else None
+    if cap is not None and isinstance(own, int) and own > cap:  # its experiment's own value (the modular task's
+        cap = own  # full batch) stays open: a link naming the task opens that run; its cost is metered
     high = min(x for x in (ui_high, high, cap) if x is not None)
     return partial(url_number, label, key, value, type(value)(low), type(value)(high), step=s.step, **kw)
 
