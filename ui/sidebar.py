@@ -132,7 +132,8 @@ def _widgets(check: bool) -> None:
         on_change=_task_changed,
         help="copy: repeat the L symbols; sort: in order; reverse: backwards; induction: T random tokens whose "
         "first k repeat, predicted at every position (choosing it sets its experiment's position, heads, lr, steps "
-        "and embedding std).",
+        "and embedding std); modular: (a + b) mod p from 'a b =', trained on a fixed fraction of the p² pairs "
+        "(choosing it sets its grokking experiment's width, layers, lr, weight decay, full batch and steps).",
     )
     st.session_state["_task_before"] = task
     t = tasks.get(task)

@@ -205,8 +205,9 @@ class ModularTask(tasks.Task):
         "second operand": 'the query "=" on the key b',
     }
     pattern = "first operand"
-    # a snapshot scores all p² pairs and measures the norms on a full batch: about 3 steps; the final figures 3
-    eval_cost_steps = (3, 3)
+    # a snapshot scores all p² pairs and measures the norms on a full batch: about 6 steps' CPU time (0.135 s beside
+    # 0.022 s a step at the defaults, measured over 300 steps and 31 snapshots); the final figures about 4
+    eval_cost_steps = (6, 4)
     accuracy_how = 'as the most likely token at "=" on every held-out pair (the modular task)'
 
     # --- the config -------------------------------------------------------------------------------------------
