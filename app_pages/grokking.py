@@ -45,11 +45,7 @@ st.caption(
 view.variant_table(table)
 
 st.subheader("The weight norm and the embedding's frequencies")
-c1, c2 = st.columns(2)
-with c1:
-    st.altair_chart(charts.variant_curves(curves, "weight norm", "weight norm ‖θ‖"), width="stretch")
-with c2:
-    st.altair_chart(charts.variant_curves(curves, "frequencies", "frequencies in use"), width="stretch")
+st.altair_chart(charts.norm_and_frequencies(curves))
 st.caption(
     "Left: the norm of all the weights; weight decay pulls it down once the training pairs are fitted. Right: how "
     "many frequencies the embedding's power is spread over (1 / Σ s_k², the shares s_k of its discrete Fourier "
@@ -73,6 +69,10 @@ st.caption(
 
 if len(rows):
     st.subheader("Verdicts over seeds")
+    st.caption(
+        "Per run: the held-out accuracy (per-token: one answer per pair), the held-out loss and the weight norm with "
+        "the final weights, without weight decay minus with it, paired by seed."
+    )
     cell_table(
         rows.assign(facet=f"{rows.iloc[0]['level']} vs {rows.iloc[0]['baseline']}"),
         runs_per_seed=len(records),

@@ -178,7 +178,9 @@ def _reached(row, key: str, what: str) -> str:
     if not k:
         return f"{what} never reached 99 % on its {formats.count(n, 'seed')}"
     where = f"step {row[f'{key}_mean']:,.0f}"
-    if k > 1:
+    if k > 1 and row[f"{key}_min"] == row[f"{key}_max"]:
+        where += " on each"
+    elif k > 1:
         where += f" on average ({row[f'{key}_min']:,.0f}–{row[f'{key}_max']:,.0f})"
     return f"{what} reached 99 % on {k} of {n} at {where}"
 

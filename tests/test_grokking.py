@@ -301,7 +301,7 @@ def test_the_page_draws_the_experiment_and_keeps_its_controls_in_the_url(store):
     assert not at.exception, [e.message for e in at.exception]
     assert not any(b.key == "grok_train" for b in at.button)  # every run from the store: nothing to train
     assert "What the lab found." in texts(at.markdown) and "weight decay 1:" in texts(at.markdown)
-    assert len(charts(at)) == 4  # accuracy, weight norm, frequencies, spectrum
+    assert len(charts(at)) == 3  # accuracy, the weight norm beside the frequencies, the spectrum
     assert at.number_input(key="grok_p").value == 11 and at.selectbox(key="grok_steps").value == 500
     assert at.number_input(key="grok_seeds").value == SEEDS and at.selectbox(key="grok_seed").value == 1
 

@@ -76,26 +76,28 @@ def variant_table(table: pd.DataFrame) -> None:
         k = int(r[f"{key}_reached"])
         if not k:
             return "never"
-        text = f"{r[f'{key}_mean']:,.0f}"
-        return text + (f" ({r[f'{key}_min']:,.0f}–{r[f'{key}_max']:,.0f})" if k > 1 else "") + f", {k} of {r['seeds']}"
+        low, high = r[f"{key}_min"], r[f"{key}_max"]
+        spread = f" ({low:,.0f}–{high:,.0f})" if k > 1 and low != high else ""
+        return f"{r[f'{key}_mean']:,.0f}{spread}, {k} of {r['seeds']}"
 
+    rows = list(table.iterrows())
     shown = pd.DataFrame(
         {
             "variant": table["variant"],
-            "training 99 %: step": [steps(r, "train_step_99") for _, r in table.iterrows()],
-            "held out 99 %: step": [steps(r, "test_step_99") for _, r in table.iterrows()],
-            "delay (steps)": [steps(r, "delay") for _, r in table.iterrows()],
-            "held-out accuracy at the end": [formats.accuracy(x) for x in table["final_test_accuracy"]],
-            "weight norm at the end": [f"{x:.1f}" for x in table["weight_norm_final"]],
-            "frequencies at the end": [f"{x:.1f}" for x in table["fourier_frequencies_final"]],
+            "train 99 %": [steps(r, "train_step_99") for _, r in rows],
+            "held out 99 %": [steps(r, "test_step_99") for _, r in rows],
+            "delay": [steps(r, "delay") for _, r in rows],
+            "held-out acc.": [formats.accuracy(x) for x in table["final_test_accuracy"]],
+            "‖θ‖": [f"{x:.1f}" for x in table["weight_norm_final"]],
+            "frequencies": [f"{x:.1f}" for x in table["fourier_frequencies_final"]],
         }
     )
     tables.show(shown)
     st.caption(
-        "Steps: the first snapshot at which the accuracy on every training (or held-out) pair is at least 99 %, mean "
-        "and range over the seeds that reached it; delay: held-out minus training, per seed. Means over the seeds at "
-        "the end. Frequencies: 1 / Σ s_k² of the embedding's power shares s_k over the frequencies k, how many it "
-        "is spread over."
+        "Train / held out 99 %: the first snapshot step at which the accuracy on the training (held-out) pairs is at "
+        "least 99 %, mean (range) over the seeds that reached it; delay: held-out minus training step, per seed. At "
+        "the end, means over the seeds: the held-out accuracy, the weight norm ‖θ‖ and how many frequencies the "
+        "embedding's power is spread over (1 / Σ s_k² of its shares s_k)."
     )
 
 

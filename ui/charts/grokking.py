@@ -40,20 +40,18 @@ def accuracy_curves(curves: pd.DataFrame, height: int = 220) -> alt.FacetChart:
     return layered.facet(facet=alt.Facet("variant:N", title=None, sort=variants), columns=columns)
 
 
-def variant_curves(
-    curves: pd.DataFrame, figure: str, title: str, part: str | None = None, log_y: bool = False, height: int = 200
-) -> alt.Chart:
-    """One figure of lab.grokking.curves_frame (the weight norm, the embedding's frequencies, a loss: `part`) against
-    the step (log axis), a line per seed coloured by variant."""
-    data = curves[(curves["figure"] == figure) & ((curves["part"] == part) if part else True)]
+def norm_and_frequencies(curves: pd.DataFrame, height: int = 200) -> alt.FacetChart:
+    """lab.grokking.curves_frame's weight norm and embedding frequencies against the step (log axis), a panel each
+    with its own y scale, a line per seed coloured by variant."""
+    titles = {"weight norm": "weight norm ‖θ‖", "frequencies": "frequencies in use (1 / Σ s_k²)"}
+    data = curves[curves["figure"].isin(list(titles))].assign(panel=lambda f: f["figure"].map(titles))
     variants = list(dict.fromkeys(data["variant"]))
-    scale = alt.Scale(type="log") if log_y else alt.Scale(zero=True)
-    return (
-        alt.Chart(data)
+    lines = (
+        alt.Chart()
         .mark_line(strokeWidth=1.2, opacity=0.8)
         .encode(
             x=_step_axis(),
-            y=alt.Y("value:Q", title=title, scale=scale),
+            y=alt.Y("value:Q", title=None, scale=alt.Scale(zero=True)),
             color=alt.Color(
                 "variant:N",
                 scale=alt.Scale(domain=variants, range=VARIANT_COLORS[: len(variants)]),
@@ -61,9 +59,14 @@ def variant_curves(
                 legend=alt.Legend(orient="bottom"),
             ),
             detail="seed:N",
-            tooltip=["variant:N", "seed:O", "step:Q", alt.Tooltip("value:Q", format=".3g", title=title)],
+            tooltip=["variant:N", "seed:O", "step:Q", "panel:N", alt.Tooltip("value:Q", format=".3g")],
         )
         .properties(width=panel_width(2), height=height)
+    )
+    return (
+        alt.layer(lines, data=data)
+        .facet(facet=alt.Facet("panel:N", title=None, sort=list(titles.values())), columns=2)
+        .resolve_scale(y="independent")
     )
 
 
@@ -80,7 +83,7 @@ def spectrum(frame: pd.DataFrame, height: int = 150) -> alt.FacetChart:
             color=alt.Color("when:N", scale=WHEN, title=None, legend=None),
             tooltip=["variant:N", "when:N", "frequency:O", alt.Tooltip("share:Q", format=".3f")],
         )
-        .properties(width=panel_width(2), height=height)
+        .properties(width=panel_width(2) - 30, height=height)  # the row titles take the rest
     )
     return alt.layer(bars, data=frame).facet(
         row=alt.Row("variant:N", title=None, sort=variants),
