@@ -114,6 +114,7 @@ def _widget(s, lim, task: str, key: str | None = None, label: str | None = None,
     if cap is not None and isinstance(own, int) and own > cap:  # its experiment's own value (the modular task's
         cap = own  # full batch) stays open: a link naming the task opens that run; its cost is metered
     high = min(x for x in (ui_high, high, cap) if x is not None)
+    kw |= {"fmt": s.fmt} if s.fmt else {}
     return partial(url_number, label, key, value, type(value)(low), type(value)(high), step=s.step, **kw)
 
 
@@ -240,11 +241,12 @@ def describe(run: RunConfig, seed: bool = True) -> str:
     lengths += f" · randomized positions < {t.randomized_positions}" if t.randomized_positions else ""
     return (
         f"{k.name} · {lengths} · {f'seed {t.seed} · ' if seed else ''}{shown('position')} position · "
-        f"{shown('norm')} · scaling {shown('scaling')} · lr {shown('lr')} · "
+        f"{shown('norm')} · scaling {shown('scaling')}{' · qk-norm' if m.qk_norm else ''} · lr {shown('lr')} · "
         f"{t.steps:,} steps · d={m.d_model}, {formats.count(m.n_heads, 'head')}, "
         f"{formats.count(m.n_layers, 'layer')} · batch {t.batch_size}{schedule_text(t)}"
         + (f" · embedding std {shown('embed_std')}" if m.embed_std != SETTINGS["embed_std"].default else "")
         + (f" · weight decay {shown('weight_decay')}" if t.weight_decay else "")
+        + (f" · z-loss {shown('z_loss')}" if t.z_loss else "")
     )
 
 
