@@ -125,6 +125,7 @@ class TaskConfig:
     k_min: int | None = None  # induction: the shortest repeated prefix k (default 4; k ~ U{k_min .. T/2})
     bigram_vocab: int | None = None  # bigram_backcopy: V, the tokens of its bigram table (triggers included)
     triggers: int | None = None  # bigram_backcopy: K, the trigger tokens (the last K of the V)
+    fraction: float | None = None  # modular: the share of the p² pairs that trains (default 0.3); length is p
 
     def __post_init__(self):
         task = tasks.get(self.name)  # ConfigError naming the registered tasks

@@ -38,10 +38,13 @@ def evaluation_positions(length: int, n_max: int):
     return draw_positions(np.random.default_rng([TEST_SEED, length, 1]), 2 * length, n_max)
 
 
-def evaluate(params, run: RunConfig, *, head_mask=None, n: int = N_TEST, positions=None) -> EvalResult:
-    """The accuracy of the weights on the first n of the task's fixed test sequences, as the task scores it
-    (Task.evaluate): the article's tasks by greedy generation (`generated`), the induction task teacher-forced."""
-    return task_of(run.task).evaluate(params, run, head_mask=head_mask, n=n, positions=positions)
+def evaluate(params, run: RunConfig, *, head_mask=None, n: int | None = None, positions=None) -> EvalResult:
+    """The accuracy of the weights on the first n (default: all, Task.test_size) of the task's fixed test sequences,
+    as the task scores it (Task.evaluate): the article's tasks by greedy generation (`generated`), the induction
+    task teacher-forced."""
+    task = task_of(run.task)
+    n = (task.test_size(run.task) or N_TEST) if n is None else n
+    return task.evaluate(params, run, head_mask=head_mask, n=n, positions=positions)
 
 
 def generated(params, run: RunConfig, *, head_mask=None, n: int = N_TEST, positions=None) -> EvalResult:
@@ -69,7 +72,7 @@ def generated(params, run: RunConfig, *, head_mask=None, n: int = N_TEST, positi
 TEST_LOSS_CHUNK = 50  # sequences per forward pass: a fixed split, so the stored number never depends on memory
 
 
-def test_loss(params, run: RunConfig, n: int = N_TEST) -> float:
+def test_loss(params, run: RunConfig, n: int | None = None) -> float:
     """The test loss: teacher-forced cross-entropy over the L answer tokens of the fixed test set (test_set(run.task),
     the sequences the accuracy is measured on: the same for every run of a task and L), averaged over every answer
     token, at positions 0..2L-1.
@@ -80,9 +83,10 @@ def test_loss(params, run: RunConfig, n: int = N_TEST) -> float:
     the same bits whatever the caller's thread count, since the number is stored with the run.
 
     Each task says what its test loss is (Task.test_loss): the induction task's is its training objective on the
-    held-out set, the mean over every position.
+    held-out set, the mean over every position. n: the first n test sequences (default: all, Task.test_size).
     """
-    return task_of(run.task).test_loss(params, run, n)
+    task = task_of(run.task)
+    return task.test_loss(params, run, (task.test_size(run.task) or N_TEST) if n is None else n)
 
 
 def answer_loss(params, run: RunConfig, n: int = N_TEST) -> float:

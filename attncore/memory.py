@@ -43,7 +43,7 @@ def training_bytes(run: RunConfig) -> int:
     # weights, gradients, Adam's two moments, the copy returned; at init a float64 draw of the widest matrix
     state = 5 * params * item + 8 * widest
     # the model reads [s1..sL, SEP, a1..a(L-1)] (2L) with a loss on the L answers; induction: T - 1, on all
-    B, T, A = run.train.batch_size, run.task.n_inputs, run.task.answer_len
+    B, T, A = task_of(run.task).batch_rows(run.task, run.train.batch_size), run.task.n_inputs, run.task.answer_len
     rows = B * T
     # every block's forward is kept for the backward; the backward adds a gradient of each, and the
     # zeros the FFN's ReLU compares against stay cached per shape

@@ -153,6 +153,10 @@ SETTINGS: dict[str, Setting] = {
           optional=True,
           help="The last K of the V tokens: after one, the next token copies the token before it.",
           flag_help="the bigram_backcopy task's trigger tokens (the last K of the V)"),
+        S("fraction", "task", None, float, "Training fraction", metavar="F", low=0.0, high=1.0, url="frac",
+          flag="--fraction", optional=True, ui_low=0.05, ui_high=0.95, step=0.05,
+          help="The share of the p² pairs (a, b) that trains, a fixed random split; the rest is held out.",
+          flag_help="the modular task's share of the p² pairs that trains (0 < F < 1)"),
         # the sidebar's main settings
         S("seed", "train", 0, int, "Seed", low=0, high=2**32 - 1, url="seed", flag="--seed", ui_high=9999, swept=True,
           help="Seeds the initial weights and the training batches."),

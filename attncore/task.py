@@ -25,8 +25,8 @@ class Task:
     run's TaskConfig (or RunConfig) so one object serves every length.
 
     Config: check, check_run, seq_len, answer_len, vocab_size, max_len, describe.
-    Data (NumPy): sample_batch, sample_range_batch, train_batch, test_set, test_distinct, probe, answer_tokens,
-    answer_queries, parse_input.
+    Data (NumPy): sample_batch, sample_range_batch, train_batch, batch_rows, test_size, test_set, test_distinct,
+    probe, answer_tokens, answer_queries, parse_input.
     Scoring (the model): evaluate, test_loss, snapshot_steps, snapshot_scores, snapshot_shapes,
     snapshot_figures_possible, final_figures, metric_low, evaluation_elements.
     Interpretation: patterns, pattern, head_scores, test_scores, lens_inputs, contrast_positions,
@@ -36,6 +36,7 @@ class Task:
     name: str = ""
     summary: str = ""  # one line: what a model of the task must do (the sidebar's and --help's text)
     length_name: str = "L"  # what TaskConfig.length means for it, as the pages and flags name it
+    length_label: str = ""  # the sidebar's label of its length (default 'Sequence length <length_name>')
     # TaskConfig fields besides name and length that the task reads, {field: default}
     fields: dict[str, Any] = {}
     # run settings (attncore.settings names) its experiment sets when not given: a link or command naming only the
@@ -112,6 +113,14 @@ class Task:
             return self.sample_batch(task, batch_size, rng), None, self.answer_len(task)
         batch, lengths = self.sample_range_batch(task, batch_size, rng)
         return batch, lengths, (batch.shape[1] - 1) // 2
+
+    def batch_rows(self, task: TaskConfig, batch_size: int) -> int:
+        """The sequences a training batch of `batch_size` holds (fewer where the task's training set is smaller)."""
+        return batch_size
+
+    def test_size(self, task: TaskConfig) -> int | None:
+        """The held-out sequences its evaluation scores; None: the lab's N_TEST (attncore.sequences)."""
+        return None
 
     def test_set(self, task: TaskConfig, n: int) -> np.ndarray:
         """The first n of the fixed held-out sequences, the same for every run of the task at these fields."""

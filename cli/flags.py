@@ -213,7 +213,8 @@ def add_task_args(p: argparse.ArgumentParser, only: str | None = None) -> None:
     """The flags of the tasks' own settings (task_flags)."""
     for dest, (flag, default, help) in task_flags(only).items():
         metavar = SETTINGS[dest].metavar if dest in SETTINGS else None
-        p.add_argument(flag, type=integer, default=default, dest=dest, action=Typed, help=help, metavar=metavar)
+        kind = number if dest in SETTINGS and SETTINGS[dest].kind is float else integer  # the modular task's fraction
+        p.add_argument(flag, type=kind, default=default, dest=dest, action=Typed, help=help, metavar=metavar)
 
 
 def typed(a, dest: str) -> bool:
@@ -248,6 +249,8 @@ def run_of(a):
             "length", f"is L of the {with_l} tasks; the {task.name} task's length is --{task.length_name}"
         )
     settings |= {key: value for key, value in task.defaults.items() if key in settings and not typed(a, key)}
+    # its defaults of settings no flag sets (the modular task's Adam β2)
+    settings |= {key: v for key, v in task.defaults.items() if key in SETTINGS and not SETTINGS[key].flag}
     settings |= {field: getattr(a, field) for field in task.fields}
     return make_run(a.task, getattr(a, task.length_name), a.seed, **settings)
 

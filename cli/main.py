@@ -1,5 +1,5 @@
 """The command line: `python -m attncore train|evaluate|sweep|cache|params|kv-cache|patch|lens|heads|explain|
-regimes|induction|sinks ...`.
+regimes|induction|sinks|grokking ...`.
 
 Bad or dangerous input (a value out of range, a run too big for memory) exits with code 2 and one line
 on stderr, never a traceback; output into a closed pipe exits 141 quietly. The flags live in flags.py;
@@ -149,6 +149,9 @@ def build_parser(argv=None) -> Parser:
         from cli import sinks as cli_sinks
 
         cli_sinks.register(sub)
+        from cli import grokking as cli_grokking
+
+        cli_grokking.register(sub)
     return parser
 
 

@@ -62,9 +62,9 @@ def step_features(run: RunConfig) -> np.ndarray:
     elementwise values], averaged over the lengths a range-trained run draws from. The last block computes its
     keys and values on every position but the rest on the answer rows only (attncore.model), as counted here."""
     m, t = run.model, run.train
-    B, n, d, f, H, V = t.batch_size, m.n_layers, m.d_model, m.d_ff, m.n_heads, m.vocab_size
-    rows = []
     task = task_of(run.task)
+    B, n, d, f, H, V = task.batch_rows(run.task, t.batch_size), m.n_layers, m.d_model, m.d_ff, m.n_heads, m.vocab_size
+    rows = []
     for length in range(run.task.min_length, run.task.length + 1):
         at = dataclasses.replace(run.task, length=length, train_lengths=None, mixed_lengths=False)
         T, answers = at.n_inputs, task.answer_len(at)  # the tokens a step feeds the model, those with a loss

@@ -38,8 +38,8 @@ def increment_task(tmp_path_factory):
 
 def test_the_registry_finds_a_task_by_name_and_refuses_unknown_and_duplicate_names(increment_task):
     assert tasks.get("increment") is increment_task and "increment" in tasks.names()
-    assert tasks.names()[:5] == ("copy", "sort", "reverse", "induction", "bigram_backcopy")
-    registered = "copy, sort, reverse, induction, bigram_backcopy, increment"
+    assert tasks.names()[:6] == ("copy", "sort", "reverse", "induction", "bigram_backcopy", "modular")
+    registered = "copy, sort, reverse, induction, bigram_backcopy, modular, increment"
     with pytest.raises(ConfigError, match=f"task: must be one of {registered}"):
         TaskConfig("decrement", 4)
     with pytest.raises(ValueError, match="registered already"):
@@ -78,7 +78,7 @@ def test_the_command_line_trains_it_and_the_store_keeps_it(increment_task, capsy
     assert get_run(run).eval.token_accuracy == out["token_accuracy"]
 
     assert main(["train", "--task", "decrement", "--steps", str(STEPS)]) == 2  # its choices list the registry's
-    choices = "'copy', 'sort', 'reverse', 'induction', 'bigram_backcopy', 'increment'"
+    choices = "'copy', 'sort', 'reverse', 'induction', 'bigram_backcopy', 'modular', 'increment'"
     assert f"(choose from {choices})" in capsys.readouterr().err
 
 

@@ -216,6 +216,7 @@ TABLE_TITLES = {
     "sequence_accuracy": "Per-sequence accuracy",
     "repeat_loss": "Repeat loss (held out)",
     "first_loss": "First-copy loss (held out)",
+    "weight_norm": "Weight norm ‖θ‖ (the modular task)",
 }
 
 
@@ -292,7 +293,7 @@ def seeds_advice(
 
 
 METRIC_NAMES = {"test_loss": "test loss", "token_accuracy": "per-token", "sequence_accuracy": "per-sequence"}
-METRIC_NAMES |= {"repeat_loss": "repeat loss", "first_loss": "first-copy loss"}
+METRIC_NAMES |= {"repeat_loss": "repeat loss", "first_loss": "first-copy loss", "weight_norm": "weight norm"}
 
 
 def downloads(summary: pd.DataFrame, comparisons: pd.DataFrame, stem: str) -> None:

@@ -22,6 +22,7 @@ SCIENCE = (
     "regimes.md",
     "induction.md",
     "sinks.md",
+    "grokking.md",
 )
 REFERENCE = ("architecture.md", "cli.md", "store.md", "hosting.md", "serving.md", "reproducibility.md", "benchmarks.md")
 FILES = SCIENCE + REFERENCE  # the Science page's order: the science, then how the lab is built and run

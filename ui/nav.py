@@ -58,6 +58,9 @@ PAGES = [
     PageSpec("Lab", "app_pages/sinks.py", "Attention sinks", ":material/anchor:", "sinks",
              "Watch a head park its attention on the first token, and test a sliding window without it, over seeds.",
              uses_run=False),
+    PageSpec("Lab", "app_pages/grokking.py", "Grokking", ":material/lightbulb:", "grokking",
+             "Modular addition memorised at once, generalised much later: weight decay and the Fourier spectrum, "
+             "over seeds.", uses_run=False),
     PageSpec("Lab", "app_pages/science.py", "Science", ":material/menu_book:", "science",
              "The model, the tasks and each experiment explained, beside the article's figures.", uses_run=False),
     PageSpec("Calculators", "app_pages/parameters.py", "Parameters", ":material/calculate:", "parameters",

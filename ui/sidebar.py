@@ -110,6 +110,9 @@ def _widget(s, lim, task: str, key: str | None = None, label: str | None = None,
     ui_low, ui_high = s.ui_range
     low = ui_low if low is None else low
     cap = getattr(lim, s.cap) // s.cap_divisor if s.cap and high is None else None  # a task's length: its own
+    own = tasks.get(task).defaults.get(s.name) if task in tasks.names() else None
+    if cap is not None and isinstance(own, int) and own > cap:  # its experiment's own value (the modular task's
+        cap = own  # full batch) stays open: a link naming the task opens that run; its cost is metered
     high = min(x for x in (ui_high, high, cap) if x is not None)
     kw |= {"fmt": s.fmt} if s.fmt else {}
     return partial(url_number, label, key, value, type(value)(low), type(value)(high), step=s.step, **kw)
@@ -130,11 +133,13 @@ def _widgets(check: bool) -> None:
         on_change=_task_changed,
         help="copy: repeat the L symbols; sort: in order; reverse: backwards; induction: T random tokens whose "
         "first k repeat, predicted at every position (choosing it sets its experiment's position, heads, lr, steps "
-        "and embedding std).",
+        "and embedding std); modular: (a + b) mod p from 'a b =', trained on a fixed fraction of the p² pairs "
+        "(choosing it sets its grokking experiment's width, layers, lr, weight decay, full batch and steps).",
     )
     st.session_state["_task_before"] = task
     t = tasks.get(task)
-    _widget(SETTINGS["length"], lim, task, t.length_name, f"Sequence length {t.length_name}", t.length_range[0],
+    label = t.length_label or f"Sequence length {t.length_name}"
+    _widget(SETTINGS["length"], lim, task, t.length_name, label, t.length_range[0],
             min(t.length_range[1], getattr(lim, t.length_cap)), help=t.length_help)()  # fmt: skip
     for field in t.fields:
         _widget(SETTINGS[field], lim, task)()
@@ -180,6 +185,8 @@ def make(**overrides) -> RunConfig:
     a task whose lengths do not vary never a range of lengths."""
     kw = settings() | overrides
     task = tasks.get(kw["task"])
+    # its experiment's defaults of settings the sidebar has no widget for (the modular task's Adam β2)
+    kw = {k: v for k, v in task.defaults.items() if k in SETTINGS and not SETTINGS[k].url and k != "length"} | kw
     own_lengths = {f"{t.name}_length": t for t in _own_lengths().values()}
     lengths = {arg: kw.pop(arg) for arg in own_lengths}
     fields = {f: kw.pop(f) for t in _tasks() for f in t.fields if f in kw}

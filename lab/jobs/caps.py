@@ -39,6 +39,7 @@ class Limits:
     max_length: int = 12  # L: symbols per task sequence
     max_induction_length: int = 64  # T: tokens per sequence of the induction task (attncore allows up to 256)
     max_vocab: int = 256  # V: the induction task's vocabulary
+    max_modulus: int = 113  # p: the modular task's modulus (p² pairs; attncore allows up to 256), Nanda et al.'s
     max_layers: int = 12
     max_heads: int = 16
     max_batch: int = 128

@@ -291,14 +291,15 @@ def _check_numbers(v: dict, run: RunConfig, stored: bool) -> None:
     for name in ("token_accuracy", "sequence_accuracy"):
         if not _finite(v[name], 0.0, 1.0):
             raise RecordError(f"{name} is not a number from 0 to 1")
+    n_test = tasks.get(run.task.name).test_size(run.task) or N_TEST  # the modular task's: its held-out pairs
     for kind in ("distinct", "repeated"):
         n, acc = v[f"n_{kind}"], v[f"{kind}_accuracy"]
-        if not _count(n, 0, N_TEST):
-            raise RecordError(f"n_{kind} is not a count from 0 to {N_TEST}")
+        if not _count(n, 0, n_test):
+            raise RecordError(f"n_{kind} is not a count from 0 to {n_test}")
         if (acc is None) != (n == 0) or (acc is not None and not _finite(acc, 0.0, 1.0)):
             raise RecordError(f"{kind}_accuracy is not a number from 0 to 1 (or empty when n_{kind} is 0)")
-    if v["n_distinct"] + v["n_repeated"] != N_TEST:
-        raise RecordError(f"n_distinct + n_repeated is not the test set's {N_TEST} sequences")
+    if v["n_distinct"] + v["n_repeated"] != n_test:
+        raise RecordError(f"n_distinct + n_repeated is not the test set's {n_test} sequences")
     if v["n_distinct"] != _n_distinct(run.task):
         raise RecordError(f"n_distinct is not the count of the fixed test set's ({_n_distinct(run.task)})")
     n_params = _n_params(run.model)

@@ -1,0 +1,84 @@
+"""Grokking: modular addition memorised at once and generalised much later, with weight decay, over seeds."""
+
+import pandas as pd
+import streamlit as st
+
+from attncore.tasks.modular import MODULAR_RUN
+from lab import grokking
+from ui import compare_view, docs
+from ui import grokking_view as view
+from ui.charts import grokking as charts
+from ui.limits import limits
+from ui.params import url_select
+from ui.regimes_view import cell_table
+
+st.title("Grokking")
+st.caption(
+    "(a + b) mod p from the input “a b =”, the answer read at “=”: a fixed random fraction of the p² pairs trains "
+    "and the rest is held out. Power et al. 2022 saw small Transformers fit their training pairs at once and answer "
+    "the held-out ones only much later, and weight decay bring that moment forward; Nanda et al. 2023 found the "
+    "model adding by rotations at a few key frequencies. Each run here is Nanda's recipe (one layer, AdamW, full "
+    f"batch) at a smaller p and width (d = {MODULAR_RUN['d_model']}); with weight decay and without, over the same "
+    "seeds, as one metered sweep."
+)
+lim = limits()
+settings, seeds = view.controls(lim)
+decay = settings.pop("weight_decay")
+by_variant = grokking.runs_of(seeds, decay, **settings)
+wanted = grokking.all_runs(by_variant)
+command = grokking.command(seeds, decay, **settings)  # what a hosted page names when its caps refuse the sweep
+by_run = compare_view.ensure_trained(wanted, "Training the grokking experiment", "grok_train", command)
+if by_run is None:
+    st.stop()
+records = {v: [by_run[r] for r in rs] for v, rs in by_variant.items()}
+per_run = [grokking.run_figures(by_run[r]) for r in wanted]
+rows, table = grokking.comparisons(records), grokking.variant_table(per_run)
+view.finding(table, rows, settings["steps"])
+
+st.subheader("Training and held-out accuracy over training")
+curves = grokking.curves_frame(records)
+st.altair_chart(charts.accuracy_curves(curves))
+st.caption(
+    f"Accuracy on all {wanted[0].task.length ** 2:,} pairs at each snapshot: the training pairs (blue) and the "
+    "held-out ones (orange), a thin line per seed, the step axis logarithmic; dotted: 99 %."
+)
+view.variant_table(table)
+
+st.subheader("The weight norm and the embedding's frequencies")
+st.altair_chart(charts.norm_and_frequencies(curves))
+st.caption(
+    "Left: the norm of all the weights; weight decay pulls it down once the training pairs are fitted. Right: how "
+    "many frequencies the embedding's power is spread over (1 / Σ s_k², the shares s_k of its discrete Fourier "
+    "transform over the p numbers): about p / 2 for random vectors, a handful once the model adds by rotations."
+)
+
+st.subheader("The embedding's Fourier spectrum, before and after")
+seed = url_select("Seed", "grok_seed", seeds, seeds[0], help="The run whose spectrum is shown, in each variant.")
+spectra = pd.concat(
+    [grokking.spectrum_frame(by_run[rs[seeds.index(seed)]]).assign(variant=v) for v, rs in by_variant.items()],
+    ignore_index=True,
+)
+st.altair_chart(charts.spectrum(spectra))
+keys = {v: grokking.key_frequencies(by_run[rs[seeds.index(seed)]]) for v, rs in by_variant.items()}
+st.caption(
+    "Share of the power of the numbers' embedding vectors at each frequency k (k and p − k together, the constant "
+    "left out), at initialisation and with the final weights. The five strongest at the end: "
+    + "; ".join(f"{v}: {', '.join(map(str, k))}" for v, k in keys.items())
+    + "."
+)
+
+if len(rows):
+    st.subheader("Verdicts over seeds")
+    st.caption(
+        "Per run: the held-out accuracy (per-token: one answer per pair), the held-out loss and the weight norm with "
+        "the final weights, without weight decay minus with it, paired by seed."
+    )
+    cell_table(
+        rows.assign(facet=f"{rows.iloc[0]['level']} vs {rows.iloc[0]['baseline']}"),
+        runs_per_seed=len(records),
+        seeds_key="grok_seeds",
+    )
+st.download_button("Download the runs (CSV)", grokking.runs_csv(per_run), "grokking-runs.csv", "text/csv")
+st.subheader("What the sources claim")
+st.markdown(view.SOURCES)
+docs.link("grokking", "Grokking: the task, the recipe, what the lab's runs printed")

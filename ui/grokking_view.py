@@ -1,0 +1,105 @@
+"""The Grokking page's parts: its controls (URL-bound, within the hosted caps), the tables and the sources it is read
+against. The experiment itself is lab.grokking's."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from attncore.tasks.modular import MAX_P, MIN_P, MODULAR_RUN
+from lab import formats, grokking
+from lab.jobs.caps import Limits
+from ui import compare_view, tables
+from ui.params import url_number, url_select
+from ui.plain import plain
+
+FRACTIONS = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
+DECAYS = (0.1, 0.3, 1.0, 3.0)
+LRS = (1e-3, 3e-3, 1e-2)
+SOURCES = (
+    "Power et al. 2022, *Grokking: Generalization Beyond Overfitting on Small Algorithmic Datasets* "
+    "(arXiv:2201.02177): small Transformers trained on a fraction of a binary operation's table (a ∘ b mod p) reach "
+    "perfect training accuracy long before the held-out accuracy rises, sometimes 10³ times more steps later; the "
+    "delay grows as the training fraction shrinks, and weight decay shortens it most of the interventions they tried. "
+    "Nanda et al. 2023, *Progress measures for grokking via mechanistic interpretability* (arXiv:2301.05217): a "
+    "one-layer model (d = 128, AdamW with lr 1e-3, λ = 1, betas 0.9/0.98, full batch, p = 113, 30 % of the pairs) "
+    "learns to add by rotating in a few key frequencies: its embedding's Fourier spectrum concentrates on about five "
+    "of them; without weight decay it memorises and does not generalise within their budget. The lab's chapter "
+    "compares its runs with theirs."
+)
+
+
+def controls(lim: Limits) -> tuple[dict, list[int]]:
+    """(lab.grokking.runs_of settings, the seeds) from the page's widgets (URL keys grok_*), within the hosted caps."""
+    c1, c2, c3, c4, c5, c6 = st.columns(6)
+    with c1:
+        p = url_number(
+            "Modulus p",
+            "grok_p",
+            MODULAR_RUN["length"],
+            MIN_P,
+            min(MAX_P, lim.max_modulus),
+            help="Numbers 0 to p − 1; the p² pairs (a, b) are split once, by p and the fraction.",
+        )
+    with c2:
+        fraction = url_select(
+            "Fraction trained",
+            "grok_frac",
+            list(FRACTIONS),
+            MODULAR_RUN["fraction"],
+            format_func=lambda f: f"{f:g}",
+            help="The share of the p² pairs that trains; the rest is held out.",
+        )
+    with c3:
+        decay = url_select(
+            "Weight decay λ",
+            "grok_wd",
+            list(DECAYS),
+            MODULAR_RUN["weight_decay"],
+            format_func=lambda w: f"{w:g}",
+            help="The variant with decay (AdamW), against λ = 0.",
+        )
+    with c4:
+        lr = url_select("Learning rate", "grok_lr", list(LRS), MODULAR_RUN["lr"], format_func=formats.learning_rate)
+    with c5:
+        options = [s for s in (500, 1000, 2000, 3000, 5000, 10000) if s <= lim.max_steps] or [lim.max_steps]
+        steps = url_select("Steps per run", "grok_steps", options, MODULAR_RUN["steps"], format_func=str)
+    with c6:
+        seeds = compare_view.seeds_input("grok_seeds", default=grokking.DEFAULT_SEEDS)
+    return {"weight_decay": decay, "length": p, "fraction": fraction, "lr": lr, "steps": steps}, seeds
+
+
+def variant_table(table: pd.DataFrame) -> None:
+    """Per variant: the seeds whose accuracies reached 99 %, the steps (mean and range) and the final figures."""
+
+    def steps(r, key: str) -> str:
+        k = int(r[f"{key}_reached"])
+        if not k:
+            return "never"
+        low, high = r[f"{key}_min"], r[f"{key}_max"]
+        spread = f" ({low:,.0f}–{high:,.0f})" if k > 1 and low != high else ""
+        return f"{r[f'{key}_mean']:,.0f}{spread}, {k} of {r['seeds']}"
+
+    rows = list(table.iterrows())
+    shown = pd.DataFrame(
+        {
+            "variant": table["variant"],
+            "train 99 %": [steps(r, "train_step_99") for _, r in rows],
+            "held out 99 %": [steps(r, "test_step_99") for _, r in rows],
+            "delay": [steps(r, "delay") for _, r in rows],
+            "held-out acc.": [formats.accuracy(x) for x in table["final_test_accuracy"]],
+            "‖θ‖": [f"{x:.1f}" for x in table["weight_norm_final"]],
+            "frequencies": [f"{x:.1f}" for x in table["fourier_frequencies_final"]],
+        }
+    )
+    tables.show(shown)
+    st.caption(
+        "Train / held out 99 %: the first snapshot step at which the accuracy on the training (held-out) pairs is at "
+        "least 99 %, mean (range) over the seeds that reached it; delay: held-out minus training step, per seed. At "
+        "the end, means over the seeds: the held-out accuracy, the weight norm ‖θ‖ and how many frequencies the "
+        "embedding's power is spread over (1 / Σ s_k² of its shares s_k)."
+    )
+
+
+def finding(table: pd.DataFrame, rows: pd.DataFrame, steps: int) -> None:
+    st.markdown(f"**What the lab found.** {plain(grokking.finding(table, rows, steps))}")
