@@ -207,6 +207,8 @@ TABLE_TITLES = {
     "test_loss": "Test loss",
     "token_accuracy": "Per-token accuracy",
     "sequence_accuracy": "Per-sequence accuracy",
+    "max_attn_logit": "Largest attention logit over training",
+    "min_attn_entropy": "Lowest attention entropy over training (nats)",
     "repeat_loss": "Repeat loss (held out)",
     "first_loss": "First-copy loss (held out)",
 }
