@@ -89,6 +89,7 @@ class TrainConfig:
     warmup: int = _default("warmup")  # W: steps of linear warm-up, lr_t = lr * min(1, (t + 1)/W); 0 = none
     decay: str = _default("decay")  # after warm-up: none, linear or cosine down to min_lr_ratio * lr at the last step
     min_lr_ratio: float = _default("min_lr_ratio")  # r: the decay's end, a fraction of lr
+    weight_decay: float = _default("weight_decay")  # λ: AdamW's decoupled decay, θ *= 1 - lr_t·λ before each step
 
     def __post_init__(self):
         if self.randomized_positions is not None:
@@ -105,6 +106,8 @@ class TrainConfig:
         object.__setattr__(self, "min_lr_ratio", float(self.min_lr_ratio))  # 0 and 0.0: one cache key
         _check(self, "batch_size")
         _check(self, "lr", "beta1", "beta2", "eps")
+        _check(self, "weight_decay")
+        object.__setattr__(self, "weight_decay", float(self.weight_decay))  # 0 and 0.0: one cache key
         _check(self, "seed")
 
 

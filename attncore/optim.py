@@ -1,4 +1,5 @@
-"""Adam (Kingma & Ba) on one flat parameter buffer: a handful of vector operations a step."""
+"""Adam (Kingma & Ba) on one flat parameter buffer, with optional decoupled weight decay (AdamW, Loshchilov &
+Hutter): a handful of vector operations a step."""
 
 from __future__ import annotations
 
@@ -10,11 +11,14 @@ CHUNK = 1 << 15  # elements of each block of Adam's update (128 KiB of float32 p
 
 
 class Adam:
-    """Bias-corrected Adam, no weight decay, written as torch.optim.Adam computes it."""
+    """Bias-corrected Adam, written as torch.optim.Adam computes it; with weight_decay λ > 0, AdamW as
+    torch.optim.AdamW computes it: every parameter of the buffer is first multiplied by 1 - lr·λ (lr the step's
+    rate, so a schedule scales the decay too), then takes the Adam step. λ = 0 adds no operation."""
 
-    def __init__(self, flat_params: np.ndarray, lr=3e-3, beta1=0.9, beta2=0.999, eps=1e-8):
+    def __init__(self, flat_params: np.ndarray, lr=3e-3, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0):
         self.params = flat_params
         self.lr, self.beta1, self.beta2, self.eps = lr, beta1, beta2, eps
+        self.weight_decay = weight_decay
         self.m = np.zeros_like(flat_params)
         self.v = np.zeros_like(flat_params)
         self._tmp = np.empty_like(flat_params)
@@ -31,9 +35,12 @@ class Adam:
         b1, b2 = self.beta1, self.beta2
         bias1 = 1 - b1**self.t
         bias2 = 1 - b2**self.t
+        decay = 1 - self.lr * self.weight_decay  # AdamW's decoupled decay, before the Adam update
         for lo in range(0, self.params.size, CHUNK):
             hi = lo + CHUNK
             m, v, g, tmp = self.m[lo:hi], self.v[lo:hi], grad[lo:hi], self._tmp[lo:hi]
+            if self.weight_decay:
+                self.params[lo:hi] *= decay
             m *= b1
             m += (1 - b1) * g
             v *= b2

@@ -211,6 +211,12 @@ SETTINGS: dict[str, Setting] = {
           flag_help="the initial std of the token embedding (and learned position table)",
           help="The token embedding's (and learned position table's) initial standard deviation: 0.1 in the "
           "article's model, 1 for the induction task (PyTorch's nn.Embedding)."),
+        S("weight_decay", "train", 0.0, float, "Weight decay λ", low=0.0, high=10.0, open_low=False, url="wd",
+          flag="--weight-decay", advanced=True, optional=True, factor="weight_decay", factor_label="weight decay",
+          levels=(0.0, 0.01, 0.1, 1.0), preselected=(0.0, 1.0), step=0.1, column=18, metavar="W",
+          flag_help="decoupled weight decay (AdamW): every weight times 1 - lr x W before each Adam step (0: none)",
+          help="AdamW (Loshchilov & Hutter): before each Adam step every trained tensor is multiplied by "
+          "1 − lr·λ, lr the step's scheduled rate. 0: plain Adam."),
         # settings of the command line and the configs only
         S("d_ff", "model", 128, int, "FFN width d_ff", low=1, high=65536, flag="--d-ff", flag_help="default 4d",
           column=9),

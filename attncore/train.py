@@ -65,7 +65,7 @@ class Trainer:
         self.params = unflatten(flat, shapes)
         self.grad_flat = np.empty_like(flat)
         self.grads = unflatten(self.grad_flat, shapes)
-        self.opt = Adam(flat, tc.lr, tc.beta1, tc.beta2, tc.eps)
+        self.opt = Adam(flat, tc.lr, tc.beta1, tc.beta2, tc.eps, tc.weight_decay)
         self.lrs = lr_schedule(tc)  # each step's learning rate, None without warm-up or decay (lr throughout)
 
     def step(self) -> float:

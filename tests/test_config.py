@@ -46,6 +46,10 @@ INVALID = {
     "min_lr_ratio > 1": (lambda: make_run(decay="cosine", min_lr_ratio=1.5), {"min_lr_ratio"}, [r"\[0, 1\]"]),
     "min_lr_ratio nan": (lambda: make_run(decay="linear", min_lr_ratio=float("nan")), {"min_lr_ratio"}, [r"\[0, 1\]"]),
     "min_lr_ratio without a decay": (lambda: make_run(min_lr_ratio=0.1), {"min_lr_ratio"}, ["linear or cosine"]),
+    "weight decay < 0": (lambda: make_run(weight_decay=-0.1), {"weight_decay"}, [r"\[0\.0, 10\.0\)"]),
+    "weight decay 10": (lambda: TrainConfig(weight_decay=10), {"weight_decay"}, [r"\[0\.0, 10\.0\)"]),
+    "weight decay nan": (lambda: make_run(weight_decay=float("nan")), {"weight_decay"}, [r"\[0\.0, 10\.0\)"]),
+    "weight decay a word": (lambda: make_run(weight_decay="0.1"), {"weight_decay"}, ["number"]),
 }
 
 
@@ -108,3 +112,11 @@ def test_the_default_runs_key_is_the_one_stored_before_the_schedule():
     assert RunConfig.from_dict(scheduled.to_dict()) == scheduled
     assert make_run(decay="linear", min_lr_ratio=0) == make_run(decay="linear", min_lr_ratio=0.0)
     assert make_run(decay="linear", min_lr_ratio=0).to_dict() == make_run(decay="linear").to_dict()
+
+
+def test_weight_decay_enters_the_key_only_when_set():
+    """0 (the default, plain Adam) leaves the stored key as it was; 0 and 0.0 are one run."""
+    assert make_run(weight_decay=0) == make_run() and make_run(weight_decay=0).to_dict() == make_run().to_dict()
+    decayed = make_run(weight_decay=1)
+    assert decayed.to_dict()["train"] == make_run().to_dict()["train"] | {"weight_decay": 1.0}
+    assert RunConfig.from_dict(decayed.to_dict()) == decayed

@@ -184,6 +184,76 @@ def test_adam_matches_torch_optim_adam(n_steps, hyper):
     assert np.abs(flat - expected).max() < 1e-12
 
 
+@pytest.mark.parametrize("weight_decay", [0.01, 0.5])
+def test_weight_decay_matches_torch_optim_adamw_under_a_schedule(weight_decay):
+    """Decoupled weight decay: each step scales the weights by 1 - lr_t·λ with the step's scheduled rate, then
+    takes the Adam step, as torch.optim.AdamW under LambdaLR (warm-up, then a cosine decay)."""
+    rng = np.random.default_rng(12)
+    start = rng.standard_normal(300)
+    flat, plain = start.copy(), start.copy()
+    lr, steps = 3e-2, 12
+    multipliers = [schedule_multiplier(t, steps, 4, "cosine", 0.1) for t in range(steps + 1)]  # LambdaLR reads one more
+    opt, adam = Adam(flat, lr, weight_decay=weight_decay), Adam(plain, lr)
+    weights = torch.nn.Parameter(torch.from_numpy(start.copy()))
+    torch_opt = torch.optim.AdamW([weights], lr=lr, weight_decay=weight_decay, foreach=False)
+    schedule = torch.optim.lr_scheduler.LambdaLR(torch_opt, lambda t: multipliers[t])
+    for t in range(steps):
+        grad = rng.standard_normal(300) * 10.0 ** rng.uniform(-9, 1, 300)
+        opt.lr = adam.lr = lr * multipliers[t]
+        opt.step(grad)
+        adam.step(grad)
+        weights.grad = torch.from_numpy(grad.copy())
+        torch_opt.step()
+        schedule.step()
+    assert np.abs(flat - weights.detach().numpy()).max() < 1e-12
+    assert np.abs(flat - plain).max() > 1e-4  # the decay moved the weights
+
+
+def test_adamw_with_no_decay_is_adam_bit_for_bit():
+    """weight_decay=0 adds no operation: the same bits as Adam, as torch.optim.AdamW(weight_decay=0) gives Adam's."""
+    rng = np.random.default_rng(13)
+    start = rng.standard_normal(100).astype(np.float32)
+    a, b = start.copy(), start.copy()
+    opt_a, opt_b = Adam(a, 1e-2), Adam(b, 1e-2, weight_decay=0.0)
+    for _ in range(5):
+        grad = rng.standard_normal(100).astype(np.float32)
+        opt_a.step(grad)
+        opt_b.step(grad)
+    assert a.tobytes() == b.tobytes()
+
+
+@pytest.mark.slow
+def test_training_with_weight_decay_matches_torch_adamw():
+    """A whole run with AdamW and a warm-up gives torch's loss history (AdamW(model.parameters()) under LambdaLR):
+    every trained tensor decays, biases, LayerNorm gains and embeddings included."""
+    run = make_run(
+        "copy", 4, 3, steps=120, batch_size=8, d_model=16, n_heads=2, dtype="float64", lr=1e-2, warmup=20,
+        weight_decay=0.3,
+    )  # fmt: skip
+    tc = run.train
+    model = TorchModel(run.model, initial_params(run))
+    opt = torch.optim.AdamW(
+        model.parameters(), lr=tc.lr, betas=(tc.beta1, tc.beta2), eps=tc.eps, weight_decay=tc.weight_decay,
+        foreach=False,
+    )  # fmt: skip
+    schedule = torch.optim.lr_scheduler.LambdaLR(opt, lambda t: schedule_multiplier(t, tc.steps, tc.warmup, "none", 0))
+    rng, theirs = batch_rng(tc.seed), []
+    for _ in range(tc.steps):
+        seqs = sample_batch(run.task, tc.batch_size, rng)
+        opt.zero_grad()
+        loss = torch_loss(model, seqs, run.task.length)
+        loss.backward()
+        opt.step()
+        schedule.step()
+        theirs.append(loss.item())
+    result = train(run, snapshots=False)
+    assert np.abs(result.loss_history - np.array(theirs)).max() <= 1e-12 * max(theirs)
+    # the key bias's true gradient is 0 (it adds one constant to a query's scores): Adam scales its rounding noise
+    # up to steps of lr, so over 120 steps the weights agree to 1e-8 rather than the 3-step test's 1e-10
+    for name, p in model.to_attncore().items():
+        assert max_relative(result.params[name], p) < 1e-8, name
+
+
 # --- the learning-rate schedule against torch.optim.lr_scheduler.LambdaLR -------
 
 

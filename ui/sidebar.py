@@ -237,6 +237,7 @@ def describe(run: RunConfig, seed: bool = True) -> str:
         f"{t.steps:,} steps · d={m.d_model}, {formats.count(m.n_heads, 'head')}, "
         f"{formats.count(m.n_layers, 'layer')} · batch {t.batch_size}{schedule_text(t)}"
         + (f" · embedding std {shown('embed_std')}" if m.embed_std != SETTINGS["embed_std"].default else "")
+        + (f" · weight decay {shown('weight_decay')}" if t.weight_decay else "")
     )
 
 
