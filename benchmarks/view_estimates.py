@@ -57,6 +57,10 @@ for _name in regimes.EXPERIMENTS:  # the Regimes page's experiments at their def
         f"Regimes: {_name}, its default grid over {regimes.DEFAULT_SEEDS} seeds",
         lambda e=_name: regimes.all_runs(regimes.cells_of(e, range(regimes.DEFAULT_SEEDS))),
     )
+VIEWS["regimes-lr-qk-norm"] = (
+    f"Regimes: lr, qk-norm off against on, its default grid over {regimes.DEFAULT_SEEDS} seeds",
+    lambda: regimes.all_runs(regimes.lr_cells(range(regimes.DEFAULT_SEEDS), qk_norm="both")),
+)
 DEFAULT_VIEWS = ["home", "ablations", "compare", "length"]  # the Regimes views are long: ask for them by name
 
 

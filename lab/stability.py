@@ -200,9 +200,13 @@ def _sensitivity_text(row, baseline: str) -> str:
     text = f"LR sensitivity {figure(row['sensitivity'])} (each seed's own: {own}"
     if not isinstance(row["verdict"], str):  # the baseline
         return text + ")"
+    return f"{text}; minus {baseline}'s, paired: {paired_text(row)})"
+
+
+def paired_text(row) -> str:
+    """A sensitivity_table row's paired comparison: 'Δ −0.210 [−0.400, −0.0500], p 0.03125, difference shown'."""
     delta, interval = stats.format_delta(row["delta_mean"]), stats.format_interval(row["ci_low"], row["ci_high"])
-    p = stats.format_p(row["p_value"])
-    return f"{text}; minus {baseline}'s, paired: Δ {delta} {interval}, p {p}, {row['verdict']})"
+    return f"Δ {delta} {interval}, p {stats.format_p(row['p_value'])}, {row['verdict']}"
 
 
 def finding(cells: Sequence[regimes.Cell], summaries, initial, rows: pd.DataFrame) -> str:
