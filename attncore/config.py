@@ -49,6 +49,7 @@ class ModelConfig:
     scaling: bool = _default("scaling")  # divide scores by sqrt(d_head)
     dtype: str = _default("dtype")
     embed_std: float = _default("embed_std")  # the token embedding's (and learned position table's) initial std
+    qk_norm: bool = _default("qk_norm")  # LayerNorm over d_head on each head's q and k before the scores
 
     def __post_init__(self):
         check_int("vocab_size", self.vocab_size, 2, 1_000_000)
@@ -63,7 +64,7 @@ class ModelConfig:
             raise ConfigError("n_heads", f"rope needs an even head size, got d_head={self.d_head}")
         _check(self, "n_layers", "d_ff")
         check_int("max_len", self.max_len, 1, 1_000_000)
-        _check(self, "position", "norm", "scaling", "dtype")
+        _check(self, "position", "norm", "scaling", "dtype", "qk_norm")
         if isinstance(self.embed_std, bool) or not isinstance(self.embed_std, (int, float)):
             raise ConfigError("embed_std", f"must be a number, got {self.embed_std!r}")
         if not 0.0 < self.embed_std <= MAX_EMBED_STD:  # also refuses nan
@@ -90,6 +91,7 @@ class TrainConfig:
     decay: str = _default("decay")  # after warm-up: none, linear or cosine down to min_lr_ratio * lr at the last step
     min_lr_ratio: float = _default("min_lr_ratio")  # r: the decay's end, a fraction of lr
     weight_decay: float = _default("weight_decay")  # λ: AdamW's decoupled decay, θ *= 1 - lr_t·λ before each step
+    z_loss: float = _default("z_loss")  # c: the objective adds c·(log Z)² per predicted token (Z: the softmax's sum)
 
     def __post_init__(self):
         if self.randomized_positions is not None:
@@ -106,8 +108,9 @@ class TrainConfig:
         object.__setattr__(self, "min_lr_ratio", float(self.min_lr_ratio))  # 0 and 0.0: one cache key
         _check(self, "batch_size")
         _check(self, "lr", "beta1", "beta2", "eps")
-        _check(self, "weight_decay")
+        _check(self, "weight_decay", "z_loss")
         object.__setattr__(self, "weight_decay", float(self.weight_decay))  # 0 and 0.0: one cache key
+        object.__setattr__(self, "z_loss", float(self.z_loss))
         _check(self, "seed")
 
 

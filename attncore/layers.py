@@ -39,6 +39,13 @@ class CrossEntropyCache(NamedTuple):
     targets: np.ndarray  # (N,)
 
 
+class ZLossCache(NamedTuple):
+    probs: np.ndarray  # (N, V) softmax of the logits
+    targets: np.ndarray  # (N,)
+    log_z: np.ndarray  # (N, 1) log of the softmax's normaliser Z = sum_v exp(logit_v)
+    coefficient: float  # c of the term c·(log Z)²
+
+
 # Reductions over a short last axis are slow in NumPy (a loop per row); these
 # express them as matrix products or a few vectorised maximum ops instead.
 
@@ -353,6 +360,32 @@ def cross_entropy_backward(cache):
     targets = cache.targets
     n = len(targets)
     dlogits = cache.probs.copy()  # (N, V)
+    dlogits[np.arange(n), targets] -= 1.0
+    dlogits /= n
+    return dlogits
+
+
+def cross_entropy_z_forward(logits, targets, coefficient: float):
+    """The cross-entropy of cross_entropy_forward and the output z-loss beside it (Wortsman et al. 2023, after
+    PaLM): the mean over the N rows of (log Z)², Z = sum_v exp(logit_v) the softmax's normaliser. Returns the
+    cross-entropy, the mean (log Z)² and the cache; the objective is cross-entropy + coefficient · mean (log Z)²."""
+    peak = row_max(logits)  # (N, 1)
+    z = logits - peak
+    e = np.exp(z)
+    total = row_sum(e)  # (N, 1)
+    n = len(targets)
+    log_total = np.log(total)
+    loss = (log_total.sum() - z[np.arange(n), targets].sum()) / n
+    log_z = log_total + peak  # (N, 1)
+    e /= total
+    return float(loss), float((log_z * log_z).sum() / n), ZLossCache(e, targets, log_z, coefficient)
+
+
+def cross_entropy_z_backward(cache):
+    """d(cross-entropy + c · mean (log Z)²)/d logits: (softmax - onehot + 2c · log Z · softmax) / N."""
+    targets = cache.targets
+    n = len(targets)
+    dlogits = cache.probs * (1.0 + 2.0 * cache.coefficient * cache.log_z)  # (N, V)
     dlogits[np.arange(n), targets] -= 1.0
     dlogits /= n
     return dlogits

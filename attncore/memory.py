@@ -21,6 +21,7 @@ def _param_count(run: RunConfig) -> int:
     m = run.model
     d, f, v = m.d_model, m.d_ff, m.vocab_size
     per_block = 4 * d + 3 * d * d + 3 * d + d * d + d + d * f + f + f * d + d
+    per_block += 4 * m.d_head if m.qk_norm else 0  # the q and k norms' gains and biases
     table = m.max_len * d if m.position == "learned" else 0
     return v * d + table + m.n_layers * per_block + 2 * d + d * v + v
 

@@ -36,6 +36,13 @@ def param_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
             p + "ln1.beta": (d,),
             p + "attn.w_qkv": (d, 3 * d),  # Q, K, V projections fused along the columns
             p + "attn.b_qkv": (3 * d,),
+        }
+        if cfg.qk_norm:  # one gain and bias over d_head for every head's queries, one for its keys
+            dh = cfg.d_head
+            shapes |= {
+                p + n: (dh,) for n in ("attn.q_norm.gamma", "attn.q_norm.beta", "attn.k_norm.gamma", "attn.k_norm.beta")
+            }
+        shapes |= {
             p + "attn.w_out": (d, d),
             p + "attn.b_out": (d,),
             p + "ln2.gamma": (d,),
@@ -169,6 +176,8 @@ class SelfAttentionCache(NamedTuple):
     head_mask: np.ndarray | None  # (H,) 0/1 per head, or None
     q_from: int | AnswerRows  # the positions that asked queries
     rope: tuple[np.ndarray, np.ndarray] | None  # RoPE's cos and sin (T, Dh/2) at the positions, or None
+    q_norm: L.LayerNormCache | None = None  # qk-norm: the queries' LayerNorm over Dh, or None without it
+    k_norm: L.LayerNormCache | None = None  # and the keys'
 
 
 class BlockCache(NamedTuple):
@@ -227,6 +236,10 @@ def _mha_forward(h, params, p, cfg, B, t0=0, mask=None, kv=None, head_mask=None,
         q = q[:, :, q_from:]  # (B, H, Tq, Dh)
     elif rows.window is not None:  # (B, H, W, Dh)
         q = qkv.reshape(B, T, 3, H, Dh)[rows.batch, rows.window, 0].transpose(0, 2, 1, 3)
+    q_norm = k_norm = None
+    if cfg.qk_norm:  # each head's q and k normalised over Dh, before RoPE and the scores (and the KV cache)
+        q, q_norm = L.layernorm_forward(q, params[p + "attn.q_norm.gamma"], params[p + "attn.q_norm.beta"])
+        k, k_norm = L.layernorm_forward(k, params[p + "attn.k_norm.gamma"], params[p + "attn.k_norm.beta"])
     rope = None
     if cfg.position == "rope":
         if pos is None:
@@ -275,7 +288,8 @@ def _mha_forward(h, params, p, cfg, B, t0=0, mask=None, kv=None, head_mask=None,
         else:
             out, _ = L.linear_forward(merged, w_out, b_out)
         out = _hook(hooks, p + "attn_out", out, B)  # (B*Tq, D)
-    return out, SelfAttentionCache(h, c.q, c.k, c.v, weights, c.factor, merged, head_mask, q_from, rope)
+    cache = SelfAttentionCache(h, c.q, c.k, c.v, weights, c.factor, merged, head_mask, q_from, rope, q_norm, k_norm)
+    return out, cache
 
 
 def _query_rows(x, B, q_from):
@@ -432,15 +446,22 @@ def _mha_backward(dout, cache: SelfAttentionCache, params, p, cfg, grads):
     elif windowed:
         dqkv[:, :, 0] = 0.0  # positions outside the windows asked no query
         dq = None  # the windows' gradient, put in place below
-    if cfg.position == "rope":
+    if cfg.position == "rope" or cache.q_norm is not None:
         dq_r, dk_r, _ = L.attention_backward(dy, cache, out=(None, None, dv))  # (B, H, Tq, Dh), (B, H, T, Dh)
-        cos, sin = cache.rope  # at the forward's positions
-        dq_r = L.rope_backward(dq_r, *_rope_at_queries(cos, sin, q_from))
+        if cfg.position == "rope":
+            cos, sin = cache.rope  # at the forward's positions
+            dq_r = L.rope_backward(dq_r, *_rope_at_queries(cos, sin, q_from))
+            dk_r = L.rope_backward(dk_r, cos, sin)
+        if cache.q_norm is not None:  # back through qk-norm; its gain and bias summed over heads and positions
+            names = ("attn.q_norm.gamma", "attn.q_norm.beta", "attn.k_norm.gamma", "attn.k_norm.beta")
+            gq_gamma, gq_beta, gk_gamma, gk_beta = (grads[p + n] for n in names)
+            dq_r, *_ = L.layernorm_backward(dq_r, cache.q_norm, out=(gq_gamma, gq_beta))
+            dk_r, *_ = L.layernorm_backward(dk_r, cache.k_norm, out=(gk_gamma, gk_beta))
         if dq is None:
             dq = dq_r
         else:
             dq[...] = dq_r
-        dk[...] = L.rope_backward(dk_r, cos, sin)
+        dk[...] = dk_r
     else:
         dq, *_ = L.attention_backward(dy, cache, out=(dq, dk, dv))
     if windowed:
@@ -544,18 +565,31 @@ def sequence_losses(params, seqs, lengths, cfg: ModelConfig, *, key_padding=True
     return np.bincount(rows.sequence, nll, len(seqs)) / np.bincount(rows.sequence, minlength=len(seqs))
 
 
+def _loss_backward(logits, targets, z_loss: float):
+    """The cross-entropy of logits (N, V) and d(objective)/d logits: the cross-entropy's, plus z_loss · mean
+    (log Z)² when z_loss > 0 (L.cross_entropy_z_forward). The loss returned is the cross-entropy alone."""
+    if not z_loss:
+        loss, ce_cache = L.cross_entropy_forward(logits, targets)
+        return loss, L.cross_entropy_backward(ce_cache)
+    loss, _, z_cache = L.cross_entropy_z_forward(logits, targets, z_loss)
+    return loss, L.cross_entropy_z_backward(z_cache)
+
+
 @on_one_blas_thread
-def loss_and_grads(params, seqs, cfg: ModelConfig, answer_len: int, grads=None, *, positions=None, lengths=None):
+def loss_and_grads(
+    params, seqs, cfg: ModelConfig, answer_len: int, grads=None, *, positions=None, lengths=None, z_loss=0.0
+):
     """Cross-entropy on the last `answer_len` targets of seqs (B, 2L+1) and its gradient.
 
     The input is seqs[:, :-1], the target seqs[:, 1:] (next token); only the
     answer positions carry loss (the article's tasks). grads may be preallocated views. positions (2L,): randomized
     positions; lengths (B,): seqs is a right-padded batch of these lengths (the loss masked on padding).
+    z_loss c > 0: the gradient is the objective's, cross-entropy + c · mean over the same targets of (log Z)²
+    (Z the output softmax's normaliser); the loss returned is still the cross-entropy.
     """
     if lengths is not None:  # the mean over every answer token of the batch, padding left out
         logits, targets, _, cache = padded_forward(params, seqs, lengths, cfg, positions=positions)
-        loss, ce_cache = L.cross_entropy_forward(logits, targets)
-        dlogits = L.cross_entropy_backward(ce_cache)
+        loss, dlogits = _loss_backward(logits, targets, z_loss)
         if grads is None:
             grads = {name: np.empty_like(a) for name, a in params.items()}
         backward(dlogits, cache, params, cfg, grads)
@@ -563,8 +597,8 @@ def loss_and_grads(params, seqs, cfg: ModelConfig, answer_len: int, grads=None, 
     idx, targets = seqs[:, :-1], seqs[:, -answer_len:]
     logits, cache = forward(params, idx, cfg, out_from=idx.shape[1] - answer_len, positions=positions)
     B, A, V = logits.shape
-    loss, ce_cache = L.cross_entropy_forward(logits.reshape(B * A, V), targets.ravel())
-    dlogits = L.cross_entropy_backward(ce_cache).reshape(B, A, V)
+    loss, dlogits = _loss_backward(logits.reshape(B * A, V), targets.ravel(), z_loss)
+    dlogits = dlogits.reshape(B, A, V)
     if grads is None:
         grads = {name: np.empty_like(a) for name, a in params.items()}
     backward(dlogits, cache, params, cfg, grads)

@@ -211,12 +211,24 @@ SETTINGS: dict[str, Setting] = {
           flag_help="the initial std of the token embedding (and learned position table)",
           help="The token embedding's (and learned position table's) initial standard deviation: 0.1 in the "
           "article's model, 1 for the induction task (PyTorch's nn.Embedding)."),
+        S("qk_norm", "model", False, bool, "qk-norm", url="qknorm", flag="--qk-norm", advanced=True, optional=True,
+          factor="qk_norm", levels=(False, True), preselected=(False, True), widget="toggle", column=20,
+          flag_help="LayerNorm on each head's queries and keys before the scores (Dehghani et al.; Wortsman et al.)",
+          help="A LayerNorm (gain and bias over d_head, shared by the heads) on each head's queries and keys, after "
+          "the projection and before RoPE and the scores (Dehghani et al. 2023; Wortsman et al. 2023)."),
         S("weight_decay", "train", 0.0, float, "Weight decay λ", low=0.0, high=10.0, open_low=False, url="wd",
           flag="--weight-decay", advanced=True, optional=True, factor="weight_decay", factor_label="weight decay",
           levels=(0.0, 0.01, 0.1, 1.0), preselected=(0.0, 1.0), step=0.1, column=18, metavar="W",
           flag_help="decoupled weight decay (AdamW): every weight times 1 - lr x W before each Adam step (0: none)",
           help="AdamW (Loshchilov & Hutter): before each Adam step every trained tensor is multiplied by "
           "1 − lr·λ, lr the step's scheduled rate. 0: plain Adam."),
+        S("z_loss", "train", 0.0, float, "Output z-loss c", low=0.0, high=1.0, open_low=False, url="zloss",
+          flag="--z-loss", advanced=True, optional=True, factor="z_loss", factor_label="z-loss",
+          levels=(0.0, 1e-4, 1e-3), preselected=(0.0, 1e-4), step=1e-4, column=19, metavar="C",
+          flag_help="add C x (log Z)^2 per predicted token to the objective, Z the output softmax's normaliser "
+          "(Wortsman et al. use 1e-4; 0: none); the loss recorded stays the cross-entropy",
+          help="Adds c·(log Z)² per predicted token to the training objective, Z the output softmax's normaliser "
+          "(Wortsman et al. 2023 use 1e-4). The loss curve stays the cross-entropy. 0: none."),
         # settings of the command line and the configs only
         S("d_ff", "model", 128, int, "FFN width d_ff", low=1, high=65536, flag="--d-ff", flag_help="default 4d",
           column=9),

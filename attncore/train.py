@@ -22,7 +22,7 @@ from .task import task_of
 @dataclass
 class TrainResult:
     config: RunConfig
-    loss_history: np.ndarray  # (steps,) float64, the training loss at every step
+    loss_history: np.ndarray  # (steps,) float64, the training cross-entropy at every step (without a z-loss term)
     params: dict[str, np.ndarray]
     train_seconds: float  # the training steps only, without the snapshots
     snapshots: list[Snapshot] = field(default_factory=list)  # in step order; empty with snapshots=False
@@ -79,7 +79,9 @@ class Trainer:
         task, n_max = run.task, run.train.randomized_positions
         batch, lengths, n = task_of(task).train_batch(task, run.train.batch_size, rng)
         positions = None if n_max is None else draw_positions(rng, batch.shape[1] - 1, n_max)
-        loss, _ = loss_and_grads(self.params, batch, run.model, n, self.grads, positions=positions, lengths=lengths)
+        loss, _ = loss_and_grads(
+            self.params, batch, run.model, n, self.grads, positions=positions, lengths=lengths, z_loss=run.train.z_loss
+        )
         if self.lrs is not None:
             self.opt.lr = self.lrs[self.opt.t]  # opt.t: the steps taken before this one
         self.opt.step(self.grad_flat)

@@ -36,6 +36,7 @@ def print_summary(s: dict) -> None:
     trained += f" warmup={t['warmup']}" if t.get("warmup") else ""
     trained += f" decay={t['decay']}->{t.get('min_lr_ratio', 0.0):g}" if t.get("decay", "none") != "none" else ""
     trained += f" weight-decay={t['weight_decay']:g}" if t.get("weight_decay") else ""
+    trained += f" z-loss={t['z_loss']:g}" if t.get("z_loss") else ""
     print(
         f"{k['name']} {trained} seed={t['seed']}  position={m['position']} norm={m['norm']}-LN "
         f"scaling={'on' if m['scaling'] else 'off'} lr={formats.learning_rate(t['lr'])}  "

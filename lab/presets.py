@@ -105,6 +105,7 @@ def with_settings(run: RunConfig, **overrides) -> RunConfig:
         dtype=m.dtype,
         embed_std=m.embed_std,
         weight_decay=t.weight_decay,
+        z_loss=t.z_loss,
     )
     if "d_model" in overrides and "d_ff" not in overrides and m.d_ff == 4 * m.d_model:
         kwargs["d_ff"] = None  # keep d_ff = 4d for a new width

@@ -102,10 +102,16 @@ class Attention(nn.Module):
         self.scaling, self.rope, self.alibi = cfg.scaling, cfg.position == "rope", cfg.position == "alibi"
         self.qkv = nn.Linear(d, 3 * d, dtype=dtype)  # Q | K | V along the outputs
         self.out = nn.Linear(d, d, dtype=dtype)
+        self.qk_norm = cfg.qk_norm
+        if cfg.qk_norm:  # over each head's Dh features, one gain and bias shared by the heads
+            self.q_norm = nn.LayerNorm(self.d_head, eps=LN_EPS, dtype=dtype)
+            self.k_norm = nn.LayerNorm(self.d_head, eps=LN_EPS, dtype=dtype)
 
     def forward(self, x, future, pos):
         B, T, D = x.shape
         q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, self.d_head).permute(2, 0, 3, 1, 4)  # each (B, H, T, Dh)
+        if self.qk_norm:
+            q, k = self.q_norm(q), self.k_norm(k)
         if self.rope:
             cos, sin = rope_angles(int(pos.max()) + 1, self.d_head, x.dtype)
             q, k = rotate_pairs(q, cos[pos], sin[pos]), rotate_pairs(k, cos[pos], sin[pos])
@@ -209,11 +215,12 @@ class TorchModel(nn.Module):
         return self.head(self.ln_f(x[:, out_from:]))  # (B, T - out_from, V)
 
 
-def torch_loss(model: TorchModel, seqs, answer_len: int, positions=None, lengths=None) -> torch.Tensor:
+def torch_loss(model: TorchModel, seqs, answer_len: int, positions=None, lengths=None, z_loss=0.0) -> torch.Tensor:
     """Cross-entropy on the last answer_len next-token targets of seqs (B, 2L+1), as attncore's loss_and_grads
     (answer_len = T - 1 of the induction task's seqs (B, T): every position).
 
     lengths (B,): seqs is right-padded; the loss is the mean over each sequence's answer tokens n..2n-1 (inputs).
+    z_loss c > 0: the objective adds c · mean over the same tokens of logsumexp(logits)², the output z-loss.
     """
     seqs = torch.as_tensor(np.asarray(seqs), dtype=torch.long)
     if lengths is not None:
@@ -221,18 +228,23 @@ def torch_loss(model: TorchModel, seqs, answer_len: int, positions=None, lengths
         idx, targets = seqs[:, :-1], seqs[:, 1:]
         q = torch.arange(idx.shape[1])[None, :]
         answer = (q >= n[:, None]) & (q <= 2 * n[:, None] - 1)
-        logits = model(idx, positions=positions, padding=q < 2 * n[:, None])
-        return F.cross_entropy(logits[answer], targets[answer])
-    idx, targets = seqs[:, :-1], seqs[:, -answer_len:]
-    logits = model(idx, out_from=idx.shape[1] - answer_len, positions=positions)  # (B, L, V)
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+        logits, targets = model(idx, positions=positions, padding=q < 2 * n[:, None])[answer], targets[answer]
+    else:
+        idx, targets = seqs[:, :-1], seqs[:, -answer_len:]
+        logits = model(idx, out_from=idx.shape[1] - answer_len, positions=positions)  # (B, L, V)
+        logits, targets = logits.reshape(-1, logits.shape[-1]), targets.reshape(-1)
+    loss = F.cross_entropy(logits, targets)
+    if z_loss:
+        loss = loss + z_loss * torch.logsumexp(logits, dim=-1).pow(2).mean()
+    return loss
 
 
 def torch_loss_and_grads(
-    model: TorchModel, seqs, answer_len: int, positions=None, lengths=None
+    model: TorchModel, seqs, answer_len: int, positions=None, lengths=None, z_loss=0.0
 ) -> tuple[float, dict[str, np.ndarray]]:
-    """Loss and every gradient under attncore's names: the oracle for attncore.model.loss_and_grads."""
+    """Loss and every gradient under attncore's names: the oracle for attncore.model.loss_and_grads (with a
+    z-loss, the objective's value and gradients)."""
     model.zero_grad(set_to_none=True)
-    loss = torch_loss(model, seqs, answer_len, positions, lengths)
+    loss = torch_loss(model, seqs, answer_len, positions, lengths, z_loss)
     loss.backward()
     return loss.item(), model.to_attncore(grads=True)

@@ -238,6 +238,7 @@ def describe(run: RunConfig, seed: bool = True) -> str:
         f"{formats.count(m.n_layers, 'layer')} · batch {t.batch_size}{schedule_text(t)}"
         + (f" · embedding std {shown('embed_std')}" if m.embed_std != SETTINGS["embed_std"].default else "")
         + (f" · weight decay {shown('weight_decay')}" if t.weight_decay else "")
+        + (f" · z-loss {shown('z_loss')}" if t.z_loss else "")
     )
 
 

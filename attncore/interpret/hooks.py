@@ -105,6 +105,8 @@ def _attention_input_backward(dout, cache: SelfAttentionCache, params, p, cfg, B
     if cfg.position == "rope":
         cos, sin = cache.rope
         dq, dk = L.rope_backward(dq, cos, sin), L.rope_backward(dk, cos, sin)
+    if cache.q_norm is not None:  # qk-norm: back through each head's LayerNorm of q and k
+        dq, dk = L.layernorm_backward(dq, cache.q_norm)[0], L.layernorm_backward(dk, cache.k_norm)[0]
     dqkv = np.stack([dq, dk, dv]).transpose(1, 3, 0, 2, 4).reshape(B * T, 3 * D)  # (B*T, 3D)
     return dqkv @ params[p + "attn.w_qkv"].T  # (B*T, D)
 

@@ -28,7 +28,8 @@ COMPONENTS = ("embeddings", "position", "attention", "ffn", "norms", "output_hea
 
 
 def describe_attncore(cfg: ModelConfig) -> Decoder:
-    """The Decoder that attncore.model builds from cfg: ReLU FFN, biases everywhere, untied head."""
+    """The Decoder that attncore.model builds from cfg: ReLU FFN, biases everywhere, untied head; with qk_norm a
+    LayerNorm over head_dim on the queries and one on the keys, shared by the heads (as Qwen3's)."""
     return Decoder(
         d_model=cfg.d_model,
         n_layers=cfg.n_layers,
@@ -43,6 +44,7 @@ def describe_attncore(cfg: ModelConfig) -> Decoder:
         max_len=cfg.max_len,
         final_norm=True,
         head_bias=True,
+        qk_norm="head" if cfg.qk_norm else "none",
     )
 
 
@@ -222,6 +224,8 @@ def attncore_component(name: str) -> str:
         return "embeddings" if name == "tok_emb" else "position"
     if name.startswith("head."):
         return "output_head"
+    if name.endswith((".q_norm.gamma", ".q_norm.beta", ".k_norm.gamma", ".k_norm.beta")):
+        return "norms"  # qk-norm: counted with the norms, as the calculator counts q/k norms
     if ".attn." in name:
         return "attention"
     if ".ffn." in name:
@@ -252,7 +256,7 @@ def attncore_config(a: Decoder) -> ModelConfig | None:
     try:
         cfg = ModelConfig(
             vocab_size=a.vocab_size, d_model=a.d_model, n_heads=a.n_heads, n_layers=a.n_layers, d_ff=a.d_ff,
-            max_len=max(a.max_len, 1), position=a.position,
+            max_len=max(a.max_len, 1), position=a.position, qk_norm=a.qk_norm == "head",
         )  # fmt: skip
     except ConfigError:
         return None
