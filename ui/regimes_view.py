@@ -272,11 +272,12 @@ def qk_norm_sections(cells, by_run, summaries, initial) -> None:
         st.subheader(title)
         if len(frame):
             st.altair_chart(charts.attention_over_training(frame, figure), width="content")
+    first = next(iter(cells[0].groups.values()))[0]
     st.caption(
-        f"At each training snapshot, on {norms.snapshot_sequences(cells[0].groups[next(iter(cells[0].groups))][0])} "
+        f"At each training snapshot, on {norms.snapshot_sequences(first)} "
         "fixed sequences of the task (stored with each run): the largest |q·k|/scale over the layers and causal "
         "pairs, and the attention entropy of the layer with the lowest (each layer's the mean over its heads and "
-        f"query rows, {entropy_rows(cells[0].groups[next(iter(cells[0].groups))][0].task.length)}); the mean over "
+        f"query rows, {entropy_rows(first.task.length)}); the mean over "
         "the seeds, a diverged run's NaN left out. Dehghani et al. 2023 and Wortsman et al. 2023: without qk-norm "
         "these logits grow at high learning rates and the entropy collapses (attention on one key)."
         + (f" {missing} of the runs were stored before their norms were and are left out." if missing else "")
