@@ -151,12 +151,12 @@ def cmd_regimes(a) -> int:
 
     bar = ProgressBar(estimate=cost["wall_seconds"])
     records = run_sweep(runs, n_jobs=a.jobs, progress=bar, cost=cost["model"])
+    if a.experiment == "lr" and a.qk_norm == "both":
+        return _qk_norm_comparison(a, cells, records, runs)
     summaries = {run: record.summary() for run, record in zip(runs, records, strict=True)}
     rows = regimes.table(cells, summaries)
     out = {"experiment": a.experiment, "seeds": a.seeds, "cells": json.loads(rows.to_json(orient="records"))}
     out["finding"] = regimes.finding(rows)
-    if a.experiment == "lr" and a.qk_norm == "both":
-        return _qk_norm_comparison(a, cells, records, runs)
     if a.experiment == "lr":
         initial = regimes.initial_loss(cells)
         best = regimes.lr_summary(cells, summaries, initial)
@@ -236,6 +236,7 @@ def _qk_norm_comparison(a, cells, records, runs) -> int:
         })  # fmt: skip
     out = {"experiment": "lr", "seeds": a.seeds, "qk_norm": "both", "z_loss": a.z_loss, "variants": variants}
     out["cells"] = json.loads(rows.to_json(orient="records"))
+    out["at_best"] = json.loads(regimes.at_best(cells, summaries, initial).to_json(orient="records"))
     out["finding"] = stability.finding(cells, summaries, initial, rows)
     if a.json:
         print(json.dumps(_finite(out)))

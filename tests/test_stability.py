@@ -164,6 +164,12 @@ def test_the_page_names_the_command_line_that_trains_the_qk_norm_grid():
     assert "--z-loss" not in no_z
 
 
+def test_the_command_line_offers_the_qk_norm_grid_of_lab_regimes():
+    from cli import regimes as cli_regimes
+
+    assert cli_regimes.QK_LR_GRID == regimes.QK_LR_GRID
+
+
 REFUSALS = {
     "a z-loss without the comparison": (["lr", "--z-loss", "1e-4"], "--z-loss: adds the z-loss variant"),
     "a pair with the comparison": (["lr", "--qk-norm", "both", "--pair", "norm"], "--pair: qk-norm both compares"),
