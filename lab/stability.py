@@ -58,8 +58,9 @@ def over_training(cells: Sequence[regimes.Cell], by_run: Mapping[RunConfig, RunR
                 if snapshots is None:
                     missing += 1
                     continue
-                rows += [{"variant": label, "lr": cell.key["lr"], "step": s["step"], "max_logit": max(s["max_logit"]),
-                          "entropy": min(s["entropy"])} for s in snapshots]  # fmt: skip
+                rows += [{"variant": label, "lr": cell.key["lr"], "step": s["step"],  # NaN if a layer's is
+                          "max_logit": float(np.max(s["max_logit"])), "entropy": float(np.min(s["entropy"]))}
+                         for s in snapshots]  # fmt: skip
     columns = ["variant", "lr", "step", "seeds", "max_logit", "entropy"]
     if not rows:
         return pd.DataFrame(columns=columns), missing

@@ -250,7 +250,8 @@ def test_the_regimes_page_draws_the_qk_norm_comparison_from_its_runs_with_its_ur
         assert title.lower() in heads.lower()
     assert len([c for c in charts(at) if "largest |q·k|/scale" in str(c)]) == 1
     assert not any(b.key == "reg_train" for b in at.button)  # every run from the store
-    assert at.query_params["reg_pair"] == ["qk_norm"] and at.query_params["reg_zloss"] == ["1e-4"]
+    assert at.selectbox(key="reg_pair").value == regimes.QK_NORM and at.selectbox(key="reg_zloss").value == 1e-4
+    assert at.multiselect(key="reg_qklrs").value == [1e-2, 3e-1]
 
 
 @pytest.mark.slow
