@@ -270,3 +270,28 @@ def test_at_its_defaults_the_qk_norm_comparison_is_offered_with_an_estimate_with
     assert f"0 of {n} runs cached" in texts(at.info)
     (button,) = [b for b in at.button if b.key == "reg_train"]
     assert f"{n} runs, about" in button.label and "over this server" not in button.label
+
+
+def test_the_figures_over_training_are_the_means_over_the_seeds_with_a_diverged_snapshot_left_out():
+    from types import SimpleNamespace
+
+    cells = regimes.lr_cells(range(2), qk_norm="both", lrs=(1e-2,))
+
+    def record(seed: int, label: str):
+        late = [math.nan, math.nan] if (seed, label) == (1, "qk-norm off") else [4.0 + seed, 2.0]
+        return SimpleNamespace(norms=[
+            {"step": 10, "max_logit": [1.0 + seed, 2.0], "entropy": [0.5, 0.25 + seed]},
+            {"step": 20, "max_logit": late, "entropy": [0.1, math.nan if seed else 0.2]},
+        ])  # fmt: skip
+
+    by_run = {r: record(r.train.seed, label) for c in cells for label, runs in c.groups.items() for r in runs}
+    frame, missing = stability.over_training(cells, by_run)
+    assert missing == 0
+    off = frame[frame["variant"] == "qk-norm off"].set_index("step")
+    assert (
+        off.loc[10, "max_logit"] == 2.0 and off.loc[10, "entropy"] == 0.375
+    )  # each seed over its layers, then the mean
+    assert off.loc[20, "max_logit"] == 4.0  # seed 1 diverged: seed 0's alone
+    assert off.loc[20, "entropy"] == 0.1  # seed 1's NaN layer makes its lowest NaN, left out
+    by_run[cells[0].groups["qk-norm on"][0]] = SimpleNamespace(norms=None)
+    assert stability.over_training(cells, by_run)[1] == 1
