@@ -295,3 +295,19 @@ def test_the_figures_over_training_are_the_means_over_the_seeds_with_a_diverged_
     assert off.loc[20, "entropy"] == 0.1  # seed 1's NaN layer makes its lowest NaN, left out
     by_run[cells[0].groups["qk-norm on"][0]] = SimpleNamespace(norms=None)
     assert stability.over_training(cells, by_run)[1] == 1
+
+
+def test_the_charts_draw_a_panel_per_variant_and_each_variants_interval():
+    from ui.charts import regimes as charts
+
+    cells = regimes.lr_cells(SEEDS, qk_norm="both", lrs=LRS)
+    summaries = made_up(cells, helps=True)
+    spec = charts.sensitivity_intervals(stability.sensitivity_table(cells, summaries, INITIAL)).to_dict()
+    layers = [layer["mark"]["type"] if isinstance(layer["mark"], dict) else layer["mark"] for layer in spec["layer"]]
+    assert layers == ["rule", "circle", "point", "tick"]
+    frame = stability.per_seed(cells, summaries).assign(step=100, seeds=6)
+    frame = frame.rename(columns={"max_attn_logit": "max_logit", "min_attn_entropy": "entropy"})
+    for figure in ("max_logit", "entropy"):
+        spec = charts.attention_over_training(frame, figure).to_dict()
+        assert spec["facet"]["column"]["field"] == "variant"
+        assert spec["spec"]["layer"][0]["encoding"]["color"]["field"] == "rate"
