@@ -227,6 +227,9 @@ def test_cli_qk_norm_json_gives_each_variant_its_sensitivity_and_every_runs_atte
                 assert s["max_attn_logit"] is None or s["max_attn_logit"] > 0
     assert {c["metric"] for c in out["cells"]} == set(stability.METRICS)
     assert out["finding"].startswith("qk-norm off: the largest attention logit")
+    assert main([*argv, "--lrs", "1e-2", "3e-1", "--estimate", "--json"]) == 0
+    estimate = json.loads(capsys.readouterr().out)
+    assert estimate["runs"] == 3 * 2 * FEW and estimate["missing"] == 0  # every run stored: nothing to train
     assert main([*argv, "--lrs", "1e-2", "3e-1"]) == 0  # the text form
     shown = capsys.readouterr().out
     assert "max attn logit: qk-norm on minus qk-norm off" in shown and "LR sensitivity" in shown
