@@ -232,7 +232,7 @@ def finding(cells: Sequence[regimes.Cell], summaries, initial, rows: pd.DataFram
     parts = [
         f"{base}: the largest attention logit over training went from {figure(logit[base][lo])} at lr {lr(lo)} to "
         f"{figure(logit[base][hi])} at lr {lr(hi)} (×{figure(ratio)}: {'grew' if grows else 'did not grow'} "
-        f"{GROWTH:g}-fold) and the lowest attention entropy from {figure(entropy[base][lo])} to "
+        f"{GROWTH:g}-fold or more) and the lowest attention entropy from {figure(entropy[base][lo])} to "
         f"{figure(entropy[base][hi])} nats ({'collapsed' if collapses else 'did not collapse'} to a tenth or less)."
     ]
     for label in others:

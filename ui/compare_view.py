@@ -286,6 +286,7 @@ def seeds_advice(
 
 METRIC_NAMES = {"test_loss": "test loss", "token_accuracy": "per-token", "sequence_accuracy": "per-sequence"}
 METRIC_NAMES |= {"repeat_loss": "repeat loss", "first_loss": "first-copy loss"}
+METRIC_NAMES |= {"max_attn_logit": "largest attention logit", "min_attn_entropy": "lowest attention entropy"}
 
 
 def downloads(summary: pd.DataFrame, comparisons: pd.DataFrame, stem: str) -> None:

@@ -265,26 +265,33 @@ def sensitivity_intervals(df: pd.DataFrame) -> alt.Chart:
     mean (a large dot) with its interval (a bar), and Wortsman et al.'s LR sensitivity of the seeds' mean curve
     (a tick)."""
     variants = list(dict.fromkeys(df["variant"]))
+    row = {v: float(i) for i, v in enumerate(variants)}  # a quantitative row: the layers share one y scale
     color = alt.Color("variant:N", scale=_variant_colors(variants), sort=variants, legend=None)
-    y = alt.Y("variant:N", sort=variants, title=None, axis=alt.Axis(labelLimit=200))
+    axis = labelled_axis({i: v for v, i in row.items()}, labelLimit=200, grid=False)
+    y = alt.Y("row:Q", title=None, axis=axis, scale=alt.Scale(domain=[-0.5, len(variants) - 0.5], reverse=True))
     seeds = pd.DataFrame(
-        [{"variant": r["variant"], "seed": s, "value": v} for _, r in df.iterrows() for s, v in r["seeds"].items()]
-    )
+        [{"variant": r["variant"], "row": row[r["variant"]], "seed": s, "value": v}
+         for _, r in df.iterrows() for s, v in r["seeds"].items()]
+    )  # fmt: skip
     x = alt.X("value:Q", title="LR sensitivity (nats)", scale=alt.Scale(zero=True))
     dots = (
         alt.Chart(seeds)
         .mark_circle(size=30, opacity=0.5)
         .encode(x=x, y=y, color=color, tooltip=["variant", "seed", alt.Tooltip("value:Q", format=".3g")])
     )
-    frame = df[["variant", "seeds_mean", "seeds_low", "seeds_high", "sensitivity"]]
-    tooltip = ["variant"] + [alt.Tooltip(f"{c}:Q", format=".3g") for c in frame.columns[1:]]
+    frame = df[["variant", "seeds_mean", "seeds_low", "seeds_high", "sensitivity"]].assign(
+        row=[row[v] for v in df["variant"]]
+    )
+    tooltip = ["variant"] + [alt.Tooltip(f"{c}:Q", format=".3g") for c in frame.columns[1:5]]
     bar = alt.Chart(frame).mark_rule(strokeWidth=2).encode(x="seeds_low:Q", x2="seeds_high:Q", y=y, color=color)
     mean = (
-        alt.Chart(frame).mark_point(size=110, filled=True).encode(x="seeds_mean:Q", y=y, color=color, tooltip=tooltip)
+        alt.Chart(frame)
+        .mark_point(size=110, filled=True, opacity=1)
+        .encode(x="seeds_mean:Q", y=y, color=color, tooltip=tooltip)
     )
     pooled = (
         alt.Chart(frame)
         .mark_tick(thickness=2, size=22, color=BASE_COLOR)
         .encode(x="sensitivity:Q", y=y, tooltip=tooltip)
     )
-    return alt.layer(bar, dots, mean, pooled).properties(width=panel_width(1) - 200, height=40 * len(variants))
+    return alt.layer(bar, dots, mean, pooled).properties(width=panel_width(1) - 200, height=45 * len(variants))
