@@ -189,7 +189,7 @@ def test_cli_refuses_a_bad_qk_norm_comparison_in_one_line_with_exit_2(capsys, ca
     assert list_cached() == []
 
 
-STEPS, FEW = 30, 2
+STEPS, FEW = 100, 2  # 100: one of the page's step counts
 
 
 @pytest.fixture(scope="module")
