@@ -294,4 +294,5 @@ def sensitivity_intervals(df: pd.DataFrame) -> alt.Chart:
         .mark_tick(thickness=2, size=22, color=BASE_COLOR)
         .encode(x="sensitivity:Q", y=y, tooltip=tooltip)
     )
-    return alt.layer(bar, dots, mean, pooled).properties(width=panel_width(1) - 200, height=45 * len(variants))
+    size = {"width": panel_width(1) - 200, "height": 45 * len(variants), "autosize": PAD}  # its own size: not squeezed
+    return alt.layer(bar, dots, mean, pooled).properties(**size)
