@@ -219,8 +219,13 @@ def _qk_norm_comparison(a, cells, records, runs) -> int:
     variants = []
     for _, v in sensitivity.iterrows():
         mine = by_seed[by_seed["variant"] == v["variant"]]
-        lrs = [{"lr": lr, "seeds": json.loads(part.drop(columns=["variant", "lr"]).to_json(orient="records"))}
-               for lr, part in mine.groupby("lr", sort=False)]  # fmt: skip
+        lrs = [
+            {
+                "lr": float(lr),
+                "seeds": [{"seed": int(r["seed"])} | {k: _number(r[k]) for k in FIGURES} for _, r in part.iterrows()],
+            }
+            for lr, part in mine.groupby("lr", sort=False)
+        ]  # fmt: skip  (every digit: to_json keeps 10 decimals)
         paired = None
         if isinstance(v["verdict"], str):
             paired = {k: v[k] for k in ("delta_mean", "ci_low", "ci_high", "p_value", "verdict")}
@@ -252,6 +257,13 @@ def _qk_norm_comparison(a, cells, records, runs) -> int:
         )
     print(text.paragraph(out["finding"]))
     return 0
+
+
+FIGURES = ("test_loss", "max_attn_logit", "min_attn_entropy")  # per seed in the qk-norm comparison's JSON
+
+
+def _number(x) -> float | None:
+    return None if x is None or not math.isfinite(float(x)) else float(x)
 
 
 def _finite(value):
