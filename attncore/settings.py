@@ -70,6 +70,7 @@ class Setting:
     # the sidebar's widget: a number input unless a radio, a select or a toggle; its own range where narrower
     widget: str = "number"
     step: float | None = None
+    fmt: str | None = None  # the number input's printf format where Streamlit's default (%0.2f) hides the value
     hint: str = ""  # said after the label in the widget: 'Warm-up steps (0 = none)'
     ui_low: float | None = None
     ui_high: float | None = None
@@ -218,13 +219,13 @@ SETTINGS: dict[str, Setting] = {
           "the projection and before RoPE and the scores (Dehghani et al. 2023; Wortsman et al. 2023)."),
         S("weight_decay", "train", 0.0, float, "Weight decay λ", low=0.0, high=10.0, open_low=False, url="wd",
           flag="--weight-decay", advanced=True, optional=True, factor="weight_decay", factor_label="weight decay",
-          levels=(0.0, 0.01, 0.1, 1.0), preselected=(0.0, 1.0), step=0.1, column=18, metavar="W",
+          levels=(0.0, 0.01, 0.1, 1.0), preselected=(0.0, 1.0), step=0.1, fmt="%g", column=18, metavar="W",
           flag_help="decoupled weight decay (AdamW): every weight times 1 - lr x W before each Adam step (0: none)",
           help="AdamW (Loshchilov & Hutter): before each Adam step every trained tensor is multiplied by "
           "1 − lr·λ, lr the step's scheduled rate. 0: plain Adam."),
         S("z_loss", "train", 0.0, float, "Output z-loss c", low=0.0, high=1.0, open_low=False, url="zloss",
           flag="--z-loss", advanced=True, optional=True, factor="z_loss", factor_label="z-loss",
-          levels=(0.0, 1e-4, 1e-3), preselected=(0.0, 1e-4), step=1e-4, column=19, metavar="C",
+          levels=(0.0, 1e-4, 1e-3), preselected=(0.0, 1e-4), step=1e-4, fmt="%g", column=19, metavar="C",
           flag_help="add C x (log Z)^2 per predicted token to the objective, Z the output softmax's normaliser "
           "(Wortsman et al. use 1e-4; 0: none); the loss recorded stays the cross-entropy",
           help="Adds c·(log Z)² per predicted token to the training objective, Z the output softmax's normaliser "

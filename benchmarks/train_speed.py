@@ -9,11 +9,15 @@ all but vanishes, measures that per-call overhead itself. The induction default
 (T = V = 32, 2 heads, RoPE, a loss on every position; attncore.tasks.induction.INDUCTION_RUN)
 is timed beside its PyTorch peer too, and its 2,000 steps extrapolated.
 
+--variants times the default float32 step beside the same step with qk-norm, with an output z-loss (1e-4), with
+weight decay (AdamW, 0.1) and with all three, interleaved round by round; prints the medians, their ratios to the
+default step and the BLAS kernel (threadpoolctl).
+
 --against DIR times this checkout's training steps beside another checkout's (DIR, e.g. `git worktree add
 /tmp/before <commit>`): each tree's attncore runs in its own subprocess, the two driven round by round, and the
 medians, their ratio and whether the two gave the same losses bit for bit are printed.
 
-    python benchmarks/train_speed.py [--steps 1500] [--chunk 100] [--threads 1] [--against DIR]
+    python benchmarks/train_speed.py [--steps 1500] [--chunk 100] [--threads 1] [--against DIR | --variants]
 """
 
 from __future__ import annotations
@@ -221,13 +225,65 @@ def against(other: Path, steps: int, chunk: int, threads: int) -> None:
     print(f"losses after every round bit-identical between the two trees: {same_losses}")
 
 
+# the stability settings, each alone and all three, beside the default step (float32, the lab's training dtype)
+VARIANTS = {
+    "default": {},
+    "qk-norm": {"qk_norm": True},
+    "z-loss 1e-4": {"z_loss": 1e-4},
+    "weight decay 0.1": {"weight_decay": 0.1},
+    "all three": {"qk_norm": True, "z_loss": 1e-4, "weight_decay": 0.1},
+}
+
+
+def blas_kernels() -> str:
+    """The BLAS libraries numpy loaded, as threadpoolctl reports them: library, version and kernel family."""
+    from threadpoolctl import threadpool_info
+
+    return "; ".join(
+        f"{i.get('internal_api')} {i.get('version')} {i.get('architecture')}"
+        for i in threadpool_info()
+        if i.get("user_api") == "blas"
+    )
+
+
+def variants(steps: int, chunk: int, threads: int) -> None:
+    """The default step beside the same step with each stability setting, interleaved round by round; wall and CPU
+    time (the process's: on a machine shared with other work, less disturbed than the wall time)."""
+    trainers = {name: AttncoreTrainer("float32", run=make_run("copy", 6, 0, **kw)) for name, kw in VARIANTS.items()}
+    clocks = {"wall": time.perf_counter, "CPU": time.process_time}
+    times = {(clock, name): [] for clock in clocks for name in trainers}
+    gc.disable()
+    with threadpool_limits(threads):
+        for t in trainers.values():  # warm-up
+            t.steps(5)
+        for r in range(steps // chunk):
+            order = list(trainers.items())
+            for name, t in order if r % 2 == 0 else order[::-1]:  # who goes first alternates
+                start = {clock: now() for clock, now in clocks.items()}
+                t.steps(chunk)
+                for clock, now in clocks.items():
+                    times[clock, name].append((now() - start[clock]) / chunk * 1e3)
+    print(f"ms per float32 step of the default run over {steps // chunk} interleaved rounds of {chunk} steps,")
+    print(f"{threads} thread(s); BLAS: {blas_kernels()}; medians, and the median of the rounds' own ratios")
+    print(f"  {'variant':18s} {'clock':5s} {'median':>9s}   {'/ default':>9s}   per round")
+    for name in trainers:
+        for clock in clocks:
+            ts, base = times[clock, name], times[clock, "default"]
+            m, paired = statistics.median(ts), statistics.median(x / y for x, y in zip(ts, base, strict=True))
+            print(f"  {name:18s} {clock:5s} {m:6.3f} ms   {m / statistics.median(base):8.3f}x   {paired:8.3f}x")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=1500, help="training steps per contender")
     ap.add_argument("--chunk", type=int, default=100, help="steps per contender per round")
     ap.add_argument("--threads", type=int, default=1, help="BLAS threads for numpy and torch's intra-op threads")
     ap.add_argument("--against", type=Path, help="another checkout whose training steps to time beside this one's")
+    ap.add_argument("--variants", action="store_true", help="the default step beside qk-norm, z-loss, weight decay")
     a = ap.parse_args()
+    if a.variants:
+        variants(a.steps, a.chunk, a.threads)
+        return
     if a.against:
         against(a.against, a.steps, a.chunk, a.threads)
         return

@@ -255,7 +255,8 @@ def run_of(a):
 
 
 # settings whose one value every run of a sweep (or a preset's) shares
-SETTING_FLAGS = ("steps", "batch_size", "d_model", "n_heads", "n_layers", "d_ff", "embed_std", "weight_decay", "z_loss")
+SETTING_FLAGS = ("steps", "batch_size", "d_model", "n_heads", "n_layers", "d_ff", "embed_std")
+SETTING_FLAGS += ("qk_norm", "weight_decay", "z_loss")
 
 
 def grid_dests() -> list[str]:

@@ -39,7 +39,8 @@ def print_summary(s: dict) -> None:
     trained += f" z-loss={t['z_loss']:g}" if t.get("z_loss") else ""
     print(
         f"{k['name']} {trained} seed={t['seed']}  position={m['position']} norm={m['norm']}-LN "
-        f"scaling={'on' if m['scaling'] else 'off'} lr={formats.learning_rate(t['lr'])}  "
+        f"scaling={'on' if m['scaling'] else 'off'}{' qk-norm=on' if m.get('qk_norm') else ''} "
+        f"lr={formats.learning_rate(t['lr'])}  "
         f"d={m['d_model']} heads={m['n_heads']} layers={m['n_layers']} steps={t['steps']}"
     )
     print(

@@ -73,9 +73,9 @@ def value_of(record_or_run, factor: str):
 
 
 def level_label(factor: str, value) -> str:
-    """How a level is named in tables, charts and JSON: on/off for scaling, lr as 3e-3 (lab.formats, as the
-    sidebar writes it; still a number to a CSV reader), the value otherwise."""
-    if factor == "scaling":
+    """How a level is named in tables, charts and JSON: on/off for scaling (and any switch: qk-norm), lr as 3e-3
+    (lab.formats, as the sidebar writes it; still a number to a CSV reader), the value otherwise."""
+    if factor == "scaling" or isinstance(value, bool):
         return "on" if value else "off"
     if factor in ("range", "randomized") and value is None:
         return "fixed L" if factor == "range" else "off"

@@ -104,6 +104,7 @@ def with_settings(run: RunConfig, **overrides) -> RunConfig:
         scaling=m.scaling,
         dtype=m.dtype,
         embed_std=m.embed_std,
+        qk_norm=m.qk_norm,
         weight_decay=t.weight_decay,
         z_loss=t.z_loss,
     )

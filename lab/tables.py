@@ -197,6 +197,7 @@ def variant_name(run: RunConfig, base: RunConfig) -> str:
         "embed_std": "embedding std {:g}".format,
         "weight_decay": "weight decay {:g}".format,
         "z_loss": "z-loss {:g}".format,
+        "qk_norm": lambda on: "qk-norm" if on else "no qk-norm",
     }
     parts += [name(r[k]) for k, name in named.items() if k in differs]
     if "d_ff" in differs and not ("d_model" in differs and r["d_ff"] == 4 * r["d_model"]):

@@ -190,6 +190,15 @@ def test_query_params_restore_the_whole_sidebar(store):
     assert "d=16, 2 heads, 1 layer · batch 16" in caption
 
 
+def test_query_params_restore_qk_norm_z_loss_and_weight_decay(store):
+    at = app("train", qknorm="true", zloss="0.0001", wd="0.1")
+    assert at.toggle(key="qknorm").value is True
+    assert (at.number_input(key="zloss").value, at.number_input(key="wd").value) == (1e-4, 0.1)
+    caption = texts(at.caption)
+    assert "scaling on · qk-norm · lr 3e-3" in caption and "weight decay 0.1 · z-loss 0.0001" in caption
+    assert not at.exception
+
+
 def test_reset_restores_the_defaults(store):
     at = app("train", task="sort", L="4", d="16")
     next(b for b in at.button if b.label == "Reset to defaults").click().run()

@@ -62,3 +62,11 @@ def test_the_induction_peers_train_the_same_model_on_the_same_batches():
     ours, theirs = train_speed.AttncoreTrainer("float64", run=run), train_speed.TorchTrainer("float64", run=run)
     for _ in range(3):
         assert abs(ours.steps(1) - theirs.steps(1)) < 1e-10
+
+
+def test_the_variants_benchmark_times_each_stability_setting_beside_the_default(capsys):
+    train_speed.variants(steps=2, chunk=1, threads=1)
+    out = capsys.readouterr().out
+    for name in train_speed.VARIANTS:
+        assert f"  {name} " in out
+    assert "BLAS: " in out

@@ -346,3 +346,68 @@ def test_training_with_qk_norm_z_loss_and_weight_decay_matches_torch():
                            position="rope", qk_norm=True), snapshots=False)  # fmt: skip
     assert plain.loss_history[0] == result.loss_history[0]  # the first loss: before any step, z or decay
     assert not np.array_equal(plain.loss_history, result.loss_history)
+
+
+# --- the store and the command line -----------------------------------------------------
+
+
+@pytest.mark.slow
+def test_a_run_with_all_three_is_stored_and_read_back_bit_for_bit(cache):
+    from attncore.train import train
+    from lab import store
+    from lab.store import backend
+
+    run = make_run(steps=30, qk_norm=True, z_loss=1e-4, weight_decay=0.1)
+    first = store.get_run(run)
+    assert store.is_cached(run)
+    again = store.stored_run(run)
+    assert again is not None and again.config == run
+    assert np.array_equal(again.loss_history, first.loss_history)
+    assert all(np.array_equal(again.params[k], first.params[k]) for k in first.params)
+    assert again.n_params == count_params(run.model) and "blocks.1.attn.k_norm.beta" in again.params
+    assert np.array_equal(train(run, snapshots=False).loss_history, first.loss_history)  # a pure function
+    assert [s["config"] for s in store.list_cached()] == [run.to_dict()]
+    assert list(cache.rglob(backend.RECORD_FILE))
+
+
+@pytest.mark.slow
+def test_the_command_line_trains_all_three_and_serves_the_stored_run(tmp_path):
+    import json
+
+    from test_cli import attncore, stored
+
+    cache = tmp_path / "cache"
+    flags = ["--qk-norm", "--z-loss", "1e-4", "--weight-decay", "0.1", "--steps", "50"]
+    r = attncore(cache, "train", *flags, "--json")
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(r.stdout)
+    assert summary["config"]["model"]["qk_norm"] is True
+    assert (summary["config"]["train"]["z_loss"], summary["config"]["train"]["weight_decay"]) == (1e-4, 0.1)
+    assert summary["n_params"] == count_params(make_run(qk_norm=True).model)
+    assert stored(cache)
+    second = json.loads(attncore(cache, "train", *flags, "--json").stdout)
+    assert second.get("cached") and second["final_loss"] == summary["final_loss"]
+    text = attncore(cache, "train", *flags).stdout
+    assert "weight-decay=0.1" in text and "z-loss=0.0001" in text and "qk-norm=on" in text
+
+
+BAD = {
+    "--weight-decay": (["--weight-decay", "-0.1"], "[0.0, 10.0)"),
+    "--weight-decay too large": (["--weight-decay", "10"], "[0.0, 10.0)"),
+    "--z-loss": (["--z-loss", "-1e-4"], "[0.0, 1.0)"),
+    "--z-loss too large": (["--z-loss", "2"], "[0.0, 1.0)"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", BAD)
+def test_a_bad_value_exits_2_with_one_sentence_naming_the_flag(tmp_path, case):
+    from test_cli import attncore, stored
+
+    argv, allowed = BAD[case]
+    cache = tmp_path / "cache"
+    r = attncore(cache, "train", "--steps", "5", *argv)
+    assert r.returncode == 2 and r.stdout == ""
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {argv[0]}: ") and allowed in lines[0], r.stderr
+    assert stored(cache) == []

@@ -111,6 +111,7 @@ def _widget(s, lim, task: str, key: str | None = None, label: str | None = None,
     low = ui_low if low is None else low
     cap = getattr(lim, s.cap) // s.cap_divisor if s.cap and high is None else None  # a task's length: its own
     high = min(x for x in (ui_high, high, cap) if x is not None)
+    kw |= {"fmt": s.fmt} if s.fmt else {}
     return partial(url_number, label, key, value, type(value)(low), type(value)(high), step=s.step, **kw)
 
 
@@ -233,7 +234,7 @@ def describe(run: RunConfig, seed: bool = True) -> str:
     lengths += f" · randomized positions < {t.randomized_positions}" if t.randomized_positions else ""
     return (
         f"{k.name} · {lengths} · {f'seed {t.seed} · ' if seed else ''}{shown('position')} position · "
-        f"{shown('norm')} · scaling {shown('scaling')} · lr {shown('lr')} · "
+        f"{shown('norm')} · scaling {shown('scaling')}{' · qk-norm' if m.qk_norm else ''} · lr {shown('lr')} · "
         f"{t.steps:,} steps · d={m.d_model}, {formats.count(m.n_heads, 'head')}, "
         f"{formats.count(m.n_layers, 'layer')} · batch {t.batch_size}{schedule_text(t)}"
         + (f" · embedding std {shown('embed_std')}" if m.embed_std != SETTINGS["embed_std"].default else "")
