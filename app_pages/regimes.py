@@ -1,8 +1,9 @@
-"""Regimes: the sizes and schedules where √d_k scaling and the LayerNorm's place matter, each judged over seeds."""
+"""Regimes: the sizes, schedules and learning rates where √d_k scaling, the LayerNorm's place and qk-norm matter,
+each judged over seeds."""
 
 import streamlit as st
 
-from lab import regimes
+from lab import regimes, stability
 from lab.compare import curve_bands
 from ui import compare_view
 from ui import regimes_view as view
@@ -37,10 +38,15 @@ command = regimes.command(experiment, len(seeds), options) if seeds[0] == 0 else
 by_run = compare_view.ensure_trained(wanted, f"Training the {experiment} experiment", "reg_train", command)
 if by_run is None:
     st.stop()
-summaries = {run: by_run[run].summary() for run in wanted}
-rows = regimes.table(cells, summaries)
+qk_norm = options.get("qk_norm") == "both"  # the lr experiment's qk-norm comparison: lab.stability
+summaries = stability.summaries_of(by_run) if qk_norm else {run: by_run[run].summary() for run in wanted}
+rows = regimes.table(cells, summaries, stability.METRICS if qk_norm else regimes.METRICS)
 st.caption(f"{len(wanted)} runs in {len(cells)} cells over {compare_view.seeds_text(seeds)}, all from the run store.")
-view.finding(rows)
+if qk_norm:
+    initial = view.initial_loss(cells)
+    st.markdown(f"**What the lab found.** {plain(stability.finding(cells, summaries, initial, rows))}")
+else:
+    view.finding(rows)
 
 st.subheader("Verdict per cell")
 view.verdicts(rows, experiment)
@@ -93,13 +99,14 @@ else:
     st.subheader("Test loss against the learning rate")
     by_lr = regimes.by_variant(cells, summaries)
     st.altair_chart(charts.against(by_lr, "lr", "learning rate", log_x=True, log_y=True), width="content")
-    initial = view.initial_loss(cells)
-    best = regimes.lr_summary(cells, summaries, initial)
-    fair = regimes.at_best(cells, summaries, initial)
-    view.lr_tables(best, fair)
+    if qk_norm:
+        view.qk_norm_sections(cells, by_run, summaries, initial)
+    else:
+        initial = view.initial_loss(cells)
+        view.lr_tables(regimes.lr_summary(cells, summaries, initial), regimes.at_best(cells, summaries, initial))
 
 st.subheader("Every cell, paired by seed")
 view.cell_table(rows, runs_per_seed=len(wanted) // len(seeds))
 st.download_button("Download the cells (CSV)", rows.to_csv(index=False), f"regimes-{experiment}.csv", "text/csv")
 st.subheader("What the sources claim")
-st.markdown(view.SOURCES[experiment])
+st.markdown(view.SOURCES["qk_norm" if qk_norm else experiment])

@@ -66,6 +66,10 @@ VIEWS["sinks"] = (
     f"Attention sinks: its default view over {sinks.DEFAULT_SEEDS} seeds",
     lambda: sinks.runs_of(range(sinks.DEFAULT_SEEDS)),
 )
+VIEWS["regimes-lr-qk-norm"] = (
+    f"Regimes: lr, qk-norm off against on, its default grid over {regimes.DEFAULT_SEEDS} seeds",
+    lambda: regimes.all_runs(regimes.lr_cells(range(regimes.DEFAULT_SEEDS), qk_norm="both")),
+)
 DEFAULT_VIEWS = ["home", "ablations", "compare", "length"]  # the Regimes views are long: ask for them by name
 
 

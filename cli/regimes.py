@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 
 from attncore.config import ConfigError
@@ -27,8 +28,13 @@ DESCRIPTION = (
     "warm-up over a fifth of the steps (Xiong et al. 2020). "
     "heads: the 1/√d_k scaling on (the baseline) against off at several head sizes d_k (Vaswani et al. 2017). "
     "lr: a variant pair (--pair) over a log grid of learning rates, with each variant's LR sensitivity, and the "
-    "pair compared each at its own best (Wortsman et al. 2023)."
+    "pair compared each at its own best (Wortsman et al. 2023); with --qk-norm both, qk-norm off (the baseline) "
+    "against on (and with --z-loss C qk-norm off with a z-loss C) up to lr 3e-1, with each run's largest attention "
+    "logit and lowest attention entropy over training and each variant's LR sensitivity with its interval over the "
+    "seeds (Wortsman et al. 2023; Dehghani et al. 2023)."
 )
+QK_LR_GRID = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1)
+QK_NORM_CHOICES = ("off", "on", "both")
 
 
 # the flags of one experiment only (the others: --seeds, --task, --length, --steps, --jobs, --max-memory, --json)
@@ -39,6 +45,8 @@ OWN_FLAGS = {
     "heads": ("heads",),
     "pair": ("lr",),
     "layers": ("lr",),
+    "qk_norm": ("lr",),
+    "z_loss": ("lr",),
 }
 
 
@@ -61,16 +69,26 @@ def options(a) -> dict:
     if a.experiment == "heads":
         out["heads"] = 1 if a.heads is None else a.heads
     if a.experiment == "lr":
-        out["pair"] = "norm" if a.pair is None else a.pair
+        if a.qk_norm == "both":  # qk-norm off against on: no pair (lab.regimes refuses one given)
+            out["qk_norm"] = "both"
+            if a.pair is not None:
+                out["pair"] = a.pair
+        else:
+            out["pair"] = "norm" if a.pair is None else a.pair
+            if a.qk_norm is not None:
+                out["qk_norm"] = a.qk_norm == "on"
+        if a.z_loss is not None:
+            out["z_loss"] = a.z_loss
         if a.layers is not None:
             out["n_layers"] = a.layers
     return out
 
 
-def _row_text(r) -> str:
+def _row_text(r, value=None) -> str:
     keys = r["facet"]
     low, high = r["ci_low"], r["ci_high"]
-    value = formats.loss if r["metric"] == "test_loss" else formats.accuracy
+    if value is None:
+        value = formats.loss if r["metric"] == "test_loss" else formats.accuracy
     return (
         f"  {keys:<28} {value(r['baseline_mean']):>10} {value(r['variant_mean']):>10} "
         f"{stats.format_delta(r['delta_mean']):>10} {stats.format_interval(low, high):>24} "
@@ -142,6 +160,8 @@ def cmd_regimes(a) -> int:
     model = cost["model"]
     bar = ProgressBar(estimate=cost["wall_seconds"], costs=sorted(map(model.run_seconds, runs), reverse=True))
     records = run_sweep(runs, n_jobs=a.jobs, progress=bar, cost=cost["model"])
+    if a.experiment == "lr" and a.qk_norm == "both":
+        return _qk_norm_comparison(a, cells, records, runs)
     summaries = {run: record.summary() for run, record in zip(runs, records, strict=True)}
     rows = regimes.table(cells, summaries)
     out = {"experiment": a.experiment, "seeds": a.seeds, "cells": json.loads(rows.to_json(orient="records"))}
@@ -180,6 +200,92 @@ def cmd_regimes(a) -> int:
     return 0
 
 
+def _print_rows(rows, seeds: int) -> None:
+    from lab import regimes, stability
+
+    for metric in dict.fromkeys(rows["metric"]):
+        part = rows[rows["metric"] == metric]
+        for level in dict.fromkeys(part["level"]):
+            first = part[part["level"] == level].iloc[0]
+            print(f"{metric.replace('_', ' ')}: {level} minus {first['baseline']}, paired over {seeds} seeds")
+            head = f"{first['baseline']:>10} {level:>10} {'Δ':>10} {'interval':>24} {'p':>8}"
+            print(f"  {'cell':<28} {head}  verdict")
+            for _, r in part[part["level"] == level].iterrows():
+                print(_row_text(r) if metric in regimes.METRICS else _row_text(r, stability.figure))
+
+
+def _qk_norm_comparison(a, cells, records, runs) -> int:
+    """The lr experiment's qk-norm comparison: per variant its settings, LR sensitivity with the interval over the
+    seeds and the paired comparison of the seeds' own, and per learning rate and seed the test loss, the largest
+    attention logit and the lowest attention entropy over training (lab.stability); then the cells, the finding."""
+    from lab import regimes, stability
+
+    summaries = stability.summaries_of(dict(zip(runs, records, strict=True)))
+    rows = regimes.table(cells, summaries, stability.METRICS)
+    initial = regimes.initial_loss(cells)
+    sensitivity = stability.sensitivity_table(cells, summaries, initial)
+    by_seed = stability.per_seed(cells, summaries)
+    variants = []
+    for _, v in sensitivity.iterrows():
+        mine = by_seed[by_seed["variant"] == v["variant"]]
+        lrs = [
+            {
+                "lr": float(lr),
+                "seeds": [{"seed": int(r["seed"])} | {k: _number(r[k]) for k in FIGURES} for _, r in part.iterrows()],
+            }
+            for lr, part in mine.groupby("lr", sort=False)
+        ]  # fmt: skip  (every digit: to_json keeps 10 decimals)
+        paired = None
+        if isinstance(v["verdict"], str):
+            paired = {k: v[k] for k in ("delta_mean", "ci_low", "ci_high", "p_value", "verdict")}
+        variants.append({
+            "variant": v["variant"], "qk_norm": bool(v["qk_norm"]), "z_loss": float(v["z_loss"]),
+            "lr_sensitivity": v["sensitivity"], "initial_loss": v["initial_loss"], "best_lr": v["best_lr"],
+            "best_loss": v["best_loss"],
+            "lr_sensitivity_seeds": {"mean": v["seeds_mean"], "ci_low": v["seeds_low"], "ci_high": v["seeds_high"],
+                                     "t_low": v["t_low"], "t_high": v["t_high"],
+                                     "by_seed": [{"seed": s, "lr_sensitivity": x} for s, x in v["seeds"].items()]},
+            "against_baseline": paired,
+            "lrs": lrs,
+        })  # fmt: skip
+    out = {"experiment": "lr", "seeds": a.seeds, "qk_norm": "both", "z_loss": a.z_loss, "variants": variants}
+    out["cells"] = json.loads(rows.to_json(orient="records"))
+    out["at_best"] = json.loads(regimes.at_best(cells, summaries, initial).to_json(orient="records"))
+    out["finding"] = stability.finding(cells, summaries, initial, rows)
+    if a.json:
+        print(json.dumps(_finite(out)))
+        return 0
+    _print_rows(rows, a.seeds)
+    for v in variants:
+        own = v["lr_sensitivity_seeds"]
+        print(
+            f"{v['variant']}: best lr {formats.learning_rate(v['best_lr'])} "
+            f"(test loss {formats.loss(v['best_loss'])}), "
+            f"LR sensitivity {stability.figure(v['lr_sensitivity'])}; each seed's own {stability.figure(own['mean'])} "
+            f"[{stability.figure(own['ci_low'])}, {stability.figure(own['ci_high'])}]"
+        )
+    print(text.paragraph(out["finding"]))
+    return 0
+
+
+FIGURES = ("test_loss", "max_attn_logit", "min_attn_entropy")  # per seed in the qk-norm comparison's JSON
+
+
+def _number(x) -> float | None:
+    return None if x is None or not math.isfinite(float(x)) else float(x)
+
+
+def _finite(value):
+    """NaN and ±inf as null: JSON has no such numbers."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
 MIN_LR = 1e-6  # --lrs: from here to below 1 (a learning rate of 1 or more is refused by attncore.config)
 
 
@@ -192,6 +298,18 @@ def _lr(text: str) -> float:
         value = None
     if value is None or not MIN_LR <= value < 1.0:
         raise argparse.ArgumentTypeError(f"must be a learning rate from 1e-6 to below 1, got {text[:20]!r}")
+    return value
+
+
+def _z_loss(text: str) -> float:
+    from cli.flags import number
+
+    try:
+        value = number(text)
+    except argparse.ArgumentTypeError:
+        value = None
+    if value is None or not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"must be a z-loss coefficient above 0 and below 1, got {text[:20]!r}")
     return value
 
 
@@ -219,6 +337,11 @@ def register(sub) -> None:
     p.add_argument("--heads", type=integer, choices=(1, 4), help="heads: 1 head of d = d_k (default) or 4 of d = 4 d_k")
     p.add_argument("--pair", choices=PAIRS, help="lr: the variant pair (default norm)")
     p.add_argument("--layers", type=integer, help="lr: the blocks of both variants (default 2)")
+    p.add_argument("--qk-norm", choices=QK_NORM_CHOICES, help="lr: both: qk-norm off (the baseline) against on, in "
+                   f"place of --pair, over the grid {_listed(QK_LR_GRID)} unless --lrs; off or on: for both variants "
+                   "of the pair")  # fmt: skip
+    p.add_argument("--z-loss", type=_z_loss, metavar="C", help="lr, with --qk-norm both: a third variant, qk-norm "
+                   "off with a z-loss of coefficient C (Wortsman et al.: 1e-4), above 0 and below 1")  # fmt: skip
     p.add_argument("--jobs", type=jobs, default=-1, help="parallel workers (-1: all cores)")
     p.add_argument("--max-memory", type=memory_size, metavar="SIZE", help="refuse runs estimated to need more")
     p.add_argument("--json", action="store_true", help="print one JSON object")

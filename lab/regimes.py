@@ -1,6 +1,6 @@
 """The Regimes experiments (docs/regimes.md): where the LayerNorm's place and √d_k scaling matter. Each is a grid of
-cells; a cell pairs two variants over the same seeds (the first the baseline) and is judged by the comparison
-rule of lab.compare (interval, exact p, floor, verdict; Holm across a cell's comparisons only, as Compare's
+cells; a cell pairs two variants (or three) over the same seeds (the first the baseline) and is judged by the
+comparison rule of lab.compare (interval, exact p, floor, verdict; Holm across a cell's comparisons only, as Compare's
 panels). Pure functions: configs out, summaries in, DataFrames and sentences out.
 
 - depth: pre-LN (baseline) vs post-LN at 2, 4 and 8 blocks, at two learning rates, without and with a linear
@@ -8,7 +8,9 @@ panels). Pure functions: configs out, summaries in, DataFrames and sentences out
 - heads: √d_k scaling on (baseline) vs off at d_k = 8 … 128, one head with d = d_k (or four with d = 4·d_k), on
   sort (Vaswani et al. 2017, footnote 4).
 - lr: a variant pair over a log grid of learning rates, with Wortsman et al. 2023's LR sensitivity
-  E_lr[min(ℓ(lr), ℓ₀) − min_lr ℓ(lr)], and the pair compared at a shared learning rate and each at its own best.
+  E_lr[min(ℓ(lr), ℓ₀) − min_lr ℓ(lr)], and the pair compared at a shared learning rate and each at its own best;
+  or qk-norm off (baseline) against on, and optionally qk-norm off with a z-loss, up to 3e-1 (lab.stability reads
+  their attention logits and entropies over training).
 """
 
 from __future__ import annotations
@@ -43,6 +45,21 @@ PAIRS = {  # the lr experiment's variant pairs: (baseline label, settings), (oth
     "warmup": (("no warm-up", {"warmup": 0}), ("warm-up", {"warmup": None})),  # None: WARMUP_FRACTION of steps
     "depth": (("2 blocks", {"n_layers": 2}), ("8 blocks", {"n_layers": 8})),
 }
+QK_NORM = "qk_norm"  # the lr experiment's qk-norm comparison (qk_norm="both"): QK_LR_GRID, qk_variants
+QK_LR_GRID = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1)  # to 3e-1, where attention logits grow without it
+LR_CHOICES = (*LR_GRID, 3e-1)  # the learning rates the page offers for the lr experiment
+DEFAULT_Z_LOSS = 1e-4  # Wortsman et al.'s z-loss coefficient
+
+
+def z_loss_label(z_loss: float) -> str:
+    return f"z-loss {formats.learning_rate(z_loss)}"
+
+
+def qk_variants(z_loss: float | None = None) -> tuple[tuple[str, dict], ...]:
+    """The qk-norm comparison's variants: qk-norm off (the baseline) and on, and with a z-loss coefficient c > 0 a
+    third, qk-norm off with the z-loss c (Wortsman et al. 2023)."""
+    out = (("qk-norm off", {"qk_norm": False}), ("qk-norm on", {"qk_norm": True}))
+    return out + ((z_loss_label(z_loss), {"qk_norm": False, "z_loss": z_loss}),) if z_loss else out
 
 
 @dataclass
@@ -87,10 +104,10 @@ def _runs(settings: dict, seeds: Sequence[int]) -> list[RunConfig]:
     return [make_run(task, length, seed, **s) for seed in seeds]
 
 
-def _cell(key: dict, base: dict, pair: str, seeds) -> Cell:
-    """The two variants of PAIRS[pair] on the settings `base`."""
-    (a, a_settings), (b, b_settings) = PAIRS[pair]
-    return Cell(key, {a: _runs(base | a_settings, seeds), b: _runs(base | b_settings, seeds)})
+def _cell(key: dict, base: dict, pair: str | Sequence[tuple[str, dict]], seeds) -> Cell:
+    """The variants of PAIRS[pair] (or the (label, settings) given, the baseline first) on the settings `base`."""
+    variants = PAIRS[pair] if isinstance(pair, str) else pair
+    return Cell(key, {label: _runs(base | settings, seeds) for label, settings in variants})
 
 
 def depth_cells(seeds, *, task="sort", length=6, steps=1500, depths=DEPTHS, lrs=DEPTH_LRS, **settings) -> list[Cell]:
@@ -115,15 +132,33 @@ def head_cells(seeds, *, task="sort", length=6, steps=1500, sizes=HEAD_SIZES, he
     return cells
 
 
-def lr_cells(seeds, *, pair="norm", task="sort", length=6, steps=1500, lrs=LR_GRID, **settings) -> list[Cell]:
-    """The pair of PAIRS[pair] at each learning rate of `lrs` (settings: the rest, e.g. n_layers=4)."""
-    if pair not in PAIRS:
-        raise ValueError(f"pair must be one of {', '.join(PAIRS)}; got {pair!r}")
+def lr_cells(
+    seeds, *, pair=None, task="sort", length=6, steps=1500, lrs=None, qk_norm=None, z_loss=None, **settings
+) -> list[Cell]:
+    """The pair of PAIRS[pair] (default norm) at each learning rate of `lrs` (default LR_GRID; settings: the rest,
+    e.g. n_layers=4). qk_norm="both": in place of a pair, qk_variants(z_loss) (default grid QK_LR_GRID); qk_norm
+    True or False: that setting for both variants of the pair. A z_loss is the third variant of qk_norm="both"."""
+    if qk_norm == "both":
+        if pair is not None:
+            raise ConfigError("pair", "qk-norm both compares qk-norm off and on itself; drop the pair")
+        if z_loss is not None and not (isinstance(z_loss, int | float) and 0 < z_loss < 1):
+            raise ConfigError("z_loss", f"must be a coefficient above 0 and below 1, got {z_loss!r}")
+        variants, lrs = qk_variants(z_loss), QK_LR_GRID if lrs is None else lrs
+    else:
+        if z_loss is not None:
+            raise ConfigError("z_loss", "adds the z-loss variant to the qk-norm comparison: give qk-norm both")
+        pair = "norm" if pair is None else pair
+        if pair not in PAIRS:
+            raise ValueError(f"pair must be one of {', '.join(PAIRS)}; got {pair!r}")
+        if qk_norm is not None:
+            settings["qk_norm"] = bool(qk_norm)
+        variants, lrs = PAIRS[pair], LR_GRID if lrs is None else lrs
     check_levels("lrs", lrs, formats.learning_rate)
-    for field in set(PAIRS[pair][0][1]) & set(settings):  # the pair sets it for both variants: it would be ignored
-        values = " and ".join(str(variant[1][field]) for variant in PAIRS[pair])
-        raise ConfigError(field, f"the {pair} pair sets it itself ({values}); drop it or choose another pair")
-    return [_cell({"lr": lr}, _base(task, length, steps, lr=lr, **settings), pair, seeds) for lr in lrs]
+    for field in set(variants[0][1]) & set(settings):  # the variants set it themselves: it would be ignored
+        values = " and ".join(str(variant[1][field]) for variant in variants)
+        name = f"the {pair} pair" if qk_norm != "both" else "the qk-norm comparison"
+        raise ConfigError(field, f"{name} sets it itself ({values}); drop it or choose another pair")
+    return [_cell({"lr": lr}, _base(task, length, steps, lr=lr, **settings), variants, seeds) for lr in lrs]
 
 
 def cells_of(experiment: str, seeds, **options) -> list[Cell]:
@@ -138,10 +173,13 @@ def command(experiment: str, n_seeds: int, options: Mapping) -> str:
     page's options: what a hosted page names when its caps refuse the grid."""
     flags = {"task": "--task", "length": "--length", "steps": "--steps", "depths": "--depths", "lrs": "--lrs"}
     flags |= {"sizes": "--sizes", "heads": "--heads", "pair": "--pair", "n_layers": "--layers"}
+    flags |= {"qk_norm": "--qk-norm", "z_loss": "--z-loss"}
     parts = ["python -m attncore regimes", experiment, f"--seeds {n_seeds}"]
     for name, value in options.items():
+        if value is None:  # a setting left at its default (no z-loss variant)
+            continue
         values = value if isinstance(value, (tuple, list)) else (value,)
-        shown = [formats.learning_rate(v) if name == "lrs" else str(v) for v in values]
+        shown = [formats.learning_rate(v) if name in ("lrs", "z_loss") else str(v) for v in values]
         parts.append(f"{flags[name]} {' '.join(shown)}")
     return " ".join(parts)
 
@@ -151,20 +189,21 @@ def all_runs(cells: Sequence[Cell]) -> list[RunConfig]:
     return list(dict.fromkeys(run for cell in cells for runs in cell.groups.values() for run in runs))
 
 
-def table(cells: Sequence[Cell], summaries: Mapping[RunConfig, dict]) -> pd.DataFrame:
-    """One row per cell and metric: the cell's coordinates, `facet` (the cell in words, so lab.compare.display and
-    the seed advice treat each cell as its own panel), each variant's mean, how many of each variant's seeds
-    failed (baseline_failed, variant_failed: a test loss of FAILED_LOSS or more), and
-    lab.compare.paired_differences' columns (level: the second variant, against the baseline)."""
+def table(cells: Sequence[Cell], summaries: Mapping[RunConfig, dict], metrics=METRICS) -> pd.DataFrame:
+    """One row per cell, variant other than the baseline, and metric: the cell's coordinates, `facet` (the cell in
+    words, so lab.compare.display and the seed advice treat each cell as its own panel), the baseline's and the
+    variant's mean, how many of their seeds failed (baseline_failed, variant_failed: a test loss of FAILED_LOSS or
+    more), and lab.compare.paired_differences' columns (level: the variant, against the baseline; Holm across
+    the cell's variants)."""
     rows = []
     for cell in cells:
         groups = {label: [summaries[run] for run in runs] for label, runs in cell.groups.items()}
-        comparisons = compare.paired_differences(groups, metrics=METRICS)
-        a_runs, b_runs = groups.values()
-        failed = {"baseline_failed": _failed(a_runs), "variant_failed": _failed(b_runs)}
+        comparisons = compare.paired_differences(groups, metrics=metrics)
+        base = next(iter(groups.values()))
         for _, c in comparisons.iterrows():
-            m = c["metric"]
-            means = {"baseline_mean": _mean(a_runs, m), "variant_mean": _mean(b_runs, m)}
+            m, other = c["metric"], groups[c["level"]]
+            means = {"baseline_mean": _mean(base, m), "variant_mean": _mean(other, m)}
+            failed = {"baseline_failed": _failed(base), "variant_failed": _failed(other)}
             rows.append(cell.key | {"facet": cell_text(cell.key)} | means | failed | c.to_dict())
     return pd.DataFrame(rows)
 
@@ -198,7 +237,7 @@ def _clipped_mean(losses: Sequence[float], initial: Sequence[float] | float) -> 
     return float(np.mean(clipped))
 
 
-def _seed_losses(cells: Sequence[Cell], summaries: Mapping[RunConfig, dict], label: str) -> dict[float, list[float]]:
+def seed_losses(cells: Sequence[Cell], summaries: Mapping[RunConfig, dict], label: str) -> dict[float, list[float]]:
     """{lr: the variant's test loss on each seed, in the cell's seed order (NaN where none)} of an lr experiment."""
 
     def value(run):
@@ -208,14 +247,14 @@ def _seed_losses(cells: Sequence[Cell], summaries: Mapping[RunConfig, dict], lab
     return {cell.key["lr"]: [value(r) for r in cell.groups[label]] for cell in cells}
 
 
-def _clipped_by_lr(cells, summaries, label: str, initial) -> dict[float, float]:
+def clipped_by_lr(cells, summaries, label: str, initial) -> dict[float, float]:
     """{lr: the variant's mean over the seeds of each run's test loss clipped at its ℓ₀}."""
     seeds = [r.train.seed for r in cells[0].groups[label]]
-    l0 = _initials_of(initial, label, seeds)
-    return {lr: _clipped_mean(losses, l0) for lr, losses in _seed_losses(cells, summaries, label).items()}
+    l0 = initials_of(initial, label, seeds)
+    return {lr: _clipped_mean(losses, l0) for lr, losses in seed_losses(cells, summaries, label).items()}
 
 
-def _initials_of(initial, label: str, seeds: Sequence[int]) -> list[float]:
+def initials_of(initial, label: str, seeds: Sequence[int]) -> list[float]:
     """The ℓ₀ of each seed of a variant from initial_loss's {label: {seed: ℓ₀}} (or one number for every run)."""
     if isinstance(initial, int | float):
         return [float(initial)] * len(seeds)
@@ -248,22 +287,22 @@ def lr_summary(cells: Sequence[Cell], summaries: Mapping[RunConfig, dict], initi
     rows = []
     for label, runs in cells[0].groups.items():
         seeds = [r.train.seed for r in runs]
-        l0 = _initials_of(initial, label, seeds)
-        clipped = _clipped_by_lr(cells, summaries, label, initial)
+        l0 = initials_of(initial, label, seeds)
+        clipped = clipped_by_lr(cells, summaries, label, initial)
         best = _best_lr(clipped)
-        sensitivity = lr_sensitivity(_seed_losses(cells, summaries, label), l0)
+        sensitivity = lr_sensitivity(seed_losses(cells, summaries, label), l0)
         rows.append({"variant": label, "initial_loss": float(np.mean(l0)), "best_lr": best,
                      "best_loss": clipped[best], "sensitivity": sensitivity})  # fmt: skip
     return pd.DataFrame(rows)
 
 
 def at_best(cells: Sequence[Cell], summaries: Mapping[RunConfig, dict], initial) -> pd.DataFrame:
-    """The two variants of an lr experiment compared each at its own best learning rate (lr_summary's, from the
+    """The variants of an lr experiment compared each at its own best learning rate (lr_summary's, from the
     clipped means), paired by seed (the fair comparison of Wortsman et al.; the shared-lr ones are `table`'s)."""
     by_lr = {cell.key["lr"]: cell for cell in cells}
     groups = {}
     for label in cells[0].groups:
-        lr = _best_lr(_clipped_by_lr(cells, summaries, label, initial))
+        lr = _best_lr(clipped_by_lr(cells, summaries, label, initial))
         groups[label] = [summaries[r] for r in by_lr[lr].groups[label]]
     return compare.paired_differences(groups, metrics=METRICS)
 
@@ -309,6 +348,8 @@ def finding(rows: pd.DataFrame, metric: str = LOSS) -> str:
     rows = rows[rows["metric"] == metric]
     if rows.empty:
         return "No cell has runs to compare yet."
+    if rows["level"].nunique() > 1:  # several variants against one baseline: a paragraph each
+        return " ".join(finding(rows[rows["level"] == level], metric) for level in dict.fromkeys(rows["level"]))
     shown = rows[rows["verdict"] == stats.SHOWN]
     name = "test loss" if metric == LOSS else metric.replace("_", " ")
     variant, baseline = rows["level"].iloc[0], rows["baseline"].iloc[0]
@@ -324,13 +365,13 @@ def finding(rows: pd.DataFrame, metric: str = LOSS) -> str:
     return text + (" " + FAILED_TEXT if any(h.startswith("fails") for h in hows) else "")
 
 
-def by_variant(cells: Sequence[Cell], summaries: Mapping[RunConfig, dict]) -> pd.DataFrame:
+def by_variant(cells: Sequence[Cell], summaries: Mapping[RunConfig, dict], metrics=METRICS) -> pd.DataFrame:
     """Long form for charts: one row per cell, variant and metric with the cell's coordinates, the mean, min and
     max over the seeds, and n (the seeds with a number)."""
     rows = []
     for cell in cells:
         for label, runs in cell.groups.items():
-            for metric in METRICS:
+            for metric in metrics:
                 values = [summaries[r][metric] for r in runs if summaries[r].get(metric) is not None]
                 spread = (np.mean(values), np.min(values), np.max(values)) if values else (math.nan,) * 3
                 stat = dict(zip(("mean", "min", "max"), map(float, spread), strict=True))

@@ -214,6 +214,8 @@ TABLE_TITLES = {
     "test_loss": "Test loss",
     "token_accuracy": "Per-token accuracy",
     "sequence_accuracy": "Per-sequence accuracy",
+    "max_attn_logit": "Largest attention logit over training",
+    "min_attn_entropy": "Lowest attention entropy over training (nats)",
     "repeat_loss": "Repeat loss (held out)",
     "first_loss": "First-copy loss (held out)",
     "weight_norm": "Weight norm ‖θ‖ (the modular task)",
@@ -294,6 +296,7 @@ def seeds_advice(
 
 METRIC_NAMES = {"test_loss": "test loss", "token_accuracy": "per-token", "sequence_accuracy": "per-sequence"}
 METRIC_NAMES |= {"repeat_loss": "repeat loss", "first_loss": "first-copy loss", "weight_norm": "weight norm"}
+METRIC_NAMES |= {"max_attn_logit": "largest attention logit", "min_attn_entropy": "lowest attention entropy"}
 
 
 def downloads(summary: pd.DataFrame, comparisons: pd.DataFrame, stem: str) -> None:

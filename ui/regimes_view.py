@@ -9,7 +9,7 @@ import streamlit as st
 
 from attncore.interpret import norms
 from attncore.train import initial_params
-from lab import compare, formats, regimes
+from lab import compare, formats, regimes, stability
 from lab.jobs.caps import Limits
 from ui import compare_view, metered, tables
 from ui.charts import regimes as charts
@@ -19,7 +19,13 @@ from ui.sidebar import LEARNING_RATES
 
 NAMES = {"depth": "Depth: pre-LN vs post-LN", "heads": "Wide heads: √d_k scaling", "lr": "Learning-rate sensitivity"}
 PAIR_NAMES = {"norm": "pre-LN vs post-LN", "scaling": "scaling on vs off", "warmup": "no warm-up vs warm-up"}
-PAIR_NAMES |= {"depth": "2 vs 8 blocks"}
+PAIR_NAMES |= {"depth": "2 vs 8 blocks", regimes.QK_NORM: "qk-norm off vs on (and a z-loss)"}
+Z_LOSSES = (0.0, 1e-4, 1e-3, 1e-2)  # the z-loss variant's coefficients the page offers (0: no z-loss variant)
+Z_LOSS_HELP = (
+    "A third variant: qk-norm off with c · (log Z)² added per predicted token (Wortsman et al. use c = 1e-4). Two "
+    "variants against one baseline are two comparisons, corrected by Holm: with 6 seeds neither can show a "
+    "difference (2 × 2/2⁶ > 0.05); 7 seeds can."
+)
 SOURCES = {
     "depth": (
         "Xiong et al. 2020 (arXiv:2002.04745): at initialisation the gradient of the last layer's weights scales as "
@@ -38,6 +44,16 @@ SOURCES = {
         "LR sensitivity = E_lr[min(ℓ(lr), ℓ₀) − min_lr ℓ(lr)], ℓ₀ the model's own loss at initialisation, each run "
         "clipped at ℓ₀ before the mean over the seeds. A fair comparison of "
         "two variants takes each at its own best learning rate, as well as both at a shared one."
+    ),
+    "qk_norm": (
+        "Wortsman et al. 2023 (arXiv:2309.14322), on small Transformers: at high learning rates the attention "
+        "logits grow, the attention entropy collapses (each query on one key) and the loss stalls or diverges; "
+        "LayerNorm on the queries and keys before their dot product (qk-norm) removes this and lowers the LR "
+        "sensitivity, E_lr[min(ℓ(lr), ℓ₀) − min_lr ℓ(lr)], widening the range of learning rates that train. "
+        "Dehghani et al. 2023 (arXiv:2302.05442) met the same logit growth training ViT-22B and added qk-norm. "
+        "The z-loss, c · (log Z)² of the output softmax's normaliser Z (c = 1e-4), keeps the output logits from "
+        "drifting; Wortsman et al. find that divergence only in larger models, so whether it helps at this size is "
+        "open: the finding above says what these runs show."
     ),
 }
 
@@ -69,14 +85,31 @@ def controls(experiment: str, lim: Limits) -> dict:
         out["heads"] = heads
     else:
         with c1:
-            pairs = list(regimes.PAIRS)
-            out["pair"] = url_select("Variant pair", "reg_pair", pairs, "norm", format_func=PAIR_NAMES.get)
-        with c2:
-            out["lrs"] = tuple(url_multiselect("Learning rates", "reg_lrgrid", list(regimes.LR_GRID),
-                                               list(regimes.LR_GRID), format_func=formats.learning_rate))  # fmt: skip
-        if out["pair"] != "depth":
+            pairs = [*regimes.PAIRS, regimes.QK_NORM]
+            pair = url_select("Variants", "reg_pair", pairs, "norm", format_func=PAIR_NAMES.get)
+        qk = pair == regimes.QK_NORM
+        out |= {"qk_norm": "both"} if qk else {"pair": pair}
+        with c2:  # the qk-norm comparison has its own grid, to 3e-1: its effect is at the high rates
+            key, grid = ("reg_qklrs", regimes.QK_LR_GRID) if qk else ("reg_lrgrid", regimes.LR_GRID)
+            lrs = url_multiselect("Learning rates", key, list(regimes.LR_CHOICES), list(grid),
+                                  format_func=formats.learning_rate)  # fmt: skip
+        if qk:
+            c3, c4 = st.columns(2)
+            with c3:
+                z_loss = url_select("z-loss variant (qk-norm off with a z-loss c)", "reg_zloss", Z_LOSSES, 0.0,
+                                    format_func=z_loss_text, help=Z_LOSS_HELP)  # fmt: skip
+            out |= {"z_loss": z_loss or None, "lrs": tuple(lrs)}
+            with c4:
+                out["n_layers"] = url_number("Blocks (every variant)", "reg_layers", 2, 1, lim.max_layers)
+            return out
+        out["lrs"] = tuple(lrs)
+        if pair != "depth":
             out["n_layers"] = url_number("Blocks (both variants)", "reg_layers", 2, 1, lim.max_layers)
     return out
+
+
+def z_loss_text(c: float) -> str:
+    return f"c = {formats.learning_rate(c)}" if c else "none"
 
 
 def finding(rows: pd.DataFrame) -> None:
@@ -94,14 +127,18 @@ def verdicts(rows: pd.DataFrame, experiment: str) -> None:
     elif experiment == "heads":
         layout = formats.count(int(loss["heads"].iloc[0]), "head")
         chart = charts.verdict_grid(loss.assign(layout=layout), "d_k", "layout", "d_k", "")
+    elif loss["level"].nunique() > 1:  # several variants against the baseline: a row each
+        rows = loss.assign(pair=[f"{v} − {b}" for v, b in zip(loss["level"], loss["baseline"], strict=True)])
+        chart = charts.verdict_grid(rows, "lr", "pair", "learning rate", "test loss")
     else:
         chart = charts.verdict_grid(loss.assign(pair="test loss"), "lr", "pair", "learning rate", "")
     st.altair_chart(chart, width="content")
-    variant, baseline = loss["level"].iloc[0], loss["baseline"].iloc[0]
+    variants, baseline = " or ".join(map(plain, dict.fromkeys(loss["level"]))), plain(loss["baseline"].iloc[0])
+    several = loss["level"].nunique() > 1
     st.caption(
-        f"Each cell: the mean paired Δ of the test loss, {plain(variant)} minus {plain(baseline)} (orange: "
-        f"{plain(variant)} worse), and the verdict of the exact sign-flip test over the seeds. Each cell is its own "
-        "comparison, as Compare's panels: no correction across cells."
+        f"Each cell: the mean paired Δ of the test loss, {variants} minus {baseline} (orange: {variants} worse), "
+        "and the verdict of the exact sign-flip test over the seeds. Each cell is its own comparison, as Compare's "
+        "panels: no correction across cells" + (" (Holm across the variants of a cell)." if several else ".")
     )
 
 
@@ -205,3 +242,54 @@ def lr_tables(best: pd.DataFrame, fair: pd.DataFrame) -> None:
     st.markdown("**The pair each at its own best learning rate**, paired by seed (the table below compares them "
                 "at each shared learning rate):")  # fmt: skip
     compare_view.comparison_table(fair, each=True)
+
+
+def qk_norm_sections(cells, by_run, summaries, initial) -> None:
+    """The qk-norm comparison: each variant's LR sensitivity with its interval over the seeds, the largest
+    attention logit and the lowest attention entropy over training at every learning rate, and the variants each
+    at its own best learning rate."""
+    sensitivity = stability.sensitivity_table(cells, summaries, initial)
+    st.subheader("LR sensitivity per variant")
+    st.altair_chart(charts.sensitivity_intervals(sensitivity), width="content")
+    shown = pd.DataFrame({
+        "variant": sensitivity["variant"],
+        "LR sensitivity": [stability.figure(x) for x in sensitivity["sensitivity"]],
+        "each seed's own: mean": [stability.figure(x) for x in sensitivity["seeds_mean"]],
+        "interval (95 %)": [f"[{stability.figure(a)}, {stability.figure(b)}]"
+                            for a, b in zip(sensitivity["seeds_low"], sensitivity["seeds_high"], strict=True)],
+        "best lr": [formats.learning_rate(x) for x in sensitivity["best_lr"]],
+        "Δ per seed vs the baseline": [stats_text(r) for _, r in sensitivity.iterrows()],
+    })  # fmt: skip
+    tables.show(shown)
+    st.caption(
+        "LR sensitivity (Wortsman et al. 2023): the mean over the grid of ℓ(lr) − the best ℓ, each ℓ(lr) the mean "
+        "over the seeds of each run's test loss clipped at its own loss at initialisation (the tick). Each seed's "
+        "own: the same over one seed's runs (the small dots), their mean (the large dot) with the interval that "
+        "inverts the sign-flip test on them, as the paired comparisons do (lab.stats: at 6 seeds and 95 % their "
+        "smallest and largest; it is about the seeds' own sensitivities, which average at or above the tick). "
+        "Δ: each seed's own sensitivity minus the baseline's on the same seed, with its interval, exact p and "
+        "verdict (Holm across the variants)."
+    )
+    frame, missing = stability.over_training(cells, by_run)
+    for figure, title in (("max_logit", "The largest attention logit over training"),
+                          ("entropy", "The lowest attention entropy over training")):  # fmt: skip
+        st.subheader(title)
+        if len(frame):
+            st.altair_chart(charts.attention_over_training(frame, figure), width="content")
+    first = next(iter(cells[0].groups.values()))[0]
+    st.caption(
+        f"At each training snapshot, on {norms.snapshot_sequences(first)} "
+        "fixed sequences of the task (stored with each run): the largest |q·k|/scale over the layers and causal "
+        "pairs, and the attention entropy of the layer with the lowest (each layer's the mean over its heads and "
+        f"query rows, {entropy_rows(first.task.length)}); the mean over "
+        "the seeds, a diverged run's NaN left out. Dehghani et al. 2023 and Wortsman et al. 2023: without qk-norm "
+        "these logits grow at high learning rates and the entropy collapses (attention on one key)."
+        + (f" {missing} of the runs were stored before their norms were and are left out." if missing else "")
+    )
+    st.markdown("**The variants each at its own best learning rate**, paired by seed with the baseline:")
+    compare_view.comparison_table(regimes.at_best(cells, summaries, initial), each=True)
+
+
+def stats_text(r) -> str:
+    """A variant's paired comparison of the seeds' own sensitivities with the baseline's (lab.stability)."""
+    return stability.paired_text(r) if isinstance(r["verdict"], str) else "(the baseline)"

@@ -1,5 +1,5 @@
 """Charts of the Regimes page as pure functions: lab.regimes / attncore.interpret.norms frames in,
-alt.Chart out. The baseline variant is black, the other the first variant colour; every chart is sized to fit a
+alt.Chart out. The baseline variant is black, the others the variant colours in order; every chart is sized to fit a
 1,280 px main area (facets at most three to a row)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ MATRIX_NAMES |= {"ffn_out": "FFN out (W₂)"}
 
 
 def _variant_colors(variants: list[str]) -> alt.Scale:
-    return alt.Scale(domain=variants, range=[BASE_COLOR, VARIANT_COLORS[0]][: len(variants)])
+    return alt.Scale(domain=variants, range=[BASE_COLOR, *VARIANT_COLORS][: len(variants)])
 
 
 def _legend() -> alt.Legend:
@@ -229,3 +229,70 @@ def logit_growth(df: pd.DataFrame) -> alt.Chart:
     variants = list(dict.fromkeys(df["variant"]))
     column = alt.Column("variant:N", sort=variants, title=None, header=alt.Header(labelFontSize=12))
     return alt.layer(chart, data=df).facet(column=column)
+
+
+TRAINING_FIGURES = {"max_logit": "largest |q·k|/scale (log scale)", "entropy": "lowest attention entropy (nats)"}
+
+
+def attention_over_training(df: pd.DataFrame, figure: str) -> alt.Chart:
+    """lab.stability.over_training rows (variant, lr, step, seeds, max_logit, entropy): one figure against the step,
+    a line per learning rate (light: small, dark: large), a panel per variant (shared y: the panels compare)."""
+    lrs = sorted(df["lr"].unique())
+    df = df[df[figure] > 0] if figure == "max_logit" else df  # a log scale
+    df = df.assign(rate=[formats.learning_rate(x) for x in df["lr"]])
+    rates = [formats.learning_rate(x) for x in lrs]
+    color = alt.Color("rate:O", title="lr", scale=alt.Scale(scheme="viridis", reverse=True), sort=rates)
+    y_scale = alt.Scale(type="log") if figure == "max_logit" else alt.Scale(zero=True)
+    tooltip = ["variant", "rate", "step", alt.Tooltip(f"{figure}:Q", format=".3g"), alt.Tooltip("seeds:Q")]
+    variants = list(dict.fromkeys(df["variant"]))
+    chart = (
+        alt.Chart()
+        .mark_line(point=alt.OverlayMarkDef(size=14))
+        .encode(
+            x=alt.X("step:Q", title="training step (log scale)", scale=alt.Scale(type="log", nice=False)),
+            y=alt.Y(f"{figure}:Q", title=TRAINING_FIGURES[figure], scale=y_scale),
+            color=color,
+            tooltip=tooltip,
+        )
+        .properties(width=panel_width(max(1, len(variants))) - 30, height=200)  # room for the legend
+    )
+    column = alt.Column("variant:N", sort=variants, title=None, header=alt.Header(labelFontSize=12))
+    return alt.layer(chart, data=df).facet(column=column)
+
+
+def sensitivity_intervals(df: pd.DataFrame) -> alt.Chart:
+    """lab.stability.sensitivity_table rows: per variant (a row), each seed's own LR sensitivity (small dots), their
+    mean (a large dot) with its interval (a bar), and Wortsman et al.'s LR sensitivity of the seeds' mean curve
+    (a tick)."""
+    variants = list(dict.fromkeys(df["variant"]))
+    row = {v: float(i) for i, v in enumerate(variants)}  # a quantitative row: the layers share one y scale
+    color = alt.Color("variant:N", scale=_variant_colors(variants), sort=variants, legend=None)
+    axis = labelled_axis({i: v for v, i in row.items()}, labelLimit=200, grid=False)
+    y = alt.Y("row:Q", title=None, axis=axis, scale=alt.Scale(domain=[-0.5, len(variants) - 0.5], reverse=True))
+    seeds = pd.DataFrame(
+        [{"variant": r["variant"], "row": row[r["variant"]], "seed": s, "value": v}
+         for _, r in df.iterrows() for s, v in r["seeds"].items()]
+    )  # fmt: skip
+    x = alt.X("value:Q", title="LR sensitivity (nats)", scale=alt.Scale(zero=True))
+    dots = (
+        alt.Chart(seeds)
+        .mark_circle(size=30, opacity=0.5)
+        .encode(x=x, y=y, color=color, tooltip=["variant", "seed", alt.Tooltip("value:Q", format=".3g")])
+    )
+    frame = df[["variant", "seeds_mean", "seeds_low", "seeds_high", "sensitivity"]].assign(
+        row=[row[v] for v in df["variant"]]
+    )
+    tooltip = ["variant"] + [alt.Tooltip(f"{c}:Q", format=".3g") for c in frame.columns[1:5]]
+    bar = alt.Chart(frame).mark_rule(strokeWidth=2).encode(x="seeds_low:Q", x2="seeds_high:Q", y=y, color=color)
+    mean = (
+        alt.Chart(frame)
+        .mark_point(size=110, filled=True, opacity=1)
+        .encode(x="seeds_mean:Q", y=y, color=color, tooltip=tooltip)
+    )
+    pooled = (
+        alt.Chart(frame)
+        .mark_tick(thickness=2, size=22, color=BASE_COLOR)
+        .encode(x="sensitivity:Q", y=y, tooltip=tooltip)
+    )
+    size = {"width": panel_width(1) - 200, "height": 45 * len(variants), "autosize": PAD}  # its own size: not squeezed
+    return alt.layer(bar, dots, mean, pooled).properties(**size)
