@@ -52,7 +52,8 @@ def install() -> bool:
     except ImportError:
         return False
     found = False
-    for route in [o for o in gc.get_objects() if isinstance(o, Route)]:
+    # type(o), not isinstance: isinstance would read o.__class__, which some objects compute (with warnings)
+    for route in [o for o in gc.get_objects() if issubclass(type(o), Route)]:
         endpoint = route.endpoint
         if getattr(endpoint, "__name__", "") == ENDPOINT:
             route.endpoint = guarded(endpoint)
