@@ -210,7 +210,7 @@ def test_sidebar_change_goes_to_the_url_and_the_url_restores_it(warm_server, pag
 def test_sidebar_settings_survive_a_page_switch(warm_server, page):
     page.goto(_url(warm_server, "train", f"{QUERY}&L=4".lstrip("&")))
     wait_for_app(page)
-    page.get_by_test_id("stSidebarNav").get_by_text("Attention").click()
+    page.get_by_test_id("stSidebarNav").get_by_text("Attention", exact=True).click()
     page.wait_for_url("**/attention**")
     wait_for_app(page)
     assert parse_qs(urlparse(page.url).query).get("L") == ["4"]

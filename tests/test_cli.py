@@ -549,7 +549,8 @@ def test_help_shows_every_default(tmp_path):
     r = attncore(tmp_path, "train", "--help")
     text = " ".join(r.stdout.split())  # argparse wraps the help column
     for shown in ("--steps STEPS (default: 1500)", "--length L (default: 6)",
-                  "--task {copy,sort,reverse,induction,modular} (default: copy)", "--lr LR (default: 0.003)",
+                  "--task {copy,sort,reverse,induction,bigram_backcopy,modular} (default: copy)",
+                  "--lr LR (default: 0.003)",
                   "--batch BATCH (default: 32)"):  # fmt: skip
         assert shown in text, shown
     assert "(default: None)" not in text and "(default: False)" not in text
