@@ -5,11 +5,11 @@ variants' table, the paired comparisons by the comparison rule and the finding (
 from __future__ import annotations
 
 import json
-import sys
 
 from attncore.config import ConfigError
 from attncore.settings import SETTINGS
 from attncore.tasks.modular import MODULAR_RUN
+from cli import confirm
 from lab import formats, stats
 
 MAX_SEEDS = 16
@@ -29,42 +29,12 @@ def check(a) -> None:
         raise ConfigError("seeds", f"at most {MAX_SEEDS} seeds, got {len(seeds)}")
 
 
-def estimate(runs, n_jobs: int) -> dict:
-    """What training the missing runs costs here (lab.cost_model), as `regimes --estimate` reports it."""
-    from lab import cost_model
-    from lab.store import is_cached
-    from lab.sweep import loky_workers
-
-    missing = [run for run in runs if not is_cached(run)]
-    workers = loky_workers(n_jobs, len(missing) or len(runs))
-    model = cost_model.model(workers)
-    return {
-        "experiment": "grokking",
-        "runs": len(runs),
-        "missing": len(missing),
-        "cpu_seconds": round(model.work_seconds(missing), 1),
-        "wall_seconds": round(model.wall_seconds(missing, workers, cost_model.slowdown(workers)), 1),
-        "workers": workers,
-        "model": model,
-    }
-
-
-def estimate_line(e: dict) -> str:
-    head = f"grokking: {formats.count(e['runs'], 'run')}"
-    if not e["missing"]:
-        return f"{head}, all stored"
-    return (
-        f"{head}, {e['missing']:,} to train: about {formats.duration(e['wall_seconds'])} here, "
-        f"{formats.duration(e['cpu_seconds'])} of computing, on {formats.count(e['workers'], 'worker')}"
-    )
-
-
 def _step(x) -> str:
     return "-" if x is None else f"{x:,}"
 
 
 def cmd_grokking(a) -> int:
-    from attncore.memory import check_fits
+    from cli.regimes import plan
     from cli.sweep import ProgressBar
     from lab import grokking
     from lab.sweep import run_sweep
@@ -73,13 +43,9 @@ def cmd_grokking(a) -> int:
     seeds = list(dict.fromkeys(a.seeds))
     by_variant = grokking.runs_of(seeds, a.weight_decay, **settings_of(a))
     runs = grokking.all_runs(by_variant)
-    check_fits(runs, workers=2 if a.jobs != 1 else 1, cap=a.max_memory)
-    cost = estimate(runs, a.jobs)
-    if a.estimate:
-        keys = ("experiment", "runs", "missing", "cpu_seconds", "wall_seconds", "workers")
-        print(json.dumps({k: cost[k] for k in keys}) if a.json else estimate_line(cost))
+    cost = plan(a, "grokking", runs)
+    if cost is None:
         return 0
-    print(estimate_line(cost), file=sys.stderr)
     records = dict(
         zip(
             runs,
@@ -170,4 +136,5 @@ def register(sub) -> None:
         action="store_true",
         help="print what training it would cost here (runs, computing, wall time, workers) and train nothing",
     )
+    confirm.add_yes(p)
     p.set_defaults(func=cmd_grokking)

@@ -118,14 +118,17 @@ def estimate(experiment: str, cells, runs, n_jobs: int) -> dict:
         "wall_low_seconds": round(here.low, 1),
         "wall_high_seconds": round(here.high, 1),
         "workers": workers,
-        "cells": len(cells),
+        "cells": None if cells is None else len(cells),
         "model": model,
     }
 
 
 def estimate_line(e: dict) -> str:
-    """'depth: 96 runs in 8 cells, 96 to train: about 6 min here, 12 min of computing, on 2 workers'."""
-    head = f"{e['experiment']}: {formats.count(e['runs'], 'run')} in {formats.count(e['cells'], 'cell')}"
+    """'depth: 96 runs in 8 cells, 96 to train: about 6 min here, 12 min of computing, on 2 workers' (without 'in N
+    cells' for an experiment whose estimate has none: sinks, grokking)."""
+    head = f"{e['experiment']}: {formats.count(e['runs'], 'run')}"
+    if e.get("cells") is not None:
+        head += f" in {formats.count(e['cells'], 'cell')}"
     if not e["missing"]:
         return f"{head}, all stored"
     from lab import wall
@@ -137,24 +140,32 @@ def estimate_line(e: dict) -> str:
     )
 
 
-def cmd_regimes(a) -> int:
+def plan(a, experiment: str, runs, cells=None) -> dict | None:
+    """Before an experiment's sweep (regimes, sinks, grokking): its runs checked against memory, and what training the
+    missing ones costs here. With --estimate that is printed (a line, or --json's keys) and None returned: nothing
+    trains. Else the line goes to stderr and work past cli.confirm's rule needs --yes; the estimate is returned."""
     from attncore.memory import check_fits
+
+    check_fits(runs, workers=2 if a.jobs != 1 else 1, cap=a.max_memory)
+    cost = estimate(experiment, cells, runs, a.jobs)
+    if a.estimate:
+        keys = ("experiment", "runs", "missing", "cpu_seconds", "wall_seconds", "workers")
+        print(json.dumps({k: cost[k] for k in keys}) if a.json else estimate_line(cost))
+        return None
+    print(estimate_line(cost), file=sys.stderr)
+    confirm.check(a, experiment, len(runs), cost["cpu_seconds"])
+    return cost
+
+
+def cmd_regimes(a) -> int:
     from lab import regimes
     from lab.sweep import run_sweep
 
     cells = regimes.cells_of(a.experiment, range(a.seeds), **options(a))
     runs = regimes.all_runs(cells)
-    check_fits(runs, workers=2 if a.jobs != 1 else 1, cap=a.max_memory)
-    cost = estimate(a.experiment, cells, runs, a.jobs)
-    if a.estimate:
-        if a.json:
-            keys = ("experiment", "runs", "missing", "cpu_seconds", "wall_seconds", "workers")
-            print(json.dumps({k: cost[k] for k in keys}))
-        else:
-            print(estimate_line(cost))
+    cost = plan(a, a.experiment, runs, cells)
+    if cost is None:
         return 0
-    print(estimate_line(cost), file=sys.stderr)
-    confirm.check(a, a.experiment, len(runs), cost["cpu_seconds"])
     from cli.sweep import ProgressBar
 
     model = cost["model"]

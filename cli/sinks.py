@@ -5,10 +5,10 @@ the comparison rule, and the finding (lab.sinks)."""
 from __future__ import annotations
 
 import json
-import sys
 
 from attncore.config import DECAYS, POSITIONS, ConfigError
 from attncore.tasks.bigram_backcopy import BB_RUN
+from cli import confirm
 from lab import formats, stats
 
 MAX_SEEDS = 16
@@ -23,20 +23,8 @@ def settings_of(a) -> dict:
     return out | {"bigram_vocab": a.bigram_vocab, "triggers": a.triggers}
 
 
-def estimate_line(e: dict) -> str:
-    """'sinks: 6 runs, 6 to train: about 3 min here, 6 min of computing, on 2 workers'."""
-    head = f"sinks: {formats.count(e['runs'], 'run')}"
-    if not e["missing"]:
-        return f"{head}, all stored"
-    return (
-        f"{head}, {e['missing']:,} to train: about {formats.duration(e['wall_seconds'])} here, "
-        f"{formats.duration(e['cpu_seconds'])} of computing, on {formats.count(e['workers'], 'worker')}"
-    )
-
-
 def cmd_sinks(a) -> int:
-    from attncore.memory import check_fits
-    from cli.regimes import estimate
+    from cli.regimes import plan
     from cli.sweep import ProgressBar
     from lab import sinks
     from lab.sweep import run_sweep
@@ -47,16 +35,9 @@ def cmd_sinks(a) -> int:
     settings = settings_of(a)
     runs = sinks.runs_of(seeds, **settings)
     sinks.check_window(runs[0], a.window)
-    check_fits(runs, workers=2 if a.jobs != 1 else 1, cap=a.max_memory)
-    cost = estimate("sinks", runs, runs, a.jobs)
-    if a.estimate:
-        if a.json:
-            keys = ("experiment", "runs", "missing", "cpu_seconds", "wall_seconds", "workers")
-            print(json.dumps({k: cost[k] for k in keys}))
-        else:
-            print(estimate_line(cost))
+    cost = plan(a, "sinks", runs)
+    if cost is None:
         return 0
-    print(estimate_line(cost), file=sys.stderr)
     records = run_sweep(runs, n_jobs=a.jobs, progress=ProgressBar(estimate=cost["wall_seconds"]), cost=cost["model"])
     per_seed = [sinks.seed_figures(r, sinks.bb.window_losses(r.params, r.config, a.window)) for r in records]
     rows = sinks.comparisons(per_seed)
@@ -112,4 +93,5 @@ def register(sub) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--estimate", action="store_true", help="print what training it would cost here (runs, computing, "
                    "wall time, workers) and train nothing")  # fmt: skip
+    confirm.add_yes(p)
     p.set_defaults(func=cmd_sinks)

@@ -71,3 +71,15 @@ def test_yes_lets_it_start():
     with pytest.raises(Exception, match="more than 1,000"):
         confirm.check(no, "induction", 5_120, 1.0)
     confirm.check(no, "train", 1, confirm.CONFIRM_COMPUTING_SECONDS)  # at the rule, not past it
+
+
+@pytest.mark.parametrize("command", ["sinks", "grokking"])
+def test_the_experiments_commands_ask_past_the_rule_too(fixed_costs, capsys, command):
+    """sinks and grokking plan their sweep as regimes does (cli.regimes.plan): the estimate first, then --yes past
+    an hour of computing; --estimate alone trains nothing and asks nothing."""
+    estimate, refusal = refused(capsys, [command, "--steps", "1000000"])
+    assert estimate.startswith(f"{command}: ") and "of computing" in estimate
+    assert refusal.startswith(f"error: --yes: {command} would take about ")
+    assert "of computing, more than 60 min" in refusal
+    assert main([command, "--steps", "1000000", "--estimate", "--json"]) == 0
+    assert capsys.readouterr().out.startswith('{"experiment": "' + command + '"')
