@@ -120,6 +120,7 @@ def estimate(experiment: str, cells, runs, n_jobs: int) -> dict:
         "workers": workers,
         "cells": None if cells is None else len(cells),
         "model": model,
+        "wall": here,  # the line's figures, not rounded twice
     }
 
 
@@ -133,9 +134,8 @@ def estimate_line(e: dict) -> str:
         return f"{head}, all stored"
     from lab import wall
 
-    here = wall.WallEstimate(e["wall_seconds"], e["wall_low_seconds"], e["wall_high_seconds"])
     return (
-        f"{head}, {e['missing']:,} to train: {wall.about(here)} here, "
+        f"{head}, {e['missing']:,} to train: {wall.about(e['wall'])} here, "
         f"{formats.duration(e['cpu_seconds'])} of computing, on {formats.count(e['workers'], 'worker')}"
     )
 
