@@ -38,6 +38,26 @@ def evaluation_positions(length: int, n_max: int):
     return draw_positions(np.random.default_rng([TEST_SEED, length, 1]), 2 * length, n_max)
 
 
+def next_token_losses(params, run: RunConfig, seqs: np.ndarray, chunk: int, *, keys=None, head_mask=None):
+    """(nll, right), each (B, T - 1): the cross-entropy of every next-token target of seqs (B, T) and whether the most
+    likely token is it (the tasks scored on every position: induction, Bigram-Backcopy). The model computes in its
+    dtype; the log-softmax is float64, over `chunk` sequences a forward (a fixed split, so a stored number never
+    depends on memory) on one BLAS thread (the same bits whatever the caller's threads). keys (T - 1, T - 1) bool
+    restricts the keys a query reads (model.forward)."""
+    nll, right = [], []
+    with one_blas_thread():
+        for start in range(0, len(seqs), chunk):
+            part = seqs[start : start + chunk]
+            logits, _ = forward(params, part[:, :-1], run.model, head_mask=head_mask, keys=keys)  # (b, T - 1, V)
+            z = logits.astype(np.float64)
+            z -= z.max(axis=-1, keepdims=True)
+            targets = part[:, 1:]
+            picked = np.take_along_axis(z, targets[..., None], axis=-1)[..., 0]
+            nll.append(np.log(np.exp(z).sum(axis=-1)) - picked)
+            right.append(logits.argmax(axis=-1) == targets)
+    return np.concatenate(nll), np.concatenate(right)
+
+
 def evaluate(params, run: RunConfig, *, head_mask=None, n: int | None = None, positions=None) -> EvalResult:
     """The accuracy of the weights on the first n (default: all, Task.test_size) of the task's fixed test sequences,
     as the task scores it (Task.evaluate): the article's tasks by greedy generation (`generated`), the induction

@@ -26,11 +26,10 @@ from .. import task as tasks
 from .._blas import one_blas_thread
 from ..checks import ConfigError, check_int
 from ..config import RunConfig, TaskConfig, make_run
-from ..evaluate import EvalResult, mean_or_nan
+from ..evaluate import EvalResult, mean_or_nan, next_token_losses
 from ..interpret.hooks import run_with_hooks
 from ..interpret.patching import Contrast
 from ..layers import window_mask
-from ..model import forward
 from ..sequences import N_TEST, TEST_SEED, all_distinct, parse_symbols
 
 MIN_N, MAX_N = 4, 256  # N: tokens of a sequence, BOS included (the hosted cap may be lower)
@@ -189,18 +188,7 @@ def token_losses(params, run: RunConfig, seqs: np.ndarray, keys=None, head_mask=
     """(nll, right), each (B, N - 1): every target's cross-entropy (float64 log-softmax) and whether it is the most
     likely token; keys (N - 1, N - 1) bool restricts the keys (a sliding window). CHUNK sequences a forward, one
     BLAS thread: the same bits whatever the caller's threads."""
-    nll, right = [], []
-    with one_blas_thread():
-        for start in range(0, len(seqs), CHUNK):
-            chunk = seqs[start : start + CHUNK]
-            logits, _ = forward(params, chunk[:, :-1], run.model, head_mask=head_mask, keys=keys)  # (b, N - 1, V + 1)
-            z = logits.astype(np.float64)
-            z -= z.max(axis=-1, keepdims=True)
-            targets = chunk[:, 1:]
-            picked = np.take_along_axis(z, targets[..., None], axis=-1)[..., 0]
-            nll.append(np.log(np.exp(z).sum(axis=-1)) - picked)
-            right.append(logits.argmax(axis=-1) == targets)
-    return np.concatenate(nll), np.concatenate(right)
+    return next_token_losses(params, run, seqs, CHUNK, keys=keys, head_mask=head_mask)
 
 
 @dataclass(frozen=True)

@@ -22,12 +22,11 @@ import numpy as np
 
 from .. import memory
 from .. import task as tasks
-from .._blas import one_blas_thread
 from ..checks import ConfigError, check_int
 from ..config import RunConfig, TaskConfig, make_run
-from ..evaluate import EvalResult, mean_or_nan
+from ..evaluate import EvalResult, mean_or_nan, next_token_losses
 from ..interpret.patching import Contrast
-from ..model import attention_weights, forward
+from ..model import attention_weights
 from ..sequences import N_TEST, TEST_SEED, all_distinct, parse_symbols
 
 MIN_INDUCTION_T, MAX_INDUCTION_T = 4, 256  # T: tokens of an induction sequence (the hosted cap may be lower)
@@ -139,18 +138,7 @@ def token_losses(params, run: RunConfig, seqs: np.ndarray, head_mask=None) -> tu
     """(nll, right), each (B, T - 1): the cross-entropy of every next-token target of seqs (B, T) and whether the
     most likely token is it. The model computes in its dtype; the log-softmax is float64, over CHUNK sequences
     at a time on one BLAS thread (the same bits whatever the caller's threads: the numbers are stored)."""
-    nll, right = [], []
-    with one_blas_thread():
-        for start in range(0, len(seqs), CHUNK):
-            chunk = seqs[start : start + CHUNK]
-            logits, _ = forward(params, chunk[:, :-1], run.model, head_mask=head_mask)  # (b, T - 1, V)
-            z = logits.astype(np.float64)
-            z -= z.max(axis=-1, keepdims=True)
-            targets = chunk[:, 1:]
-            picked = np.take_along_axis(z, targets[..., None], axis=-1)[..., 0]
-            nll.append(np.log(np.exp(z).sum(axis=-1)) - picked)
-            right.append(logits.argmax(axis=-1) == targets)
-    return np.concatenate(nll), np.concatenate(right)
+    return next_token_losses(params, run, seqs, CHUNK, head_mask=head_mask)
 
 
 @dataclass(frozen=True)
