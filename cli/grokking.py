@@ -9,7 +9,6 @@ import json
 from attncore.config import ConfigError
 from attncore.settings import SETTINGS
 from attncore.tasks.modular import MODULAR_RUN
-from cli import confirm
 from lab import formats, stats
 
 MAX_SEEDS = 16
@@ -94,7 +93,8 @@ def cmd_grokking(a) -> int:
 
 
 def register(sub) -> None:
-    from cli.flags import integer, integer_in, jobs, memory_size, number
+    from cli.flags import integer, integer_in, number
+    from cli.regimes import add_sweep_flags
 
     p = sub.add_parser(
         "grokking",
@@ -128,13 +128,5 @@ def register(sub) -> None:
     p.add_argument("--lr", type=number, default=MODULAR_RUN["lr"])
     p.add_argument("--steps", type=integer, default=MODULAR_RUN["steps"])
     p.add_argument("--d", type=integer, default=MODULAR_RUN["d_model"], help="the model width (4 heads)")
-    p.add_argument("--jobs", type=jobs, default=-1, help="parallel workers (-1: all cores)")
-    p.add_argument("--max-memory", type=memory_size, metavar="SIZE", help="refuse runs estimated to need more")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument(
-        "--estimate",
-        action="store_true",
-        help="print what training it would cost here (runs, computing, wall time, workers) and train nothing",
-    )
-    confirm.add_yes(p)
+    add_sweep_flags(p)
     p.set_defaults(func=cmd_grokking)

@@ -140,6 +140,21 @@ def estimate_line(e: dict) -> str:
     )
 
 
+def add_sweep_flags(p) -> None:
+    """The flags of an experiment's sweep that plan() reads: --jobs, --max-memory, --json, --estimate and --yes."""
+    from cli.flags import jobs, memory_size
+
+    p.add_argument("--jobs", type=jobs, default=-1, help="parallel workers (-1: all cores)")
+    p.add_argument("--max-memory", type=memory_size, metavar="SIZE", help="refuse runs estimated to need more")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument(
+        "--estimate",
+        action="store_true",
+        help="print what training it would cost here (runs, computing, wall time, workers) and train nothing",
+    )
+    confirm.add_yes(p)
+
+
 def plan(a, experiment: str, runs, cells=None) -> dict | None:
     """Before an experiment's sweep (regimes, sinks, grokking): its runs checked against memory, and what training the
     missing ones costs here. With --estimate that is printed (a line, or --json's keys) and None returned: nothing
@@ -329,7 +344,7 @@ def _listed(values) -> str:
 
 
 def register(sub) -> None:
-    from cli.flags import integer, integer_in, jobs, memory_size
+    from cli.flags import integer, integer_in
 
     p = sub.add_parser(
         "regimes", help="a Regimes experiment (depth, heads or lr) over seeds, with verdicts", description=DESCRIPTION
@@ -353,13 +368,5 @@ def register(sub) -> None:
                    "of the pair")  # fmt: skip
     p.add_argument("--z-loss", type=_z_loss, metavar="C", help="lr, with --qk-norm both: a third variant, qk-norm "
                    "off with a z-loss of coefficient C (Wortsman et al.: 1e-4), above 0 and below 1")  # fmt: skip
-    p.add_argument("--jobs", type=jobs, default=-1, help="parallel workers (-1: all cores)")
-    p.add_argument("--max-memory", type=memory_size, metavar="SIZE", help="refuse runs estimated to need more")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument(
-        "--estimate",
-        action="store_true",
-        help="print what training it would cost here (runs, computing, wall time, workers) and train nothing",
-    )
-    confirm.add_yes(p)
+    add_sweep_flags(p)
     p.set_defaults(func=cmd_regimes)

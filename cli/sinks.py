@@ -8,7 +8,6 @@ import json
 
 from attncore.config import DECAYS, POSITIONS, ConfigError
 from attncore.tasks.bigram_backcopy import BB_RUN
-from cli import confirm
 from lab import formats, stats
 
 MAX_SEEDS = 16
@@ -72,7 +71,8 @@ def cmd_sinks(a) -> int:
 
 
 def register(sub) -> None:
-    from cli.flags import add_task_args, integer, integer_in, jobs, memory_size, number
+    from cli.flags import add_task_args, integer, integer_in, number
+    from cli.regimes import add_sweep_flags
 
     p = sub.add_parser("sinks", help="attention sinks: the first token's share over training and StreamingLLM's "
                        "window test, over seeds, with verdicts")  # fmt: skip
@@ -88,10 +88,5 @@ def register(sub) -> None:
     p.add_argument("--heads", type=integer, default=BB_RUN["n_heads"], help="heads per block")
     p.add_argument("--position", choices=POSITIONS, default=BB_RUN["position"], help="position encoding")
     add_task_args(p, only="bigram_backcopy")
-    p.add_argument("--jobs", type=jobs, default=-1, help="parallel workers (-1: all cores)")
-    p.add_argument("--max-memory", type=memory_size, metavar="SIZE", help="refuse runs estimated to need more")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--estimate", action="store_true", help="print what training it would cost here (runs, computing, "
-                   "wall time, workers) and train nothing")  # fmt: skip
-    confirm.add_yes(p)
+    add_sweep_flags(p)
     p.set_defaults(func=cmd_sinks)
