@@ -50,6 +50,7 @@ ARCH_FLAGS = (
     ("--norm-placement", "norm_placement", calc.NORM_PLACEMENTS, "pre, post (OLMo 2) or sandwich (Gemma 2/3: four)"),
     ("--qk-norm", "qk_norm", calc.QK_NORMS, "q/k norms: of head_dim (Qwen3, Gemma 3) or the whole projection (OLMo 2)"),
     ("--full-layers", "full_layers", integer, "with --window: layers that attend to every token (hybrid models)"),
+    ("--window-kind", "window_kind", calc.WINDOW_KINDS, "sliding, or chunked (Llama 4: within chunks of --window)"),
 )
 BOOL_FLAGS = (
     ("--tied-embeddings", "tied_embeddings", "output head shares the token embedding"),
@@ -136,7 +137,8 @@ def describe(a: calc.Decoder) -> str:
             f" + {a.n_shared_experts} shared of {a.moe_d_ff:,}"
         )
     pos = f"learned positions {a.max_len:,}" if a.position == "learned" else f"{a.position} positions"
-    window = f", window {a.sliding_window:,}" if a.sliding_window else ""
+    word = "chunked attention" if a.window_kind == "chunked" else "window"
+    window = f", {word} {a.sliding_window:,}" if a.sliding_window else ""
     if a.sliding_window and a.full_layers:
         window += f" on {a.windowed_layers} of {a.n_layers} layers"
     extras = [f"{a.norm_placement}-norm", f"q/k norms of the {a.qk_norm}" if a.qk_norm != "none" else ""]
@@ -289,7 +291,7 @@ def cache_from_args(a) -> tuple[kvcache.KVCache, str, list[str]]:
             a.context, a.batch, cache_dtype(a, None),
             window=a.sliding_window, window_layers=a.window_layers, n_heads=a.n_heads, kv_lora_rank=a.kv_lora_rank or 0,
             rope_head_dim=a.rope_head_dim or 0, group_size=a.group_size, weight_params=a.params,
-            weight_dtype=a.weights_dtype,
+            weight_dtype=a.weights_dtype, window_kind=a.window_kind or "sliding",
         )  # fmt: skip
         return cache, "custom", []
 
@@ -323,10 +325,11 @@ def print_cache(c: kvcache.KVCache, name: str) -> None:
     else:
         what = f"{c.attention} {c.kv_heads} KV heads × {c.head_dim}"
     print(f"{name}: {c.n_layers} layers, {what}, cache in {c.dtype}   ({UNITS})")
-    window = f", window {c.window:,} -> {c.tokens_per_layer:,} tokens kept per layer" if c.window else ""
+    word = "chunks of" if c.window_kind == "chunked" else "window"
+    window = f", {word} {c.window:,} -> {c.tokens_per_layer:,} tokens kept per layer" if c.window else ""
     if c.window and c.window_layers < c.n_layers:
         window = (
-            f", window {c.window:,} on {c.window_layers} layers -> {c.tokens_per_layer:,} tokens each; the other "
+            f", {word} {c.window:,} on {c.window_layers} layers -> {c.tokens_per_layer:,} tokens each; the other "
             f"{c.n_layers - c.window_layers} keep all {c.context:,}"
         )
     print(f"  context {c.context:,} × batch {c.batch}{window}")

@@ -51,6 +51,9 @@ def add_engine_args(k) -> None:
     k.add_argument("--allow-long-max-model-len", dest="allow_long_max_model_len", action="store_true",
                    help="as VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: a max_model_len past the model's derived maximum warns "
                    "instead of refusing")  # fmt: skip
+    k.add_argument("--allow-chunked-hybrid", dest="allow_chunked_hybrid", action="store_true",
+                   help="as VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1: chunked local-attention layers "
+                   "(Llama 4) paged by their chunk, not as full layers")  # fmt: skip
     served = "activations and an auto cache (default: a --config file's dtype as served, else bf16)"
     k.add_argument("--model-dtype", choices=engine.MODEL_DTYPES, help=served)
 
@@ -82,6 +85,7 @@ def run(a, arch, name: str, model=None, limit=None) -> int:
     values = {field: getattr(a, field) for _, field, *_ in ENGINE_FLAGS if getattr(a, field) is not None}
     values.setdefault("max_model_len", a.context)
     values["allow_long_max_model_len"] = bool(getattr(a, "allow_long_max_model_len", False))
+    values["allow_chunked_hybrid"] = bool(getattr(a, "allow_chunked_hybrid", False))
     model_dtype = a.model_dtype or (model.serving_dtype if model is not None else "bf16")
     stored, params = None, a.params
     if model is not None and not model.counted and params is None:  # no formula: the checkpoint's own count
@@ -114,6 +118,8 @@ def print_fit(f: engine.EngineFit, name: str, gpu: str) -> None:
         gib = formats.with_spec(row["gib"], ".2f")  # the lab's minus sign, as in 'budget − weights'
         print(f"  {row['term']:<16}{gib:>8} GiB  {row['kind']:<{kind_width}} {row['formula']}{numbers}")
     window = f", {f.window_layers} with a window of {f.window:,}" if f.window_layers else ""
+    if f.window_layers and f.groups[-1][0] == "chunked":
+        window = f", {f.window_layers} with chunks of {f.window:,}"
     of = f" (of {f.layers} layers{window})" if f.group_size != f.layers or window else ""  # else: every layer
     print(
         f"  blocks of {f.block_size} tokens: {f.page_bytes:,} B per layer ({f.kv_dtype} cache) × {f.group_size} "
@@ -140,6 +146,8 @@ def print_fit(f: engine.EngineFit, name: str, gpu: str) -> None:
               f"({f.max_model_len_rule})")  # fmt: skip
     if f.max_model_len_warning:
         print(f"  warning: {f.max_model_len_warning}")
+    if f.paging_note:
+        print(f"  note: {f.paging_note}")
     estimated = [k for k, kind in f.kinds.items() if kind == "estimate"]
     if estimated:
         print(f"  estimates: {', '.join(estimated)}")

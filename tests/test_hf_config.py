@@ -212,6 +212,7 @@ SYNTHETIC = {  # the model_types no shipped file shows, on a released shape of t
     "olmo3": config("olmo-2-13b") | {"model_type": "olmo3"},
     "qwen3_moe": config("qwen3-8b") | {"model_type": "qwen3_moe", "num_experts": 128, "num_experts_per_tok": 8,
                                        "moe_intermediate_size": 768},
+    "llama4_text": config("llama-4-scout-17b-16e-instruct")["text_config"],  # the language model of the wrapper
 }  # fmt: skip
 
 

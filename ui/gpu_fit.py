@@ -201,6 +201,8 @@ def engine(arch, default_len: int, weight_params: int | None, custom: bool = Fal
         plain.error("The engine would not start:", fit.error)
     if fit.max_model_len_warning:
         st.warning(fit.max_model_len_warning, icon=":material/warning:")
+    if fit.paging_note:
+        st.caption(f"Note: {fit.paging_note}.")
     if fit.derived_max_model_len is not None:
         st.caption(f"The model's derived maximum, checked first: {fit.derived_max_model_len:,} "
                    f"({fit.max_model_len_rule}).")  # fmt: skip

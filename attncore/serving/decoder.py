@@ -21,10 +21,13 @@ NORM_PLACEMENTS = ("pre", "post", "sandwich", "parallel")
 # q/k norms: none; one of head_dim for the queries and one for the keys, shared by the heads (Qwen3, Gemma 3); or
 # one over each projection's whole width, heads x head_dim (OLMo 2)
 QK_NORMS = ("none", "head", "projection")
+# what a windowed layer keeps: the last `sliding_window` keys (Mistral, Gemma), or the keys of its own chunk of
+# `sliding_window` tokens (Llama 4's chunked local attention: at most that many, as a window, for the cache)
+WINDOW_KINDS = ("sliding", "chunked")
 MAX_WINDOW = 2**31  # the longest sliding window, in a config.json, a form, a flag or the cache's own figures
 CHOICES = {
     "ffn": FFN_KINDS, "bias": BIAS_KINDS, "norm": NORM_KINDS, "position": POSITION_KINDS,
-    "norm_placement": NORM_PLACEMENTS, "qk_norm": QK_NORMS,
+    "norm_placement": NORM_PLACEMENTS, "qk_norm": QK_NORMS, "window_kind": WINDOW_KINDS,
 }  # fmt: skip
 
 
@@ -70,6 +73,7 @@ class Decoder:
     full_layers: int = 0
     attention_sinks: bool = False  # one learned logit per query head and layer (GPT-OSS)
     router_bias: bool = False  # a bias per routed expert on the router (GPT-OSS; DeepSeek-V3's score correction)
+    window_kind: str = "sliding"  # the windowed layers' kind: sliding, or chunked (Llama 4); the cache is the same
 
     def __post_init__(self):
         check_int("d_model", self.d_model, 1, 1_000_000)
@@ -144,10 +148,10 @@ class Decoder:
                  "sandwich": "4 norms a layer", "parallel": "1 norm a layer, attention and FFN in parallel"
                  }[self.norm_placement]  # fmt: skip
         if pattern is None:
-            w = self.windowed_layers
+            w, kind = self.windowed_layers, window_words(self.window_kind)
             pattern = "every layer full attention" if not w else (
-                f"every layer a sliding window of {self.sliding_window:,}" if w == self.n_layers
-                else f"{w} sliding-window layers ({self.sliding_window:,}) and {self.n_layers - w} full")  # fmt: skip
+                f"every layer {kind[0]} of {self.sliding_window:,}" if w == self.n_layers
+                else f"{w} {kind[1]} layers ({self.sliding_window:,}) and {self.n_layers - w} full")  # fmt: skip
         parts = [
             f"{self.n_layers} layers", f"d_model {self.d_model:,}", attention, ffn,
             f"vocab {self.vocab_size:,} {'tied' if self.tied_embeddings else 'untied'}", f"biases {self.bias}",
@@ -166,3 +170,8 @@ class Decoder:
     def windowed_layers(self) -> int:
         """Layers whose cache the sliding window caps (0 without a window)."""
         return 0 if self.sliding_window is None else self.n_layers - self.full_layers
+
+
+def window_words(kind: str) -> tuple[str, str]:
+    """(every layer '<a window>' of N, N '<kind>' layers): the words of a window kind."""
+    return ("a sliding window", "sliding-window") if kind == "sliding" else ("chunked attention", "chunked-attention")

@@ -74,6 +74,9 @@ class EngineSettings:
     activation_gib: float | None = None
     kv_cache_memory_gib: float | None = None
     allow_long_max_model_len: bool = False  # VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: past the derived maximum, a warning
+    # VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1: chunked layers paged as such by V1's hybrid manager;
+    # without it (0.11's default) the engine disables that manager for a chunked model and pages every layer full
+    allow_chunked_hybrid: bool = False
 
     def __post_init__(self):
         check_choice("version", self.version, tuple(VERSIONS))
@@ -85,9 +88,9 @@ class EngineSettings:
             if getattr(self, name) is not None:
                 check_int(name, getattr(self, name), 1, 10_000_000)
         check_int("tensor_parallel_size", self.tensor_parallel_size, 1, 1024)
-        if not isinstance(self.allow_long_max_model_len, bool):
-            shown = repr(self.allow_long_max_model_len)
-            raise ConfigError("allow_long_max_model_len", f"must be true or false, got {shown}")
+        for name in ("allow_long_max_model_len", "allow_chunked_hybrid"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(name, f"must be true or false, got {getattr(self, name)!r}")
         if self.window_layers is not None and (
             isinstance(self.window_layers, bool) or not isinstance(self.window_layers, numbers.Integral)
         ):  # its range, 0 to the model's layers, is checked by engine_fit: one range in every message
@@ -182,7 +185,7 @@ class EngineFit:
     layers: int
     window: int | None
     window_layers: int
-    groups: tuple[tuple[str, int], ...]  # (full|sliding, number of groups) as V1's hybrid manager groups layers
+    groups: tuple[tuple[str, int], ...]  # (full|sliding|chunked, number of groups) as V1's hybrid manager groups
     group_size: int  # layers sharing one block (V1: tensors in the pool; V0: every layer)
     num_blocks: int
     tokens: int  # the engine's "GPU KV cache size", or blocks × block_size
@@ -197,6 +200,7 @@ class EngineFit:
     derived_max_model_len: int | None = None  # the model's, from its config.json (None: not known here)
     max_model_len_rule: str = ""  # how it was derived
     max_model_len_warning: str | None = None  # vLLM's warning past it, with its override set
+    paging_note: str = ""  # how the engine pages a model's windowed layers, when it is not as the model attends
 
     @property
     def block_bytes(self) -> int:
@@ -218,14 +222,15 @@ def _page_bytes(a: Decoder, s: EngineSettings, model_bytes: int) -> tuple[int, s
     return 2 * s.block_size * heads * a.d_head * kv_bytes, f"{kv_bytes * 8}-bit"
 
 
-def _groups(full: int, sliding: int) -> tuple[int, tuple[tuple[str, int], ...]]:
+def _groups(full: int, sliding: int, kind: str = "sliding") -> tuple[int, tuple[tuple[str, int], ...]]:
     """V1's grouping (kv_cache_utils._get_kv_cache_groups_uniform_page_size): one group per type when uniform,
-    else groups of min(layers per type) layers (max when max < 1.5 × min), each type in cdiv(n, size) groups."""
+    else groups of min(layers per type) layers (max when max < 1.5 × min), each type in cdiv(n, size) groups;
+    `kind` names the windowed type (sliding, or chunked)."""
     if not sliding or not full:
-        return full + sliding, (("sliding" if sliding else "full", 1),)
+        return full + sliding, ((kind if sliding else "full", 1),)
     lo, hi = min(full, sliding), max(full, sliding)
     size = hi if hi < 1.5 * lo else lo
-    return size, (("full", cdiv(full, size)), ("sliding", cdiv(sliding, size)))
+    return size, (("full", cdiv(full, size)), (kind, cdiv(sliding, size)))
 
 
 def _error(s: EngineSettings, fit: dict) -> str | None:
@@ -308,15 +313,24 @@ def engine_fit(
 
     page, kv_dtype = _page_bytes(a, s, model_bytes)
     bs, window = s.block_size, a.sliding_window
+    chunked, paging_note = a.window_kind == "chunked" and window_layers > 0, ""
+    if chunked and s.version == "v1" and not s.allow_chunked_hybrid:
+        paging_note = (f"chunked local attention: vLLM disables its hybrid KV-cache manager for it by default (a "
+                       f"latency regression), so the {window_layers} chunked layers are paged as full ones; "
+                       "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1 pages them by their chunk")  # fmt: skip
     if s.version == "v0":  # one pool, every layer the same size per token; windows do not shrink it
         group_size, groups, window_layers = a.n_layers, (("full", 1),), 0
+    elif paging_note:
+        group_size, groups, window_layers = a.n_layers, (("full", 1),), 0
     else:
-        group_size, groups = _groups(a.n_layers - window_layers, window_layers)
+        group_size, groups = _groups(a.n_layers - window_layers, window_layers, "chunked" if chunked else "sliding")
     blocks = max(kv // (page * group_size), 0) if kv > 0 else 0
 
     def per_layer_blocks(kind: str, length: int) -> int:
         if kind == "full":
             return cdiv(length, bs)
+        if kind == "chunked":  # ChunkedLocalAttentionSpec: at most one chunk and the batch's tokens, no extra block
+            return cdiv(min(window + tokens_t, length), bs)
         return cdiv(min(window - 1 + tokens_t, length), bs) + 1  # SlidingWindowSpec.max_memory_usage_bytes
 
     def needed(length: int) -> int:  # the startup check: a request's worst case in every group, padding included
@@ -347,7 +361,7 @@ def engine_fit(
         groups, group_size, blocks, tokens, s.max_model_len, per_request, concurrency, cpu_blocks, error is None,
         error, longest if kv > 0 else 0, weight_label if weight_bytes_given is not None else "",
         limit.tokens if limit else None, limit.rule if limit else "",
-        limit.warning(s.max_model_len) if limit else None,
+        limit.warning(s.max_model_len) if limit else None, paging_note,
     )  # fmt: skip
 
 

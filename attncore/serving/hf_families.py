@@ -25,8 +25,8 @@ LAYER_TYPES = ("full_attention", "sliding_attention")
 class Family:
     style: dict  # Decoder fields the architecture fixes
     tied: bool  # tie_word_embeddings when absent (transformers' default for the model_type)
-    window: str  # how the attention pattern is read: none, uniform, qwen, alternate, every, olmo3 (see _pattern)
-    moe: str = ""  # mixtral, qwen, deepseek, gpt_oss
+    window: str  # how the attention pattern is read: none, uniform, qwen, alternate, every, olmo3 (_pattern), chunks
+    moe: str = ""  # mixtral, qwen, deepseek, gpt_oss, olmoe, llama4
     head_dim: int | None = None  # head_dim when absent (None: hidden_size / num_attention_heads)
     bias: str = "flag"  # flag: attention_bias (and mlp_bias); fixed: the style's
     window_default: int | None = None  # sliding_window when absent
@@ -72,21 +72,31 @@ FAMILIES = {
     # OLMoE: q/k norms over the whole projection (as OLMo 2) before each sublayer, 64 experts of intermediate_size
     "olmoe": Family(LLAMA | {"qk_norm": "projection"}, False, "none", moe="olmoe",
                     required=(*SHAPE, "num_experts", "num_experts_per_tok")),
+    # Llama 4 (text): every interleave_moe_layer_step-th layer (or those moe_layers names) has num_local_experts
+    # routed experts and one shared expert, all of intermediate_size, and a router without bias; the other layers a
+    # dense SwiGLU of intermediate_size_mlp. use_qk_norm is an L2 norm without parameters. The RoPE layers
+    # (no_rope_layers 1) attend within chunks of attention_chunk_size tokens, the NoPE ones (0) to every token.
+    "llama4_text": Family(LLAMA, False, "chunks", moe="llama4", head_dim=128,
+                          defaults={"num_key_value_heads": 8}, required=(*SHAPE, "num_local_experts")),
 }  # fmt: skip
 GPT2_REQUIRED = ("n_embd", "n_layer", "n_head", "vocab_size")
 FALCON_REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
 ATTNCORE_REQUIRED = ("vocab_size", "d_model", "n_heads", "n_layers", "d_ff", "max_len")
 KNOWN = (*sorted([*FAMILIES, "gpt2", "falcon", "attncore"]),)
-TEXT_OF = {"gemma3": "gemma3_text"}  # a wrapper whose text_config may leave out its model_type
+TEXT_OF = {"gemma3": "gemma3_text", "llama4": "llama4_text"}  # a wrapper whose text_config may leave out its model_type
 KEY_OF = {  # Decoder field -> the config key a cross-field refusal names
     "d_model": "hidden_size", "n_layers": "num_hidden_layers", "n_heads": "num_attention_heads",
     "n_kv_heads": "num_key_value_heads", "d_ff": "intermediate_size", "moe_d_ff": "moe_intermediate_size",
     "experts_per_token": "num_experts_per_tok", "n_dense_layers": "first_k_dense_replace", "bias": "attention_bias",
     "rope_head_dim": "qk_rope_head_dim", "full_layers": "layer_types",
 }  # fmt: skip
-NEEDED = ("hidden_size, num_hidden_layers, num_attention_heads, num_key_value_heads, head_dim, intermediate_size, "
-          "vocab_size, tie_word_embeddings, FFN, norms, biases, experts, windows (modern: "
-          "--ffn swiglu --norm rmsnorm --bias none --position rope --no-tied-embeddings --no-head-bias)")  # fmt: skip
+# every field a faithful count needs (each a flag of params and kv-cache; with --d the flags not given are a modern
+# decoder's, said when assumed): the refusal of an unknown model_type lists them, in one line under 600 characters
+NEEDED = (
+    "hidden_size, num_hidden_layers, num_attention_heads, num_key_value_heads, head_dim, intermediate_size, "
+    "vocab_size, tie_word_embeddings; FFN, norms, biases, experts, windows; positions, q/k norms, MLA, sinks "
+    "(typed: --ffn swiglu --norm rmsnorm --bias none --position rope --no-tied-embeddings --no-head-bias)"
+)
 
 
 class UnknownArchitecture(ConfigError):
@@ -94,12 +104,9 @@ class UnknownArchitecture(ConfigError):
 
 
 def unknown(model_type) -> ConfigError:
-    shown = repr(model_type) if isinstance(model_type, str) and len(model_type) <= 40 else "this one"
-    return UnknownArchitecture(
-        "model_type",
-        f"{shown} is not one the lab reads; it reads {', '.join(KNOWN)} (and wrappers with a text_config of one). "
-        f"A count needs {NEEDED}",
-    )
+    named = isinstance(model_type, str) and len(model_type) <= 40
+    shown = "this one" if not named else repr(model_type if len(model_type) <= 24 else model_type[:21] + "...")
+    return UnknownArchitecture("model_type", f"{shown} is not one the lab reads: {', '.join(KNOWN)}. It needs {NEEDED}")
 
 
 def _shape(f: Fields, fam: Family) -> dict:
@@ -170,6 +177,72 @@ def _pattern(f: Fields, fam: Family, layers: int, notes: list) -> tuple[int | No
     return window, kinds
 
 
+def _chunks(f: Fields, layers: int, notes: list) -> tuple[int | None, list[str]]:
+    """Llama 4's pattern: (attention_chunk_size, per-layer kinds 'chunked'/'full'). layer_types when the file has
+    them, else no_rope_layers (1: a RoPE layer, chunked; 0: a NoPE layer, global; an empty list or none: every
+    no_rope_layer_interval-th layer NoPE, as transformers' Llama4TextConfig derives it)."""
+    chunk = f.int("attention_chunk_size", 1, MAX_WINDOW, 8192, nullable=True)
+    types = f.strings("layer_types", ("full_attention", "chunked_attention"), layers)
+    flags = f.data.get("no_rope_layers")
+    f.read.add("no_rope_layers")
+    if types is not None:
+        rope = [t == "chunked_attention" for t in types]
+        f.read.add("no_rope_layer_interval")
+    elif flags:  # at least one entry per layer, each 0 or 1 (transformers reads the first num_hidden_layers)
+        if not isinstance(flags, list) or len(flags) < layers or any(
+            isinstance(x, bool | float) or x not in (0, 1) for x in flags
+        ):  # fmt: skip
+            raise ConfigError(f.name("no_rope_layers"), f"must be a list of at least {layers:,} entries (one per "
+                              "layer), each 1 (RoPE, chunked) or 0 (NoPE, global)")  # fmt: skip
+        rope = [bool(x) for x in flags[:layers]]
+        f.read.add("no_rope_layer_interval")
+    else:
+        interval = f.int("no_rope_layer_interval", 1, 10_000, 4)
+        rope = [(i + 1) % interval != 0 for i in range(layers)]
+    if chunk is None:
+        if any(rope):
+            notes.append("attention_chunk_size null: the RoPE layers attend to every token (full attention)")
+        return None, ["full"] * layers
+    kinds = ["chunked" if r else "full" for r in rope]
+    if "chunked" not in kinds:
+        return None, kinds
+    nope = kinds.count("full")
+    notes.append(f"{len(kinds) - nope:,} RoPE layers attend within chunks of {chunk:,} tokens (their cache keeps at "
+                 f"most {chunk:,} a sequence), {nope:,} NoPE layers to every token")  # fmt: skip
+    return chunk, kinds
+
+
+def _llama4_experts(f: Fields, shape: dict, notes: list) -> dict:
+    """Llama 4's FFNs: the MoE layers (moe_layers, else every interleave_moe_layer_step-th) with routed experts and
+    one shared expert of intermediate_size; the others dense of intermediate_size_mlp."""
+    layers = shape["n_layers"]
+    n = f.int("num_local_experts", 1, 1_000_000)
+    k = f.int("num_experts_per_tok", 1, n, 1)
+    dense_d_ff = f.int("intermediate_size_mlp", 1, 10_000_000, 16384)
+    listed = f.data.get("moe_layers")
+    f.read.add("moe_layers")
+    if listed is None:
+        step = f.int("interleave_moe_layer_step", 1, 10_000, 1)
+        moe = list(range(step - 1, layers, step))
+    else:
+        f.read.add("interleave_moe_layer_step")  # moe_layers wins, as in transformers
+        if not isinstance(listed, list) or len(set(map(repr, listed))) != len(listed) or any(
+            isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < layers for i in listed
+        ):  # fmt: skip
+            raise ConfigError(f.name("moe_layers"), f"must be a list of distinct layer indices, 0 to {layers - 1:,}")
+        moe = listed
+    if f.flag("use_qk_norm", True):
+        notes.append("use_qk_norm: an L2 norm of the RoPE layers' queries and keys, without parameters")
+    if not moe:
+        return dict(d_ff=dense_d_ff)
+    dense = layers - len(moe)
+    if dense and moe != list(range(dense, layers)):
+        notes.append(f"{len(moe):,} MoE layers interleaved with {dense:,} dense ones (intermediate_size_mlp "
+                     f"{dense_d_ff:,}): counted by kind, their order changes no count")  # fmt: skip
+    return dict(n_experts=n, experts_per_token=k, moe_d_ff=shape["d_ff"], n_shared_experts=1, n_dense_layers=dense,
+                d_ff=dense_d_ff)  # fmt: skip
+
+
 def _experts(f: Fields, fam: Family, shape: dict, notes: list) -> dict:
     if fam.moe == "olmoe":  # every layer: num_experts of intermediate_size, no shared ones
         n = f.int("num_experts", 1, 1_000_000)
@@ -231,8 +304,12 @@ def _family(f: Fields, mt: str, notes: list) -> tuple[dict, list[str]]:
         if f.flag("attention_bias", False):
             raise ConfigError(f.name("attention_bias"), "latent attention is modelled without biases; got true")
     if fam.moe:
-        kw |= _experts(f, fam, shape, notes)
-    window, kinds = _pattern(f, fam, shape["n_layers"], notes)
+        kw |= _llama4_experts(f, shape, notes) if fam.moe == "llama4" else _experts(f, fam, shape, notes)
+    if fam.window == "chunks":
+        window, kinds = _chunks(f, shape["n_layers"], notes)
+        kw["window_kind"] = "chunked"
+    else:
+        window, kinds = _pattern(f, fam, shape["n_layers"], notes)
     kw |= dict(sliding_window=window, full_layers=kinds.count("full") if window else 0)
     if mt == "phimoe":
         kw["head_bias"] = f.flag("lm_head_bias", False)
@@ -308,6 +385,9 @@ def read(data: dict) -> ModelFile:
         top.read |= {"text_config", "vision_config"} if "vision_config" in data else {"text_config"}
         if "vision_config" in data:
             notes.append("vision_config: the vision tower and its projector are not counted (the language model is)")
+        if "tie_word_embeddings" in data and "tie_word_embeddings" not in inner:  # the wrapper's ties the head
+            inner = inner | {"tie_word_embeddings": data["tie_word_embeddings"]}
+            top.read.add("tie_word_embeddings")
     elif "text_config" in data and data["text_config"] is not None:
         raise ConfigError("text_config", "must be a JSON object {...} holding the language model's fields")
     mt = inner.get("model_type", TEXT_OF.get(wrapper) if wrapper else top_type)

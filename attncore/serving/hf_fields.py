@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 
 from attncore.config import ConfigError
 from attncore.serving.context_limit import ContextLimit
-from attncore.serving.decoder import Decoder
+from attncore.serving.decoder import Decoder, window_words
 from attncore.serving.weights import WeightFormat
 
 REQUIRED = object()  # a field without a default: refused when absent
@@ -123,7 +123,7 @@ class ModelFile:
     arch: Decoder
     weights: WeightFormat  # as the checkpoint stores them
     serving_dtype: str  # what vLLM's dtype "auto" runs and caches in: float32 checkpoints in bf16
-    layer_kinds: tuple[str, ...]  # "full" or "sliding", one per layer
+    layer_kinds: tuple[str, ...]  # "full", "sliding" or "chunked", one per layer
     max_position_embeddings: int | None
     defaults: tuple[str, ...]  # the fields taken from the model_type's defaults, as "key = value (absent)"
     notes: tuple[str, ...]  # what the file implies beyond the counts, and what it cannot say
@@ -159,16 +159,17 @@ class ModelFile:
 
 
 def pattern_text(kinds: tuple[str, ...], window: int | None) -> str:
-    """Layer kinds in words, with the shortest repeating pattern (S sliding, F full) when it is short."""
-    n_sliding = kinds.count("sliding")
-    if not n_sliding:
+    """Layer kinds in words, with the shortest repeating pattern (S sliding, C chunked, F full) when it is short."""
+    windowed = len(kinds) - kinds.count("full")
+    if not windowed:
         return "every layer full attention"
-    if n_sliding == len(kinds):
-        return f"every layer a sliding window of {window:,}"
-    letters = "".join("S" if k == "sliding" else "F" for k in kinds)
+    every, some = window_words("chunked" if "chunked" in kinds else "sliding")
+    if windowed == len(kinds):
+        return f"every layer {every} of {window:,}"
+    letters = "".join({"sliding": "S", "chunked": "C"}.get(k, "F") for k in kinds)
     period = shortest_period(letters)
     shape = f": {' '.join(letters[:period])} repeated" if period <= 8 and period < len(letters) else ""
-    return f"{n_sliding:,} sliding-window layers ({window:,}) and {len(kinds) - n_sliding:,} full{shape}"
+    return f"{windowed:,} {some} layers ({window:,}) and {len(kinds) - windowed:,} full{shape}"
 
 
 def shortest_period(text) -> int:

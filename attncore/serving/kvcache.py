@@ -12,7 +12,7 @@ import numbers
 from dataclasses import asdict, dataclass, replace
 
 from attncore.config import ConfigError, check_choice, check_int
-from attncore.serving.decoder import MAX_WINDOW
+from attncore.serving.decoder import MAX_WINDOW, WINDOW_KINDS
 from attncore.serving.parameters import Decoder, count_parameters
 
 # --- units and bytes -------------------------------------------------------
@@ -74,6 +74,7 @@ class KVCache:
     weight_dtype: str  # the weights' element type, or their storage's label (e.g. 'AWQ 4-bit, ...')
     weight_bytes: int | None
     window_layers: int = 0  # layers with the window (0 without one); the other n_layers - window_layers are full
+    window_kind: str = "sliding"  # what the windowed layers are: sliding, or chunked (Llama 4's local attention)
 
     @property
     def gib(self) -> float:
@@ -93,10 +94,10 @@ class KVCache:
         return self.bytes // self.batch
 
     def by_kind(self) -> list[dict]:
-        """One row per kind of layer (full, sliding): its layers, the tokens each keeps and their bytes."""
+        """One row per kind of layer (full, sliding or chunked): its layers, the tokens each keeps and their bytes."""
         per_layer = self.bytes_per_token // self.n_layers
         kinds = [("full", self.n_layers - self.window_layers, self.context, None)]
-        kinds.append(("sliding", self.window_layers, self.tokens_per_layer, self.window))
+        kinds.append((self.window_kind, self.window_layers, self.tokens_per_layer, self.window))
         return [
             {"kind": kind, "layers": n, "window": w, "tokens_per_layer": t, "bytes": per_layer * n * t * self.batch}
             for kind, n, t, w in kinds
@@ -123,6 +124,7 @@ def cache_geometry(a: Decoder) -> dict:
         "head_dim": a.d_head,
         "window": a.sliding_window,
         "window_layers": a.windowed_layers if a.sliding_window else None,
+        "window_kind": a.window_kind,
         "kv_lora_rank": a.kv_lora_rank,
         "rope_head_dim": a.rope_head_dim,
     }
@@ -147,21 +149,25 @@ def kv_cache(
     weight_bytes_given: int | None = None,
     weight_label: str | None = None,
     counted: bool = False,
+    window_kind: str = "sliding",
 ) -> KVCache:
     """bytes = 2 · layers · kv_heads · head_dim · tokens · batch · bytes_per_element (K and V: the 2).
 
     With kv_lora_rank > 0 (MLA) each token and layer caches one latent of kv_lora_rank plus the shared
     RoPE key of rope_head_dim, with no factor 2. A sliding window caps the tokens of window_layers layers (None:
     every layer); the others keep the whole context. int8/int4 add one fp16 scale per group_size elements of each
-    cached vector. n_heads only names the attention kind; the weights, if weight_params is given, are counted in
-    weight_dtype (default dtype), or are weight_bytes_given bytes stored as weight_label (weights.stored_weights);
-    `counted`: weight_params is the model's own count, not a figure the user gave (so not bounded as one).
+    cached vector; window_kind names the windowed layers (sliding, or chunked: a chunk of `window` tokens caches at
+    most as many, so its bytes are a window's). n_heads only names the attention kind; the weights, if weight_params
+    is given, are counted in weight_dtype (default dtype), or are weight_bytes_given bytes stored as weight_label
+    (weights.stored_weights); `counted`: weight_params is the model's own count, not a figure the user gave (so not
+    bounded as one).
     """
     check_int("n_layers", n_layers, 1, 100_000)
     check_int("context", context, 1)
     check_int("batch", batch, 1, 10_000_000)
     check_choice("dtype", dtype, DTYPES)
     check_int("group_size", group_size, 0, 1_000_000)
+    check_choice("window_kind", window_kind, WINDOW_KINDS)
     if window is not None:
         check_int("window", window, 1, MAX_WINDOW)
         window_layers = n_layers if window_layers is None else window_layers
@@ -196,7 +202,7 @@ def kv_cache(
     return KVCache(
         attention, n_layers, kv_heads, head_dim, latent, context, batch, dtype, group_size, window,
         tokens, bytes_per_token, per_layer * layer_tokens * batch, weight_params, weight_label or weight_dtype,
-        weights, windowed,
+        weights, windowed, window_kind,
     )  # fmt: skip
 
 
@@ -260,7 +266,7 @@ def geometry_fields(geometry: dict) -> dict:
         n_layers=geometry["n_layers"], n_heads=geometry["n_heads"], n_kv_heads=geometry["kv_heads"],
         head_dim=geometry["head_dim"], sliding_window=window, kv_lora_rank=geometry["kv_lora_rank"],
         rope_head_dim=geometry["rope_head_dim"], full_layers=full,
-    )  # fmt: skip
+    ) | ({"window_kind": geometry["window_kind"]} if "window_kind" in geometry else {})  # fmt: skip
 
 
 def with_geometry(base: Decoder, geometry: dict) -> Decoder:
@@ -362,12 +368,12 @@ def _curve(label, contexts, **cache_args) -> list[dict]:
 
 def cache_curves(
     n_layers, n_heads, kv_heads, head_dim, contexts, *, batch=1, dtype="fp16", window=None, window_layers=None,
-    kv_lora_rank=0, rope_head_dim=0, group_size=CACHE_GROUP,
+    kv_lora_rank=0, rope_head_dim=0, group_size=CACHE_GROUP, window_kind="sliding",
 ) -> list[dict]:  # fmt: skip
     """Cache memory against context for MHA, this GQA (if 1 < kv_heads < n_heads), MQA and MLA (if a latent
     rank is given): long-format rows (context, variant, attention, dtype, bytes, gib) for one chart."""
     common = dict(n_layers=n_layers, head_dim=head_dim, batch=batch, dtype=dtype, window=window,
-                  window_layers=window_layers, group_size=group_size)  # fmt: skip
+                  window_layers=window_layers, group_size=group_size, window_kind=window_kind)  # fmt: skip
     variants = {f"MHA ({n_heads} KV heads)": n_heads}
     if 1 < kv_heads < n_heads:
         variants[f"GQA ({kv_heads} KV heads)"] = kv_heads
@@ -381,11 +387,12 @@ def cache_curves(
 
 def dtype_curves(
     n_layers, n_heads, kv_heads, head_dim, contexts, *, batch=1, dtypes=DTYPES, window=None, window_layers=None,
-    kv_lora_rank=0, rope_head_dim=0, group_size=CACHE_GROUP,
+    kv_lora_rank=0, rope_head_dim=0, group_size=CACHE_GROUP, window_kind="sliding",
 ) -> list[dict]:  # fmt: skip
     """Cache memory against context for each element type, same long format as cache_curves."""
     common = dict(
         n_layers=n_layers, n_heads=n_heads, kv_heads=kv_heads, head_dim=head_dim, batch=batch, window=window,
         window_layers=window_layers, kv_lora_rank=kv_lora_rank, rope_head_dim=rope_head_dim, group_size=group_size,
+        window_kind=window_kind,
     )  # fmt: skip
     return [r for dt in dtypes for r in _curve(dt, contexts, dtype=dt, **common)]

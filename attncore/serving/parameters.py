@@ -21,6 +21,7 @@ from attncore.serving.decoder import (  # noqa: F401  (re-exported: the Decoder 
     NORM_PLACEMENTS,
     POSITION_KINDS,
     QK_NORMS,
+    WINDOW_KINDS,
     Decoder,
 )
 
