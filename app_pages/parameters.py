@@ -11,22 +11,32 @@ from lab import formats
 from ui import docs, model_form, tables, weights_form
 from ui.charts import calculators as cc
 from ui.config_input import FILE, read_checkpoint, read_model, reader, show_read
-from ui.params import folded, show_invalid, url_select
+from ui.params import folded, show_invalid, url_select, write_to_url
 
-CUSTOM = "custom"  # keeps the fields as they are; a fresh URL starts it from the lab's model
+CUSTOM = "custom"  # keeps the fields as they are; a link's fields not given are the lab's model's (as ever)
+TYPED = "typed"  # a model typed by its fields: those not given a modern decoder's, as on the command line with --d
 MAIN = ["d_model", "n_layers", "n_heads", "n_kv_heads", "head_dim", "d_ff", "ffn", "bias", "norm", "vocab_size"]
 MAIN += ["position", "max_len", "tied_embeddings", "final_norm", "head_bias", "norm_placement", "qk_norm"]
 MORE = ["kv_lora_rank", "q_lora_rank", "rope_head_dim", "v_head_dim", "n_experts", "moe_d_ff", "experts_per_token"]
 MORE += ["n_shared_experts", "n_dense_layers", "router_bias", "attention_sinks"]
 MORE += ["sliding_window", "full_layers"]  # no count, but the pattern a link must carry (its sentence, the KV page)
 LIVE_LIMIT = calc.CROSSCHECK_LIMIT  # parameters instantiated for the live cross-check (benchmarks/parameters_page.py)
-NAMES = {CUSTOM: CUSTOM, FILE: "from config.json"}
+NAMES = {CUSTOM: CUSTOM, TYPED: "typed: a modern decoder", FILE: "from config.json"}
+SHAPE = ["d_model", "n_layers", "n_heads", "n_kv_heads", "head_dim", "d_ff", "vocab_size"]  # what typed keeps
 
 
 def load_preset() -> None:
     """Fill every field from the chosen preset; 'custom' and a config.json keep them as they are (so the URL keeps
     them)."""
     name = st.session_state["par_preset"]
+    if name == TYPED:  # the shape as it is, every choice a modern decoder's
+        shape = {f: st.session_state[f"par_{f}"] for f in SHAPE if f"par_{f}" in st.session_state}
+        try:
+            typed = calc.with_form_values(calc.typed_decoder({"d_model": shape.get("d_model", 32)}), shape)
+        except ConfigError:  # a shape the Decoder refuses: left as it is, and said below the fields
+            return
+        st.session_state.update(model_form.form_state("par_", typed, MAIN + MORE))
+        write_to_url(f"par_{f}" for f in MAIN + MORE)
     if name in PRESETS:
         st.session_state.update(model_form.form_state("par_", PRESETS[name].arch, MAIN + MORE))
         st.session_state.update(weights_form.fields_state("par_", PRESETS[name].weights))
@@ -48,14 +58,24 @@ docs.link("parameter-count", "Where 12d² + 13d per block comes from")
 reader("par_", from_file)
 left, right = st.columns([1, 2], vertical_alignment="bottom")
 with left:
-    preset = url_select("Preset", "par_preset", [CUSTOM, FILE, *PRESETS], "gpt2", on_change=load_preset,
+    preset = url_select("Preset", "par_preset", [CUSTOM, TYPED, FILE, *PRESETS], "gpt2", on_change=load_preset,
                         format_func=lambda n: NAMES.get(n, n))  # fmt: skip
 known = preset in PRESETS
 base = PRESETS[preset].arch if known else PRESETS["attncore"].arch
+if preset == TYPED:  # a link's fields not given: the command line's for --d, the FFN width its width's
+    width, ffn = (
+        model_form.field("par_", f, d, peek=True) for f, d in (("d_model", calc.TYPED_WIDTH), ("ffn", "swiglu"))
+    )
+    base = calc.typed_decoder({"d_model": calc.TYPED_WIDTH, "d_ff": calc.typed_d_ff(width, ffn)})
 if known:
     right.caption(f"**Source:** {PRESETS[preset].source}.")
 else:
-    right.caption("Fields start from the lab's model." if preset == CUSTOM else "Fields read from a config.json.")
+    right.caption(
+        {
+            CUSTOM: "Fields start from the lab's model.",
+            TYPED: "A model typed by its fields: those not typed are a modern decoder's (as `params --d`).",
+        }.get(preset, "Fields read from a config.json.")
+    )
 default = calc.form_values(base)
 with st.container(border=True):
     values = model_form.inputs("par_", MAIN, default)
@@ -69,6 +89,9 @@ try:
 except ConfigError as e:
     show_invalid(e, "architecture")
     st.stop()
+if preset == TYPED and (said := calc.assumed(arch, {f for f in MAIN + MORE if values[f] != default[f]})):
+    st.caption(f"Assumed, not typed: {', '.join(words for _, words in said)}. Change any of them in the fields "
+               "above (the **attncore** preset is this lab's own model).")  # fmt: skip
 if preset == FILE:
     model, now = read_model("par_"), calc.form_values(arch)
     read = calc.form_values(model.arch) if model is not None else now  # the counted fields, not the window

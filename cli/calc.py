@@ -1,7 +1,9 @@
 """The `params` and `kv-cache` subcommands: calculators.py and kvcache.py on the command line.
 
 Both take a preset, a Hugging Face config.json (--config FILE, '-' for standard input; cli.config_file) or
-architecture flags (defaults: this lab's model, d_ff = 4d), flags overriding the preset's or the file's fields;
+architecture flags, flags overriding the preset's or the file's fields. A model typed with --d is a modern decoder
+in every choice not typed (parameters.typed_decoder: SwiGLU of Llama's width, no biases, RMSNorm, RoPE, untied),
+and the command says in one line what it assumed; without --d the flags change this lab's own model;
 `kv-cache` also takes bare --layers/--kv-heads/--head-dim. Bad values raise ConfigError naming the flag, which
 cli.main turns into one line and exit code 2.
 """
@@ -25,12 +27,12 @@ from cli.flags import ArgumentError, integer, number
 
 # flag, Decoder field, type or choices, help
 ARCH_FLAGS = (
-    ("--d", "d_model", integer, "model width (default 32, the lab's model)"),
+    ("--d", "d_model", integer, "width; given, what is not typed is a modern decoder's (default: the lab's model)"),
     ("--layers", "n_layers", integer, "blocks"),
     ("--heads", "n_heads", integer, "query heads"),
     ("--kv-heads", "n_kv_heads", integer, "key/value heads: = heads MHA, 1 MQA, between GQA"),
     ("--head-dim", "head_dim", integer, "default d / heads"),
-    ("--d-ff", "d_ff", integer, "FFN width (default 4d)"),
+    ("--d-ff", "d_ff", integer, "FFN width (with --d: Llama's 2/3 · 4d rounded up to 256 if gated, else 4d)"),
     ("--ffn", "ffn", calc.FFN_KINDS, "relu/gelu: two matrices, swiglu/geglu: three"),
     ("--bias", "bias", calc.BIAS_KINDS, "which linear layers have biases"),
     ("--norm", "norm", calc.NORM_KINDS, "layernorm (gamma, beta) or rmsnorm (gamma)"),
@@ -119,9 +121,30 @@ def arch_from_args(a, *, need_width: bool = False) -> calc.Decoder | None:
             return dataclasses.replace(get_preset(a.preset).arch, **overrides)
         if need_width and "d_model" not in overrides:
             return None
-        if "d_model" in overrides and "d_ff" not in overrides:
-            overrides["d_ff"] = 4 * overrides["d_model"]
+        if "d_model" in overrides:  # a model typed by its fields: a modern decoder unless told
+            return calc.typed_decoder(overrides)
         return dataclasses.replace(calc.describe_attncore(ModelConfig()), **overrides)
+
+
+NEGATED = {"final_norm": "--no-final-norm"}  # the flag that changes an assumed boolean
+
+
+def assumed(a, arch: calc.Decoder | None) -> tuple[list[str], list[str]]:
+    """(what a model typed with --d was assumed to be, the flags that change it); empty for a preset, a file, the
+    lab's model changed by flags, or bare cache geometry."""
+    if arch is None or getattr(a, "d_model", None) is None or a.preset or config_file.load(a) is not None:
+        return [], []
+    typed = {field for _, field, *_ in ARCH_FLAGS + BOOL_FLAGS if getattr(a, field) is not None}
+    items = calc.assumed(arch, typed)
+    return [words for _, words in items], [NEGATED.get(f, FLAG_OF[f]) for f, _ in items]
+
+
+def print_assumed(a, arch: calc.Decoder | None) -> None:
+    """One line saying which choices a typed model was assumed to have, and the flags that change them."""
+    words, flags = assumed(a, arch)
+    if words:
+        print(f"assumed (not typed): {', '.join(words)}; change with {' '.join(flags)} (--preset attncore: this "
+              "lab's own model)")  # fmt: skip
 
 
 def describe(a: calc.Decoder) -> str:
@@ -181,6 +204,8 @@ def cmd_params(a) -> int:
     if a.json:
         out = {"name": name, "architecture": dataclasses.asdict(arch)} | count.to_dict()
         out["checkpoint_total"] = checkpoint.total if checkpoint else None
+        if (said := assumed(a, arch))[0]:
+            out["assumed"], out["assumed_flags"] = said
         if hub_model:
             out["checkpoint"] = checkpoint_json(hub_model, count.total)
         if preset:
@@ -191,6 +216,7 @@ def cmd_params(a) -> int:
         return 0
     if model:
         config_file.print_read(model, arch, name)
+    print_assumed(a, arch)
     print(f"{name or 'custom'}: {count.total:,} parameters")
     if hub_model:
         print(f"  {checkpoint_line(hub_model, count.total)}")
@@ -372,6 +398,8 @@ def cmd_kv_cache(a) -> int:
         arch = arch_from_args(a, need_width=True)
         if model is not None and not a.json:
             config_file.print_read(model, arch, name)
+        if not a.json:
+            print_assumed(a, arch)
         limit = model.limit if model is not None else get_preset(a.preset).model.limit if a.preset else None
         return engine_cli.run(a, arch, name, model, limit)
     if a.gpu_gib is not None:
@@ -392,10 +420,13 @@ def cmd_kv_cache(a) -> int:
             out |= {"tokens_that_fit": result.tokens_that_fit, "fit": result.to_dict()}
         if model:
             out["config"] = config_file.summary(model, arch_from_args(a, need_width=True))
+        if (said := assumed(a, arch_from_args(a, need_width=True)))[0]:
+            out["assumed"], out["assumed_flags"] = said
         print(json.dumps(out))
         return 0
     if model:
         config_file.print_read(model, arch_from_args(a, need_width=True), name)
+    print_assumed(a, arch_from_args(a, need_width=True))
     print_cache(cache, name)
     for w in warnings:
         print(f"  warning: {w}")

@@ -337,7 +337,9 @@ def run_json(capsys, *argv):
 def test_cli_params_json(capsys):
     out = run_json(capsys, "params", "--preset", "gpt2", "--json")
     assert out["total"] == 124_439_808 and sum(out["breakdown"].values()) == out["total"] and out["matches"]
-    custom = run_json(capsys, "params", "--d", "512", "--layers", "3", "--heads", "8", "--json")
+    toy_style = ["--ffn", "relu", "--bias", "all", "--norm", "layernorm", "--d-ff", "2048"]  # the lab's choices: a
+    # model typed with --d is otherwise a modern decoder (tests/test_typed_model.py)
+    custom = run_json(capsys, "params", "--d", "512", "--layers", "3", "--heads", "8", *toy_style, "--json")
     assert custom["per_layer"] == [3_152_384] * 3
 
 

@@ -49,6 +49,63 @@ def describe_attncore(cfg: ModelConfig) -> Decoder:
     )
 
 
+# --- a model typed by its fields ---------------------------------------------
+
+# A typed model's choices when not given: a modern decoder as Llama's (SwiGLU, no biases, RMSNorm before each
+# sublayer and a final one, RoPE, an untied head without bias, no q/k norms); the same on the command line and
+# the Parameters page. Its shape when not given is this lab's model's (2 layers, 4 heads, vocabulary 21).
+MODERN = dict(ffn="swiglu", bias="none", norm="rmsnorm", position="rope", max_len=0, tied_embeddings=False,
+              final_norm=True, head_bias=False, norm_placement="pre", qk_norm="none")  # fmt: skip
+TYPED_SHAPE = dict(n_layers=2, n_heads=4, vocab_size=21)  # attncore.config.ModelConfig's
+TYPED_WIDTH = 32  # the Parameters page's width for a typed model when its link gives none (the lab's model's)
+# what each assumed choice is called, in the order the line says them
+ASSUMED_WORDS = {
+    "d_ff": None, "ffn": "{ffn} FFN", "bias": "no biases", "norm": "{norm}",
+    "norm_placement": "norms before each sublayer", "position": "{position} positions",
+    "tied_embeddings": "an untied output head", "final_norm": "a final norm", "head_bias": "no output-head bias",
+    "qk_norm": "no q/k norms", "n_layers": "{n_layers} layers", "n_heads": "{n_heads} heads",
+    "vocab_size": "vocabulary {vocab_size:,}",
+}  # fmt: skip
+
+
+def swiglu_width(d_model: int) -> int:
+    """Llama's gated FFN width for width d: int(2/3 · 4d) rounded up to a multiple of 256 (Meta's llama model.py,
+    FeedForward with multiple_of 256 and no ffn_dim_multiplier): 11,008 for d 4,096, Llama 1 and 2 7B's."""
+    return 256 * -(-int(2 * 4 * d_model / 3) // 256)
+
+
+def typed_decoder(fields: dict) -> Decoder:
+    """The Decoder of a model typed by its fields (d_model among them): every field not given a modern decoder's
+    (MODERN), the shape not given the lab's model's, and d_ff Llama's SwiGLU width for a gated FFN (swiglu_width)
+    or 4d for an ungated one. Raises ConfigError on a bad mix."""
+    d_ff = fields.get("d_ff") or typed_d_ff(fields["d_model"], fields.get("ffn", MODERN["ffn"]))
+    return Decoder(**(MODERN | TYPED_SHAPE | fields | {"d_ff": d_ff}))
+
+
+def typed_d_ff(d_model: int, ffn: str) -> int:
+    """A typed model's FFN width when not given: Llama's for a gated FFN (swiglu_width), 4d otherwise (1 for a
+    width that is no width, which the Decoder then refuses by its own field)."""
+    if not isinstance(d_model, int) or d_model < 1:
+        return 1
+    return swiglu_width(d_model) if ffn in GATED_FFNS else 4 * d_model
+
+
+def assumed(a: Decoder, typed: set[str]) -> list[tuple[str, str]]:
+    """(field, words) of each choice of a typed model that was not typed: what the model was assumed to be."""
+    out = []
+    for f, words in ASSUMED_WORDS.items():
+        if f in typed or (f == "d_ff" and "d_model" not in typed):
+            continue
+        if f == "d_ff":
+            rule = "Llama's 2/3 · 4d rounded up to 256" if a.ffn in GATED_FFNS else "4d"
+            out.append((f, f"FFN width {a.d_ff:,} ({rule})"))
+        elif f == "position" and a.position == "learned":
+            out.append((f, f"learned positions ({a.max_len:,})"))
+        else:
+            out.append((f, words.format(**asdict(a))))
+    return out
+
+
 OPTIONAL_FIELDS = ("n_kv_heads", "head_dim", "v_head_dim", "sliding_window")  # None: derived; 0 in a form
 
 
