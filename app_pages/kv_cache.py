@@ -33,6 +33,7 @@ st.caption(
     "caches shrink it, how sliding windows cap it, how it grows with context and batch until the GPU is full."
 )
 docs.link("the-key-value-cache", "The key-value cache explained, with the article's worked examples")
+gpu_fit.note_opening_link()  # before any widget writes the URL
 reader("kv_", kv_model.from_file)
 cols = st.columns(4)
 with cols[0]:
@@ -62,11 +63,12 @@ except ConfigError as e:
     st.stop()
 
 show(cc.cache_metrics(cache))
-window = f", the window keeps {cache.tokens_per_layer:,} per layer" if cache.window else ""
+chunked = cache.window_kind == "chunked"  # Llama 4: a chunk of the window's tokens, at most as many cached
+window = f", the {'chunk' if chunked else 'window'} keeps {cache.tokens_per_layer:,} per layer" if cache.window else ""
 if cache.window and cache.window_layers < cache.n_layers:
     window = (
-        f"; the {cache.window_layers} windowed layers keep {cache.tokens_per_layer:,} tokens each, the "
-        f"{cache.n_layers - cache.window_layers} full ones all {context:,}"
+        f"; the {cache.window_layers} {'chunked-attention' if chunked else 'windowed'} layers keep "
+        f"{cache.tokens_per_layer:,} tokens each, the {cache.n_layers - cache.window_layers} full ones all {context:,}"
     )
 st.caption(
     f"Exactly {kv.human_bytes(cache.bytes)} for {context:,} tokens × batch {batch:,}{window}; "

@@ -85,3 +85,25 @@ def test_the_page_typed_agrees_with_the_command_line_and_old_links_keep_their_nu
     at = at.selectbox(key="par_preset").set_value("typed").run()
     assert not at.exception and total(at) == f"{LLAMA3_8B:,}"
     assert at.selectbox(key="par_ffn").value == "swiglu" and at.toggle(key="par_tied_embeddings").value is False
+
+
+@pytest.mark.slow  # AppTests of the page
+def test_the_kv_pages_custom_engine_fit_assumes_what_the_command_line_does(capsys):
+    engine = dict(kv_mode="vllm", kv_e_gpu="h100-80gb", kv_context="8192")
+    geometry = dict(kv_n_layers="32", kv_n_heads="32", kv_kv_heads="8", kv_head_dim="128")
+    widths = dict(kv_e_d="4096", kv_e_dff="14336", kv_e_vocab="128256")
+    at = page("kv_cache", **engine, kv_preset="custom", **geometry, **widths, kv_e_rest="modern decoder")
+    argv = ["kv-cache", *EIGHT, "--engine", "vllm", "--gpu", "h100-80gb", "--context", "8192", "--json"]
+    fit = json.loads(run(capsys, *argv))
+    blocks = next(m.value for m in at.metric if m.label.startswith("GPU blocks"))
+    assert blocks == f"{fit['num_blocks']:,}" and fit["weight_params"] == LLAMA3_8B
+    assert any(c.value.startswith("Assumed for the weights and the activation peak: a SwiGLU FFN, no biases")
+               for c in at.caption)  # fmt: skip
+    # a link made before the choice existed keeps the lab's model's choices, and its numbers
+    old = page("kv_cache", **engine, kv_preset="custom", **geometry, **widths)
+    assert old.selectbox(key="kv_e_rest").value == "lab"
+    assert next(m.value for m in old.metric if m.label.startswith("GPU blocks")) == "27,884"  # as it showed before
+    # a visitor who chooses custom on the page starts from the modern decoder
+    fresh = page("kv_cache", **engine)
+    fresh = fresh.selectbox(key="kv_preset").set_value("custom").run()
+    assert fresh.selectbox(key="kv_e_rest").value == "modern"

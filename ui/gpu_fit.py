@@ -12,6 +12,7 @@ import streamlit as st
 from attncore import ConfigError
 from attncore.serving import engine as eng
 from attncore.serving import kvcache as kv
+from attncore.serving import parameters as calc
 from attncore.serving import validation
 from attncore.serving.kvcache import GB, GIB
 from attncore.serving.presets import CARDS, GPUS
@@ -20,7 +21,7 @@ from lab.jobs.slots import BusyError
 from ui import plain, weights_form
 from ui.charts import calculators as cc
 from ui.metered import metered
-from ui.params import show_invalid, url_number, url_radio, url_select, url_toggle
+from ui.params import show_invalid, url_number, url_radio, url_select, url_toggle, write_to_url
 
 OTHER = "other"
 BATCH = {"max_num_batched_tokens": "kv_e_tokens", "max_num_seqs": "kv_e_seqs"}  # EngineSettings field: URL key
@@ -126,16 +127,49 @@ def settings_inputs(default_len: int, total: float, card: str | None) -> dict:
     return values
 
 
+# the rest of a custom model: a modern decoder's choices (as `kv-cache --d`), or this lab's model's, which links
+# made before assume (a link without kv_e_rest); a visitor who did not open such a link starts from the modern one
+RESTS = {"modern": "modern decoder", "lab": "the lab's model"}
+LINKED_CUSTOM = "_kv_opened_custom_link"  # session: the page was opened by a custom link without kv_e_rest
+
+
+def note_opening_link() -> None:
+    """Remember, on the page's first run in a session, whether its link was a custom one made before kv_e_rest."""
+    params = st.query_params
+    st.session_state.setdefault(LINKED_CUSTOM, params.get("kv_preset") == "custom" and "kv_e_rest" not in params)
+
+
 def widths(arch):
-    """A custom model's widths and vocabulary, which the activation peak needs (the cache geometry is above)."""
-    cols = st.columns(3)
+    """A custom model's widths and vocabulary, which its weights and the activation peak need (the cache geometry
+    is above), and its other choices: a modern decoder's or this lab's model's, said in one line."""
+    cols = st.columns(4)
     with cols[0]:
         d = url_number("Hidden width d_model", "kv_e_d", 4096, 1, 10**6)
     with cols[1]:
         d_ff = url_number("FFN width (gated: per branch)", "kv_e_dff", 14336, 1, 10**7)
     with cols[2]:
         vocab = url_number("Vocabulary", "kv_e_vocab", 128256, 1, 10**8)
-    return replace(arch, d_model=d, d_ff=d_ff, vocab_size=vocab, ffn="swiglu")
+    if "kv_e_rest" not in st.session_state and "kv_e_rest" not in st.query_params and not st.session_state.get(
+        LINKED_CUSTOM
+    ):  # fmt: skip
+        st.session_state["kv_e_rest"] = "modern"
+        write_to_url(["kv_e_rest"])
+    with cols[3]:
+        rest = url_select("The rest of the model", "kv_e_rest", list(RESTS), "lab", format_func=RESTS.get,
+                          help="modern decoder: SwiGLU, no biases, RMSNorm, RoPE, untied head (as kv-cache --d); "
+                          "the lab's model: biases, LayerNorms, learned positions, a head bias")  # fmt: skip
+    shape = dict(d_model=d, d_ff=d_ff, vocab_size=vocab, ffn="swiglu")
+    if rest == "lab":
+        st.caption("Assumed for the weights and the activation peak: a SwiGLU FFN, and this lab's model's other "
+                   f"choices: biases on every linear layer, LayerNorms, {arch.max_len:,} learned positions, an "
+                   "untied output head with a bias.")  # fmt: skip
+        return replace(arch, **shape)
+    modern = replace(arch, **(calc.MODERN | shape))
+    typed = {"d_model", "d_ff", "vocab_size", "ffn", "n_layers", "n_heads", "n_kv_heads", "head_dim"}
+    words = ", ".join(w for _, w in calc.assumed(modern, typed))
+    st.caption(f"Assumed for the weights and the activation peak: a SwiGLU FFN, {words} (a modern decoder's, as "
+               "`kv-cache --d` assumes); type the weights' parameters above to count them yourself.")  # fmt: skip
+    return modern
 
 
 def fit_of(arch, total, settings, weight_dtype, model_dtype, card, weight_params, fmt, limit=None) -> eng.EngineFit:
@@ -180,6 +214,12 @@ def engine(arch, default_len: int, weight_params: int | None, custom: bool = Fal
             show_invalid(e, "model")
             return None
     values = settings_inputs(default_len, total, card)
+    if arch.window_kind == "chunked" and arch.sliding_window:
+        values["allow_chunked_hybrid"] = url_toggle(
+            "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1", "kv_e_chunked", False,
+            help="Off (vLLM's default): the engine pages chunked local-attention layers as full ones. On: by their "
+            "chunk, as its hybrid KV-cache manager does",
+        )  # fmt: skip
     model_dtype = weight_dtype if weight_dtype in eng.MODEL_DTYPES else "bf16"
     try:
         fmt = quantised(storage, weight_dtype, arch)

@@ -30,7 +30,7 @@ KEYS = {"window_layers": "kv_e_wlayers"}  # its key from when only the engine's 
 # the model's fields beyond the cache geometry, for a model read from a config.json (its weights, activation peak)
 REST = ["d_model", "d_ff", "vocab_size", "ffn", "bias", "norm", "position", "max_len", "tied_embeddings", "final_norm"]
 REST += ["head_bias", "norm_placement", "qk_norm", "q_lora_rank", "v_head_dim", "n_experts", "moe_d_ff"]
-REST += ["experts_per_token", "n_shared_experts", "n_dense_layers", "router_bias", "attention_sinks"]
+REST += ["experts_per_token", "n_shared_experts", "n_dense_layers", "router_bias", "attention_sinks", "window_kind"]
 
 
 def limit_of(preset: str):

@@ -22,7 +22,7 @@ LABELS = {
     "v_head_dim": "MLA value dim", "n_experts": "Routed experts", "moe_d_ff": "Expert width",
     "experts_per_token": "Experts per token", "n_shared_experts": "Shared experts", "n_dense_layers": "Dense layers",
     "attention_sinks": "Attention sinks", "router_bias": "Router bias",
-    "sliding_window": "Sliding window", "full_layers": "Full-attention layers",
+    "sliding_window": "Sliding window", "full_layers": "Full-attention layers", "window_kind": "Window kind",
 }  # fmt: skip
 HELP = {
     "norm_placement": "pre: before each sublayer (GPT-2, Llama); post: after it (OLMo 2); sandwich: both (Gemma 2/3); "
@@ -32,6 +32,8 @@ HELP = {
     "sliding_window": "The keys a windowed layer attends to (Mistral 7B v0.1, Gemma 2: 4,096); 0: no window, every "
     "layer full. It changes no count, only the attention pattern and the KV cache.",
     "full_layers": "With a window, the layers that still attend to every token (Gemma 2: half of them; Mistral: 0)",
+    "window_kind": "sliding: the last window's keys (Mistral, Gemma); chunked: the keys of the layer's own chunk of "
+    "window tokens (Llama 4). The same cache: at most the window's tokens.",
 }
 TOGGLES_SAID = (
     "Attention sinks: a learned logit per query head and layer (GPT-OSS). Router bias: a bias per routed "
