@@ -21,7 +21,7 @@ MORE = ["kv_lora_rank", "q_lora_rank", "rope_head_dim", "v_head_dim", "n_experts
 MORE += ["n_shared_experts", "n_dense_layers", "router_bias", "attention_sinks"]
 MORE += ["sliding_window", "full_layers", "window_kind"]  # no count: the pattern a link carries (its sentence)
 LIVE_LIMIT = calc.CROSSCHECK_LIMIT  # parameters instantiated for the live cross-check (benchmarks/parameters_page.py)
-NAMES = {CUSTOM: CUSTOM, TYPED: "typed: a modern decoder", FILE: "from config.json"}
+NAMES = {CUSTOM: CUSTOM, TYPED: TYPED, FILE: "from config.json"}
 SHAPE = ["d_model", "n_layers", "n_heads", "n_kv_heads", "head_dim", "d_ff", "vocab_size"]  # what typed keeps
 
 

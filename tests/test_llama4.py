@@ -193,3 +193,19 @@ def test_by_its_hub_id_the_difference_is_the_vision_tower(monkeypatch, tmp_path,
         server.shutdown()
     assert "the checkpoint holds +871,932,416" in text and "which explains all of it" in text
     assert "vision_model.model.* 809,467,648" in text and "multi_modal_projector.linear_1.* 20,971,520" in text
+
+
+def test_an_architecture_without_a_formula_caches_its_chunked_layers_by_the_chunk():
+    """Read for its attention fields alone (hf_generic.py): layer_types' chunked_attention with attention_chunk_size."""
+    from attncore.serving import hf_generic
+
+    types = ["chunked_attention"] * 3 + ["full_attention"]
+    base = {"model_type": "newchunked", "hidden_size": 2048, "num_hidden_layers": 8, "num_attention_heads": 16,
+            "num_key_value_heads": 4, "attention_chunk_size": 1024, "layer_types": types * 2}  # fmt: skip
+    model = hf_generic.read_attention(base)
+    assert model.pattern() == "6 chunked-attention layers (1,024) and 2 full: C C C F repeated"
+    cache = kvcache.kv_cache_for(model.arch, 8192, weight_params=1)
+    assert [(r["kind"], r["layers"], r["tokens_per_layer"]) for r in cache.by_kind()] == [
+        ("full", 2, 8192), ("chunked", 6, 1024)]  # fmt: skip
+    with pytest.raises(ConfigError, match="attention_chunk_size"):
+        hf_generic.read_attention(base | {"attention_chunk_size": None, "sliding_window": 512})

@@ -55,17 +55,30 @@ def read_attention(data: dict) -> ModelFile:
     window = f.int("sliding_window", 1, 2**31, None, nullable=True) if f.has("sliding_window") else None
     if window and f.has("use_sliding_window") and not f.flag("use_sliding_window", False):
         window = None
+    chunk = f.int("attention_chunk_size", 1, 2**31, None, nullable=True) if f.has("attention_chunk_size") else None
     kinds = ["sliding" if window else "full"] * layers
     types = f.strings("layer_types", ("full_attention", "sliding_attention", "chunked_attention"), layers) if (
-        window and f.has("layer_types")) else None  # fmt: skip
+        (window or chunk) and f.has("layer_types")) else None  # fmt: skip
     if types is not None:
-        kinds = ["full" if t == "full_attention" else "sliding" for t in types]
+        kinds = [{"full_attention": "full", "chunked_attention": "chunked"}.get(t, "sliding") for t in types]
+        if "sliding" in kinds and "chunked" in kinds:
+            raise ConfigError(f.name("layer_types"), "sliding and chunked layers in one model are not modelled")
+        if "chunked" in kinds:  # local attention within chunks of attention_chunk_size (Llama 4's kind)
+            if chunk is None:
+                raise ConfigError(f.name("attention_chunk_size"), "missing: layer_types names chunked layers")
+            window = chunk
+        elif "sliding" in kinds and window is None:
+            raise ConfigError(f.name("sliding_window"), "missing: layer_types names sliding layers")
     elif window:
         notes.append(f"sliding_window {window:,} without layer_types: every layer assumed windowed")
+    elif chunk:
+        notes.append(f"attention_chunk_size {chunk:,} without layer_types: every layer assumed full (the chunked "
+                     "ones are not named)")  # fmt: skip
     arch = Decoder(
         d_model=hidden, n_layers=layers, n_heads=heads, n_kv_heads=kv, head_dim=head_dim,
         vocab_size=f.int("vocab_size", 1, 100_000_000, 32_000), d_ff=_first(f, "ffn", 1, 10_000_000, 4 * hidden),
-        sliding_window=window if "sliding" in kinds else None, full_layers=kinds.count("full") if window else 0,
+        sliding_window=window if any(k != "full" for k in kinds) else None,
+        full_layers=kinds.count("full") if window else 0, window_kind="chunked" if "chunked" in kinds else "sliding",
         **MODERN,
     )  # fmt: skip
     ignored: list[str] = []
