@@ -482,3 +482,35 @@ def test_an_accuracy_axis_ends_on_a_tick(floor):
     values, bottom = axis["axis"].values, axis["scale"].domain[0]
     assert min(values) == floor and 1.0 in values
     assert bottom == floor or (floor == 0.0 and bottom < 0)  # at 0: a little room below it
+
+
+def test_induction_charts_fit_the_main_area():
+    """Regression: at 1,280 px the loss panels ended 7 px past the main area and the head scores' legend 74 px
+    (drawn: 85 px of y axis and overhang beside three panels, 204 px of names and legend beside the scores)."""
+    from ui.charts import induction
+
+    variants = ["2 layers, RoPE", "1 layer, RoPE", "2 layers, no positions"]
+    curves = pd.DataFrame(
+        [(v, 0, step, loss, 3.0) for v in variants for step in (25, 50) for loss in ("repeat", "first copy")],
+        columns=["variant", "seed", "step", "loss", "value"],
+    )
+    phases = pd.DataFrame({"variant": variants[:1], "seed": [0], "step": [25]})
+    spec = induction.loss_curves(curves, phases).to_dict()
+    assert induction.CURVES_Y_AXIS >= 85 and induction.SCORES_FRAME >= 204
+    assert induction.CURVES_Y_AXIS + 3 * spec["spec"]["width"] + 2 * 20 <= MAIN_WIDTH
+    heads = ["L0H0", "L0H1", "L1H0", "L1H1"]
+    scores = pd.DataFrame(
+        [(p, h, s, 0.5) for p in ("induction", "previous token") for h in heads for s in (25, 50)],
+        columns=["pattern", "head", "step", "score"],
+    )
+    assert induction.SCORES_FRAME + induction.head_scores(scores).to_dict()["width"] <= MAIN_WIDTH
+
+
+def test_accuracy_vs_length_keeps_its_plot_height_when_stretched():
+    """Its height is the plot area's (fit-x): 260 px shared with the axis and the legend below left a plot of 110."""
+    long = pd.DataFrame(
+        {"task": ["copy"] * 2, "length": [6, 6], "seeds": 1}
+        | {"metric": ["per-token", "per-sequence"], "mean": [0.9, 0.8], "min": [0.9, 0.8]}
+    )
+    spec = charts.accuracy_vs_length(long).to_dict()
+    assert spec["autosize"] == {"type": "fit-x", "contains": "padding"} and spec["height"] >= 200

@@ -428,6 +428,10 @@ def test_the_page_draws_the_experiment_from_its_runs(store):
         record = get_run(run)
         per_variant.setdefault((run.model.n_layers, run.model.position), []).append(record.figures["icl_score"])
     assert sorted(variants["in-context score"]) == sorted(loss(float(np.mean(v))) for v in per_variant.values())
+    # in view at 1,280 px: its widest cells added up to 138 characters (921 px in an 818 px frame) when two headers
+    # said "at the end", and the in-context score was scrolled out of sight; 107 at the default view, in view
+    widest = sum(max(len(str(c)), *(len(str(v)) for v in variants[c])) for c in variants.columns)
+    assert widest <= 110, (widest, list(variants.columns))
     # the verdict tables name each cell's two groups in words: no level or baseline columns (they fit 1,280 px)
     verdicts = [list(f.proto.column_order) for f in at.dataframe if "cell" in f.value]
     assert verdicts and all("cell" in v and "level" not in v and "baseline" not in v for v in verdicts), verdicts

@@ -294,6 +294,15 @@ def test_time_and_memory_charts_are_log_log():
     assert spec(memory)["encoding"]["y"]["scale"]["type"] == "log"
 
 
+def test_stretched_cost_charts_keep_their_plot_height():
+    """Stretched to a column, the width fits it and the height is the plot area's: under Streamlit's default "fit"
+    the title, the x axis and the bottom legend took most of 260 px and left the Science page a strip of a plot."""
+    frame = pd.DataFrame({"T": [256, 512], "ms": [1.0, 4.0], "T × T scores (MiB)": [0.5, 2], "Q, K, V (MiB)": [0.4, 1]})
+    for chart in (cost.time_chart(frame, 2.0), cost.memory_chart(frame)):
+        s = spec(chart)
+        assert s["autosize"] == {"type": "fit-x", "contains": "padding"} and s["height"] >= 200
+
+
 def test_log_axes_use_one_notation_and_ticks_on_the_lengths():
     """Deviations span 1e-16 to 1: one notation (".0e"), not "1e-7" beside "0.000001"; the time and memory
     axes tick exactly at the lengths timed, over a range that fits them."""

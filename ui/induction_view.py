@@ -87,21 +87,25 @@ def phase_table(table: pd.DataFrame, icl: list[float]) -> None:
             return "none"
         return f"{r['step_mean']:,.0f} ({r['step_min']:,.0f}–{r['step_max']:,.0f})"
 
+    # short headers (the caption says the rest): with "at the end" in two of them the table ran past a 1,280 px
+    # window and its last column, the in-context score, was out of view
     shown = pd.DataFrame({
         "variant": table["variant"],
         "phase change": [f"{int(r['changed'])} of {int(r['seeds'])}" for _, r in table.iterrows()],
-        "phase step: mean (range)": [steps(r) for _, r in table.iterrows()],
-        f"largest {induction.figures.WINDOW}-step drop": [formats.loss(x) for x in table["largest_drop"]],
-        "repeat loss at the end": [formats.loss(x) for x in table["repeat_final"]],
-        "first copy at the end": [formats.loss(x) for x in table["first_final"]],
+        "phase step (range)": [steps(r) for _, r in table.iterrows()],
+        f"{induction.figures.WINDOW}-step drop": [formats.loss(x) for x in table["largest_drop"]],
+        "repeat loss": [formats.loss(x) for x in table["repeat_final"]],
+        "first-copy loss": [formats.loss(x) for x in table["first_final"]],
         "in-context score": [formats.loss(x) for x in icl],
     })  # fmt: skip
     tables.show(shown)
     threshold = formats.loss(induction.figures.PHASE_THRESHOLD)
     st.caption(
         f"A phase change: the held-out repeat loss falls by more than {threshold} nats within "
-        f"{induction.figures.WINDOW} steps (its largest such drop); its step is where the loss has made half of that "
-        f"drop. Means over the seeds; the losses on the {N_TEST} held-out sequences with the final weights. The "
+        f"{induction.figures.WINDOW} steps (the {induction.figures.WINDOW}-step drop: its largest such drop); its step "
+        "is where the loss has made half of that drop, the mean over the seeds that have one (the range: their "
+        f"earliest and latest). Means over the seeds; the repeat and first-copy losses on the {N_TEST} held-out "
+        "sequences with the final weights. The "
         "in-context score is Olsson et al.'s, on the probe set with the final weights: the loss at a token of the "
         "repeat minus at the same token of the first copy (below 0: the context helps). The step has no paired "
         "test: a variant without a change has no step to pair."

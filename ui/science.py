@@ -41,11 +41,11 @@ def cost_figure() -> None:
     if rows and len(rows) > 1:
         slope = loglog_slope(frame["T"], frame["ms"])
         left, right = st.columns(2)
-        left.altair_chart(time_chart(frame, slope, height=260), width="stretch")
-        right.altair_chart(memory_chart(frame, height=260), width="stretch")
+        left.altair_chart(time_chart(frame, slope), width="stretch")
+        right.altair_chart(memory_chart(frame), width="stretch")
         st.caption(f"Time: your last timing on the Cost page, log-log slope {slope:.2f}. Memory: arithmetic.")
         return
-    st.altair_chart(memory_chart(frame, height=260), width="stretch")
+    st.altair_chart(memory_chart(frame), width="stretch")
     st.caption(
         "Memory of one head and sequence, float64, d_k = 64: arithmetic, the same on every machine. The time "
         "against T is measured, not typed: press Run the timings on the Cost page, and its curve and slope "

@@ -37,6 +37,9 @@ def diverging(values) -> alt.Scale:
 
 
 PAD = alt.AutoSizeParams(type="pad", contains="padding")  # a chart's width and height are its plot area
+# a chart stretched to its column: the width fits the column, the height is the plot area's (Streamlit's default
+# "fit" squeezes the title, the x axis and a bottom legend into the height: 260 px left a plot of about 80)
+FIT_X = alt.AutoSizeParams(type="fit-x", contains="padding")
 
 
 def log_ticks(values, max_ticks: int = 8) -> list[float]:

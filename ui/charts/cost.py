@@ -5,7 +5,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from ui.charts.base import BAD, BASE_COLOR, GOOD, log_ticks
+from ui.charts.base import BAD, BASE_COLOR, FIT_X, GOOD, log_ticks
 
 MEMORY = alt.Scale(domain=["T × T scores", "Q, K, V"], range=[BAD, GOOD])
 
@@ -33,8 +33,12 @@ def _log(field: str, title: str, values: list | None = None, data=None) -> dict:
     return spec | ({"axis": {"values": log_ticks(data), "format": ",~g"}} if data is not None else {})
 
 
-def time_chart(frame: pd.DataFrame, slope: float | None, height: int = 360) -> alt.LayerChart:
-    """Milliseconds against T on log-log axes, with the power-law fit (a straight line) dashed."""
+PLOT_HEIGHT = 240  # pixels of the plot area, the axes and the legend below it (FIT_X)
+
+
+def time_chart(frame: pd.DataFrame, slope: float | None, height: int = PLOT_HEIGHT) -> alt.LayerChart:
+    """Milliseconds against T on log-log axes, with the power-law fit (a straight line) dashed; `height`: the plot
+    area's, the width the column's."""
     x = alt.X(**_log("T", "sequence length T (log scale)", list(frame["T"])))
     y = alt.Y(**_log("ms", "milliseconds (log scale)", data=frame["ms"]))
     points = (
@@ -49,11 +53,12 @@ def time_chart(frame: pd.DataFrame, slope: float | None, height: int = 360) -> a
         .encode(x=x, y=y)
     )
     title = "time" if slope is None else f"time: fitted log-log slope {slope:.2f} (2 = quadratic)"
-    return alt.layer(points, fit).properties(height=height, title=title)
+    return alt.layer(points, fit).properties(height=height, title=title, autosize=FIT_X)
 
 
-def memory_chart(frame: pd.DataFrame, height: int = 360) -> alt.Chart:
-    """MiB of the T × T scores (orange) against Q, K, V together (blue), log-log."""
+def memory_chart(frame: pd.DataFrame, height: int = PLOT_HEIGHT) -> alt.Chart:
+    """MiB of the T × T scores (orange) against Q, K, V together (blue), log-log; `height`: the plot area's, the
+    width the column's."""
     long = frame.melt("T", ["T × T scores (MiB)", "Q, K, V (MiB)"], var_name="tensor", value_name="MiB")
     long["tensor"] = long["tensor"].str.removesuffix(" (MiB)")
     return (
@@ -65,5 +70,5 @@ def memory_chart(frame: pd.DataFrame, height: int = 360) -> alt.Chart:
             color=alt.Color("tensor:N", scale=MEMORY, title=None, legend=alt.Legend(orient="bottom")),
             tooltip=["T:Q", "tensor:N", alt.Tooltip("MiB:Q", format=".3f")],
         )
-        .properties(height=height, title="memory per head and sequence, float64")
+        .properties(height=height, title="memory per head and sequence, float64", autosize=FIT_X)
     )

@@ -7,10 +7,12 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from ui.charts.base import BASE_COLOR, PAD, SEQUENCE_COLOR, TOKEN_COLOR, WEIGHTS, panel_width
+from ui.charts.base import BASE_COLOR, MAIN_WIDTH, PAD, SEQUENCE_COLOR, TOKEN_COLOR, WEIGHTS, panel_width
 
 LOSSES = alt.Scale(domain=["repeat", "first copy"], range=[SEQUENCE_COLOR, TOKEN_COLOR])
 PER_ROW = 3  # facets to a row
+CURVES_Y_AXIS = 85  # px left of the first loss panel (labels and title) and the last x label's overhang at the right
+SCORES_FRAME = 210  # px of the head scores beside the plot: row names, head names, the legend (204 drawn at 1,280 px)
 
 
 def loss_curves(curves: pd.DataFrame, phases: pd.DataFrame, height: int = 220) -> alt.FacetChart:
@@ -40,7 +42,8 @@ def loss_curves(curves: pd.DataFrame, phases: pd.DataFrame, height: int = 220) -
         .encode(x="step:Q", tooltip=["variant:N", "seed:O", alt.Tooltip("step:Q", title="phase step")])
         .transform_filter(alt.datum.kind == "phase")
     )
-    layered = alt.layer(lines, rules, data=data).properties(width=panel_width(columns), height=height)
+    width = panel_width(columns, y_axis=CURVES_Y_AXIS)  # at Y_AXIS_WIDTH the row ended 7 px past the main area
+    layered = alt.layer(lines, rules, data=data).properties(width=width, height=height)
     return layered.facet(facet=alt.Facet("variant:N", title=None, sort=variants), columns=columns)
 
 
@@ -50,7 +53,7 @@ def head_scores(frame: pd.DataFrame, height_per_head: int = 22) -> alt.Chart:
     steps = sorted(frame["step"].unique())
     every = max(1, len(steps) // 10)
     ticks = [int(s) for s in steps[every - 1 :: every]]
-    width = panel_width(1) - 60
+    width = MAIN_WIDTH - SCORES_FRAME  # panel_width(1) - 60 put the legend 74 px past the main area
     return (
         alt.Chart(frame)
         .mark_rect()

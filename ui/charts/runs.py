@@ -13,6 +13,7 @@ from lab import formats
 from ui.charts.base import (
     BASE_COLOR,
     FACET_SPACING,
+    FIT_X,
     MAIN_WIDTH,
     METRICS,
     SEED_COLORS,
@@ -112,8 +113,9 @@ def accuracy_axis(floor: float, top: float = 1.0) -> dict:
     return {"scale": scale, "axis": alt.Axis(format=".2f", values=ticks, labelOverlap=False)}  # every tick named
 
 
-def accuracy_vs_length(df: pd.DataFrame, height: int = 260) -> alt.LayerChart:
-    """Columns task, length, metric, mean, min: mean over seeds as lines (sort: dashed, squares), ▼ the worst seed.
+def accuracy_vs_length(df: pd.DataFrame, height: int = 200) -> alt.LayerChart:
+    """Columns task, length, metric, mean, min: mean over seeds as lines (sort: dashed, squares), ▼ the worst seed;
+    `height`: the plot area's (FIT_X: the width the column's, the axis and legend below it).
 
     Per-token is drawn wide and pale beneath per-sequence, so it stays visible where the two coincide."""
     x = alt.X("length:O", title="sequence length L", axis=alt.Axis(labelAngle=0))
@@ -150,7 +152,7 @@ def accuracy_vs_length(df: pd.DataFrame, height: int = 260) -> alt.LayerChart:
         at = last[last["task"] == task]
         text = alt.Chart(at).mark_text(align="left", dx=10, dy=dy, fontSize=12, color=BASE_COLOR)
         names.append(text.encode(x=x, y=y, text="task:N"))
-    return alt.layer(*layers, *names).properties(height=height)
+    return alt.layer(*layers, *names).properties(height=height, autosize=FIT_X)  # 260 in all left a plot of 110
 
 
 def loss_overlay(df: pd.DataFrame, log: bool = True, height: int = 340) -> alt.Chart:
