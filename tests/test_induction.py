@@ -419,15 +419,16 @@ def test_the_page_draws_the_experiment_from_its_runs(store):
     assert "What the sources claim" in texts(at.subheader)
     assert len(charts(at)) == 4  # curves, head scores, maps, causal check
     # the in-context score on the page too (the command line's icl column), each variant's mean over its seeds
-    from lab.formats import loss
+    from lab.formats import signed_loss
     from lab.store import get_run
 
+    # written with the lab's one minus sign, as a difference ('−3.19')
     (variants,) = [f.value for f in at.dataframe if "in-context score" in f.value]
     per_variant = {}
     for run in store:
         record = get_run(run)
         per_variant.setdefault((run.model.n_layers, run.model.position), []).append(record.figures["icl_score"])
-    assert sorted(variants["in-context score"]) == sorted(loss(float(np.mean(v))) for v in per_variant.values())
+    assert sorted(variants["in-context score"]) == sorted(signed_loss(float(np.mean(v))) for v in per_variant.values())
     # in view at 1,280 px: its widest cells added up to 138 characters (921 px in an 818 px frame) when two headers
     # said "at the end", and the in-context score was scrolled out of sight; 107 at the default view, in view
     widest = sum(max(len(str(c)), *(len(str(v)) for v in variants[c])) for c in variants.columns)

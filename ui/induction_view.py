@@ -96,7 +96,7 @@ def phase_table(table: pd.DataFrame, icl: list[float]) -> None:
         f"{induction.figures.WINDOW}-step drop": [formats.loss(x) for x in table["largest_drop"]],
         "repeat loss": [formats.loss(x) for x in table["repeat_final"]],
         "first-copy loss": [formats.loss(x) for x in table["first_final"]],
-        "in-context score": [formats.loss(x) for x in icl],
+        "in-context score": [formats.signed_loss(x) for x in icl],
     })  # fmt: skip
     tables.show(shown)
     threshold = formats.loss(induction.figures.PHASE_THRESHOLD)
