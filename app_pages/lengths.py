@@ -7,7 +7,7 @@ import streamlit as st
 from attncore import ConfigError
 from attncore.config import POSITIONS
 from attncore.evaluate import MAX_TEST_LENGTHS
-from lab.compare import RULE, length_comparisons
+from lab.compare import RULE, before_text, length_comparisons
 from ui import compare_view, docs, frames, length_view, runs, sidebar, sweeps, tables
 from ui.charts import runs as charts
 from ui.limits import limits
@@ -83,6 +83,8 @@ with run_tab:
         st.stop()
     wanted = tuple(runs.run_key(r) for r in compare)
     if st.session_state.get("_len_compared") != wanted:
+        # each encoding against the first, Holm per test length: inside the trained length all of them have a number
+        st.markdown(before_text(n_seeds, len(positions) - 1, noun="encoding", base="the first encoding"))
         _, to_train = runs.cached_many(compare)
         st.caption(
             f"The sidebar's configuration with each position encoding, seeds 0 to {n_seeds - 1}: "

@@ -186,7 +186,9 @@ def most_levels(seeds: int, alpha: float = stats.ALPHA) -> int:
     return max(0, math.ceil(alpha / stats.p_floor(seeds)) - 1) if seeds > 0 else 0
 
 
-def before_text(seeds: int, levels: int, alpha: float = stats.ALPHA) -> str:
+def before_text(
+    seeds: int, levels: int, alpha: float = stats.ALPHA, noun: str = "variant", base: str = "the base"
+) -> str:
     """What a view of `levels` compared with one baseline over `seeds` seeds can conclude, said before it is
     trained, from the rule its verdicts follow (the exact sign-flip test's floor 2/2ᵐ, Holm across the levels)."""
     if levels < 1 or seeds < 1:
@@ -194,20 +196,22 @@ def before_text(seeds: int, levels: int, alpha: float = stats.ALPHA) -> str:
     needed, floor = stats.seeds_needed(levels, alpha), stats.p_floor(seeds)
     rule = f"the exact test's smallest p with {formats.count(seeds, 'seed')} is 2/2^{seeds} = {floor:.3g}"
     if levels > 1:
-        rule += f", times {levels} variants (Holm) {levels * floor:.3g}"
+        rule += f", times {levels} {noun}s (Holm) {levels * floor:.3g}"
+    article = "An" if noun[0] in "aeiou" else "A"
     if seeds >= needed:
         where = "on every seed" if seeds == needed else "on nearly every seed"
         return (
-            f"**What these seeds can conclude.** A variant can be shown to differ from the base ({rule}, below "
-            f"{alpha:g}) where it lands on the same side of the base {where}; a difference not shown is not shown "
+            f"**What these seeds can conclude.** {article} {noun} can be shown to differ from {base} ({rule}, below "
+            f"{alpha:g}) where it lands on the same side of {base} {where}; a difference not shown is not shown "
             "to be absent, and the size of a difference is read from the interval, not the verdict."
         )
     fewer = most_levels(seeds, alpha)
-    instead = f" or at most {formats.count(fewer, 'variant')} at these seeds" if fewer else ""
+    instead = f" or at most {formats.count(fewer, noun)} at these seeds" if fewer else ""
     return (
         f"**What these seeds can conclude: no difference can be shown** ({rule}, not below {alpha:g}): every "
         f"verdict will be 'too few seeds'. The curves and tables still show what the runs did. To show a "
-        f"difference, take {needed} seeds{instead}."
+        f"difference, take {needed} seeds{instead} (more where seeds tie exactly: after the runs the page says how "
+        "many)."
     )
 
 

@@ -223,3 +223,20 @@ def test_length_notes_group_consecutive_lengths_with_one_note():
     rows = [LengthResult(n, None if n > 6 else 1.0, None, far if n > 6 else None) for n in (2, 6, 7, 8, 9, 12)]
     assert length_notes(rows) == ["L′ = 7–9: past the table", "L′ = 12: past the table"]  # 12 is not next to 9
     assert length_notes(rows[:2]) == []
+
+
+def test_length_page_says_before_the_click_what_its_seeds_can_conclude(store):
+    """Both comparisons say, before any training, whether their seeds can show a difference under Holm across the
+    encodings compared with the first: at the default 3 seeds none can (2/2³ = 0.25), and the seeds that would."""
+    from lab import stats
+
+    at = app("lengths")
+    said = texts(at.markdown)
+    assert said.count("no difference can be shown") == 2, said  # the range tab and the sidebar-length tab
+    # past the trained range learned has no number: 3 encodings against none; at the sidebar's length all 4
+    assert f"take {stats.seeds_needed(3)} seeds" in said and f"take {stats.seeds_needed(4)} seeds" in said
+    assert any(b.key == "lit_train" for b in at.button) and any(b.key == "len_compare" for b in at.button)
+    at = app("lengths", lit_seeds=str(stats.seeds_needed(3)), lit_enc=["none", "alibi", "rope", "learned"])
+    said = texts(at.markdown)
+    assert "An encoding can be shown to differ from the first encoding with a number past the range" in said
+    assert "times 2 encodings (Holm)" in said  # learned left out: two against none

@@ -12,7 +12,7 @@ import streamlit as st
 from attncore import ConfigError
 from attncore import task as tasks
 from attncore.evaluate import MAX_TEST_LENGTHS
-from lab.compare import RULE, beyond_range_comparisons
+from lab.compare import RULE, before_text, beyond_range_comparisons
 from lab.stats import IDENTICAL, format_delta, format_interval
 from ui import compare_view, frames, runs, sidebar, tables
 from ui.charts import runs as charts
@@ -147,6 +147,9 @@ def literature_protocol() -> None:
     if len(positions) < 2:
         st.info("Pick at least two encodings to compare.", icon=":material/touch_app:")
         return
+    # said before the click: each encoding with a number past the range (a learned table has none) against the first
+    past = sum(p != "learned" for p in positions) - 1
+    st.markdown(before_text(n_seeds, past, noun="encoding", base="the first encoding with a number past the range"))
     seeds = list(range(n_seeds))
     last = min(2 * LIT_L, lim.max_test_length, MAX_TEST_LENGTHS)
     try:
