@@ -59,7 +59,8 @@ ACTION_TIMEOUT = 240  # s: a hang guard (a slot wait is at most slot_wait_second
 FRESH_SEED = 5000  # trained seeds start here: the filled store holds seeds below 16 (or --seeds)
 SAMPLE_SECONDS = 0.5
 
-# Runs in every tab before the app's scripts: counts the script runs that ended (each action waits for one more),
+# Runs in every tab before the app's scripts: counts the script's state changes (each action waits for one more, or
+# for its URL to change: React may batch a quick run's states into one render, so the DOM never shows 'running'),
 # and records a traceback box, the busy message and the wait-for-a-slot notice the moment they appear.
 WATCH = """
 (() => {
@@ -67,9 +68,11 @@ WATCH = """
   const seen = new WeakSet();
   let busy = false, waiting = false;
   const check = (records) => {
-    // a script run ended: the state left 'running' (each mutation record, so two quick runs count twice)
+    // a run was asked for or ended: the state left 'notRunning' or 'running' (each record, however batched)
     for (const r of records) {
-      if (r.attributeName === 'data-test-script-state' && r.oldValue === 'running') window.envelope.runs += 1;
+      if (r.attributeName === 'data-test-script-state' && /^(notRunning|running)$/.test(r.oldValue || '')) {
+        window.envelope.runs += 1;
+      }
     }
     for (const el of document.querySelectorAll('[data-testid="stException"]')) {
       if (!seen.has(el)) { seen.add(el); window.envelope.tracebacks.push(el.textContent.slice(0, 400)); }
@@ -90,7 +93,7 @@ WATCH = """
   });
 })();
 """.replace("BUSY", BUSY).replace("WAITING", WAITING)
-RENDERED = f"n => window.envelope && window.envelope.runs > n && ({APP_READY})()"
+RENDERED = f"b => window.envelope && (window.envelope.runs > b.runs || location.href !== b.href) && ({APP_READY})()"
 # What a page that did not render in time was doing: the script's and the connection's state, what was left to draw.
 STUCK = """() => {
     const app = document.querySelector('[data-testid=stApp]');
@@ -184,11 +187,14 @@ class Visitor:
         self.record.busy += state["busy"]
         await self.context.close()
 
-    async def runs(self) -> int:
-        return await self.tab.evaluate("window.envelope ? window.envelope.runs : 0")
+    async def runs(self) -> dict:
+        """Where the page is now: its count of script state changes and its URL (an action changes either)."""
+        return await self.tab.evaluate("({runs: window.envelope ? window.envelope.runs : 0, href: location.href})")
 
-    async def rendered(self, before: int) -> None:
+    async def rendered(self, before: dict) -> None:
         await self.tab.wait_for_function(RENDERED, arg=before, timeout=ACTION_TIMEOUT * 1000, polling=50)
+        await self.tab.wait_for_timeout(100)  # still rendered a moment later: not between two runs of a rerun
+        await self.tab.wait_for_function(APP_READY, timeout=ACTION_TIMEOUT * 1000, polling=50)
 
     async def open(self, spec) -> None:
         """A page opened by its link (a new session): the count of script runs starts again from 0."""
@@ -198,7 +204,7 @@ class Visitor:
             self.record.busy += state["busy"]
         self.page = spec  # where a failure is reported, and where recover() reopens
         await self.tab.goto(f"{self.base}/{spec.url_path}?{self.query}", timeout=ACTION_TIMEOUT * 1000)
-        await self.rendered(0)
+        await self.rendered({"runs": 0, "href": ""})
 
     async def switch(self, spec) -> None:
         before = await self.runs()
@@ -244,15 +250,11 @@ class Visitor:
             await self.timed("switch page", self.switch(next(p for p in PAGES if p.url_path == "train")))
         seed = next(self.seeds)
         await self.set_seed(seed)  # if this fails, the training fails with it (recover() reopens the default seed)
-        before = await self.runs()
         start = time.perf_counter()
         await self.tab.get_by_role("button", name=TRAIN_BUTTON).click(timeout=30_000)
-        await self.tab.wait_for_function(
-            f"n => window.envelope.runs > n && ({APP_READY})() && ({TRAINED})()",
-            arg=before,
-            timeout=ACTION_TIMEOUT * 1000,
-            polling=100,
-        )
+        # the untrained page has no Test loss: its numbers drawn after the click are this run's
+        numbers = f"() => ({APP_READY})() && ({TRAINED})()"
+        await self.tab.wait_for_function(numbers, timeout=ACTION_TIMEOUT * 1000, polling=100)
         self.record.trained.append(seed)
         return time.perf_counter() - start
 
@@ -385,10 +387,10 @@ def role(process: str) -> str:
     command = process.split(" ", 1)[1]
     if "streamlit" in command:
         return "server"
-    if "loky" in command or "joblib" in command:
-        return "worker"
-    if "resource_tracker" in command or "-c from" in command:
+    if " -c from " in command:  # loky's and multiprocessing's resource trackers (the command is cut at 80 characters)
         return "resource tracker"
+    if "loky" in command:
+        return "worker"
     return command[:40]
 
 
