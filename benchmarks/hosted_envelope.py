@@ -367,7 +367,7 @@ def percentile(values: list[float], q: float) -> float:
 
 def table(rounds: list[Round]) -> None:
     head = ("N", "actions", "p50 s", "p95 s", "trains", "train p50 s", "failed", "tracebacks", "busy")
-    head += ("peak server MiB", "server+workers MiB", "procs", "runs kept", "store check")
+    head += ("peak server MiB", "server+workers MiB", "procs", "runs kept", "slots free", "store check")
     rows = []
     for r in rounds:
         rendered = [s for kind, s, _, _ in r.actions if s is not None and kind != "train"]
@@ -375,7 +375,7 @@ def table(rounds: list[Round]) -> None:
         failed = sum(s is None for _, s, _, _ in r.actions)
         rows.append((r.n, len(r.actions), f"{percentile(rendered, 50):.2f}", f"{percentile(rendered, 95):.2f}",
                      len(trains), f"{percentile(trains, 50):.2f}", failed, len(r.tracebacks), len(r.busy),
-                     f"{r.peak_server_mb:.0f}", f"{r.peak_total_mb:.0f}", r.peak_processes, r.stored,
+                     f"{r.peak_server_mb:.0f}", f"{r.peak_total_mb:.0f}", r.peak_processes, r.stored, r.slots_free,
                      r.check.split(":")[0]))  # fmt: skip
     widths = [max(len(str(x)) for x in col) for col in zip(head, *rows, strict=True)]
     for row in (head, *rows):
