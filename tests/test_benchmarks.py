@@ -78,7 +78,8 @@ def test_the_variants_benchmark_times_each_stability_setting_beside_the_default(
 @pytest.mark.browser
 def test_the_hosted_envelope_benchmark_runs_a_visitor_and_checks_the_store_after():
     """benchmarks/hosted_envelope.py --tiny: one Chromium visitor on a hosted server over a 9-run store for a few
-    seconds; its table has the round's row, no traceback, every run the visitor trained kept and the store whole."""
+    seconds; its table has the round's row, no traceback, every run the visitor trained kept, the slots free after
+    and the store whole."""
     pytest.importorskip("playwright.async_api")
     done = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "hosted_envelope.py"), "--tiny"],
@@ -93,6 +94,7 @@ def test_the_hosted_envelope_benchmark_runs_a_visitor_and_checks_the_store_after
     row = dict(zip(re.split(r"\s{2,}", lines[head].strip()), re.split(r"\s{2,}", lines[head + 1].strip()), strict=True))
     assert row["N"] == "1" and int(row["actions"]) >= 1
     assert (row["tracebacks"], row["runs kept"], row["store check"]) == ("0", "all", "ok"), done.stdout
+    assert row["slots free"] == "yes", done.stdout  # two fresh visitors trained at once, neither waited for a slot
     assert float(row["server+workers MiB"]) >= float(row["peak server MiB"]) > 0
     assert "BLAS" in done.stdout or "openblas" in done.stdout.lower()
     assert lines[-1].startswith("load average at end:")
