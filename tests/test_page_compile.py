@@ -13,6 +13,8 @@ from apptest_helpers import temporary_store
 from streamlit.runtime.scriptrunner.script_cache import ScriptCache
 from streamlit.testing.v1 import AppTest
 
+pytestmark = pytest.mark.slow  # AppTests of the dashboard (about 8 s)
+
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
