@@ -21,5 +21,5 @@ page, spec = nav.navigation()
 sidebar.render(expanded=spec.uses_run)
 runs.begin_view()  # the runs this page shows are pinned against eviction while it is shown
 sweeps.report_cancelled()  # after a sweep's Cancel (a rerun): how far it got, once
-page.run()
+nav.run(page)  # page.run(), safe from a race of two sessions compiling at once
 runs.end_view()

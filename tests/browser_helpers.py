@@ -124,17 +124,41 @@ def chromium() -> Iterator:
             browser.close()
 
 
+# The page has rendered: the script has finished running, no skeleton is left and every chart has drawn.
+APP_READY = """() => {
+    const app = document.querySelector('[data-testid=stApp]');
+    if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
+    if (document.querySelector('[data-testid=stSkeleton]')) return false;
+    const charts = [...document.querySelectorAll('[data-testid=stVegaLiteChart]')];
+    return charts.every(c => c.querySelector('canvas, svg'));
+}"""
+
+
 def wait_for_app(tab, timeout: float = 60.0) -> None:
     """Until the script has finished running and every chart has drawn."""
     tab.wait_for_selector("[data-testid=stApp][data-test-connection-state=CONNECTED]", timeout=timeout * 1000)
-    tab.wait_for_function(
-        """() => {
-            const app = document.querySelector('[data-testid=stApp]');
-            if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
-            if (document.querySelector('[data-testid=stSkeleton]')) return false;
-            const charts = [...document.querySelectorAll('[data-testid=stVegaLiteChart]')];
-            return charts.every(c => c.querySelector('canvas, svg'));
-        }""",
-        timeout=timeout * 1000,
-        polling=50,
-    )
+    tab.wait_for_function(APP_READY, timeout=timeout * 1000, polling=50)
+
+
+def process_tree_rss_mb(pid: int) -> dict[str, float]:
+    """Resident MB of pid and of each of its descendants ("pid command" -> MB), from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            children.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry.name))
+    rss, todo = {}, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            status = Path(f"/proc/{p}/status").read_text()
+            command = Path(f"/proc/{p}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:80]
+        except OSError:
+            continue
+        kb = re.search(r"^VmRSS:\s+(\d+) kB", status, re.M)
+        rss[f"{p} {command}"] = int(kb.group(1)) / 1024 if kb else 0.0
+        todo += children.get(p, [])
+    return rss

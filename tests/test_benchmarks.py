@@ -7,6 +7,8 @@ not asserted here (benchmarks print them); only what is being timed.
 
 from __future__ import annotations
 
+import re
+import subprocess
 import sys
 
 import pytest
@@ -70,3 +72,29 @@ def test_the_variants_benchmark_times_each_stability_setting_beside_the_default(
     for name in train_speed.VARIANTS:
         assert f"  {name} " in out
     assert "BLAS: " in out
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_the_hosted_envelope_benchmark_runs_a_visitor_and_checks_the_store_after():
+    """benchmarks/hosted_envelope.py --tiny: one Chromium visitor on a hosted server over a 9-run store for a few
+    seconds; its table has the round's row, no traceback, every run the visitor trained kept, the slots free after
+    and the store whole."""
+    pytest.importorskip("playwright.async_api")
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "hosted_envelope.py"), "--tiny"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.lstrip().startswith("N  actions"))
+    row = dict(zip(re.split(r"\s{2,}", lines[head].strip()), re.split(r"\s{2,}", lines[head + 1].strip()), strict=True))
+    assert row["N"] == "1" and int(row["actions"]) >= 1
+    assert (row["tracebacks"], row["runs kept"], row["store check"]) == ("0", "all", "ok"), done.stdout
+    assert row["slots free"] == "yes", done.stdout  # two fresh visitors trained at once, neither waited for a slot
+    assert float(row["server+workers MiB"]) >= float(row["peak server MiB"]) > 0
+    assert "BLAS" in done.stdout or "openblas" in done.stdout.lower()
+    assert lines[-1].startswith("load average at end:")

@@ -16,8 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from browser_helpers import CHROMIUM, CHROMIUM_ARGS, streamlit_server, sync_api, wait_for_app
-from test_soak import process_tree_rss_mb
+from browser_helpers import CHROMIUM, CHROMIUM_ARGS, process_tree_rss_mb, streamlit_server, sync_api, wait_for_app
 
 from attncore.config import make_run
 

@@ -21,11 +21,10 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from browser_helpers import CHROMIUM, CHROMIUM_ARGS, streamlit_server, sync_api, wait_for_app
+from browser_helpers import CHROMIUM, CHROMIUM_ARGS, process_tree_rss_mb, streamlit_server, sync_api, wait_for_app
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]  # headless Chromium visitors for a few minutes
 
@@ -107,30 +106,6 @@ class Record:
     gave_up: list = field(default_factory=list)  # visitors told busy by the time the holder's training ended
     error: str = ""  # the scenario stopped early on this
     rss_mb: dict[str, dict] = field(default_factory=dict)  # moment -> {process: resident MB} of the server's tree
-
-
-def process_tree_rss_mb(pid: int) -> dict[str, float]:
-    """Resident MB of pid and of each of its descendants ("pid command" -> MB), from /proc."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            children.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry.name))
-    rss, todo = {}, [pid]
-    while todo:
-        p = todo.pop()
-        try:
-            status = Path(f"/proc/{p}/status").read_text()
-            command = Path(f"/proc/{p}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:80]
-        except OSError:
-            continue
-        kb = re.search(r"^VmRSS:\s+(\d+) kB", status, re.M)
-        rss[f"{p} {command}"] = int(kb.group(1)) / 1024 if kb else 0.0
-        todo += children.get(p, [])
-    return rss
 
 
 OUTCOME = """() => {

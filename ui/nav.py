@@ -12,9 +12,11 @@ run), so a first visitor opening /train would get the page without dashboard.py'
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import streamlit as st
 from streamlit.navigation.page import StreamlitPage
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,27 @@ def navigation() -> tuple[StreamlitPage, PageSpec]:
     nav = st.navigation({s: pages for s, pages in grouped.items() if pages}, expanded=True)
     current = next((p for p in PAGES if p.url_path == nav.url_path), PAGES[0])
     return nav, current
+
+
+# CPython 3.11 keeps one recursion counter per interpreter for building ASTs (gh-106905): two sessions' threads
+# parsing at once (Streamlit parses a page's script on its first run in a server) can raise this SystemError
+AST_RACE = "AST constructor recursion depth mismatch"
+COMPILE_ATTEMPTS = 3
+
+
+def run(page: StreamlitPage) -> None:
+    """page.run(), its script compiled first into Streamlit's script cache, again if the compile lost the race above
+    (nothing of the page has run then; page.run() itself may be called only once a run)."""
+    ctx, path = get_script_run_ctx(), getattr(page, "_page", None)  # the script's Path, as st.Page resolved it
+    if ctx is not None and isinstance(path, Path):
+        for attempt in range(1, COMPILE_ATTEMPTS + 1):
+            try:
+                ctx.pages_manager.get_page_script_byte_code(str(path))  # cached: later runs do not parse again
+                break
+            except SystemError as e:
+                if AST_RACE not in str(e) or attempt == COMPILE_ATTEMPTS:
+                    raise
+    page.run()
 
 
 def page_links() -> None:
