@@ -57,6 +57,20 @@ def _store_fence():
     _fail_if_reached(before, " in a fixture")
 
 
+_MAIN = sys.modules["__main__"]  # pytest's (or an xdist worker's) own
+
+
+@pytest.fixture(autouse=True)
+def _main_module_restored():
+    """The process's __main__ put back after each test: Streamlit's script runner installs each page it runs (an
+    AppTest's script file, or a function's body written to a temporary file) as sys.modules["__main__"] and leaves
+    it there, and multiprocessing's spawn re-runs __main__'s file in every child it starts. A later test in the same
+    worker that starts processes that way (dask.distributed's LocalCluster) then ran a page's script in its workers,
+    which died ("Nanny failed to start"): which tests share a worker depends on the machine's load under xdist."""
+    yield
+    sys.modules["__main__"] = _MAIN
+
+
 @pytest.fixture(autouse=True)
 def _torch_on_one_thread():
     """PyTorch, the oracle, on one intra-op thread once a test module has imported it: on a shared 2-core machine

@@ -276,8 +276,9 @@ print("peak", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, code, f
 def peak_rss(args: list[str], location) -> tuple[int, int]:
     """(peak resident bytes, exit code) of the command line running `args` in a fresh process on `location`."""
     env = os.environ | {"PYTHONPATH": str(ROOT), store.ENV_VAR: str(location)}
+    # a hang guard, not a time limit: importing 2,000 runs took more than 300 s at a load of 15-20 on two cores
     done = subprocess.run(
-        [sys.executable, "-c", PEAK_RSS, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", PEAK_RSS, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=3600
     )
     line = next(line for line in done.stderr.splitlines() if line.startswith("peak "))
     return int(line.split()[1]), int(line.split()[2])
