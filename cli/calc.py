@@ -282,11 +282,11 @@ def print_checkpoint_only(a, model, arch, name: str, hub_model) -> int:
     return 0
 
 
-def cache_from_args(a) -> tuple[kvcache.KVCache, str, list[str]]:
-    """The workload's KVCache, a label and warnings, from a preset, a config.json, an architecture or bare cache
-    geometry. A config.json's weights are counted as the engine loads them (its quantisation, a float32 checkpoint
-    in 16 bits) unless --weights-dtype or --params says otherwise."""
-    arch = arch_from_args(a, need_width=True)
+def cache_from_args(a, arch: calc.Decoder | None) -> tuple[kvcache.KVCache, str, list[str]]:
+    """The workload's KVCache, a label and warnings, from a preset, a config.json, an architecture (arch:
+    arch_from_args(a, need_width=True)) or bare cache geometry. A config.json's weights are counted as the engine
+    loads them (its quantisation, a float32 checkpoint in 16 bits) unless --weights-dtype or --params says
+    otherwise."""
     model = config_file.load(a)
     with flag_names():
         if arch is not None:
@@ -404,7 +404,8 @@ def cmd_kv_cache(a) -> int:
         return engine_cli.run(a, arch, name, model, limit)
     if a.gpu_gib is not None:
         raise ArgumentError("--gpu-gib needs --engine vllm (the simple fit takes --gpu-gb, decimal GB)")
-    cache, name, warnings = cache_from_args(a)
+    arch = arch_from_args(a, need_width=True)
+    cache, name, warnings = cache_from_args(a, arch)
     model = config_file.load(a)
     gpu = a.gpu if a.gpu is not None else a.gpu_gb
     result = None
@@ -419,14 +420,14 @@ def cmd_kv_cache(a) -> int:
         if result:
             out |= {"tokens_that_fit": result.tokens_that_fit, "fit": result.to_dict()}
         if model:
-            out["config"] = config_file.summary(model, arch_from_args(a, need_width=True))
-        if (said := assumed(a, arch_from_args(a, need_width=True)))[0]:
+            out["config"] = config_file.summary(model, arch)
+        if (said := assumed(a, arch))[0]:
             out["assumed"], out["assumed_flags"] = said
         print(json.dumps(out))
         return 0
     if model:
-        config_file.print_read(model, arch_from_args(a, need_width=True), name)
-    print_assumed(a, arch_from_args(a, need_width=True))
+        config_file.print_read(model, arch, name)
+    print_assumed(a, arch)
     print_cache(cache, name)
     for w in warnings:
         print(f"  warning: {w}")

@@ -318,9 +318,7 @@ def engine_fit(
         paging_note = (f"chunked local attention: vLLM disables its hybrid KV-cache manager for it by default (a "
                        f"latency regression), so the {window_layers} chunked layers are paged as full ones; "
                        "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1 pages them by their chunk")  # fmt: skip
-    if s.version == "v0":  # one pool, every layer the same size per token; windows do not shrink it
-        group_size, groups, window_layers = a.n_layers, (("full", 1),), 0
-    elif paging_note:
+    if s.version == "v0" or paging_note:  # one pool, every layer full (v0: windows do not shrink it; the note: why)
         group_size, groups, window_layers = a.n_layers, (("full", 1),), 0
     else:
         group_size, groups = _groups(a.n_layers - window_layers, window_layers, "chunked" if chunked else "sliding")
