@@ -19,8 +19,11 @@ def test_page_for_matches_any_case_and_knows_no_other_page():
     assert all(page_for(p.url_path.upper()) is p for p in PAGES if p.url_path)
 
 
+ASKED = [("Train", "Train"), ("KV-CACHE", "KV cache"), ("nowhere", "Attention Lab")]  # nowhere: Home
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize(("asked", "title"), [("Train", "Train"), ("KV-CACHE", "KV cache"), ("nowhere", "Attention Lab")])
+@pytest.mark.parametrize(("asked", "title"), ASKED)
 def test_a_first_request_by_path_opens_the_page_whatever_its_case(cache, monkeypatch, asked, title):
     """The dashboard's first run as a browser opening /<asked> starts it: by page name, with no page hash."""
     from test_app import app
