@@ -110,13 +110,8 @@ def ensure_trained(
     missing ones as one sweep (ui.sweeps.train_button: its cost, or on a hosted server why it is refused, naming
     `command`, the command line that does the same work), and None. A view of more than max_compare_runs runs is
     refused with a message before anything is loaded (hosted mode)."""
-    lim = limits()
-    if len(wanted) > lim.max_compare_runs:
-        st.warning(
-            f"This view has {len(wanted)} runs; this server shows at most {lim.max_compare_runs} at once: "
-            "choose fewer levels, panels, variants or seeds.",
-            icon=":material/block:",
-        )
+    if refused := sweeps.view_cap_error(len(wanted), "levels, panels, variants or seeds", command):
+        st.warning(refused, icon=":material/block:")
         return None
     records, missing = runs.cached_many(wanted)
     if missing:

@@ -83,6 +83,18 @@ def budget_error(runs: Sequence[RunConfig], command: str | None = None) -> str |
     )
 
 
+def view_cap_error(n: int, fewer: str, command: str | None = None) -> str | None:
+    """Why this server refuses to show a view of `n` runs (more than max_compare_runs, cached or not), naming the
+    setting that lifts the cap and the command line that trains and stores the same runs; or None."""
+    lim = limits()
+    if n <= lim.max_compare_runs:
+        return None
+    return (
+        f"This view has {n:,} runs; this server shows at most {lim.max_compare_runs:,} at once (max_compare_runs): "
+        f"choose fewer {fewer}. {_elsewhere(lim, 'max_compare_runs', command)}"
+    )
+
+
 def _elsewhere(lim, cap: str, command: str | None) -> str:
     """'Its operator lifts the cap with ...; the command line trains the same runs with no cap: `...`.'"""
     cli = command or "python -m attncore sweep ... (python -m attncore sweep --help)"
