@@ -46,9 +46,9 @@ def model() -> cost_model.CostModel:
     what the page waits for."""
     n = workers()
     if cost_model.calibrated(n):
-        return cost_model.model(n)
-    with st.spinner("Timing this server's CPU for the estimates (once per server process, a few seconds)..."):
-        return cost_model.model(n)
+        return cost_model.model(n, cache_dir())
+    with st.spinner("Reading this server's CPU timings for the estimates (timed once per machine, a few seconds)..."):
+        return cost_model.model(n, cache_dir())
 
 
 def computing(runs: Sequence[RunConfig]) -> float:
