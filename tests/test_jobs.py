@@ -201,3 +201,41 @@ def test_a_local_sweep_whose_page_goes_stores_the_run_under_way(cache, tmp_path)
     (job,) = s.running
     assert job.run == runs[0] and job.future.result(timeout=600).config == runs[0]  # waits for the event
     assert is_cached(runs[0]) and not is_cached(runs[1])
+
+
+def _report_script(clicked: bool):
+    import streamlit as st
+
+    from ui import live, sweeps
+
+    st.session_state[live.TOKEN_KEY] = "visitor-report"
+    if clicked:
+        st.session_state[sweeps.CANCEL_CLICKED] = True
+    sweeps.report_cancelled()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("hosted", "clicked", "stopped"),
+    [("0", False, False), ("0", True, True), ("1", False, True), ("1", True, True)],
+    ids=["local rerun", "local Cancel", "hosted rerun", "hosted Cancel"],
+)
+def test_the_rerun_after_a_sweep_stops_it_unless_local_and_not_a_cancel(
+    tmp_path, monkeypatch, hosted, clicked, stopped
+):
+    """The page's next run (dashboard.py calls report_cancelled first): a Cancel stops the runs under way in either
+    mode; another rerun (a setting, another page) stops them on a hosted server, and lets them finish locally."""
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("ATTNLAB_HOSTED", hosted)
+    run = make_run(steps=10)
+    progress = open_progress(tmp_path / "p.f64", 10, create=True)
+    progress[1] = 2.5  # a step trained
+    loop.running().put(
+        "visitor-report", ("Test sweep", loop.Sweep(0, [run], running=[loop.Job(run, Future(), progress)]))
+    )
+    at = AppTest.from_function(_report_script, args=(clicked,), default_timeout=60).run()
+    assert not at.exception
+    assert bool(progress[0] == 1.0) is stopped and loop.running().pop("visitor-report") is None
+    toasts = " ".join(t.value for t in at.toast)
+    assert ("cancelled after" in toasts) is stopped and ("go on and are stored" in toasts) is (not stopped)
