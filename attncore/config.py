@@ -14,7 +14,7 @@ from .checks import ConfigError, check_int
 from .checks import check_choice as check_choice  # re-exported: the checks' callers import them from here
 from .settings import DECAYS as DECAYS
 from .settings import DTYPES as DTYPES
-from .settings import MAX_EMBED_STD, SETTINGS, in_section, optional_fields
+from .settings import MAX_EMBED_STD, SETTINGS, check_requirements, in_section, optional_fields
 from .settings import MAX_RANDOMIZED as MAX_RANDOMIZED
 from .settings import NORMS as NORMS
 from .settings import POSITIONS as POSITIONS
@@ -103,8 +103,7 @@ class TrainConfig:
             raise ConfigError("min_lr_ratio", f"must be a number, got {self.min_lr_ratio!r}")
         if not 0.0 <= self.min_lr_ratio <= 1.0:  # also refuses nan
             raise ConfigError("min_lr_ratio", f"must be in [0, 1], got {self.min_lr_ratio}")
-        if self.min_lr_ratio and self.decay == "none":  # else two keys for one run
-            raise ConfigError("min_lr_ratio", "is the end of a decay: give decay linear or cosine, or leave it at 0")
+        check_requirements({s.name: getattr(self, s.config_field) for s in in_section("train")})  # one key a run
         object.__setattr__(self, "min_lr_ratio", float(self.min_lr_ratio))  # 0 and 0.0: one cache key
         _check(self, "batch_size")
         _check(self, "lr", "beta1", "beta2", "eps")
@@ -144,8 +143,7 @@ class TaskConfig:
                 raise ConfigError("train_lengths", f"MAX must be the run's length L={self.length}, got {lo} {hi}")
         if not isinstance(self.mixed_lengths, bool):
             raise ConfigError("mixed_lengths", f"must be true or false, got {self.mixed_lengths!r}")
-        if self.mixed_lengths and self.train_lengths is None:
-            raise ConfigError("mixed_lengths", "needs train_lengths (a range to mix)")
+        check_requirements({s.name: getattr(self, s.config_field) for s in in_section("task")})
 
     @property
     def min_length(self) -> int:
