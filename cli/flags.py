@@ -17,7 +17,7 @@ from attncore import task as tasks
 from attncore.checks import ASCII_INTEGER, ASCII_NUMBER
 from attncore.config import MAX_LENGTH, ConfigError
 from attncore.memory import parse_size
-from attncore.settings import POSITIONAL, SETTINGS, Setting, check_requirements, without_unused
+from attncore.settings import POSITIONAL, SETTINGS, Setting, by_field, check_requirements, without_unused
 from lab.presets import MAX_JOBS  # configs only: no store, no joblib
 
 MAX_GRID = 1000  # a sweep grid of more runs needs --yes
@@ -28,11 +28,8 @@ SCHEDULE_FLAGS = tuple(s.name for s in SETTINGS.values() if s.swept and s.option
 # settings whose one value every run of a sweep (or a preset's) shares
 SETTING_FLAGS = tuple(s.name for s in SETTINGS.values() if s.shared)
 
-# config field (and setting name) -> the train/sweep flag that sets it, so errors name what the user typed
-FLAGS = {s.config_field: s.flag for s in SETTINGS.values() if s.flag} | {
-    s.name: s.flag for s in SETTINGS.values() if s.flag
-}
-FLAGS |= {"scaling": "--scaling", "randomized": "--eval-positions"}
+# the flags errors name where a field's record does not say it: --scaling (of sweep) and --eval-positions
+FLAGS = {"scaling": "--scaling", "randomized": "--eval-positions"}
 
 
 STORE_VAR = "ATTNCORE_CACHE_DIR"  # lab.store.ENV_VAR, repeated so that building the parser loads no store
@@ -46,8 +43,12 @@ def store_place() -> str:
 
 
 def flag_of(field: str) -> str:
-    """The flag a ConfigError's field stands for: itself if it is one, else FLAGS or --field-name."""
-    return field if field.startswith("-") else FLAGS.get(field, "--" + field.replace("_", "-"))
+    """The flag a ConfigError's field stands for: itself if it is one, else FLAGS, its setting's flag (a config field
+    or a setting's name, attncore.settings) or --field-name."""
+    if field.startswith("-"):
+        return field
+    s = by_field(field)
+    return FLAGS.get(field) or (s.flag if s and s.flag else "--" + field.replace("_", "-"))
 
 
 class ArgumentError(Exception):
@@ -261,7 +262,7 @@ def run_of(a):
 
 def grid_dests() -> list[str]:
     """The parsed flags (argparse dests) that say which runs a grid holds: every setting's flag but the shared ones."""
-    return [_flag_kwargs(s, False)["dest"] for s in SETTINGS.values() if s.flag and s.name not in SETTING_FLAGS]
+    return [_flag_kwargs(s, False)["dest"] for s in SETTINGS.values() if s.flag and not s.shared]
 
 
 def schedules(a) -> list[dict]:

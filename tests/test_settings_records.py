@@ -52,3 +52,91 @@ def test_a_presets_copy_of_a_run_keeps_every_setting(name):
     assert with_settings(run) == run
     other = {"seed": 7} if name != "seed" else {"steps": 300}
     assert with_settings(run, **other) == make_run(**(kw | other)) != run
+
+
+# --- a setting added in this test alone ----------------------------------------------------------------------------
+
+ADDED = schema.Setting(
+    "label_smoothing", "train", 0.0, float, "Label smoothing ε", low=0.0, high=1.0, open_low=False, url="ls",
+    flag="--label-smoothing", advanced=True, optional=True, factor="label_smoothing", levels=(0.0, 0.1), column=99,
+    phrase="label smoothing {}", shared=True, step=0.05, fmt="%g", metavar="E", flag_help="the targets' smoothing",
+)  # fmt: skip
+
+
+@pytest.fixture
+def added_setting(monkeypatch):
+    """ADDED registered as a real setting is: its record, and the field it sets in TrainConfig (here a subclass with
+    the field, where make_run and from_dict find TrainConfig). The sidebar is imported again to read its records,
+    and again after the test without them."""
+    import dataclasses
+    import importlib
+
+    import cli.flags  # noqa: F401  (imported before the record is: their tables hold the settings as declared)
+    import cli.sweep  # noqa: F401
+    import lab.factors  # noqa: F401
+    import lab.tables  # noqa: F401
+    from attncore import config
+    from ui import sidebar
+
+    train = dataclasses.make_dataclass(
+        "TrainConfig", [(ADDED.name, float, ADDED.default)], bases=(config.TrainConfig,), frozen=True
+    )
+    monkeypatch.setitem(schema.SETTINGS, ADDED.name, ADDED)
+    monkeypatch.setattr(config, "TrainConfig", train)
+    importlib.reload(sidebar)
+    yield ADDED
+    monkeypatch.undo()
+    importlib.reload(sidebar)
+
+
+def _sidebar_script() -> None:
+    import streamlit as st
+
+    from ui import sidebar
+
+    sidebar.render()
+    st.caption(sidebar.describe(sidebar.selected_run()))
+
+
+def test_a_setting_registered_in_a_test_reaches_flags_descriptions_tables_variants_and_presets(added_setting):
+    from cli.flags import Parser, add_model_args, flag_of, grid_dests, run_of, run_settings
+    from lab import phrases, tables
+
+    run, base = make_run(label_smoothing=0.1), make_run()
+    assert run.train.label_smoothing == 0.1 and base.train.label_smoothing == 0.0
+    # the command line: train's flag, an error's name for it, a sweep's shared value (not a grid axis)
+    train = Parser(prog="train")
+    add_model_args(train)
+    assert run_of(train.parse_args(["--label-smoothing", "0.1"])) == run
+    assert run_of(train.parse_args([])) == base
+    assert flag_of("label_smoothing") == "--label-smoothing"
+    sweep = Parser(prog="sweep")
+    add_model_args(sweep, many=True)
+    assert run_settings(sweep.parse_args(["--seed", "0", "1", "--label-smoothing", "0.1"]))["label_smoothing"] == 0.1
+    assert "label_smoothing" not in grid_dests()
+    # the description names it when set (it is optional), a variant's name by its phrase, a preset's copy keeps it
+    assert phrases.describe(run) == phrases.describe(base) + " · label smoothing 0.1"
+    assert tables.variant_name(run, base) == "label smoothing 0.1"
+    assert tables.variant_name(base, run) == "label smoothing 0"
+    assert with_settings(run, seed=3) == make_run("copy", 6, 3, label_smoothing=0.1)
+    # the runs table has its column
+    summaries = [{"config": r.to_dict(), "token_accuracy": 1.0} for r in (run, base)]
+    assert list(tables.runs_frame(summaries)["label_smoothing"]) == [0.1, 0.0]
+
+
+def test_a_setting_registered_in_a_test_is_in_the_sidebar_and_its_url(added_setting):
+    from streamlit.testing.v1 import AppTest
+
+    from ui import sidebar
+
+    assert sidebar.DEFAULTS["ls"] == ("label_smoothing", 0.0) and "label_smoothing" in sidebar.ADVANCED_FIELDS
+    at = AppTest.from_function(_sidebar_script, default_timeout=60)
+    at.query_params["ls"] = "0.1"
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert at.number_input(key="ls").value == 0.1
+    assert [c.value for c in at.caption if "label smoothing 0.1" in c.value]
+    at.query_params.clear()
+    at.session_state["ls"] = 0.0
+    at.run()
+    assert not [c.value for c in at.caption if "label smoothing" in c.value]  # the default: not named
