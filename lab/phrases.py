@@ -76,21 +76,29 @@ def _described(run: RunConfig, s: Setting) -> str:
     return phrase(s, value)
 
 
-def describe(run: RunConfig, leave_out=()) -> str:
-    """One line naming a run, every value as its record writes it, the task's length and fields as the task does:
-    'copy · L=6 · seed 0 · learned position · pre-LN · scaling on · lr 3e-3 · 1,500 steps · d=32, 4 heads,
-    2 layers · batch 32'. `leave_out` names settings not to say (the seed, for a view over seeds)."""
-    text, last, task_words = "", None, False
+def _phrases(run: RunConfig, keep=lambda s: True) -> list[tuple[Setting | None, str]]:
+    """(setting, words) of each phrase the run's description says of the settings `keep` keeps, in order; the
+    task's own words (Task.describe: its length, range and fields) stand where the first of its settings without a
+    phrase stands (setting None)."""
+    out: list[tuple[Setting | None, str]] = []
+    task_said = False
     for s in _description_order():
-        if s.name in leave_out:
+        if not keep(s):
             continue
-        if s.section == "task" and not s.phrase:  # the task's own (Task.describe), where the first of them stands
-            words, task_words = ("" if task_words else tasks.get(run.task.name).describe(run.task)), True
-            s = None
-        else:
-            words = _described(run, s)
-        if not words:
-            continue
+        if s.section == "task" and not s.phrase:
+            if not task_said:
+                out.append((None, tasks.get(run.task.name).describe(run.task)))
+            task_said = True
+        elif words := _described(run, s):
+            out.append((s, words))
+    return out
+
+
+def _joined(phrases: list[tuple[Setting | None, str]]) -> str:
+    """Phrases as one line: a setting that needs another right after it with a space ('cosine decay to 0.1 lr'),
+    one of the group before it with a comma ('d=32, 4 heads'), the others with SEP."""
+    text, last = "", None
+    for s, words in phrases:
         if not text:
             text = words
         elif s is not None and s.requires:
@@ -103,18 +111,17 @@ def describe(run: RunConfig, leave_out=()) -> str:
     return text
 
 
-def group_text(run: RunConfig, group: str) -> str:
-    """The phrases of one group of the run's description that it names, with those that stand after them
-    ('warm-up 300 steps, cosine decay to 0.1 lr' for the schedule), or ''."""
-    parts: list[str] = []
-    for s in _description_order():
-        leader = SETTINGS.get(s.requires) if s.requires else s
-        words = _described(run, s) if s.phrase and leader.group == group else ""
-        if words and s.requires and parts:
-            parts[-1] += " " + words
-        elif words:
-            parts.append(words)
-    return ", ".join(parts)
+def describe(run: RunConfig, leave_out=()) -> str:
+    """One line naming a run, every value as its record writes it, the task's length and fields as the task does:
+    'copy · L=6 · seed 0 · learned position · pre-LN · scaling on · lr 3e-3 · 1,500 steps · d=32, 4 heads,
+    2 layers · batch 32'. `leave_out` names settings not to say (the seed, for a view over seeds)."""
+    return _joined(_phrases(run, lambda s: s.name not in leave_out))
+
+
+def group_text(run, group: str) -> str:
+    """The phrases of one group of the run's description, with those that need them ('warm-up 300 steps, cosine
+    decay to 0.1 lr' for the schedule), or ''. `run` may be any object with the sections the group lives in."""
+    return _joined(_phrases(run, lambda s: SETTINGS.get(s.requires or s.name, s).group == group))
 
 
 def variant_name(run: RunConfig, base: RunConfig) -> str:

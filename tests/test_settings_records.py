@@ -54,6 +54,45 @@ def test_a_presets_copy_of_a_run_keeps_every_setting(name):
     assert with_settings(run, **other) == make_run(**(kw | other)) != run
 
 
+DESCRIBED = {  # the one-line descriptions the pages showed before they were read from the records
+    (): "copy · L=6 · seed 0 · learned position · pre-LN · scaling on · lr 3e-3 · 1,500 steps · d=32, 4 heads, "
+    "2 layers · batch 32",
+    (("qk_norm", True), ("z_loss", 1e-4), ("weight_decay", 0.1), ("warmup", 300), ("decay", "cosine"),
+     ("min_lr_ratio", 0.1), ("embed_std", 1.0)): "copy · L=6 · seed 0 · learned position · pre-LN · scaling on · "
+    "qk-norm · lr 3e-3 · 1,500 steps · d=32, 4 heads, 2 layers · batch 32 · warm-up 300 steps, cosine decay to "
+    "0.1 lr · embedding std 1 · weight decay 0.1 · z-loss 0.0001",
+    (("length", 8), ("train_min", 2), ("mixed_lengths", True), ("randomized_positions", 64), ("decay", "linear")):
+    "copy · L=2-8 mixed · randomized positions < 64 · seed 0 · learned position · pre-LN · scaling on · lr 3e-3 · "
+    "1,500 steps · d=32, 4 heads, 2 layers · batch 32 · linear decay to 0 lr",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("settings", list(DESCRIBED))
+def test_the_description_read_from_the_records_says_what_the_pages_said(settings):
+    from lab import phrases
+
+    assert phrases.describe(make_run(**dict(settings))) == DESCRIBED[settings]
+
+
+def test_a_setting_that_needs_another_is_dropped_by_the_sidebar_and_a_sweep_and_refused_by_the_configs():
+    from attncore import ConfigError
+    from cli.flags import Parser, add_model_args, schedules
+
+    assert schema.without_unused({"decay": "none", "min_lr_ratio": 0.5}) == {"decay": "none", "min_lr_ratio": 0.0}
+    assert schema.without_unused({"mixed_lengths": True}) == {"mixed_lengths": False}
+    assert schema.without_unused({"train_lengths": (1, 6), "mixed_lengths": True})["mixed_lengths"] is True
+    with pytest.raises(ConfigError) as e:
+        make_run(min_lr_ratio=0.5)
+    assert e.value.field == "min_lr_ratio" and "give decay linear or cosine too" in e.value.message
+    sweep = Parser(prog="sweep")
+    add_model_args(sweep, many=True)
+    a = sweep.parse_args(["--decay", "none", "cosine", "--min-lr-ratio", "0.1"])
+    assert [(s["decay"], s["min_lr_ratio"]) for s in schedules(a)] == [("none", 0.0), ("cosine", 0.1)]
+    with pytest.raises(ConfigError) as e:
+        schedules(sweep.parse_args(["--min-lr-ratio", "0.1"]))
+    assert e.value.field == "min_lr_ratio" and "give --decay linear or cosine too" in e.value.message
+
+
 # --- a setting added in this test alone ----------------------------------------------------------------------------
 
 ADDED = schema.Setting(
