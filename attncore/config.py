@@ -36,6 +36,12 @@ def _check(config, *names: str) -> None:
         SETTINGS[name].check(getattr(config, SETTINGS[name].config_field))
 
 
+def _check_rest(config, section: str, *own: str) -> None:
+    """Check every setting of the config's section but `own` (checked by rules of their own): a setting added to
+    attncore.settings is checked by its record."""
+    _check(config, *(s.name for s in in_section(section) if s.name not in own))
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     vocab_size: int = VOCAB_SIZE
@@ -64,7 +70,7 @@ class ModelConfig:
             raise ConfigError("n_heads", f"rope needs an even head size, got d_head={self.d_head}")
         _check(self, "n_layers", "d_ff")
         check_int("max_len", self.max_len, 1, 1_000_000)
-        _check(self, "position", "norm", "scaling", "dtype", "qk_norm")
+        _check_rest(self, "model", "d_model", "n_heads", "n_layers", "d_ff", "embed_std")
         if isinstance(self.embed_std, bool) or not isinstance(self.embed_std, (int, float)):
             raise ConfigError("embed_std", f"must be a number, got {self.embed_std!r}")
         if not 0.0 < self.embed_std <= MAX_EMBED_STD:  # also refuses nan
@@ -103,14 +109,13 @@ class TrainConfig:
             raise ConfigError("min_lr_ratio", f"must be a number, got {self.min_lr_ratio!r}")
         if not 0.0 <= self.min_lr_ratio <= 1.0:  # also refuses nan
             raise ConfigError("min_lr_ratio", f"must be in [0, 1], got {self.min_lr_ratio}")
-        check_requirements({s.name: getattr(self, s.config_field) for s in in_section("train")})  # one key a run
+        check_requirements(
+            {s.name: getattr(self, s.config_field) for s in in_section("train")}
+        )  # else two keys for one run
         object.__setattr__(self, "min_lr_ratio", float(self.min_lr_ratio))  # 0 and 0.0: one cache key
-        _check(self, "batch_size")
-        _check(self, "lr", "beta1", "beta2", "eps")
-        _check(self, "weight_decay", "z_loss")
+        _check_rest(self, "train", "randomized_positions", "steps", "warmup", "decay", "min_lr_ratio")
         object.__setattr__(self, "weight_decay", float(self.weight_decay))  # 0 and 0.0: one cache key
         object.__setattr__(self, "z_loss", float(self.z_loss))
-        _check(self, "seed")
 
 
 @dataclass(frozen=True)

@@ -141,8 +141,13 @@ def test_a_setting_registered_in_a_test_reaches_flags_descriptions_tables_varian
     from cli.flags import Parser, add_model_args, flag_of, grid_dests, run_of, run_settings
     from lab import phrases, tables
 
+    from attncore import ConfigError
+
     run, base = make_run(label_smoothing=0.1), make_run()
     assert run.train.label_smoothing == 0.1 and base.train.label_smoothing == 0.0
+    with pytest.raises(ConfigError) as e:  # the config checks its range, as the record declares it
+        make_run(label_smoothing=1.0)
+    assert e.value.field == "label_smoothing" and "1" in e.value.message
     # the command line: train's flag, an error's name for it, a sweep's shared value (not a grid axis)
     train = Parser(prog="train")
     add_model_args(train)
