@@ -109,9 +109,8 @@ class TrainConfig:
             raise ConfigError("min_lr_ratio", f"must be a number, got {self.min_lr_ratio!r}")
         if not 0.0 <= self.min_lr_ratio <= 1.0:  # also refuses nan
             raise ConfigError("min_lr_ratio", f"must be in [0, 1], got {self.min_lr_ratio}")
-        check_requirements(
-            {s.name: getattr(self, s.config_field) for s in in_section("train")}
-        )  # else two keys for one run
+        # a decay's end without a decay: else two keys for one run
+        check_requirements({s.name: getattr(self, s.config_field) for s in in_section("train")})
         object.__setattr__(self, "min_lr_ratio", float(self.min_lr_ratio))  # 0 and 0.0: one cache key
         _check_rest(self, "train", "randomized_positions", "steps", "warmup", "decay", "min_lr_ratio")
         object.__setattr__(self, "weight_decay", float(self.weight_decay))  # 0 and 0.0: one cache key
