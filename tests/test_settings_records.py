@@ -138,10 +138,9 @@ def _sidebar_script() -> None:
 
 
 def test_a_setting_registered_in_a_test_reaches_flags_descriptions_tables_variants_and_presets(added_setting):
+    from attncore import ConfigError
     from cli.flags import Parser, add_model_args, flag_of, grid_dests, run_of, run_settings
     from lab import phrases, tables
-
-    from attncore import ConfigError
 
     run, base = make_run(label_smoothing=0.1), make_run()
     assert run.train.label_smoothing == 0.1 and base.train.label_smoothing == 0.0
