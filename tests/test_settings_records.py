@@ -183,3 +183,36 @@ def test_a_setting_registered_in_a_test_is_in_the_sidebar_and_its_url(added_sett
     at.session_state["ls"] = 0.0
     at.run()
     assert not [c.value for c in at.caption if "label smoothing" in c.value]  # the default: not named
+
+
+def _sidebar_run_script() -> None:
+    import streamlit as st
+
+    from ui import sidebar
+
+    sidebar.render()
+    run = sidebar.selected_run()
+    k, t = run.task, run.train
+    st.json({"lengths": k.train_lengths, "mixed": k.mixed_lengths, "n_max": t.randomized_positions, "decay": t.decay,
+             "ratio": t.min_lr_ratio})  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ({"range": "true", "mixed": "true", "nmax": "64"}, [[1, 6], True, 64, "none", 0.0]),
+        ({"mixed": "true", "minlr": "0.5"}, [None, False, None, "none", 0.0]),  # each needs another that is off
+        ({"decay": "cosine", "minlr": "0.5", "nmax": "0"}, [None, False, None, "cosine", 0.5]),
+    ],
+)
+def test_the_sidebar_drops_a_setting_whose_requirement_is_off_and_reads_0_as_off(query, expected):
+    import json
+
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_function(_sidebar_run_script, default_timeout=60)
+    at.query_params.update(query)
+    at.run()
+    assert not at.exception and not at.error, [e.message for e in at.exception]
+    shown = json.loads(at.json[0].value)
+    assert [shown[k] for k in ("lengths", "mixed", "n_max", "decay", "ratio")] == expected
