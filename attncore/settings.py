@@ -2,9 +2,11 @@
 key, the sidebar's widgets and the URL, the command line's flags, Compare's factors and the tables.
 
 A record says which RunConfig field it sets, its default (a task may set its own: Task.defaults), its range or
-choices, its URL key, flag and label, how a value is written, the levels a comparison offers, and whether it
-enters a run's key only when it differs from its default (a setting added after runs were stored keeps their
-keys). A new setting is one record here and the code where it acts (the model or the trainer).
+choices, its URL key, flag and label, how a value is written (and its phrase in a run's description and a variant's
+name: lab.phrases), the levels a comparison offers, the setting it needs or follows, whether a sweep shares it, and
+whether it enters a run's key only when it differs from its default (a setting added after runs were stored keeps
+their keys). A new setting is one record here, its config field and the code where it acts (the model or the
+trainer).
 Standard library only: the bottom of attncore, under config.
 """
 
@@ -235,8 +237,7 @@ SETTINGS: dict[str, Setting] = {
           preselected=(0, 300), step=50, hint="0 = none", column=14, swept=True, metavar="N",
           flag_help="steps of linear warm-up (0: none)",
           help="The learning rate rises linearly from lr/W to lr over the first W steps. At most the steps.",
-          phrase="warm-up {} steps", variant="warm-up {}", spec=",",
-          group="schedule"),
+          phrase="warm-up {} steps", variant="warm-up {}", spec=",", group="schedule"),
         S("decay", "train", "none", str, "Learning-rate decay", choices=DECAYS, url="decay", flag="--decay",
           advanced=True, optional=True, labels={"none": "none (constant)", "linear": "linear", "cosine": "cosine"},
           factor="decay", levels=DECAYS, preselected=("none", "cosine"), widget="select", column=15, swept=True,
