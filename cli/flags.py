@@ -270,11 +270,12 @@ def schedules(a) -> list[dict]:
     learning-rate schedules), as make_run keywords; a setting that needs another takes its default where that one
     is at its own (--min-lr-ratio applies to the schedules with a decay: it is where a decay ends)."""
     given = {name: dict.fromkeys(getattr(a, name)) for name in SCHEDULE_FLAGS}
-    some = {
+    # one value of each, a set one where any is: a needed setting never set refuses the values that need it
+    any_set = {
         name: next((v for v in values if SETTINGS[name].is_set(v)), SETTINGS[name].default)
         for name, values in given.items()
     }
-    check_requirements(some, named=lambda s: s.flag)
+    check_requirements(any_set, named=lambda s: s.flag)
     found = []
     for values in itertools.product(*given.values()):
         schedule = without_unused(dict(zip(given, values, strict=True)))
