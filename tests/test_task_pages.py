@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -105,6 +107,17 @@ def test_compare_names_a_tasks_metric_from_the_task(rotate):
     assert metric_names()["rotate_loss"] == "rotate loss" and table_titles()["rotate_loss"] == "Rotate loss (held out)"
     assert metric_names()["weight_norm"] == "weight norm"  # the modular task's, declared on it
     assert table_titles()["copy_loss"] == "Copy queries' loss (held out)"  # the bigram_backcopy task's
+
+
+def test_the_command_line_trains_it_and_the_store_keeps_its_metric(rotate, cache, capsys):
+    from cli.main import main
+    from lab.store import stored_run
+
+    assert main(["train", "--task", "rotate", "--length", "4", "--steps", str(STEPS), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    record = stored_run(make_run("rotate", 4, 0, steps=STEPS))
+    assert record is not None and record.figures["rotate_loss"] == out["rotate_loss"] > 0  # its own metric, kept
+    assert record.figures["rotate_loss"] == pytest.approx(record.test_loss)  # what it measures: the held-out loss
 
 
 def test_each_task_says_its_own_words():
