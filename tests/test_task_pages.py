@@ -165,7 +165,7 @@ def test_every_task_opens_every_lab_page_in_its_own_words(every_task_trained, pa
         shown = texts(at.caption) + "\n" + texts(at.markdown)
         if page == "results":
             continue  # the article's tasks over lengths: it names its own grid
-        assert f"{task.name} · {task.describe(run.task)}" in shown, (task.name, page)  # its run, trained already
+        assert f"{task.shown_name()} · {task.describe(run.task)}" in shown, (task.name, page)  # its run, trained
         assert "train" not in [b.key for b in at.button], (task.name, page)  # no "Train this configuration"
         words = task.words(run.task)
         expected = {

@@ -258,7 +258,7 @@ def describe(run: RunConfig, seed: bool = True) -> str:
     lengths += " mixed" if k.mixed_lengths else ""
     lengths += f" · randomized positions < {t.randomized_positions}" if t.randomized_positions else ""
     return (
-        f"{k.name} · {lengths} · {f'seed {t.seed} · ' if seed else ''}{shown('position')} position · "
+        f"{task_label(k.name)} · {lengths} · {f'seed {t.seed} · ' if seed else ''}{shown('position')} position · "
         f"{shown('norm')} · scaling {shown('scaling')}{' · qk-norm' if m.qk_norm else ''} · lr {shown('lr')} · "
         f"{t.steps:,} steps · d={m.d_model}, {formats.count(m.n_heads, 'head')}, "
         f"{formats.count(m.n_layers, 'layer')} · batch {t.batch_size}{schedule_text(t)}"
