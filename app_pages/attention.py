@@ -75,8 +75,8 @@ def head_ablation() -> None:
             )
         c3.metric("Heads zeroed", f"{len(picked)} of {len(heads)}")
         st.caption(
-            f"Accuracy ({probe.accuracy_how(run)}) on {words.test_set} with the chosen heads' outputs zeroed; the "
-            "change is against the full model."
+            f"Accuracy on {words.test_set} with the chosen heads' outputs zeroed, measured as the Train page says; "
+            "the change is against the full model."
         )
     with right:
         st.altair_chart(charts.head_effects(table), width="stretch")

@@ -4,13 +4,13 @@ import streamlit as st
 
 from attncore.interpret.norms import snapshot_sequences
 from attncore.optim import lr_schedule
+from attncore.task import task_of
 from lab import formats, provenance
 from ui import frames, probe, runs, sidebar
 from ui.charts import regimes as regime_charts
 from ui.charts import runs as charts
 from ui.params import url_select_slider
 from ui.plain import plain
-from ui.regimes_view import entropy_rows
 
 st.title("Train")
 run = sidebar.selected_run()
@@ -75,6 +75,7 @@ right.metric(f"{words.repeated} ({e.n_repeated:,} held out)", f"{e.repeated_accu
 st.caption(words.distinct_why)
 
 st.subheader("Norms by block during training")
+n, queries = run.task.n_inputs, task_of(run.task).answer_queries(run.task)
 if record.norms is None:
     st.info(
         "This run was stored before its norms were recorded with it; `python -m attncore norms` with the sidebar's "
@@ -84,10 +85,11 @@ if record.norms is None:
 else:
     st.altair_chart(regime_charts.snapshot_norms(regime_charts.snapshot_norms_frame(record.norms)), width="content")
     st.caption(
-        f"At each of the {len(record.norms)} snapshots, on {snapshot_sequences(run)} fixed "
+        f"At each of the {len(record.norms)} snapshots, on {snapshot_sequences(run):,} fixed "
         "sequences of the task (the same for every run of this task and length): the gradient norm of each block's "
         "FFN output matrix, the residual stream's mean norm after the block, the largest attention logit "
-        f"|q·k|/scale and the mean attention entropy {entropy_rows(run.task.length)}. The Regimes page sets "
+        f"|q·k|/scale and the mean attention entropy over the query rows 1 to {n - 1} of the {n} input positions "
+        f"(row 0 sees one key only; on the probe, {words.answer}: {probe.query_list(queries)}). The Regimes page sets "
         "them beside each other across depths and head sizes. All four matrices and the initial figures, on the "
         "command line:  \n`python -m attncore norms --json`"  # on a line of its own: a command is never split
     )
