@@ -188,3 +188,14 @@ def test_a_tasks_own_cap_bounds_its_length_in_the_sidebar(every_task_trained, mo
     assert not at.exception, [e.message for e in at.exception]
     assert at.number_input(key="L").max == 4  # the task's own cap, set by the operator
     assert "Rotate (test)" in at.radio(key="task").options
+
+
+@pytest.mark.slow  # an AppTest of the dashboard
+def test_choosing_each_task_in_the_sidebar_draws_its_fields(every_task_trained):
+    """Choosing Bigram-Backcopy in the sidebar used to raise on every Lab page, as its link did."""
+    at = open_lab_page("train", {"steps": str(STEPS)})
+    for name in tasks.names():
+        at.radio(key="task").set_value(name).run()
+        assert not at.exception, (name, [e.message for e in at.exception])
+        for field in tasks.get(name).fields:
+            assert at.number_input(key=SETTINGS[field].url).max is not None, (name, field)
