@@ -109,6 +109,16 @@ def test_compare_names_a_tasks_metric_from_the_task(rotate):
     assert table_titles()["copy_loss"] == "Copy queries' loss (held out)"  # the bigram_backcopy task's
 
 
+def test_the_command_lines_task_help_says_each_tasks_summary(rotate, capsys):
+    from cli.main import main
+
+    with pytest.raises(SystemExit) as done:
+        main(["train", "--help"])
+    said = " ".join(capsys.readouterr().out.split())  # argparse wraps the help
+    assert done.value.code == 0 and "rotate: the L symbols shifted one place left" in said
+    assert "modular: (a + b) mod p" in said and "bigram_backcopy: a bigram chain after BOS" in said
+
+
 def test_the_command_line_trains_it_and_the_store_keeps_its_metric(rotate, cache, capsys):
     from cli.main import main
     from lab.store import stored_run
