@@ -12,10 +12,12 @@ Standard library only: the bottom of attncore, under config.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from .checks import ConfigError, check_choice, check_float, check_int
+from .task import get as task_get
 from .task import names as task_names
 
 POSITIONS = ("learned", "sinusoidal", "rope", "alibi", "none")
@@ -25,6 +27,22 @@ DECAYS = ("none", "linear", "cosine")  # the learning rate after warm-up (attnco
 LEARNING_RATES = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2)  # the sidebar's and Compare's choices
 MAX_RANDOMIZED = 4096  # largest N_MAX of randomized positions
 MAX_EMBED_STD = 10.0  # the largest initial std of the embeddings
+
+
+class TaskLabels(Mapping):
+    """The task setting's labels: each registered task's own (Task.shown_name), read from the registry when asked,
+    so a task registered later (in its module, or in a test) is written by its label too."""
+
+    def __getitem__(self, name: str) -> str:
+        if name not in task_names():
+            raise KeyError(name)
+        return task_get(name).shown_name()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(task_names())
+
+    def __len__(self) -> int:
+        return len(task_names())
 
 
 def learning_rate(lr: float) -> str:
@@ -150,7 +168,7 @@ SETTINGS: dict[str, Setting] = {
         # the task: its name, its length (L, or the task's own: Task.length_name), a range of training lengths, and
         # the fields of a task's own (Task.fields: only the tasks that read them take them, with the task's default)
         S("task", "task", "copy", str, "Task", field="name", url="task", flag="--task", factor="task",
-          preselected=("copy", "sort"), widget="radio", swept=True, phrase="{}", named_at=5),
+          labels=TaskLabels(), preselected=("copy", "sort"), widget="radio", swept=True, phrase="{}", named_at=5),
         S("length", "task", 6, int, "Sequence length", low=1, url="L", flag="--length", factor="length",
           factor_label="L",
           cap="max_length", preselected=(4, 6, 8), swept=True, metavar="L", variant="L {}", named_at=6),

@@ -215,7 +215,12 @@ def task_flags(only: str | None = None) -> dict[str, tuple[str, object, str]]:
 
 
 def add_task_args(p: argparse.ArgumentParser, only: str | None = None) -> None:
-    """The flags of the tasks' own settings (task_flags)."""
+    """The flags of the tasks' own settings (task_flags); --task's help, where the parser has it, says each task's
+    summary (Task.summary)."""
+    choice = p._option_string_actions.get(SETTINGS["task"].flag)  # argparse keeps its actions by flag
+    if choice is not None:
+        said = (f"{t.name}: {t.summary}" for t in map(tasks.get, tasks.names()) if t.summary)
+        choice.help = "; ".join(said).replace("%", "%%")
     for dest, (flag, default, help) in task_flags(only).items():
         metavar = SETTINGS[dest].metavar if dest in SETTINGS else None
         kind = number if dest in SETTINGS and SETTINGS[dest].kind is float else integer  # the modular task's fraction

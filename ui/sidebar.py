@@ -18,6 +18,7 @@ from attncore import ConfigError, RunConfig, make_run
 from attncore import task as tasks
 from attncore.settings import LEARNING_RATES, SETTINGS, without_unused
 from lab import phrases
+from lab.jobs.caps import LIMIT_RANGE
 from lab.phrases import SEP
 from ui import plain, urls
 from ui.limits import limits
@@ -64,6 +65,23 @@ TASK_DEFAULTED = {
 }
 ADVANCED = "sidebar_advanced"  # session-state key of the Advanced expander
 ADVANCED_FIELDS = {s.name for s in SETTINGS.values() if s.advanced}  # under Advanced
+UNBOUNDED = LIMIT_RANGE[1]  # a field with no maximum, cap or task cap: the widget's top (the task's check refuses more)
+
+
+def task_label(name: str) -> str:
+    """A task's label on the pages (Task.label; its name when it has none)."""
+    return tasks.get(name).shown_name() if name in tasks.names() else name
+
+
+def task_help() -> str:
+    """The task choice's help, from each registered task's summary; a task with an experiment of its own says which
+    settings choosing it sets (Task.defaults)."""
+    lines = []
+    for t in _tasks():
+        own = [SETTINGS[k].label for k in t.defaults if k in SETTINGS and SETTINGS[k].section != "task"]
+        sets = f" (choosing it sets its experiment's {', '.join(own)})" if own else ""
+        lines.append(f"- **{t.shown_name()}**: {t.summary or 'no summary declared'}{sets}.")
+    return "\n".join(lines)
 
 
 def _reset() -> None:
@@ -114,11 +132,13 @@ def _widget(s, lim, task: str, key: str | None = None, label: str | None = None,
         return partial(draw, label, key, list(options) if s.levels else options, value, format_func=s.format, **kw)
     ui_low, ui_high = s.ui_range
     low = ui_low if low is None else low
-    cap = getattr(lim, s.cap) // s.cap_divisor if s.cap and high is None else None  # a task's length: its own
-    own = tasks.get(task).defaults.get(s.name) if task in tasks.names() else None
+    t = tasks.get(task) if task in tasks.names() else None
+    cap_name = (t.field_caps.get(s.name) if t else None) or s.cap  # a task may bound its own field (Task.field_caps)
+    cap = getattr(lim, cap_name) // s.cap_divisor if cap_name and high is None else None  # a task's length: its own
+    own = t.defaults.get(s.name) if t else None
     if cap is not None and isinstance(own, int) and own > cap:  # its experiment's own value (the modular task's
         cap = own  # full batch) stays open: a link naming the task opens that run; its cost is metered
-    high = min(x for x in (ui_high, high, cap) if x is not None)
+    high = min((x for x in (ui_high, high, cap) if x is not None), default=UNBOUNDED)
     kw |= {"fmt": s.fmt} if s.fmt else {}
     return partial(url_number, label, key, value, type(value)(low), type(value)(high), step=s.step, **kw)
 
@@ -134,12 +154,10 @@ def _widgets(check: bool) -> None:
         "Task",
         "task",
         tasks.names(),
-        "copy",
+        DEFAULTS["task"][1],
         on_change=_task_changed,
-        help="copy: repeat the L symbols; sort: in order; reverse: backwards; induction: T random tokens whose "
-        "first k repeat, predicted at every position (choosing it sets its experiment's position, heads, lr, steps "
-        "and embedding std); modular: (a + b) mod p from 'a b =', trained on a fixed fraction of the p² pairs "
-        "(choosing it sets its grokking experiment's width, layers, lr, weight decay, full batch and steps).",
+        format_func=task_label,
+        help=task_help(),
     )
     st.session_state["_task_before"] = task
     t = tasks.get(task)

@@ -7,8 +7,10 @@ explicitly. The other caps bound the inputs' ranges everywhere.
 Each cap is read from an environment variable (e.g. ATTNLAB_MAX_STEPS=2000), else from
 `.streamlit/secrets.toml` under `[limits]` (e.g. `max_steps = 2000`), else the default below: one rule
 for every process (lab.settings; the pages pass st.secrets, workers and the CLI read the same files).
-A new cap is one field of Limits (with its parser in PARSERS when it is not a whole number). ui.limits reads
-them for a page (st.secrets, and whether the server runs headless) and shows a rejected value.
+A new cap is one field of Limits (with its parser in PARSERS when it is not a whole number); a task's own cap is
+declared on its Task (Task.caps, {name: default}) and read here the same way, by name (Limits.task_caps, and
+`lim.<name>` like any other). ui.limits reads them for a page (st.secrets, and whether the server runs headless)
+and shows a rejected value.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 
 from attncore import ConfigError
+from attncore import task as tasks
 from lab import settings
 
 LIMIT_RANGE = (1, 10**9)  # every cap is a whole number in this range
@@ -39,7 +42,6 @@ class Limits:
     max_length: int = 12  # L: symbols per task sequence
     max_induction_length: int = 64  # T: tokens per sequence of the induction task (attncore allows up to 256)
     max_vocab: int = 256  # V: the induction task's vocabulary
-    max_modulus: int = 113  # p: the modular task's modulus (p² pairs; attncore allows up to 256), Nanda et al.'s
     max_layers: int = 12
     max_heads: int = 16
     max_batch: int = 128
@@ -68,6 +70,15 @@ class Limits:
     dask_scheduler: str | None = None  # tcp://HOST:PORT: the pages' sweeps train there (lab.sweep's Dask path)
     hosted: bool | None = None  # hosted mode (WORK_CAPS refuse work): None = when the server runs headless
     explicit: frozenset = field(default=frozenset(), compare=False)  # the caps an operator set (not a setting)
+    # the registered tasks' own caps (Task.caps), ((name, value), ...): read as `lim.<name>` like the fields above
+    task_caps: tuple = field(default_factory=lambda: tuple(task_cap_defaults().items()))
+
+    def __getattr__(self, name: str):
+        """A task's own cap by name (only names the fields above do not hold reach here)."""
+        caps = dict(self.__dict__.get("task_caps", ()))
+        if name in caps:
+            return caps[name]
+        raise AttributeError(f"no cap named {name!r}")
 
     def is_hosted(self, headless: bool) -> bool:
         """Hosted mode: the switch if set, else whether the server runs `headless` (containers, Community Cloud;
@@ -122,6 +133,16 @@ class Limits:
         if self.bundle_upload is not None:
             return self.bundle_upload
         return not headless
+
+
+def task_cap_defaults() -> dict[str, int]:
+    """{cap name: default} of every registered task's own caps (Task.caps); a name two tasks declare takes the
+    larger default (each bounds its own task's inputs)."""
+    out: dict[str, int] = {}
+    for name in tasks.names():
+        for cap, default in tasks.get(name).caps.items():
+            out[cap] = max(out.get(cap, default), default)
+    return out
 
 
 def parse_limit(name: str, raw) -> int:
@@ -190,15 +211,17 @@ UNSET = {  # what a setting whose default is None (unset) does, said when a bad 
 def parse_limits(environ: Mapping[str, str], secrets: Mapping) -> tuple[Limits, list[str]]:
     """(the caps, one message per value rejected); a rejected value leaves that cap at its default."""
     values, problems = {}, []
-    for f in fields(Limits):
-        if f.name == "explicit":
-            continue
-        raw = settings.raw_setting(f.name, environ, secrets)
+    own = task_cap_defaults()
+    names = {f.name: f.default for f in fields(Limits) if f.name not in ("explicit", "task_caps")} | own
+    for name, default in names.items():
+        raw = settings.raw_setting(name, environ, secrets)
         if raw is None:
             continue
-        parse = PARSERS.get(f.name, parse_limit)
+        parse = PARSERS.get(name, parse_limit)
         try:
-            values[f.name] = parse(f.name, raw)
+            values[name] = parse(name, raw)
         except ValueError as e:
-            problems.append(f"Limit ignored: {e}; {UNSET.get(f.name, f'using the default {f.default}')}.")
-    return Limits(**values, explicit=frozenset(values)), problems
+            problems.append(f"Limit ignored: {e}; {UNSET.get(name, f'using the default {default}')}.")
+    explicit = frozenset(values)  # the caps an operator set, a task's own among them
+    task_caps = own | {name: values.pop(name) for name in own if name in values}
+    return Limits(**values, task_caps=tuple(task_caps.items()), explicit=explicit), problems
