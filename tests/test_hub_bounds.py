@@ -10,7 +10,7 @@ import struct
 import threading
 
 import pytest
-from fake_hub import Repo, serve
+from fake_hub import Repo
 from test_hub import LLAMA3, fake  # noqa: F401  (the fixture: the stand-in Hub, HF_ENDPOINT and HF_HOME pointed at it)
 
 from attncore.serving.safetensors_count import count_headers, header_bytes, parse_header

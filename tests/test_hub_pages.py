@@ -77,8 +77,8 @@ class OneAddress:
     """Streamlit's runtime as ui.visitors sees it: every session's connection from one address."""
 
     def __init__(self, ip: str, headers=()):
-        self.client = type("Client", (), {"client_context": type("Context", (), {"remote_ip": ip,
-                                                                                  "headers": headers})()})()  # fmt: skip
+        context = type("Context", (), {"remote_ip": ip, "headers": headers})()
+        self.client = type("Client", (), {"client_context": context})()
 
     def exists(self) -> bool:
         return True
