@@ -52,8 +52,11 @@ class BoundedUploads(MemoryUploadedFileManager):
     def _visitor_bytes(self, session_id: str) -> int:
         """The bytes held by the sessions of this session's visitor (called with the lock held)."""
         owners = self.__dict__.setdefault("owners", {})  # session id -> visitor, fixed at its first upload
-        who = owners.setdefault(session_id, visitor(session_id))
-        return sum(len(f.data) for s, files in self.file_storage.items() if owners.get(s) == who for f in files.values())
+        if session_id not in owners:
+            owners[session_id] = visitor(session_id)
+        who = owners[session_id]
+        mine = [files for s, files in self.file_storage.items() if owners.get(s) == who]
+        return sum(len(f.data) for files in mine for f in files.values())
 
     def _refusal(self, session_id: str, more: int) -> str | None:
         """Why `more` bytes for this session would be refused, or None (called with the lock held)."""
@@ -78,8 +81,11 @@ class BoundedUploads(MemoryUploadedFileManager):
     def _release_gone(self) -> None:
         """Let go of the files of every session no longer connected (called with the lock held)."""
         runtime = Runtime.instance()
+        owners = self.__dict__.get("owners", {})
+        for session_id in [s for s in owners if not runtime.is_active_session(s) and s not in self.file_storage]:
+            del owners[session_id]  # a session that only asked room() of a page
         for session_id in [s for s in self.file_storage if not runtime.is_active_session(s)]:
-            self.__dict__.get("owners", {}).pop(session_id, None)
+            owners.pop(session_id, None)
             gone = self.file_storage.pop(session_id)
             self._total_bytes -= sum(len(f.data) for f in gone.values())
             self._file_count -= len(gone)
