@@ -130,3 +130,13 @@ def test_a_hosted_server_fetches_nothing_unless_its_operator_allows_it(fake, mon
     at = page("parameters", par_hub="org/llama-open")
     assert not [r for r in fake.requests if "resolve" in r[1]] and at.session_state["par_preset"] == "gpt2"
     assert "This server does not fetch models from the Hub" in texts(at.caption)
+
+
+def test_a_checkpoint_differing_from_the_formula_is_not_called_a_change_of_yours(fake):
+    at = page("parameters", par_hub="org/llama-vision")
+    published = [m for m in at.metric if m.label == "Published (its safetensors)"]
+    assert [m.value for m in published] == ["8,030,863,360"]  # the checkpoint's, with its vision tower
+    delta = published[0].proto.delta
+    assert "after your changes" not in delta and "differs from the count" in delta  # nothing was changed
+    at.number_input(key="par_d_model").set_value(4160).run()  # a field changed: now it is the visitor's change
+    assert "after your changes" in [m for m in at.metric if m.label.startswith("Published")][0].proto.delta
