@@ -1,8 +1,8 @@
 """A hostile Hub against lab.hub.fetch_model (what a page calls for a Hub id): a stand-in Hub (tests/fake_hub.py, in
 its own process on 127.0.0.1, so its CPU is not counted here) serving a repository whose index is huge, and one
-whose index names thousands of shards. For each: the wall time of the fetch, this process's CPU time over it, its
-peak RSS, the bytes left in huggingface_hub's cache, and the header requests the Hub received after the fetch had
-returned (work that went on after the page gave up), counted over --after seconds.
+whose index names thousands of shards. For each: the wall time of the fetch, this process's CPU time over it and
+until --after seconds past it, its peak RSS, the bytes left in huggingface_hub's cache, and the header requests
+the Hub received after the fetch had returned (work that went on after the page gave up), over --after seconds.
 
 Run the current checkout, then another one (the code before) side by side:
     python benchmarks/hub_hostile.py [--index-mb 300] [--shards 5000] [--ids 3] [--after 30]
@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 SERVER = r"""
-import json, sys, threading, time
+import json, os, sys, threading, time
 sys.path[:0] = [sys.argv[1], sys.argv[1] + "/tests"]
 from fake_hub import FakeHub, Repo, serve
 from attncore.serving.safetensors_count import header_bytes
@@ -46,8 +46,9 @@ server, url = serve(hub)
 print(url, flush=True)
 while True:  # the header requests so far, with the time of the last count
     gets = sum(1 for m, p, _ in list(hub.requests) if m == "GET" and "-of-" in p)
-    with open(log, "w") as f:
+    with open(log + ".part", "w") as f:
         f.write(f"{gets} {time.time()}")
+    os.replace(log + ".part", log)
     time.sleep(0.2)
 """
 
@@ -73,7 +74,8 @@ def probe(model: str, log: Path, after: float, home: Path) -> dict:
     time.sleep(0.5)  # the stand-in's count catches up with the fetch's end
     at_return = header_requests(log)
     time.sleep(after)
-    return {"model": model, "page_s": round(wall, 1), "cpu_s": round(cpu, 1),
+    total_cpu = time.process_time() - before_cpu  # the work that went on after the page's wait, included
+    return {"model": model, "page_s": round(wall, 1), "cpu_s": round(cpu, 1), "cpu_s_with_after": round(total_cpu, 1),
             "header_requests_after_return": header_requests(log) - at_return, "kept_bytes": bytes_under(home),
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
             "note": note[:160]}  # fmt: skip
