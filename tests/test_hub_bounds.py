@@ -121,3 +121,19 @@ def test_a_bad_header_on_the_hub_is_a_one_line_note(fake, capsys):  # noqa: F811
     assert out["checkpoint_total"] is None and out["total"] == 8_030_261_248
     note = out["checkpoint"]["note"]
     assert "could not be read: model.safetensors: tensor 'w': shape must be" in note and "\n" not in note
+
+
+def test_the_deadlines_sentence_and_a_missing_files_name_the_thing_once(fake, capsys):  # noqa: F811
+    with pytest.raises(hub.HubError) as e:
+        hub.bounded("the config.json", threading.Event().wait, hub.ModelId("org/x", None), 0.1)
+    assert str(e.value).startswith("Reading the config.json of org/x gave no answer within 0.1 s")
+    assert main(["params", "--config", "missing.json"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "error: --config: cannot read 'missing.json': No such file or directory"  # before: --config twice
+
+
+def test_the_upload_boxs_label_says_what_its_drop_zone_says():
+    from ui.config_input import UPLOAD_LABEL
+    from ui.uploads import CONFIG_UPLOAD_MB
+
+    assert f"up to {CONFIG_UPLOAD_MB} MB" in UPLOAD_LABEL and "1 MB" not in UPLOAD_LABEL  # "Limit 2MB per file"

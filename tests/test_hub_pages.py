@@ -140,3 +140,20 @@ def test_a_checkpoint_differing_from_the_formula_is_not_called_a_change_of_yours
     assert "after your changes" not in delta and "differs from the count" in delta  # nothing was changed
     at.number_input(key="par_d_model").set_value(4160).run()  # a field changed: now it is the visitor's change
     assert "after your changes" in [m for m in at.metric if m.label.startswith("Published")][0].proto.delta
+
+
+def test_a_fetch_waits_for_one_of_the_servers_fetches_and_is_refused_when_none_frees(fake, monkeypatch):
+    from lab import hub
+    from ui import hub_input
+
+    hub_input._running.clear()
+    running = hub_input._running()
+    for _ in range(hub_input.CONCURRENT):  # other visitors' fetches hold every one
+        running.acquire()
+    monkeypatch.setattr(hub, "DEADLINE_S", 0.2)
+    try:
+        at = page("parameters", par_hub="org/llama-open")
+        assert "the server was busy with 2 other fetches for 0.2 s" in texts(at.error)
+        assert not [r for r in fake.requests if "resolve" in r[1]]
+    finally:
+        hub_input._running.clear()
