@@ -5,7 +5,7 @@ until --after seconds past it, its peak RSS, the bytes left in huggingface_hub's
 the Hub received after the fetch had returned (work that went on after the page gave up), over --after seconds.
 
 Run the current checkout, then another one (the code before) side by side:
-    python benchmarks/hub_hostile.py [--index-mb 300] [--shards 5000] [--ids 3] [--after 30]
+    python benchmarks/hub_hostile.py [--index-mb 300] [--shards 5000] [--ids 3] [--after 30] [--latency 0]
     python benchmarks/hub_hostile.py --code /path/to/other/checkout
 """
 
@@ -27,10 +27,11 @@ sys.path[:0] = [sys.argv[1], sys.argv[1] + "/tests"]
 from fake_hub import FakeHub, Repo, serve
 from attncore.serving.safetensors_count import header_bytes
 index_mb, shards, ids, log = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+latency = float(sys.argv[6])
 config = json.dumps({"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32,
                      "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336,
                      "vocab_size": 128256, "max_position_embeddings": 8192, "torch_dtype": "bfloat16"}).encode()
-hub = FakeHub()
+hub = FakeHub(latency_s=latency)
 two = {f"model-0000{i}-of-00002.safetensors": header_bytes({f"w{i}": ("BF16", (4, 4))}) for i in (1, 2)}
 entry = '"model.layers.%d.mlp.up_proj.weight": "model-00001-of-00002.safetensors", '
 n = index_mb * 2**20 // len(entry % 10**6)
@@ -88,12 +89,14 @@ def main() -> None:
     parser.add_argument("--shards", type=int, default=5000)
     parser.add_argument("--ids", type=int, default=3, help="repositories with the huge index, fetched one by one")
     parser.add_argument("--after", type=float, default=30.0, help="seconds to count requests after a fetch returns")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds the stand-in takes to answer a header")
     args = parser.parse_args()
     sys.path[:0] = [args.code]
     with tempfile.TemporaryDirectory() as tmp:
         log, home = Path(tmp) / "requests", Path(tmp) / "hf"
         server = subprocess.Popen([sys.executable, "-c", SERVER, str(ROOT), str(args.index_mb), str(args.shards),
-                                   str(args.ids), str(log)], stdout=subprocess.PIPE, text=True)  # fmt: skip
+                                   str(args.ids), str(log), str(args.latency)], stdout=subprocess.PIPE,
+                                  text=True)  # fmt: skip
         try:
             url = server.stdout.readline().strip()
             while not log.exists():
@@ -101,7 +104,8 @@ def main() -> None:
             os.environ.update(HF_ENDPOINT=url, HF_HOME=str(home))
             for name in ("HF_TOKEN", "HF_HUB_OFFLINE", "HF_HUB_CACHE"):
                 os.environ.pop(name, None)
-            print(f"code: {args.code}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+            print(f"code: {args.code}; stand-in latency {args.latency:g} s a header; load average "
+                  f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")  # fmt: skip
             for k in range(args.ids):
                 print(json.dumps(probe(f"org/huge-index-{k}", log, args.after, home)), flush=True)
             print(json.dumps(probe("org/many-shards", log, args.after, home)), flush=True)

@@ -233,7 +233,7 @@ def _fetch_config(model: ModelId, deadline: float, keep: bool) -> bytes:
     except HubError:
         raise
     except Exception as e:  # the network's errors: each said in one sentence
-        raise HubError(explain(e, where, c)) from None
+        raise HubError(explain(e, where)) from None
     if keep and reader.commit and re.fullmatch(r"[0-9a-f]{40}", reader.commit):
         _keep_config(model, reader.commit, raw, c)
     return raw
@@ -301,7 +301,7 @@ def _fetch_checkpoint(model: ModelId, deadline: float) -> CheckpointCount | None
     except ValueError as e:  # a header or index that is not what it must be: said as for any input
         raise HubError(f"The {where} could not be read: {e}; {UPLOAD}") from None
     except Exception as e:
-        raise HubError(explain(e, where, c)) from None
+        raise HubError(explain(e, where)) from None
 
 
 def _shards(raw: bytes) -> list[str]:
@@ -334,8 +334,10 @@ def _header(reader: Reader, name: str) -> dict:
     return parse_header(raw, name)
 
 
-def explain(e: Exception, where: str, client: dict) -> str:
-    """One sentence for a fetch of `where` that failed on the network."""
+def explain(e: Exception, where: str) -> str:
+    """One sentence for a fetch of `where` that failed on the network (a request past its wait: a timeout)."""
+    if "Timeout" in type(e).__name__:
+        return f"The {where} gave no answer in time ({type(e).__name__}); {UPLOAD}"
     return f"The {where} could not be reached ({type(e).__name__}); {UPLOAD}"
 
 

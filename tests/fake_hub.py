@@ -10,6 +10,7 @@ import hashlib
 import json
 import re
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote
@@ -33,6 +34,7 @@ class FakeHub:
     gate: threading.Event | None = None  # set: a GET of a *.safetensors file waits for it before answering
     send_length: bool = True  # False: no Content-Length, the body runs until the connection closes
     redirect_to: str | None = None  # a base URL every GET of a *.safetensors file is redirected to
+    latency_s: float = 0.0  # how long a GET of a *.safetensors file takes to be answered (a far or busy Hub)
 
     def add(self, repo: str, config: dict | None, shards: dict[str, dict] | None = None, **kw) -> None:
         """A repository with a config.json and safetensors files {file: {tensor: (dtype, shape)}}: one file is
@@ -106,6 +108,8 @@ def serve(hub: FakeHub) -> tuple[ThreadingHTTPServer, str]:
                 return
             if not head and path.endswith(".safetensors") and hub.gate is not None:
                 hub.gate.wait()
+            if not head and path.endswith(".safetensors") and hub.latency_s:
+                time.sleep(hub.latency_s)
             status, body = 200, data
             wanted = re.match(r"bytes=(\d+)-(\d*)", self.headers.get("Range") or "")
             if wanted and not head:
