@@ -60,7 +60,7 @@ class Limits:
     max_explain_steps: int = 500  # Explanations: Adam steps of each restart
     max_test_length: int = 16  # Length generalisation: longest test length L' evaluated (up to 64)
     max_kv_new_tokens: int = 128  # KV cache: tokens generated per timed run
-    max_hub_fetches_session: int = 30  # Parameters, KV cache: models fetched from the Hub per session an hour
+    max_hub_fetches_session: int = 30  # Parameters, KV cache: models fetched from the Hub per visitor an hour
     max_hub_fetches_server: int = 300  # the same over every session (a model fetched before is not fetched again)
     max_scaling_draws: int = 10**8  # Scaling: sum(d_k) * T * repetitions normal draws of one input set
     max_store_mb: float = 512  # the run store's size cap (MB, may be a fraction); least-recently-used runs evicted
@@ -69,6 +69,7 @@ class Limits:
     bundle_upload: bool | None = None  # Home's "Load a bundle": None = on with a display, off when headless
     dask_scheduler: str | None = None  # tcp://HOST:PORT: the pages' sweeps train there (lab.sweep's Dask path)
     hosted: bool | None = None  # hosted mode (WORK_CAPS refuse work): None = when the server runs headless
+    hub_fetch: bool | None = None  # Parameters, KV cache fetch a model by its Hub id: None = on unless hosted
     explicit: frozenset = field(default=frozenset(), compare=False)  # the caps an operator set (not a setting)
     # the registered tasks' own caps (Task.caps), ((name, value), ...): read as `lim.<name>` like the fields above
     task_caps: tuple = field(default_factory=lambda: tuple(task_cap_defaults().items()))
@@ -127,6 +128,10 @@ class Limits:
     def store_bytes(self) -> int:
         """max_store_mb in bytes: the cap every pass over the store takes (the page's, and its workers')."""
         return int(self.max_store_mb * 2**20)
+
+    def hub_allowed(self, headless: bool) -> bool:
+        """Whether the pages fetch from the Hub: the switch if set, else only on a server not in hosted mode."""
+        return self.hub_fetch if self.hub_fetch is not None else not self.is_hosted(headless)
 
     def upload_allowed(self, headless: bool) -> bool:
         """Whether Home offers to load a bundle: the switch if set, else only for a desktop (non-headless) server."""
@@ -198,6 +203,7 @@ def parse_scheduler(name: str, raw) -> str:
 PARSERS = {
     "bundle_upload": parse_switch,
     "hosted": parse_switch,
+    "hub_fetch": parse_switch,
     "max_store_mb": parse_store_mb,
     "dask_scheduler": parse_scheduler,
 }
@@ -205,6 +211,7 @@ PARSERS = {
 UNSET = {  # what a setting whose default is None (unset) does, said when a bad value is ignored
     "bundle_upload": "Home offers to load a bundle only when the server is not headless, as when it is unset",
     "dask_scheduler": "the pages' sweeps train on this server's own worker pool, as when it is unset",
+    "hub_fetch": "the pages fetch from the Hub only when the server is not in hosted mode, as when it is unset",
 }
 
 
