@@ -9,7 +9,9 @@ importance, the seeds with a sink head (above ε = 0.3), the seeds whose sink he
 value norm at position 0 over the others' (mean ratio), the mean held-out loss over the queries whose window of W + 1
 keys drops position 0 under full attention, that window, W keys and key 0, W keys and key 1, and three paired
 differences over the seeds with their verdicts. Printed with the platform (CPU, BLAS and its kernel, via
-threadpoolctl) and the wall time.
+threadpoolctl) and the wall time. With --why, per seed, at initialisation and at the end: the first head's weight on
+key 0 and on the query's own key at the bigram queries, and its block's attention output over the residual stream
+(norms), which is what the embeddings' initial scale changes.
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
+from attncore.interpret.hooks import run_with_hooks  # noqa: E402
+from attncore.model import init_params  # noqa: E402
+from attncore.tasks import bigram_backcopy as bb  # noqa: E402
 from lab import formats, sinks, stats  # noqa: E402
 from lab.provenance import current, describe  # noqa: E402
 from lab.sweep import run_sweep  # noqa: E402
@@ -47,6 +52,7 @@ def main() -> None:
     parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS))
     parser.add_argument("--window", type=int, default=sinks.DEFAULT_WINDOW)
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--why", action="store_true", help="per seed, what the first head does at the bigram queries")
     a = parser.parse_args()
     print(f"platform: {describe(current())}; {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
     print(f"{'variant':<12} {'share':>11} {'Gu':>9} {'sinks':>5} {'both':>4} {'|v0|/|v|':>8} {'full':>6} "
@@ -72,6 +78,27 @@ def main() -> None:
             f"{formats.duration(time.perf_counter() - start)}",
             flush=True,
         )
+        if a.why:
+            for r in records:
+                start, end = (
+                    bigram_reading(init_params(r.config.model, r.config.train.seed), r.config),
+                    bigram_reading(r.params, r.config),
+                )
+                print(f"  seed {r.config.train.seed}: key 0 {start[0]:.3f} → {end[0]:.3f}, own key {start[1]:.3f} → "
+                      f"{end[1]:.3f}, |head out| / |residual| {start[2]:.2f} → {end[2]:.2f}")  # fmt: skip
+
+
+def bigram_reading(params, run, n: int = 100) -> tuple[float, float, float]:
+    """At the bigram queries of the first n held-out sequences, the first block's first head: its mean weight on key
+    0, on the query's own key, and the mean norm of the block's attention output over the residual stream's."""
+    seqs = bb.test_sequences(run.task)[:n]
+    bigram, _ = bb.query_kinds(run.task, seqs)
+    _, acts = run_with_hooks(params, seqs[:, :-1], run.model)
+    a = acts["blocks.0.attn.pattern"].astype(np.float64)[:, 0]  # (B, T, T)
+    t = np.arange(a.shape[1])
+    norm = lambda k: np.linalg.norm(acts[k].astype(np.float64), axis=-1)  # noqa: E731
+    ratio = norm("blocks.0.attn_out") / norm("blocks.0.resid_pre")  # (B, T)
+    return float(a[:, :, 0][bigram].mean()), float(a[:, t, t][bigram].mean()), float(ratio[bigram].mean())
 
 
 if __name__ == "__main__":

@@ -271,13 +271,15 @@ def test_the_page_draws_the_experiment_and_keeps_its_controls_in_the_url(store):
     assert len(charts(at)) == 3
     assert at.number_input(key="sk_win").value == 5
     at = AppTest.from_file("../dashboard.py", default_timeout=120)  # every control read back from a URL
-    query = {"sk_seeds": "3", "sk_steps": "500", "sk_win": "6", "sk_lr": "1e-2", "sk_decay": "cosine"}
+    query = {"sk_seeds": "3", "sk_steps": "500", "sk_win": "6", "sk_lr": "3e-3", "sk_decay": "cosine", "sk_emb": "0.1",
+             "sk_heads": "2"}  # fmt: skip
     at.query_params.update(query)
     at.run()
     at.switch_page("app_pages/sinks.py").run()
     assert not at.exception, [e.message for e in at.exception]
     assert at.number_input(key="sk_seeds").value == 3 and at.selectbox(key="sk_steps").value == 500
-    assert at.number_input(key="sk_win").value == 6 and at.selectbox(key="sk_lr").value == 1e-2
+    assert at.number_input(key="sk_win").value == 6 and at.selectbox(key="sk_lr").value == 3e-3
+    assert at.selectbox(key="sk_emb").value == 0.1 and at.selectbox(key="sk_heads").value == 2
     assert at.selectbox(key="sk_decay").value == "cosine"
     assert any(b.key == "sk_train" for b in at.button)  # these runs are missing: the estimate and its button
 
@@ -288,8 +290,9 @@ def test_a_hostile_url_gets_one_sentence_not_a_traceback(tmp_path, monkeypatch):
 
     monkeypatch.setenv("ATTNCORE_CACHE_DIR", str(tmp_path))
     at = AppTest.from_file("../dashboard.py", default_timeout=120)
-    at.query_params.update({"sk_win": "999", "sk_lr": "banana"})
+    at.query_params.update({"sk_win": "999", "sk_lr": "banana", "sk_emb": "-1", "sk_heads": "64"})
     at.run()
     at.switch_page("app_pages/sinks.py").run()
     assert not at.exception, [e.message for e in at.exception]
-    assert at.number_input(key="sk_win").value <= BB_RUN["length"] - 2
+    assert at.number_input(key="sk_win").value <= BB_RUN["length"] - 3
+    assert at.selectbox(key="sk_emb").value == BB_RUN["embed_std"] and at.selectbox(key="sk_heads").value == 1

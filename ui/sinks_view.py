@@ -17,7 +17,7 @@ from ui.params import url_number, url_select
 from ui.plain import plain
 
 LRS = (1e-3, 3e-3, 1e-2, 3e-2)
-EMBED_STDS = {1.0: "1: nn.Embedding's (sink)", 0.1: "0.1: the lab's article model"}
+EMBED_STDS = {1.0: "1: nn.Embedding's", 0.1: "0.1: the lab's article model"}
 HEADS = (1, 2)
 DECAYS = {"none": "constant", "cosine": "cosine to 0 (100 warm-up steps)"}
 SOURCES = (
