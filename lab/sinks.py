@@ -127,7 +127,7 @@ def seed_figures(record: RunRecord, final: FinalTest) -> dict:
     }
 
 
-SHARE, WINDOW = "heads' mean share vs a uniform head", "window of W + 1 vs full attention"
+SHARE, WINDOW = "mean share vs a uniform head", "window of W + 1 vs full attention"
 SINK, KEY1, KEY2 = "W + key 0 vs window of W + 1", "W + key 1 vs window of W + 1", "W + key 2 vs window of W + 1"
 CELLS = {  # facet: (baseline, variant, what the difference is in); the last three at one cache size, W + 1 keys
     SHARE: ("uniform_share", "mean_share", "share"),
@@ -164,8 +164,8 @@ def _nats(row) -> str:
 
 
 def _span(values: Sequence[float], shown=formats.share) -> str:
-    low, high = min(values), max(values)
-    return shown(low) if shown(low) == shown(high) else f"{shown(low)}–{shown(high)}"
+    low, high = shown(min(values)), shown(max(values))
+    return low if low == high else f"{low} to {high}" if high[0] in "<>" or low[0] in "<>" else f"{low}–{high}"
 
 
 def sink_sentence(per_seed: Sequence[Mapping]) -> str:
@@ -233,21 +233,26 @@ def norms_sentence(per_seed: Sequence[Mapping]) -> str:
     )
 
 
-def finding(per_seed: Sequence[Mapping], rows: pd.DataFrame) -> str:
-    """A paragraph from the numbers: the share against the uniform share, the sink head and the roles, the window
-    test sized, and the held-out losses."""
+def headline(per_seed: Sequence[Mapping], rows: pd.DataFrame) -> str:
+    """The heads' mean share against the uniform share with its verdict, and the held-out losses."""
     n = formats.count(len(per_seed), "seed")
     share = rows.set_index("facet").loc[SHARE]
     return (
         f"Over {n}, the heads put {formats.share(share['variant_mean'])} of their bigram queries' attention on "
         f"position 0 at the end of training (mean over heads), where a uniform causal head would put "
-        f"{formats.share(share['baseline_mean'])} ({_said(share)}). {sink_sentence(per_seed)} "
-        f"{window_sentence(per_seed, rows)} Over every position the held-out loss is "
+        f"{formats.share(share['baseline_mean'])} ({_said(share)}). Over every position the held-out loss is "
         f"{formats.loss(_mean(per_seed, 'test_loss'))} nats against the Bayes loss "
         f"{formats.loss(_mean(per_seed, 'bayes_test_loss'))}: {formats.loss(_mean(per_seed, 'bigram_loss'))} against "
         f"{formats.loss(_mean(per_seed, 'bayes_bigram_loss'))} at the bigram queries, "
         f"{formats.loss(_mean(per_seed, 'copy_loss'))} against 0 at the copy queries."
     )
+
+
+def finding(per_seed: Sequence[Mapping], rows: pd.DataFrame) -> str:
+    """A paragraph from the numbers: the headline, the sink head and the roles, the window test sized, the norms."""
+    parts = (headline(per_seed, rows), sink_sentence(per_seed), window_sentence(per_seed, rows),
+             norms_sentence(per_seed))  # fmt: skip
+    return " ".join(parts)
 
 
 def _mean(per_seed: Sequence[Mapping], key: str) -> float:

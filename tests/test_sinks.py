@@ -248,7 +248,7 @@ def test_the_record_keeps_the_figures_and_the_json_has_one_object_per_seed(store
     for s in out["seeds"]:
         assert {"seed", "first_token_attention", "full_loss", "window_loss", "window_sink_loss", "bayes_loss"} <= set(s)
         assert s["first_token_attention"] == pytest.approx(float(np.max(final["sink_share"]))) or s["seed"] == 1
-    assert set(out["verdicts"]) == {"heads' mean share vs a uniform head", "window of W + 1 vs full attention",
+    assert set(out["verdicts"]) == {"mean share vs a uniform head", "window of W + 1 vs full attention",
                                     "W + key 0 vs window of W + 1", "W + key 1 vs window of W + 1",
                                     "W + key 2 vs window of W + 1"}  # fmt: skip
     assert set(out["verdicts"].values()) == {"too few seeds"}  # 2 seeds show nothing

@@ -17,7 +17,7 @@ from ui.params import url_number, url_select
 from ui.plain import plain
 
 LRS = (1e-3, 3e-3, 1e-2, 3e-2)
-EMBED_STDS = {1.0: "1: nn.Embedding's", 0.1: "0.1: the lab's article model"}
+EMBED_STDS = {1.0: "1", 0.1: "0.1"}
 HEADS = (1, 2)
 DECAYS = {"none": "constant", "cosine": "cosine to 0 (100 warm-up steps)"}
 SOURCES = (
@@ -48,7 +48,8 @@ def controls(lim: Limits) -> dict:
     with c4:
         embed = url_select("Embedding std at init", "sk_emb", list(EMBED_STDS), BB_RUN["embed_std"],
                            format_func=EMBED_STDS.get, help="The token and position embeddings' initial std: "
-                           "the setting that decides whether a sink forms at this size.")  # fmt: skip
+                           "the setting that decides whether a sink forms at this size. 1 is PyTorch "
+                           "nn.Embedding's default, 0.1 the lab's article model's.")  # fmt: skip
     with c5:
         heads = url_select("Heads", "sk_heads", list(HEADS), BB_RUN["n_heads"], format_func=str)
     with c6:
@@ -76,7 +77,8 @@ def final_tests(wanted, by_run: dict, window: int) -> dict | None:
 
 
 def finding(per_seed, rows: pd.DataFrame) -> None:
-    st.markdown(f"**What the lab found.** {plain(sinks.finding(per_seed, rows))}")
+    st.markdown(f"**What the lab found.** {plain(sinks.headline(per_seed, rows))} The sink head, the window test and "
+                "the norms are measured under their charts below.")  # fmt: skip
 
 
 def verdict_table(rows: pd.DataFrame) -> None:
@@ -89,7 +91,6 @@ def verdict_table(rows: pd.DataFrame) -> None:
         "Δ (variant − baseline)": [stats.format_delta(x) for x in rows["delta_mean"]],
         "95 % interval": [stats.format_interval(a, b) for a, b in zip(rows["ci_low"], rows["ci_high"], strict=True)],
         "p": [stats.format_p(p) for p in rows["p_value"]],
-        "p floor": [stats.format_p(p) for p in rows["p_floor"]],
         "verdict": rows["verdict"],
     })  # fmt: skip
     tables.show(shown)

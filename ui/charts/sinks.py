@@ -77,7 +77,7 @@ def norms(frame: pd.DataFrame, height: int = 200) -> alt.FacetChart:
             detail="seed:N",
             tooltip=["norm:N", "where:N", "seed:O", "step:Q", alt.Tooltip("value:Q", format=".3f")],
         )
-        .properties(width=panel_width(columns), height=height)
+        .properties(width=panel_width(columns) - 40, height=height)  # each panel its own y axis: 40 px less
         .facet(facet=alt.Facet("norm:N", title=None, sort=["value", "residual"]), columns=columns)
         .resolve_scale(y="independent")
     )
