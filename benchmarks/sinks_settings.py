@@ -40,9 +40,6 @@ VARIANTS = {
     "2 heads": {"n_heads": 2},
     "2h lr3e-3": {"n_heads": 2, "lr": 3e-3},
     "old": {"embed_std": 0.1, "n_heads": 2, "lr": 3e-3},  # the defaults before: no head sinks
-    "e0.1 2h": {"embed_std": 0.1, "n_heads": 2},
-    "e0.1 lr3e-3": {"embed_std": 0.1, "lr": 3e-3},
-    "500 steps": {"steps": 500},
 }
 
 
