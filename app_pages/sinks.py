@@ -4,7 +4,7 @@ import streamlit as st
 
 from attncore.tasks import N_TEST
 from attncore.tasks.bigram_backcopy import BB_RUN, N_SNAPSHOT_TEST, uniform_share
-from lab import formats, sinks
+from lab import formats, sinks, sinks_text
 from ui import compare_view, docs
 from ui import sinks_view as view
 from ui.charts import sinks as charts
@@ -59,7 +59,7 @@ st.caption(plain(
     "Share: as in the chart. Gu importance (Gu et al. 2024): the head's mean attention on key 0 over every query of "
     f"a held-out sequence, averaged over the {N_TEST}; sequences above ε: how many score above ε = 0.3. Copy "
     "attention: the mean weight the copy queries (triggers) put on the token before them, the one the copy brings "
-    f"back. {sinks.sink_sentence(per_seed)}"
+    f"back. {sinks_text.sink_sentence(per_seed)}"
 ))  # fmt: skip
 
 st.subheader(f"StreamingLLM's test at one cache size: {window + 1} keys")
@@ -70,7 +70,7 @@ st.caption(plain(
     f"{window} keys with key 0 kept (the sink, StreamingLLM's cache), or key 1 or key 2 instead (controls), each a "
     "cache of "
     f"{window + 1} keys. A line joins one seed's losses; ticks are the means; dashed, the loss of the predictor that "
-    f"knows the table. {sinks.window_sentence(per_seed, rows)}"
+    f"knows the table. {sinks_text.window_sentence(per_seed, rows)}"
 ))  # fmt: skip
 
 st.subheader("Verdicts over seeds")
@@ -81,7 +81,7 @@ st.altair_chart(charts.norms(sinks.norms_frame(records)), width="content")
 st.caption(plain(
     "Of the sink head (the head with the largest share on position 0 at the end): the mean norm of its value vector "
     "at position 0 and at the other positions, and of the residual stream entering its block (what its keys read). "
-    f"Guo et al. report a small value and a large residual norm at the sink. {sinks.norms_sentence(per_seed)}"
+    f"Guo et al. report a small value and a large residual norm at the sink. {sinks_text.norms_sentence(per_seed)}"
 ))  # fmt: skip
 st.download_button("Download the seeds (CSV)", sinks.seeds_csv(per_seed), "sinks-seeds.csv", "text/csv")
 st.subheader("What the sources claim")

@@ -25,7 +25,7 @@ def settings_of(a) -> dict:
 def cmd_sinks(a) -> int:
     from cli.regimes import plan
     from cli.sweep import ProgressBar
-    from lab import sinks
+    from lab import sinks, sinks_text
     from lab.sweep import run_sweep
 
     seeds = list(dict.fromkeys(a.seeds))
@@ -40,7 +40,7 @@ def cmd_sinks(a) -> int:
     records = run_sweep(runs, n_jobs=a.jobs, progress=ProgressBar(estimate=cost["wall_seconds"]), cost=cost["model"])
     per_seed = [sinks.seed_figures(r, sinks.final_test(r, a.window)) for r in records]
     rows = sinks.comparisons(per_seed)
-    out = sinks.to_json(per_seed, rows, sinks.finding(per_seed, rows), settings | {"window": a.window})
+    out = sinks.to_json(per_seed, rows, sinks_text.finding(per_seed, rows), settings | {"window": a.window})
     if a.json:
         print(json.dumps(out))
         return 0
@@ -67,8 +67,10 @@ def print_seeds(per_seed: list[dict], window: int) -> None:
     )
     losses = ("full_loss", "window_loss", "window_wide_loss", "window_sink_loss", "window_key1_loss",
               "window_key2_loss")  # fmt: skip
-    print(f"  {'seed':>4} {'head':>5} {'share':>6} {'Gu':>5} {'|v0|':>5} {'|v|':>5} "
-          + " ".join(f"{c:>7}" for c in ("full", f"{window}", f"{window + 1}", "+key 0", "+key 1", "+key 2")))
+    print(
+        f"  {'seed':>4} {'head':>5} {'share':>6} {'Gu':>5} {'|v0|':>5} {'|v|':>5} "
+        + " ".join(f"{c:>7}" for c in ("full", f"{window}", f"{window + 1}", "+key 0", "+key 1", "+key 2"))
+    )
     for r in per_seed:
         head = "L{}H{}".format(*r["sink_head"])
         print(f"  {r['seed']:>4} {head:>5} {formats.share(r['first_token_attention']):>6} {r['gu_importance']:>5.2f} "
@@ -97,8 +99,12 @@ def register(sub) -> None:
     p.add_argument("--warmup", type=integer, default=0, help="steps of linear warm-up (0: none)")
     p.add_argument("--layers", type=integer, default=BB_RUN["n_layers"], help="blocks")
     p.add_argument("--heads", type=integer, default=BB_RUN["n_heads"], help="heads per block")
-    p.add_argument("--embed-std", type=number, default=BB_RUN["embed_std"],
-                   help=f"the token and position embeddings' initial std (default {BB_RUN['embed_std']:g})")
+    p.add_argument(
+        "--embed-std",
+        type=number,
+        default=BB_RUN["embed_std"],
+        help=f"the token and position embeddings' initial std (default {BB_RUN['embed_std']:g})",
+    )
     p.add_argument("--position", choices=POSITIONS, default=BB_RUN["position"], help="position encoding")
     add_task_args(p, only="bigram_backcopy")
     add_sweep_flags(p)

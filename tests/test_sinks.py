@@ -207,7 +207,7 @@ def _per_seed(seed, share, full, window, sink):
 
 
 def test_the_verdicts_follow_the_paired_rule_and_never_outrun_the_seeds():
-    from lab import sinks, stats
+    from lab import sinks, sinks_text, stats
 
     six = [_per_seed(s, 0.3 + 0.01 * s, 2.3, 2.5 + 0.01 * s, 2.3) for s in range(6)]
     rows = sinks.comparisons(six)
@@ -218,7 +218,7 @@ def test_the_verdicts_follow_the_paired_rule_and_never_outrun_the_seeds():
     assert set(sinks.verdicts(three).values()) == {stats.TOO_FEW}  # 3 seeds: the floor 0.25 cannot show anything
     same = sinks.comparisons([_per_seed(s, 0.1, 2.3, 2.3, 2.3) for s in range(6)])
     assert set(sinks.verdicts(same).values()) == {stats.IDENTICAL}
-    text = sinks.finding(six, rows)
+    text = sinks_text.finding(six, rows)
     assert "position 0" in text and stats.SHOWN in text and "against the Bayes loss 2.30" in text
 
 

@@ -13,7 +13,7 @@ from attncore import layers as L
 from attncore.model import forward, init_params
 from attncore.tasks import bigram_backcopy as bb
 from attncore.tasks.bigram_backcopy import make_backcopy
-from lab import sinks
+from lab import sinks, sinks_text
 
 
 def _uniform_params(run):
@@ -79,18 +79,18 @@ def _seed(seed, shares, copies, gu=(0.9,), cost=0.05):
 def test_the_roles_and_the_sentences_are_counted_from_the_seeds():
     split = [_seed(s, (0.9, 0.1), (0.2, 0.9), (0.8, 0.1)) for s in range(4)]
     both = [_seed(s, (0.9, 0.1), (0.9, 0.2), (0.8, 0.1)) for s in range(4, 6)]
-    text = sinks.sink_sentence(split + both)
+    text = sinks_text.sink_sentence(split + both)
     assert "copy head" in text and "on 2 of 6 seeds, and another head copies on 4" in text
     assert "6 of 6 seeds have a sink head" in text
     weak = [_seed(s, (0.2,), (0.9,), (0.1,)) for s in range(6)]
-    assert "is a sink head on 0 of 6 seeds" in sinks.sink_sentence(weak) and "active-dormant" not in (
-        sinks.sink_sentence(weak)
+    assert "is a sink head on 0 of 6 seeds" in sinks_text.sink_sentence(weak) and "active-dormant" not in (
+        sinks_text.sink_sentence(weak)
     )
     rows = sinks.comparisons(both + split)
-    said = sinks.window_sentence(both + split, rows)
+    said = sinks_text.window_sentence(both + split, rows)
     assert "costs +0.0500 nats, a perplexity factor of 1.051" in said and "key 0 change it by −0.0500 nats" in said
     assert "keeping key 1 instead, 0 nats, a perplexity factor of 1.000" in said
-    assert "on 6 of 6 seeds" in sinks.norms_sentence(both + split)
+    assert "on 6 of 6 seeds" in sinks_text.norms_sentence(both + split)
     frame = sinks.heads_frame(split[:1] + both[:1])
     assert frame["role"].tolist() == ["sink head", "copy head", "sink head and copy head", "—"]
 

@@ -9,7 +9,7 @@ import streamlit as st
 
 from attncore.settings import learning_rate
 from attncore.tasks.bigram_backcopy import BB_RUN
-from lab import compare, formats, sinks, stats
+from lab import compare, formats, sinks, sinks_text, stats
 from lab.jobs.caps import Limits
 from lab.jobs.slots import BusyError
 from ui import metered, runs, tables
@@ -77,8 +77,9 @@ def final_tests(wanted, by_run: dict, window: int) -> dict | None:
 
 
 def finding(per_seed, rows: pd.DataFrame) -> None:
-    st.markdown(f"**What the lab found.** {plain(sinks.headline(per_seed, rows))} The sink head, the window test and "
-                "the norms are measured under their charts below.")  # fmt: skip
+    headline = plain(sinks_text.headline(per_seed, rows))
+    st.markdown(f"**What the lab found.** {headline} The sink head, the window test and the norms are measured under "
+                "their charts below.")  # fmt: skip
 
 
 def verdict_table(rows: pd.DataFrame) -> None:
