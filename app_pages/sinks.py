@@ -4,25 +4,25 @@ import streamlit as st
 
 from attncore.tasks import N_TEST
 from attncore.tasks.bigram_backcopy import BB_RUN, N_SNAPSHOT_TEST, uniform_share
-from lab import formats, sinks
+from lab import formats, sinks, sinks_text
 from ui import compare_view, docs
 from ui import sinks_view as view
 from ui.charts import sinks as charts
 from ui.limits import limits
+from ui.plain import plain
 
 st.title("Attention sinks")
 st.caption(
     f"Bigram-Backcopy (Guo et al. 2024): a BOS token, then N = {BB_RUN['length']} tokens of V = "
     f"{BB_RUN['bigram_vocab']} drawn from a fixed random bigram table, except that after one of the "
     f"{BB_RUN['triggers']} trigger tokens the next token copies the one before the trigger. Attention is needed on "
-    "the triggers only; elsewhere a head can park its attention on the first token. StreamingLLM (Xiao et al. 2023) "
-    "showed that a sliding window which evicts that token breaks the model and that keeping it as a sink repairs it. "
-    f"Each seed trains a model of {formats.count(BB_RUN['n_layers'], 'block')} with "
-    f"{formats.count(BB_RUN['n_heads'], 'head')}, all seeds as one metered sweep; the "
-    f"losses are measured on {N_TEST} fixed held-out sequences."
+    "the triggers only; elsewhere a head can park its attention on the first token, a sink. StreamingLLM (Xiao et "
+    "al. 2023) found that a sliding window which evicts that token raises a language model's loss and that keeping "
+    "it beside the window repairs it. All seeds train as one metered sweep; the losses are measured on "
+    f"{N_TEST} fixed held-out sequences."
 )
 lim = limits()
-c1, c2 = st.columns([3, 1])
+c1, c2 = st.columns([4, 1])
 with c1:
     settings, window = view.controls(lim)
 with c2:
@@ -32,17 +32,20 @@ command = sinks.command(seeds, window, **settings)
 by_run = compare_view.ensure_trained(wanted, "Training the sinks experiment", "sk_train", command)
 if by_run is None:
     st.stop()
-tested = view.windowed(wanted, by_run, window)
+tested = view.final_tests(wanted, by_run, window)
 if tested is None:
     st.stop()
 records = [by_run[r] for r in wanted]
 per_seed = [sinks.seed_figures(by_run[r], tested[r]) for r in wanted]
 rows = sinks.comparisons(per_seed)
+model = wanted[0].model
+shape = f"{formats.count(model.n_layers, 'block')} of width {model.d_model} with {formats.count(model.n_heads, 'head')}"
+st.caption(plain(f"Each seed: {shape}, embeddings drawn with std {model.embed_std:g}."))
 view.finding(per_seed, rows)
 
 st.subheader("The first token's share of attention over training")
 uniform = uniform_share(wanted[0].task)
-st.altair_chart(charts.sink_share(sinks.sink_frame(records), uniform))
+st.altair_chart(charts.sink_share(sinks.sink_frame(records), uniform), width="content")
 st.caption(
     f"Each head's mean attention on position 0 from the bigram queries (tokens that are not triggers) of the first "
     f"{N_SNAPSHOT_TEST} held-out sequences, at every snapshot; a thin line per seed and head, orange for each run's "
@@ -50,24 +53,36 @@ st.caption(
     "uniformly over the keys it may read, the mean of 1/(t + 1) over the same queries."
 )
 
-st.subheader(f"StreamingLLM's test: a window of {window} keys, with and without the sink")
+st.subheader("Each head at the end of training")
+view.heads_table(per_seed)
+st.caption(plain(
+    "Share: as in the chart. Gu importance (Gu et al. 2024): the head's mean attention on key 0 over every query of "
+    f"a held-out sequence, averaged over the {N_TEST}; sequences above ε: how many score above ε = 0.3. Copy "
+    "attention: the mean weight the copy queries (triggers) put on the token before them, the one the copy brings "
+    f"back. {sinks_text.sink_sentence(per_seed)}"
+))  # fmt: skip
+
+st.subheader(f"StreamingLLM's test at one cache size: {window + 1} keys")
 st.altair_chart(charts.window_losses(sinks.window_frame(per_seed), per_seed[0]["bayes_loss"]), width="content")
-st.caption(
-    f"The held-out loss of the final weights over the queries t ≥ {window}, whose window of the last {window} keys "
-    "no longer holds position 0: full attention, the window (every layer), and the window with key 0 kept. A line "
-    "joins one seed's three losses; ticks are the means; dashed, the loss of the predictor that knows the table."
-)
+st.caption(plain(
+    f"The held-out loss of the final weights over the queries t ≥ {window + 1}, whose window of {window + 1} keys "
+    f"no longer holds position 0: full attention; windows (every layer) of {window} and {window + 1} keys; "
+    f"{window} keys with key 0 kept (the sink, StreamingLLM's cache), or key 1 or key 2 instead (controls), each a "
+    "cache of "
+    f"{window + 1} keys. A line joins one seed's losses; ticks are the means; dashed, the loss of the predictor that "
+    f"knows the table. {sinks_text.window_sentence(per_seed, rows)}"
+))  # fmt: skip
 
 st.subheader("Verdicts over seeds")
 view.verdict_table(rows)
 
 st.subheader("Value and residual norms at position 0 against the rest")
-st.altair_chart(charts.norms(sinks.norms_frame(records)))
-st.caption(
+st.altair_chart(charts.norms(sinks.norms_frame(records)), width="content")
+st.caption(plain(
     "Of the sink head (the head with the largest share on position 0 at the end): the mean norm of its value vector "
     "at position 0 and at the other positions, and of the residual stream entering its block (what its keys read). "
-    "Guo et al. report a small value and a large residual norm at the sink."
-)
+    f"Guo et al. report a small value and a large residual norm at the sink. {sinks_text.norms_sentence(per_seed)}"
+))  # fmt: skip
 st.download_button("Download the seeds (CSV)", sinks.seeds_csv(per_seed), "sinks-seeds.csv", "text/csv")
 st.subheader("What the sources claim")
 st.markdown(view.SOURCES)

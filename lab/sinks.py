@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -19,15 +20,14 @@ import pandas as pd
 from attncore.config import RunConfig
 from attncore.tasks import bigram_backcopy as bb
 from attncore.tasks.bigram_backcopy import BB_RUN, make_backcopy
-from lab import compare, formats, stats
+from lab import compare, stats
 from lab.store import RunRecord
 
 DEFAULT_SEEDS = 6  # the fewest with which one comparison can show a difference (floor 2/2^6 < 0.05)
 DEFAULT_WINDOW = 8  # W: keys of the sliding window
-SHARE, WINDOW, SINK = "sink share vs a uniform head", "window vs full attention", "window + sink vs window"
 FLAGS = {"steps": "--steps", "lr": "--lr", "decay": "--decay", "warmup": "--warmup", "length": "--N",
          "bigram_vocab": "--bigram-vocab", "triggers": "--triggers", "n_layers": "--layers", "n_heads": "--heads",
-         "position": "--position"}  # fmt: skip
+         "position": "--position", "embed_std": "--embed-std"}  # fmt: skip
 
 
 def runs_of(seeds: Sequence[int], **settings) -> list[RunConfig]:
@@ -36,7 +36,7 @@ def runs_of(seeds: Sequence[int], **settings) -> list[RunConfig]:
 
 
 def check_window(run: RunConfig, window: int) -> None:
-    """ConfigError naming the window and its range (1 to N - 2) unless W leaves a query without position 0."""
+    """ConfigError naming the window and its range (1 to N - 3) unless W + 1 keys leave a query without key 0."""
     bb.check_window(run.task, window)
 
 
@@ -59,37 +59,66 @@ def _schedule_default(key: str):
     return SETTINGS[key].default
 
 
-def sink_head(record: RunRecord) -> tuple[int, int]:
-    """(layer, head) with the largest share of its bigram queries' attention on position 0 at the end."""
-    share = np.asarray(record.snapshots[-1].figures["sink_share"])
-    layer, head = np.unravel_index(int(np.argmax(share)), share.shape)
+@dataclass(frozen=True)
+class FinalTest:
+    """What the final weights are measured on beyond the stored snapshots: StreamingLLM's window test and Gu et
+    al.'s sink importance per head, both on every held-out sequence."""
+
+    window: bb.WindowLosses
+    importance: bb.SinkImportance
+
+
+def final_test(record: RunRecord, window: int) -> FinalTest:
+    return FinalTest(bb.window_losses(record.params, record.config, window),
+                     bb.sink_importance(record.params, record.config))  # fmt: skip
+
+
+def _argmax(a: np.ndarray) -> tuple[int, int]:
+    layer, head = np.unravel_index(int(np.argmax(a)), a.shape)
     return int(layer), int(head)
 
 
-def seed_figures(record: RunRecord, windowed: bb.WindowLosses) -> dict:
-    """One run's figures for the JSON and the page: the end of training's sink figures (the last snapshot, the
-    first 100 held-out sequences; first_token_attention the mean over every head, beside each head's and the sink
-    head's, its value and residual norms at position 0 and elsewhere) and StreamingLLM's test on all of them."""
-    run, final = record.config, record.snapshots[-1].figures
-    layer, head = sink_head(record)
-    share = np.asarray(final["sink_share"])
+def sink_head(record: RunRecord) -> tuple[int, int]:
+    """(layer, head) with the largest share of its bigram queries' attention on position 0 at the end."""
+    return _argmax(np.asarray(record.snapshots[-1].figures["sink_share"]))
+
+
+BOTH, SPLIT = "one head sinks and copies", "one head sinks, another copies"
+
+
+def seed_figures(record: RunRecord, final: FinalTest) -> dict:
+    """One run's figures for the JSON and the page. From the end of training's snapshot (the first 100 held-out
+    sequences): the sink head (the largest share of the bigram queries' attention on position 0) and its share
+    (first_token_attention), the heads' mean share, the copy head (the largest copy attention), the roles, the sink
+    head's value norms and its block's residual norms at position 0 and elsewhere; per head (`heads`) its share, Gu
+    importance, rate above ε and copy attention. From every held-out sequence: StreamingLLM's test."""
+    run, snap, w, gu = record.config, record.snapshots[-1].figures, final.window, final.importance
+    share, copy = np.asarray(snap["sink_share"]), np.asarray(snap["copy_attention"])
+    (layer, head), copy_head = _argmax(share), _argmax(copy)
+    heads = [{"head": f"L{i}H{h}", "share": float(share[i, h]), "gu_importance": float(gu.importance[i, h]),
+              "sink_rate": float(gu.rate[i, h]), "copy_attention": float(copy[i, h])}
+             for i, h in np.ndindex(share.shape)]  # fmt: skip
+    windows = {k: getattr(w, k) for k in ("window", "full_loss", "window_loss", "window_wide_loss", "window_sink_loss",
+                                          "window_key1_loss", "window_key2_loss", "bayes_loss")}  # fmt: skip
     return {
         "seed": run.train.seed,
-        "first_token_attention": float(share.mean()),
-        "first_token_attention_by_head": share.tolist(),
+        "first_token_attention": float(share[layer, head]),
+        "mean_share": float(share.mean()),
         "uniform_share": bb.uniform_share(run.task),
         "sink_head": [layer, head],
-        "sink_head_share": float(share[layer, head]),
-        "copy_attention": float(np.max(final["copy_attention"])),
-        "value_norm_first": float(np.asarray(final["value_norm_first"])[layer, head]),
-        "value_norm_rest": float(np.asarray(final["value_norm_rest"])[layer, head]),
-        "resid_norm_first": float(np.asarray(final["resid_norm_first"])[layer]),
-        "resid_norm_rest": float(np.asarray(final["resid_norm_rest"])[layer]),
-        "window": windowed.window,
-        "full_loss": windowed.full_loss,
-        "window_loss": windowed.window_loss,
-        "window_sink_loss": windowed.window_sink_loss,
-        "bayes_loss": windowed.bayes_loss,
+        "gu_importance": float(gu.importance[layer, head]),
+        "sink_rate": gu.sink_rate,
+        "epsilon": gu.epsilon,
+        "sink_heads": int((gu.importance > gu.epsilon).sum()),
+        "copy_head": list(copy_head),
+        "copy_attention": float(copy[copy_head]),
+        "roles": BOTH if copy_head == (layer, head) else SPLIT,
+        "heads": heads,
+        "value_norm_first": float(np.asarray(snap["value_norm_first"])[layer, head]),
+        "value_norm_rest": float(np.asarray(snap["value_norm_rest"])[layer, head]),
+        "resid_norm_first": float(np.asarray(snap["resid_norm_first"])[layer]),
+        "resid_norm_rest": float(np.asarray(snap["resid_norm_rest"])[layer]),
+        **windows,
         "test_loss": record.test_loss,
         "bigram_loss": record.figures["bigram_loss"],
         "copy_loss": record.figures["copy_loss"],
@@ -98,17 +127,22 @@ def seed_figures(record: RunRecord, windowed: bb.WindowLosses) -> dict:
     }
 
 
-CELLS = {  # facet: (baseline, variant, what the difference is in)
-    SHARE: ("uniform_share", "first_token_attention", "share"),
-    WINDOW: ("full_loss", "window_loss", "loss"),
-    SINK: ("window_loss", "window_sink_loss", "loss"),
+SHARE, WINDOW = "mean share vs a uniform head", "window of W + 1 vs full attention"
+SINK, KEY1, KEY2 = "W + key 0 vs window of W + 1", "W + key 1 vs window of W + 1", "W + key 2 vs window of W + 1"
+CELLS = {  # facet: (baseline, variant, what the difference is in); the last three at one cache size, W + 1 keys
+    SHARE: ("uniform_share", "mean_share", "share"),
+    WINDOW: ("full_loss", "window_wide_loss", "loss"),
+    SINK: ("window_wide_loss", "window_sink_loss", "loss"),
+    KEY1: ("window_wide_loss", "window_key1_loss", "loss"),
+    KEY2: ("window_wide_loss", "window_key2_loss", "loss"),
 }
 
 
 def comparisons(per_seed: Sequence[Mapping]) -> pd.DataFrame:
     """One row per cell: the two figures' means over the seeds and lab.stats.compare_paired's columns of their
     paired differences (variant − baseline): the heads' mean share on position 0 against a uniform causal head's,
-    the window's loss against full attention's, the window with the sink against the window alone."""
+    the window of W + 1 keys against full attention, and at that cache size W keys with key 0 (the sink), key 1 or
+    key 2 kept against the window of W + 1."""
     rows = []
     for facet, (base, variant, unit) in CELLS.items():
         a = np.array([r[base] for r in per_seed], dtype=float)
@@ -119,35 +153,7 @@ def comparisons(per_seed: Sequence[Mapping]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _said(row) -> str:
-    interval = stats.format_interval(row["ci_low"], row["ci_high"])
-    return f"Δ {stats.format_delta(row['delta_mean'])}, 95 % interval {interval}, {row['verdict']}"
-
-
-def finding(per_seed: Sequence[Mapping], rows: pd.DataFrame) -> str:
-    """A paragraph from the numbers: the sink share against the uniform share, then the window's losses, each with
-    its paired verdict."""
-    n = formats.count(len(per_seed), "seed")
-    by = {r["facet"]: r for _, r in rows.iterrows()}
-    share, window, sink = by[SHARE], by[WINDOW], by[SINK]
-    w = per_seed[0]["window"]
-    bayes = float(np.mean([r["bayes_loss"] for r in per_seed]))
-    return (
-        f"Over {n}, the heads put {formats.share(share['variant_mean'])} of their bigram queries' attention on "
-        f"position 0 at the end of training (mean over heads), where a uniform causal head would put "
-        f"{formats.share(share['baseline_mean'])} ({_said(share)}). On the queries whose window of {w} keys no "
-        "longer holds position 0, full attention "
-        f"scores {formats.loss(window['baseline_mean'])} nats (the best possible: {formats.loss(bayes)}); the window "
-        f"without position 0 {formats.loss(window['variant_mean'])} ({_said(window)}); the same window keeping "
-        f"position 0 as a sink {formats.loss(sink['variant_mean'])} ({_said(sink)}). Over every position the "
-        f"held-out loss is {formats.loss(_mean(per_seed, 'test_loss'))} nats against the Bayes loss "
-        f"{formats.loss(_mean(per_seed, 'bayes_test_loss'))}: {formats.loss(_mean(per_seed, 'bigram_loss'))} against "
-        f"{formats.loss(_mean(per_seed, 'bayes_bigram_loss'))} at the bigram queries, "
-        f"{formats.loss(_mean(per_seed, 'copy_loss'))} against 0 at the copy queries."
-    )
-
-
-def _mean(per_seed: Sequence[Mapping], key: str) -> float:
+def mean_of(per_seed: Sequence[Mapping], key: str) -> float:
     values = [r[key] for r in per_seed if r.get(key) is not None]
     return float(np.mean(values)) if values else math.nan
 
@@ -209,17 +215,42 @@ def norms_frame(records: Sequence[RunRecord]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["seed", "step", "norm", "where", "value"])
 
 
-CONDITIONS = {"full_loss": "full attention", "window_loss": "window", "window_sink_loss": "window + sink"}
+def conditions(window: int) -> dict[str, str]:
+    """{per-seed key: the condition's label} of StreamingLLM's test with a window of W keys."""
+    return {"full_loss": "full attention", "window_loss": f"{window} keys", "window_wide_loss": f"{window + 1} keys",
+            "window_sink_loss": f"{window} + key 0", "window_key1_loss": f"{window} + key 1",
+            "window_key2_loss": f"{window} + key 2"}  # fmt: skip
 
 
 def window_frame(per_seed: Sequence[Mapping]) -> pd.DataFrame:
-    """One row per seed and condition (full attention, window, window + sink): the held-out loss over the queries
-    the window leaves without position 0."""
+    """One row per seed and condition (full attention; a window of W keys, of W + 1; W keys and key 0, 1 or 2): the
+    held-out loss over the queries the window of W + 1 leaves without position 0."""
+    names = conditions(per_seed[0]["window"])
     rows = [{"seed": r["seed"], "condition": name, "loss": float(r[key])}
-            for r in per_seed for key, name in CONDITIONS.items()]  # fmt: skip
+            for r in per_seed for key, name in names.items()]  # fmt: skip
     return pd.DataFrame(rows, columns=["seed", "condition", "loss"])
 
 
+HEAD_COLUMNS = {"share": "share on position 0", "gu_importance": "Gu importance", "sink_rate": "sequences above ε",
+                "copy_attention": "copy attention"}  # fmt: skip
+
+
+def heads_frame(per_seed: Sequence[Mapping]) -> pd.DataFrame:
+    """One row per seed and head: its share of the bigram queries' attention on position 0, Gu et al.'s importance
+    and the share of sequences above ε, its copy attention, and its role (sink head, copy head, both or neither)."""
+    rows = []
+    for r in per_seed:
+        sink, copy = "L{}H{}".format(*r["sink_head"]), "L{}H{}".format(*r["copy_head"])
+        for h in r["heads"]:
+            role = " and ".join(name for name, head in (("sink head", sink), ("copy head", copy)) if head == h["head"])
+            rows.append({"seed": r["seed"], "head": h["head"], **{k: h[k] for k in HEAD_COLUMNS}, "role": role or "—"})
+    return pd.DataFrame(rows, columns=["seed", "head", *HEAD_COLUMNS, "role"])
+
+
 def seeds_csv(per_seed: Sequence[dict]) -> str:
-    rows = [{k: (str(v) if isinstance(v, list) else v) for k, v in r.items()} for r in per_seed]
+    """One row per seed, a column per figure; the heads' figures as columns <head>_<figure>."""
+    rows = []
+    for r in per_seed:
+        flat = {k: (str(v) if isinstance(v, list) else v) for k, v in r.items() if k != "heads"}
+        rows.append(flat | {f"{h['head']}_{k}": h[k] for h in r["heads"] for k in HEAD_COLUMNS})
     return pd.DataFrame(rows).to_csv(index=False)

@@ -147,8 +147,8 @@ def test_a_key_outside_the_window_gets_zero_weight_and_the_sink_keeps_key_0():
 
 def test_a_window_longer_than_the_sequence_is_refused_naming_its_range():
     run = make_backcopy()
-    with pytest.raises(ConfigError, match=r"window: .*1.*30"):
-        bb.window_losses(init_params(run.model, 0), run, 31)
+    with pytest.raises(ConfigError, match=r"window: .*1.*29"):
+        bb.window_losses(init_params(run.model, 0), run, 30)
 
 
 def test_the_figures_of_an_untrained_model_have_their_shapes_and_ranges():
@@ -167,15 +167,15 @@ def test_the_figures_of_an_untrained_model_have_their_shapes_and_ranges():
         0 <= zeroed.token_accuracy <= 1 and bb.held_out(params, run, 20, mask).loss != bb.held_out(params, run, 20).loss
     )
     w = bb.window_losses(params, run, 4, n=20)
-    assert w.queries == 11 and w.full_loss > w.bayes_loss > 0
+    assert w.queries == 10 and w.full_loss > w.bayes_loss > 0
 
 
 def test_the_command_refuses_bad_input_in_one_sentence(capsys):
     from cli.main import main
 
-    assert main(["sinks", "--window", "31", "--estimate"]) == 2
+    assert main(["sinks", "--window", "30", "--estimate"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "window" in err and "30" in err
+    assert err.count("\n") == 1 and "window" in err and "29" in err
     assert main(["sinks", "--triggers", "40", "--estimate"]) == 2
     assert "triggers" in capsys.readouterr().err
     assert main(["sinks", "--V", "8", "--estimate"]) == 2  # the induction task's flag is not one of this command's
@@ -188,19 +188,26 @@ def test_the_command_line_and_lab_share_the_defaults():
     assert cli_sinks.DEFAULT_SEEDS == sinks.DEFAULT_SEEDS and cli_sinks.DEFAULT_WINDOW == sinks.DEFAULT_WINDOW
     assert sinks.command([0, 1, 2], 8, **BB_RUN) == "python -m attncore sinks --seeds 0 1 2"
     assert (
-        sinks.command([0], 5, steps=500, lr=1e-2)
-        == "python -m attncore sinks --seeds 0 --window 5 --steps 500 --lr 0.01"
+        sinks.command([0], 5, steps=500, lr=3e-3, embed_std=0.1)
+        == "python -m attncore sinks --seeds 0 --window 5 --steps 500 --lr 0.003 --embed-std 0.1"
     )
 
 
 def _per_seed(seed, share, full, window, sink):
-    return {"seed": seed, "first_token_attention": share, "uniform_share": 0.1, "full_loss": full,
-            "window_loss": window, "window_sink_loss": sink, "bayes_loss": 2.0, "window": 8, "test_loss": 2.4,
-            "bayes_test_loss": 2.3, "bigram_loss": 2.5, "bayes_bigram_loss": 2.45, "copy_loss": 0.05}  # fmt: skip
+    head = {"head": "L0H0", "share": share, "gu_importance": share, "sink_rate": 1.0, "copy_attention": 0.9}
+    return {"seed": seed, "first_token_attention": share, "mean_share": share, "uniform_share": 0.1,
+            "full_loss": full, "window_loss": window, "window_wide_loss": window, "window_sink_loss": sink,
+            "window_key1_loss": window + 0.01 * (window - full), "window_key2_loss": window - 0.01 * (window - full),
+            "bayes_loss": 2.0, "window": 8, "test_loss": 2.4,
+            "bayes_test_loss": 2.3, "bigram_loss": 2.5, "bayes_bigram_loss": 2.45, "copy_loss": 0.05,
+            "sink_head": [0, 0], "copy_head": [0, 0], "gu_importance": share, "sink_heads": int(share > 0.3),
+            "epsilon": 0.3, "copy_attention": 0.9, "roles": "one head sinks and copies", "heads": [head],
+            "value_norm_first": 1.0, "value_norm_rest": 2.0, "resid_norm_first": 1.0,
+            "resid_norm_rest": 1.0}  # fmt: skip
 
 
 def test_the_verdicts_follow_the_paired_rule_and_never_outrun_the_seeds():
-    from lab import sinks, stats
+    from lab import sinks, sinks_text, stats
 
     six = [_per_seed(s, 0.3 + 0.01 * s, 2.3, 2.5 + 0.01 * s, 2.3) for s in range(6)]
     rows = sinks.comparisons(six)
@@ -211,7 +218,7 @@ def test_the_verdicts_follow_the_paired_rule_and_never_outrun_the_seeds():
     assert set(sinks.verdicts(three).values()) == {stats.TOO_FEW}  # 3 seeds: the floor 0.25 cannot show anything
     same = sinks.comparisons([_per_seed(s, 0.1, 2.3, 2.3, 2.3) for s in range(6)])
     assert set(sinks.verdicts(same).values()) == {stats.IDENTICAL}
-    text = sinks.finding(six, rows)
+    text = sinks_text.finding(six, rows)
     assert "position 0" in text and stats.SHOWN in text and "against the Bayes loss 2.30" in text
 
 
@@ -233,16 +240,17 @@ def test_the_record_keeps_the_figures_and_the_json_has_one_object_per_seed(store
 
     record = get_run(store[0])
     final = record.snapshots[-1].figures
-    assert np.shape(final["sink_share"]) == (1, 2) and np.shape(final["resid_norm_first"]) == (2,)
+    assert np.shape(final["sink_share"]) == (1, 1) and np.shape(final["resid_norm_first"]) == (2,)
     assert record.snapshots[-1].step == STEPS and set(record.figures) == {"bigram_loss", "copy_loss"}
     assert main(["sinks", "--seeds", "0", "1", "--steps", str(STEPS), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert [s["seed"] for s in out["seeds"]] == [0, 1]
     for s in out["seeds"]:
         assert {"seed", "first_token_attention", "full_loss", "window_loss", "window_sink_loss", "bayes_loss"} <= set(s)
-        assert s["first_token_attention"] == pytest.approx(float(np.mean(final["sink_share"]))) or s["seed"] == 1
-    assert set(out["verdicts"]) == {"sink share vs a uniform head", "window vs full attention",
-                                    "window + sink vs window"}  # fmt: skip
+        assert s["first_token_attention"] == pytest.approx(float(np.max(final["sink_share"]))) or s["seed"] == 1
+    assert set(out["verdicts"]) == {"mean share vs a uniform head", "window of W + 1 vs full attention",
+                                    "W + key 0 vs window of W + 1", "W + key 1 vs window of W + 1",
+                                    "W + key 2 vs window of W + 1"}  # fmt: skip
     assert set(out["verdicts"].values()) == {"too few seeds"}  # 2 seeds show nothing
     assert main(["sinks", "--seeds", "0", "1", "--steps", str(STEPS), "--estimate", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["missing"] == 0
@@ -263,13 +271,15 @@ def test_the_page_draws_the_experiment_and_keeps_its_controls_in_the_url(store):
     assert len(charts(at)) == 3
     assert at.number_input(key="sk_win").value == 5
     at = AppTest.from_file("../dashboard.py", default_timeout=120)  # every control read back from a URL
-    query = {"sk_seeds": "3", "sk_steps": "500", "sk_win": "6", "sk_lr": "1e-2", "sk_decay": "cosine"}
+    query = {"sk_seeds": "3", "sk_steps": "500", "sk_win": "6", "sk_lr": "3e-3", "sk_decay": "cosine", "sk_emb": "0.1",
+             "sk_heads": "2"}  # fmt: skip
     at.query_params.update(query)
     at.run()
     at.switch_page("app_pages/sinks.py").run()
     assert not at.exception, [e.message for e in at.exception]
     assert at.number_input(key="sk_seeds").value == 3 and at.selectbox(key="sk_steps").value == 500
-    assert at.number_input(key="sk_win").value == 6 and at.selectbox(key="sk_lr").value == 1e-2
+    assert at.number_input(key="sk_win").value == 6 and at.selectbox(key="sk_lr").value == 3e-3
+    assert at.selectbox(key="sk_emb").value == 0.1 and at.selectbox(key="sk_heads").value == 2
     assert at.selectbox(key="sk_decay").value == "cosine"
     assert any(b.key == "sk_train" for b in at.button)  # these runs are missing: the estimate and its button
 
@@ -280,8 +290,9 @@ def test_a_hostile_url_gets_one_sentence_not_a_traceback(tmp_path, monkeypatch):
 
     monkeypatch.setenv("ATTNCORE_CACHE_DIR", str(tmp_path))
     at = AppTest.from_file("../dashboard.py", default_timeout=120)
-    at.query_params.update({"sk_win": "999", "sk_lr": "banana"})
+    at.query_params.update({"sk_win": "999", "sk_lr": "banana", "sk_emb": "-1", "sk_heads": "64"})
     at.run()
     at.switch_page("app_pages/sinks.py").run()
     assert not at.exception, [e.message for e in at.exception]
-    assert at.number_input(key="sk_win").value <= BB_RUN["length"] - 2
+    assert at.number_input(key="sk_win").value <= BB_RUN["length"] - 3
+    assert at.selectbox(key="sk_emb").value == BB_RUN["embed_std"] and at.selectbox(key="sk_heads").value == 1

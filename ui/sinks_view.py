@@ -8,8 +8,8 @@ import pandas as pd
 import streamlit as st
 
 from attncore.settings import learning_rate
-from attncore.tasks.bigram_backcopy import BB_RUN, window_losses
-from lab import compare, formats, sinks, stats
+from attncore.tasks.bigram_backcopy import BB_RUN
+from lab import compare, formats, sinks, sinks_text, stats
 from lab.jobs.caps import Limits
 from lab.jobs.slots import BusyError
 from ui import metered, runs, tables
@@ -17,22 +17,26 @@ from ui.params import url_number, url_select
 from ui.plain import plain
 
 LRS = (1e-3, 3e-3, 1e-2, 3e-2)
+EMBED_STDS = {1.0: "1", 0.1: "0.1"}
+HEADS = (1, 2)
 DECAYS = {"none": "constant", "cosine": "cosine to 0 (100 warm-up steps)"}
 SOURCES = (
     "Xiao et al. 2023, *Efficient Streaming Language Models with Attention Sinks* (arXiv:2309.17453): language "
     "models put a large share of their attention on the first tokens whatever they are; a sliding window that evicts "
     "them makes the perplexity explode as soon as the text outgrows the window, and keeping the first few tokens' "
-    "keys and values beside the window (StreamingLLM) restores it. Guo et al. 2024, *Active-Dormant Attention Heads* "
-    "(arXiv:2410.13835): the same extreme-token phenomena (attention sinks, small value states, large residual "
-    "norms at the sink) appear in one- to three-layer transformers trained on their Bigram-Backcopy task, where a "
-    "head is needed on the triggers only and parks its attention on the first token everywhere else. The lab's "
-    "chapter on this experiment says where its runs agree with these and where they differ."
+    "keys and values beside the window, at the same cache size (StreamingLLM), restores it. Guo et al. 2024, "
+    "*Active-Dormant Attention Heads* (arXiv:2410.13835): the same extreme-token phenomena (attention sinks, small "
+    "value states, large residual norms at the sink) appear in one- to three-layer transformers trained on their "
+    "Bigram-Backcopy task, where one head is active on the triggers and dormant, parked on the first token, "
+    "everywhere else. Gu et al. 2024, *When Attention Sink Emerges in Language Models* (arXiv:2410.10781): a head's "
+    "sink is its mean attention on the first token; above ε = 0.3 it is a sink head. The lab's chapter on this "
+    "experiment says where its runs agree with these and where they differ."
 )
 
 
 def controls(lim: Limits) -> dict:
     """lab.sinks.runs_of settings and the window from the page's widgets (URL keys sk_*), within the hosted caps."""
-    c1, c2, c3, c4 = st.columns(4)
+    c1, c2, c3, c4, c5, c6 = st.columns([1, 1, 1.2, 1.4, 0.8, 1])
     with c1:
         options = [s for s in (100, 500, 1000, 2000, 3000) if s <= lim.max_steps] or [lim.max_steps]
         steps = url_select("Steps per run", "sk_steps", options, min(BB_RUN["steps"], options[-1]), format_func=str)
@@ -42,21 +46,29 @@ def controls(lim: Limits) -> dict:
         decay = url_select("Schedule", "sk_decay", list(DECAYS), "none", format_func=DECAYS.get,
                            help="Constant, or 100 warm-up steps and a cosine decay to 0 at the last step.")  # fmt: skip
     with c4:
-        window = url_number("Window W (keys)", "sk_win", sinks.DEFAULT_WINDOW, 1, BB_RUN["length"] - 2,
-                            help=f"The sliding window's keys, 1 to N − 2 = {BB_RUN['length'] - 2}.")  # fmt: skip
+        embed = url_select("Embedding std at init", "sk_emb", list(EMBED_STDS), BB_RUN["embed_std"],
+                           format_func=EMBED_STDS.get, help="The token and position embeddings' initial std: "
+                           "the setting that decides whether a sink forms at this size. 1 is PyTorch "
+                           "nn.Embedding's default, 0.1 the lab's article model's.")  # fmt: skip
+    with c5:
+        heads = url_select("Heads", "sk_heads", list(HEADS), BB_RUN["n_heads"], format_func=str)
+    with c6:
+        window = url_number("Window W (keys)", "sk_win", sinks.DEFAULT_WINDOW, 1, BB_RUN["length"] - 3,
+                            help=f"The sliding window's keys, 1 to N − 3 = {BB_RUN['length'] - 3}: the test "
+                            "compares caches of W + 1 keys.")  # fmt: skip
     schedule = {"decay": decay, "warmup": 100 if decay != "none" else 0}
-    return {"steps": steps, "lr": lr} | schedule, window
+    return {"steps": steps, "lr": lr, "embed_std": embed, "n_heads": heads} | schedule, window
 
 
-def windowed(wanted, by_run: dict, window: int) -> dict | None:
-    """{run: WindowLosses} of the final weights, metered as page work (server-wide memo, else a slot); None with a
-    message when the server is busy."""
+def final_tests(wanted, by_run: dict, window: int) -> dict | None:
+    """{run: lab.sinks.FinalTest} of the final weights (the window test, Gu et al.'s importance), metered as page
+    work (server-wide memo, else a slot); None with a message when the server is busy."""
     out = {}
     try:
         for run in wanted:
             record = by_run[run]
             key = (runs.run_key(run), window)
-            out[run] = metered.metered("sinks-window", key, lambda r=record: window_losses(r.params, r.config, window),
+            out[run] = metered.metered("sinks-final", key, lambda r=record: sinks.final_test(r, window),
                                        "the window test")  # fmt: skip
     except BusyError as e:
         st.warning(str(e), icon=":material/hourglass_top:")
@@ -65,7 +77,9 @@ def windowed(wanted, by_run: dict, window: int) -> dict | None:
 
 
 def finding(per_seed, rows: pd.DataFrame) -> None:
-    st.markdown(f"**What the lab found.** {plain(sinks.finding(per_seed, rows))}")
+    headline = plain(sinks_text.headline(per_seed, rows))
+    st.markdown(f"**What the lab found.** {headline} The sink head, the window test and the norms are measured under "
+                "their charts below.")  # fmt: skip
 
 
 def verdict_table(rows: pd.DataFrame) -> None:
@@ -78,8 +92,15 @@ def verdict_table(rows: pd.DataFrame) -> None:
         "Δ (variant − baseline)": [stats.format_delta(x) for x in rows["delta_mean"]],
         "95 % interval": [stats.format_interval(a, b) for a, b in zip(rows["ci_low"], rows["ci_high"], strict=True)],
         "p": [stats.format_p(p) for p in rows["p_value"]],
-        "p floor": [stats.format_p(p) for p in rows["p_floor"]],
         "verdict": rows["verdict"],
     })  # fmt: skip
     tables.show(shown)
     st.caption(f"Each row its own comparison, paired by seed. {compare.RULE}")
+
+
+def heads_table(per_seed) -> None:
+    """Per seed and head: the share on position 0, Gu et al.'s importance and rate, the copy attention, the role."""
+    frame = sinks.heads_frame(per_seed)
+    shown = frame.assign(**{k: [formats.share(x) for x in frame[k]] for k in ("share", "sink_rate", "copy_attention")},
+                         gu_importance=[f"{x:.2f}" for x in frame["gu_importance"]])  # fmt: skip
+    tables.show(shown.rename(columns=sinks.HEAD_COLUMNS))

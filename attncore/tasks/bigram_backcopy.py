@@ -38,11 +38,12 @@ TABLE_SEED = 20_241_017  # the bigram table's own seed: the same table for every
 DIRICHLET = 0.3  # each row of the table ~ Dirichlet(0.3, ..., 0.3) over the V tokens: a few likely successors
 BB_DEFAULTS = {"bigram_vocab": 32, "triggers": 3}  # TaskConfig's fields the task fills when not given
 
-# The sinks experiment's defaults (docs/sinks.md: the settings that show a sink on 2 cores in minutes and those
-# that do not): N = 32 tokens of V = 32 with K = 3 triggers; one block, d = 32, two heads, learned positions,
-# pre-LN, a constant learning rate of 3e-3, batch 32, 2,000 steps.
-BB_RUN = dict(length=32, bigram_vocab=32, triggers=3, n_layers=1, d_model=32, n_heads=2, position="learned",
-              norm="pre", lr=3e-3, batch_size=32, steps=2000)  # fmt: skip
+# The sinks experiment's defaults (docs/sinks.md: which setting decides whether a sink forms, measured): N = 32
+# tokens of V = 32 with K = 3 triggers; one block, d = 32, one head, learned positions, pre-LN, the embeddings drawn
+# with std 1 (nn.Embedding's; at the lab's 0.1 no head sinks), a constant learning rate of 1e-2, batch 32, 2,000
+# steps.
+BB_RUN = dict(length=32, bigram_vocab=32, triggers=3, n_layers=1, d_model=32, n_heads=1, position="learned",
+              norm="pre", embed_std=1.0, lr=1e-2, batch_size=32, steps=2000)  # fmt: skip
 
 
 def make_backcopy(seed: int = 0, **overrides) -> RunConfig:
@@ -261,32 +262,79 @@ def sink_figures(params, run: RunConfig, n: int = N_SNAPSHOT_TEST) -> dict[str, 
 
 @dataclass(frozen=True)
 class WindowLosses:
-    """StreamingLLM's test on the held-out set: the loss over the queries t >= W (whose window of W keys no longer
-    holds position 0) under full attention, the window, and the window with position 0 kept as a sink."""
+    """StreamingLLM's test on the held-out set, over the queries t >= W + 1 (whose window of W + 1 keys no longer
+    holds position 0): the loss under full attention, a window of W keys, a window of W + 1 keys, and a window of W
+    keys with one early key kept beside it (key 0, the sink; key 1 or key 2, the controls), each of the last three
+    a cache of W + 1 keys, as StreamingLLM compares them (Xiao et al. 2023, arXiv:2309.17453)."""
 
     window: int
     full_loss: float
-    window_loss: float
-    window_sink_loss: float
+    window_loss: float  # W keys
+    window_wide_loss: float  # W + 1 keys: the same cache as the window + sink
+    window_sink_loss: float  # W keys and key 0
+    window_key1_loss: float  # W keys and key 1 (a control: an early key that is not the sink)
+    window_key2_loss: float  # W keys and key 2
     bayes_loss: float  # the best predictor's loss over the same queries
     queries: int  # how many query positions (per sequence) the losses average over
 
 
+KEPT = {"window_sink_loss": 0, "window_key1_loss": 1, "window_key2_loss": 2}  # the early key each condition keeps
+
+
 def check_window(task: TaskConfig, window: int) -> None:
-    """ConfigError unless 1 <= W <= N - 2: a window that leaves some query without position 0."""
-    check_int("window", window, 1, task.length - 2)
+    """ConfigError unless 1 <= W <= N - 3: a window of W + 1 keys that leaves some query without position 0."""
+    check_int("window", window, 1, task.length - 3)
+
+
+def kept_key_mask(t: int, window: int, key: int) -> np.ndarray:
+    """(T, T) bool: a sliding window of `window` keys with `key` kept beside it (causality is the model's)."""
+    mask = window_mask(t, window)
+    mask[:, key] = True
+    return mask
 
 
 def window_losses(params, run: RunConfig, window: int, n: int = N_TEST) -> WindowLosses:
     check_window(run.task, window)
     seqs = test_sequences(run.task)[:n]
     T = seqs.shape[1] - 1
-    full, _ = token_losses(params, run, seqs)
-    windowed, _ = token_losses(params, run, seqs, keys=window_mask(T, window))
-    sink, _ = token_losses(params, run, seqs, keys=window_mask(T, window, sink=True))
-    q = np.arange(window, T)
-    mean = lambda a: float(a[:, q].mean())  # noqa: E731
-    return WindowLosses(window, mean(full), mean(windowed), mean(sink), bayes_loss(run.task, q), len(q))
+    q = np.arange(window + 1, T)
+
+    def loss(keys) -> float:
+        return float(token_losses(params, run, seqs, keys=keys)[0][:, q].mean())
+
+    kept = {name: loss(kept_key_mask(T, window, key)) for name, key in KEPT.items()}
+    return WindowLosses(window, loss(None), loss(window_mask(T, window)), loss(window_mask(T, window + 1)),
+                        **kept, bayes_loss=bayes_loss(run.task, q), queries=len(q))  # fmt: skip
+
+
+GU_EPSILON = 0.3  # Gu et al. 2024 (arXiv:2410.10781): a head whose mean attention on key 0 exceeds it is a sink head
+
+
+@dataclass(frozen=True)
+class SinkImportance:
+    """Gu et al. 2024's measure of each head's sink (arXiv:2410.10781): per held-out sequence the head's mean
+    attention on key 0 over every query (the BOS query included), then per head the mean over the sequences
+    (importance) and the share of sequences above ε (rate); the sink rate is the share over every (sequence, head)."""
+
+    importance: np.ndarray  # (n_layers, H)
+    rate: np.ndarray  # (n_layers, H)
+    epsilon: float
+
+    @property
+    def sink_rate(self) -> float:
+        return float(self.rate.mean())
+
+
+def sink_importance(params, run: RunConfig, n: int = N_TEST, epsilon: float = GU_EPSILON) -> SinkImportance:
+    x = test_sequences(run.task)[:n, :-1]
+    per_seq = []  # (n_layers, B, H) a chunk
+    with one_blas_thread():
+        for start in range(0, len(x), CHUNK):
+            _, acts = run_with_hooks(params, x[start : start + CHUNK], run.model)
+            per_seq.append([acts[f"blocks.{i}.attn.pattern"][:, :, :, 0].astype(np.float64).mean(axis=2)
+                            for i in range(run.model.n_layers)])  # fmt: skip
+    a = np.concatenate([np.array(p) for p in per_seq], axis=1)  # (n_layers, n, H)
+    return SinkImportance(a.mean(axis=1), (a > epsilon).mean(axis=1), epsilon)
 
 
 def measure(params, run: RunConfig, n: int = N_SNAPSHOT_TEST) -> dict:

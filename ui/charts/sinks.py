@@ -51,7 +51,7 @@ def window_losses(frame: pd.DataFrame, bayes: float, height: int = 280) -> alt.L
     """lab.sinks.window_frame: each seed's held-out loss under full attention, the window and the window + sink,
     joined by a line (the pairs), the means as ticks, and the best possible loss as a dashed rule."""
     conditions = list(dict.fromkeys(frame["condition"]))
-    width = min(panel_width(1), 180 * len(conditions))
+    width = min(panel_width(1) - 60, 120 * len(conditions))  # the plot area, beside its axis's labels
     x = alt.X("condition:N", sort=conditions, title=None, axis=alt.Axis(labelAngle=0, labelLimit=200))
     y = alt.Y("loss:Q", title="held-out loss (nats)", scale=alt.Scale(zero=False))
     tooltip = ["condition:N", "seed:O", alt.Tooltip("loss:Q", format=".4f")]
@@ -77,7 +77,7 @@ def norms(frame: pd.DataFrame, height: int = 200) -> alt.FacetChart:
             detail="seed:N",
             tooltip=["norm:N", "where:N", "seed:O", "step:Q", alt.Tooltip("value:Q", format=".3f")],
         )
-        .properties(width=panel_width(columns), height=height)
+        .properties(width=panel_width(columns) - 40, height=height)  # each panel its own y axis: 40 px less
         .facet(facet=alt.Facet("norm:N", title=None, sort=["value", "residual"]), columns=columns)
         .resolve_scale(y="independent")
     )
