@@ -11,8 +11,9 @@ script run has finished. A view's CPU is the server's process tree's utime + sti
 workers and reaped children too). Prints the median per page (the first view of a page after the server's start,
 which fills the memos, apart as "first"), the exceptions any view drew, and the machine and load.
 
---compare runs the same views on a second server with the view memos off (ATTNLAB_VIEW_MEMO=0, lab.jobs.memo) and
-prints memo-off / memo-on ratios of the medians.
+--compare runs the same views on a second server as it was before the view memos (ATTNLAB_VIEW_MEMO=0, lab.jobs.memo;
+and Streamlit's full garbage collection after every script run, runner.postScriptGC, on again) and prints off / on
+ratios of the medians.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from lab import store  # noqa: E402
 from ui.nav import PAGES  # noqa: E402
 
 VIEW_TIMEOUT = 300  # s: a hang guard
+OFF = {"ATTNLAB_VIEW_MEMO": "0", "STREAMLIT_RUNNER_POST_SCRIPT_GC": "true"}  # the server as it was before the memos
 
 
 @contextmanager
@@ -153,8 +155,8 @@ def main() -> None:
             print(f"store: {held} runs trained by the command line's sweep")
         off = None
         if args.compare:
-            print("view memos off (ATTNLAB_VIEW_MEMO=0):")
-            with hosted_server(location, args.port, Path(tmp) / "off.log", {"ATTNLAB_VIEW_MEMO": "0"}) as (base, pid):
+            print("view memos off (ATTNLAB_VIEW_MEMO=0, Streamlit's runner.postScriptGC on):")
+            with hosted_server(location, args.port, Path(tmp) / "off.log", OFF) as (base, pid):
                 off = measure(base, pid, pages, args.views, query)
         print("view memos on:")
         with hosted_server(location, args.port, Path(tmp) / "on.log") as (base, pid):

@@ -381,6 +381,21 @@ def is_cached(run: RunConfig, *, location: Path | str | None = None) -> bool:
         return False
 
 
+def entry_stamp(run: RunConfig, *, location: Path | str | None = None, touch: bool = False) -> tuple | None:
+    """What changes whenever the run's entry is written, replaced or removed (the inode and size of its two files, the
+    array file's modification and change times, which no one can set back), or None when it is absent. A record read
+    and checked with one stamp is the stored one for as long as the stamp holds. touch: mark the entry as just used,
+    as a read does (the sidecar's mtime: eviction takes the least recently used first)."""
+    try:
+        entry = _Entry(run, location)
+        if touch:
+            index.touch(entry.func_dir, entry.path.name)
+        sidecar, arrays = (os.stat(entry.path / name) for name in (backend.SIDECAR_FILE, backend.RECORD_FILE))
+    except OSError:
+        return None
+    return sidecar.st_ino, sidecar.st_size, arrays.st_ino, arrays.st_size, arrays.st_mtime_ns, arrays.st_ctime_ns
+
+
 def _func_dir(location: Path) -> Path:
     func = _memorized(str(location))
     return Path(func.store_backend.location, func.func_id)
