@@ -42,6 +42,7 @@ class Session:
     def __init__(self, base: str, page: str, query: str = ""):
         self.url = base.replace("http://", "ws://") + "/_stcore/stream"
         self.page, self.query, self.states = page, query, {}  # widget id -> WidgetState proto
+        self.pages: dict[str, str] = {}  # url path -> page script hash, from the server's navigation message
         self.ws = None
 
     async def __aenter__(self) -> Session:
@@ -51,13 +52,16 @@ class Session:
     async def __aexit__(self, *exc) -> None:
         await self.ws.close()
 
-    async def run(self, timeout: float, page_hash: str = "") -> View:
-        """Ask for a script run with the current widget states; the View when it finished (or timed out)."""
+    async def run(self, timeout: float, page: str | None = None) -> View:
+        """Ask for a script run with the current widget states (of `page`, a URL path, as a click in the navigation
+        would: by its script hash once the server named it); the View when it finished (or timed out)."""
         msg = BackMsg()
         state = msg.rerun_script
+        if page is not None and page != self.page:
+            self.page, self.states = page, {}  # another page: its widgets are not these
         state.query_string, state.page_name = self.query, self.page
-        if page_hash:
-            state.page_script_hash = page_hash
+        if self.page in self.pages:
+            state.page_script_hash = self.pages[self.page]
         state.widget_states.widgets.extend(self.states.values())
         await self.ws.send(msg.SerializeToString())
         view = View()
@@ -75,6 +79,10 @@ class Session:
             kind = fwd.WhichOneof("type")
             if kind == "delta" and fwd.delta.WhichOneof("type") == "new_element":
                 element(fwd.delta.new_element, view)
+            elif kind == "navigation":
+                self.pages |= {p.url_pathname: p.page_script_hash for p in fwd.navigation.app_pages}
+            elif kind == "page_info_changed":
+                self.query = fwd.page_info_changed.query_string  # the page wrote its settings into the URL
             elif kind == "script_finished":
                 if fwd.script_finished == COMPILE_ERROR:
                     view.exceptions.append("compile error")
@@ -153,5 +161,3 @@ async def one_view(base: str, page: str, query: str, timeout: float) -> View:
     """A new session opens `page` and waits until its script run finishes."""
     async with Session(base, page, query) as s:
         return await s.run(timeout)
-
-
