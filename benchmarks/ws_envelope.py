@@ -1,6 +1,7 @@
 """A class on one server without browsers: N visitors speaking Streamlit's websocket protocol, for a bounded time.
 
 Usage: python benchmarks/ws_envelope.py [--visitors 30] [--seconds 120] [--think 1] [--port 8621] [--store DIR]
+                                        [--memo-off]  (the server as it was before its view memos)
        python benchmarks/ws_envelope.py --tiny   (3 visitors, each page once each, a 9-run store: a smoke run)
 
 Fills a run store in a temporary folder through the command line's sweep (hosted_envelope.fill), starts a hosted
@@ -31,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks"), str(ROOT / "tests")]
 
 from hosted_envelope import Round, Sampler, fill, load, machine, percentile, role, store_check  # noqa: E402
-from page_cpu import hosted_server  # noqa: E402
+from page_cpu import OFF, hosted_server  # noqa: E402
 from st_client import Session, tree_cpu_seconds  # noqa: E402
 
 from ui.nav import PAGES  # noqa: E402
@@ -90,7 +91,7 @@ async def drive(base: str, result: Result, args, max_views: int | None) -> None:
 
 def one_round(location: Path, args, log: Path, max_views: int | None) -> Result:
     result = Result(args.visitors, memory=Round(args.visitors))
-    with hosted_server(location, args.port, log) as (base, pid):
+    with hosted_server(location, args.port, log, OFF if args.memo_off else None) as (base, pid):
         sampler = Sampler(pid, result.memory)
         sampler.start()
         cpu, start = tree_cpu_seconds(pid), time.perf_counter()
@@ -136,6 +137,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=30, help="steps of the filled runs (the views' ?steps=)")
     parser.add_argument("--view-timeout", type=float, default=240, help="a view's hang guard (s)")
     parser.add_argument("--store", type=Path, help="a store filled before (by an earlier run's fill) to reuse")
+    parser.add_argument("--memo-off", action="store_true", help="the server as before its view memos (page_cpu.OFF)")
     parser.add_argument("--tiny", action="store_true", help="3 visitors, each page once each, a 9-run store")
     args = parser.parse_args()
     max_views = None
@@ -149,7 +151,8 @@ def main() -> None:
             held = fill(location, args.seeds, args.steps, page_runs=not args.tiny)
             print(f"store: {held} runs trained by the command line's sweep")
         result = one_round(location, args, Path(tmp) / "streamlit.log", max_views)
-    print(f"\nhosted server (ATTNLAB_HOSTED=1), think {args.think:g} s, websocket visitors (no browser)")
+    memos = "view memos off (ATTNLAB_VIEW_MEMO=0, runner.postScriptGC on)" if args.memo_off else "view memos on"
+    print(f"\nhosted server (ATTNLAB_HOSTED=1), {memos}, think {args.think:g} s, websocket visitors (no browser)")
     report(result)
     print(f"load average at end: {load()}")
     failed = any(w is None for *_, w, _ in result.views) or result.tracebacks

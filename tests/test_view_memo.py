@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 
+import altair as alt
 import numpy as np
 import pandas as pd
 import pytest
@@ -65,6 +66,10 @@ def test_content_key_follows_every_value_label_and_type():
     a = np.arange(6, dtype=np.float32)
     assert chart_memo.content_key(a) != chart_memo.content_key(a.reshape(2, 3))
     assert chart_memo.content_key(True) != chart_memo.content_key(1)  # equal in Python, not as an argument
+    assert chart_memo.content_key(alt.Scale(domain=[0, 1])) == chart_memo.content_key(alt.Scale(domain=[0, 1]))
+    assert chart_memo.content_key(alt.Scale(domain=[0, 1])) != chart_memo.content_key(alt.Scale(domain=[0, 2]))
+    with pytest.raises(chart_memo.Unkeyable):  # a chart as an argument: not by its spec
+        chart_memo.content_key(alt.Chart(df).mark_line())
     with pytest.raises(chart_memo.Unkeyable):
         chart_memo.content_key(object())
     with pytest.raises(chart_memo.Unkeyable):

@@ -7,6 +7,7 @@ and takes one of the server's slots (lab.jobs.slots), so other sessions never wa
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Sequence
@@ -20,7 +21,7 @@ from attncore.inspect import evaluate_ablated
 from lab.jobs.memo import MISSING, view_memo, view_memo_on
 from lab.jobs.memo import shared as memo
 from lab.jobs.slots import BusyError
-from lab.jobs.training import run_key
+from lab.jobs.training import run_key as _run_key
 from lab.store import (
     RunRecord,
     cache_dir,
@@ -36,6 +37,8 @@ from ui import bundles, live, sweeps
 from ui.limits import limits
 from ui.metered import metered
 from ui.slots import training_slot
+
+run_key = functools.lru_cache(maxsize=8192)(_run_key)  # a view of 128 runs asks each run's key on every view
 
 
 class _Missing(LookupError):

@@ -19,7 +19,6 @@ RESTORED = alt.Scale(domain=[-1, 1], range=[WEIGHT_COLOR, "#F4F4F4", SEQUENCE_CO
 POSITIONS_WIDTH = MAIN_WIDTH - 200  # a chart across the positions, less its row labels and legend
 
 
-@memo_chart
 def cells(df, x: str, y: str, value: str, *, scale, cell=(44, 30), x_sort=None, y_sort=None, x_title=None,
           angle=0, fmt=".2f", fixed_size=True, fit_width: int | None = None) -> alt.LayerChart:  # fmt: skip
     """A labelled heatmap with its axes in the given order (base.heatmap sorts them as text). fit_width: the

@@ -13,12 +13,15 @@ import dataclasses
 import enum
 import functools
 import hashlib
+import json
 import threading
 from collections.abc import Callable
 from typing import TypeVar
 
 import numpy as np
 import pandas as pd
+from altair import TopLevelMixin
+from altair.utils.schemapi import SchemaBase
 
 from lab.jobs.memo import memoised
 
@@ -50,6 +53,8 @@ def content_key(value) -> object:
         return (type(value).__name__, tuple(content_key(v) for v in value))
     if isinstance(value, dict):
         return ("dict", tuple((content_key(k), content_key(v)) for k, v in value.items()))
+    if isinstance(value, SchemaBase) and not isinstance(value, TopLevelMixin):  # a scale, an axis: by their spec
+        return ("altair", type(value).__name__, json.dumps(value.to_dict(validate=False), sort_keys=True, default=str))
     if dataclasses.is_dataclass(value) and value.__dataclass_params__.frozen:
         return (type(value).__qualname__, tuple(content_key(getattr(value, f.name)) for f in dataclasses.fields(value)))
     raise Unkeyable(type(value).__name__)
