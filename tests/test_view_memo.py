@@ -81,6 +81,9 @@ def test_a_memoised_chart_is_shared_and_converts_to_the_spec_a_fresh_one_does():
     chart = loss_curve(df, log=True)
     assert loss_curve(df.copy(), log=True) is chart  # same content: the one chart
     assert loss_curve(df, log=False) is not chart
+    df.loc[0, "loss"] = 99.0  # the caller changes its frame afterwards: the kept chart does not follow
+    assert chart.data["loss"].iloc[0] == 2.0
+    df.loc[0, "loss"] = 2.0
     fresh = loss_curve.__wrapped__(df, log=True)
     assert json.dumps(chart.to_dict(), sort_keys=True) == json.dumps(fresh.to_dict(), sort_keys=True)
     assert json.dumps(chart.to_dict(), sort_keys=True) == json.dumps(fresh.to_dict(), sort_keys=True)  # 2nd call

@@ -90,6 +90,17 @@ def data_bytes(value) -> int:
     return 0
 
 
+def _own(value):
+    """The arguments with the frames and arrays copied: a caller that changes its frame later changes no kept chart."""
+    if isinstance(value, pd.DataFrame | pd.Series | np.ndarray):
+        return value.copy()
+    if isinstance(value, list | tuple):
+        return type(value)(_own(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _own(v) for k, v in value.items()}
+    return value
+
+
 CHART_BYTES = 64 * 1024  # an Altair chart's own objects, beside its data
 
 
@@ -104,6 +115,6 @@ def memo_chart(builder: Callable[..., C]) -> Callable[..., C]:
         except Unkeyable:
             return builder(*args, **kwargs)
         size = lambda _: CHART_BYTES + 2 * data_bytes((args, kwargs))  # noqa: E731
-        return memoised("charts", key, lambda: validated_once(builder(*args, **kwargs)), size)
+        return memoised("charts", key, lambda: validated_once(builder(*_own(args), **_own(kwargs))), size)
 
     return build
