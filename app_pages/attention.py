@@ -3,7 +3,6 @@
 import streamlit as st
 
 from attncore.inspect import attention_maps, summary_of
-from attncore.tasks import answer_queries
 from ui import docs, frames, probe, runs, sidebar, tables
 from ui.charts import runs as charts
 from ui.params import url_multiselect, url_select_slider
@@ -12,7 +11,7 @@ st.title("Attention")
 run = sidebar.selected_run()
 st.caption(sidebar.describe(run))
 record = runs.require(run, "the configuration above")
-L, queries, sep = run.task.length, answer_queries(run.task), probe.has_sep(run)
+words, sep = probe.words(run), probe.has_sep(run)
 tokens = probe.chosen_tokens(run, record)
 on_probe, steps = tokens is record.probe_tokens, run.train.steps
 maps = record.probe_attention if on_probe else attention_maps(record.params, run, tokens)
@@ -32,22 +31,11 @@ step = url_select_slider(
 step = step if on_probe else steps
 shown = snapshots[step].probe_attention if on_probe else maps  # the last snapshot's maps are the final maps
 st.altair_chart(charts.attention_heatmaps(frames.attention_frame(shown, tokens, sep)))
-then = f" (per-sequence accuracy then: {snapshots[step].sequence_accuracy:.3f} on 100 test sequences)"
-reads = (
-    f"The answer queries {L}..{2 * L - 1} must read the symbols at 0..{L - 1}: on copy, a head that does so looks a "
-    f"constant {L} positions back."
-)
-if not sep:  # the induction task
-    k = L // 2
-    then = f" (the repeat's tokens all right on {snapshots[step].sequence_accuracy:.3f} of 200 held-out sequences)"
-    reads = (
-        f"The repeat's queries {queries[0]}..{queries[-1]} predict the first copy's next token: an induction head "
-        f"looks {k - 1} positions back (the token after the previous occurrence of the query's own), a "
-        "previous-token head one back."
-    )
+then = f" ({words.then.format(accuracy=f'{snapshots[step].sequence_accuracy:.3f}')})"
 st.caption(
     f"After step {step:,} of {steps:,}{' (the final weights)' if step == steps else then}. Row: a query position, "
-    f"column: a key position; each row sums to 1 over the keys it may see (later keys are masked: blank). {reads} "
+    f"column: a key position; each row sums to 1 over the keys it may see (later keys are masked: blank). "
+    f"{words.reads} "
     "The table below is of the final weights."
 )
 
@@ -58,10 +46,9 @@ capped = f" Only the first {len(zeroed)} of {len(heads)} heads are zeroed one by
 table = frames.heads_frame(summary, zeroed, record.eval.sequence_accuracy)
 st.subheader("Per head: where it looks, and what zeroing it alone costs")
 tables.show(table.drop(columns="layer"))
-scored = "per-sequence accuracy" if sep else "share of sequences whose repeat is all right (teacher-forced)"
 st.caption(
     "Most-weighted key and its offset for each answer query of this input; mean max weight over those queries; "
-    f"{scored} on the 500 test sequences with only this head's output zeroed."
+    f"{words.ablation} on {words.test_set} with only this head's output zeroed."
     + (capped if 0 < len(zeroed) < len(heads) else "")
 )
 
@@ -88,14 +75,8 @@ def head_ablation() -> None:
             )
         c3.metric("Heads zeroed", f"{len(picked)} of {len(heads)}")
         st.caption(
-            "Accuracy on the 500 test sequences with the chosen heads' outputs zeroed; the change is "
-            "against the full model."
-            + (
-                ""
-                if sep
-                else " On the induction task: the most likely token at each repeat query, reading the "
-                "true tokens (per-token), and every repeat token right (per-sequence)."
-            )  # fmt: skip
+            f"Accuracy on {words.test_set} with the chosen heads' outputs zeroed, measured as the Train page says; "
+            "the change is against the full model."
         )
     with right:
         st.altair_chart(charts.head_effects(table), width="stretch")

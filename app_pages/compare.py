@@ -81,15 +81,15 @@ snapshots = snapshot_tables(parts)
 st.altair_chart(compare_charts.band_curves(snapshots, log=False, y_title="mean per-sequence accuracy"), width="stretch")
 st.caption(
     f"Per-sequence accuracy {probe.accuracy_how(base)} at each run's "
-    f"{probe.snapshots_how(base, len(run_snapshot_steps(base)))} of the 500 test sequences: the line is the mean over "
+    f"{probe.snapshots_how(base, len(run_snapshot_steps(base)))}: the line is the mean over "
     "the seeds, the band the lowest to the highest."
 )
 
 st.subheader(f"Accuracy against {label(factor).lower()}")
 st.altair_chart(compare_charts.accuracy_by_level(summary, label(factor)), width="stretch")
 st.caption(
-    f"Per-token and per-sequence accuracy {probe.accuracy_how(base)} on 500 test sequences per run: the dot is the "
-    "mean over the seeds, the bar runs from the lowest to the highest seed."
+    f"Per-token and per-sequence accuracy {probe.accuracy_how(base)} on {probe.words(base).test_set} per run: the "
+    "dot is the mean over the seeds, the bar runs from the lowest to the highest seed."
 )
 
 st.subheader(f"Each level against {compare_view.format_level(factor)(levels[0])}, paired by seed")

@@ -4,7 +4,7 @@ map explains the output: the permutation test, Jain & Wallace's adversarial rows
 import streamlit as st
 
 from attncore.interpret import explain, heads
-from attncore.tasks import answer_queries
+from attncore.task import task_of
 from lab import formats
 from ui import docs, interpret, probe, runs, sidebar, tables
 from ui.charts import interpret as charts
@@ -15,19 +15,19 @@ st.title("Explanations")
 run = sidebar.selected_run()
 st.caption(sidebar.describe(run))
 record = runs.require(run, sidebar.describe(run))
-L, lim, queries, sep = run.task.length, limits(), [int(q) for q in answer_queries(run.task)], probe.has_sep(run)
+lim, words, sep = limits(), probe.words(run), probe.has_sep(run)
+queries = [int(q) for q in task_of(run.task).answer_queries(run.task)]
 tokens = probe.chosen_tokens(run, record, key="exp_seq")
 st.markdown(probe.answer_line(run, record, tokens))
 
 st.subheader("Head types: where each head's attention falls")
 found = interpret.head_scores(record, tokens)
 if found is not None:
-    for key, what in (("probe", "this input"), ("test", "the mean over 100 test sequences")):
+    for key, what in (("probe", "this input"), ("test", "the mean over the first 100 held-out inputs")):
         st.altair_chart(charts.detection_scores(found[key]), width="content")
         st.caption(f"Score on {what}.")
-    rows = f"the answer queries {L}..{2 * L - 1}" if sep else "the rows each pattern names"
     st.caption(
-        f"Score = Σ(A ⊙ D) / ΣA over {rows}: the share of a head's weight on a 0/1 pattern D. "
+        f"Score = Σ(A ⊙ D) / ΣA over {words.score_rows}: the share of a head's weight on a 0/1 pattern D. "
         + " · ".join(f"**{n}**: {d}" for n, d in heads.patterns_of(run.task).items())
         + "."
     )

@@ -7,6 +7,7 @@ metric, button and table in the same view shows the store as it now is.
 import streamlit as st
 
 from attncore import ConfigError
+from attncore import task as tasks
 from lab import provenance
 from lab.presets import preset
 from lab.regimes import DEPTHS
@@ -19,11 +20,12 @@ from ui.plain import plain
 st.title("Attention Lab")
 st.markdown(
     f"A Transformer decoder written in NumPy ({tables.count(sidebar.DEFAULTS['layers'][1], 'block')} by default; "
-    f"the Regimes page's depth experiment goes to {max(DEPTHS)}), with its backward pass by hand, learns to **copy**, "
-    "**sort** or **reverse** a short sequence of symbols. Every training is a pure function of its configuration: "
-    "it runs once, lands in a cache, and is served from there in milliseconds. Pick a configuration in the "
-    "sidebar, then train it, compare it across seeds and ablations, and look inside its attention heads."
+    f"the Regimes page's depth experiment goes to {max(DEPTHS)}), with its backward pass by hand, learns "
+    f"{tables.count(len(tasks.names()), 'task')}. Every training is a pure function of its configuration: "
+    "it runs once, lands in a cache, and is served from there in milliseconds. Pick a task and a configuration in "
+    "the sidebar, then train it, compare it across seeds and ablations, and look inside its attention heads."
 )
+st.markdown("\n".join(f"- **{sidebar.task_label(t.name)}**: {t.summary}." for t in map(tasks.get, tasks.names())))
 metrics = st.container()
 st.header("Reproduce the article")
 st.caption(

@@ -2,8 +2,8 @@
 
 import streamlit as st
 
-from attncore.tasks import N_PROBE, N_TEST
-from attncore.tasks.induction import INDUCTION_RUN
+from attncore.tasks import N_TEST
+from attncore.tasks.induction import INDUCTION_RUN, N_PROBE
 from lab import induction
 from ui import compare_view, docs
 from ui import induction_view as view

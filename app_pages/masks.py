@@ -9,7 +9,7 @@ from attncore import ConfigError, make_run
 from attncore.config import N_SYMBOLS
 from attncore.mechanisms.demos import mask_order_demo, padding_demo
 from attncore.mechanisms.padding import CASES, padding_trap, same_losses
-from attncore.tasks import make_sequences
+from attncore.task import get as get_task
 from lab import formats
 from ui import docs, runs, tables
 from ui.charts.base import grid_frame, heatmap
@@ -112,7 +112,7 @@ st.caption(
 )
 trap_record = runs.require(trap_run, "copy, mixed lengths 1-6 in padded batches")
 rng = np.random.default_rng(0)
-trap_seqs = [make_sequences(rng.integers(0, N_SYMBOLS, (1, n)), "copy")[0] for n in (5, 2, 4, 1)]
+trap_seqs = [get_task("copy").make_sequences(rng.integers(0, N_SYMBOLS, (1, n)))[0] for n in (5, 2, 4, 1)]
 losses = padding_trap(trap_record.params, trap_run.model, trap_seqs)
 base = losses["as batched"]
 rows = [

@@ -95,7 +95,8 @@ if preset == TYPED and (said := calc.assumed(arch, {f for f in MAIN + MORE if va
 if preset == FILE:
     model, now = read_model("par_"), calc.form_values(arch)
     read = calc.form_values(model.arch) if model is not None else now  # the counted fields, not the window
-    show_read("par_", any(now[f] != read[f] for f in MAIN + MORE), arch.describe())
+    changed = any(now[f] != read[f] for f in MAIN + MORE)  # the fields against the file's, not the lab's model
+    show_read("par_", changed, arch.describe())
 
 with st.expander("How the weights are stored: element type, quantisation"):
     left, right = st.columns([1, 4])
@@ -118,7 +119,7 @@ count = calc.count_parameters(arch)
 published, label = (PRESETS[preset].published if known else None), NAMES.get(preset, preset)
 if preset == FILE and (checkpoint := read_checkpoint("par_")) is not None:  # a model fetched by its Hub id
     published, label = checkpoint.total, "its safetensors"
-metrics = cc.count_metrics(count, published, label, arch != base, stored)
+metrics = cc.count_metrics(count, published, label, changed if preset == FILE else arch != base, stored)
 for col, metric in zip(st.columns([5, 5, 3, 3]), metrics, strict=True):
     col.metric(*metric, delta_color="off", delta_arrow="off")
 if count.active != count.total:

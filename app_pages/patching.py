@@ -6,7 +6,7 @@ import streamlit as st
 
 from attncore import ConfigError
 from attncore.interpret import patching
-from attncore.tasks import answer_queries
+from attncore.task import task_of
 from lab import formats
 from ui import docs, interpret, plain, probe, runs, sidebar
 from ui.charts import interpret as charts
@@ -16,8 +16,8 @@ st.title("Patching")
 run = sidebar.selected_run()
 st.caption(sidebar.describe(run))
 record = runs.require(run, sidebar.describe(run))
-L, queries, sep = run.task.length, answer_queries(run.task), probe.has_sep(run)
-first = L if sep else L // 2  # the symbols a change may hit: the L inputs, or the induction task's first copy
+task, words, sep = task_of(run.task), probe.words(run), probe.has_sep(run)
+queries, first = task.answer_queries(run.task), task.input_count(run.task)  # the symbols a user types
 tokens = probe.chosen_tokens(run, record, key="pat_seq")
 st.markdown(probe.answer_line(run, record, tokens))
 
@@ -55,13 +55,8 @@ if result is not None:
     st.caption(
         f"Corrupted input (position:token) `{corrupted}`. Metric: logit of the clean answer {c.clean_token} minus "
         f"logit of the corrupted answer {c.corrupted_token} at query {c.query} "
-        + (
-            f"(answer token {c.answer_index + 1}, the first that differs), both inputs carrying the clean answer "
-            "prefix after SEP (teacher forcing). "
-            if sep
-            else f"(the repeat's query whose token last occurred at {c.position - 1}: an induction head reads the "
-            f"changed position {c.position} from it), both inputs carrying the clean repeat. "
-        )
+        + words.contrast.format(answer=c.answer_index + 1, position=c.position, before=c.position - 1, query=c.query)
+        + " "
         + (
             "**Denoising**: clean activations copied into the corrupted run, is the component *sufficient* to restore "
             "the answer? Fraction restored = (patched − corrupted) / (clean − corrupted): 1 (orange) brings the clean "
@@ -95,10 +90,9 @@ st.subheader("Logit lens: the answer read after each block")
 found = interpret.logit_lens(record, tokens)
 if found is not None:
     st.altair_chart(charts.logit_lens(found, int(queries[0])), width="content")
-    over = "100 test sequences" if sep else "100 held-out sequences of the probe's layout (k = T/2)"
     st.caption(
         "The residual stream after each block put through the final LayerNorm and the output head, as if the "
-        f"model stopped there: the probability of the correct token at answer queries {queries[0]}..{queries[-1]} "
-        f"(teacher-forced), on this input and as the mean over {over}. The last row is the model's output."
+        f"model stopped there: the probability of the correct token at the answer's {probe.query_list(queries)} "
+        f"(teacher-forced), on this input and as the mean over {words.lens_over}. The last row is the model's output."
     )
 docs.link("interventions", "Interventions: patching, the logit lens, head scores, attention as explanation")

@@ -69,12 +69,10 @@ except ConfigError as e:
 if not grid:
     st.info("Choose at least one task, one length and one seed.")
     st.stop()
-if len(grid) > (cap := limits().max_compare_runs):  # the per-view cap of Ablations and Compare
-    st.warning(
-        f"This view has {len(grid)} runs; this server shows at most {cap} at once: choose fewer tasks, lengths "
-        "or seeds.",
-        icon=":material/block:",
-    )
+command = " ".join(["python -m attncore sweep --task", *tasks, "--length", *map(str, sorted(lengths)), "--seed",
+                    *map(str, sorted(seeds)), "(and the sidebar's other settings as flags)"])  # fmt: skip
+if refused := sweeps.view_cap_error(len(grid), "tasks, lengths or seeds", command):  # as Ablations and Compare
+    st.warning(refused, icon=":material/block:")
     st.stop()
 
 records, missing = runs.cached_many(grid)

@@ -4,19 +4,20 @@ import streamlit as st
 
 from attncore.interpret.norms import snapshot_sequences
 from attncore.optim import lr_schedule
+from attncore.task import task_of
 from lab import formats, provenance
 from ui import frames, probe, runs, sidebar
 from ui.charts import regimes as regime_charts
 from ui.charts import runs as charts
 from ui.params import url_select_slider
 from ui.plain import plain
-from ui.regimes_view import entropy_rows
 
 st.title("Train")
 run = sidebar.selected_run()
 st.caption(sidebar.describe(run))
 was_cached = runs.cached(run) is not None
 record = runs.require(run, "the configuration above")
+words = probe.words(run)
 
 e = record.eval
 cols = st.columns(5)
@@ -26,8 +27,8 @@ cols[0].metric(
     f"last batch {formats.loss(record.final_loss)}",
     delta_color="off",
     delta_arrow="off",
-    help="Teacher-forced cross-entropy over the answer tokens of the 500 fixed test sequences: the held-out loss "
-    "every comparison uses. Below it, the training loss of the last step's batch (one noisy batch).",
+    help=f"{words.held_out_loss}: the held-out loss every comparison uses. Below it, the training loss of the last "
+    "step's batch (one noisy batch).",
 )
 cols[1].metric("Per-token accuracy", f"{e.token_accuracy:.3f}")
 cols[2].metric("Per-sequence accuracy", f"{e.sequence_accuracy:.3f}")
@@ -39,15 +40,8 @@ cols[4].metric(
     delta_color="off",
     delta_arrow="off",
 )
-measured = (
-    "true greedy generation on 500 fixed test sequences: the model is fed its own previous outputs. Per-sequence "
-    f"counts a sequence only if all {run.task.length} answer symbols are right."
-    if probe.has_sep(run)
-    else "the most likely token at each repeat query of 500 fixed held-out sequences, the model reading the true "
-    "tokens (the induction task). Per-sequence counts a sequence only if every repeat token is right."
-)
 st.caption(
-    f"Accuracy is measured by {measured} "
+    f"{words.measured} "
     f"Evaluation took {e.eval_seconds:.2f} s. Computed on {plain(provenance.describe(record.platform))}."
 )
 
@@ -56,15 +50,7 @@ curve, steps = frames.history_frame(record.loss_history), run.train.steps
 snapshot_steps = [s.step for s in record.snapshots]
 step = url_select_slider("Training step", "train_step", snapshot_steps, steps, format_func=str)
 st.altair_chart(charts.loss_curve_at(curve, step, steps), width="stretch")
-st.caption(
-    (
-        "Cross-entropy on the answer tokens only, averaged over them"
-        if probe.has_sep(run)
-        else "Next-token cross-entropy on every position (the induction task's loss), averaged over them"
-    )  # fmt: skip
-    + ", at every step on a fresh batch (there is no fixed training set to overfit). Both axes log scale: on the "
-    "loss, a straight fall is a power law."
-)
+st.caption(f"{words.loss}. Both axes log scale: on the loss, a straight fall is a power law.")
 if (lrs := lr_schedule(run.train)) is not None:
     st.altair_chart(charts.learning_rate_curve(frames.schedule_frame(lrs), step, steps), width="stretch")
     low, high = (formats.learning_rate(float(f"{v:.3g}")) if v else "0" for v in (min(lrs), max(lrs)))
@@ -75,27 +61,21 @@ if (lrs := lr_schedule(run.train)) is not None:
 st.altair_chart(charts.snapshot_accuracy(frames.snapshot_frame(record.snapshots), step, steps), width="stretch")
 at = next(s for s in record.snapshots if s.step == step)
 st.caption(
-    f"Accuracy ({probe.accuracy_how(run)}) at the {probe.snapshots_how(run, len(snapshot_steps))} of "
-    f"the 500 test sequences (the final numbers above use all 500). After step {step:,}: per-token "
+    f"Accuracy ({probe.accuracy_how(run)}) at the {probe.snapshots_how(run, len(snapshot_steps))} (the final "
+    f"numbers above use {words.test_set}). After step {step:,}: per-token "
     f"{at.token_accuracy:.3f}, per-sequence {at.sequence_accuracy:.3f}. The Attention page shows the maps of "
     "each of these steps."
 )
 
 perfect = e.distinct_accuracy == 1 and e.repeated_accuracy == 1
-st.subheader("Distinct vs repeated symbols: no sequence wrong" if perfect else "Where it goes wrong")
+st.subheader("Distinct vs repeated: none wrong" if perfect else "Where it goes wrong")
 left, right = st.columns(2)
-which = f"All {run.task.length} symbols" if probe.has_sep(run) else "First copy's tokens all"
-left.metric(f"{which} distinct ({e.n_distinct} test sequences)", f"{e.distinct_accuracy:.3f}")
-right.metric(f"Some symbol repeated ({e.n_repeated} test sequences)", f"{e.repeated_accuracy:.3f}")
-st.caption(
-    "Per-sequence accuracy split by whether the input repeats a symbol: a model without position information cannot "
-    "tell two equal symbols apart by where they sit."
-    if probe.has_sep(run)
-    else "Per-sequence accuracy split by whether the first copy repeats a token: after a repeated token, the token "
-    "that follows its previous occurrence is ambiguous, and an induction head must guess."
-)
+left.metric(f"{words.distinct} ({e.n_distinct:,} held out)", f"{e.distinct_accuracy:.3f}")
+right.metric(f"{words.repeated} ({e.n_repeated:,} held out)", f"{e.repeated_accuracy:.3f}")
+st.caption(words.distinct_why)
 
 st.subheader("Norms by block during training")
+n, queries = run.task.n_inputs, task_of(run.task).answer_queries(run.task)
 if record.norms is None:
     st.info(
         "This run was stored before its norms were recorded with it; `python -m attncore norms` with the sidebar's "
@@ -105,10 +85,11 @@ if record.norms is None:
 else:
     st.altair_chart(regime_charts.snapshot_norms(regime_charts.snapshot_norms_frame(record.norms)), width="content")
     st.caption(
-        f"At each of the {len(record.norms)} snapshots, on {snapshot_sequences(run)} fixed "
+        f"At each of the {len(record.norms)} snapshots, on {snapshot_sequences(run):,} fixed "
         "sequences of the task (the same for every run of this task and length): the gradient norm of each block's "
         "FFN output matrix, the residual stream's mean norm after the block, the largest attention logit "
-        f"|q·k|/scale and the mean attention entropy {entropy_rows(run.task.length)}. The Regimes page sets "
+        f"|q·k|/scale and the mean attention entropy over the query rows 1 to {n - 1} of the {n} input positions "
+        f"(row 0 sees one key only; on the probe, {words.answer}: {probe.query_list(queries)}). The Regimes page sets "
         "them beside each other across depths and head sizes. All four matrices and the initial figures, on the "
         "command line:  \n`python -m attncore norms --json`"  # on a line of its own: a command is never split
     )

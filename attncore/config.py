@@ -14,7 +14,7 @@ from .checks import ConfigError, check_int
 from .checks import check_choice as check_choice  # re-exported: the checks' callers import them from here
 from .settings import DECAYS as DECAYS
 from .settings import DTYPES as DTYPES
-from .settings import MAX_EMBED_STD, SETTINGS, in_section, optional_fields
+from .settings import MAX_EMBED_STD, SETTINGS, check_requirements, in_section, optional_fields
 from .settings import MAX_RANDOMIZED as MAX_RANDOMIZED
 from .settings import NORMS as NORMS
 from .settings import POSITIONS as POSITIONS
@@ -34,6 +34,12 @@ def _check(config, *names: str) -> None:
     """Check these settings' values in the config (range or choices, as attncore.settings declares them)."""
     for name in names:
         SETTINGS[name].check(getattr(config, SETTINGS[name].config_field))
+
+
+def _check_rest(config, section: str, *own: str) -> None:
+    """Check every setting of the config's section but `own` (checked by rules of their own): a setting added to
+    attncore.settings is checked by its record."""
+    _check(config, *(s.name for s in in_section(section) if s.name not in own))
 
 
 @dataclass(frozen=True)
@@ -64,7 +70,7 @@ class ModelConfig:
             raise ConfigError("n_heads", f"rope needs an even head size, got d_head={self.d_head}")
         _check(self, "n_layers", "d_ff")
         check_int("max_len", self.max_len, 1, 1_000_000)
-        _check(self, "position", "norm", "scaling", "dtype", "qk_norm")
+        _check_rest(self, "model", "d_model", "n_heads", "n_layers", "d_ff", "embed_std")
         if isinstance(self.embed_std, bool) or not isinstance(self.embed_std, (int, float)):
             raise ConfigError("embed_std", f"must be a number, got {self.embed_std!r}")
         if not 0.0 < self.embed_std <= MAX_EMBED_STD:  # also refuses nan
@@ -103,15 +109,12 @@ class TrainConfig:
             raise ConfigError("min_lr_ratio", f"must be a number, got {self.min_lr_ratio!r}")
         if not 0.0 <= self.min_lr_ratio <= 1.0:  # also refuses nan
             raise ConfigError("min_lr_ratio", f"must be in [0, 1], got {self.min_lr_ratio}")
-        if self.min_lr_ratio and self.decay == "none":  # else two keys for one run
-            raise ConfigError("min_lr_ratio", "is the end of a decay: give decay linear or cosine, or leave it at 0")
+        # a decay's end without a decay: else two keys for one run
+        check_requirements({s.name: getattr(self, s.config_field) for s in in_section("train")})
         object.__setattr__(self, "min_lr_ratio", float(self.min_lr_ratio))  # 0 and 0.0: one cache key
-        _check(self, "batch_size")
-        _check(self, "lr", "beta1", "beta2", "eps")
-        _check(self, "weight_decay", "z_loss")
+        _check_rest(self, "train", "randomized_positions", "steps", "warmup", "decay", "min_lr_ratio")
         object.__setattr__(self, "weight_decay", float(self.weight_decay))  # 0 and 0.0: one cache key
         object.__setattr__(self, "z_loss", float(self.z_loss))
-        _check(self, "seed")
 
 
 @dataclass(frozen=True)
@@ -144,8 +147,7 @@ class TaskConfig:
                 raise ConfigError("train_lengths", f"MAX must be the run's length L={self.length}, got {lo} {hi}")
         if not isinstance(self.mixed_lengths, bool):
             raise ConfigError("mixed_lengths", f"must be true or false, got {self.mixed_lengths!r}")
-        if self.mixed_lengths and self.train_lengths is None:
-            raise ConfigError("mixed_lengths", "needs train_lengths (a range to mix)")
+        check_requirements({s.name: getattr(self, s.config_field) for s in in_section("task")})
 
     @property
     def min_length(self) -> int:

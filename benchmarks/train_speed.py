@@ -42,7 +42,7 @@ from torch_reference import TorchModel, torch_loss  # noqa: E402
 
 from attncore.config import make_run  # noqa: E402
 from attncore.model import loss_and_grads  # noqa: E402
-from attncore.tasks import sample_batch  # noqa: E402
+from attncore.task import task_of  # noqa: E402
 from attncore.tasks.induction import make_induction  # noqa: E402
 from attncore.train import Trainer, batch_rng, initial_params  # noqa: E402
 
@@ -70,7 +70,7 @@ class TorchTrainer:
 
     def steps(self, n: int) -> float:
         for _ in range(n):
-            batch = sample_batch(self.run.task, self.run.train.batch_size, self.data_rng)
+            batch = task_of(self.run.task).sample_batch(self.run.task, self.run.train.batch_size, self.data_rng)
             self.opt.zero_grad(set_to_none=True)
             loss = torch_loss(self.model, batch, self.run.task.answer_len)
             loss.backward()
@@ -124,7 +124,7 @@ class MatmulReplay:
         t = Trainer(make_run("copy", 6, 0, batch_size=batch_size, dtype=dtype))
         params = {k: v.view(MatmulRecorder) for k, v in t.params.items()}
         MatmulRecorder.log = []
-        loss_and_grads(params, sample_batch(t.run.task, batch_size, t.data_rng), t.run.model, 6)
+        loss_and_grads(params, task_of(t.run.task).sample_batch(t.run.task, batch_size, t.data_rng), t.run.model, 6)
         ops = [tuple(_like(*op) for op in ops) for ops in MatmulRecorder.log]
         self.operands = [(a, b) for a, b in ops if _is_reduction(a.shape, b.shape) != model]
         self.flops = sum(_matmul_flops(a.shape, b.shape) for a, b in self.operands)

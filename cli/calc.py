@@ -96,7 +96,7 @@ def add_arch_args(p: argparse.ArgumentParser) -> None:
         "--model",
         metavar="ORG/NAME[@REV]",
         help="a Hub model id: its config.json and safetensors headers "
-        "fetched with huggingface_hub (HF_ENDPOINT, HF_TOKEN, HF_HUB_OFFLINE honoured), never its weights",
+        "fetched, each read bounded (HF_ENDPOINT, HF_TOKEN, HF_HUB_OFFLINE honoured), never its weights",
     )
     for flag, field, kind, text in ARCH_FLAGS:
         if isinstance(kind, tuple):

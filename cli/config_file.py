@@ -45,7 +45,7 @@ def load(a) -> ModelFile | None:
         try:
             a._model_file = read_config(read_bytes(a.config)) if hub_id is None else from_hub(a, hub_id)
         except ConfigError as e:
-            where = "" if e.field in ("config.json", hub.FIELD) else f"{e.field}: "
+            where = "" if e.field in ("config.json", hub.FIELD, FLAG) else f"{e.field}: "
             if hub_model(a) is not None:  # the id's file was fetched, and refused: say whose
                 where = f"the config.json of {hub_model(a).model_id}: {where}"
             raise ConfigError(flag, f"{where}{e.message}") from None
@@ -56,7 +56,7 @@ def from_hub(a, text: str) -> ModelFile:
     """The config.json of a Hub id, fetched (lab.hub: huggingface_hub, never the weights), and the checkpoint's
     count kept on the flags (a._hub) for the figures beside the formula's."""
     try:
-        a._hub = hub.fetch_model(hub.parse_model_id(text))
+        a._hub = hub.fetch_model(hub.parse_model_id(text), keep=True)  # a command keeps it, as huggingface_hub would
     except hub.HubError as e:
         raise ConfigError(hub.FIELD, str(e)) from None
     return a._hub.read()

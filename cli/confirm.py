@@ -54,7 +54,7 @@ def ask(a, what: str, runs, n_jobs: int = 1, measured=(), extra_steps: int = 0) 
     from lab.sweep import loky_workers
 
     workers = loky_workers(n_jobs, len(missing)) if missing else 1
-    model = cost_model.model(1)  # probes timed in this process: no pool of processes starts before the work does
+    model = cost_model.model(1, cache_dir())  # kept in the store, or timed in this process (no pool starts first)
     slowdown = wall.slowdown(workers, cache_dir())  # the next minutes' load, as the dashboard's buttons read it
     extra = sum(model.step_seconds(run) * extra_steps for run in measured)
     cpu = model.work_seconds(missing) + extra

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 from attncore.config import ConfigError
-from attncore.serving import engine, validation
+from attncore.serving import engine, engine_advice, validation
 from attncore.serving.context_limit import OVERRIDE
 from attncore.serving.kvcache import GB, GIB
 from attncore.serving.presets import CARDS
@@ -140,7 +140,14 @@ def print_fit(f: engine.EngineFit, name: str, gpu: str) -> None:
         print(f"  starts at max_model_len {f.max_model_len:,}; the longest that would start: {longest}")
     else:
         print(f"  does NOT start at max_model_len {f.max_model_len:,}; the longest that would: {longest}")
-        print(f"    error: {f.error}")
+        print(f"    vLLM's error: {f.error}")
+        if f.advice_note:
+            print(f"    but {f.advice_note}")
+        for line in f.advice:
+            print(f"    would start: {line}")
+        if not f.advice:
+            print("    would start: none of a higher gpu_memory_utilization, a tensor-parallel size up to "
+                  f"{engine_advice.MAX_TP}, fp8 or int4 weights alone")  # fmt: skip
     if f.derived_max_model_len is not None:
         print(f"  the model's derived maximum, which vLLM checks first: {f.derived_max_model_len:,} "
               f"({f.max_model_len_rule})")  # fmt: skip

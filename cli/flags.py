@@ -17,18 +17,19 @@ from attncore import task as tasks
 from attncore.checks import ASCII_INTEGER, ASCII_NUMBER
 from attncore.config import MAX_LENGTH, ConfigError
 from attncore.memory import parse_size
-from attncore.settings import SETTINGS, Setting
+from attncore.settings import POSITIONAL, SETTINGS, Setting, by_field, check_requirements, without_unused
 from lab.presets import MAX_JOBS  # configs only: no store, no joblib
 
 MAX_GRID = 1000  # a sweep grid of more runs needs --yes
 GRID_FACTORS = tuple(s.factor for s in SETTINGS.values() if s.factor and s.swept)  # a sweep grid's: --group-by
-SCHEDULE_FLAGS = ("warmup", "decay", "min_lr_ratio")  # the learning-rate schedule (several values each in sweep)
+# the swept settings grid() does not take (added after the article's grid: the learning-rate schedule), whose
+# values a sweep combines itself (schedules)
+SCHEDULE_FLAGS = tuple(s.name for s in SETTINGS.values() if s.swept and s.optional)
+# settings whose one value every run of a sweep (or a preset's) shares
+SETTING_FLAGS = tuple(s.name for s in SETTINGS.values() if s.shared)
 
-# config field (and setting name) -> the train/sweep flag that sets it, so errors name what the user typed
-FLAGS = {s.config_field: s.flag for s in SETTINGS.values() if s.flag} | {
-    s.name: s.flag for s in SETTINGS.values() if s.flag
-}
-FLAGS |= {"scaling": "--scaling", "randomized": "--eval-positions"}
+# the flags errors name where a field's record does not say it: --scaling (of sweep) and --eval-positions
+FLAGS = {"scaling": "--scaling", "randomized": "--eval-positions"}
 
 
 STORE_VAR = "ATTNCORE_CACHE_DIR"  # lab.store.ENV_VAR, repeated so that building the parser loads no store
@@ -42,8 +43,12 @@ def store_place() -> str:
 
 
 def flag_of(field: str) -> str:
-    """The flag a ConfigError's field stands for: itself if it is one, else FLAGS or --field-name."""
-    return field if field.startswith("-") else FLAGS.get(field, "--" + field.replace("_", "-"))
+    """The flag a ConfigError's field stands for: itself if it is one, else FLAGS, its setting's flag (a config field
+    or a setting's name, attncore.settings) or --field-name."""
+    if field.startswith("-"):
+        return field
+    s = by_field(field)
+    return FLAGS.get(field) or (s.flag if s and s.flag else "--" + field.replace("_", "-"))
 
 
 class ArgumentError(Exception):
@@ -172,7 +177,7 @@ def _flag_kwargs(s: Setting, many: bool) -> dict:
         return kw | {"type": integer, "nargs": 2, "metavar": s.metavar}
     kw |= {"choices": s.options} if s.options else {"type": integer if s.kind is int else number}
     kw |= {"metavar": s.metavar} if s.metavar else {}
-    default = s.default if s.name != "d_ff" else None  # d_ff follows d (4d) unless given
+    default = None if s.follows else s.default  # d_ff follows d (4d) unless given
     kw |= {"default": [default] if several else default, "nargs": "+" if several else None, "action": Typed}
     return kw
 
@@ -210,7 +215,12 @@ def task_flags(only: str | None = None) -> dict[str, tuple[str, object, str]]:
 
 
 def add_task_args(p: argparse.ArgumentParser, only: str | None = None) -> None:
-    """The flags of the tasks' own settings (task_flags)."""
+    """The flags of the tasks' own settings (task_flags); --task's help, where the parser has it, says each task's
+    summary (Task.summary)."""
+    choice = p._option_string_actions.get(SETTINGS["task"].flag)  # argparse keeps its actions by flag
+    if choice is not None:
+        said = (f"{t.name}: {t.summary}" for t in map(tasks.get, tasks.names()) if t.summary)
+        choice.help = "; ".join(said).replace("%", "%%")
     for dest, (flag, default, help) in task_flags(only).items():
         metavar = SETTINGS[dest].metavar if dest in SETTINGS else None
         kind = number if dest in SETTINGS and SETTINGS[dest].kind is float else integer  # the modular task's fraction
@@ -238,7 +248,7 @@ def run_of(a):
     from attncore.config import make_run
 
     check_length_flags(a)
-    settings = run_settings(a) | {"lr": a.lr, "position": a.position, "norm": a.norm}
+    settings = run_settings(a)
     task = tasks.get(a.task)
     refuse_task_flags(a, task)
     if task.length_name == SETTINGS["length"].url:
@@ -255,42 +265,51 @@ def run_of(a):
     return make_run(a.task, getattr(a, task.length_name), a.seed, **settings)
 
 
-# settings whose one value every run of a sweep (or a preset's) shares
-SETTING_FLAGS = ("steps", "batch_size", "d_model", "n_heads", "n_layers", "d_ff", "embed_std")
-SETTING_FLAGS += ("qk_norm", "weight_decay", "z_loss")
-
-
 def grid_dests() -> list[str]:
     """The parsed flags (argparse dests) that say which runs a grid holds: every setting's flag but the shared ones."""
-    return [_flag_kwargs(s, False)["dest"] for s in SETTINGS.values() if s.flag and s.name not in SETTING_FLAGS]
+    return [_flag_kwargs(s, False)["dest"] for s in SETTINGS.values() if s.flag and not s.shared]
 
 
 def schedules(a) -> list[dict]:
-    """The learning-rate schedules a sweep's flags ask for (every combination of their values), as make_run
-    keywords; --min-lr-ratio applies to the schedules with a decay (it is where a decay ends)."""
-    if set(a.decay) == {"none"} and any(a.min_lr_ratio):
-        raise ConfigError("min_lr_ratio", "is the end of a decay: give --decay linear or cosine too")
+    """The combinations a sweep's flags ask for of the swept settings grid() does not take (SCHEDULE_FLAGS: the
+    learning-rate schedules), as make_run keywords; a setting that needs another takes its default where that one
+    is at its own (--min-lr-ratio applies to the schedules with a decay: it is where a decay ends)."""
+    given = {name: dict.fromkeys(getattr(a, name)) for name in SCHEDULE_FLAGS}
+    # one value of each, a set one where any is: a needed setting never set refuses the values that need it
+    any_set = {
+        name: next((v for v in values if SETTINGS[name].is_set(v)), SETTINGS[name].default)
+        for name, values in given.items()
+    }
+    check_requirements(any_set, named=lambda s: s.flag)
     found = []
-    for warmup, decay, ratio in itertools.product(*(dict.fromkeys(getattr(a, f)) for f in SCHEDULE_FLAGS)):
-        schedule = {"warmup": warmup, "decay": decay, "min_lr_ratio": ratio if decay != "none" else 0.0}
+    for values in itertools.product(*given.values()):
+        schedule = without_unused(dict(zip(given, values, strict=True)))
         if schedule not in found:
             found.append(schedule)
     return found
 
 
+def _value(a, s: Setting):
+    """A setting's make_run value from its parsed flag: a switch that turns it off negated (--no-scaling), MIN MAX as
+    a tuple."""
+    dest = _flag_kwargs(s, False)["dest"]
+    value = getattr(a, dest)
+    if s.kind is bool and dest != s.name:
+        return not value
+    return tuple(value) if s.kind is tuple and value is not None else value
+
+
 def run_settings(a) -> dict:
-    """make_run keywords from the parsed flags that every run of a sweep shares (with `train`'s one-value
-    flags, the schedule too; a sweep's schedules are in schedules())."""
-    lengths = None if a.train_lengths is None else tuple(a.train_lengths)
-    settings = {key: getattr(a, key) for key in SETTING_FLAGS} | {
-        "scaling": not a.no_scaling,
-        "train_lengths": lengths,
-        "mixed_lengths": a.mixed_lengths,
-        "randomized_positions": a.randomized_positions,
+    """make_run keywords from the parsed flags of every setting but the run's task, length and seed and the task's
+    own (task_flags); of a sweep (several values per swept flag), those every run shares (its grid and schedules
+    are grid()'s and schedules())."""
+    many = any(isinstance(getattr(a, s.name, None), list) for s in SETTINGS.values() if s.swept)
+    own = task_flags()
+    return {
+        s.name: _value(a, s)
+        for s in SETTINGS.values()
+        if s.flag and s.name not in POSITIONAL and s.name not in own and not (many and s.swept and s.kind is not bool)
     }
-    if not isinstance(a.warmup, list):  # train, evaluate, ...: one schedule
-        settings |= {flag: getattr(a, flag) for flag in SCHEDULE_FLAGS}
-    return settings
 
 
 def check_length_flags(a, default_length: int = 6) -> None:

@@ -19,7 +19,6 @@ from attncore.interpret import heads as hd
 from attncore.interpret import lens as ln
 from attncore.interpret import patching as pt
 from attncore.task import task_of
-from attncore.tasks import answer_queries, probe_sequence
 from cli import confirm
 from cli.flags import add_model_args, integer, integer_in, run_of
 from lab import formats
@@ -65,7 +64,7 @@ def stored_record(run, cap, a=None):
 
 def _tokens(a, run) -> np.ndarray:
     if a.input is None:
-        return probe_sequence(run.task)
+        return task_of(run.task).probe(run.task)
     try:
         return parse_sequence(a.input, run)
     except ConfigError as e:
@@ -137,7 +136,7 @@ def cmd_lens(a) -> int:
     if a.json:
         print(json.dumps({"config": run.to_dict(), "layers": names} | {k: v.tolist() for k, v in found.items()}))
         return 0
-    queries = answer_queries(run.task)
+    queries = task_of(run.task).answer_queries(run.task)
     print(f"probability of the correct token at answer queries {queries[0]}..{queries[-1]}")
     for key, title in (("probe", "this input"), ("test", f"mean over {a.n_test} test sequences")):
         print(title)
@@ -175,7 +174,7 @@ def cmd_explain(a) -> int:
     if a.layer is not None:  # checked before anything is trained
         check_int("--layer", a.layer, 0, m.n_layers - 1)
         check_int("--head", a.head, 0, m.n_heads - 1)
-    query = int(answer_queries(run.task)[-1]) if a.query is None else a.query
+    query = int(task_of(run.task).answer_queries(run.task)[-1]) if a.query is None else a.query
     ex.check_query(run, query)
     if len(set(a.baseline_seeds)) > MAX_BASELINE_SEEDS:
         raise ConfigError("--baseline-seeds", f"at most {MAX_BASELINE_SEEDS} seeds, got {len(set(a.baseline_seeds))}")

@@ -12,10 +12,10 @@ import json
 import os
 import sys
 
-from attncore.config import MAX_LENGTH, ConfigError
+from attncore.config import MAX_LENGTH, ConfigError, RunConfig
 from cli import confirm, text
 from cli.flags import ArgumentError, Parser, add_model_args, flag_of, integer_in, run_of, store_place
-from lab import formats
+from lab import formats, phrases
 
 # every command but sweep and cache (they load lab's sweep module)
 OWN_COMMANDS = ("train", "evaluate", "params", "kv-cache", "patch", "lens", "heads", "explain", "norms")
@@ -28,22 +28,8 @@ def run_from_args(a):
 
 
 def print_summary(s: dict) -> None:
-    c = s["config"]
-    m, t, k = c["model"], c["train"], c["task"]
-    lengths = k.get("train_lengths")
-    trained = f"L={k['length']}" if lengths is None else f"L={lengths[0]}-{lengths[1]}"
-    trained += " mixed" if k.get("mixed_lengths") else ""
-    trained += f" randomized<{t['randomized_positions']}" if t.get("randomized_positions") else ""
-    trained += f" warmup={t['warmup']}" if t.get("warmup") else ""
-    trained += f" decay={t['decay']}->{t.get('min_lr_ratio', 0.0):g}" if t.get("decay", "none") != "none" else ""
-    trained += f" weight-decay={t['weight_decay']:g}" if t.get("weight_decay") else ""
-    trained += f" z-loss={t['z_loss']:g}" if t.get("z_loss") else ""
-    print(
-        f"{k['name']} {trained} seed={t['seed']}  position={m['position']} norm={m['norm']}-LN "
-        f"scaling={'on' if m['scaling'] else 'off'}{' qk-norm=on' if m.get('qk_norm') else ''} "
-        f"lr={formats.learning_rate(t['lr'])}  "
-        f"d={m['d_model']} heads={m['n_heads']} layers={m['n_layers']} steps={t['steps']}"
-    )
+    """A run's summary: the run in one line as the pages name it (lab.phrases), then its figures."""
+    print(phrases.describe(RunConfig.from_dict(s["config"])))
     print(
         f"  test loss {formats.loss(s['test_loss']) if s.get('test_loss') is not None else '-'}   "
         f"last-batch loss {formats.loss(s['final_loss'])}   per-token {s['token_accuracy']:.3f}   "
@@ -91,9 +77,7 @@ def cmd_evaluate(a) -> int:
         out = {"config": run.to_dict(), "eval_positions": a.eval_positions, "lengths": [r.to_dict() for r in results]}
         print(json.dumps(out))
         return 0
-    k, m = run.task, run.model
-    trained = f"L={k.length}" if k.train_lengths is None else f"L={k.train_lengths[0]}-{k.train_lengths[1]}"
-    print(f"{k.name} trained at {trained} seed={run.train.seed} position={m.position} steps={run.train.steps}")
+    print(f"trained: {phrases.describe(run)}")
     noted = any(r.note for r in results)  # a note column only when some length has one
     print(f"{'test L':>6}  {'per-token':>9}  {'per-sequence':>12}" + ("  note" if noted else ""))
     for r in results:

@@ -107,7 +107,7 @@ def estimate(experiment: str, cells, runs, n_jobs: int) -> dict:
 
     missing = [run for run in runs if not is_cached(run)]
     workers = loky_workers(n_jobs, len(missing)) if missing else loky_workers(n_jobs, len(runs))
-    model = cost_model.model(workers)
+    model = cost_model.model(workers, cache_dir())  # the probe costs kept in the store for this machine
     here = wall.estimate(model, missing, workers, cache_dir())
     return {
         "experiment": experiment,

@@ -1,8 +1,11 @@
 """How long training runs take here, estimated before any of them is trained.
 
 Computing first: a model of one step's CPU time from the run's shape and batch (multiply-adds, elementwise work,
-per-block overhead), calibrated once per process on the CPU time (not the wall time) of a few small probe runs,
-so the load on the machine at calibration does not move it; times the steps, plus the evaluation. Then the wall
+per-block overhead), calibrated on the CPU time (not the wall time) of a few small probe runs, so the load on the
+machine at calibration does not move it; times the steps, plus the evaluation. The probes' costs are kept in the
+store's folder per machine (CALIBRATION_FILE): a later process reads them instead of timing the probes again (a few
+seconds quiet, 10-15 s on a busy machine), and a calibration taken while other work kept the cores busy is timed
+again once the machine is quiet, each probe keeping its least cost. Then the wall
 time: the computing shared out over the workers, slowed by what the machine's other work takes from them now
 (`slowdown`, measured when asked; lab.wall smooths it over minutes). Imports attncore and NumPy (and joblib's
 loky, for a calibration in parallel).
@@ -11,12 +14,16 @@ loky, for a calibration in parallel).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import math
 import os
+import platform
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -168,18 +175,100 @@ def calibrate(workers: int = 1) -> CostModel:
 _models: dict[int, CostModel] = {}
 _calibrating = threading.Lock()  # one calibration at a time: two at once would time each other
 
+CALIBRATION_FILE = "cost_model.json"  # in the store's folder: each machine's probe costs, per number of workers
+MAX_CALIBRATION_BYTES = 64 * 1024  # a few machines' entries are a few KiB; a larger file is not one
+QUIET_BUSY_CORES = 0.5  # a calibration with fewer cores busy with other work than this is a quiet one
+BUSY_BUSY_CORES = 1.0  # one taken with this many or more busy is timed again once the machine is quiet
+
 
 def calibrated(workers: int = 1) -> bool:
     """Whether model(workers) answers at once (else its first call times the probes: a few seconds)."""
     return workers in _models
 
 
-def model(workers: int = 1) -> CostModel:
-    """This process's cost model for runs trained `workers` at a time, calibrated on first use."""
+def model(workers: int = 1, folder: Path | str | None = None) -> CostModel:
+    """This process's cost model for runs trained `workers` at a time: from the probe costs kept in `folder` (the
+    store's) for this machine when there are any, else calibrated here and kept there (saved_model)."""
     with _calibrating:
         if workers not in _models:
-            _models[workers] = calibrate(workers)
+            _models[workers] = saved_model(workers, folder) if folder is not None else calibrate(workers)
         return _models[workers]
+
+
+def machine_key(workers: int) -> str:
+    """What a calibration holds for: this CPU (its model name and cores), NumPy and its BLAS kernels as this
+    process loaded them, the probes, and the workers timed at once."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as fh:
+            cpu = next((line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    blas = os.environ.get("OPENBLAS_CORETYPE", "")
+    what = repr((cpu, cores(), np.__version__, blas, PROBES, PROBE_STEPS, workers))
+    return hashlib.sha256(what.encode()).hexdigest()[:24]
+
+
+def _read_calibrations(path: Path) -> dict:
+    """The file's entries {key: {"probe_seconds": [...], "busy": cores}}, each checked (a shared store's file is
+    read as untrusted input: a bad entry is left out, a bad file reads as none)."""
+    try:
+        with open(path, "rb") as fh:
+            text = fh.read(MAX_CALIBRATION_BYTES + 1)
+        data = json.loads(text) if len(text) <= MAX_CALIBRATION_BYTES else {}
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    good = {}
+    for key, entry in data.items():
+        try:
+            seconds = [float(x) for x in entry["probe_seconds"]]
+            busy = float(entry["busy"])
+        except (TypeError, KeyError, ValueError):
+            continue
+        if len(seconds) == len(PROBES) and all(0 < x < 60 for x in seconds) and 0 <= busy < 4096:
+            good[str(key)] = {"probe_seconds": seconds, "busy": busy}
+    return good
+
+
+def _write_calibrations(path: Path, entries: dict) -> None:
+    """The file written whole, by a rename; a store that cannot be written keeps the model in this process only."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        tmp.write_text(json.dumps(entries))
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+
+
+def from_probe_seconds(seconds: Sequence[float], took: float = 0.0) -> CostModel:
+    """The model fitted to the probes' costs (CPU seconds per step, in PROBES' order)."""
+    features = np.array([step_features(_probe_run(p)) for p in PROBES])
+    cheapest = np.asarray(seconds, dtype=float)
+    return CostModel(fit(features, cheapest), tuple(float(x) for x in cheapest), took)
+
+
+def saved_model(workers: int, folder: Path | str, busy: float | None = None) -> CostModel:
+    """The model from the probe costs kept in `folder` for this machine and `workers`; the probes are timed (and
+    kept) when there are none, or when those kept were timed with BUSY_BUSY_CORES or more cores busy with other
+    work and the machine is quiet now (`busy`: cores busy now, busy_cores() when not given): each probe keeps the
+    least of its costs, so an estimate does not stay on a busy calibration."""
+    path, key = Path(folder) / CALIBRATION_FILE, machine_key(workers)
+    entry = _read_calibrations(path).get(key)
+    if entry is not None and entry["busy"] < BUSY_BUSY_CORES:
+        return from_probe_seconds(entry["probe_seconds"])
+    now = busy_cores() if busy is None else busy
+    if entry is not None and now >= QUIET_BUSY_CORES:  # still busy: the kept costs stand
+        return from_probe_seconds(entry["probe_seconds"])
+    fresh = calibrate(workers)
+    seconds = list(fresh.probe_seconds)
+    if entry is not None:
+        seconds = [min(a, b) for a, b in zip(seconds, entry["probe_seconds"], strict=True)]
+    entries = _read_calibrations(path)  # again: another process may have added its machine meanwhile
+    entries[key] = {"probe_seconds": seconds, "busy": now}
+    _write_calibrations(path, entries)
+    return from_probe_seconds(seconds, fresh.calibration_seconds)
 
 
 _pace: dict[str, tuple[float, tuple[float, float]]] = {}  # "pace" -> (when, (wall per CPU second, others running))

@@ -113,13 +113,16 @@ def duration(s: float) -> str:
 
 
 def duration_span(low: float, high: float) -> str:
-    """A range of times to wait, rounded to what a range can say: '40–75 s', '12–25 min', '1.5–3.0 h'."""
+    """A range of times to wait, rounded to what a range can say: '40–75 s', '12–25 min', '1.5–3.0 h'; one figure
+    where both ends round to it ('2 min', not '2–2 min')."""
     low, high = max(0.0, low), max(0.0, high)
     if high < 90:
-        return f"{round(low)}–{round(high)} s"
-    if high < 90 * 60:
-        return f"{max(1, round(low / 60))}–{round(high / 60)} min"
-    return f"{low / 3600:.1f}–{high / 3600:.1f} h"
+        ends, unit = (str(round(low)), str(round(high))), "s"
+    elif high < 90 * 60:
+        ends, unit = (str(max(1, round(low / 60))), str(round(high / 60))), "min"
+    else:
+        ends, unit = (f"{low / 3600:.1f}", f"{high / 3600:.1f}"), "h"
+    return f"{ends[0]} {unit}" if ends[0] == ends[1] else f"{ends[0]}–{ends[1]} {unit}"
 
 
 def ratio(x: float) -> str:

@@ -11,6 +11,7 @@ import itertools
 import math
 
 from attncore.config import ConfigError, RunConfig, make_run
+from attncore.settings import settings_of
 
 MAX_JOBS = 256  # a sweep's workers: -1 (all cores) or 1..MAX_JOBS
 
@@ -89,25 +90,7 @@ def preset(name: str) -> list[RunConfig]:
 
 
 def with_settings(run: RunConfig, **overrides) -> RunConfig:
-    """`run` rebuilt by make_run with some of its arguments replaced (e.g. steps=300 for a quick preset)."""
-    m, t = run.model, run.train
-    kwargs = dict(
-        steps=t.steps,
-        batch_size=t.batch_size,
-        lr=t.lr,
-        d_model=m.d_model,
-        n_heads=m.n_heads,
-        n_layers=m.n_layers,
-        d_ff=m.d_ff,
-        position=m.position,
-        norm=m.norm,
-        scaling=m.scaling,
-        dtype=m.dtype,
-        embed_std=m.embed_std,
-        qk_norm=m.qk_norm,
-        weight_decay=t.weight_decay,
-        z_loss=t.z_loss,
-    )
-    if "d_model" in overrides and "d_ff" not in overrides and m.d_ff == 4 * m.d_model:
-        kwargs["d_ff"] = None  # keep d_ff = 4d for a new width
-    return make_run(run.task.name, run.task.length, run.train.seed, **(kwargs | overrides))
+    """`run` rebuilt by make_run with some of its settings replaced (e.g. steps=300 for a quick preset): every
+    setting of its records (attncore.settings.settings_of), so none is dropped; one that follows another (d_ff = 4d)
+    follows a new value of it."""
+    return make_run(**(settings_of(run) | overrides))

@@ -13,14 +13,16 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
+from attncore import settings as schema
 from attncore.config import RunConfig
-from attncore.settings import table_columns
-from lab import formats
+from attncore.settings import POSITIONAL, table_columns, value_of
+from lab import phrases
 from lab.store import RunRecord
 
-# The config columns that make two runs of one task, L and seed differ (max_len follows from L).
+# The config columns that make two runs of one task, L and seed differ (max_len follows from L), as declared when
+# imported; the functions read the records each time (attncore.settings.table_columns).
 SETTINGS = table_columns()
-RUN_COLUMNS = ["task", "length", "seed"] + SETTINGS
+RUN_COLUMNS = list(POSITIONAL) + SETTINGS
 RESULT_COLUMNS = ["test_loss", "final_loss", "token_accuracy", "sequence_accuracy", "distinct_accuracy"]
 RESULT_COLUMNS += ["n_distinct"]
 RESULT_COLUMNS += ["repeated_accuracy", "n_repeated", "n_params", "train_seconds", "eval_seconds"]
@@ -39,10 +41,7 @@ def _config(record) -> RunConfig:
 
 
 def _flat_config(run: RunConfig) -> dict:
-    m, t = run.model, run.train
-    return {"task": run.task.name, "length": run.task.length, "seed": t.seed} | {
-        name: getattr(m, name) if hasattr(m, name) else getattr(t, name) for name in SETTINGS
-    }
+    return {name: value_of(run, schema.SETTINGS[name]) for name in POSITIONAL + tuple(table_columns())}
 
 
 def runs_frame(records: Iterable) -> pd.DataFrame:
@@ -51,11 +50,11 @@ def runs_frame(records: Iterable) -> pd.DataFrame:
     for record in records:
         s = _summary(record)
         rows.append(_flat_config(_config(record)) | {k: s.get(k) for k in RESULT_COLUMNS})  # no test_loss: None
-    return pd.DataFrame(rows, columns=RUN_COLUMNS + RESULT_COLUMNS)
+    return pd.DataFrame(rows, columns=list(POSITIONAL) + table_columns() + RESULT_COLUMNS)
 
 
 def _settings(frame: pd.DataFrame) -> list[tuple]:
-    return list(frame[SETTINGS].itertuples(index=False, name=None))
+    return list(frame[table_columns()].itertuples(index=False, name=None))
 
 
 def _main_settings(frame: pd.DataFrame) -> tuple:
@@ -94,7 +93,7 @@ def _accuracy_runs(records: Iterable, base: RunConfig | None) -> pd.DataFrame:
     frame = runs_frame(records)
     if frame.empty:
         return frame
-    settings = _main_settings(frame) if base is None else tuple(_flat_config(base)[k] for k in SETTINGS)
+    settings = _main_settings(frame) if base is None else tuple(_flat_config(base)[k] for k in table_columns())
     return frame[[s == settings for s in _settings(frame)]]
 
 
@@ -158,48 +157,7 @@ def ablation_table(records: Iterable, base: RunConfig | None = None) -> pd.DataF
     return table[columns]
 
 
-def _format_lr(lr: float) -> str:
-    return formats.learning_rate(lr)  # 0.01 -> '1e-2', 0.0015 -> '1.5e-3'
-
-
 def variant_name(run: RunConfig, base: RunConfig) -> str:
-    """How `run` differs from `base`, in the article's words: 'no position', 'pre-LN, lr 1e-2', 'full' if not."""
-    r, b = _flat_config(_config(run)), _flat_config(_config(base))
-    r["d_k"], b["d_k"] = r["d_model"] // r["n_heads"], b["d_model"] // b["n_heads"]
-    differs = {k for k in r if r[k] != b[k]}
-    parts = []
-    if "scaling" in differs:
-        parts.append("scaling" if r["scaling"] else "no scaling")
-    if "position" in differs:
-        parts.append("no position" if r["position"] == "none" else f"{r['position']} position")
-    if "norm" in differs or "lr" in differs:  # an lr change names the norm, as the article does
-        parts.append(f"{r['norm']}-LN")
-    if "lr" in differs:
-        parts.append(f"lr {_format_lr(r['lr'])}")
-    if "task" in differs:
-        parts.append(r["task"])
-    named = {
-        "length": "L {}".format,
-        "seed": "seed {}".format,
-        "d_model": "d {}".format,
-        "n_heads": lambda n: formats.count(n, "head"),
-        "d_k": "d_k {}".format,  # the head width d // heads: named when d or the heads change it
-        "n_layers": lambda n: formats.count(n, "layer"),
-        "steps": "{} steps".format,
-        "batch_size": "batch {}".format,
-        "dtype": "{}".format,
-        "beta1": "beta1 {:g}".format,
-        "beta2": "beta2 {:g}".format,
-        "eps": "eps {:g}".format,
-        "warmup": "warm-up {}".format,
-        "decay": "{} decay".format,
-        "min_lr_ratio": "to {:g} lr".format,
-        "embed_std": "embedding std {:g}".format,
-        "weight_decay": "weight decay {:g}".format,
-        "z_loss": "z-loss {:g}".format,
-        "qk_norm": lambda on: "qk-norm" if on else "no qk-norm",
-    }
-    parts += [name(r[k]) for k, name in named.items() if k in differs]
-    if "d_ff" in differs and not ("d_model" in differs and r["d_ff"] == 4 * r["d_model"]):
-        parts.append(f"d_ff {r['d_ff']}")
-    return ", ".join(parts) or "full"
+    """How `run` differs from `base`, in the article's words: 'no position', 'pre-LN, lr 1e-2', 'full' if not
+    (lab.phrases, from the settings' records)."""
+    return phrases.variant_name(_config(run), _config(base))

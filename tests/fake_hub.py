@@ -10,6 +10,7 @@ import hashlib
 import json
 import re
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote
@@ -30,6 +31,10 @@ class Repo:
 class FakeHub:
     repos: dict[str, Repo] = field(default_factory=dict)
     requests: list[tuple[str, str, str | None]] = field(default_factory=list)  # (method, path, Range)
+    gate: threading.Event | None = None  # set: a GET of a *.safetensors file waits for it before answering
+    send_length: bool = True  # False: no Content-Length, the body runs until the connection closes
+    redirect_to: str | None = None  # a base URL every GET of a *.safetensors file is redirected to
+    latency_s: float = 0.0  # how long a GET of a *.safetensors file takes to be answered (a far or busy Hub)
 
     def add(self, repo: str, config: dict | None, shards: dict[str, dict] | None = None, **kw) -> None:
         """A repository with a config.json and safetensors files {file: {tensor: (dtype, shape)}}: one file is
@@ -62,7 +67,10 @@ def serve(hub: FakeHub) -> tuple[ThreadingHTTPServer, str]:
             self._answer(head=True)
 
         def do_GET(self):
-            self._answer(head=False)
+            try:
+                self._answer(head=False)
+            except (BrokenPipeError, ConnectionResetError):  # the client stopped reading: as a bounded read does
+                pass
 
         def _error(self, status: int, code: str, message: str, head: bool):
             body = json.dumps({"error": message}).encode()
@@ -92,6 +100,16 @@ def serve(hub: FakeHub) -> tuple[ThreadingHTTPServer, str]:
             if path not in repo.files:
                 return self._error(404, "EntryNotFound", "Entry not found", head)
             data = repo.files[path]
+            if not head and path.endswith(".safetensors") and hub.redirect_to:
+                self.send_response(302)
+                self.send_header("Location", f"{hub.redirect_to}/{repo_id}/{path}")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            if not head and path.endswith(".safetensors") and hub.gate is not None:
+                hub.gate.wait()
+            if not head and path.endswith(".safetensors") and hub.latency_s:
+                time.sleep(hub.latency_s)
             status, body = 200, data
             wanted = re.match(r"bytes=(\d+)-(\d*)", self.headers.get("Range") or "")
             if wanted and not head:
@@ -101,7 +119,8 @@ def serve(hub: FakeHub) -> tuple[ThreadingHTTPServer, str]:
             self.send_response(status)
             self.send_header("X-Repo-Commit", commit)
             self.send_header("ETag", f'"{hashlib.sha256(data).hexdigest()}"')
-            self.send_header("Content-Length", str(len(body) if not head else len(data)))
+            if hub.send_length:
+                self.send_header("Content-Length", str(len(body) if not head else len(data)))
             if status == 206:
                 self.send_header("Content-Range", f"bytes {start}-{end}/{len(data)}")
             self.end_headers()

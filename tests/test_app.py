@@ -543,6 +543,7 @@ def test_compare_view_of_more_runs_than_the_cap_is_refused_before_loading(store,
     monkeypatch.setenv("ATTNLAB_MAX_COMPARE_RUNS", "5")
     at = app("compare", cmp_factor="scaling", cmp_seeds="3")  # 6 runs
     assert "This view has 6 runs; this server shows at most 5 at once" in texts(at.warning)
+    assert "(max_compare_runs)" in texts(at.warning) and "`python -m attncore sweep" in texts(at.warning)
     assert not at.dataframe and not [b for b in at.button if b.key == "cmp_train"]
 
 

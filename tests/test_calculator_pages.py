@@ -266,6 +266,20 @@ def test_engine_mode_too_long_shows_the_engines_error():
     assert metric(at, "Longest max_model_len that starts")[1] == "✗ does not start at 300,000"
 
 
+def test_engine_mode_weights_larger_than_the_card_advise_what_can_work_and_keep_the_sign():
+    """Llama 3 70B in bf16 on one 80 GB H100: the weights alone are larger than the card. The cache's minus sign
+    is in the metric and the breakdown alike; vLLM's words are shown, a note says why raising
+    gpu_memory_utilization cannot work, and the advice names a tensor-parallel size and a weight format."""
+    at = page("kv_cache", **ENGINE, kv_preset="llama-3-70b", kv_e_gpu="h100-80gb")
+    value = metric(at, "Available KV cache memory")[0]
+    assert value.startswith("−") and value.endswith(" GiB")
+    formula = texts(at.markdown)
+    assert f"**KV cache** = budget − weights − non-torch − activation = **{value}**" in formula
+    assert "No available memory for the cache blocks." in texts(at.error)
+    assert "raising gpu_memory_utilization cannot start it: the weights alone" in texts(at.warning)
+    assert "- tensor-parallel size " in formula and "- weights in " in formula
+
+
 def test_engine_mode_refuses_past_the_models_derived_maximum_as_vllm_does():
     at = page("kv_cache", **A100, kv_e_len="32768")
     assert "vLLM refuses max_model_len 32,768 at startup: the model's derived maximum is 8,192" in texts(at.error)

@@ -12,7 +12,7 @@ from attncore.config import SEP
 from attncore.evaluate import EvalResult
 from attncore.inspect import attention_maps, head_summary
 from attncore.model import init_params
-from attncore.tasks import probe_sequence
+from attncore.task import task_of
 from ui import frames
 from ui.charts import runs as charts
 from ui.charts.base import MAIN_WIDTH
@@ -22,7 +22,7 @@ from ui.charts.base import MAIN_WIDTH
 def maps_and_tokens():
     run = make_run(length=4, n_layers=2, n_heads=2, d_model=16)
     params = init_params(run.model, np.random.default_rng(0))
-    tokens = probe_sequence(run.task)  # (2L,)
+    tokens = task_of(run.task).probe(run.task)  # (2L,)
     return attention_maps(params, run, tokens), tokens  # (n_layers, H, T, T)
 
 
@@ -266,7 +266,7 @@ def test_attention_heatmaps_of_many_heads_wrap_into_rows_that_fit_the_main_area(
     """Regression: the grid ended at 1,421 px of a 1,280 px window (head 3 hidden) and its legend with it."""
     run = make_run(length=6, n_layers=2, n_heads=n_heads, d_model=16 * n_heads)
     params = init_params(run.model, np.random.default_rng(0))
-    tokens = probe_sequence(run.task)
+    tokens = task_of(run.task).probe(run.task)
     spec = charts.attention_heatmaps(frames.attention_frame(attention_maps(params, run, tokens), tokens)).to_dict()
     assert spec["columns"] == columns and n_heads % columns == 0  # a row never mixes two layers
     width = charts.HEATMAP_Y_AXIS + columns * spec["spec"]["width"] + (columns - 1) * spec["spacing"]
@@ -280,7 +280,7 @@ def test_attention_heatmaps_of_many_heads_wrap_into_rows_that_fit_the_main_area(
 def test_attention_heatmaps_of_long_sequences_take_fewer_columns_not_more_width(length):
     run = make_run(length=length, n_layers=2, n_heads=4)
     params = init_params(run.model, np.random.default_rng(0))
-    tokens = probe_sequence(run.task)
+    tokens = task_of(run.task).probe(run.task)
     spec = charts.attention_heatmaps(frames.attention_frame(attention_maps(params, run, tokens), tokens)).to_dict()
     columns = spec["columns"]
     width = charts.HEATMAP_Y_AXIS + columns * spec["spec"]["width"] + (columns - 1) * spec["spacing"]

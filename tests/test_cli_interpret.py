@@ -10,7 +10,7 @@ from test_cli import attncore
 
 from attncore import make_run
 from attncore.interpret import patching
-from attncore.tasks import probe_sequence
+from attncore.task import task_of
 
 SHORT = ["--steps", "40"]
 
@@ -30,7 +30,7 @@ def test_patch_json_has_the_grid_and_by_position(cache, monkeypatch):
 
     run = make_run(steps=40)
     record = get_run(run, location=cache)
-    expected = patching.patch(record.params, run, patching.contrast(run, probe_sequence(run.task), 2, 5))
+    expected = patching.patch(record.params, run, patching.contrast(run, task_of(run.task).probe(run.task), 2, 5))
     assert np.allclose(out["grid"], expected.head) and out["query"] == expected.contrast.query == 8
 
 

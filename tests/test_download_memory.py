@@ -121,3 +121,46 @@ def test_home_offers_the_file_once_prepared(cache, static):
     again = app()  # the next visitor: the file is there, the link is shown at once, nothing built
     assert [link.proto.label for link in again.get("link_button")] == ["Download all runs"]
     assert not [b for b in again.button if b.key == "bundle_prepare"]
+
+
+def test_a_download_folder_on_another_file_system_gets_its_bundle_copied(cache, static, monkeypatch):
+    """Where static/downloads cannot take a rename from the build folder (EXDEV, "Invalid cross-device link"), the
+    bundle is copied into a temporary file there and renamed: whole, no temporary file left, the staged one gone."""
+    import errno
+    import os
+
+    from ui import bundles
+
+    real = os.replace
+    moves = []
+
+    def replace(src, dst):  # a rename between two folders fails as it does across file systems
+        moves.append((Path(src).parent, Path(dst).parent))
+        if Path(src).parent != Path(dst).parent:
+            raise OSError(errno.EXDEV, "Invalid cross-device link")
+        return real(src, dst)
+
+    monkeypatch.setattr(bundles.os, "replace", replace)
+    path = bundles.prepare_bundle(store.listing_digest(), 2**30)
+    assert any(a != b for a, b in moves)  # the rename across folders was tried and refused
+    assert bundles_in(static) == [path] and list(path.parent.iterdir()) == [path]
+    assert not [p for p in bundles.build_dir().iterdir() if p.name != bundles.BUILD_LOCK]
+    assert len(bundle.read_bundle(path.read_bytes(), 2**30)) == 12
+
+
+def test_a_download_folder_really_on_another_file_system(cache, static, tmp_path):
+    """The same with static/downloads a link to a folder on another file system (tmpfs), where there is one."""
+    import os
+    import tempfile
+
+    from ui import bundles
+
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or os.stat(shm).st_dev == os.stat(tmp_path).st_dev:
+        pytest.skip("no second file system here")
+    with tempfile.TemporaryDirectory(dir=shm) as elsewhere:
+        static.mkdir(parents=True)
+        (static / "downloads").symlink_to(elsewhere, target_is_directory=True)
+        path = bundles.prepare_bundle(store.listing_digest(), 2**30)
+        assert path.is_file() and list(path.parent.iterdir()) == [path]
+        assert len(bundle.read_bundle(path.read_bytes(), 2**30)) == 12

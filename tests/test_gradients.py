@@ -16,7 +16,7 @@ import pytest
 from attncore import layers
 from attncore.config import NORMS, POSITIONS, make_run
 from attncore.model import forward, loss_and_grads
-from attncore.tasks import sample_batch
+from attncore.task import task_of
 
 EPS = 1e-6  # the article's ε
 LARGE_EPS = 1e-4  # crosses ReLU kinks: the check gets worse, not better
@@ -80,7 +80,7 @@ def gradient_check(make_params, position: str, norm: str, scaling: bool, task: s
     answer_len = run.task.answer_len  # the induction task's: every position
     params = make_params(run.model, seed=0)
     rng = np.random.default_rng(1)
-    seqs = sample_batch(run.task, 3, rng)
+    seqs = task_of(run.task).sample_batch(run.task, 3, rng)
     _, grads = loss_and_grads(params, seqs, run.model, answer_len)
     assert grads.keys() == params.keys()
 

@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 from threadpoolctl import threadpool_limits
 
-from attncore import evaluate, tasks
+from attncore import evaluate
 from attncore.config import make_run
 from attncore.model import loss_and_grads
+from attncore.task import task_of
 from attncore.train import train
 from lab import store
 from lab.store import backend, codec
@@ -30,7 +31,7 @@ def test_it_is_the_training_loss_function_on_the_fixed_test_set_not_a_training_b
     run, params = trained
     float64 = make_run("sort", 5, 0, steps=STEPS, dtype="float64")
     params64 = {k: v.astype(np.float64) for k, v in params.items()}
-    expected, _ = loss_and_grads(params64, tasks.test_set(run.task), float64.model, run.task.length)
+    expected, _ = loss_and_grads(params64, task_of(run.task).test_set(run.task), float64.model, run.task.length)
     assert evaluate.test_loss(params64, float64) == pytest.approx(expected, rel=1e-12)
     # in float32 the model rounds, the log-softmax and mean do not: close to the float64 figure
     assert evaluate.test_loss(params, run) == pytest.approx(expected, rel=1e-4)

@@ -11,19 +11,16 @@ import numpy as np
 import pytest
 
 from attncore.config import ConfigError, RunConfig, make_run
-from attncore.tasks import (
-    answer_queries,
-    answer_tokens,
-    induction,
+from attncore.task import task_of
+from attncore.tasks import induction
+from attncore.tasks.induction import (
+    INDUCTION_RUN,
     induction_probe_set,
     induction_sequences,
     induction_test_set,
-    probe_sequence,
+    make_induction,
     repeat_queries,
-    sample_batch,
-    test_distinct,
 )
-from attncore.tasks.induction import INDUCTION_RUN, make_induction
 
 # --- the task ----------------------------------------------------------------------------------------------
 
@@ -42,7 +39,7 @@ def test_each_sequence_repeats_its_first_k_tokens_once_with_k_drawn_per_sequence
 
 def test_the_training_batch_is_the_tasks_sequences_and_the_held_out_set_is_fixed():
     task = make_induction().task
-    a = sample_batch(task, 8, np.random.default_rng(5))
+    a = task_of(task).sample_batch(task, 8, np.random.default_rng(5))
     b, _ = induction_sequences(task, 8, np.random.default_rng(5))
     assert (a == b).all()
     seqs, ks = induction_test_set(task)
@@ -57,15 +54,16 @@ def test_the_probe_repeats_its_first_half_of_distinct_tokens():
     seqs, ks = induction_probe_set(task)
     assert (ks == 16).all() and (seqs[:, 16:] == seqs[:, :16]).all()
     assert all(len(set(row[:16].tolist())) == 16 for row in seqs)  # no token twice in the first copy
-    assert (probe_sequence(task) == seqs[0, :-1]).all()  # the model input: T - 1 positions
-    assert answer_queries(task).tolist() == list(range(16, 31))
-    assert (answer_tokens(task, seqs[:1, :-1])[0] == seqs[0, 17:32]).all()  # each repeat query's next token
+    assert (task_of(task).probe(task) == seqs[0, :-1]).all()  # the model input: T - 1 positions
+    assert task_of(task).answer_queries(task).tolist() == list(range(16, 31))
+    answers = task_of(task).answer_tokens(task, seqs[:1, :-1])[0]
+    assert (answers == seqs[0, 17:32]).all()  # each repeat query's next token
 
 
 def test_the_distinct_subset_is_of_the_first_copy():
     task = make_induction().task
     seqs, ks = induction_test_set(task)
-    distinct = test_distinct(task)
+    distinct = task_of(task).test_distinct(task)
     assert distinct.tolist() == [len(set(r[:k].tolist())) == k for r, k in zip(seqs, ks, strict=True)]
 
 
@@ -109,7 +107,7 @@ def test_the_interpret_detector_scores_the_same_on_the_task():
 
     task = make_induction().task
     maps = _maps(31, 16)
-    assert heads.task_scores(maps, probe_sequence(task), task)["induction"][1, 0] == 1.0
+    assert heads.task_scores(maps, task_of(task).probe(task), task)["induction"][1, 0] == 1.0
     assert heads.task_pattern(make_induction()) == "induction"
 
 

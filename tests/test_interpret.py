@@ -13,8 +13,7 @@ from attncore.interpret import explain, heads, lens, patching
 from attncore.interpret.hooks import HookPoints, activation_names, backward_to_pattern_row, run_with_hooks
 from attncore.model import AnswerRows, forward
 from attncore.snapshots import Snapshot
-from attncore.tasks import probe_sequence
-from attncore.tasks import test_set as fixed_test_set
+from attncore.task import task_of
 from attncore.train import train
 
 STEPS = 60
@@ -32,7 +31,7 @@ def trained():
 def test_hooked_forward_equals_model_forward(position, norm, dtype):
     run = make_run(steps=5, position=position, norm=norm, dtype=dtype)
     params = train(run).params
-    idx = fixed_test_set(run.task)[:4, :-1]
+    idx = task_of(run.task).test_set(run.task)[:4, :-1]
     logits, acts = run_with_hooks(params, idx, run.model)
     assert np.array_equal(logits, forward(params, idx, run.model)[0])  # bit for bit, both dtypes
     B, T, H = 4, idx.shape[1], run.model.n_heads
@@ -46,12 +45,12 @@ def test_hooked_forward_equals_model_forward(position, norm, dtype):
 def test_unknown_hook_and_unsupported_fields_are_refused(trained):
     run, params = trained
     with pytest.raises(ConfigError, match="hook"):
-        run_with_hooks(params, probe_sequence(run.task)[None], run.model, {"blocks.9.mlp_out": lambda a: a})
+        run_with_hooks(params, task_of(run.task).probe(run.task)[None], run.model, {"blocks.9.mlp_out": lambda a: a})
 
 
 def test_a_hook_replaces_an_activation(trained):
     run, params = trained
-    tokens = probe_sequence(run.task)[None]
+    tokens = task_of(run.task).probe(run.task)[None]
     logits, acts = run_with_hooks(params, tokens, run.model, {"blocks.1.mlp_out": np.zeros_like})
     assert not acts["blocks.1.mlp_out"].any()
     assert not np.array_equal(logits, run_with_hooks(params, tokens, run.model)[0])
@@ -64,7 +63,7 @@ def test_a_hook_replaces_an_activation(trained):
 def test_patching_every_component_restores_clean_and_none_leaves_corrupted(norm):
     run = make_run(steps=STEPS, norm=norm)
     params = train(run).params
-    c = patching.contrast(run, probe_sequence(run.task), 2, 5)
+    c = patching.contrast(run, task_of(run.task).probe(run.task), 2, 5)
     cfg = run.model
     clean_logits, clean = run_with_hooks(params, c.clean[None], cfg)
     corrupt_logits, _ = run_with_hooks(params, c.corrupted[None], cfg)
@@ -88,7 +87,7 @@ def test_patching_a_head_with_identical_outputs_changes_nothing(trained):
     D, Dh = run.model.d_model, run.model.d_head
     params["blocks.0.attn.w_qkv"][:, 2 * D + Dh : 2 * D + 2 * Dh] = 0.0  # head 1's values
     params["blocks.0.attn.b_qkv"][2 * D + Dh : 2 * D + 2 * Dh] = 0.0
-    c = patching.contrast(run, probe_sequence(run.task), 0, 1)
+    c = patching.contrast(run, task_of(run.task).probe(run.task), 0, 1)
     r = patching.patch(params, run, c)
     assert r.head[0, 1] == 0.0 and not r.head_by_position[0, 1].any()
     assert r.head[0, 0] != 0.0
@@ -96,7 +95,7 @@ def test_patching_a_head_with_identical_outputs_changes_nothing(trained):
 
 def test_contrast_validates_and_finds_the_affected_answer():
     run = make_run(task="sort")
-    tokens = probe_sequence(run.task)  # symbols 17 3 0 12 7 9
+    tokens = task_of(run.task).probe(run.task)  # symbols 17 3 0 12 7 9
     c = patching.contrast(run, tokens, 0, 1)  # 17 -> 1: sorted answer 0 1 3 7 9 12 against 0 3 7 9 12 17
     assert (c.answer_index, c.query, c.clean_token, c.corrupted_token) == (1, 7, 3, 1)
     assert list(c.corrupted[6:]) == list(tokens[6:])  # the clean answer prefix (teacher forcing)
@@ -111,7 +110,7 @@ def test_contrast_validates_and_finds_the_affected_answer():
 
 def test_logit_lens_last_layer_is_the_model_output(trained):
     run, params = trained
-    tokens = probe_sequence(run.task)
+    tokens = task_of(run.task).probe(run.task)
     probs = lens.lens_probabilities(params, run, tokens)[:, 0]  # (n_layers + 1, L)
     logits = forward(params, tokens[None], run.model)[0][0, run.task.length :].astype(np.float64)
     p = np.exp(logits - logits.max(-1, keepdims=True))
@@ -169,7 +168,7 @@ def test_on_reverse_the_chosen_head_is_the_one_whose_ablation_costs_most(tmp_pat
     run = make_run("reverse", 6, seed, steps=600)
     record = get_run(run)  # trained once into this test's store
     assert record.eval.sequence_accuracy > 0.9  # it has learned the task
-    chosen = heads.best_head(record.params, run, probe_sequence(run.task))
+    chosen = heads.best_head(record.params, run, task_of(run.task).probe(run.task))
     cost = {
         (layer, h): -evaluate_ablated(record.params, run, [(layer, h)]).token_accuracy
         for layer in range(run.model.n_layers)
@@ -181,7 +180,7 @@ def test_on_reverse_the_chosen_head_is_the_one_whose_ablation_costs_most(tmp_pat
 
 def test_snapshot_scores_follow_the_stored_maps(trained):
     run, params = trained
-    tokens = probe_sequence(run.task)
+    tokens = task_of(run.task).probe(run.task)
     from attncore.inspect import attention_maps
 
     maps = attention_maps(params, run, tokens)
@@ -199,7 +198,7 @@ def test_snapshot_scores_follow_the_stored_maps(trained):
 def test_pattern_row_gradient_matches_finite_differences(norm, position):
     run = make_run(steps=20, norm=norm, position=position, dtype="float64")
     params = train(run).params
-    tokens = probe_sequence(run.task)
+    tokens = task_of(run.task).probe(run.task)
     for layer in range(run.model.n_layers):
         t = explain.target(params, run, tokens, layer, 2, 8)
         rng = np.random.default_rng(layer)
@@ -217,7 +216,7 @@ def test_pattern_row_gradient_matches_finite_differences(norm, position):
 
 def test_backward_to_pattern_row_is_zero_for_other_queries_logits(trained):
     run, params = trained
-    t = explain.target(params, run, probe_sequence(run.task), 1, 0, 9)
+    t = explain.target(params, run, task_of(run.task).probe(run.task), 1, 0, 9)
     _, logits, caches = explain.outputs_with_rows(t, t.row[None], keep_caches=True)
     dlogits = np.zeros_like(logits)
     dlogits[:, :9] = 1.0  # queries before 9 cannot see the row of query 9
@@ -232,7 +231,7 @@ def test_divergences():
 
 def test_explain_measurements(trained):
     run, params = trained
-    tokens = probe_sequence(run.task)
+    tokens = task_of(run.task).probe(run.task)
     t = explain.target(params, run, tokens, 0, 1, 9)
     assert np.allclose(explain.outputs_with_rows(t, t.row[None])[0], t.output, atol=1e-12)  # no change: no change
     perm = explain.permutation_tvd(t, 20)
@@ -257,12 +256,13 @@ import numpy as np
 from attncore.config import make_run
 from attncore.interpret import explain
 from attncore.model import init_params
-from attncore.tasks import probe_sequence
+from attncore.task import get as get_task
+from attncore.task import task_of
 
 run = make_run(steps=2, **json.loads(sys.argv[1]))
 params = init_params(run.model, np.random.default_rng(0))
 tracemalloc.start()
-t = explain.target(params, run, probe_sequence(run.task), 0, 0, 2 * run.task.length - 1)
+t = explain.target(params, run, task_of(run.task).probe(run.task), 0, 0, 2 * run.task.length - 1)
 explain.permutation_tvd(t, 1000)
 explain.adversarial(t, restarts=1000, steps=1)
 print(json.dumps([tracemalloc.get_traced_memory()[1], explain.explain_bytes(run, 1000)]))
@@ -290,7 +290,7 @@ def test_explain_memory_is_bounded_and_estimated_within_2x(settings):
 
 def test_chunked_shuffles_and_search_give_the_one_batch_numbers(trained, monkeypatch):
     run, params = trained
-    t = explain.target(params, run, probe_sequence(run.task), 0, 1, 9)
+    t = explain.target(params, run, task_of(run.task).probe(run.task), 0, 1, 9)
     whole = explain.permutation_tvd(t, 50), explain.adversarial(t, restarts=7, steps=20)
     monkeypatch.setattr(explain, "CHUNK_BYTES", 3 * explain.row_bytes(run))  # chunks of 3 rows
     assert explain.chunk_rows(run) == 3
@@ -315,7 +315,7 @@ def test_explain_refuses_out_of_range(trained):
     for kw, field in (({"layer": 2}, "layer"), ({"head": 4}, "head"), ({"query": 5}, "query")):
         args = {"layer": 0, "head": 0, "query": 8} | kw
         with pytest.raises(ConfigError) as e:
-            explain.target(params, run, probe_sequence(run.task), **args)
+            explain.target(params, run, task_of(run.task).probe(run.task), **args)
         assert e.value.field == field
 
 
@@ -327,7 +327,7 @@ def test_hooks_that_return_a_copy_leave_every_path_of_the_forward_bit_identical(
     summed over the heads) that hands back a copy changes no bit, with a head mask and with out_from."""
     run = make_run(steps=5, **fields)
     params = train(run).params
-    idx = fixed_test_set(run.task)[:3, :-1]
+    idx = task_of(run.task).test_set(run.task)[:3, :-1]
     mask = np.ones((run.model.n_layers, run.model.n_heads), dtype=run.model.dtype)
     mask[1, 0] = 0.0
     copies = {name: np.copy for name in activation_names(run.model) if not name.endswith("attn.result")}
@@ -346,7 +346,7 @@ def test_patching_the_lens_and_ablation_give_the_numbers_of_the_separate_hooked_
     the model's forward took hook points), on a float64 run of 60 steps, rounded to 12 digits."""
     run = make_run(steps=60, dtype="float64")
     params = train(run).params
-    tokens = probe_sequence(run.task)
+    tokens = task_of(run.task).probe(run.task)
     r = patching.patch(params, run, patching.contrast(run, tokens, 2, 5), max_positions=4)
     expected_head = [
         [0.006037588124, 0.113877368225, 0.030219984478, 0.649258667935],
@@ -367,7 +367,7 @@ def test_patching_the_lens_and_ablation_give_the_numbers_of_the_separate_hooked_
 
 def test_hooks_refuse_answer_rows(trained):
     run, params = trained
-    idx = fixed_test_set(run.task)[:2, :-1]
+    idx = task_of(run.task).test_set(run.task)[:2, :-1]
     rows = AnswerRows.of([run.task.length] * 2, [run.task.length] * 2, idx.shape[1])
     with pytest.raises(ValueError, match="AnswerRows"):
         forward(params, idx, run.model, out_from=rows, hooks=HookPoints())
@@ -379,7 +379,7 @@ def test_zeroing_a_head_by_hook_is_the_models_head_ablation(norm):
     (the heads summed instead of one fused product) the same to rounding."""
     run = make_run(steps=20, norm=norm)
     params = train(run).params
-    idx = fixed_test_set(run.task)[:3, :-1]
+    idx = task_of(run.task).test_set(run.task)[:3, :-1]
     mask = np.ones((2, 4), dtype=np.float32)
     mask[0, 2] = 0.0
     expected = forward(params, idx, run.model, head_mask=mask)[0]

@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest
 
 from attncore import make_run
 from attncore.interpret import explain, heads, patching
-from attncore.tasks import probe_sequence
+from attncore.task import task_of
 from lab import formats
 from lab.store import get_run
 
@@ -50,7 +50,7 @@ def chart_data(at: AppTest) -> list[list]:
 def test_patching_shows_the_library_figures(store):
     at = page("patching", **SHORT)
     run = make_run(steps=STEPS)
-    tokens = probe_sequence(run.task)
+    tokens = task_of(run.task).probe(run.task)
     r = patching.patch(get_run(run).params, run, patching.contrast(run, tokens, 0, 1))  # default: position 0 -> 1
     assert metric(at, "Logit difference, clean") == formats.with_spec(r.clean_metric, ".2f")  # one minus sign: −
     assert metric(at, "Logit difference, corrupted") == formats.with_spec(r.corrupted_metric, ".2f")
@@ -65,7 +65,7 @@ def test_patching_follows_its_inputs_and_the_url(store):
     at = page("patching", **SHORT, pat_at="3", pat_sym="5")
     assert at.selectbox(key="pat_at").value == 3 and at.selectbox(key="pat_sym").value == 5
     run = make_run(steps=STEPS)
-    r = patching.patch(get_run(run).params, run, patching.contrast(run, probe_sequence(run.task), 3, 5))
+    r = patching.patch(get_run(run).params, run, patching.contrast(run, task_of(run.task).probe(run.task), 3, 5))
     assert metric(at, "Logit difference, corrupted") == formats.with_spec(r.corrupted_metric, ".2f")
     at.selectbox(key="pat_sym").set_value(12).run()  # the clean symbol at position 3: nothing to patch
     assert not at.exception and "Nothing to patch" in texts(at.info)
@@ -84,7 +84,7 @@ def test_explanations_show_the_library_figures(store):
     at = page("explanations", **SHORT, exp_steps="50", exp_restarts="2", exp_seeds="0,1")
     run = make_run(steps=STEPS)
     record, other = get_run(run), get_run(make_run(steps=STEPS, seed=1))
-    tokens = probe_sequence(run.task)
+    tokens = task_of(run.task).probe(run.task)
     layer, head = heads.best_head(record.params, run, tokens)
     assert at.selectbox(key="exp_head").value == f"L{layer}H{head}"
     found = explain.explain(record.params, run, tokens, layer, head, 11, others={1: (other.params, other.config)},
@@ -125,7 +125,7 @@ def test_patching_noises_on_request_and_says_how_to_read_each_direction(store):
     assert "**Denoising**" in str([c.value for c in at.caption]) and "Heimersheim & Nanda" in texts(at.caption)
     at = page("patching", **SHORT, pat_dir="noise")
     run = make_run(steps=STEPS)
-    c = patching.contrast(run, probe_sequence(run.task), 0, 1)
+    c = patching.contrast(run, task_of(run.task).probe(run.task), 0, 1)
     r = patching.patch(get_run(run).params, run, c, direction="noise")
     (grid,) = chart_data(at)[0]
     assert np.allclose(grid["destroyed"], r.head.ravel())
@@ -146,8 +146,8 @@ def test_explanations_pick_the_mirrored_head_on_reverse(store):
     """On reverse the default head is the one whose map best matches the mirrored pattern."""
     at = page("explanations", **SHORT, task="reverse", L="4", exp_steps="20", exp_restarts="1", exp_seeds="0")
     run = make_run("reverse", 4, steps=STEPS)
-    layer, head = heads.best_head(get_run(run).params, run, probe_sequence(run.task))
-    scores = heads.probe_scores(get_run(run).params, run, probe_sequence(run.task))["mirrored"]
+    layer, head = heads.best_head(get_run(run).params, run, task_of(run.task).probe(run.task))
+    scores = heads.probe_scores(get_run(run).params, run, task_of(run.task).probe(run.task))["mirrored"]
     assert (layer, head) == np.unravel_index(int(np.argmax(scores)), scores.shape)
     assert at.selectbox(key="exp_head").value == f"L{layer}H{head}"
     assert "mirrored" in at.dataframe[0].value.columns

@@ -130,3 +130,112 @@ def test_where_a_cancelled_training_stopped_is_said_once():
     training.latest().put("visitor", (training.run_key(run), job, None))
     assert training.stopped_at("visitor") == (training.run_key(run), 137)
     assert training.stopped_at("visitor") is None and training.stopped_at(None) is None
+
+
+class PageGone(BaseException):
+    """What Streamlit raises in a script whose page reruns or whose visitor left (StopException, RerunException)."""
+
+
+def _leaving_sweep(tmp_path, finish_started: bool, error: BaseException):
+    """A sweep of two runs, one that has trained a step and one that has not begun, whose page raises `error`."""
+    runs = [make_run(steps=10, seed=s) for s in range(2)]
+    s = loop.Sweep(cached=0, runs=list(runs))
+    tmp_path.mkdir(exist_ok=True)
+    progress = [open_progress(tmp_path / f"{i}.f64", 10, create=True) for i in range(2)]
+    progress[0][1] = 2.5  # run 0: its first step's loss
+    futures = [Future(), Future()]
+    futures[0].set_running_or_notify_cancel()
+
+    def submit(run, index):
+        return loop.Job(run, futures[index], progress[index])
+
+    def show(*_):
+        raise error
+
+    with pytest.raises(type(error)):
+        loop.run("Test sweep", s, list(runs), submit, lambda: 2, show, None, finish_started=finish_started)
+    return progress, futures
+
+
+def test_a_local_page_gone_lets_its_started_runs_finish(tmp_path, monkeypatch):
+    monkeypatch.setattr(loop, "REFRESH_SECONDS", 0.01)
+    progress, futures = _leaving_sweep(tmp_path, True, PageGone())
+    assert progress[0][0] == 0.0 and not futures[0].cancelled()  # training on: it finishes and is stored
+    assert progress[1][0] == 1.0 and futures[1].cancelled()  # not begun: dropped
+
+
+def test_a_hosted_page_gone_or_a_failure_stops_every_run(tmp_path, monkeypatch):
+    monkeypatch.setattr(loop, "REFRESH_SECONDS", 0.01)
+    progress, futures = _leaving_sweep(tmp_path / "hosted", False, PageGone())
+    assert progress[0][0] == 1.0 and progress[1][0] == 1.0 and futures[1].cancelled()
+    progress, futures = _leaving_sweep(tmp_path / "failed", True, ValueError("a failed page"))
+    assert progress[0][0] == 1.0 and progress[1][0] == 1.0  # a failure stops all, locally too
+
+
+def test_release_forgets_a_sweep_without_stopping_it(tmp_path):
+    run = make_run(steps=10)
+    progress = open_progress(tmp_path / "p.f64", 10, create=True)
+    progress[1] = 2.5
+    s = loop.Sweep(cached=0, runs=[run], running=[loop.Job(run, Future(), progress)])
+    loop.running().put("visitor-release", ("Test sweep", s))
+    assert loop.release("visitor-release") == ("Test sweep", 1)
+    assert progress[0] == 0.0 and loop.release("visitor-release") is None and loop.cancel("visitor-release") is None
+
+
+@pytest.mark.slow
+def test_a_local_sweep_whose_page_goes_stores_the_run_under_way(cache, tmp_path):
+    """On the real worker pool: the page goes (a BaseException from its progress bar) while the first of two runs
+    trains; that run finishes and is stored, the second (never begun) is not trained."""
+    from lab.store import is_cached
+
+    runs = [make_run(steps=400, seed=s) for s in (71, 72)]
+    s = loop.Sweep(cached=0, runs=list(runs))
+    submit = loop.submitter(1, str(tmp_path), tuple(runs), 2**40)
+
+    def show(*_):
+        if s.running and loop.started(s.running[0]):
+            raise PageGone()
+
+    with pytest.raises(PageGone):
+        loop.run("Test sweep", s, list(runs), submit, lambda: 1, show, None, finish_started=True)
+    (job,) = s.running
+    assert job.run == runs[0] and job.future.result(timeout=600).config == runs[0]  # waits for the event
+    assert is_cached(runs[0]) and not is_cached(runs[1])
+
+
+def _report_script(clicked: bool):
+    import streamlit as st
+
+    from ui import live, sweeps
+
+    st.session_state[live.TOKEN_KEY] = "visitor-report"
+    if clicked:
+        st.session_state[sweeps.CANCEL_CLICKED] = True
+    sweeps.report_cancelled()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("hosted", "clicked", "stopped"),
+    [("0", False, False), ("0", True, True), ("1", False, True), ("1", True, True)],
+    ids=["local rerun", "local Cancel", "hosted rerun", "hosted Cancel"],
+)
+def test_the_rerun_after_a_sweep_stops_it_unless_local_and_not_a_cancel(
+    tmp_path, monkeypatch, hosted, clicked, stopped
+):
+    """The page's next run (dashboard.py calls report_cancelled first): a Cancel stops the runs under way in either
+    mode; another rerun (a setting, another page) stops them on a hosted server, and lets them finish locally."""
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("ATTNLAB_HOSTED", hosted)
+    run = make_run(steps=10)
+    progress = open_progress(tmp_path / "p.f64", 10, create=True)
+    progress[1] = 2.5  # a step trained
+    loop.running().put(
+        "visitor-report", ("Test sweep", loop.Sweep(0, [run], running=[loop.Job(run, Future(), progress)]))
+    )
+    at = AppTest.from_function(_report_script, args=(clicked,), default_timeout=60).run()
+    assert not at.exception
+    assert bool(progress[0] == 1.0) is stopped and loop.running().pop("visitor-report") is None
+    toasts = " ".join(t.value for t in at.toast)
+    assert ("cancelled after" in toasts) is stopped and ("go on and are stored" in toasts) is (not stopped)

@@ -20,7 +20,9 @@ from attncore.model import (
     sequence_losses,
 )  # fmt: skip
 from attncore.positions import alibi_bias, alibi_slopes
-from attncore.tasks import draw_positions, make_sequences, pad_sequences, sample_batch, sample_range_batch
+from attncore.task import get as get_task
+from attncore.task import task_of
+from attncore.tasks import draw_positions, pad_sequences
 
 ENCODINGS = ("learned", "sinusoidal", "rope", "alibi")
 N_MAX = 24
@@ -34,7 +36,7 @@ def small(position, *, n_max=None, lengths=None, norm="pre", task="sort", heads=
 
 
 def padded_batch(rng, ns, task="sort"):
-    return pad_sequences([make_sequences(rng.integers(0, 20, (1, n)), task)[0] for n in ns])
+    return pad_sequences([get_task(task).make_sequences(rng.integers(0, 20, (1, n)))[0] for n in ns])
 
 
 # --- ALiBi's slopes -----------------------------------------------------------
@@ -89,7 +91,7 @@ def fd_check(run, params, seqs, n, positions=None, lengths=None, n_coords=8):
 def test_alibi_gradients_match_finite_differences(random_params, norm):
     run = small("alibi", norm=norm)
     params = random_params(run.model, seed=0)
-    fd_check(run, params, sample_batch(run.task, 3, np.random.default_rng(1)), 4)
+    fd_check(run, params, task_of(run.task).sample_batch(run.task, 3, np.random.default_rng(1)), 4)
 
 
 @pytest.mark.parametrize("position", ENCODINGS)
@@ -97,7 +99,7 @@ def test_randomized_position_gradients_match_finite_differences(random_params, p
     run = small(position, n_max=N_MAX)
     params = random_params(run.model, seed=0)
     rng = np.random.default_rng(1)
-    seqs = sample_batch(run.task, 3, rng)
+    seqs = task_of(run.task).sample_batch(run.task, 3, rng)
     positions = draw_positions(rng, 8, N_MAX)
     assert positions[-1] > 7  # not 0..7
     fd_check(run, params, seqs, 4, positions=positions)
@@ -130,7 +132,7 @@ def oracle(run, params, seqs, n, positions=None, lengths=None):
 def test_randomized_positions_match_torch(random_params, position, heads):
     run = small(position, n_max=N_MAX, heads=heads)
     rng = np.random.default_rng(3)
-    seqs = sample_batch(run.task, 5, rng)
+    seqs = task_of(run.task).sample_batch(run.task, 5, rng)
     oracle(run, random_params(run.model, seed=3), seqs, 4, positions=draw_positions(rng, 8, N_MAX))
 
 
@@ -177,7 +179,7 @@ def test_windows_that_would_pass_the_end_are_moved_back(random_params):
     """Rows of unequal counts: each window is W = max(counts) wide and ends inside the batch."""
     run = small("rope", lengths=(1, 4))
     params = random_params(run.model, seed=7)
-    idx = sample_batch(run.task, 3, np.random.default_rng(7))[:, :-1]  # (3, 8)
+    idx = task_of(run.task).sample_batch(run.task, 3, np.random.default_rng(7))[:, :-1]  # (3, 8)
     starts, counts = np.array([6, 0, 3]), np.array([2, 5, 1])
     rows = AnswerRows.of(starts, counts, 8)
     assert rows.window[:, 0].tolist() == [3, 0, 3]
@@ -193,7 +195,7 @@ def test_a_padded_training_batch_costs_the_attention_of_its_longest_length_only(
     length asks as many) and its MLP and the head run on the answer rows (sum n)."""
     run = make_run("copy", 8, train_lengths=(1, 8), mixed_lengths=True)
     ns = np.array([8, 1, 3, 5, 2, 8, 4, 6])
-    seqs = pad_sequences([make_sequences(np.zeros((1, n), dtype=np.int64), "copy")[0] for n in ns])[0]
+    seqs = pad_sequences([get_task("copy").make_sequences(np.zeros((1, n), dtype=np.int64))[0] for n in ns])[0]
     params = init_params(run.model, 0)
     logits, _, rows, cache = padded_forward(params, seqs, ns, run.model)
     first, last = cache.blocks[0], cache.blocks[-1]
@@ -226,7 +228,7 @@ def test_answer_rows_outside_the_batch_are_refused(starts, counts, computed):
 def test_alibi_generation_with_the_kv_cache_matches_full_recomputation(random_params, heads):
     run = make_run("copy", 5, d_model=24, n_heads=heads, position="alibi", dtype="float64")
     params = random_params(run.model, seed=5)
-    prompt = sample_batch(run.task, 6, np.random.default_rng(6))[:, :6]
+    prompt = task_of(run.task).sample_batch(run.task, 6, np.random.default_rng(6))[:, :6]
     cached, logits_c = generate(params, prompt, 9, run.model, use_cache=True)
     full, logits_f = generate(params, prompt, 9, run.model, use_cache=False)
     assert np.array_equal(cached, full)
@@ -238,7 +240,7 @@ def test_alibi_attends_by_distance_only(random_params):
     run = make_run("copy", 5, d_model=16, position="alibi", dtype="float64")
     params = random_params(run.model, seed=7)
     assert "pos_emb" not in params
-    idx = sample_batch(run.task, 2, np.random.default_rng(8))[:, :-1]
+    idx = task_of(run.task).sample_batch(run.task, 2, np.random.default_rng(8))[:, :-1]
     a, _ = forward(params, idx, run.model)
     b, _ = forward(params, idx, run.model, positions=np.arange(10) + 17)
     assert np.abs(a - b).max() < 1e-12
@@ -255,7 +257,7 @@ def padded_case():
     params = _random_params(run.model, seed=9)
     rng = np.random.default_rng(10)
     seqs = [
-        make_sequences(rng.integers(0, 20, (1, n)), "sort")[0] for n in (1, 2, 2, 1, 2, 1)
+        get_task("sort").make_sequences(rng.integers(0, 20, (1, n)))[0] for n in (1, 2, 2, 1, 2, 1)
     ]  # room for 2 more of padding in the 9 rows
     return run, params, seqs
 
@@ -301,7 +303,7 @@ def test_left_padding_without_the_key_mask_changes_the_outputs(random_params):
     the key mask the left-padded sequence gives exactly its unpadded logits; without it every real row changes."""
     run = small("alibi", lengths=(1, 4))
     params = random_params(run.model, seed=9)
-    idx = sample_batch(run.task, 1, np.random.default_rng(10))[:, :-1]  # (1, 8)
+    idx = task_of(run.task).sample_batch(run.task, 1, np.random.default_rng(10))[:, :-1]  # (1, 8)
     left = np.concatenate([np.zeros((1, 3), dtype=np.int64), idx], axis=1)
     alone, _ = forward(params, idx, run.model)
     masked, _ = forward(params, left, run.model, padding=np.array([[False] * 3 + [True] * 8]))
@@ -313,7 +315,7 @@ def test_left_padding_without_the_key_mask_changes_the_outputs(random_params):
 def test_fully_masked_rows_in_a_padded_batch_give_no_nan(random_params):
     run = small("alibi", lengths=(1, 4))
     params = random_params(run.model, seed=1)
-    idx = sample_batch(run.task, 2, np.random.default_rng(2))[:, :-1]
+    idx = task_of(run.task).sample_batch(run.task, 2, np.random.default_rng(2))[:, :-1]
     padding = np.zeros(idx.shape, dtype=bool)
     padding[1] = True  # sequence 0: every key masked
     logits, _ = forward(params, idx, run.model, padding=padding)
@@ -333,7 +335,7 @@ def test_one_length_per_batch_draws_every_length_of_the_range():
     rng = np.random.default_rng(0)
     seen = set()
     for _ in range(60):
-        seqs, ns = sample_range_batch(run.task, 8, rng)
+        seqs, ns = task_of(run.task).sample_range_batch(run.task, 8, rng)
         assert ns is None and seqs.shape[0] == 8
         n = (seqs.shape[1] - 1) // 2
         seen.add(n)
@@ -343,7 +345,7 @@ def test_one_length_per_batch_draws_every_length_of_the_range():
 
 def test_mixed_batches_are_right_padded_with_each_answer_in_place():
     run = make_run("sort", 5, train_lengths=(1, 5), mixed_lengths=True)
-    seqs, ns = sample_range_batch(run.task, 16, np.random.default_rng(1))
+    seqs, ns = task_of(run.task).sample_range_batch(run.task, 16, np.random.default_rng(1))
     assert seqs.shape == (16, 2 * ns.max() + 1) and len(set(ns.tolist())) > 1
     for row, n in zip(seqs, ns, strict=True):
         assert row[n] == 20 and np.array_equal(row[n + 1 : 2 * n + 1], np.sort(row[:n]))
@@ -373,7 +375,7 @@ def test_bad_range_settings_name_the_field(kwargs, field):
 def test_generation_on_randomized_positions_with_the_cache_matches_recomputation(random_params, position):
     run = small(position, n_max=N_MAX)
     params = random_params(run.model, seed=11)
-    prompt = sample_batch(run.task, 4, np.random.default_rng(12))[:, :5]
+    prompt = task_of(run.task).sample_batch(run.task, 4, np.random.default_rng(12))[:, :5]
     positions = draw_positions(np.random.default_rng(13), 8, N_MAX)
     cached, logits_c = generate(params, prompt, 4, run.model, positions=positions)
     full, logits_f = generate(params, prompt, 4, run.model, use_cache=False, positions=positions)

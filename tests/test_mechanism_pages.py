@@ -292,7 +292,7 @@ def test_masks_shows_the_padding_trap_on_a_trained_model(tmp_path_factory):
 
     from attncore import make_run
     from attncore.mechanisms.padding import padding_trap
-    from attncore.tasks import make_sequences
+    from attncore.task import get as get_task
     from lab.store import get_run
 
     run = make_run("copy", 6, train_min=1, mixed_lengths=True)
@@ -301,7 +301,7 @@ def test_masks_shows_the_padding_trap_on_a_trained_model(tmp_path_factory):
         assert not at.exception, [e.message for e in at.exception]
         table = at.dataframe[-1].value
         rng = np.random.default_rng(0)
-        seqs = [make_sequences(rng.integers(0, 20, (1, n)), "copy")[0] for n in (5, 2, 4, 1)]
+        seqs = [get_task("copy").make_sequences(rng.integers(0, 20, (1, n)))[0] for n in (5, 2, 4, 1)]
         losses = padding_trap(get_run(run).params, run.model, seqs)
     same = dict(zip(table["case"], table["same as batched"], strict=True))
     assert same == {

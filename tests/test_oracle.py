@@ -12,7 +12,7 @@ from attncore import layers
 from attncore.config import NORMS, POSITIONS, make_run
 from attncore.model import flatten, loss_and_grads, param_shapes, unflatten
 from attncore.optim import Adam
-from attncore.tasks import sample_batch
+from attncore.task import task_of
 from attncore.train import batch_rng, initial_params, train
 
 torch = pytest.importorskip("torch")
@@ -29,7 +29,7 @@ def max_relative(a: np.ndarray, b: np.ndarray) -> float:
 
 def run_and_batch(position="learned", norm="pre", scaling=True, dtype="float64", batch=8):
     run = make_run("copy", 6, position=position, norm=norm, scaling=scaling, dtype=dtype)
-    return run, sample_batch(run.task, batch, np.random.default_rng(5))
+    return run, task_of(run.task).sample_batch(run.task, batch, np.random.default_rng(5))
 
 
 def test_the_oracle_runs_on_one_torch_thread():
@@ -57,7 +57,7 @@ def test_loss_and_every_gradient_match_torch_autograd(random_params, position, n
 def test_the_every_position_loss_and_its_gradients_match_torch_autograd(random_params, position, norm):
     """The induction task's loss: next-token cross-entropy on every one of the T - 1 positions."""
     run = make_run("induction", 12, position=position, norm=norm, dtype="float64", vocab=9, k_min=2)
-    seqs = sample_batch(run.task, 8, np.random.default_rng(5))
+    seqs = task_of(run.task).sample_batch(run.task, 8, np.random.default_rng(5))
     params = random_params(run.model, seed=3)
     assert run.task.answer_len == seqs.shape[1] - 1
     loss, grads = loss_and_grads(params, seqs, run.model, run.task.answer_len)
@@ -92,7 +92,7 @@ def test_training_steps_match_torch(random_params):
     torch_opt = torch.optim.Adam(model.parameters(), lr=tc.lr, betas=(tc.beta1, tc.beta2), eps=tc.eps)
     rng = np.random.default_rng(7)
     for _ in range(3):
-        seqs = sample_batch(run.task, 8, rng)
+        seqs = task_of(run.task).sample_batch(run.task, 8, rng)
         loss, _ = loss_and_grads(params, seqs, run.model, run.task.length, grads)
         opt.step(grad_flat)
         torch_opt.zero_grad()
@@ -239,7 +239,7 @@ def test_training_with_weight_decay_matches_torch_adamw():
     schedule = torch.optim.lr_scheduler.LambdaLR(opt, lambda t: schedule_multiplier(t, tc.steps, tc.warmup, "none", 0))
     rng, theirs = batch_rng(tc.seed), []
     for _ in range(tc.steps):
-        seqs = sample_batch(run.task, tc.batch_size, rng)
+        seqs = task_of(run.task).sample_batch(run.task, tc.batch_size, rng)
         opt.zero_grad()
         loss = torch_loss(model, seqs, run.task.length)
         loss.backward()
@@ -279,7 +279,7 @@ def torch_schedule_history(run) -> np.ndarray:
     )
     rng, history = batch_rng(tc.seed), []
     for _ in range(tc.steps):
-        seqs = sample_batch(run.task, tc.batch_size, rng)
+        seqs = task_of(run.task).sample_batch(run.task, tc.batch_size, rng)
         opt.zero_grad()
         loss = torch_loss(model, seqs, run.task.length)
         loss.backward()

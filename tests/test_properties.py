@@ -11,9 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attncore import layers, tasks
+from attncore import layers
 from attncore.config import ModelConfig, make_run
 from attncore.model import attention_weights, count_params, forward, generate, init_params, param_shapes
+from attncore.task import task_of
 from attncore.train import train
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,7 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_model_attention_rows_sum_to_one_and_never_look_ahead(random_params, position):
     run = make_run("copy", 6, position=position, dtype="float64")
     params = random_params(run.model, seed=1)
-    weights = attention_weights(params, tasks.test_set(run.task, 4)[:, :-1], run.model)  # (layers, B, H, T, T)
+    idx = task_of(run.task).test_set(run.task, 4)[:, :-1]
+    weights = attention_weights(params, idx, run.model)  # (layers, B, H, T, T)
     T = weights.shape[-1]
     assert weights.shape == (run.model.n_layers, 4, run.model.n_heads, T, T)
     np.testing.assert_allclose(weights.sum(axis=-1), 1.0, rtol=0, atol=1e-12)
@@ -55,7 +57,7 @@ def test_fully_masked_rows_give_zero_not_nan(random_params):
     assert np.abs(y[0]).max() > 0.1
     run = make_run("copy", 4, dtype="float64")
     params = random_params(run.model, seed=2)
-    idx = tasks.test_set(run.task, 2)[:, :-1]
+    idx = task_of(run.task).test_set(run.task, 2)[:, :-1]
     logits, _ = forward(params, idx, run.model, padding=layers.padding_mask([0, 8], idx.shape[1]))
     assert np.isfinite(logits).all()
 
@@ -123,7 +125,7 @@ def test_generation_with_and_without_kv_cache_is_identical(random_params, positi
     run = make_run("copy", 6, position=position, norm=norm, scaling=scaling, dtype="float64")
     params = random_params(run.model, seed=5)
     L = run.task.length
-    prompt = tasks.test_set(run.task, 16)[:, : L + 1]
+    prompt = task_of(run.task).test_set(run.task, 16)[:, : L + 1]
     tokens, logits = generate(params, prompt, L, run.model, use_cache=True)
     tokens_full, logits_full = generate(params, prompt, L, run.model, use_cache=False)
     np.testing.assert_array_equal(tokens, tokens_full)
@@ -139,7 +141,7 @@ def test_generation_with_ablated_heads_matches_without_cache(random_params):
     params = random_params(run.model, seed=6)
     head_mask = np.ones((run.model.n_layers, run.model.n_heads))
     head_mask[0, [0, 2]] = 0
-    prompt = tasks.test_set(run.task, 8)[:, :5]
+    prompt = task_of(run.task).test_set(run.task, 8)[:, :5]
     cached = generate(params, prompt, 4, run.model, use_cache=True, head_mask=head_mask)
     full = generate(params, prompt, 4, run.model, use_cache=False, head_mask=head_mask)
     plain = generate(params, prompt, 4, run.model, use_cache=True)

@@ -18,7 +18,8 @@ from attncore.interpret import norms
 from attncore.interpret.hooks import run_with_hooks
 from attncore.memory import _param_count
 from attncore.model import count_params, forward, generate, init_params, loss_and_grads, param_shapes
-from attncore.tasks import draw_positions, sample_batch
+from attncore.task import task_of
+from attncore.tasks import draw_positions
 
 QK = ("attn.q_norm.gamma", "attn.q_norm.beta", "attn.k_norm.gamma", "attn.k_norm.beta")
 Z = 0.05  # large enough that the z term moves every gradient well above the finite differences' noise
@@ -107,7 +108,7 @@ def test_queries_and_keys_are_normalised_per_head_before_rope():
     keeps the norm of a head's vector: its squared mean is still Dh · 1)."""
     run = small("rope")
     params = init_params(run.model, 0)
-    idx = sample_batch(run.task, 3, np.random.default_rng(0))[:, :-1]
+    idx = task_of(run.task).sample_batch(run.task, 3, np.random.default_rng(0))[:, :-1]
     _, cache = forward(params, idx, run.model)
     for block in cache.blocks:
         for a in (block.attn.q, block.attn.k):  # (B, H, T, Dh), after RoPE
@@ -126,14 +127,14 @@ CONFIGS = list(itertools.product(POSITIONS, NORMS))
 def test_qk_norm_gradients_match_finite_differences(random_params, position, norm):
     run = small(position, norm)
     params = random_params(run.model, seed=0)
-    fd_check(run, params, sample_batch(run.task, 3, np.random.default_rng(1)), 4)
+    fd_check(run, params, task_of(run.task).sample_batch(run.task, 3, np.random.default_rng(1)), 4)
 
 
 @pytest.mark.parametrize("norm", NORMS)
 def test_qk_norm_gradients_on_every_position_match_finite_differences(random_params, norm):
     run = small("rope", norm, task="induction")
     params = random_params(run.model, seed=0)
-    fd_check(run, params, sample_batch(run.task, 3, np.random.default_rng(1)), run.task.answer_len)
+    fd_check(run, params, task_of(run.task).sample_batch(run.task, 3, np.random.default_rng(1)), run.task.answer_len)
 
 
 @pytest.mark.parametrize("position", ["learned", "rope", "alibi"])
@@ -148,7 +149,7 @@ def test_qk_norm_randomized_position_gradients_match_finite_differences(random_p
     run = small("rope", randomized_positions=24)
     params = random_params(run.model, seed=0)
     rng = np.random.default_rng(1)
-    seqs = sample_batch(run.task, 3, rng)
+    seqs = task_of(run.task).sample_batch(run.task, 3, rng)
     fd_check(run, params, seqs, 4, positions=draw_positions(rng, 8, 24))
 
 
@@ -156,7 +157,7 @@ def test_qk_norm_randomized_position_gradients_match_finite_differences(random_p
 def test_z_loss_gradients_match_finite_differences(random_params, qk_norm):
     run = small("rope", qk_norm=qk_norm)
     params = random_params(run.model, seed=0)
-    fd_check(run, params, sample_batch(run.task, 3, np.random.default_rng(1)), 4, z_loss=Z)
+    fd_check(run, params, task_of(run.task).sample_batch(run.task, 3, np.random.default_rng(1)), 4, z_loss=Z)
 
 
 def test_z_loss_padded_batch_gradients_match_finite_differences(random_params):
@@ -186,7 +187,7 @@ def test_the_z_loss_layer_is_the_cross_entropy_plus_c_log_z_squared():
 def test_z_loss_zero_leaves_the_gradient_bit_identical(random_params):
     run = small("rope", qk_norm=False)
     params = random_params(run.model, seed=1)
-    seqs = sample_batch(run.task, 4, np.random.default_rng(2))
+    seqs = task_of(run.task).sample_batch(run.task, 4, np.random.default_rng(2))
     loss, grads = loss_and_grads(params, seqs, run.model, 4)
     loss0, grads0 = loss_and_grads(params, seqs, run.model, 4, z_loss=0.0)
     assert loss == loss0 and all(np.array_equal(grads[k], grads0[k]) for k in grads)
@@ -216,7 +217,8 @@ def oracle(run, params, seqs, n, positions=None, lengths=None, z_loss=0.0):
 @pytest.mark.parametrize(("position", "norm"), CONFIGS)
 def test_qk_norm_loss_and_every_gradient_match_torch(random_params, position, norm):
     run = small(position, norm)
-    oracle(run, random_params(run.model, seed=3), sample_batch(run.task, 8, np.random.default_rng(5)), 4)
+    seqs = task_of(run.task).sample_batch(run.task, 8, np.random.default_rng(5))
+    oracle(run, random_params(run.model, seed=3), seqs, 4)
 
 
 @pytest.mark.parametrize("position", ["learned", "rope", "alibi", "none"])
@@ -229,14 +231,14 @@ def test_qk_norm_padded_mixed_batch_matches_torch(random_params, position):
 def test_qk_norm_randomized_positions_match_torch(random_params):
     run = small("rope", randomized_positions=24)
     rng = np.random.default_rng(3)
-    seqs = sample_batch(run.task, 5, rng)
+    seqs = task_of(run.task).sample_batch(run.task, 5, rng)
     oracle(run, random_params(run.model, seed=3), seqs, 4, positions=draw_positions(rng, 8, 24))
 
 
 @pytest.mark.parametrize("qk_norm", [False, True])
 def test_z_loss_gradients_match_torch_autograd(random_params, qk_norm):
     run = small("learned", qk_norm=qk_norm)
-    seqs = sample_batch(run.task, 8, np.random.default_rng(6))
+    seqs = task_of(run.task).sample_batch(run.task, 8, np.random.default_rng(6))
     z_term = oracle(run, random_params(run.model, seed=6), seqs, 4, z_loss=Z)
     assert z_term > 1e-3  # the term was there
 
@@ -255,7 +257,7 @@ def test_qk_norm_generation_with_the_kv_cache_matches_recomputation(random_param
     """The cache holds the keys after the norm (and RoPE): decoding from it gives the recomputed logits."""
     run = small(position, task="copy")
     params = random_params(run.model, seed=8)
-    prompt = sample_batch(run.task, 3, np.random.default_rng(8))[:, :5]
+    prompt = task_of(run.task).sample_batch(run.task, 3, np.random.default_rng(8))[:, :5]
     tokens, logits = generate(params, prompt, 4, run.model)
     tokens_full, logits_full = generate(params, prompt, 4, run.model, use_cache=False)
     assert np.array_equal(tokens, tokens_full)
@@ -265,7 +267,7 @@ def test_qk_norm_generation_with_the_kv_cache_matches_recomputation(random_param
 def test_the_hooked_forward_computes_the_same_qk_norm_model(random_params):
     run = small("rope")
     params = random_params(run.model, seed=9)
-    idx = sample_batch(run.task, 3, np.random.default_rng(9))[:, :-1]
+    idx = task_of(run.task).sample_batch(run.task, 3, np.random.default_rng(9))[:, :-1]
     logits, acts, _ = run_with_hooks(params, idx, run.model, keep_caches=True)
     assert np.abs(logits - forward(params, idx, run.model)[0]).max() < 1e-12
 
@@ -294,12 +296,12 @@ def test_the_max_attention_logit_is_the_one_after_qk_norm(random_params):
 def test_the_pattern_row_gradient_through_a_later_qk_norm_block_matches_finite_differences(position):
     """The interpretability backward (hooks.backward_to_pattern_row) goes back through block 1's qk-norm."""
     from attncore.interpret import explain
-    from attncore.tasks import probe_sequence
+    from attncore.task import task_of
     from attncore.train import train
 
     run = make_run(steps=20, position=position, dtype="float64", qk_norm=True)
     params = train(run).params
-    t = explain.target(params, run, probe_sequence(run.task), 0, 2, 8)
+    t = explain.target(params, run, task_of(run.task).probe(run.task), 0, 2, 8)
     rng = np.random.default_rng(0)
     rows = rng.dirichlet(np.ones(len(t.row)), size=2)
     dprobs = rng.normal(size=(2, run.model.vocab_size))
@@ -333,7 +335,7 @@ def test_training_with_qk_norm_z_loss_and_weight_decay_matches_torch():
     opt = torch.optim.AdamW(model.parameters(), lr=tc.lr, weight_decay=tc.weight_decay, foreach=False)
     rng, history = batch_rng(tc.seed), []
     for _ in range(tc.steps):
-        seqs = sample_batch(run.task, tc.batch_size, rng)
+        seqs = task_of(run.task).sample_batch(run.task, tc.batch_size, rng)
         opt.zero_grad()
         torch_reference.torch_loss(model, seqs, 4, z_loss=tc.z_loss).backward()
         history.append(torch_reference.torch_loss(model, seqs, 4).item())  # the cross-entropy, before the step

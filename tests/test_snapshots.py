@@ -14,7 +14,7 @@ from attncore.evaluate import evaluate
 from attncore.inspect import attention_maps
 from attncore.interpret.hooks import run_with_hooks
 from attncore.snapshots import N_SNAPSHOTS, SNAPSHOT_N_TEST, snapshot_steps, stack, unstack
-from attncore.tasks import probe_sequence
+from attncore.task import task_of
 from attncore.train import Trainer, train
 
 RUN = make_run("copy", 3, steps=40, seed=1)
@@ -134,7 +134,7 @@ def test_every_computation_of_a_run_reaches_blas_on_one_thread_called_from_train
     trainer.step()
     evaluate(trainer.params, RUN, n=10)
     attention_maps(trainer.params, RUN)
-    run_with_hooks(trainer.params, probe_sequence(RUN.task)[None, :], RUN.model)
+    run_with_hooks(trainer.params, task_of(RUN.task).probe(RUN.task)[None, :], RUN.model)
     assert seen and set(seen) == {1}
     assert _blas.blas_threads() == 2
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import re
 import subprocess
 import sys
 import time
@@ -218,3 +219,19 @@ def test_two_processes_asking_for_one_run_compute_it_once(cache, tmp_path):
     assert steps == []
     assert len(list((cache / "joblib").rglob(entries.RECORD_FILE))) == 1
     assert not list((cache / "locks").glob("*.lock")) or [p.name for p in (cache / "locks").iterdir()] == ["index.lock"]
+
+
+@pytest.mark.slow
+def test_two_sweeps_over_one_store_train_each_run_once(cache, tmp_path):
+    """Two `python -m attncore sweep` processes over the same three runs at once: each run is trained by one of them
+    (the other waits on its lock and reads it), so between them they train three runs, not six."""
+    argv = [sys.executable, "-m", "attncore", "sweep", "--seed", "0", "1", "2", "--steps", str(STEPS), "--jobs", "1"]
+    procs = [
+        subprocess.Popen(argv, env=subprocess_env(cache), cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        for _ in range(2)
+    ]
+    said = [p.communicate(timeout=600)[1].decode() for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], said
+    read = [int(re.search(r"3 runs \((\d+) from the cache\)", s).group(1)) for s in said]
+    assert sum(3 - n for n in read) == 3, said  # trained here, summed over both processes
+    assert len(list((cache / "joblib").rglob(entries.RECORD_FILE))) == 3

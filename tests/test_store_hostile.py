@@ -150,6 +150,9 @@ def test_results_has_the_per_view_cap_of_ablations_and_compare(cache):
     cap = Limits().max_compare_runs
     assert cap < 240
     assert f"This view has 240 runs; this server shows at most {cap} at once" in texts(at.warning)
+    said = texts(at.warning)  # the setting that lifts the cap, and the command line that stores the same runs
+    assert "(max_compare_runs)" in said and "ATTNLAB_MAX_COMPARE_RUNS" in said
+    assert "python -m attncore sweep --task copy sort --length 1 2 3 4 5 6 7 8 9 10 11 12 --seed 0 1" in said
     assert not [b for b in at.button if b.key == "train_missing"]
 
 

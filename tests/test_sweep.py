@@ -281,7 +281,7 @@ def test_variant_names():
     assert (
         tables.variant_name(make_run("copy", 6, 0, scaling=False, position="none"), base) == "no scaling, no position"
     )
-    assert tables.variant_name(make_run("copy", 6, 0, position="rope"), base) == "rope position"
+    assert tables.variant_name(make_run("copy", 6, 0, position="rope"), base) == "RoPE position"  # as the label
     assert tables.variant_name(make_run("copy", 6, 0, lr=1.5e-3), base) == "pre-LN, lr 1.5e-3"
     assert tables.variant_name(make_run("copy", 6, 0, d_model=64, steps=300), base) == "d 64, d_k 16, 300 steps"
 

@@ -189,3 +189,22 @@ def test_a_hosted_server_refuses_a_body_past_a_config_json_before_reading_it(tmp
         assert [put(base, session_id, 45 * MB) for _ in range(8)] == [413] * 8
         assert rss_mb(proc.pid) < before + 20 and proc.poll() is None  # no body read: not one 45 MB buffer
         assert [put(base, session_id, MAX_BYTES) for _ in range(3)] == [204, 204, 413]
+
+
+def test_a_visitors_tabs_share_one_budget_and_the_page_is_told_why_before_the_browser_says_413(monkeypatch):
+    runtime = FakeRuntime()
+    monkeypatch.setattr(uploads.Runtime, "instance", staticmethod(lambda: runtime))
+    monkeypatch.setattr(uploads, "visitor", lambda session_id: "ip:203.0.113.7" if session_id < "m" else session_id)
+    manager = bounded(per_session=2_000, total=10_000)
+    runtime.active |= {"a", "b", "c", "x", "y"}
+    assert add(manager, "a", 1_500) == 204
+    assert add(manager, "b", 1_000) == 413  # another tab of the same visitor: before, each session had 2,000 bytes
+    assert "your uploads (in every tab) hold 1,500 bytes, at most 2,000" in manager.room("c", 1_000)
+    assert manager.room("x", 1_000) is None and add(manager, "x", 2_000) == 204  # another visitor has their share
+    assert add(manager, "b", 500) == 204  # within the visitor's share
+    monkeypatch.setattr(uploads.Runtime, "exists", staticmethod(lambda: True))
+    runtime.uploaded_file_mgr = manager
+    said = uploads.room("c", 1)
+    assert said.startswith("An upload here would be refused now: your uploads (in every tab) hold 2,000 bytes")
+    runtime.active.discard("a")  # a tab closed: its bytes go, the visitor may upload again
+    assert uploads.room("c", 1_000) is None

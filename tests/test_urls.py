@@ -221,7 +221,7 @@ def test_a_notice_is_plain_text_and_names_the_range(store):
     at = open_page(PAGES[0], {"steps": "inf", "task": LINK})
     notices = {re.match(r"URL parameter (\w+)=", shown(w.value)).group(1): shown(w.value) for w in at.warning}
     assert "ignored. Training steps: a whole number from 10 to 3,000. Using the default, 1,500." in notices["steps"]
-    registered = "copy, sort, reverse, induction, bigram_backcopy, modular"
+    registered = "copy, sort, reverse, induction, Bigram-Backcopy, modular"  # each task's label (Task.label)
     assert f"Task: one of {registered}. Using the default, copy." in notices["task"]
     assert at.number_input(key="steps").value == 1500 and "steps" not in at.query_params
     assert_no_live_markdown(at)

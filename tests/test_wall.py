@@ -13,7 +13,7 @@ import pytest
 from attncore import make_run
 from lab import cost_model, wall
 from lab.cost_model import CostModel
-from lab.formats import duration
+from lab.formats import duration, duration_span
 from lab.jobs import loop
 
 CORES = 2
@@ -113,6 +113,14 @@ def test_a_wall_estimate_gives_a_range_only_while_the_load_varies():
     w = wall.WallEstimate(*here)
     assert w.varies and re.fullmatch(r"about \d+–\d+ min", wall.about(w)), wall.about(w)
     assert wall.about(wall.WallEstimate(400.0, 400.0, 400.0)) == f"about {duration(400.0)}"
+
+
+def test_a_range_whose_ends_round_alike_reads_as_one_figure():
+    """Home said 'about 2–2 min here': a range of 100 to 140 s rounds to 2 min at both ends."""
+    w = wall.WallEstimate(120.0, 100.0, 140.0)
+    assert w.varies and wall.about(w) == "about 2 min"
+    assert duration_span(40.2, 40.4) == "40 s" and duration_span(3 * 3600 - 60, 3 * 3600 + 60) == "3.0 h"
+    assert wall.about(wall.WallEstimate(120.0, 100.0, 200.0)) == "about 2–3 min"  # a real range stays one
 
 
 def test_the_time_left_comes_from_the_estimate_then_from_the_sweeps_own_pace():

@@ -6,9 +6,12 @@ Uploads are checked by lab.bundle like any untrusted file; messages never quote 
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
+import shutil
 import sys
+import uuid
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
@@ -124,7 +127,8 @@ def prepare_bundle(digest: str, max_bytes: int) -> Path:
     """The bundle of every stored run as a file on disk, built once per store state and served from there.
 
     The runs stream from the store into a temporary file outside the static folder (lab.bundle.write_bundle: about
-    one run in memory), moved into place once whole; a lock makes visitors who click together wait for one build,
+    one run in memory), moved into place once whole (copied, then renamed, where static/downloads is on another
+    file system); a lock makes visitors who click together wait for one build,
     under one of the server's slots (BusyError when none freed up). A build killed midway left its temporary file
     behind: the next build removes it. The bundles of earlier states are deleted once the new one is whole (a
     download under way keeps its open file), and other stores' bundles, oldest first, while the folder would
@@ -142,9 +146,28 @@ def prepare_bundle(digest: str, max_bytes: int) -> Path:
                 bundle.write_bundle(staged, max_bytes=min(max_bytes, MAX_STATIC_BYTES))
                 path.parent.mkdir(parents=True, exist_ok=True)
                 _bound_downloads(path.parent, staged.stat().st_size)
-                os.replace(staged, path)
+                _move_into(staged, path)
             _remove_all_but(path.parent, {path.name})
     return path
+
+
+def _move_into(staged: Path, path: Path) -> None:
+    """`staged` renamed to `path`; where static/downloads is on another file system (a rename fails with EXDEV),
+    copied to a hidden temporary file in `path`'s folder and renamed there, so no visitor sees a part-written
+    bundle. The temporary file goes on every path; `staged` once the bundle is in place."""
+    try:
+        os.replace(staged, path)
+        return
+    except OSError as e:
+        if e.errno != errno.EXDEV:
+            raise
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.tmp")
+    try:
+        shutil.copyfile(staged, tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    staged.unlink(missing_ok=True)
 
 
 def tidy_downloads() -> None:

@@ -110,13 +110,8 @@ def ensure_trained(
     missing ones as one sweep (ui.sweeps.train_button: its cost, or on a hosted server why it is refused, naming
     `command`, the command line that does the same work), and None. A view of more than max_compare_runs runs is
     refused with a message before anything is loaded (hosted mode)."""
-    lim = limits()
-    if len(wanted) > lim.max_compare_runs:
-        st.warning(
-            f"This view has {len(wanted)} runs; this server shows at most {lim.max_compare_runs} at once: "
-            "choose fewer levels, panels, variants or seeds.",
-            icon=":material/block:",
-        )
+    if refused := sweeps.view_cap_error(len(wanted), "levels, panels, variants or seeds", command):
+        st.warning(refused, icon=":material/block:")
         return None
     records, missing = runs.cached_many(wanted)
     if missing:
@@ -181,7 +176,7 @@ def comparison_table(comparisons: pd.DataFrame, each: bool = False, hide: Sequen
     once |= set() if every_seed else {"seeds"}  # '3 of 3' names the seeds too: one column fewer, so it fits 1,280 px
     order = [c for c in shown.columns if c not in once | {"Δ min", "Δ max", "t interval"} | set(hide)]
     height = min(35 * (len(shown) + 1) + 3, 800)
-    tables.show(shown.replace({"metric": METRIC_NAMES}), height=height, column_order=order)
+    tables.show(shown.replace({"metric": metric_names()}), height=height, column_order=order)
     said = [
         "Interval: the shifts the sign-flip test does not reject, at 95 % unless the cell names a Holm level; it "
         "holds 0 exactly when no difference is shown. The t interval (95 %), Δ min and Δ max of each pair are in "
@@ -191,7 +186,7 @@ def comparison_table(comparisons: pd.DataFrame, each: bool = False, hide: Sequen
         level = f"**{plain(str(levels[0]))}** " if len(levels) == 1 else ""
         said.append(f"Every row is {level}against the baseline **{plain(str(baselines[0]))}**, paired by seed.")
     if len(metrics) == 1:
-        name = METRIC_NAMES.get(metrics[0], metrics[0])
+        name = metric_names().get(metrics[0], metrics[0])
         said.append(f"Every row compares the {name}{' accuracy' if 'accuracy' in metrics[0] else ''}.")
     if uncorrected:
         said.append("Holm's correction leaves every p as it is here (one comparison per baseline and metric).")
@@ -216,10 +211,19 @@ TABLE_TITLES = {
     "sequence_accuracy": "Per-sequence accuracy",
     "max_attn_logit": "Largest attention logit over training",
     "min_attn_entropy": "Lowest attention entropy over training (nats)",
-    "repeat_loss": "Repeat loss (held out)",
-    "first_loss": "First-copy loss (held out)",
-    "weight_norm": "Weight norm ‖θ‖ (the modular task)",
-}
+}  # and each task's own metrics' titles (Task.metric_labels): table_titles()
+
+
+def table_titles() -> dict[str, str]:
+    """{metric: title over its table}: the lab's own, and every registered task's metrics (Task.metric_labels)."""
+    own = {m: title for t in map(tasks.get, tasks.names()) for m, (_, title) in t.metric_labels.items()}
+    return own | TABLE_TITLES
+
+
+def metric_names() -> dict[str, str]:
+    """{metric: its short name in a sentence}: the lab's own, and every registered task's (Task.metric_labels)."""
+    own = {m: name for t in map(tasks.get, tasks.names()) for m, (name, _) in t.metric_labels.items()}
+    return own | METRIC_NAMES
 
 
 def comparison_tables_by_metric(
@@ -228,7 +232,7 @@ def comparison_tables_by_metric(
     """comparison_table once per metric under its title: without the metric column, a wide comparison (many
     levels, cells or test lengths) fits the main area."""
     for metric in dict.fromkeys(comparisons["metric"]):
-        st.markdown(f"**{TABLE_TITLES.get(metric, metric)}**")
+        st.markdown(f"**{table_titles().get(metric, metric)}**")
         comparison_table(comparisons[comparisons["metric"] == metric], each=each, hide=hide, **names)
 
 
@@ -295,7 +299,6 @@ def seeds_advice(
 
 
 METRIC_NAMES = {"test_loss": "test loss", "token_accuracy": "per-token", "sequence_accuracy": "per-sequence"}
-METRIC_NAMES |= {"repeat_loss": "repeat loss", "first_loss": "first-copy loss", "weight_norm": "weight norm"}
 METRIC_NAMES |= {"max_attn_logit": "largest attention logit", "min_attn_entropy": "lowest attention entropy"}
 
 

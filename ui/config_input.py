@@ -19,7 +19,7 @@ from lab.hub import HubModel
 from ui.hub_input import hub_row
 from ui.params import write_to_url
 from ui.plain import clip, plain
-from ui.uploads import CONFIG_UPLOAD_MB
+from ui.uploads import CONFIG_UPLOAD_MB, room
 
 FILE = "config.json"  # the preset select's entry for a model read from a file (its fields are the URL's)
 PLACEHOLDER = '{"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, ...}'
@@ -28,6 +28,18 @@ EMPTY_PASTE = (
     f"the pasted text: nothing to read, the text area is empty. It takes at most {MAX_BYTES + 1:,} characters and "
     "keeps nothing of a longer paste (a config.json is a few kB)."
 )
+
+
+# the drop zone says "Limit 2MB per file" (CONFIG_UPLOAD_MB): the label says the same, and what is read of it
+UPLOAD_LABEL = (f"Upload a config.json (the box takes up to {CONFIG_UPLOAD_MB} MB; one over {MAX_BYTES:,} bytes is "
+                "refused with its size)")  # fmt: skip
+
+
+def _session_id() -> str | None:
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    return ctx.session_id if ctx else None
 
 
 @dataclass(frozen=True)
@@ -91,8 +103,11 @@ def reader(prefix: str, fill: Callable[[ModelFile], dict]) -> None:
         hub_row(prefix, lambda found: load(found.config, f"config.json of {found.model_id}", found), fail)
         left, right = st.columns(2)
         with left:
-            st.file_uploader(f"Upload a config.json (at most 1 MB = {MAX_BYTES:,} bytes)", type=["json"],
-                             key=f"{prefix}file_upload", on_change=on_upload,
+            full = room(_session_id(), MAX_BYTES)  # a config.json as large as one is read
+            if full:  # the browser would say only "Request failed with status code 413"
+                st.warning(plain(f"{full} Paste the file's text instead, or close a tab where you uploaded one."),
+                           icon=":material/block:")  # fmt: skip
+            st.file_uploader(UPLOAD_LABEL, type=["json"], key=f"{prefix}file_upload", on_change=on_upload,
                              max_upload_size=CONFIG_UPLOAD_MB)  # fmt: skip
             st.caption("Read here, never stored or sent on. Every field it implies fills the fields below, which you "
                        "can still change; a link carries the fields, not the file.")  # fmt: skip

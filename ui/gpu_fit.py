@@ -11,9 +11,9 @@ import streamlit as st
 
 from attncore import ConfigError
 from attncore.serving import engine as eng
+from attncore.serving import engine_advice, validation
 from attncore.serving import kvcache as kv
 from attncore.serving import parameters as calc
-from attncore.serving import validation
 from attncore.serving.kvcache import GB, GIB
 from attncore.serving.presets import CARDS, GPUS
 from attncore.serving.weights import stored_weights, weights_checked
@@ -238,7 +238,10 @@ def engine(arch, default_len: int, weight_params: int | None, custom: bool = Fal
     cc_metrics(metrics[:3])
     cc_metrics(metrics[3:])
     if not fit.starts:
-        plain.error("The engine would not start:", fit.error)
+        plain.error("The engine would not start. vLLM's error:", fit.error)
+        if fit.advice_note:
+            st.warning(f"But {fit.advice_note}.", icon=":material/block:")
+        st.markdown(advice_text(fit.advice))
     if fit.max_model_len_warning:
         st.warning(fit.max_model_len_warning, icon=":material/warning:")
     if fit.paging_note:
@@ -257,6 +260,14 @@ def engine(arch, default_len: int, weight_params: int | None, custom: bool = Fal
     st.code("\n".join(eng.log_lines(fit)), language=None, wrap_lines=True)
     st.caption(engine_caption(fit))
     return fit.kv_bytes
+
+
+def advice_text(advice: tuple[str, ...]) -> str:
+    """What would start an engine that does not start (engine_advice), as a markdown list; numbers only."""
+    if not advice:
+        return (f"None of a higher gpu_memory_utilization, a tensor-parallel size up to {engine_advice.MAX_TP}, "
+                "fp8 or int4 weights alone would start it.")  # fmt: skip
+    return "**What would start it:**\n\n" + "\n".join(f"- {line}" for line in advice)
 
 
 def engine_caption(fit: eng.EngineFit) -> str:

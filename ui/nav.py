@@ -92,8 +92,27 @@ def _page(spec: PageSpec) -> StreamlitPage:
     )
 
 
+def page_for(asked: str) -> PageSpec | None:
+    """The page a URL path names, whatever its case ('/Train', as the sidebar spells it, opens Train); None when no
+    page has that path (Streamlit then says the page was not found and runs Home)."""
+    key = asked.strip("/").casefold()
+    return next((p for p in PAGES if p.url_path and p.url_path.casefold() == key), None) if key else None
+
+
+def _match_case_insensitively() -> None:
+    """A first request by URL path (no page hash yet) that names a page in another case asks for that page:
+    Streamlit matches the path exactly, and would run Home for /Train."""
+    manager = getattr(get_script_run_ctx(), "pages_manager", None)
+    if manager is None or manager.intended_page_script_hash or not manager.intended_page_name:
+        return
+    found = page_for(manager.intended_page_name)
+    if found is not None and found.url_path != manager.intended_page_name:
+        manager.set_script_intent("", found.url_path)
+
+
 def navigation() -> tuple[StreamlitPage, PageSpec]:
     """Register the pages; returns the navigation (call .run() after the sidebar) and the current page's spec."""
+    _match_case_insensitively()
     grouped = {s: [_page(p) for p in PAGES if p.section == s] for s in SECTIONS}
     # expanded: every page listed; by default Streamlit folds a long menu after 10 behind "View more"
     nav = st.navigation({s: pages for s, pages in grouped.items() if pages}, expanded=True)

@@ -9,8 +9,8 @@ Every page author uses these instead of bare `st.*` widgets for inputs that chan
     d_ks = url_multiselect("d_k", "scal_dk", [8, 64, 512], [8, 64])  # ?scal_dk=8&scal_dk=512 or ?scal_dk=8,512
 
 Rules: `key` is the query-parameter name, so it must be unique in the whole app (prefix it with
-the page, e.g. `kv_`, `scal_`); the sidebar owns the short names task, L, seed, scaling, pos, norm,
-lr, steps, d, heads, layers, batch, range, mixed, nmax, warmup, decay, minlr. A value equal to the default is
+the page, e.g. `kv_`, `scal_`); the sidebar owns the short names: each setting's URL key (attncore.settings:
+task, L, seed, pos, lr, ...) and a task's own length (T). A value equal to the default is
 left out of the URL. Before a widget is created, ui.urls checks its URL value: a choice may be named by its
 label or its value (`RoPE` or `rope`), a number must be finite and in range; anything else is replaced by the default
 and the page says so in one plain-text notice. Built on Streamlit's own binding (`bind="query-params"`):

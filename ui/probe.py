@@ -7,7 +7,7 @@ import numpy as np
 from attncore import ConfigError, RunConfig
 from attncore.inspect import parse_sequence
 from attncore.model import forward, generate
-from attncore.task import task_of
+from attncore.task import Words, task_of
 from lab.store import RunRecord
 from ui import plain
 from ui.frames import token_name
@@ -37,13 +37,18 @@ def chosen_tokens(run: RunConfig, record: RunRecord, key: str = "seq") -> np.nda
 
 
 def has_sep(run: RunConfig) -> bool:
-    """Whether the task's sequences hold SEP (token 20); the induction task's 20 is a token like the others."""
+    """Whether the task's sequences hold SEP (token 20), labelled so in the charts; another task's 20 is a token."""
     return task_of(run.task).has_sep
 
 
+def words(run: RunConfig) -> Words:
+    """The run's task's words for the pages (attncore.task.Words): every Lab page speaks of the task it shows."""
+    return task_of(run.task).words(run.task)
+
+
 def answer_line(run: RunConfig, record: RunRecord, tokens: np.ndarray) -> str:
-    """Markdown: the input (2L,), the task's answer, and the trained model's greedy answer (induction: its most
-    likely token at each repeat query, reading the true tokens)."""
+    """Markdown: the input, the task's answer, and the trained model's answer: greedy generation for a task that
+    generates, else its most likely token at each answer query, reading the true tokens."""
     task = task_of(run.task)
     if not task.generates:
         return _teacher_forced_line(run, record, tokens)
@@ -64,14 +69,24 @@ def _teacher_forced_line(run: RunConfig, record: RunRecord, tokens: np.ndarray) 
     predicted = logits[0, queries].argmax(axis=-1)
     right = int((predicted == expected).sum())
     return (
-        f"Input `{' '.join(map(str, tokens))}` · the repeat's targets (queries {queries[0]}–{queries[-1]}) "
+        f"Input `{' '.join(map(str, tokens))}` · {words(run).answer} ({query_list(queries)}) "
         f"`{' '.join(map(str, expected))}` · the model's most likely tokens there `{' '.join(map(str, predicted))}` "
         f"(**{right} of {len(expected)} right**, reading the true tokens)"
     )
 
 
+def query_list(queries) -> str:
+    """'query 2', 'queries 16–30' (a run of them) or 'queries 3, 9, 14' (the bigram_backcopy task's triggers)."""
+    q = [int(x) for x in queries]
+    if len(q) == 1:
+        return f"query {q[0]}"
+    if q == list(range(q[0], q[-1] + 1)):
+        return f"queries {q[0]}–{q[-1]}"
+    return "queries " + ", ".join(map(str, q))
+
+
 def accuracy_how(run: RunConfig) -> str:
-    """How a run's accuracy is measured, for captions: 'by greedy generation', or the induction task's way."""
+    """How a run's accuracy is measured, for captions: 'by greedy generation', or the task's own way."""
     return task_of(run.task).accuracy_how
 
 

@@ -10,24 +10,26 @@ defaults (Task.defaults); leaving it, to the article's.
 from __future__ import annotations
 
 from functools import partial
+from types import SimpleNamespace
 
 import streamlit as st
 
 from attncore import ConfigError, RunConfig, make_run
 from attncore import task as tasks
-from attncore.settings import LEARNING_RATES, SETTINGS
-from lab import formats
+from attncore.settings import LEARNING_RATES, SETTINGS, without_unused
+from lab import phrases
+from lab.jobs.caps import LIMIT_RANGE
+from lab.phrases import SEP
 from ui import plain, urls
 from ui.limits import limits
 from ui.params import folded, url_number, url_radio, url_select, url_toggle
 
 POSITION_LABELS = SETTINGS["position"].labels
 NORM_LABELS = SETTINGS["norm"].labels
-DECAY_LABELS = SETTINGS["decay"].labels
 LEARNING_RATES = list(LEARNING_RATES)
 # the sidebar's value of a setting where it differs from the config's: a toggle for a range of lengths 1..L
-# (make() turns it into train_min=1), 0 for randomized positions off
-SIDEBAR_ARGS = {"range": ("train_range", False), "nmax": ("randomized_positions", 0)}
+# (make() turns it into train_min=1), and 0 for off where a number's default is None (N_MAX: '0 = off')
+SIDEBAR_ARGS = {"range": ("train_range", False)}
 
 
 def _sidebar_settings() -> list:
@@ -46,7 +48,12 @@ def _own_lengths() -> dict:
 # query-parameter key -> (make_run argument, default): every setting with a URL key (attncore.settings), a task's
 # own length as `<task>_length` and its fields with its defaults
 DEFAULTS = {"task": ("task", SETTINGS["task"].default), "L": ("length", SETTINGS["length"].default)}
-DEFAULTS |= {s.url: SIDEBAR_ARGS.get(s.url, (s.name, s.default)) for s in _sidebar_settings() if s.name != "task"}
+OFF_AT_ZERO = [s.name for s in _sidebar_settings() if s.section != "task" and s.default is None and s.kind is int]
+DEFAULTS |= {
+    s.url: SIDEBAR_ARGS.get(s.url, (s.name, 0 if s.name in OFF_AT_ZERO else s.default))
+    for s in _sidebar_settings()
+    if s.name != "task"
+}
 DEFAULTS |= {SETTINGS[f].url: (f, default) for t in _tasks() for f, default in t.fields.items()}
 DEFAULTS |= {key: (f"{t.name}_length", t.defaults["length"]) for key, t in _own_lengths().items()}
 TASK_KEYS = tuple(_own_lengths()) + tuple(SETTINGS[f].url for t in _tasks() for f in t.fields)  # shown for its task
@@ -58,7 +65,23 @@ TASK_DEFAULTED = {
 }
 ADVANCED = "sidebar_advanced"  # session-state key of the Advanced expander
 ADVANCED_FIELDS = {s.name for s in SETTINGS.values() if s.advanced}  # under Advanced
-MAX_NMAX = SETTINGS["randomized_positions"].ui_high  # the sidebar's largest N_MAX of randomized positions
+UNBOUNDED = LIMIT_RANGE[1]  # a field with no maximum, cap or task cap: the widget's top (the task's check refuses more)
+
+
+def task_label(name: str) -> str:
+    """A task's label on the pages (Task.label; its name when it has none)."""
+    return tasks.get(name).shown_name() if name in tasks.names() else name
+
+
+def task_help() -> str:
+    """The task choice's help, from each registered task's summary; a task with an experiment of its own says which
+    settings choosing it sets (Task.defaults)."""
+    lines = []
+    for t in _tasks():
+        own = [SETTINGS[k].label for k in t.defaults if k in SETTINGS and SETTINGS[k].section != "task"]
+        sets = f" (choosing it sets its experiment's {', '.join(own)})" if own else ""
+        lines.append(f"- **{t.shown_name()}**: {t.summary or 'no summary declared'}{sets}.")
+    return "\n".join(lines)
 
 
 def _reset() -> None:
@@ -109,11 +132,13 @@ def _widget(s, lim, task: str, key: str | None = None, label: str | None = None,
         return partial(draw, label, key, list(options) if s.levels else options, value, format_func=s.format, **kw)
     ui_low, ui_high = s.ui_range
     low = ui_low if low is None else low
-    cap = getattr(lim, s.cap) // s.cap_divisor if s.cap and high is None else None  # a task's length: its own
-    own = tasks.get(task).defaults.get(s.name) if task in tasks.names() else None
+    t = tasks.get(task) if task in tasks.names() else None
+    cap_name = (t.field_caps.get(s.name) if t else None) or s.cap  # a task may bound its own field (Task.field_caps)
+    cap = getattr(lim, cap_name) // s.cap_divisor if cap_name and high is None else None  # a task's length: its own
+    own = t.defaults.get(s.name) if t else None
     if cap is not None and isinstance(own, int) and own > cap:  # its experiment's own value (the modular task's
         cap = own  # full batch) stays open: a link naming the task opens that run; its cost is metered
-    high = min(x for x in (ui_high, high, cap) if x is not None)
+    high = min((x for x in (ui_high, high, cap) if x is not None), default=UNBOUNDED)
     kw |= {"fmt": s.fmt} if s.fmt else {}
     return partial(url_number, label, key, value, type(value)(low), type(value)(high), step=s.step, **kw)
 
@@ -129,12 +154,10 @@ def _widgets(check: bool) -> None:
         "Task",
         "task",
         tasks.names(),
-        "copy",
+        DEFAULTS["task"][1],
         on_change=_task_changed,
-        help="copy: repeat the L symbols; sort: in order; reverse: backwards; induction: T random tokens whose "
-        "first k repeat, predicted at every position (choosing it sets its experiment's position, heads, lr, steps "
-        "and embedding std); modular: (a + b) mod p from 'a b =', trained on a fixed fraction of the p² pairs "
-        "(choosing it sets its grokking experiment's width, layers, lr, weight decay, full batch and steps).",
+        format_func=task_label,
+        help=task_help(),
     )
     st.session_state["_task_before"] = task
     t = tasks.get(task)
@@ -145,8 +168,9 @@ def _widgets(check: bool) -> None:
         _widget(SETTINGS[field], lim, task)()
     if t.lengths_vary:
         _widget(SETTINGS["train_lengths"], lim, task)()
-    for name in ("seed", "position", "norm", "scaling"):
-        _widget(SETTINGS[name], lim, task)()
+    for s in _sidebar_settings():  # the main settings of a run (the task's are above, the Advanced ones below)
+        if s.section != "task" and not s.advanced:
+            _widget(s, lim, task)()
     advanced = _advanced(lim, task)
 
     def check_config() -> None:  # with the folded fields' values before their widgets exist
@@ -197,11 +221,10 @@ def make(**overrides) -> RunConfig:
         kw["train_range"] = False  # the toggle is not shown for it
     if kw.pop("train_range") and "train_lengths" not in kw and kw.get("train_min") is None:
         kw["train_min"] = 1
-    kw["randomized_positions"] = kw["randomized_positions"] or None
-    if kw.get("train_lengths") is None and kw.get("train_min") is None:
-        kw["mixed_lengths"] = False  # mixing needs a range; the toggle alone does nothing
-    if kw["decay"] == "none":
-        kw["min_lr_ratio"] = 0.0  # the end of a decay: nothing without one
+    if kw.get("train_min") is not None and "train_lengths" not in kw:
+        kw["train_lengths"] = (kw.pop("train_min"), kw["length"])
+    kw |= {name: kw[name] or None for name in OFF_AT_ZERO}
+    kw = without_unused(kw)  # a toggle or a number whose setting needs another that is off does nothing
     return make_run(kw.pop("task"), kw.pop("length"), kw.pop("seed"), **kw)
 
 
@@ -229,30 +252,12 @@ def show_config_error(e: ConfigError) -> None:
 
 def describe(run: RunConfig, seed: bool = True) -> str:
     """One line naming a run, e.g. for captions and titles; seed=False leaves the seed out (a view over seeds).
-    Each value is written as its setting writes it (attncore.settings), the lengths as the task does."""
-    m, t, k = run.model, run.train, run.task
-
-    def shown(name: str) -> str:
-        s = SETTINGS[name]
-        return s.format(getattr({"model": m, "train": t}[s.section], s.config_field))
-
-    lengths = tasks.get(k.name).describe(k)
-    lengths += " mixed" if k.mixed_lengths else ""
-    lengths += f" · randomized positions < {t.randomized_positions}" if t.randomized_positions else ""
-    return (
-        f"{k.name} · {lengths} · {f'seed {t.seed} · ' if seed else ''}{shown('position')} position · "
-        f"{shown('norm')} · scaling {shown('scaling')}{' · qk-norm' if m.qk_norm else ''} · lr {shown('lr')} · "
-        f"{t.steps:,} steps · d={m.d_model}, {formats.count(m.n_heads, 'head')}, "
-        f"{formats.count(m.n_layers, 'layer')} · batch {t.batch_size}{schedule_text(t)}"
-        + (f" · embedding std {shown('embed_std')}" if m.embed_std != SETTINGS["embed_std"].default else "")
-        + (f" · weight decay {shown('weight_decay')}" if t.weight_decay else "")
-        + (f" · z-loss {shown('z_loss')}" if t.z_loss else "")
-    )
+    Each value is written as its setting's record says (lab.phrases), the lengths as the task does."""
+    return phrases.describe(run, () if seed else ("seed",))
 
 
 def schedule_text(t) -> str:
-    """' · warm-up 300 steps, cosine decay to 0.1 lr' for a TrainConfig with a schedule, else ''."""
-    parts = [f"warm-up {t.warmup:,} steps"] if t.warmup else []
-    if t.decay != "none":
-        parts.append(f"{t.decay} decay to {t.min_lr_ratio:g} lr")
-    return " · " + ", ".join(parts) if parts else ""
+    """' · warm-up 300 steps, cosine decay to 0.1 lr' for a TrainConfig with a schedule, else '' (the description's
+    schedule group, lab.phrases)."""
+    text = phrases.group_text(SimpleNamespace(train=t), "schedule")
+    return SEP + text if text else ""

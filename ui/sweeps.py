@@ -22,12 +22,17 @@ from lab.jobs.progress import Cancelled
 from lab.jobs.slots import BusyError
 from lab.store import RunRecord, cache_dir
 from ui import live
-from ui.limits import limits
+from ui.limits import headless, limits
 from ui.slots import training_slot
 
 # A local server asks once more before a sweep of more computing than this (CPU time: what the load does not move,
 # so the button does not flip between two reloads): half an hour here on two quiet cores.
 CONFIRM_COMPUTING_SECONDS = cost_model.CONFIRM_COMPUTING_SECONDS
+CANCEL_CLICKED = "_sweep_cancel_clicked"  # set by the Cancel button's callback, read by the rerun it causes
+
+
+def _cancel_clicked() -> None:
+    st.session_state[CANCEL_CLICKED] = True
 
 
 def workers() -> int:
@@ -41,9 +46,9 @@ def model() -> cost_model.CostModel:
     what the page waits for."""
     n = workers()
     if cost_model.calibrated(n):
-        return cost_model.model(n)
-    with st.spinner("Timing this server's CPU for the estimates (once per server process, a few seconds)..."):
-        return cost_model.model(n)
+        return cost_model.model(n, cache_dir())
+    with st.spinner("Reading this server's CPU timings for the estimates (timed once per machine, a few seconds)..."):
+        return cost_model.model(n, cache_dir())
 
 
 def computing(runs: Sequence[RunConfig]) -> float:
@@ -75,6 +80,18 @@ def budget_error(runs: Sequence[RunConfig], command: str | None = None) -> str |
         f"Training {count(len(runs), 'run')} here would take about {duration(work)} of computing (estimated from "
         f"their sizes), more than this server allows for one view ({duration(cap)}, max_view_cpu_s): choose fewer "
         f"runs or smaller ones (steps, blocks, width, batch, seeds). {_elsewhere(lim, 'max_view_cpu_s', command)}"
+    )
+
+
+def view_cap_error(n: int, fewer: str, command: str | None = None) -> str | None:
+    """Why this server refuses to show a view of `n` runs (more than max_compare_runs, cached or not), naming the
+    setting that lifts the cap and the command line that trains and stores the same runs; or None."""
+    lim = limits()
+    if n <= lim.max_compare_runs:
+        return None
+    return (
+        f"This view has {n:,} runs; this server shows at most {lim.max_compare_runs:,} at once (max_compare_runs): "
+        f"choose fewer {fewer}. {_elsewhere(lim, 'max_compare_runs', command)}"
     )
 
 
@@ -135,8 +152,19 @@ def train_button(label: str, missing: Sequence[RunConfig], key: str, command: st
 
 def report_cancelled() -> None:
     """After a Cancel (which reruns the page): stop what still runs of this visitor's last sweep, and say once
-    how far it got (lab.jobs.loop.cancel)."""
-    stopped = loop.cancel(st.session_state.get(live.TOKEN_KEY))
+    how far it got (lab.jobs.loop.cancel). A rerun without a Cancel (another setting, another page) stops it the
+    same way on a hosted server, to free its workers; on a local one the runs under way finish and are stored
+    (lab.jobs.loop.release)."""
+    token = st.session_state.get(live.TOKEN_KEY)
+    clicked = st.session_state.pop(CANCEL_CLICKED, False)
+    if not clicked and not limits().is_hosted(headless()):
+        went_on = loop.release(token)
+        if went_on and went_on[1]:
+            what, n = went_on
+            st.toast(f"{what}: the {count(n, 'run')} under way go on and are stored as each finishes; the runs not "
+                     "started were dropped (press the button again for them).", icon=":material/info:")  # fmt: skip
+        return
+    stopped = loop.cancel(token)
     if stopped is None:
         return
     what, trained, total = stopped
@@ -173,13 +201,16 @@ def sweep_live(runs: Sequence[RunConfig], what: str, cached: int = 0, keep=()) -
         st.error(f"{what} could not start: {e.message[0].upper()}{e.message[1:]}.", icon=":material/lan:")
         return None
     try:
-        with training_slot(what.lower()), tempfile.TemporaryDirectory() as tmp:
-            cancel.button("Cancel", key=f"sweep_cancel_{what}", icon=":material/stop_circle:")  # a click reruns
+        # a run still training after the page left keeps its progress file open (mapped) once this folder goes
+        with training_slot(what.lower()), tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
+            cancel.button("Cancel", key=f"sweep_cancel_{what}", icon=":material/stop_circle:", on_click=_cancel_clicked)
             view = tuple(dict.fromkeys([*runs, *keep]))
             s.cold = not lim.dask_scheduler and not pool.shared(lim.max_concurrent).started()
             submit = loop.submitter(lim.max_concurrent, tmp, view, lim.store_bytes(), client)
             loop.running().put(token, (what, s))
-            loop.run(what, s, queue, submit, workers, lambda done, text: bar.progress(done, text=text), estimate_s)
+            show = lambda done, text: bar.progress(done, text=text)  # noqa: E731
+            local = not lim.is_hosted(headless())  # a local page gone: its runs under way finish and are stored
+            loop.run(what, s, queue, submit, workers, show, estimate_s, finish_started=local)
             loop.running().pop(token)
     except BusyError as e:
         _clear(bar, cancel)

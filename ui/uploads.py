@@ -1,8 +1,10 @@
 """What a visitor can make the server hold through uploads: Streamlit's server keeps every file PUT to its upload
 route in memory, up to server.maxUploadSize each, under any file id, for as long as the session is stored (a closed
-tab's uploads stayed for good). install() bounds the server's upload manager, once per process: each session to
-`per_session` bytes, the server to `total` (a file past either is refused: HTTP 413), and lets a session's files
-go once it is no longer connected; where Home loads no bundles, a body over a config.json's size is not even read.
+tab's uploads stayed for good). install() bounds the server's upload manager, once per process and when the server
+starts (ui.server_start): each visitor (ui.visitors: an address, over all its tabs) to `per_session` bytes, the
+server to `total` (a file past either is refused: HTTP 413), and lets a session's files go once it is no longer
+connected; where Home loads no bundles, a body over a config.json's size is not even read. room() is the sentence
+a page shows beside its uploader when a file would be refused (the browser itself says only "413").
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from streamlit.runtime.uploaded_file_manager import UploadedFileRec
 from attncore.serving.hf_config import MAX_BYTES as CONFIG_BYTES
 from ui.bundles import UPLOAD_MB
 from ui.limits import headless, limits
+from ui.visitors import visitor
 
 IN_FLIGHT = 2  # a file uploader replacing its file: the new one arrives before the old one's DELETE
 MIN_TOTAL = 64 * 2**20  # the server's floor: thousands of config.json files of a few kB, held at once
@@ -25,11 +28,11 @@ CONFIG_UPLOAD_MB = 2
 
 
 class BoundedUploads(MemoryUploadedFileManager):
-    """MemoryUploadedFileManager with a byte budget per session and one for the server. The files of sessions no
-    longer connected go at the next upload or read of any session's files (Streamlit keeps a closed tab's session
-    for reconnection and, once its time is up, drops it without letting its files go)."""
+    """MemoryUploadedFileManager with a byte budget per visitor (their sessions together) and one for the server.
+    The files of sessions no longer connected go at the next upload or read of any session's files (Streamlit keeps
+    a closed tab's session for reconnection and, once its time is up, drops it without letting its files go)."""
 
-    per_session: int
+    per_session: int  # a visitor's bytes, over all their sessions
     total: int
 
     def add_file(self, session_id: str, file: UploadedFileRec) -> None:
@@ -38,15 +41,37 @@ class BoundedUploads(MemoryUploadedFileManager):
             self._release_gone()
             held = self.file_storage.get(session_id, {})
             replaced = len(held[file.file_id].data) if file.file_id in held else 0
-            session_bytes = sum(len(f.data) for f in held.values()) - replaced
-            if session_bytes + size > self.per_session:
-                raise refused(f"this session holds {session_bytes:,} bytes of uploads, at most {self.per_session:,}")
-            if self._total_bytes - replaced + size > self.total:
-                raise refused(f"the server holds {self._total_bytes:,} bytes of uploads, at most {self.total:,}")
+            reason = self._refusal(session_id, size - replaced)
+            if reason:
+                raise refused(reason)
             if file.file_id not in held:
                 self._file_count += 1
             self.file_storage[session_id][file.file_id] = file
             self._total_bytes += size - replaced
+
+    def _visitor_bytes(self, session_id: str) -> int:
+        """The bytes held by the sessions of this session's visitor (called with the lock held)."""
+        owners = self.__dict__.setdefault("owners", {})  # session id -> visitor, fixed at its first upload
+        if session_id not in owners:
+            owners[session_id] = visitor(session_id)
+        who = owners[session_id]
+        mine = [files for s, files in self.file_storage.items() if owners.get(s) == who]
+        return sum(len(f.data) for files in mine for f in files.values())
+
+    def _refusal(self, session_id: str, more: int) -> str | None:
+        """Why `more` bytes for this session would be refused, or None (called with the lock held)."""
+        mine = self._visitor_bytes(session_id)
+        if mine + more > self.per_session:
+            return f"your uploads (in every tab) hold {mine:,} bytes, at most {self.per_session:,}"
+        if self._total_bytes + more > self.total:
+            return f"the server holds {self._total_bytes:,} bytes of everyone's uploads, at most {self.total:,}"
+        return None
+
+    def room(self, session_id: str, size: int) -> str | None:
+        """Why a new file of `size` bytes from this session would be refused now, or None."""
+        with self._lock:
+            self._release_gone()
+            return self._refusal(session_id, size)
 
     def get_files(self, session_id: str, file_ids):
         with self._lock:
@@ -56,7 +81,11 @@ class BoundedUploads(MemoryUploadedFileManager):
     def _release_gone(self) -> None:
         """Let go of the files of every session no longer connected (called with the lock held)."""
         runtime = Runtime.instance()
+        owners = self.__dict__.get("owners", {})
+        for session_id in [s for s in owners if not runtime.is_active_session(s) and s not in self.file_storage]:
+            del owners[session_id]  # a session that only asked room() of a page
         for session_id in [s for s in self.file_storage if not runtime.is_active_session(s)]:
+            owners.pop(session_id, None)
             gone = self.file_storage.pop(session_id)
             self._total_bytes -= sum(len(f.data) for f in gone.values())
             self._file_count -= len(gone)
@@ -90,3 +119,13 @@ def install() -> None:
     manager.__class__ = BoundedUploads
     if not limits().upload_allowed(headless()) and config.get_option("server.maxUploadSize") > CONFIG_UPLOAD_MB:
         config.set_option("server.maxUploadSize", CONFIG_UPLOAD_MB)
+
+
+def room(session_id: str | None, size: int) -> str | None:
+    """The sentence a page shows when a file of `size` bytes uploaded now would be refused (None: it would not, or
+    this server's uploads are not bounded here: an AppTest)."""
+    manager = Runtime.instance().uploaded_file_mgr if Runtime.exists() else None
+    if not isinstance(manager, BoundedUploads) or session_id is None:
+        return None
+    reason = manager.room(session_id, size)
+    return f"An upload here would be refused now: {reason}." if reason else None

@@ -140,8 +140,9 @@ def over_training(run: RunConfig) -> tuple[list[dict], dict]:
 
 
 def snapshot_sequences(run: RunConfig) -> int:
-    """How many fixed sequences of the task a training snapshot is measured on."""
-    return SNAPSHOT_BATCHES * run.train.batch_size
+    """How many fixed sequences of the task a training snapshot is measured on (a batch holds fewer where the task's
+    training set is smaller: Task.batch_rows)."""
+    return SNAPSHOT_BATCHES * task_of(run.task).batch_rows(run.task, run.train.batch_size)
 
 
 # --- storage: a run's snapshot figures as arrays, beside its snapshots (lab.store.codec) --------------------

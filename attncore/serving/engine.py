@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from attncore.config import ConfigError, check_choice, check_int
+from attncore.serving import engine_advice
 from attncore.serving.context_limit import ContextLimit
 from attncore.serving.kvcache import DTYPE_BITS, GB, GIB, weight_bytes
 from attncore.serving.parameters import Decoder, count_parameters
@@ -201,6 +202,8 @@ class EngineFit:
     max_model_len_rule: str = ""  # how it was derived
     max_model_len_warning: str | None = None  # vLLM's warning past it, with its override set
     paging_note: str = ""  # how the engine pages a model's windowed layers, when it is not as the model attends
+    advice: tuple[str, ...] = ()  # when it does not start: the changes that would start it (engine_advice)
+    advice_note: str | None = None  # why vLLM's advice in `error` to raise gpu_memory_utilization cannot work here
 
     @property
     def block_bytes(self) -> int:
@@ -272,6 +275,7 @@ def engine_fit(
     weight_bytes_given: int | None = None,
     weight_label: str = "",
     limit: ContextLimit | None = None,
+    advise: bool = True,
 ) -> EngineFit:
     """The engine's fit of model `a` on a GPU whose torch total is total_gib (per rank with tensor parallelism).
 
@@ -280,7 +284,9 @@ def engine_fit(
     blocks = kv // (page × layers sharing a block); tokens, concurrency and the startup check as the engine
     computes them. `gpu` (a CARDS name) only picks V1's defaults (A100s get the smaller ones). `limit`, the
     model's derived maximum (context_limit.py): a longer max_model_len is refused as vLLM refuses it at startup
-    (ConfigError on max_model_len), unless the settings allow it as VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 does."""
+    (ConfigError on max_model_len), unless the settings allow it as VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 does. A fit that
+    does not start says, when `advise`, what would start it (engine_advice: each change tried as a fit of its own),
+    and why vLLM's advice to raise gpu_memory_utilization cannot work where no utilization up to 1 starts it."""
     if limit is not None and not s.allow_long_max_model_len and (refusal := limit.refusal(s.max_model_len)):
         raise ConfigError("max_model_len", refusal)
     if isinstance(total_gib, numbers.Real) and not isinstance(total_gib, bool) and 0 < total_gib < MIN_TOTAL_GIB:
@@ -353,7 +359,7 @@ def engine_fit(
     error = _error(s, fit)
     if error and s.version == "v1" and longest is not None:
         longest = min(longest, s.max_model_len)  # vLLM searches below the max_model_len asked for
-    return EngineFit(
+    fit = EngineFit(
         s.version, VERSIONS[s.version], total, budget, weights, non_torch, activation, parts, params,
         weight_dtype, tp, measured, kinds, kv, tokens_t, seqs, bs, kv_dtype, page, a.n_layers, window, window_layers,
         groups, group_size, blocks, tokens, s.max_model_len, per_request, concurrency, cpu_blocks, error is None,
@@ -361,6 +367,21 @@ def engine_fit(
         limit.tokens if limit else None, limit.rule if limit else "",
         limit.warning(s.max_model_len) if limit else None, paging_note,
     )  # fmt: skip
+    if fit.starts or not advise:
+        return fit
+
+    def refit(v: engine_advice.Variant) -> EngineFit:
+        return engine_fit(
+            a, total_gib, replace(s, **v.settings), weight_dtype=v.weight_dtype or weight_dtype,
+            model_dtype=model_dtype, gpu=gpu, weight_params=weight_params,
+            weight_bytes_given=None if v.weight_dtype else weight_bytes_given, weight_label=weight_label,
+            limit=limit, advise=False,
+        )  # fmt: skip
+
+    util_starts = refit(engine_advice.Variant({"gpu_memory_utilization": 1.0})).starts
+    bits = weights * tp * 8 / params if params else DTYPE_BITS[weight_dtype]
+    advice = engine_advice.remedies(fit, refit, a.n_heads, bits)
+    return replace(fit, advice=advice, advice_note=engine_advice.util_note(error, fit, util_starts))
 
 
 KIND_FIGURES = ("budget", "weights", "non_torch", "activation", "kv", "blocks", "tokens", "concurrency")

@@ -43,7 +43,7 @@ class CheckpointCount:
 
 
 def count_headers(headers: dict[str, dict[str, tuple[str, tuple[int, ...]]]]) -> CheckpointCount:
-    """The count of files' headers: {file: {tensor: (dtype, shape)}}."""
+    """The count of files' headers: {file: {tensor: (dtype, shape)}} (ValueError past MAX_PARAMS)."""
     per_dtype: dict[str, int] = {}
     groups: dict[str, int] = {}
     for tensors in headers.values():
@@ -53,27 +53,85 @@ def count_headers(headers: dict[str, dict[str, tuple[str, tuple[int, ...]]]]) ->
             group = ".".join(name.split(".")[:2])
             groups[group] = groups.get(group, 0) + n
     ordered = dict(sorted(groups.items(), key=lambda kv: -kv[1]))
+    if sum(per_dtype.values()) > MAX_PARAMS:
+        raise ValueError(f"the checkpoint's count must be at most {MAX_PARAMS:,} elements; its headers sum to "
+                         f"{sum(per_dtype.values()):.3g}")  # fmt: skip
     return CheckpointCount(sum(per_dtype.values()), dict(sorted(per_dtype.items())), ordered, len(headers))
 
 
-def parse_header(raw: bytes) -> dict[str, tuple[str, tuple[int, ...]]]:
-    """{tensor: (dtype, shape)} of a safetensors file's opening bytes (its __metadata__ left out); ValueError when
-    they are not a header."""
+# element sizes in bits of the safetensors dtypes (the format's own list); a shape's elements times this, rounded up
+# to bytes, is the span of its data_offsets
+DTYPE_BITS = {"BOOL": 8, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8, "F4": 4, "F6_E2M3": 6,
+              "F6_E3M2": 6, "I16": 16, "U16": 16, "F16": 16, "BF16": 16, "I32": 32, "U32": 32, "F32": 32, "I64": 64,
+              "U64": 64, "F64": 64, "C64": 64}  # fmt: skip
+MAX_HEADER_BYTES = 25_000_000  # a header's JSON, at most (huggingface_hub's own limit for a header it reads)
+MAX_DIM = 2**40  # one axis of a tensor
+MAX_PARAMS = 10**14  # a checkpoint's elements: a hundred trillion, far past any published model
+
+
+def parse_header(raw: bytes, name: str = "model.safetensors") -> dict[str, tuple[str, tuple[int, ...]]]:
+    """{tensor: (dtype, shape)} of a safetensors file's opening bytes (its __metadata__ left out), every entry checked
+    as input: a known dtype, a shape of whole numbers from 0 to MAX_DIM, data_offsets that span exactly the shape's
+    bytes and follow one another from 0. ValueError in one line naming the file and the field otherwise."""
     if len(raw) < 8:
-        raise ValueError("not a safetensors file: shorter than its 8-byte header length")
+        raise ValueError(f"{name}: not a safetensors file: shorter than its 8-byte header length")
     (length,) = struct.unpack("<Q", raw[:8])
+    if length > MAX_HEADER_BYTES:
+        raise ValueError(f"{name}: header length must be at most {MAX_HEADER_BYTES:,} bytes, got {length:,}")
     if len(raw) < 8 + length:
-        raise ValueError(f"the header is {length:,} bytes, {len(raw) - 8:,} given")
-    data = json.loads(raw[8 : 8 + length])
-    return {k: (v["dtype"], tuple(v["shape"])) for k, v in data.items() if k != "__metadata__"}
+        raise ValueError(f"{name}: the header is {length:,} bytes, {len(raw) - 8:,} given")
+    try:
+        data = json.loads(raw[8 : 8 + length])
+    except (ValueError, RecursionError):
+        raise ValueError(f"{name}: header must be a JSON object, and is not valid JSON") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{name}: header must be a JSON object of tensors")
+    tensors, spans = {}, []
+    for tensor, entry in data.items():
+        if tensor == "__metadata__":
+            continue
+        dtype, shape, span = _entry(name, tensor, entry)
+        tensors[tensor] = (dtype, shape)
+        spans.append((*span, tensor))
+    end = 0
+    for start, stop, tensor in sorted(spans):
+        if start != end:
+            raise ValueError(f"{name}: tensor {tensor[:80]!r}: data_offsets must follow one another from 0 without "
+                             f"gaps or overlaps; it starts at {start:,}, the one before ends at {end:,}")  # fmt: skip
+        end = stop
+    return tensors
+
+
+def _entry(name: str, tensor: str, entry) -> tuple[str, tuple[int, ...], tuple[int, int]]:
+    """(dtype, shape, (start, end)) of one tensor's header entry, checked."""
+    where = f"{name}: tensor {tensor[:80]!r}"
+    if not isinstance(entry, dict):
+        raise ValueError(f"{where} must be an object with dtype, shape and data_offsets")
+    dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
+    if not isinstance(dtype, str) or dtype not in DTYPE_BITS:
+        raise ValueError(f"{where}: dtype must be one of {', '.join(DTYPE_BITS)}; got {str(dtype)[:20]!r}")
+    if not isinstance(shape, list) or len(shape) > 8 or not all(_whole(n, MAX_DIM) for n in shape):
+        raise ValueError(f"{where}: shape must be at most 8 whole numbers from 0 to {MAX_DIM:,}; "
+                         f"got {str(shape)[:40]}")  # fmt: skip
+    if not isinstance(offsets, list) or len(offsets) != 2 or not all(_whole(n, 2**64) for n in offsets):
+        raise ValueError(f"{where}: data_offsets must be two whole numbers [start, end]; got {str(offsets)[:40]}")
+    start, end = offsets
+    size = -(-math.prod(shape) * DTYPE_BITS[dtype] // 8)
+    if end - start != size:
+        raise ValueError(f"{where}: data_offsets must span its shape's {size:,} bytes of {dtype}; "
+                         f"they span {end - start:,}")  # fmt: skip
+    return dtype, tuple(shape), (start, end)
+
+
+def _whole(n, high: int) -> bool:
+    return isinstance(n, int) and not isinstance(n, bool) and 0 <= n <= high
 
 
 def header_bytes(tensors: dict[str, tuple[str, tuple[int, ...]]]) -> bytes:
     """A safetensors header for these tensors (offsets as if their data followed, in order): what a test serves."""
-    sizes = {"F64": 8, "I64": 8, "F32": 4, "I32": 4, "U32": 4, "BF16": 2, "F16": 2, "I16": 2, "U8": 1, "I8": 1}
     out, offset = {}, 0
     for name, (dtype, shape) in tensors.items():
-        end = offset + math.prod(shape) * sizes.get(dtype, 1)
+        end = offset - (-math.prod(shape) * DTYPE_BITS[dtype] // 8)
         out[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, end]}
         offset = end
     text = json.dumps(out).encode()

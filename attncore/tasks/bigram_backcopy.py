@@ -298,21 +298,27 @@ def measure(params, run: RunConfig, n: int = N_SNAPSHOT_TEST) -> dict:
 # --- the task -------------------------------------------------------------------------------------------------
 
 
-class BigramBackcopyTask(tasks.Task):
+class BigramBackcopyTask(tasks.Interpretation, tasks.Task):
     """BOS, then a bigram chain whose triggers make the next token copy the one before them; the loss on every
     position, scored teacher-forced."""
 
     name = "bigram_backcopy"
+    label = "Bigram-Backcopy"
     summary = "a bigram chain after BOS; after a trigger token, the token before it comes again"
     length_name = "N"
     length_range = (MIN_N, MAX_N)
     length_cap = "max_induction_length"
     length_help = "Tokens per sequence, BOS included."
     fields = BB_DEFAULTS
+    field_caps = {"triggers": "max_vocab"}  # K < V: bounded by the tokens' own cap
     defaults = BB_RUN
     excluded = frozenset({"task", "length", "train_lengths", "mixed_lengths", "randomized_positions"})
     metrics = FIGURES
     paired = FIGURES
+    metric_labels = {
+        "bigram_loss": ("bigram loss", "Bigram queries' loss (held out)"),
+        "copy_loss": ("copy loss", "Copy queries' loss (held out)"),
+    }
     has_page = "app_pages/sinks.py"
     patterns = PATTERNS
     pattern = "previous token"
@@ -436,7 +442,34 @@ class BigramBackcopyTask(tasks.Task):
         return all(np.all(a) for a in ok)
 
     def snapshots_how(self, n: int) -> str:
-        return f"{n} training snapshots (every {SNAPSHOT_EVERY} steps or more), on the first {N_SNAPSHOT_TEST}"
+        return (
+            f"{n} training snapshots (every {SNAPSHOT_EVERY} steps or more), on the first {N_SNAPSHOT_TEST} of the "
+            f"{N_TEST} held-out sequences"
+        )
+
+    def words(self, task: TaskConfig) -> tasks.Words:
+        return tasks.Words(
+            test_set=f"the {N_TEST} fixed held-out sequences",
+            measured=f"Accuracy is measured by the most likely token at each copy query (after a trigger) of "
+            f"{N_TEST} fixed held-out sequences, the model reading the true tokens. Per-sequence counts a sequence "
+            "only if every copy in it is right.",
+            held_out_loss=f"Teacher-forced next-token cross-entropy over every position of the {N_TEST} fixed "
+            "held-out sequences (bigram and copy queries together; the Sinks page splits them)",
+            loss="Next-token cross-entropy on every position, averaged over them, at every step on a fresh batch "
+            "(there is no fixed training set to overfit)",
+            answer="the copies' targets",
+            reads="Each copy query (a trigger) must read the token just before it: a previous-token head; the other "
+            "queries predict from their own token alone, and may put their weight on BOS (an attention sink).",
+            distinct="Copied tokens all distinct",
+            repeated="Some copied token repeated",
+            distinct_why="Per-sequence accuracy split by whether the tokens a sequence's triggers copy all differ.",
+            then="every copy right on {accuracy} of " + f"{N_SNAPSHOT_TEST} held-out sequences",
+            ablation="share of sequences whose copies are all right (teacher-forced)",
+            score_rows="the rows each pattern names",
+            contrast="(the trigger's query, which copies the changed position {position}), both inputs the same "
+            "elsewhere.",
+            lens_over="100 held-out sequences",
+        )
 
     def final_figures(self, params, run: RunConfig) -> dict:
         h = held_out(params, run)

@@ -263,7 +263,7 @@ def phase_change(steps, losses, window: int = WINDOW, threshold: float = PHASE_T
 # --- the task -------------------------------------------------------------------------------------------------
 
 
-class InductionTask(tasks.Task):
+class InductionTask(tasks.Interpretation, tasks.Task):
     """T tokens of V whose first k repeat; the loss and the accuracy on every position, scored teacher-forced."""
 
     name = "induction"
@@ -277,6 +277,11 @@ class InductionTask(tasks.Task):
     # one T per run (its own length, no range), positions as trained; compared only with runs of its own
     excluded = frozenset({"task", "length", "train_lengths", "mixed_lengths", "randomized_positions"})
     metrics = FIGURES
+    metric_labels = {
+        "repeat_loss": ("repeat loss", "Repeat loss (held out)"),
+        "first_loss": ("first-copy loss", "First-copy loss (held out)"),
+        "icl_score": ("in-context score", "In-context learning score (held out)"),
+    }
     paired = ("repeat_loss", "first_loss")  # its test loss is over every position, most of them unpredictable
     has_page = "app_pages/induction.py"
     patterns = PATTERNS
@@ -406,7 +411,37 @@ class InductionTask(tasks.Task):
         return all(np.all(a) for a in nan_or) and not np.isinf(arrays["icl_score"]).any()
 
     def snapshots_how(self, n: int) -> str:
-        return f"{n} training snapshots (every {SNAPSHOT_EVERY} steps or more), on the first {N_SNAPSHOT_TEST}"
+        return (
+            f"{n} training snapshots (every {SNAPSHOT_EVERY} steps or more), on the first {N_SNAPSHOT_TEST} of the "
+            f"{N_TEST} held-out sequences"
+        )
+
+    def words(self, task: TaskConfig) -> tasks.Words:
+        k, queries = task.length // 2, self.answer_queries(task)
+        return tasks.Words(
+            test_set=f"the {N_TEST} fixed held-out sequences",
+            measured=f"Accuracy is measured by the most likely token at each repeat query of {N_TEST} fixed held-out "
+            "sequences, the model reading the true tokens (the induction task). Per-sequence counts a sequence only "
+            "if every repeat token is right.",
+            held_out_loss=f"Teacher-forced next-token cross-entropy over every position of the {N_TEST} fixed "
+            "held-out sequences (most of them unpredictable: the repeat's loss is the induction page's)",
+            loss="Next-token cross-entropy on every position (the induction task's loss), averaged over them, at "
+            "every step on a fresh batch (there is no fixed training set to overfit)",
+            answer="the repeat's targets",
+            reads=f"The repeat's queries {queries[0]}..{queries[-1]} predict the first copy's next token: an "
+            f"induction head looks {k - 1} positions back (the token after the previous occurrence of the query's "
+            "own), a previous-token head one back.",
+            distinct="First copy's tokens all distinct",
+            repeated="Some token repeated",
+            distinct_why="Per-sequence accuracy split by whether the first copy repeats a token: after a repeated "
+            "token, the token that follows its previous occurrence is ambiguous, and an induction head must guess.",
+            then="the repeat's tokens all right on {accuracy} of " + f"{N_SNAPSHOT_TEST} held-out sequences",
+            ablation="share of sequences whose repeat is all right (teacher-forced)",
+            score_rows="the rows each pattern names",
+            contrast="(the repeat's query whose token last occurred at {before}: an induction head reads the "
+            "changed position {position} from it), both inputs carrying the clean repeat.",
+            lens_over="100 held-out sequences of the probe's layout (k = T/2)",
+        )
 
     def final_figures(self, params, run: RunConfig) -> dict:
         """On all the held-out sequences and the probe set."""

@@ -27,6 +27,7 @@ from ..model import attention_weights, forward
 from ..sequences import parse_symbols
 
 MIN_P, MAX_P = 3, 256  # the modulus p (the hosted cap, max_modulus, may be lower)
+MAX_MODULUS = 113  # the hosted cap's default, Nanda et al.'s p: p² pairs a view scores at every snapshot
 SPLIT_SEED = 20_220_106  # the training split's own seed (Power et al.'s arXiv date): the split is a function of p and
 # the fraction only, the same for every run of those fields
 FRACTION_DIGITS = 6  # the fraction enters the split's seed rounded to a millionth
@@ -184,7 +185,7 @@ def snapshot_steps(steps: int) -> list[int]:
 # --- the task ---------------------------------------------------------------------------------------------------
 
 
-class ModularTask(tasks.Task):
+class ModularTask(tasks.Interpretation, tasks.Task):
     """(a + b) mod p from "a b =", a fixed split of the p² pairs; scored at "=" on every held-out pair."""
 
     name = "modular"
@@ -193,11 +194,19 @@ class ModularTask(tasks.Task):
     length_label = "Modulus p"
     length_range = (MIN_P, MAX_P)
     length_cap = "max_modulus"
+    caps = {"max_modulus": MAX_MODULUS}  # its own operator limit (lab.jobs.caps reads it like the central ones)
     length_help = "The modulus: numbers 0 to p − 1, p² pairs (a, b)."
     fields = MODULAR_DEFAULTS
     defaults = MODULAR_RUN
     excluded = frozenset({"task", "length", "train_lengths", "mixed_lengths", "randomized_positions"})
     metrics = FIGURES
+    metric_labels = {
+        "train_accuracy": ("training accuracy", "Training accuracy (the modular task)"),
+        "train_loss": ("training loss", "Training loss (the modular task)"),
+        "weight_norm": ("weight norm", "Weight norm ‖θ‖ (the modular task)"),
+        "fourier_share": ("top-5 Fourier share", "Embedding's top-5 Fourier share"),
+        "fourier_frequencies": ("effective frequencies", "Embedding's effective frequencies"),
+    }
     paired = ("train_accuracy", "weight_norm")
     has_page = "app_pages/grokking.py"
     patterns = {
@@ -343,6 +352,28 @@ class ModularTask(tasks.Task):
         # CHUNK sequences a forward with its cache (twice, for the temporaries), the logits' float64 copies
         m = run.model
         return 2 * m.n_layers * memory.forward_elements(m, CHUNK, 3, 3) + 6 * CHUNK * m.vocab_size
+
+    def words(self, task: TaskConfig) -> tasks.Words:
+        n = self.test_size(task)
+        return tasks.Words(
+            test_set=f"every one of the {n:,} held-out pairs",
+            measured=f'Accuracy is measured as the most likely token at "=" on every one of the {n:,} held-out '
+            "pairs (those that never train). Per-token and per-sequence are the same number: one answer per pair.",
+            held_out_loss=f'Cross-entropy of the answer at "=" over every one of the {n:,} held-out pairs',
+            loss='Cross-entropy of the answer at "=", averaged over the step\'s batch of training pairs (all of them '
+            "when the batch covers them): the training set is fixed, and the held-out pairs never train",
+            answer='the answer at "="',
+            reads='The query "=" must read both numbers, a (key 0) and b (key 1), to answer (a + b) mod p.',
+            distinct="a ≠ b",
+            repeated="a = b",
+            distinct_why="Accuracy split by whether the two numbers differ: a pair (a, a) is its own mirror, which "
+            "no other held-out pair can teach.",
+            then="held-out accuracy then: {accuracy} on every held-out pair",
+            ablation="held-out accuracy",
+            score_rows='the query "="',
+            contrast='(the query "="), both inputs "a b =" with one number changed.',
+            lens_over="the first 100 held-out pairs (all of them when fewer)",
+        )
 
     # --- interpretation ---------------------------------------------------------------------------------------
     def head_scores(self, maps: np.ndarray, tokens: np.ndarray, task: TaskConfig) -> dict[str, np.ndarray]:

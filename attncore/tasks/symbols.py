@@ -23,14 +23,13 @@ from ..sequences import N_TEST, PAD, TEST_SEED, all_distinct, parse_symbols
 PROBE_SYMBOLS = [17, 3, 0, 12, 7, 9] + list(np.random.default_rng(8).integers(0, N_SYMBOLS, 58))
 
 
-class SymbolsTask(tasks.Task):
+class SymbolsTask(tasks.VaryingLengths, tasks.Interpretation, tasks.Task):
     """A task over [s1..sL, SEP, a1..aL]: L symbols of 20, SEP, and the answer `answer(symbols)` (B, L) -> (B, L).
     `pattern` names the head pattern of attncore.interpret.heads.PATTERNS a model must read the answer by."""
 
     length_name = "L"
     length_range = (1, MAX_LENGTH)
     length_help = "Symbols before the separator."
-    lengths_vary = True
     has_sep = True
     generates = True
     patterns = heads.PATTERNS
@@ -151,7 +150,10 @@ class SymbolsTask(tasks.Task):
         return scores.token_accuracy, scores.sequence_accuracy, None
 
     def snapshots_how(self, n: int) -> str:
-        return f"{n} training snapshots (log-spaced steps), on the first {snapshots.SNAPSHOT_N_TEST}"
+        return (
+            f"{n} training snapshots (log-spaced steps), on the first {snapshots.SNAPSHOT_N_TEST} of the {N_TEST} "
+            "test sequences"
+        )
 
     def evaluation_elements(self, run: RunConfig) -> int:
         # N_TEST sequences, the prompt (L + 1 positions) in one forward, then one token at a time with a KV cache
@@ -160,6 +162,30 @@ class SymbolsTask(tasks.Task):
         prompt = N_TEST * (L + 1)
         kv = 2 * m.n_layers * N_TEST * 2 * L * m.d_model
         return 2 * memory.forward_elements(m, N_TEST, L + 1, L + 1) + kv + 2 * prompt * m.d_ff
+
+    def words(self, task: TaskConfig) -> tasks.Words:
+        L = task.length
+        return tasks.Words(
+            test_set=f"the {N_TEST} fixed test sequences",
+            measured=f"Accuracy is measured by true greedy generation on {N_TEST} fixed test sequences: the model is "
+            f"fed its own previous outputs. Per-sequence counts a sequence only if all {L} answer symbols are right.",
+            held_out_loss=f"Teacher-forced cross-entropy over the answer tokens of the {N_TEST} fixed test sequences",
+            loss="Cross-entropy on the answer tokens only, averaged over them, at every step on a fresh batch (there "
+            "is no fixed training set to overfit)",
+            answer="the answer",
+            reads=f"The answer queries {L}..{2 * L - 1} must read the symbols at 0..{L - 1}: on copy, a head that "
+            f"does so looks a constant {L} positions back.",
+            distinct=f"All {L} symbols distinct",
+            repeated="Some symbol repeated",
+            distinct_why="Per-sequence accuracy split by whether the input repeats a symbol: a model without "
+            "position information cannot tell two equal symbols apart by where they sit.",
+            then="per-sequence accuracy then: {accuracy} on " + f"{snapshots.SNAPSHOT_N_TEST} test sequences",
+            ablation="per-sequence accuracy",
+            score_rows=f"the answer queries {L}..{2 * L - 1}",
+            contrast="(answer token {answer}, the first that differs), both inputs carrying the clean answer prefix "
+            "after SEP (teacher forcing).",
+            lens_over="100 test sequences",
+        )
 
     # --- interpretation ---------------------------------------------------------------------------------------
     def head_scores(self, maps: np.ndarray, tokens: np.ndarray, task: TaskConfig) -> dict[str, np.ndarray]:

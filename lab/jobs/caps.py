@@ -7,8 +7,10 @@ explicitly. The other caps bound the inputs' ranges everywhere.
 Each cap is read from an environment variable (e.g. ATTNLAB_MAX_STEPS=2000), else from
 `.streamlit/secrets.toml` under `[limits]` (e.g. `max_steps = 2000`), else the default below: one rule
 for every process (lab.settings; the pages pass st.secrets, workers and the CLI read the same files).
-A new cap is one field of Limits (with its parser in PARSERS when it is not a whole number). ui.limits reads
-them for a page (st.secrets, and whether the server runs headless) and shows a rejected value.
+A new cap is one field of Limits (with its parser in PARSERS when it is not a whole number); a task's own cap is
+declared on its Task (Task.caps, {name: default}) and read here the same way, by name (Limits.task_caps, and
+`lim.<name>` like any other). ui.limits reads them for a page (st.secrets, and whether the server runs headless)
+and shows a rejected value.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 
 from attncore import ConfigError
+from attncore import task as tasks
 from lab import settings
 
 LIMIT_RANGE = (1, 10**9)  # every cap is a whole number in this range
@@ -39,7 +42,6 @@ class Limits:
     max_length: int = 12  # L: symbols per task sequence
     max_induction_length: int = 64  # T: tokens per sequence of the induction task (attncore allows up to 256)
     max_vocab: int = 256  # V: the induction task's vocabulary
-    max_modulus: int = 113  # p: the modular task's modulus (p² pairs; attncore allows up to 256), Nanda et al.'s
     max_layers: int = 12
     max_heads: int = 16
     max_batch: int = 128
@@ -58,7 +60,7 @@ class Limits:
     max_explain_steps: int = 500  # Explanations: Adam steps of each restart
     max_test_length: int = 16  # Length generalisation: longest test length L' evaluated (up to 64)
     max_kv_new_tokens: int = 128  # KV cache: tokens generated per timed run
-    max_hub_fetches_session: int = 30  # Parameters, KV cache: models fetched from the Hub per session an hour
+    max_hub_fetches_session: int = 30  # Parameters, KV cache: models fetched from the Hub per visitor an hour
     max_hub_fetches_server: int = 300  # the same over every session (a model fetched before is not fetched again)
     max_scaling_draws: int = 10**8  # Scaling: sum(d_k) * T * repetitions normal draws of one input set
     max_store_mb: float = 512  # the run store's size cap (MB, may be a fraction); least-recently-used runs evicted
@@ -67,7 +69,17 @@ class Limits:
     bundle_upload: bool | None = None  # Home's "Load a bundle": None = on with a display, off when headless
     dask_scheduler: str | None = None  # tcp://HOST:PORT: the pages' sweeps train there (lab.sweep's Dask path)
     hosted: bool | None = None  # hosted mode (WORK_CAPS refuse work): None = when the server runs headless
+    hub_fetch: bool | None = None  # Parameters, KV cache fetch a model by its Hub id: None = on unless hosted
     explicit: frozenset = field(default=frozenset(), compare=False)  # the caps an operator set (not a setting)
+    # the registered tasks' own caps (Task.caps), ((name, value), ...): read as `lim.<name>` like the fields above
+    task_caps: tuple = field(default_factory=lambda: tuple(task_cap_defaults().items()))
+
+    def __getattr__(self, name: str):
+        """A task's own cap by name (only names the fields above do not hold reach here)."""
+        caps = dict(self.__dict__.get("task_caps", ()))
+        if name in caps:
+            return caps[name]
+        raise AttributeError(f"no cap named {name!r}")
 
     def is_hosted(self, headless: bool) -> bool:
         """Hosted mode: the switch if set, else whether the server runs `headless` (containers, Community Cloud;
@@ -117,11 +129,25 @@ class Limits:
         """max_store_mb in bytes: the cap every pass over the store takes (the page's, and its workers')."""
         return int(self.max_store_mb * 2**20)
 
+    def hub_allowed(self, headless: bool) -> bool:
+        """Whether the pages fetch from the Hub: the switch if set, else only on a server not in hosted mode."""
+        return self.hub_fetch if self.hub_fetch is not None else not self.is_hosted(headless)
+
     def upload_allowed(self, headless: bool) -> bool:
         """Whether Home offers to load a bundle: the switch if set, else only for a desktop (non-headless) server."""
         if self.bundle_upload is not None:
             return self.bundle_upload
         return not headless
+
+
+def task_cap_defaults() -> dict[str, int]:
+    """{cap name: default} of every registered task's own caps (Task.caps); a name two tasks declare takes the
+    larger default (each bounds its own task's inputs)."""
+    out: dict[str, int] = {}
+    for name in tasks.names():
+        for cap, default in tasks.get(name).caps.items():
+            out[cap] = max(out.get(cap, default), default)
+    return out
 
 
 def parse_limit(name: str, raw) -> int:
@@ -177,6 +203,7 @@ def parse_scheduler(name: str, raw) -> str:
 PARSERS = {
     "bundle_upload": parse_switch,
     "hosted": parse_switch,
+    "hub_fetch": parse_switch,
     "max_store_mb": parse_store_mb,
     "dask_scheduler": parse_scheduler,
 }
@@ -184,21 +211,24 @@ PARSERS = {
 UNSET = {  # what a setting whose default is None (unset) does, said when a bad value is ignored
     "bundle_upload": "Home offers to load a bundle only when the server is not headless, as when it is unset",
     "dask_scheduler": "the pages' sweeps train on this server's own worker pool, as when it is unset",
+    "hub_fetch": "the pages fetch from the Hub only when the server is not in hosted mode, as when it is unset",
 }
 
 
 def parse_limits(environ: Mapping[str, str], secrets: Mapping) -> tuple[Limits, list[str]]:
     """(the caps, one message per value rejected); a rejected value leaves that cap at its default."""
     values, problems = {}, []
-    for f in fields(Limits):
-        if f.name == "explicit":
-            continue
-        raw = settings.raw_setting(f.name, environ, secrets)
+    own = task_cap_defaults()
+    names = {f.name: f.default for f in fields(Limits) if f.name not in ("explicit", "task_caps")} | own
+    for name, default in names.items():
+        raw = settings.raw_setting(name, environ, secrets)
         if raw is None:
             continue
-        parse = PARSERS.get(f.name, parse_limit)
+        parse = PARSERS.get(name, parse_limit)
         try:
-            values[f.name] = parse(f.name, raw)
+            values[name] = parse(name, raw)
         except ValueError as e:
-            problems.append(f"Limit ignored: {e}; {UNSET.get(f.name, f'using the default {f.default}')}.")
-    return Limits(**values, explicit=frozenset(values)), problems
+            problems.append(f"Limit ignored: {e}; {UNSET.get(name, f'using the default {default}')}.")
+    explicit = frozenset(values)  # the caps an operator set, a task's own among them
+    task_caps = own | {name: values.pop(name) for name in own if name in values}
+    return Limits(**values, task_caps=tuple(task_caps.items()), explicit=explicit), problems

@@ -1,6 +1,8 @@
 """A page's sweep: the missing runs trained a few at a time on the server's worker pool (or its Dask scheduler), the
 progress line (runs done of the total, cached ones counted apart, each running run's step, elapsed time, time
-left), and a Cancel that stops every worker at its next step (nothing half-trained is stored)."""
+left), and a Cancel that stops every worker at its next step (nothing half-trained is stored). A page that goes away
+without a Cancel stops its workers on a hosted server (to free them for other visitors); on a local one the runs
+already training finish and are stored."""
 
 from __future__ import annotations
 
@@ -110,12 +112,21 @@ def _job_state(j: Job, steps: int, cold: bool) -> str:
     return "starting a worker process (it loads the lab once)" if cold else "building the model, first snapshot"
 
 
-def stop_all(s: Sweep) -> None:
-    """The page is leaving mid-sweep (Cancel, a rerun, the visitor gone): stop every worker of this sweep."""
+def stop_all(s: Sweep, finish_started: bool = False) -> None:
+    """Stop every worker of this sweep (Cancel, a failure; on a hosted server also a rerun or the visitor gone). With
+    `finish_started` (a local server's page gone without a Cancel) a run that has trained a step goes on and is
+    stored when it finishes; only the runs that had not begun are dropped."""
     for j in s.running:
+        if finish_started and started(j):
+            continue
         if j.progress is not None:  # a cluster's run cannot be stopped midway: it finishes and is stored whole
             request_cancel(j.progress)
         j.future.cancel()
+
+
+def started(j: Job) -> bool:
+    """Whether the job's run has trained a step (a cluster's run: always, it cannot be stopped midway)."""
+    return j.progress is None or len(losses_so_far(j.progress)) > 0
 
 
 def run(
@@ -126,12 +137,14 @@ def run(
     workers: Callable[[], int],
     show: Callable[[float, str], object],
     estimate_s: float | None,
+    finish_started: bool = False,
 ) -> None:
     """Train the queue into s.done, workers() runs at a time, show(fraction done, progress line) after each wait.
 
-    A failed run raises here; whatever ends this early (a failure, Cancel, the page stopped) stops every worker.
+    A failed run raises here and stops every worker. The page stopped (a rerun, the visitor gone: Streamlit's
+    StopException and RerunException are BaseExceptions, not Exceptions) stops every worker too, unless
+    `finish_started` (a local server): then the runs under way finish and are stored (stop_all).
     """
-    finished_cleanly = False  # else the page left mid-sweep: stop every worker
     try:
         while queue or s.running:
             while queue and len(s.running) < workers():
@@ -141,15 +154,27 @@ def run(
                 s.done[j.run] = j.future.result()  # a failed run raises here (the others are stopped)
                 s.running.remove(j)
             show(*progress_text(what, s, estimate_s))
-        finished_cleanly = True
-    finally:
-        if not finished_cleanly:
-            stop_all(s)
+    except Exception:
+        stop_all(s)
+        raise
+    except BaseException:  # the page left mid-sweep
+        stop_all(s, finish_started)
+        raise
 
 
 @per_process
 def running() -> Memo:
     return Memo(1024)  # visitor token -> (what, Sweep) of that visitor's sweep while it runs
+
+
+def release(token: str | None) -> tuple[str, int] | None:
+    """Forget this visitor's last sweep without stopping it (a local server's page rerun without a Cancel: its
+    runs under way finish and are stored): (what, runs still training), once; else None."""
+    found = running().pop(token) if token else None
+    if found is None:
+        return None
+    what, s = found
+    return what, sum(started(j) and not j.future.done() for j in s.running)
 
 
 def cancel(token: str | None) -> tuple[str, int, int] | None:

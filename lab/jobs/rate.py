@@ -1,5 +1,6 @@
-"""A rate limit over a sliding window: at most so many events per key (a visitor's session) and over every key
-(the server) in the last `window_s` seconds. The clock is passed in, so a test moves time without waiting."""
+"""A rate limit over a sliding window: at most so many events per key (a visitor, however many tabs they open) and
+over every key (the server) in the last `window_s` seconds, so one visitor spends at most per_key of the server's
+total. The clock is passed in, so a test moves time without waiting."""
 
 from __future__ import annotations
 
@@ -22,8 +23,8 @@ class RateLimit:
                 self._events.popleft()
             minutes = f"{self.window_s / 60:g} minutes"
             if sum(1 for _, k in self._events if k == key) >= per_key:
-                return f"this session made {per_key} of them in the last {minutes}, the most it may"
+                return f"this visitor made {per_key} of them in the last {minutes}, the most one may"
             if len(self._events) >= total:
-                return f"the server made {total} of them in the last {minutes}, the most it may"
+                return f"the server made {total} of them in the last {minutes} for all its visitors, the most it may"
             self._events.append((now, key))
         return None

@@ -342,7 +342,11 @@ def engine_metrics(f: EngineFit) -> list[Metric]:
     verdict = f"{'✓ starts' if f.starts else '✗ does not start'} at {f.max_model_len:,}"
     k = f.kinds
     return [
-        ("Available KV cache memory", f"{f.kv_bytes / GIB:.2f} GiB", f"= {f.kv_bytes / GB:.2f} GB, {k['kv']}"),
+        (
+            "Available KV cache memory",
+            f"{formats.with_spec(f.kv_bytes / GIB, '.2f')} GiB",  # the lab's minus, as the breakdown and the CLI
+            f"= {formats.with_spec(f.kv_bytes / GB, '.2f')} GB, {k['kv']}",
+        ),
         ("GPU blocks", f"{f.num_blocks:,}", f"{binary_size(f.block_bytes)} each, {k['blocks']}"),
         ("GPU KV cache size", f"{f.tokens:,}", f"tokens, all requests, {k['tokens']}"),  # a long number fits
         (
@@ -361,9 +365,10 @@ def engine_formula(f: EngineFit) -> list[str]:
     rows = {r["term"]: r for r in deductions(f)}
     lines = []
     for term, r in rows.items():
-        sign = "" if term in ("budget", "KV cache") else "− "
+        sign = "" if term in ("budget", "KV cache") else "− "  # a deduction's size, after its minus
+        gib = formats.with_spec(r["gib"] if term == "KV cache" else abs(r["gib"]), ".2f")  # the cache keeps its sign
         numbers = f" = {r['numbers']}" if r["numbers"] else ""
-        lines.append(f"{sign}**{term}** = {r['formula']}{numbers} = **{abs(r['gib']):.2f} GiB** _({r['kind']})_")
+        lines.append(f"{sign}**{term}** = {r['formula']}{numbers} = **{gib} GiB** _({r['kind']})_")
     share = f"{f.group_size} layers" + (" of one group" if len(f.groups) > 1 else "")
     lines.append(
         f"**blocks** = ⌊KV cache ÷ (page × {share})⌋ = ⌊{max(f.kv_bytes, 0):,} B ÷ ({f.page_bytes:,} B × "
