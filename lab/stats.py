@@ -22,6 +22,7 @@ deltas in, numbers out.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from fractions import Fraction
@@ -163,6 +164,7 @@ def _t_cdf_from_zero(x: float, df: int) -> float:
     return float(h / 3 * (f[0] + f[-1] + 4 * f[1:-1:2].sum() + 2 * f[2:-1:2].sum()))
 
 
+@functools.lru_cache(maxsize=256)  # a page asks for the same few (q, df) for every pair it compares
 def t_quantile(q: float, df: int) -> float:
     """The q quantile (0.5 < q < 1) of Student's t with df >= 1 degrees of freedom, by bisection (|error| < 1e-9)."""
     target, low, high = q - 0.5, 0.0, 1.0

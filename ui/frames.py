@@ -12,6 +12,7 @@ import pandas as pd
 
 from attncore.checks import ASCII_INTEGER
 from attncore.config import SEP, ConfigError
+from lab.jobs.memo import memoised
 
 MAX_POINTS = 400  # points per curve sent to the browser
 INT64 = range(-(2**63), 2**63)  # the whole numbers an Arrow column, and so st.dataframe and a chart's data, holds
@@ -66,7 +67,20 @@ def loss_frame(histories: dict[str, np.ndarray], smooth: int = 1, max_points: in
 
 
 def seed_loss_frame(records, smooth: int = 1, max_points: int = 300) -> pd.DataFrame:
-    """Loss curves of many runs: columns run ('copy, L=6'), seed, step, loss (optionally smoothed)."""
+    """Loss curves of many runs: columns run ('copy, L=6'), seed, step, loss (optionally smoothed).
+
+    Kept server-wide per the runs' configs (a run's history is a pure function of its config, lab.jobs.memo): every
+    visitor's Results page draws the same curves; each caller gets its own copy."""
+    key = ("seed_loss_frame", tuple(r.config for r in records), smooth, max_points)
+    frame = memoised("frames", key, lambda: _seed_loss_frame(records, smooth, max_points), _frame_bytes)
+    return frame.copy()
+
+
+def _frame_bytes(frame: pd.DataFrame) -> int:
+    return int(frame.memory_usage(deep=True).sum())
+
+
+def _seed_loss_frame(records, smooth: int, max_points: int) -> pd.DataFrame:
     parts = []
     for r in records:
         c = r.config

@@ -7,6 +7,7 @@ and takes one of the server's slots (lab.jobs.slots), so other sessions never wa
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Sequence
@@ -17,14 +18,27 @@ from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_r
 from attncore import RunConfig
 from attncore.evaluate import EvalResult, LengthResult, evaluate_lengths
 from attncore.inspect import evaluate_ablated
+from lab.jobs.memo import MISSING, view_memo, view_memo_on
 from lab.jobs.memo import shared as memo
 from lab.jobs.slots import BusyError
-from lab.jobs.training import run_key
-from lab.store import RunRecord, is_cached, list_cached, pin_view, stored_run, unverified_runs, view_bytes
+from lab.jobs.training import run_key as _run_key
+from lab.store import (
+    RunRecord,
+    cache_dir,
+    entry_stamp,
+    is_cached,
+    list_cached,
+    pin_view,
+    stored_run,
+    unverified_runs,
+    view_bytes,
+)
 from ui import bundles, live, sweeps
 from ui.limits import limits
 from ui.metered import metered
 from ui.slots import training_slot
+
+run_key = functools.lru_cache(maxsize=8192)(_run_key)  # a view of 128 runs asks each run's key on every view
 
 
 class _Missing(LookupError):
@@ -92,12 +106,38 @@ def cached(run: RunConfig) -> RunRecord | None:
     happens in a worker process under a slot.
     """
     _show([run])
+    if view_memo_on():
+        return _remembered(run)
     if not is_cached(run):
         return None
     try:
         return _load(run_key(run))
     except _Missing:
         return None
+
+
+def record_bytes(record: RunRecord) -> int:
+    """About the bytes a record holds in memory: its arrays."""
+    arrays = [record.loss_history, record.probe_tokens, record.probe_attention, *record.params.values()]
+    return sum(a.nbytes for a in arrays) + 4096
+
+
+def _remembered(run: RunConfig) -> RunRecord | None:
+    """The stored record from the server's memo while its entry is unchanged on disk (lab.store.entry_stamp), else
+    read and checked from the store (its digests, as is_cached does) and kept: a view of 128 stored runs stats 256
+    files, instead of reading and hashing them twice, and a rewritten, replaced or evicted entry is read again or
+    found gone."""
+    stamp = entry_stamp(run, touch=True)  # used now, as a read from the store would mark it
+    if stamp is None:
+        return None
+    key, memo = (str(cache_dir()), run_key(run)), view_memo("records")  # tests open several stores in a process
+    found = memo.get(key)
+    if found is not MISSING and found[0] == stamp:
+        return found[1]
+    record = stored_run(run) if is_cached(run) else None
+    if record is not None:
+        memo.put(key, (stamp, record), record_bytes(record))
+    return record
 
 
 def cached_many(runs: Sequence[RunConfig]) -> tuple[list[RunRecord], list[RunConfig]]:

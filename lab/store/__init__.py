@@ -21,6 +21,7 @@ tables or comparisons, which build on it. The cached function lives here so that
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -379,6 +380,27 @@ def is_cached(run: RunConfig, *, location: Path | str | None = None) -> bool:
         return _Entry(run, location).stored() is not None
     except OSError:
         return False
+
+
+def entry_stamp(run: RunConfig, *, location: Path | str | None = None, touch: bool = False) -> tuple | None:
+    """What changes whenever the run's entry is written, replaced or removed (the inode and size of its two files, the
+    array file's modification and change times, which no one can set back), or None when it is absent. A record read
+    and checked with one stamp is the stored one for as long as the stamp holds. touch: mark the entry as just used,
+    as a read does (the sidecar's mtime: eviction takes the least recently used first)."""
+    try:
+        func_dir, name = _entry_place(run, str(Path(location) if location is not None else cache_dir()))
+        if touch:
+            index.touch(func_dir, name)
+        sidecar, arrays = (os.stat(func_dir / name / file) for file in (backend.SIDECAR_FILE, backend.RECORD_FILE))
+    except OSError:
+        return None
+    return sidecar.st_ino, sidecar.st_size, arrays.st_ino, arrays.st_size, arrays.st_mtime_ns, arrays.st_ctime_ns
+
+
+@functools.lru_cache(maxsize=8192)  # joblib's hash of the config: the same place for as long as the process runs
+def _entry_place(run: RunConfig, location: str) -> tuple[Path, str]:
+    entry = _Entry(run, location)
+    return entry.func_dir, entry.path.name
 
 
 def _func_dir(location: Path) -> Path:

@@ -12,6 +12,8 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from ui.charts.memo import memo_chart
+
 TOKEN_COLOR = "#4C78A8"
 SEQUENCE_COLOR = "#F58518"
 BASE_COLOR = "#222222"
@@ -107,6 +109,7 @@ def tick_values(column: pd.Series, max_labels: int = 16):
     return [v.item() if hasattr(v, "item") else v for v in values[::step]]
 
 
+@memo_chart
 def heatmap(
     df: pd.DataFrame,
     x: str,

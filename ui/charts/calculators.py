@@ -15,6 +15,7 @@ from attncore.serving.kvcache import DTYPES, GB, Fit, KVCache, weight_bytes
 from attncore.serving.parameters import COMPONENTS, ParamCount
 from attncore.serving.weights import StoredWeights
 from lab import formats
+from ui.charts.memo import memo_chart
 from ui.charts.runs import BASE_COLOR, SEQUENCE_COLOR, TOKEN_COLOR, VARIANT_COLORS
 from ui.frames import within_int64
 
@@ -83,6 +84,7 @@ def breakdown_frame(count: ParamCount) -> pd.DataFrame:
     return within_int64(pd.DataFrame(count.rows(), columns=["component", "params", "share"]))
 
 
+@memo_chart
 def share_chart(df: pd.DataFrame, height: int = 230) -> alt.Chart:
     """breakdown_frame rows -> horizontal bars of each component's share of the total, labelled."""
     top = min(1.0, float(df["share"].max()) * LABEL_ROOM) if len(df) else 1.0  # room for the longest bar's label
@@ -211,6 +213,7 @@ def curves_frame(rows: list[dict]) -> pd.DataFrame:
     return df.astype({"bytes": float, "gib": float}).assign(bytes_text=exact)
 
 
+@memo_chart
 def memory_chart(
     df: pd.DataFrame, context: int | None = None, budget_gib: float | None = None, log: bool = True
 ) -> alt.LayerChart:
@@ -258,6 +261,7 @@ def memory_chart(
     return alt.layer(*layers).properties(height=340)
 
 
+@memo_chart
 def dtype_bars(df: pd.DataFrame, chosen: str) -> alt.Chart:
     """curves_frame of dtype_curves at one context -> a horizontal bar per element type, the chosen one
     highlighted, each labelled at its end (rows, so the labels never collide, at any width)."""
@@ -298,6 +302,7 @@ def fit_frame(f: Fit, cache_bytes: int, unit: str = "GB") -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["part", "size", "share"])
 
 
+@memo_chart
 def memory_split(df: pd.DataFrame, gpu_size: float, unit: str = "GB") -> alt.LayerChart:
     """fit_frame -> one stacked bar (reserve, weights, cache, free) against a tick at the GPU's size, both in `unit`;
     the axis names its unit (GB = 10⁹ B or GiB = 2³⁰ B)."""
@@ -393,6 +398,7 @@ def engine_frame(f: EngineFit) -> pd.DataFrame:
     )
 
 
+@memo_chart
 def engine_split(df: pd.DataFrame, total_gib: float) -> alt.LayerChart:
     """engine_frame -> one stacked bar in GiB against a tick at the card's total."""
     colors = [SEQUENCE_COLOR, "#EECA3B", "#E45756", TOKEN_COLOR, MUTED]
@@ -440,6 +446,7 @@ def timing_frame(bench: CacheBenchmark) -> pd.DataFrame:
     return pd.DataFrame(bench.rows(), columns=["generated", "mode", "seconds"])
 
 
+@memo_chart
 def timing_chart(df: pd.DataFrame) -> alt.Chart:
     """timing_frame -> time against generated length, one line per mode."""
     return (

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ui.charts.base import legend_columns, legend_rows
+from ui.charts.memo import memo_chart
 from ui.charts.runs import BASE_COLOR, METRICS, VARIANT_COLORS, accuracy_axis, accuracy_floor
 from ui.frames import thin
 
@@ -34,6 +35,7 @@ def thin_bands(df: pd.DataFrame, max_points: int = BAND_POINTS) -> pd.DataFrame:
     return df[df["step"].isin(steps[thin(len(steps), max_points)])]
 
 
+@memo_chart
 def band_curves(df: pd.DataFrame, log: bool = True, height: int = 300, columns: int = 2, y_title: str | None = None):
     """Columns level, step, seeds, mean, min, max (and facet): the mean over seeds as a line in a min-max band.
 
@@ -88,6 +90,7 @@ def accuracy_long(groups: pd.DataFrame) -> pd.DataFrame:
     return out.assign(level=out["level"].astype(str)) if len(out) else out
 
 
+@memo_chart
 def accuracy_by_level(groups: pd.DataFrame, factor_label: str, height: int = 320, columns: int = 2):
     """Per-token and per-sequence accuracy at each of the factor's levels (categories, so no line joins them): the
     mean over seeds as a dot, min to max over seeds as an error bar with end ticks, the two metrics side by side."""

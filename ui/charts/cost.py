@@ -6,6 +6,7 @@ import altair as alt
 import pandas as pd
 
 from ui.charts.base import BAD, BASE_COLOR, FIT_X, GOOD, log_ticks
+from ui.charts.memo import memo_chart
 
 MEMORY = alt.Scale(domain=["T × T scores", "Q, K, V"], range=[BAD, GOOD])
 
@@ -36,6 +37,7 @@ def _log(field: str, title: str, values: list | None = None, data=None) -> dict:
 PLOT_HEIGHT = 240  # pixels of the plot area, the axes and the legend below it (FIT_X)
 
 
+@memo_chart
 def time_chart(frame: pd.DataFrame, slope: float | None, height: int = PLOT_HEIGHT) -> alt.LayerChart:
     """Milliseconds against T on log-log axes, with the power-law fit (a straight line) dashed; `height`: the plot
     area's, the width the column's."""
@@ -56,6 +58,7 @@ def time_chart(frame: pd.DataFrame, slope: float | None, height: int = PLOT_HEIG
     return alt.layer(points, fit).properties(height=height, title=title, autosize=FIT_X)
 
 
+@memo_chart
 def memory_chart(frame: pd.DataFrame, height: int = PLOT_HEIGHT) -> alt.Chart:
     """MiB of the T × T scores (orange) against Q, K, V together (blue), log-log; `height`: the plot area's, the
     width the column's."""

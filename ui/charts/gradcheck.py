@@ -8,6 +8,7 @@ import pandas as pd
 
 from lab import formats
 from ui.charts.base import BAD, BASE_COLOR, GOOD, VARIANT_COLORS
+from ui.charts.memo import memo_chart
 
 NORM_LABELS = {"pre": "pre-LN", "post": "post-LN"}
 PASS_MARK = 1e-4  # a usual bar for a passing check at eps = 1e-6
@@ -29,6 +30,7 @@ def gradcheck_table(rows: list[dict]) -> pd.DataFrame:
     return table.loc[order, columns].assign(checked=checked.loc[order]).reset_index()
 
 
+@memo_chart
 def gradcheck_chart(rows: list[dict]) -> alt.FacetChart:
     """Max relative deviation per tensor (log axis), a colour per ε, one panel per LayerNorm placement."""
     df = pd.DataFrame(rows).dropna(subset=["max_rel_dev"])

@@ -8,6 +8,7 @@ import altair as alt
 import pandas as pd
 
 from ui.charts.base import BASE_COLOR, SEQUENCE_COLOR, TOKEN_COLOR, VARIANT_COLORS, panel_width
+from ui.charts.memo import memo_chart
 
 PARTS = alt.Scale(domain=["training", "held out"], range=[TOKEN_COLOR, SEQUENCE_COLOR])
 WHEN = alt.Scale(domain=["at initialisation", "at the end"], range=["#BBBBBB", BASE_COLOR])
@@ -17,6 +18,7 @@ def _step_axis() -> alt.X:
     return alt.X("step:Q", title="training step (log scale)", scale=alt.Scale(type="log", nice=False))
 
 
+@memo_chart
 def accuracy_curves(curves: pd.DataFrame, height: int = 220) -> alt.FacetChart:
     """lab.grokking.curves_frame: per variant a panel of the training and held-out accuracy of every seed against
     the step (log axis), a dotted rule at 99 %."""
@@ -40,6 +42,7 @@ def accuracy_curves(curves: pd.DataFrame, height: int = 220) -> alt.FacetChart:
     return layered.facet(facet=alt.Facet("variant:N", title=None, sort=variants), columns=columns)
 
 
+@memo_chart
 def norm_and_frequencies(curves: pd.DataFrame, height: int = 200) -> alt.FacetChart:
     """lab.grokking.curves_frame's weight norm and embedding frequencies against the step (log axis), a panel each
     with its own y scale, a line per seed coloured by variant."""
@@ -70,6 +73,7 @@ def norm_and_frequencies(curves: pd.DataFrame, height: int = 200) -> alt.FacetCh
     )
 
 
+@memo_chart
 def spectrum(frame: pd.DataFrame, height: int = 150) -> alt.FacetChart:
     """Rows variant, frequency, when, share (lab.grokking.spectrum_frame per variant): per variant and moment the
     share of the embedding's power at each frequency k, as bars."""

@@ -8,6 +8,7 @@ import altair as alt
 import pandas as pd
 
 from ui.charts.base import BASE_COLOR, MAIN_WIDTH, PAD, SEQUENCE_COLOR, TOKEN_COLOR, WEIGHTS, panel_width
+from ui.charts.memo import memo_chart
 
 LOSSES = alt.Scale(domain=["repeat", "first copy"], range=[SEQUENCE_COLOR, TOKEN_COLOR])
 PER_ROW = 3  # facets to a row
@@ -15,6 +16,7 @@ CURVES_Y_AXIS = 85  # px left of the first loss panel (labels and title) and the
 SCORES_FRAME = 210  # px of the head scores beside the plot: row names, head names, the legend (204 drawn at 1,280 px)
 
 
+@memo_chart
 def loss_curves(curves: pd.DataFrame, phases: pd.DataFrame, height: int = 220) -> alt.FacetChart:
     """lab.induction.curves_frame and phases_frame: per variant a panel of the held-out repeat and first-copy
     losses of every seed against the step, with a dashed rule at each seed's phase step."""
@@ -47,6 +49,7 @@ def loss_curves(curves: pd.DataFrame, phases: pd.DataFrame, height: int = 220) -
     return layered.facet(facet=alt.Facet("variant:N", title=None, sort=variants), columns=columns)
 
 
+@memo_chart
 def head_scores(frame: pd.DataFrame, height_per_head: int = 22) -> alt.Chart:
     """lab.induction.head_scores_frame: per pattern a heatmap of each head's score (0 to 1) at each snapshot."""
     heads = sorted(frame["head"].unique())
@@ -68,6 +71,7 @@ def head_scores(frame: pd.DataFrame, height_per_head: int = 22) -> alt.Chart:
     )
 
 
+@memo_chart
 def maps(frame: pd.DataFrame, columns: int = 2) -> alt.FacetChart:
     """Attention maps as rows panel, query, key, weight (causal pairs only): one heatmap per panel, in order,
     `columns` to a row (two: each head before and after), each as large as fits the main area."""
@@ -91,6 +95,7 @@ def maps(frame: pd.DataFrame, columns: int = 2) -> alt.FacetChart:
     )
 
 
+@memo_chart
 def ablation(frame: pd.DataFrame, levels: dict[str, float]) -> alt.LayerChart:
     """lab.induction.ablation_frame: per loss (repeat, first copy) each condition's seeds as dots and their mean as
     a tick; `levels` {label: loss} as dashed rules on the repeat panel (the 1-layer level, ln V)."""

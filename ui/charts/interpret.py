@@ -12,6 +12,7 @@ import pandas as pd
 
 from attncore.config import SEP
 from ui.charts.base import BASE_COLOR, MAIN_WIDTH, PAD, SEED_COLORS, SEQUENCE_COLOR, WEIGHT_COLOR, WEIGHTS
+from ui.charts.memo import memo_chart
 
 # the app's diverging colours on a fixed domain, so a restored fraction of 1 always looks the same
 RESTORED = alt.Scale(domain=[-1, 1], range=[WEIGHT_COLOR, "#F4F4F4", SEQUENCE_COLOR], clamp=True)
@@ -63,6 +64,7 @@ def head_grid_frame(grid: np.ndarray, value: str = "restored") -> pd.DataFrame:
     )
 
 
+@memo_chart
 def patch_heads(grid: np.ndarray, value: str = "restored") -> alt.Chart:
     """Fraction restored (or destroyed) by each head's output patched at every position: layers down, heads across."""
     return cells(head_grid_frame(grid, value), "head", "layer", value, scale=RESTORED, cell=(56, 36))
@@ -84,6 +86,7 @@ def components_frame(
     return pd.DataFrame(rows)
 
 
+@memo_chart
 def patch_components(
     resid: np.ndarray, mlp: np.ndarray, tokens, value: str = "restored", sep: bool = True
 ) -> alt.Chart:
@@ -108,6 +111,7 @@ def head_positions_frame(by_position: np.ndarray, tokens, value: str = "restored
     )
 
 
+@memo_chart
 def patch_head_positions(by_position: np.ndarray, tokens, value: str = "restored", sep: bool = True) -> alt.Chart:
     """Each head's output patched at one position at a time: heads down, positions across."""
     df = head_positions_frame(by_position, tokens, value, sep)
@@ -131,6 +135,7 @@ def lens_frame(found: dict[str, np.ndarray], length: int) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+@memo_chart
 def logit_lens(found: dict[str, np.ndarray], length: int) -> alt.FacetChart:
     """Probability of the correct token at each answer query, read after each block; one panel per input."""
     df = lens_frame(found, length)
@@ -155,11 +160,13 @@ def scores_frame(scores: dict[str, np.ndarray]) -> pd.DataFrame:
     )
 
 
+@memo_chart
 def detection_scores(scores: dict[str, np.ndarray]) -> alt.Chart:
     """Share of attention on each pattern, per head: patterns down, heads across, on [0, 1]."""
     return cells(scores_frame(scores), "head", "pattern", "score", scale=WEIGHTS, cell=(46, 30))
 
 
+@memo_chart
 def scores_over_training(steps: np.ndarray, scores: dict[str, np.ndarray], columns: int = 2) -> alt.FacetChart:
     """{pattern: (S, n_layers, H)} against the step (log scale), one line per head, one panel per pattern."""
     rows = [
@@ -206,6 +213,7 @@ def divergence_frame(result: dict) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["what", "kind", "jsd"])
 
 
+@memo_chart
 def divergences(result: dict) -> alt.LayerChart:
     """JSD from the original row: the adversarial rows against other seeds' maps, with the ceiling ln 2."""
     df = divergence_frame(result)
@@ -226,6 +234,7 @@ def divergences(result: dict) -> alt.LayerChart:
     return chart.properties(autosize=PAD)
 
 
+@memo_chart
 def permutation_tvd(tvds) -> alt.LayerChart:
     """The output's TVD under each permutation of the row, with the 0.01 bound of the adversarial search."""
     df = pd.DataFrame({"tvd": np.asarray(tvds, dtype=float)})
@@ -256,6 +265,7 @@ def rows_frame(result: dict, tokens, sep: bool = True) -> pd.DataFrame:
     )
 
 
+@memo_chart
 def rows_chart(result: dict, tokens, sep: bool = True) -> alt.Chart:
     """The rows side by side: weight on each key."""
     df = rows_frame(result, tokens, sep)

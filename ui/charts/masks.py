@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 
 from ui.charts.base import BAD, BASE_COLOR, GOOD, MASKED, PAD, grid_frame, heatmap
+from ui.charts.memo import memo_chart
 
 MASK = alt.Scale(domain=["allowed", "masked"], range=[GOOD, MASKED])
 ONE_TOL = 1e-9  # a row "sums to 1" within this
@@ -20,6 +21,7 @@ def mask_frame(mask: np.ndarray, axes: tuple[str, ...]) -> pd.DataFrame:
     return frame
 
 
+@memo_chart
 def mask_heatmap(
     mask: np.ndarray, axes: tuple[str, ...], cell: int = 22, facet: str | None = None, legend: bool | str = True
 ) -> alt.Chart:
@@ -49,6 +51,7 @@ def padding_summary(demo: dict) -> dict:
     return {"rows": ones["rows"], "ones": ones["ones"], "fully_masked": fully, "all_finite": bool(demo["all_finite"])}
 
 
+@memo_chart
 def weights_with_row_sums(
     weights: np.ndarray, sums: np.ndarray, title: str, mask: np.ndarray | None = None, cell: int | None = None
 ) -> alt.HConcatChart:

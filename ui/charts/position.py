@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ui.charts.base import BAD, BASE_COLOR, GOOD, VARIANT_COLORS, grid_frame
+from ui.charts.memo import memo_chart
 
 
 def param_table(rows: list[dict]) -> pd.DataFrame:
@@ -18,6 +19,7 @@ def param_table(rows: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows).rename(columns=names)[list(names.values())]
 
 
+@memo_chart
 def param_chart(rows: list[dict], height: int = 240) -> alt.LayerChart:
     """mechanisms.attention_param_counts rows: one bar per head count, the formula 4d² + 4d as a rule."""
     df = pd.DataFrame(rows)
@@ -50,6 +52,7 @@ def permutation_frame(rows: list[dict]) -> pd.DataFrame:
     )
 
 
+@memo_chart
 def permutation_chart(frame: pd.DataFrame, height: int = 260) -> alt.Chart:
     """Both deviations per position kind on a log axis: equivariance error blue, output change orange."""
     long = frame.melt("position", list(MEASURES), var_name="measure", value_name="value")
@@ -77,6 +80,7 @@ def permutation_chart(frame: pd.DataFrame, height: int = 260) -> alt.Chart:
     )
 
 
+@memo_chart
 def encoding_lines(table: np.ndarray, columns: list[int], value: str = "value", height: int = 220) -> alt.Chart:
     """Chosen columns of a (T, D) table as curves against position."""
     frame = grid_frame(np.asarray(table)[:, columns], ("position", "column"), value)

@@ -9,6 +9,7 @@ import pandas as pd
 
 from lab import formats
 from ui.charts.base import BASE_COLOR, PAD, VARIANT_COLORS, diverging, labelled_axis, log_ticks, panel_width
+from ui.charts.memo import memo_chart
 
 METRIC_TITLES = {"test_loss": "test loss", "sequence_accuracy": "per-sequence accuracy"}
 MATRIX_NAMES = {"attn_in": "attention in (W_QKV)", "attn_out": "attention out (W_O)", "ffn_in": "FFN in (W₁)"}
@@ -32,6 +33,7 @@ def _cell_axis(x: str, values) -> alt.Axis:
     return alt.Axis(values=values, format="d")
 
 
+@memo_chart
 def verdict_grid(rows: pd.DataFrame, x: str, y: str, x_title: str, y_title: str) -> alt.Chart:
     """lab.regimes.table rows of one metric: a cell per (x, y) coloured by the mean Δ (variant minus baseline;
     diverging, 0 pale) with the verdict written in it."""
@@ -66,6 +68,7 @@ def verdict_grid(rows: pd.DataFrame, x: str, y: str, x_title: str, y_title: str)
     return alt.layer(rect, text, data=df).properties(**size)
 
 
+@memo_chart
 def against(frame: pd.DataFrame, x: str, x_title: str, *, log_x: bool = False, log_y: bool = False) -> alt.Chart:
     """lab.regimes.by_variant rows: for each metric a panel, each variant's mean over seeds as a line with dots
     and its min-max over seeds as a band, against the cells' `x`."""
@@ -107,6 +110,7 @@ def norms_frame(by_setting: dict[tuple[str, int], dict]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+@memo_chart
 def grad_norms(df: pd.DataFrame, matrix: str = "ffn_out") -> alt.Chart:
     """One matrix's gradient norm at initialisation against the block (1 = nearest the input), pre-LN black and
     post-LN coloured, a panel per depth (Xiong et al. 2020, Fig. 3)."""
@@ -142,6 +146,7 @@ def grad_norms(df: pd.DataFrame, matrix: str = "ffn_out") -> alt.Chart:
     return faceted.resolve_scale(x="independent")  # each panel's blocks only
 
 
+@memo_chart
 def attention_by_size(df: pd.DataFrame) -> alt.Chart:
     """ui.regimes_view.attention_after rows: the attention entropy and the saturated share against d_k, each
     variant a colour, at initialisation dashed with triangles and after training solid with dots."""
@@ -187,6 +192,7 @@ def snapshot_norms_frame(snapshots: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["step", "block", "figure", "value"])
 
 
+@memo_chart
 def snapshot_norms(df: pd.DataFrame) -> alt.Chart:
     """snapshot_norms_frame rows: a panel per figure (two to a row), each block a line against the step (both
     log scales but the entropy's), from light (nearest the input) to dark (nearest the output)."""
@@ -209,6 +215,7 @@ def snapshot_norms(df: pd.DataFrame) -> alt.Chart:
     return alt.vconcat(alt.hconcat(*panels[:2]), alt.hconcat(*panels[2:]))
 
 
+@memo_chart
 def logit_growth(df: pd.DataFrame) -> alt.Chart:
     """ui.regimes_view.logits_over_training rows (variant, d_k, step, max_logit): the largest attention logit
     over the layers against the step, a line per d_k, a panel per variant (shared y: the panels compare)."""
@@ -234,6 +241,7 @@ def logit_growth(df: pd.DataFrame) -> alt.Chart:
 TRAINING_FIGURES = {"max_logit": "largest |q·k|/scale (log scale)", "entropy": "lowest attention entropy (nats)"}
 
 
+@memo_chart
 def attention_over_training(df: pd.DataFrame, figure: str) -> alt.Chart:
     """lab.stability.over_training rows (variant, lr, step, seeds, max_logit, entropy): one figure against the step,
     a line per learning rate (light: small, dark: large), a panel per variant (shared y: the panels compare)."""
@@ -260,6 +268,7 @@ def attention_over_training(df: pd.DataFrame, figure: str) -> alt.Chart:
     return alt.layer(chart, data=df).facet(column=column)
 
 
+@memo_chart
 def sensitivity_intervals(df: pd.DataFrame) -> alt.Chart:
     """lab.stability.sensitivity_table rows: per variant (a row), each seed's own LR sensitivity (small dots), their
     mean (a large dot) with its interval (a bar), and Wortsman et al.'s LR sensitivity of the seeds' mean curve

@@ -26,6 +26,7 @@ from ui.charts.base import (
     labelled_axis,
     panel_width,
 )
+from ui.charts.memo import memo_chart
 
 
 def _loss_axis(log: bool = True) -> alt.Y:
@@ -33,6 +34,7 @@ def _loss_axis(log: bool = True) -> alt.Y:
     return alt.Y("loss:Q", title="training loss" + (" (log scale)" if log else ""), scale=scale)
 
 
+@memo_chart
 def loss_curve(df: pd.DataFrame, log: bool = True, height: int = 280, steps: int | None = None) -> alt.Chart:
     """One curve: columns step, loss; `steps` fixes the x axis to the whole run, so a live curve grows into it."""
     x_scale = alt.Scale(domain=[0, steps]) if steps else alt.Undefined
@@ -51,6 +53,7 @@ def loss_curve(df: pd.DataFrame, log: bool = True, height: int = 280, steps: int
 SEED_CURVES_WIDTH = MAIN_WIDTH  # pixels of the main area the facets share (ui.charts.base.MAIN_WIDTH)
 
 
+@memo_chart
 def seed_curves(df: pd.DataFrame, log: bool = True, columns: int = 3) -> alt.FacetChart:
     """Columns run, seed, step, loss: per run a pale min-max band over seeds, every seed its own colour, the mean
     dashed black; the panels share the main area's width (no empty quarter at its right)."""
@@ -113,6 +116,7 @@ def accuracy_axis(floor: float, top: float = 1.0) -> dict:
     return {"scale": scale, "axis": alt.Axis(format=".2f", values=ticks, labelOverlap=False)}  # every tick named
 
 
+@memo_chart
 def accuracy_vs_length(df: pd.DataFrame, height: int = 200) -> alt.LayerChart:
     """Columns task, length, metric, mean, min: mean over seeds as lines (sort: dashed, squares), ▼ the worst seed;
     `height`: the plot area's (FIT_X: the width the column's, the axis and legend below it).
@@ -155,6 +159,7 @@ def accuracy_vs_length(df: pd.DataFrame, height: int = 200) -> alt.LayerChart:
     return alt.layer(*layers, *names).properties(height=height, autosize=FIT_X)  # 260 in all left a plot of 110
 
 
+@memo_chart
 def loss_overlay(df: pd.DataFrame, log: bool = True, height: int = 340) -> alt.Chart:
     """Columns label, step, loss; the first label (the base) black, the variants in the palette."""
     labels = list(dict.fromkeys(df["label"]))
@@ -172,6 +177,7 @@ def loss_overlay(df: pd.DataFrame, log: bool = True, height: int = 340) -> alt.C
     )
 
 
+@memo_chart
 def breakdown_bars(df: pd.DataFrame) -> alt.Chart:
     """Columns variant, symbols, accuracy, n: per-sequence accuracy split by distinct vs repeated symbols, a row
     of two bars per variant (rows, not columns: at a phone's width every variant keeps its name; side by side,
@@ -216,6 +222,7 @@ def heatmap_columns(n_heads: int, n_keys: int = 1, width: int = MAIN_WIDTH) -> i
     return next((c for c in range(limit, 1, -1) if n_heads % c == 0 and fits(c)), 1)
 
 
+@memo_chart
 def attention_heatmaps(df: pd.DataFrame, width: int = MAIN_WIDTH) -> alt.FacetChart:
     """ui.frames.attention_frame rows -> one heatmap per layer and head, layer by layer, as many to a row as fit
     `width` (the main area; at most HEATMAPS_PER_ROW, 8 heads wrap into two rows of 4), each titled
@@ -257,6 +264,7 @@ def attention_heatmaps(df: pd.DataFrame, width: int = MAIN_WIDTH) -> alt.FacetCh
     )
 
 
+@memo_chart
 def head_effects(df: pd.DataFrame) -> alt.Chart:
     """Columns head, mean max weight, drop: per head, how sharp its weights look beside what zeroing it costs."""
     measures = {"mean max weight": "mean max weight (how sharp it looks)", "drop": "per-seq accuracy lost when zeroed"}
@@ -356,6 +364,7 @@ def snapshot_accuracy(df: pd.DataFrame, step: int, steps: int, height: int = 200
     return alt.layer(lines, _step_rule(step, steps)).properties(height=height)  # a bottom legend would squash it
 
 
+@memo_chart
 def length_curves(
     df: pd.DataFrame, trained: int, longest: int, columns: int = 4, trained_range: tuple[int, int] | None = None
 ) -> alt.FacetChart:

@@ -8,6 +8,7 @@ import altair as alt
 import pandas as pd
 
 from ui.charts.base import BAD, BASE_COLOR, GOOD
+from ui.charts.memo import memo_chart
 
 SCALED, UNSCALED = "q·k / √d_k", "q·k"
 SCALING = alt.Scale(domain=[SCALED, UNSCALED], range=[GOOD, BAD])
@@ -73,6 +74,7 @@ def scaling_long(rows: list[dict]) -> pd.DataFrame:
     return frame
 
 
+@memo_chart
 def statistic_chart(long: pd.DataFrame, statistic: str, height: int = 260) -> alt.LayerChart:
     """One statistic against d_k (log 2 axis), scaled blue and unscaled orange, ±2 se bars, its limit as a rule."""
     label, _, _ = STATISTICS[statistic]

@@ -8,6 +8,7 @@ import altair as alt
 import pandas as pd
 
 from ui.charts.base import BASE_COLOR, PAD, SEQUENCE_COLOR, TOKEN_COLOR, panel_width
+from ui.charts.memo import memo_chart
 
 WHERE = alt.Scale(domain=["position 0", "other positions"], range=[SEQUENCE_COLOR, TOKEN_COLOR])
 ROLES = alt.Scale(domain=["sink head", "other heads"], range=[SEQUENCE_COLOR, TOKEN_COLOR])
@@ -25,6 +26,7 @@ def _rule(value: float, label: str, width: int) -> alt.LayerChart:
     return alt.layer(rule, text)
 
 
+@memo_chart
 def sink_share(frame: pd.DataFrame, uniform: float, height: int = 260) -> alt.LayerChart:
     """lab.sinks.sink_frame: each head's share of its bigram queries' attention on position 0 against the step, a
     line per seed and head, the run's sink head orange and the other heads blue, and the uniform causal head's share
@@ -47,6 +49,7 @@ def sink_share(frame: pd.DataFrame, uniform: float, height: int = 260) -> alt.La
     return alt.layer(lines, rule).properties(width=width, height=height, autosize=PAD)
 
 
+@memo_chart
 def window_losses(frame: pd.DataFrame, bayes: float, height: int = 280) -> alt.LayerChart:
     """lab.sinks.window_frame: each seed's held-out loss under full attention, the window and the window + sink,
     joined by a line (the pairs), the means as ticks, and the best possible loss as a dashed rule."""
@@ -63,6 +66,7 @@ def window_losses(frame: pd.DataFrame, bayes: float, height: int = 280) -> alt.L
     return alt.layer(pairs, dots, ticks, rule).properties(width=width, height=height, autosize=PAD)
 
 
+@memo_chart
 def norms(frame: pd.DataFrame, height: int = 200) -> alt.FacetChart:
     """lab.sinks.norms_frame: per quantity (value, residual) the mean norm at position 0 and at the others against
     the step, a line per seed."""
