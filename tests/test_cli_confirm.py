@@ -18,7 +18,7 @@ PER_MULTIPLY_ADD = 1e-9  # the test's machine: a nanosecond a multiply-add, a mi
 def fixed_costs(cache, monkeypatch):
     fixed = cost_model.CostModel(np.array([1e-3, 0.0, PER_MULTIPLY_ADD, PER_MULTIPLY_ADD, PER_MULTIPLY_ADD]), (), 0.0)
     asked = []
-    monkeypatch.setattr(cost_model, "model", lambda workers=1: asked.append(workers) or fixed)
+    monkeypatch.setattr(cost_model, "model", lambda workers=1, *args, **kwargs: asked.append(workers) or fixed)
     monkeypatch.setattr(cost_model, "slowdown", lambda workers, *args, **kwargs: 1.0)
     return asked
 
