@@ -158,10 +158,13 @@ DISPLAY_NAMES = {
 }
 
 
-def comparison_table(comparisons: pd.DataFrame, each: bool = False, hide: Sequence[str] = (), **names) -> None:
+def comparison_table(
+    comparisons: pd.DataFrame, each: bool = False, hide: Sequence[str] = (), caption: bool = True, **names
+) -> list[str]:
     """The paired differences as text with magnitudes that fit (lab.compare.display), metrics by their short names;
     each=True: every number as the command line prints it (3 significant digits, p 0.03125); `hide`: columns the
-    rows' facet already names (the level and baseline of a cell written out in words)."""
+    rows' facet already names (the level and baseline of a cell written out in words). Returns the sentences of
+    the caption that reads it; caption=False: the caller says them (once under several tables)."""
     shown = compare.display(comparisons, each=each).rename(columns=names | DISPLAY_NAMES)
     baselines, floors = list(dict.fromkeys(comparisons["baseline"])), list(dict.fromkeys(shown["p floor"]))
     every_seed = bool((comparisons["n_nonzero"] == comparisons["n"]).all())
@@ -207,7 +210,9 @@ def comparison_table(comparisons: pd.DataFrame, each: bool = False, hide: Sequen
             f"With {k} that differ no p can be below **{floors[0]}** (p floor: 2/2ᵐ over the m seeds that differ; "
             "a seed where both score exactly the same carries no sign)."
         )
-    st.caption(" ".join(said))
+    if caption:
+        st.caption(" ".join(said))
+    return said
 
 
 TABLE_TITLES = {
@@ -226,10 +231,22 @@ def comparison_tables_by_metric(
     comparisons: pd.DataFrame, each: bool = False, hide: Sequence[str] = (), **names
 ) -> None:
     """comparison_table once per metric under its title: without the metric column, a wide comparison (many
-    levels, cells or test lengths) fits the main area."""
+    levels, cells or test lengths) fits the main area. How to read them is said once, under the last table; a
+    sentence that holds for one table only (its floor, its seeds) stays under that table, and the one naming the
+    metric is left to the titles."""
+    said, slots = {}, {}
     for metric in dict.fromkeys(comparisons["metric"]):
         st.markdown(f"**{TABLE_TITLES.get(metric, metric)}**")
-        comparison_table(comparisons[comparisons["metric"] == metric], each=each, hide=hide, **names)
+        part = comparisons[comparisons["metric"] == metric]
+        sentences = comparison_table(part, each=each, hide=hide, caption=False, **names)
+        said[metric] = [s for s in sentences if not s.startswith("Every row compares the")]
+        slots[metric] = st.empty()
+    common = [s for s in next(iter(said.values()), []) if all(s in other for other in said.values())]
+    for metric, sentences in said.items():
+        own = [s for s in sentences if s not in common]
+        if own:
+            slots[metric].caption(" ".join(own))
+    st.caption(" ".join(common))
 
 
 def show_tables(
