@@ -28,7 +28,7 @@ def test_induction_a_two_layer_model_has_a_phase_change_and_a_one_layer_model_do
     from lab import induction
 
     two, one = induction.Variant(2, "rope"), induction.Variant(1, "rope")
-    assert {tuple(v) for v in (two, one)} <= set(induction.PAGE_VARIANTS)  # the page's own default variants
+    assert {(v.layers, v.position) for v in (two, one)} <= set(induction.PAGE_VARIANTS)  # the page's defaults
     by_variant = induction.runs_of([two, one], range(2))
     found = dict(zip(induction.all_runs(by_variant), records(induction.all_runs(by_variant)), strict=True))
     for run_two, run_one in zip(by_variant[two], by_variant[one], strict=True):
