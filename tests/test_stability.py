@@ -295,6 +295,11 @@ def test_the_regimes_page_draws_the_qk_norm_comparison_from_its_runs_with_its_ur
     assert not any(b.key == "reg_train" for b in at.button)  # every run from the store
     assert at.selectbox(key="reg_pair").value == regimes.QK_NORM and at.selectbox(key="reg_zloss").value == 1e-4
     assert at.multiselect(key="reg_qklrs").value == [1e-2, 3e-1]
+    # the schedule said from the runs; how to read the cells' four tables said once, not under each
+    assert "warms up linearly over 5 steps, then decays along a cosine to 0 at step 100" in texts(at.caption)
+    assert at.number_input(key="reg_warmup").value == 5
+    said = [c.value for c in at.caption]
+    assert sum("the shifts the sign-flip test does not reject" in c for c in said) == 1, said
 
 
 @pytest.mark.slow

@@ -231,22 +231,28 @@ def comparison_tables_by_metric(
     comparisons: pd.DataFrame, each: bool = False, hide: Sequence[str] = (), **names
 ) -> None:
     """comparison_table once per metric under its title: without the metric column, a wide comparison (many
-    levels, cells or test lengths) fits the main area. How to read them is said once, under the last table; a
-    sentence that holds for one table only (its floor, its seeds) stays under that table, and the one naming the
+    levels, cells or test lengths) fits the main area. How to read them is said once, under the last table: what
+    holds for every table as it is, what holds for some with the tables it holds for; the sentence naming the
     metric is left to the titles."""
-    said, slots = {}, {}
+    said = {}
     for metric in dict.fromkeys(comparisons["metric"]):
-        st.markdown(f"**{TABLE_TITLES.get(metric, metric)}**")
+        title = TABLE_TITLES.get(metric, metric)
+        st.markdown(f"**{title}**")
         part = comparisons[comparisons["metric"] == metric]
         sentences = comparison_table(part, each=each, hide=hide, caption=False, **names)
-        said[metric] = [s for s in sentences if not s.startswith("Every row compares the")]
-        slots[metric] = st.empty()
+        said[title] = [s for s in sentences if not s.startswith("Every row compares the")]
     common = [s for s in next(iter(said.values()), []) if all(s in other for other in said.values())]
-    for metric, sentences in said.items():
-        own = [s for s in sentences if s not in common]
-        if own:
-            slots[metric].caption(" ".join(own))
-    st.caption(" ".join(common))
+    some = {}  # a sentence that holds for some tables only: {sentence: the titles of those tables}
+    for title, sentences in said.items():
+        for sentence in sentences:
+            if sentence not in common:
+                some.setdefault(sentence, []).append(title.lower())
+    tables_of = [f"{_listed(titles)}: {sentence[0].lower()}{sentence[1:]}" for sentence, titles in some.items()]
+    st.caption(" ".join(common + [text[0].upper() + text[1:] for text in tables_of]))
+
+
+def _listed(items: Sequence[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def show_tables(
