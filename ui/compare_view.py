@@ -247,8 +247,16 @@ def comparison_tables_by_metric(
         for sentence in sentences:
             if sentence not in common:
                 some.setdefault(sentence, []).append(title.lower())
-    tables_of = [f"{_listed(titles)}: {sentence[0].lower()}{sentence[1:]}" for sentence, titles in some.items()]
-    st.caption(" ".join(common + [text[0].upper() + text[1:] for text in tables_of]))
+    by_tables = {}  # the sentences of the same tables together, their titles said once
+    for sentence, titles in some.items():
+        by_tables.setdefault(tuple(titles), []).append(sentence)
+    tables_of = [f"{_listed(titles).capitalize()}: {_uncapitalized(' '.join(sentences))}"
+                 for titles, sentences in by_tables.items()]  # fmt: skip
+    st.caption(" ".join(common + tables_of))
+
+
+def _uncapitalized(text: str) -> str:
+    return text[:1].lower() + text[1:]
 
 
 def _listed(items: Sequence[str]) -> str:
