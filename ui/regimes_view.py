@@ -95,18 +95,21 @@ def controls(experiment: str, lim: Limits) -> dict:
             pair = url_select("Variants", "reg_pair", pairs, "norm", format_func=PAIR_NAMES.get)
         qk = pair == regimes.QK_NORM
         out |= {"qk_norm": "both"} if qk else {"pair": pair}
+        layers = None
         with c2:
             if qk:
                 z_loss = url_select("z-loss variant (qk-norm off with a z-loss c)", "reg_zloss", Z_LOSSES, 0.0,
                                     format_func=z_loss_text, help=Z_LOSS_HELP)  # fmt: skip
                 out["z_loss"] = z_loss or None
             elif pair != "depth":
-                out["n_layers"] = url_number("Blocks (both variants)", "reg_layers", 2, 1, lim.max_layers)
+                layers = url_number("Blocks (both variants)", "reg_layers", 2, 1, lim.max_layers)
         # the full width, so that every chosen rate shows whole; the qk-norm comparison has its own grid, to 3e-1:
         # its effect is at the high rates
         key, grid = ("reg_qklrs", regimes.QK_LR_GRID) if qk else ("reg_lrgrid", regimes.LR_GRID)
         out["lrs"] = tuple(url_multiselect("Learning rates", key, list(regimes.LR_CHOICES), list(grid),
                                            format_func=formats.learning_rate))  # fmt: skip
+        if layers is not None:  # after the rates, in the order of the command line's flags
+            out["n_layers"] = layers
         if qk:
             c3, c4 = st.columns(2)
             with c3:
