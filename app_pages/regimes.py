@@ -44,6 +44,7 @@ rows = regimes.table(cells, summaries, stability.METRICS if qk_norm else regimes
 st.caption(f"{len(wanted)} runs in {len(cells)} cells over {compare_view.seeds_text(seeds)}, all from the run store.")
 if qk_norm:
     initial = view.initial_loss(cells)
+    st.caption(plain(view.schedule_text(cells)))
     st.markdown(f"**What the lab found.** {plain(stability.finding(cells, summaries, initial, rows))}")
 else:
     view.finding(rows)

@@ -1,9 +1,10 @@
 """The Regimes page's qk-norm comparison at its defaults (lab.regimes.lr_cells(qk_norm="both"), lab.stability):
 trains what the store lacks as one sweep, then prints, with the machine and its BLAS kernels, per variant and
 learning rate the mean over the seeds of the test loss, the largest attention logit and the lowest attention
-entropy over training, each variant's LR sensitivity with its interval, and the finding the page writes.
+entropy over training, each variant's LR sensitivity with its interval, and the finding the page writes. The runs
+train on the sources' schedule: a linear warm-up (default 5 % of the steps) then a cosine decay to 0.
 
-    python benchmarks/qk_norm_lr.py [--seeds 6] [--z-loss 1e-4] [--steps 1500] [--jobs 2]
+    python benchmarks/qk_norm_lr.py [--seeds 6] [--z-loss 1e-4] [--steps 1500] [--warmup 75] [--jobs 2]
 
 The same runs as `python -m attncore regimes lr --qk-norm both` (its store: ATTNCORE_CACHE_DIR, or cache/).
 """
@@ -29,12 +30,16 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=regimes.DEFAULT_SEEDS)
     parser.add_argument("--z-loss", type=float, default=None)
     parser.add_argument("--steps", type=int, default=1500)
+    parser.add_argument("--warmup", type=int, default=None, help="steps of warm-up (default 5 %% of the steps)")
     parser.add_argument("--jobs", type=int, default=2)
     a = parser.parse_args()
-    cells = regimes.lr_cells(range(a.seeds), qk_norm="both", z_loss=a.z_loss, steps=a.steps)
+    cells = regimes.lr_cells(range(a.seeds), qk_norm="both", z_loss=a.z_loss, steps=a.steps, warmup=a.warmup)
     runs = regimes.all_runs(cells)
     missing = [r for r in runs if not is_cached(r)]
     print(f"platform: {describe(current())}; {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
+    train = runs[0].train
+    ratio = f"{train.min_lr_ratio:g}"
+    print(f"schedule: warm-up {train.warmup} of {train.steps} steps, then {train.decay} decay to {ratio} x lr")
     workers = loky_workers(a.jobs, max(1, len(missing)))
     model = cost_model.model(workers)
     estimate = model.wall_seconds(missing, workers, cost_model.slowdown(workers))

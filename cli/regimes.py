@@ -29,7 +29,8 @@ DESCRIPTION = (
     "heads: the 1/√d_k scaling on (the baseline) against off at several head sizes d_k (Vaswani et al. 2017). "
     "lr: a variant pair (--pair) over a log grid of learning rates, with each variant's LR sensitivity, and the "
     "pair compared each at its own best (Wortsman et al. 2023); with --qk-norm both, qk-norm off (the baseline) "
-    "against on (and with --z-loss C qk-norm off with a z-loss C) up to lr 3e-1, with each run's largest attention "
+    "against on (and with --z-loss C qk-norm off with a z-loss C) up to lr 3e-1, on the sources' schedule (a "
+    "linear warm-up over 5 % of the steps, --warmup, then a cosine decay to 0), with each run's largest attention "
     "logit and lowest attention entropy over training and each variant's LR sensitivity with its interval over the "
     "seeds (Wortsman et al. 2023; Dehghani et al. 2023)."
 )
@@ -47,6 +48,7 @@ OWN_FLAGS = {
     "layers": ("lr",),
     "qk_norm": ("lr",),
     "z_loss": ("lr",),
+    "warmup": ("lr",),
 }
 
 
@@ -79,6 +81,8 @@ def options(a) -> dict:
                 out["qk_norm"] = a.qk_norm == "on"
         if a.z_loss is not None:
             out["z_loss"] = a.z_loss
+        if a.warmup is not None:  # lab.regimes refuses it without --qk-norm both
+            out["warmup"] = a.warmup
         if a.layers is not None:
             out["n_layers"] = a.layers
     return out
@@ -368,5 +372,7 @@ def register(sub) -> None:
                    "of the pair")  # fmt: skip
     p.add_argument("--z-loss", type=_z_loss, metavar="C", help="lr, with --qk-norm both: a third variant, qk-norm "
                    "off with a z-loss of coefficient C (Wortsman et al.: 1e-4), above 0 and below 1")  # fmt: skip
+    p.add_argument("--warmup", type=integer, metavar="N", help="lr, with --qk-norm both: steps of linear warm-up "
+                   "before the cosine decay, 0 to --steps (default 5 %% of the steps, 75 of 1,500)")  # fmt: skip
     add_sweep_flags(p)
     p.set_defaults(func=cmd_regimes)

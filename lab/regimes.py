@@ -9,8 +9,9 @@ panels). Pure functions: configs out, summaries in, DataFrames and sentences out
   sort (Vaswani et al. 2017, footnote 4).
 - lr: a variant pair over a log grid of learning rates, with Wortsman et al. 2023's LR sensitivity
   E_lr[min(ℓ(lr), ℓ₀) − min_lr ℓ(lr)], and the pair compared at a shared learning rate and each at its own best;
-  or qk-norm off (baseline) against on, and optionally qk-norm off with a z-loss, up to 3e-1 (lab.stability reads
-  their attention logits and entropies over training).
+  or qk-norm off (baseline) against on, and optionally qk-norm off with a z-loss, up to 3e-1, on the sources'
+  schedule: a linear warm-up then a cosine decay (Wortsman et al. 2023; lab.stability reads their attention logits
+  and entropies over training).
 """
 
 from __future__ import annotations
@@ -22,8 +23,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from attncore.checks import check_int
 from attncore.config import N_SYMBOLS, ConfigError, RunConfig, make_run
 from attncore.evaluate import test_loss
+from attncore.settings import SETTINGS
 from attncore.train import initial_params
 from lab import compare, formats, stats
 
@@ -49,6 +52,15 @@ QK_NORM = "qk_norm"  # the lr experiment's qk-norm comparison (qk_norm="both"): 
 QK_LR_GRID = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1)  # to 3e-1, where attention logits grow without it
 LR_CHOICES = (*LR_GRID, 3e-1)  # the learning rates the page offers for the lr experiment
 DEFAULT_Z_LOSS = 1e-4  # Wortsman et al.'s z-loss coefficient
+# The qk-norm comparison trains on Wortsman et al.'s schedule: a linear warm-up over 5 % of the steps (their 5e3 of
+# 1e5) then a cosine decay; they decay to lr 1e-5, the lab to 0 (attncore.optim's min_lr_ratio 0).
+QK_WARMUP_FRACTION = 0.05
+QK_SCHEDULE = {"decay": "cosine", "min_lr_ratio": 0.0}
+
+
+def qk_warmup(steps: int) -> int:
+    """The qk-norm comparison's default warm-up: QK_WARMUP_FRACTION of the steps, rounded (75 of 1,500)."""
+    return round(QK_WARMUP_FRACTION * steps)
 
 
 def z_loss_label(z_loss: float) -> str:
@@ -74,10 +86,16 @@ def _base(task: str, length: int, steps: int, **settings) -> dict:
     return {"task": task, "length": length, "steps": steps} | settings
 
 
+def check_steps(steps) -> None:
+    """ConfigError (field steps, with the setting's range) unless `steps` is a run's step count."""
+    check_int("steps", steps, SETTINGS["steps"].low, SETTINGS["steps"].high)
+
+
 def warmup_steps(steps: int) -> int:
     """The warm-up variants' warm-up: WARMUP_FRACTION of the steps, rounded. ConfigError (field steps) when that
     rounds to 0: the warm-up cells would hold the same runs as the others, and a warm-up pair would compare each
     run with itself ('identical on every seed')."""
+    check_steps(steps)
     warmup = round(WARMUP_FRACTION * steps)
     if warmup < 1:
         fewest = next(n for n in range(1, 100) if round(WARMUP_FRACTION * n) >= 1)
@@ -111,7 +129,10 @@ def _cell(key: dict, base: dict, pair: str | Sequence[tuple[str, dict]], seeds) 
 
 
 def depth_cells(seeds, *, task="sort", length=6, steps=1500, depths=DEPTHS, lrs=DEPTH_LRS, **settings) -> list[Cell]:
+    check_steps(steps)
     check_levels("depths", depths)
+    for n_layers in depths:  # named as the experiment's levels, not as the run setting they become
+        check_int("depths", n_layers, SETTINGS["n_layers"].low, SETTINGS["n_layers"].high)
     check_levels("lrs", lrs, formats.learning_rate)
     cells = []
     for n_layers in depths:
@@ -124,7 +145,10 @@ def depth_cells(seeds, *, task="sort", length=6, steps=1500, depths=DEPTHS, lrs=
 
 def head_cells(seeds, *, task="sort", length=6, steps=1500, sizes=HEAD_SIZES, heads=1, **settings) -> list[Cell]:
     """Scaling on vs off at each head size d_k, with `heads` heads of it (d = heads · d_k, d_ff = 4d)."""
+    check_steps(steps)
     check_levels("sizes", sizes)
+    for d_k in sizes:  # d = heads · d_k within the setting d_model's range
+        check_int("sizes", d_k, 1, SETTINGS["d_model"].high // max(1, heads))
     cells = []
     for d_k in sizes:
         base = _base(task, length, steps, d_model=heads * d_k, n_heads=heads, **settings)
@@ -133,20 +157,29 @@ def head_cells(seeds, *, task="sort", length=6, steps=1500, sizes=HEAD_SIZES, he
 
 
 def lr_cells(
-    seeds, *, pair=None, task="sort", length=6, steps=1500, lrs=None, qk_norm=None, z_loss=None, **settings
+    seeds, *, pair=None, task="sort", length=6, steps=1500, lrs=None, qk_norm=None, z_loss=None, warmup=None, **settings
 ) -> list[Cell]:
     """The pair of PAIRS[pair] (default norm) at each learning rate of `lrs` (default LR_GRID; settings: the rest,
-    e.g. n_layers=4). qk_norm="both": in place of a pair, qk_variants(z_loss) (default grid QK_LR_GRID); qk_norm
-    True or False: that setting for both variants of the pair. A z_loss is the third variant of qk_norm="both"."""
+    e.g. n_layers=4), at a constant learning rate. qk_norm="both": in place of a pair, qk_variants(z_loss) (default
+    grid QK_LR_GRID) on the sources' schedule, a linear warm-up of `warmup` steps (default qk_warmup(steps)) then
+    QK_SCHEDULE's cosine decay; qk_norm True or False: that setting for both variants of the pair. A z_loss is the
+    third variant of qk_norm="both"."""
+    check_steps(steps)
     if qk_norm == "both":
         if pair is not None:
             raise ConfigError("pair", "qk-norm both compares qk-norm off and on itself; drop the pair")
         if z_loss is not None and not (isinstance(z_loss, int | float) and 0 < z_loss < 1):
             raise ConfigError("z_loss", f"must be a coefficient above 0 and below 1, got {z_loss!r}")
+        warmup = qk_warmup(steps) if warmup is None else warmup
+        check_int("warmup", warmup, 0, steps)  # at most the steps
+        settings = {"warmup": warmup} | QK_SCHEDULE | settings
         variants, lrs = qk_variants(z_loss), QK_LR_GRID if lrs is None else lrs
     else:
         if z_loss is not None:
             raise ConfigError("z_loss", "adds the z-loss variant to the qk-norm comparison: give qk-norm both")
+        if warmup is not None:
+            raise ConfigError("warmup", "is the qk-norm comparison's warm-up (the pairs train at a constant rate, "
+                              "the warm-up pair compares it): give qk-norm both")  # fmt: skip
         pair = "norm" if pair is None else pair
         if pair not in PAIRS:
             raise ValueError(f"pair must be one of {', '.join(PAIRS)}; got {pair!r}")
@@ -173,7 +206,7 @@ def command(experiment: str, n_seeds: int, options: Mapping) -> str:
     page's options: what a hosted page names when its caps refuse the grid."""
     flags = {"task": "--task", "length": "--length", "steps": "--steps", "depths": "--depths", "lrs": "--lrs"}
     flags |= {"sizes": "--sizes", "heads": "--heads", "pair": "--pair", "n_layers": "--layers"}
-    flags |= {"qk_norm": "--qk-norm", "z_loss": "--z-loss"}
+    flags |= {"qk_norm": "--qk-norm", "z_loss": "--z-loss", "warmup": "--warmup"}
     parts = ["python -m attncore regimes", experiment, f"--seeds {n_seeds}"]
     for name, value in options.items():
         if value is None:  # a setting left at its default (no z-loss variant)

@@ -262,6 +262,15 @@ CONTRADICTIONS = {  # each was once accepted (a flag ignored, a cell twice, a ru
     "a warm-up of 0 steps": (["depth", "--steps", "2"], "--steps: the warm-up is 20% of the steps, which rounds to 0"),
     "a warm-up pair of 0 steps": (["lr", "--pair", "warmup", "--steps", "1"], "--steps: the warm-up is 20% of the"),
     "a learning rate of 1": (["lr", "--lrs", "1e-3", "1"], "--lrs: must be a learning rate from 1e-6 to below 1"),
+    # each names its own flag and range (they said the warm-up's rounding, and --layers)
+    "0 steps": (["depth", "--steps", "0"], "--steps: must be from 1 to 1,000,000, got 0"),
+    "negative steps": (["lr", "--steps", "-5"], "--steps: must be from 1 to 1,000,000, got -5"),
+    "0 steps of heads": (["heads", "--steps", "0"], "--steps: must be from 1 to 1,000,000, got 0"),
+    "a depth of 0": (["depth", "--depths", "2", "0"], "--depths: must be from 1 to 64, got 0"),
+    "a head size of 0": (["heads", "--sizes", "0"], "--sizes: must be from 1 to 4,096, got 0"),
+    "a warm-up past the steps": (["lr", "--qk-norm", "both", "--warmup", "2000"], "--warmup: must be from 0 to 1,500"),
+    "a warm-up of a pair": (["lr", "--warmup", "10"], "--warmup: is the qk-norm comparison's warm-up"),
+    "a warm-up to depth": (["depth", "--warmup", "10"], "--warmup: is a setting of the lr experiment"),
 }
 
 

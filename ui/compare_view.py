@@ -153,10 +153,13 @@ DISPLAY_NAMES = {
 }
 
 
-def comparison_table(comparisons: pd.DataFrame, each: bool = False, hide: Sequence[str] = (), **names) -> None:
+def comparison_table(
+    comparisons: pd.DataFrame, each: bool = False, hide: Sequence[str] = (), caption: bool = True, **names
+) -> list[str]:
     """The paired differences as text with magnitudes that fit (lab.compare.display), metrics by their short names;
     each=True: every number as the command line prints it (3 significant digits, p 0.03125); `hide`: columns the
-    rows' facet already names (the level and baseline of a cell written out in words)."""
+    rows' facet already names (the level and baseline of a cell written out in words). Returns the sentences of
+    the caption that reads it; caption=False: the caller says them (once under several tables)."""
     shown = compare.display(comparisons, each=each).rename(columns=names | DISPLAY_NAMES)
     baselines, floors = list(dict.fromkeys(comparisons["baseline"])), list(dict.fromkeys(shown["p floor"]))
     every_seed = bool((comparisons["n_nonzero"] == comparisons["n"]).all())
@@ -202,7 +205,9 @@ def comparison_table(comparisons: pd.DataFrame, each: bool = False, hide: Sequen
             f"With {k} that differ no p can be below **{floors[0]}** (p floor: 2/2ᵐ over the m seeds that differ; "
             "a seed where both score exactly the same carries no sign)."
         )
-    st.caption(" ".join(said))
+    if caption:
+        st.caption(" ".join(said))
+    return said
 
 
 TABLE_TITLES = {
@@ -230,10 +235,36 @@ def comparison_tables_by_metric(
     comparisons: pd.DataFrame, each: bool = False, hide: Sequence[str] = (), **names
 ) -> None:
     """comparison_table once per metric under its title: without the metric column, a wide comparison (many
-    levels, cells or test lengths) fits the main area."""
+    levels, cells or test lengths) fits the main area. How to read them is said once, under the last table: what
+    holds for every table as it is, what holds for some with the tables it holds for; the sentence naming the
+    metric is left to the titles."""
+    said = {}
     for metric in dict.fromkeys(comparisons["metric"]):
-        st.markdown(f"**{table_titles().get(metric, metric)}**")
-        comparison_table(comparisons[comparisons["metric"] == metric], each=each, hide=hide, **names)
+        title = table_titles().get(metric, metric)
+        st.markdown(f"**{title}**")
+        part = comparisons[comparisons["metric"] == metric]
+        sentences = comparison_table(part, each=each, hide=hide, caption=False, **names)
+        said[title] = [s for s in sentences if not s.startswith("Every row compares the")]
+    common = [s for s in next(iter(said.values()), []) if all(s in other for other in said.values())]
+    some = {}  # a sentence that holds for some tables only: {sentence: the titles of those tables}
+    for title, sentences in said.items():
+        for sentence in sentences:
+            if sentence not in common:
+                some.setdefault(sentence, []).append(title.lower())
+    by_tables = {}  # the sentences of the same tables together, their titles said once
+    for sentence, titles in some.items():
+        by_tables.setdefault(tuple(titles), []).append(sentence)
+    tables_of = [f"{_listed(titles).capitalize()}: {_uncapitalized(' '.join(sentences))}"
+                 for titles, sentences in by_tables.items()]  # fmt: skip
+    st.caption(" ".join(common + tables_of))
+
+
+def _uncapitalized(text: str) -> str:
+    return text[:1].lower() + text[1:]
+
+
+def _listed(items: Sequence[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def show_tables(

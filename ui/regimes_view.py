@@ -26,6 +26,10 @@ Z_LOSS_HELP = (
     "variants against one baseline are two comparisons, corrected by Holm: with 6 seeds neither can show a "
     "difference (2 × 2/2⁶ > 0.05); 7 seeds can."
 )
+WARMUP_HELP = (
+    "The qk-norm comparison trains on Wortsman et al.'s schedule: the learning rate rises linearly over these steps "
+    "(their 5e3 of 1e5, 5 %: 75 of 1,500), then falls along a cosine to 0 at the last step (theirs to 1e-5)."
+)
 SOURCES = {
     "depth": (
         "Xiong et al. 2020 (arXiv:2002.04745): at initialisation the gradient of the last layer's weights scales as "
@@ -51,9 +55,11 @@ SOURCES = {
         "LayerNorm on the queries and keys before their dot product (qk-norm) removes this and lowers the LR "
         "sensitivity, E_lr[min(ℓ(lr), ℓ₀) − min_lr ℓ(lr)], widening the range of learning rates that train. "
         "Dehghani et al. 2023 (arXiv:2302.05442) met the same logit growth training ViT-22B and added qk-norm. "
-        "The z-loss, c · (log Z)² of the output softmax's normaliser Z (c = 1e-4), keeps the output logits from "
-        "drifting; Wortsman et al. find that divergence only in larger models, so whether it helps at this size is "
-        "open: the finding above says what these runs show."
+        "Their second instability, output-logit divergence (the output logits drifting away from the log "
+        "probabilities, log Z far below 0), is what the z-loss mitigates: c · (log Z)² of the output softmax's "
+        "normaliser Z (c = 1e-4, from PaLM). They reproduce both instabilities in small models at high learning "
+        "rates, trained with a linear warm-up and a cosine decay, as these runs are; whether the z-loss helps on "
+        "this task the finding above says from the runs."
     ),
 }
 
@@ -89,22 +95,28 @@ def controls(experiment: str, lim: Limits) -> dict:
             pair = url_select("Variants", "reg_pair", pairs, "norm", format_func=PAIR_NAMES.get)
         qk = pair == regimes.QK_NORM
         out |= {"qk_norm": "both"} if qk else {"pair": pair}
-        with c2:  # the qk-norm comparison has its own grid, to 3e-1: its effect is at the high rates
-            key, grid = ("reg_qklrs", regimes.QK_LR_GRID) if qk else ("reg_lrgrid", regimes.LR_GRID)
-            lrs = url_multiselect("Learning rates", key, list(regimes.LR_CHOICES), list(grid),
-                                  format_func=formats.learning_rate)  # fmt: skip
+        layers = None
+        with c2:
+            if qk:
+                z_loss = url_select("z-loss variant (qk-norm off with a z-loss c)", "reg_zloss", Z_LOSSES, 0.0,
+                                    format_func=z_loss_text, help=Z_LOSS_HELP)  # fmt: skip
+                out["z_loss"] = z_loss or None
+            elif pair != "depth":
+                layers = url_number("Blocks (both variants)", "reg_layers", 2, 1, lim.max_layers)
+        # the full width, so that every chosen rate shows whole; the qk-norm comparison has its own grid, to 3e-1:
+        # its effect is at the high rates
+        key, grid = ("reg_qklrs", regimes.QK_LR_GRID) if qk else ("reg_lrgrid", regimes.LR_GRID)
+        out["lrs"] = tuple(url_multiselect("Learning rates", key, list(regimes.LR_CHOICES), list(grid),
+                                           format_func=formats.learning_rate))  # fmt: skip
+        if layers is not None:  # after the rates, in the order of the command line's flags
+            out["n_layers"] = layers
         if qk:
             c3, c4 = st.columns(2)
             with c3:
-                z_loss = url_select("z-loss variant (qk-norm off with a z-loss c)", "reg_zloss", Z_LOSSES, 0.0,
-                                    format_func=z_loss_text, help=Z_LOSS_HELP)  # fmt: skip
-            out |= {"z_loss": z_loss or None, "lrs": tuple(lrs)}
+                out["warmup"] = url_number("Warm-up steps (then a cosine decay to 0)", "reg_warmup",
+                                           regimes.qk_warmup(steps), 0, steps, help=WARMUP_HELP)  # fmt: skip
             with c4:
                 out["n_layers"] = url_number("Blocks (every variant)", "reg_layers", 2, 1, lim.max_layers)
-            return out
-        out["lrs"] = tuple(lrs)
-        if pair != "depth":
-            out["n_layers"] = url_number("Blocks (both variants)", "reg_layers", 2, 1, lim.max_layers)
     return out
 
 
@@ -287,7 +299,22 @@ def qk_norm_sections(cells, by_run, summaries, initial) -> None:
         + (f" {missing} of the runs were stored before their norms were and are left out." if missing else "")
     )
     st.markdown("**The variants each at its own best learning rate**, paired by seed with the baseline:")
-    compare_view.comparison_table(regimes.at_best(cells, summaries, initial), each=True)
+    compare_view.comparison_table(regimes.at_best(cells, summaries, initial), each=True, caption=False)
+    st.caption("Read as the tables of every cell below (interval, p, floor), which say how once.")
+
+
+def schedule_text(cells) -> str:
+    """The qk-norm comparison's schedule in words, read from its runs: 'Every run warms up linearly over 75 steps,
+    then decays along a cosine to 0 at step 1,500 (Wortsman et al.'s schedule: theirs 5e3 of 1e5 steps, to 1e-5).'"""
+    train = next(iter(cells[0].groups.values()))[0].train
+    end = "0" if train.min_lr_ratio == 0 else f"{formats.significant(train.min_lr_ratio, 3)} × lr"
+    decay = {"cosine": "along a cosine", "linear": "linearly"}.get(train.decay)
+    then = f"then decays {decay} to {end} at step {train.steps:,}" if decay else "then stays constant"
+    warm = f"warms up linearly over {formats.count(train.warmup, 'step')}" if train.warmup else "starts at lr"
+    return (
+        f"Every run of this comparison {warm}, {then}: Wortsman et al.'s schedule (their warm-up 5e3 of 1e5 steps, "
+        "their decay to 1e-5). The other variant pairs train at a constant learning rate."
+    )
 
 
 def stats_text(r) -> str:
