@@ -17,6 +17,9 @@ from pathlib import Path
 import streamlit as st
 from streamlit.navigation.page import StreamlitPage
 from streamlit.runtime.scriptrunner import get_script_run_ctx
+from streamlit.runtime.scriptrunner_utils.exceptions import StopException
+
+from ui import lesson, lesson_link
 
 
 @dataclass(frozen=True)
@@ -117,6 +120,7 @@ def navigation() -> tuple[StreamlitPage, PageSpec]:
     # expanded: every page listed; by default Streamlit folds a long menu after 10 behind "View more"
     nav = st.navigation({s: pages for s, pages in grouped.items() if pages}, expanded=True)
     current = next((p for p in PAGES if p.url_path == nav.url_path), PAGES[0])
+    lesson.begin()  # a lesson link's note and question, at the top of the page, before the sidebar's widgets
     return nav, current
 
 
@@ -128,7 +132,8 @@ COMPILE_ATTEMPTS = 3
 
 def run(page: StreamlitPage) -> None:
     """page.run(), its script compiled first into Streamlit's script cache, again if the compile lost the race above
-    (nothing of the page has run then; page.run() itself may be called only once a run)."""
+    (nothing of the page has run then; page.run() itself may be called only once a run). Then, with every control
+    of the page known, the lesson view's notices and the "Make a lesson link" control (also after st.stop())."""
     ctx, path = get_script_run_ctx(), getattr(page, "_page", None)  # the script's Path, as st.Page resolved it
     if ctx is not None and isinstance(path, Path):
         for attempt in range(1, COMPILE_ATTEMPTS + 1):
@@ -138,7 +143,18 @@ def run(page: StreamlitPage) -> None:
             except SystemError as e:
                 if AST_RACE not in str(e) or attempt == COMPILE_ATTEMPTS:
                     raise
-    page.run()
+    lesson.page_starts()
+    try:
+        page.run()
+    except StopException:
+        _after(page)
+        raise
+    _after(page)
+
+
+def _after(page: StreamlitPage) -> None:
+    lesson.finish()
+    lesson_link.draw(page.url_path)
 
 
 def page_links() -> None:

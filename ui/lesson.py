@@ -1,0 +1,143 @@
+"""A lesson view: the URL parameters every page reads besides its own, after TensorFlow Playground's links (each
+control can be hidden) and NDIF's workshop design (a teacher's note and a question).
+
+    ?hide=scal_seed,scal_reps   those controls are not drawn; they keep the link's values (or their defaults)
+    ?lock=scal_T                drawn, disabled, at the link's value
+    ?note=...&question=...&answer=...   a teacher's note at the top, a question under it, its answer folded
+
+The names in hide and lock are the URL keys of the page's controls. ui.params registers each control here as it is
+drawn (`control`), so the valid names are known only once the page has run: Streamlit runs a page top to bottom and
+a first visit has no earlier run to learn them from, and a list declared beside each page would have to be kept in
+step with its widgets by hand. So `begin` (before the page) keeps a place at the top of the page, and `finish`
+(after it) fills it: which controls the link hides or locks, a "show all controls" button, and one refusal naming
+the page's valid names for any name no control has. Every text is shown literally (ui.plain).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import streamlit as st
+from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
+
+from ui import urls
+from ui.plain import clip, plain
+
+HIDE, LOCK, NOTE, QUESTION, ANSWER = "hide", "lock", "note", "question", "answer"
+PARAMS = (HIDE, LOCK, NOTE, QUESTION, ANSWER)
+MAX_TEXT = 200  # characters, as for every other text parameter (ui.params.MAX_TEXT)
+_STATE = "_attnlab_lesson"  # attribute of the script run context holding this run's state
+
+
+@dataclass
+class _Run:
+    """What one script run learnt: the controls drawn (URL key -> label, in order) and the place at the top."""
+
+    cursors: object  # the run context's cursors, a new dict every run: tells this run from the one before
+    controls: dict[str, str] = field(default_factory=dict)
+    page_from: int = 0  # controls[page_from:] are the page's own (before them: the sidebar's)
+    top: object | None = None  # an st.empty() drawn by begin(), filled by finish()
+
+
+def _run() -> _Run | None:
+    ctx = get_script_run_ctx()
+    if ctx is None:
+        return None
+    state = getattr(ctx, _STATE, None)
+    if state is None or state.cursors is not ctx.cursors:
+        state = _Run(ctx.cursors)
+        setattr(ctx, _STATE, state)
+    return state
+
+
+def names(param: str) -> list[str]:
+    """The control names a hide or lock parameter lists (comma-separated, repeats allowed); [] if over the cap."""
+    raw = urls.raw(param) or []
+    text = ",".join(raw)
+    if len(text) > MAX_TEXT:
+        return []
+    return list(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+
+
+def control(key: str, label: str) -> tuple[bool, bool]:
+    """Register a control drawn by ui.params; returns (hidden, locked) as the URL asks."""
+    state = _run()
+    if state is not None:
+        state.controls.setdefault(key, label)
+    hidden = key in names(HIDE)
+    return hidden, not hidden and key in names(LOCK)
+
+
+def page_starts() -> None:
+    """The controls registered from now on are the page's own (ui.nav calls it just before the page runs)."""
+    state = _run()
+    if state is not None:
+        state.page_from = len(state.controls)
+
+
+def controls() -> dict[str, str]:
+    """The controls drawn so far this run, URL key -> label: the page's own first, then the sidebar's."""
+    state = _run()
+    if state is None:
+        return {}
+    items = list(state.controls.items())
+    return dict(items[state.page_from :] + items[: state.page_from])
+
+
+def in_lesson() -> bool:
+    """Whether the URL holds any lesson parameter."""
+    return any(urls.raw(p) for p in PARAMS)
+
+
+def _text(param: str, label: str) -> str:
+    in_url, value = urls.checked(param, label, urls.text(MAX_TEXT), "none")
+    return str(value) if in_url else ""
+
+
+def begin() -> None:
+    """Before the page: the teacher's note, the question and its folded answer, and a place for what finish() says.
+    Draws nothing on a page opened without lesson parameters."""
+    state = _run()
+    if state is None or not in_lesson():
+        return
+    for param in (HIDE, LOCK):  # a list over the cap is refused whole
+        raw = urls.raw(param)
+        if raw and len(",".join(raw)) > MAX_TEXT:
+            urls.notice(f"URL parameter {param}={clip(','.join(raw))} ignored: at most {MAX_TEXT} characters.")
+    note, question, answer = _text(NOTE, "Note"), _text(QUESTION, "Question"), _text(ANSWER, "Answer")
+    if note:
+        st.info(plain(note), icon=":material/school:")
+    if question:
+        st.markdown(f"**Question:** {plain(question)}")
+    if answer:
+        with st.expander("Answer (open when you have thought about it)"):
+            st.markdown(plain(answer))
+    state.top = st.empty()
+
+
+def _show_all() -> None:
+    for param in (HIDE, LOCK):
+        urls.write(param, None)
+
+
+def finish() -> None:
+    """After the page: say which controls the link hides or locks (with a button that shows them all), and refuse in
+    one line the names no control of this page has."""
+    state = _run()
+    if state is None or state.top is None:
+        return
+    hide, lock = names(HIDE), names(LOCK)
+    valid = controls()
+    unknown = [n for n in dict.fromkeys(hide + lock) if n not in valid]
+    hidden, locked = [valid[n] for n in hide if n in valid], [valid[n] for n in lock if n in valid and n not in hide]
+    with state.top.container():
+        if unknown:
+            params = ",".join(p for p, ns in ((HIDE, hide), (LOCK, lock)) if set(ns) & set(unknown))
+            allowed = ", ".join(valid) or "none: it has no controls"
+            urls.show([f"URL parameter {params}: no control of this page is named {clip(', '.join(unknown))}. "
+                       f"Valid names: {allowed}."])  # fmt: skip
+        if hidden or locked:
+            kinds = (("hidden", hidden), ("locked", locked))
+            parts = [f"{how} ({', '.join(labels)})" for how, labels in kinds if labels]
+            st.caption(plain(f"A lesson view: some controls are {' and '.join(parts)}."))
+            st.button("Show all controls", icon=":material/visibility:", on_click=_show_all, key="_lesson_show_all")
