@@ -66,6 +66,9 @@ PAGES = [
     PageSpec("Lab", "app_pages/grokking.py", "Grokking", ":material/lightbulb:", "grokking",
              "Modular addition memorised at once, generalised much later: weight decay and the Fourier spectrum, "
              "over seeds.", uses_run=False),
+    PageSpec("Lab", "app_pages/lessons.py", "Lessons", ":material/school:", "lessons",
+             "Pages opened at chosen values with a teacher's note and a question; some controls hidden.",
+             uses_run=False),
     PageSpec("Lab", "app_pages/science.py", "Science", ":material/menu_book:", "science",
              "The model, the tasks and each experiment explained, beside the article's figures.", uses_run=False),
     PageSpec("Calculators", "app_pages/parameters.py", "Parameters", ":material/calculate:", "parameters",
