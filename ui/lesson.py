@@ -37,6 +37,7 @@ class _Run:
     controls: dict[str, str] = field(default_factory=dict)
     page_from: int = 0  # controls[page_from:] are the page's own (before them: the sidebar's)
     top: object | None = None  # an st.empty() drawn by begin(), filled by finish()
+    banner: object | None = None  # an st.empty() saying which controls are hidden or locked, as they are drawn
 
 
 def _run() -> _Run | None:
@@ -62,10 +63,25 @@ def names(param: str) -> list[str]:
 def control(key: str, label: str) -> tuple[bool, bool]:
     """Register a control drawn by ui.params; returns (hidden, locked) as the URL asks."""
     state = _run()
+    hidden = key in names(HIDE)
+    locked = not hidden and key in names(LOCK)
     if state is not None:
         state.controls.setdefault(key, label)
-    hidden = key in names(HIDE)
-    return hidden, not hidden and key in names(LOCK)
+        if (hidden or locked) and state.banner is not None:
+            _say_hidden(state)
+    return hidden, locked
+
+
+def _say_hidden(state: _Run) -> None:
+    """The banner, redrawn as each hidden or locked control is met (a page may end in st.stop(), after which
+    nothing more can be drawn)."""
+    hide, lock = names(HIDE), names(LOCK)
+    found = state.controls
+    hidden = [found[n] for n in hide if n in found]
+    locked = [found[n] for n in lock if n in found and n not in hide]
+    kinds = (("hidden", hidden), ("locked", locked))
+    parts = [f"{how} ({', '.join(labels)})" for how, labels in kinds if labels]
+    state.banner.caption(plain(f"A lesson view: some controls are {' and '.join(parts)}."))
 
 
 def page_starts() -> None:
@@ -112,6 +128,9 @@ def begin() -> None:
     if answer:
         with st.expander("Answer (open when you have thought about it)"):
             st.markdown(plain(answer))
+    if names(HIDE) or names(LOCK):
+        state.banner = st.empty()
+        st.button("Show all controls", icon=":material/visibility:", on_click=_show_all, key="_lesson_show_all")
     state.top = st.empty()
 
 
@@ -121,23 +140,17 @@ def _show_all() -> None:
 
 
 def finish() -> None:
-    """After the page: say which controls the link hides or locks (with a button that shows them all), and refuse in
-    one line the names no control of this page has."""
+    """After the page: refuse in one line the names in hide and lock that no control of this page has. Not after a
+    page that ended in st.stop(): Streamlit draws nothing more in that run."""
     state = _run()
     if state is None or state.top is None:
         return
     hide, lock = names(HIDE), names(LOCK)
     valid = controls()
     unknown = [n for n in dict.fromkeys(hide + lock) if n not in valid]
-    hidden, locked = [valid[n] for n in hide if n in valid], [valid[n] for n in lock if n in valid and n not in hide]
     with state.top.container():
         if unknown:
             params = ",".join(p for p, ns in ((HIDE, hide), (LOCK, lock)) if set(ns) & set(unknown))
             allowed = ", ".join(valid) or "none: it has no controls"
             urls.show([f"URL parameter {params}: no control of this page is named {clip(', '.join(unknown))}. "
                        f"Valid names: {allowed}."])  # fmt: skip
-        if hidden or locked:
-            kinds = (("hidden", hidden), ("locked", locked))
-            parts = [f"{how} ({', '.join(labels)})" for how, labels in kinds if labels]
-            st.caption(plain(f"A lesson view: some controls are {' and '.join(parts)}."))
-            st.button("Show all controls", icon=":material/visibility:", on_click=_show_all, key="_lesson_show_all")

@@ -17,7 +17,6 @@ from pathlib import Path
 import streamlit as st
 from streamlit.navigation.page import StreamlitPage
 from streamlit.runtime.scriptrunner import get_script_run_ctx
-from streamlit.runtime.scriptrunner_utils.exceptions import StopException
 
 from ui import lesson, lesson_link
 
@@ -136,7 +135,7 @@ COMPILE_ATTEMPTS = 3
 def run(page: StreamlitPage) -> None:
     """page.run(), its script compiled first into Streamlit's script cache, again if the compile lost the race above
     (nothing of the page has run then; page.run() itself may be called only once a run). Then, with every control
-    of the page known, the lesson view's notices and the "Make a lesson link" control (also after st.stop())."""
+    of the page known, the lesson view's refusals and the "Make a lesson link" control."""
     ctx, path = get_script_run_ctx(), getattr(page, "_page", None)  # the script's Path, as st.Page resolved it
     if ctx is not None and isinstance(path, Path):
         for attempt in range(1, COMPILE_ATTEMPTS + 1):
@@ -147,17 +146,10 @@ def run(page: StreamlitPage) -> None:
                 if AST_RACE not in str(e) or attempt == COMPILE_ATTEMPTS:
                     raise
     lesson.page_starts()
-    try:
-        page.run()
-    except StopException:
-        _after(page)
-        raise
-    _after(page)
-
-
-def _after(page: StreamlitPage) -> None:
-    lesson.finish()
+    page.run()
+    lesson.finish()  # not after st.stop(): Streamlit draws nothing more in that run
     lesson_link.draw(page.url_path)
+
 
 
 def page_links() -> None:
