@@ -64,9 +64,9 @@ LESSONS = (
     ),
     Lesson(
         "position-length", "Position encodings and length generalisation", "lengths",
-        lock=("len_seeds",),
-        note="Five position encodings trained on the same lengths, tested beyond them. Press the button to compare "
-             "them over seeds.",
+        params={"lit_task": "copy"}, hide=("lit_rand",), lock=("lit_task",),
+        note="Position encodings trained on the same lengths, tested beyond them, over seeds. Train the missing runs "
+             "to compare them.",
         question="Which encodings keep their accuracy past the longest training length, and which fall at once?",
         answer="Read it off the curves: learned absolute positions have no embedding past the trained range; "
                "relative schemes can carry on further. The interval says how sure the seeds are.",
@@ -113,8 +113,8 @@ LESSONS = (
     ),
     Lesson(
         "map-explanation", "Is a head's map an explanation?", "explanations",
-        lock=("exp_restarts", "exp_steps"),
-        note="A head's attention map beside maps that change it: shuffled, adversarial, and other seeds' heads.",
+        note="A head's attention map beside other maps: shuffled, adversarial, and other seeds' heads. Its controls "
+             "appear once the sidebar's run is trained.",
         question="If a very different map gives the same output, does the original map explain the output?",
         answer="Not by itself (Jain & Wallace 2019; Wiegreffe & Pinter 2019): compare with the baseline seeds "
                "before reading a map as the reason.",
