@@ -151,7 +151,6 @@ def run(page: StreamlitPage) -> None:
     lesson_link.draw(page.url_path)
 
 
-
 def page_links() -> None:
     """Links to every page but Home, by section, each with its blurb; the sidebar's settings travel along."""
     for section in SECTIONS:
