@@ -41,22 +41,22 @@ def draw(url_path: str) -> None:
     with st.sidebar, st.expander("Make a lesson link", icon=":material/school:"):
         if not controls:
             st.caption("This page has no controls to hide or lock; a note and a question can still be linked.")
-            table = pd.DataFrame(columns=["Control", "URL key", HIDE_COL, LOCK_COL])
+            table = pd.DataFrame(columns=["Control", HIDE_COL, LOCK_COL])
         else:
             hide, lock = set(lesson.names(lesson.HIDE)), set(lesson.names(lesson.LOCK))
             table = pd.DataFrame(
-                {"Control": list(controls.values()), "URL key": list(controls),
-                 HIDE_COL: [k in hide for k in controls], LOCK_COL: [k in lock for k in controls]}
+                {"Control": list(controls.values()), HIDE_COL: [k in hide for k in controls],
+                 LOCK_COL: [k in lock for k in controls]}
             )  # fmt: skip
-            # boolean columns are drawn as check boxes
-            table = st.data_editor(table, hide_index=True, disabled=["Control", "URL key"], key="_lesson_controls")
+            # the labels only, to fit the sidebar (the link names each control by its URL key); booleans: check boxes
+            table = st.data_editor(table, hide_index=True, disabled=["Control"], key="_lesson_controls")
         texts = {
             param: st.text_area(param.capitalize(), max_chars=lesson.MAX_TEXT, key=f"_lesson_{param}", height=68)
             for param in (lesson.NOTE, lesson.QUESTION, lesson.ANSWER)
         }
         params = {k: _current(k) for k in controls if _current(k)}
         for param, col in ((lesson.HIDE, HIDE_COL), (lesson.LOCK, LOCK_COL)):
-            chosen = [k for k, on in zip(table["URL key"], table[col], strict=True) if on]
+            chosen = [k for k, on in zip(controls, table[col], strict=True) if on]
             if chosen:
                 params[param] = ",".join(chosen)
         params |= {param: text.strip() for param, text in texts.items() if text.strip()}
