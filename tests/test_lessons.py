@@ -53,6 +53,8 @@ def test_lessons_are_records_over_registered_pages():
 
 @pytest.mark.parametrize("x", lessons.LESSONS, ids=lambda x: x.name)
 def test_every_lesson_opens_on_its_page(cache, x):
+    every = widgets(open_page(x.page, x.params))  # the same view with every control drawn
+    assert set(x.hide) | set(x.lock) <= set(every), sorted(set(x.hide) | set(x.lock) - set(every))
     at = open_page(x.page, dict(x.query()))
     assert url_notices(at) == []
     drawn = widgets(at)
@@ -60,6 +62,8 @@ def test_every_lesson_opens_on_its_page(cache, x):
         assert key not in drawn, key
     for key in x.lock:
         assert drawn[key].disabled, key
+    banner = " ".join(shown(c.value) for c in at.caption if "A lesson view" in c.value)
+    assert all(every[key].label in banner for key in (*x.hide, *x.lock))
     assert any(shown(i.value) == x.note for i in at.info)
     assert any(shown(m.value) == f"**Question:** {x.question}" for m in at.markdown)
     assert any(e.label.startswith("Answer") for e in at.expander)
@@ -124,6 +128,14 @@ def test_page_without_lesson_parameters_shows_no_lesson_view(cache):
     at = open_page("masks", {})
     assert not any(b.label == "Show all controls" for b in at.button)
     assert not any(e.label.startswith("Answer") for e in at.expander)
+
+
+def test_lessons_page_links_every_lesson(cache):
+    at = open_page("lessons", {})
+    links = at.get("page_link")
+    assert len(links) == len(lessons.LESSONS)
+    titles = {f"**{x.title}** · {BY_PATH[x.page].title}" for x in lessons.LESSONS}
+    assert {shown(m.value) for m in at.markdown} >= titles
 
 
 def test_cli_lists_the_lessons(capsys):
