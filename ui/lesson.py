@@ -27,6 +27,7 @@ HIDE, LOCK, NOTE, QUESTION, ANSWER = "hide", "lock", "note", "question", "answer
 PARAMS = (HIDE, LOCK, NOTE, QUESTION, ANSWER)
 MAX_TEXT = 200  # characters, as for every other text parameter (ui.params.MAX_TEXT)
 _STATE = "_attnlab_lesson"  # attribute of the script run context holding this run's state
+_SEEN = "_lesson_seen"  # session key: page -> the controls its last run drew, {key: (label, drawn by the sidebar)}
 
 
 @dataclass
@@ -36,6 +37,9 @@ class _Run:
     cursors: object  # the run context's cursors, a new dict every run: tells this run from the one before
     controls: dict[str, str] = field(default_factory=dict)
     page_from: int = 0  # controls[page_from:] are the page's own (before them: the sidebar's)
+    page_started: bool = False
+    page: str = ""  # the page's URL path, given by begin()
+    previous: dict[str, tuple[str, bool]] = field(default_factory=dict)  # the controls of this page's last run
     top: object | None = None  # an st.empty() drawn by begin(), filled by finish()
     banner: object | None = None  # an st.empty() saying which controls are hidden or locked, as they are drawn
 
@@ -67,6 +71,12 @@ def control(key: str, label: str) -> tuple[bool, bool]:
     locked = not hidden and key in names(LOCK)
     if state is not None:
         state.controls.setdefault(key, label)
+        if state.page:  # remembered as it goes: a page may end in st.stop()
+            seen = st.session_state.setdefault(_SEEN, {})
+            seen.setdefault(state.page, {})
+            if len(state.controls) == 1:  # this run's first control: forget the last run's
+                seen[state.page] = {}
+            seen[state.page][key] = (label, not state.page_started)
         if (hidden or locked) and state.banner is not None:
             _say_hidden(state)
     return hidden, locked
@@ -89,6 +99,20 @@ def page_starts() -> None:
     state = _run()
     if state is not None:
         state.page_from = len(state.controls)
+        state.page_started = True
+
+
+def known_controls() -> tuple[dict[str, str], set[str]]:
+    """Every control of this page known now, URL key -> label, the page's own first, and the keys the sidebar draws:
+    this run's so far, then those its last run drew after them (for "Make a lesson link", drawn before the page)."""
+    state = _run()
+    if state is None:
+        return {}, set()
+    known = {
+        k: (label, i < state.page_from or not state.page_started) for i, (k, label) in enumerate(state.controls.items())
+    } | {k: v for k, v in state.previous.items() if k not in state.controls}
+    order = sorted(known, key=lambda k: known[k][1])  # stable: the page's own first
+    return {k: known[k][0] for k in order}, {k for k in known if known[k][1]}
 
 
 def controls() -> dict[str, str]:
@@ -110,11 +134,15 @@ def _text(param: str, label: str) -> str:
     return str(value) if in_url else ""
 
 
-def begin() -> None:
-    """Before the page: the teacher's note, the question and its folded answer, and a place for what finish() says.
-    Draws nothing on a page opened without lesson parameters."""
+def begin(page: str = "") -> None:
+    """Before the page (at `page`, its URL path): the teacher's note, the question and its folded answer, and a place
+    for what finish() says. Draws nothing on a page opened without lesson parameters."""
     state = _run()
-    if state is None or not in_lesson():
+    if state is None:
+        return
+    state.page = page
+    state.previous = dict(st.session_state.get(_SEEN, {}).get(page, {}))
+    if not in_lesson():
         return
     for param in (HIDE, LOCK):  # a list over the cap is refused whole
         raw = urls.raw(param)

@@ -1,9 +1,11 @@
 """The "Make a lesson link" control: the page's controls with hide and lock boxes, a note, a question and its answer,
-and the link they make (ui.lesson reads it), shown as plain code. Drawn in the sidebar after the page has run, when
-every control the page drew is known."""
+and the link they make (ui.lesson reads it), shown as plain code. Drawn in the sidebar before the page runs (a page
+may end in st.stop(), after which nothing more is drawn), so it lists the controls the page's last run drew; opening
+it reruns the page, so an open one lists them all."""
 
 from __future__ import annotations
 
+import zlib
 from urllib.parse import urlencode, urlsplit
 
 import pandas as pd
@@ -37,19 +39,29 @@ def link(url_path: str, params: dict[str, list[str] | str], origin: str = "") ->
 
 def draw(url_path: str) -> None:
     """The expander in the sidebar; the link keeps every control's current value."""
-    controls = lesson.controls()
-    with st.sidebar, st.expander("Make a lesson link", icon=":material/school:"):
+    controls, sidebar = lesson.known_controls()
+    with (
+        st.sidebar,
+        st.expander("Make a lesson link", icon=":material/school:", key=f"_lesson_maker_{url_path}", on_change="rerun"),
+    ):
         if not controls:
             st.caption("This page has no controls to hide or lock; a note and a question can still be linked.")
             table = pd.DataFrame(columns=["Control", HIDE_COL, LOCK_COL])
         else:
             hide, lock = set(lesson.names(lesson.HIDE)), set(lesson.names(lesson.LOCK))
             table = pd.DataFrame(
-                {"Control": list(controls.values()), HIDE_COL: [k in hide for k in controls],
-                 LOCK_COL: [k in lock for k in controls]}
+                {"Control": [label + (" (sidebar)" if k in sidebar else "") for k, label in controls.items()],
+                 HIDE_COL: [k in hide for k in controls], LOCK_COL: [k in lock for k in controls]}
             )  # fmt: skip
-            # the labels only, to fit the sidebar (the link names each control by its URL key); booleans: check boxes
-            table = st.data_editor(table, hide_index=True, disabled=["Control"], key="_lesson_controls")
+            # the labels only, to fit the sidebar (the link names each control by its URL key); a key per list of
+            # controls, so that ticks made against one list are not applied to another's rows
+            rows = zlib.crc32(" ".join(controls).encode())
+            table = st.data_editor(
+                table, hide_index=True, disabled=["Control"], key=f"_lesson_controls_{url_path}_{rows}",
+                column_config={"Control": st.column_config.TextColumn(width=120),
+                               HIDE_COL: st.column_config.CheckboxColumn(width=40),
+                               LOCK_COL: st.column_config.CheckboxColumn(width=40)},
+            )  # fmt: skip
         texts = {
             param: st.text_area(param.capitalize(), max_chars=lesson.MAX_TEXT, key=f"_lesson_{param}", height=68)
             for param in (lesson.NOTE, lesson.QUESTION, lesson.ANSWER)

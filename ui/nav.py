@@ -122,7 +122,7 @@ def navigation() -> tuple[StreamlitPage, PageSpec]:
     # expanded: every page listed; by default Streamlit folds a long menu after 10 behind "View more"
     nav = st.navigation({s: pages for s, pages in grouped.items() if pages}, expanded=True)
     current = next((p for p in PAGES if p.url_path == nav.url_path), PAGES[0])
-    lesson.begin()  # a lesson link's note and question, at the top of the page, before the sidebar's widgets
+    lesson.begin(current.url_path)  # a lesson link's note and question at the top, before the sidebar's widgets
     return nav, current
 
 
@@ -135,7 +135,8 @@ COMPILE_ATTEMPTS = 3
 def run(page: StreamlitPage) -> None:
     """page.run(), its script compiled first into Streamlit's script cache, again if the compile lost the race above
     (nothing of the page has run then; page.run() itself may be called only once a run). Then, with every control
-    of the page known, the lesson view's refusals and the "Make a lesson link" control."""
+    of the page known, the lesson view's refusals. "Make a lesson link" is drawn before the page, from the controls
+    its last run drew."""
     ctx, path = get_script_run_ctx(), getattr(page, "_page", None)  # the script's Path, as st.Page resolved it
     if ctx is not None and isinstance(path, Path):
         for attempt in range(1, COMPILE_ATTEMPTS + 1):
@@ -145,10 +146,10 @@ def run(page: StreamlitPage) -> None:
             except SystemError as e:
                 if AST_RACE not in str(e) or attempt == COMPILE_ATTEMPTS:
                     raise
+    lesson_link.draw(page.url_path)  # before the page: it may end in st.stop(), after which nothing is drawn
     lesson.page_starts()
     page.run()
     lesson.finish()  # not after st.stop(): Streamlit draws nothing more in that run
-    lesson_link.draw(page.url_path)
 
 
 def page_links() -> None:
