@@ -73,8 +73,9 @@ LESSONS = (
     ),
     Lesson(
         "post-ln-depth", "Post-LN at depth", "regimes",
-        params={"reg_exp": "lr", "reg_pair": "norm"}, hide=("reg_task", "reg_steps"), lock=("reg_exp", "reg_pair"),
-        note="Pre-LN and post-LN trained side by side over seeds, at learning rates from small to large.",
+        params={"reg_exp": "lr", "reg_pair": "norm", "reg_layers": "6"}, hide=("reg_task", "reg_steps"),
+        lock=("reg_exp", "reg_pair", "reg_layers"),
+        note="Pre-LN and post-LN, 6 blocks each, trained side by side over seeds at learning rates small to large.",
         question="At which learning rates does post-LN fall behind pre-LN, and can the seeds tell?",
         answer="Post-LN's residual stream passes through every LayerNorm, so its gradients at depth need a small "
                "rate or warm-up (Xiong et al. 2020). The interval and sign-flip test say how sure.",
