@@ -1,5 +1,5 @@
 """The command line: `python -m attncore train|evaluate|sweep|cache|params|kv-cache|patch|lens|heads|explain|
-regimes|induction|sinks|grokking ...`.
+regimes|induction|sinks|grokking|lessons ...`.
 
 Bad or dangerous input (a value out of range, a run too big for memory) exits with code 2 and one line
 on stderr, never a traceback; output into a closed pipe exits 141 quietly. The flags live in flags.py;
@@ -120,6 +120,9 @@ def build_parser(argv=None) -> Parser:
     from cli import norms as cli_norms
 
     cli_norms.register(sub)
+    from cli import lessons as cli_lessons
+
+    cli_lessons.register(sub)
     if command not in OWN_COMMANDS:  # sweep, cache, a typo (its error lists every command) or --help
         from cli import sweep as cli_sweep
 

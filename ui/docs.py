@@ -24,7 +24,10 @@ SCIENCE = (
     "sinks.md",
     "grokking.md",
 )
-REFERENCE = ("architecture.md", "cli.md", "store.md", "hosting.md", "serving.md", "reproducibility.md", "benchmarks.md")
+REFERENCE = (
+    "architecture.md", "cli.md", "lessons.md", "store.md", "hosting.md", "serving.md", "reproducibility.md",
+    "benchmarks.md",
+)  # fmt: skip
 FILES = SCIENCE + REFERENCE  # the Science page's order: the science, then how the lab is built and run
 PAGE = "science"  # the Science page's URL path (ui/nav.py)
 _HEADING = re.compile(r"^(#{1,3}) (.+)$")

@@ -18,6 +18,8 @@ import streamlit as st
 from streamlit.navigation.page import StreamlitPage
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
+from ui import lesson, lesson_link
+
 
 @dataclass(frozen=True)
 class PageSpec:
@@ -63,6 +65,9 @@ PAGES = [
     PageSpec("Lab", "app_pages/grokking.py", "Grokking", ":material/lightbulb:", "grokking",
              "Modular addition memorised at once, generalised much later: weight decay and the Fourier spectrum, "
              "over seeds.", uses_run=False),
+    PageSpec("Lab", "app_pages/lessons.py", "Lessons", ":material/school:", "lessons",
+             "Pages opened at chosen values with a teacher's note and a question; some controls hidden.",
+             uses_run=False),
     PageSpec("Lab", "app_pages/science.py", "Science", ":material/menu_book:", "science",
              "The model, the tasks and each experiment explained, beside the article's figures.", uses_run=False),
     PageSpec("Calculators", "app_pages/parameters.py", "Parameters", ":material/calculate:", "parameters",
@@ -117,6 +122,7 @@ def navigation() -> tuple[StreamlitPage, PageSpec]:
     # expanded: every page listed; by default Streamlit folds a long menu after 10 behind "View more"
     nav = st.navigation({s: pages for s, pages in grouped.items() if pages}, expanded=True)
     current = next((p for p in PAGES if p.url_path == nav.url_path), PAGES[0])
+    lesson.begin(current.url_path)  # a lesson link's note and question at the top, before the sidebar's widgets
     return nav, current
 
 
@@ -128,7 +134,9 @@ COMPILE_ATTEMPTS = 3
 
 def run(page: StreamlitPage) -> None:
     """page.run(), its script compiled first into Streamlit's script cache, again if the compile lost the race above
-    (nothing of the page has run then; page.run() itself may be called only once a run)."""
+    (nothing of the page has run then; page.run() itself may be called only once a run). Then, with every control
+    of the page known, the lesson view's refusals. "Make a lesson link" is drawn before the page, from the controls
+    its last run drew."""
     ctx, path = get_script_run_ctx(), getattr(page, "_page", None)  # the script's Path, as st.Page resolved it
     if ctx is not None and isinstance(path, Path):
         for attempt in range(1, COMPILE_ATTEMPTS + 1):
@@ -138,7 +146,10 @@ def run(page: StreamlitPage) -> None:
             except SystemError as e:
                 if AST_RACE not in str(e) or attempt == COMPILE_ATTEMPTS:
                     raise
+    lesson_link.draw(page.url_path)  # before the page: it may end in st.stop(), after which nothing is drawn
+    lesson.page_starts()
     page.run()
+    lesson.finish()  # not after st.stop(): Streamlit draws nothing more in that run
 
 
 def page_links() -> None:

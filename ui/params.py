@@ -17,6 +17,9 @@ and the page says so in one plain-text notice. Built on Streamlit's own binding 
 widgets drawn by dashboard.py keep their parameters on every page, a page's own parameters are
 dropped when the visitor leaves the page. `peek=True` returns the value a widget will show without
 drawing it (the sidebar checks its configuration before it draws the section holding a field).
+
+Every widget made here also answers a lesson link (ui.lesson): `?hide=key,...` leaves it undrawn at the link's
+value (the value is still returned), `?lock=key,...` draws it disabled; the keys they name are the widgets' keys.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from collections.abc import Callable, Collection, Sequence
 import streamlit as st
 
 from attncore import ConfigError
-from ui import plain, urls
+from ui import lesson, plain, urls
 
 BIND = "query-params"
 MAX_TEXT = 200  # characters in a typed or linked text input
@@ -48,6 +51,14 @@ def _sync(key: str, value, default, spelled) -> None:
         urls.write(key, None if value == default else spelled(value))
 
 
+def _view(key: str, label: str, kw: dict) -> bool:
+    """Register the widget with the lesson view; True if the link hides it. A locked widget is drawn disabled."""
+    hidden, locked = lesson.control(key, label)
+    if locked:
+        kw["disabled"] = True
+    return hidden
+
+
 def _checked(key: str, parse: urls.Parser, label: str, default, default_text: str):
     """Check the URL's value for `key` (ui.urls); returns the value the widget will show (its state wins)."""
     in_url, value = urls.checked(key, label, parse, default_text)
@@ -60,7 +71,7 @@ def url_number(label: str, key: str, default, min_value, max_value, *, step=None
     integer = all(isinstance(v, int) for v in (default, min_value, max_value, step or 1))
     parse = urls.number(min_value, max_value, integer)
     value = _checked(key, parse, label, default, f"{default:,}" if integer else f"{default:,g}")
-    if peek:
+    if peek or _view(key, label, kw):
         return value
     value = st.number_input(label, min_value, max_value, default, step=step, format=fmt, key=key, bind=BIND, **kw)
     _sync(key, value, default, str)
@@ -75,7 +86,7 @@ def url_select(label: str, key: str, options: Sequence, default=None, *, format_
     """A selectbox; the URL holds format_func(option) (a choice's value is accepted too), so keep labels unique."""
     default = _default(options, default)
     value = _checked(key, urls.choice(options, format_func), label, default, str(format_func(default)))
-    if peek:
+    if peek or _view(key, label, kw):
         return value
     index = list(options).index(default)
     value = st.selectbox(label, options, index=index, format_func=format_func, key=key, bind=BIND, **kw)
@@ -86,14 +97,18 @@ def url_select(label: str, key: str, options: Sequence, default=None, *, format_
 def url_select_slider(label: str, key: str, options: Sequence, default=None, *, format_func: Callable = str, **kw):
     """A slider over the given options (e.g. training steps); the URL holds format_func(option)."""
     default = _default(options, default)
-    _checked(key, urls.choice(options, format_func), label, default, str(format_func(default)))
+    value = _checked(key, urls.choice(options, format_func), label, default, str(format_func(default)))
+    if _view(key, label, kw):
+        return value
     return st.select_slider(label, list(options), value=default, format_func=format_func, key=key, bind=BIND, **kw)
 
 
 def url_radio(label: str, key: str, options: Sequence, default=None, *, format_func: Callable = str, **kw):
     """A horizontal segmented choice (radio buttons)."""
     default = _default(options, default)
-    _checked(key, urls.choice(options, format_func), label, default, str(format_func(default)))
+    value = _checked(key, urls.choice(options, format_func), label, default, str(format_func(default)))
+    if _view(key, label, kw):
+        return value
     index = list(options).index(default)
     return st.radio(label, options, index=index, format_func=format_func, key=key, bind=BIND, horizontal=True, **kw)
 
@@ -102,7 +117,9 @@ def url_multiselect(label: str, key: str, options: Sequence, default: Sequence =
     """A multiselect; the URL repeats the key once per chosen option (a comma list is accepted too)."""
     default = [d for d in default if d in options]  # a cap may have removed a default
     parse = urls.choices(options, format_func, kw.get("max_selections"))
-    _checked(key, parse, label, default, ", ".join(str(format_func(d)) for d in default) or "none")
+    value = _checked(key, parse, label, default, ", ".join(str(format_func(d)) for d in default) or "none")
+    if _view(key, label, kw):
+        return list(value)
     value = st.multiselect(label, list(options), default=default, format_func=format_func, key=key, bind=BIND, **kw)
     _sync(key, value, default, lambda vs: [str(format_func(v)) for v in vs])
     return value
@@ -111,7 +128,9 @@ def url_multiselect(label: str, key: str, options: Sequence, default: Sequence =
 def url_text(label: str, key: str, default: str = "", *, check: Callable[[str], object] | None = None, **kw) -> str:
     """A one-line text input. A URL value that `check(text)` rejects (ConfigError) is replaced by the default;
     validate typed text in the library too and show its ConfigError with show_invalid."""
-    _checked(key, urls.text(MAX_TEXT, check), label, default, repr(default))
+    value = _checked(key, urls.text(MAX_TEXT, check), label, default, repr(default))
+    if _view(key, label, kw):
+        return value
     return st.text_input(label, default, max_chars=MAX_TEXT, key=key, bind=BIND, **kw)
 
 
@@ -125,7 +144,7 @@ def show_invalid(e: Exception | str, what: str = "input") -> None:
 def url_toggle(label: str, key: str, default: bool = False, *, peek=False, **kw) -> bool:
     """An on/off switch (the URL says true or false; 1/0, yes/no, on/off are accepted too)."""
     value = _checked(key, urls.flag, label, default, str(default).lower())
-    if peek:
+    if peek or _view(key, label, kw):
         return value
     value = st.toggle(label, default, key=key, bind=BIND, **kw)
     _sync(key, value, default, lambda v: str(v).lower())

@@ -164,26 +164,27 @@ def write(key: str, url: str | list[str] | None) -> None:
     _rewrite(key, url)
 
 
-def _raw(key: str) -> list[str] | None:
+def raw(key: str) -> list[str] | None:
+    """The values the URL the page was opened with holds for `key` (None: no such parameter), unchecked."""
     with _query_params() as qp:
-        raw = None if qp is None else qp.get_initial_value(key)
-    return [raw] if isinstance(raw, str) else raw
+        found = None if qp is None else qp.get_initial_value(key)
+    return [found] if isinstance(found, str) else found
 
 
 def checked(key: str, label: str, parse: Parser, default_text: str) -> tuple[bool, object]:
     """(True, value) if the URL holds a valid value for `key` (rewritten in the widget's spelling), else
     (False, None); an invalid value is removed and noticed once."""
-    raw = _raw(key)
-    if raw is None:
+    values = raw(key)
+    if values is None:
         return False, None
     try:
-        value, url = parse(raw)
+        value, url = parse(values)
     except Rejected as e:
         _rewrite(key, None)
-        shown = clip(",".join(raw))
+        shown = clip(",".join(values))
         notice(f"URL parameter {key}={shown} ignored. {label}: {e}. Using the default, {default_text}.")
         return False, None
-    if url != (raw[-1] if isinstance(url, str) else raw) and url != []:  # [] : leave ?k= to Streamlit
+    if url != (values[-1] if isinstance(url, str) else values) and url != []:  # [] : leave ?k= to Streamlit
         _rewrite(key, url)
     return True, value
 
