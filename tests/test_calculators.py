@@ -13,11 +13,11 @@ import pytest
 
 from attncore.config import POSITIONS, ConfigError, ModelConfig
 from attncore.model import count_params, init_params, param_shapes
-from attncore.serving import kvcache
-from attncore.serving import parameters as calc
-from attncore.serving.kvbench import benchmark_generation
-from attncore.serving.presets import PRESETS, get_preset
 from cli.main import main
+from serving import kvcache
+from serving import parameters as calc
+from serving.kvbench import benchmark_generation
+from serving.presets import PRESETS, get_preset
 
 REPO = Path(__file__).resolve().parents[1]
 
