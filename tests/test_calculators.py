@@ -361,6 +361,18 @@ def test_cli_preset_list(capsys):
     assert names == list(PRESETS)
 
 
+def test_the_shipped_configs_are_found_beside_the_package_from_any_working_directory(tmp_path):
+    """The presets are read by their path relative to serving/presets.py, not to the working directory: from an
+    empty folder the package lists every shipped config.json as a preset."""
+    code = "import json, serving.presets as p; print(json.dumps([str(p.CONFIGS), sorted(p.PRESETS)]))"
+    env = {"PATH": "", "PYTHONPATH": str(REPO), "PYTHONDONTWRITEBYTECODE": "1"}
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    folder, names = json.loads(r.stdout)
+    assert Path(folder) == REPO / "serving" / "configs"
+    assert names == sorted(p.stem for p in (REPO / "serving" / "configs").glob("*.json")) == sorted(PRESETS)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "argv, flag",
