@@ -63,7 +63,10 @@ def bytes_under(folder: Path) -> int:
 
 
 def probe(model: str, log: Path, after: float, home: Path) -> dict:
-    from serving import hub
+    try:
+        from serving import hub
+    except ImportError:  # a --code checkout from before the calculator was its own package
+        from lab import hub
 
     before_cpu, started = time.process_time(), time.monotonic()
     try:
