@@ -4,12 +4,12 @@ import streamlit as st
 
 from attncore import ConfigError
 from attncore.config import ModelConfig
-from attncore.serving import kvcache as kv
-from attncore.serving.kvbench import benchmark_generation
-from attncore.serving.parameters import describe_attncore
-from attncore.serving.presets import PRESETS
-from attncore.serving.weights import FLOAT_DTYPES
 from lab.jobs.slots import BusyError
+from serving import kvcache as kv
+from serving.kvbench import benchmark_generation
+from serving.parameters import describe_attncore
+from serving.presets import PRESETS
+from serving.weights import FLOAT_DTYPES
 from ui import docs, gpu_fit, kv_model, weights_form
 from ui.charts import calculators as cc
 from ui.config_input import FILE, reader

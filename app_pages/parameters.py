@@ -3,11 +3,11 @@
 import streamlit as st
 
 from attncore import ConfigError
-from attncore.serving import parameters as calc
-from attncore.serving.kvcache import DTYPES
-from attncore.serving.presets import PRESETS
-from attncore.serving.weights import WeightFormat, stored_weights, weights_checked
 from lab import formats
+from serving import parameters as calc
+from serving.kvcache import DTYPES
+from serving.presets import PRESETS
+from serving.weights import WeightFormat, stored_weights, weights_checked
 from ui import docs, model_form, tables, weights_form
 from ui.charts import calculators as cc
 from ui.config_input import FILE, read_checkpoint, read_model, reader, show_read

@@ -1,4 +1,4 @@
-"""The config.json reader (attncore.serving.hf_config) on a config of just under its 1 MB limit: medians of the
+"""The config.json reader (serving.hf_config) on a config of just under its 1 MB limit: medians of the
 whole read (parse, checks, the Decoder, the per-layer pattern, the weights' storage) beside json.loads alone.
 
 The file is a released one (google/gemma-2-9b) grown to 10,000 layers with a layer_types entry each, and padded to
@@ -21,10 +21,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from attncore.serving.hf_config import MAX_BYTES, read_config  # noqa: E402
-from attncore.serving.parameters import count_parameters  # noqa: E402
-from attncore.serving.presets import CONFIGS  # noqa: E402
-from attncore.serving.weights import stored_weights  # noqa: E402
+from serving.hf_config import MAX_BYTES, read_config  # noqa: E402
+from serving.parameters import count_parameters  # noqa: E402
+from serving.presets import CONFIGS  # noqa: E402
+from serving.weights import stored_weights  # noqa: E402
 
 
 def big_config(layers: int = 10_000) -> str:

@@ -1,5 +1,5 @@
 """A model by its Hub id to a shown result, against a local stand-in for the Hub (tests/fake_hub.py on 127.0.0.1):
-the config.json and four safetensors headers of Llama 3 8B fetched (lab.hub.fetch_model: its own bounded reads
+the config.json and four safetensors headers of Llama 3 8B fetched (serving.hub.fetch_model: its own bounded reads
 through huggingface_hub's HTTP session), read and counted beside the checkpoint's count, a first time in a fresh
 process home and a second time (a page's fetch keeps nothing on disk, so the second asks the Hub again), beside
 the read of the same config.json from a file. The network is the loopback: a real Hub adds its round trips (a
@@ -22,11 +22,11 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from fake_hub import FakeHub, checkpoint_of, serve  # noqa: E402
 
-from attncore.serving.hf_config import read_config  # noqa: E402
-from attncore.serving.parameters import count_parameters  # noqa: E402
-from attncore.serving.presets import CONFIGS, PRESETS  # noqa: E402
-from attncore.serving.safetensors_count import comparison  # noqa: E402
-from lab import hub  # noqa: E402
+from serving import hub  # noqa: E402
+from serving.hf_config import read_config  # noqa: E402
+from serving.parameters import count_parameters  # noqa: E402
+from serving.presets import CONFIGS, PRESETS  # noqa: E402
+from serving.safetensors_count import comparison  # noqa: E402
 
 
 def shown(model_id: hub.ModelId) -> str:

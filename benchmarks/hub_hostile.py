@@ -1,4 +1,4 @@
-"""A hostile Hub against lab.hub.fetch_model (what a page calls for a Hub id): a stand-in Hub (tests/fake_hub.py, in
+"""A hostile Hub against serving.hub.fetch_model (what a page calls for a Hub id): a stand-in Hub (tests/fake_hub.py, in
 its own process on 127.0.0.1, so its CPU is not counted here) serving a repository whose index is huge, and one
 whose index names thousands of shards. For each: the wall time of the fetch, this process's CPU time over it and
 until --after seconds past it, its peak RSS, the bytes left in huggingface_hub's cache, and the header requests
@@ -25,7 +25,7 @@ SERVER = r"""
 import json, os, sys, threading, time
 sys.path[:0] = [sys.argv[1], sys.argv[1] + "/tests"]
 from fake_hub import FakeHub, Repo, serve
-from attncore.serving.safetensors_count import header_bytes
+from serving.safetensors_count import header_bytes
 index_mb, shards, ids, log = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 latency = float(sys.argv[6])
 config = json.dumps({"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32,
@@ -63,7 +63,10 @@ def bytes_under(folder: Path) -> int:
 
 
 def probe(model: str, log: Path, after: float, home: Path) -> dict:
-    from lab import hub
+    try:
+        from serving import hub
+    except ImportError:  # a --code checkout from before the calculator was its own package
+        from lab import hub
 
     before_cpu, started = time.process_time(), time.monotonic()
     try:
@@ -84,7 +87,7 @@ def probe(model: str, log: Path, after: float, home: Path) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--code", default=str(ROOT), help="the checkout whose lab.hub is measured")
+    parser.add_argument("--code", default=str(ROOT), help="the checkout whose serving.hub is measured")
     parser.add_argument("--index-mb", type=int, default=300)
     parser.add_argument("--shards", type=int, default=5000)
     parser.add_argument("--ids", type=int, default=3, help="repositories with the huge index, fetched one by one")

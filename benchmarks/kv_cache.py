@@ -5,7 +5,7 @@ full decoder (embeddings, FFN, LayerNorms, output layer), not the article's atte
 
 Run: python benchmarks/kv_cache.py [--repeats 3] [--n-new 128]
      python benchmarks/kv_cache.py --activation   (no timing: the GPU fit's activation estimate against published
-     vLLM logs, per log, before and after the sampler was modelled; attncore/serving/validation.py)
+     vLLM logs, per log, before and after the sampler was modelled; serving/validation.py)
 """
 
 import argparse
@@ -14,9 +14,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from attncore.serving.kvbench import benchmark_generation  # noqa: E402
-from attncore.serving.kvcache import human_bytes  # noqa: E402
-from attncore.serving.validation import activation_errors, percent  # noqa: E402
+from serving.kvbench import benchmark_generation  # noqa: E402
+from serving.kvcache import human_bytes  # noqa: E402
+from serving.validation import activation_errors, percent  # noqa: E402
 
 
 def print_activation() -> None:

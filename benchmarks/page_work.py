@@ -24,8 +24,8 @@ from attncore.mechanisms.attention_cost import time_attention  # noqa: E402
 from attncore.mechanisms.demos import scaling_statistics  # noqa: E402
 from attncore.mechanisms.gradcheck import gradient_check  # noqa: E402
 from attncore.model import init_params  # noqa: E402
-from attncore.serving.kvbench import benchmark_generation  # noqa: E402
 from lab.jobs.caps import Limits  # noqa: E402
+from serving.kvbench import benchmark_generation  # noqa: E402
 
 DEFAULT = dict(d_model=32, n_layers=2, n_heads=4)  # the sidebar's defaults (L = 6)
 _CAPS = Limits()  # the hosted caps' defaults (lab/jobs/caps.py): the largest model a visitor may ask for

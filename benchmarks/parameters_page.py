@@ -1,5 +1,5 @@
 """CPU seconds of the Parameters page's work on each rerun: the count at the fields' limits and the live
-cross-check against an instantiated attncore model (attncore.serving.parameters.crosscheck_attncore) at the
+cross-check against an instantiated attncore model (serving.parameters.crosscheck_attncore) at the
 largest size the page instantiates (CROSSCHECK_LIMIT) and at sizes around it.
 
 Usage: python benchmarks/parameters_page.py [--repeats 7]
@@ -21,10 +21,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from threadpoolctl import threadpool_info  # noqa: E402
 
 from attncore.config import ModelConfig  # noqa: E402
-from attncore.serving import parameters as calc  # noqa: E402
-from attncore.serving.decoder import Decoder  # noqa: E402
-from attncore.serving.presets import PRESETS  # noqa: E402
-from attncore.serving.weights import WeightFormat, stored_weights  # noqa: E402
+from serving import parameters as calc  # noqa: E402
+from serving.decoder import Decoder  # noqa: E402
+from serving.presets import PRESETS  # noqa: E402
+from serving.weights import WeightFormat, stored_weights  # noqa: E402
 
 # The fields at their limits (a Parameters link of a million experts of 10^7 over 10^6-wide layers)
 AT_THE_LIMITS = dict(d_model=1_000_000, n_layers=10_000, n_heads=250, d_ff=10_000_000, vocab_size=100_000_000,

@@ -16,14 +16,14 @@ import json
 from contextlib import contextmanager
 
 from attncore.config import ConfigError, ModelConfig, check_int
-from attncore.serving import kvcache
-from attncore.serving import parameters as calc
-from attncore.serving.presets import GPUS, PRESETS, get_preset, gpu_memory_gb
-from attncore.serving.safetensors_count import comparison
-from attncore.serving.weights import stored_weights
 from cli import config_file
 from cli import engine as engine_cli
 from cli.flags import ArgumentError, integer, number
+from serving import kvcache
+from serving import parameters as calc
+from serving.presets import GPUS, PRESETS, get_preset, gpu_memory_gb
+from serving.safetensors_count import comparison
+from serving.weights import stored_weights
 
 # flag, Decoder field, type or choices, help
 ARCH_FLAGS = (
@@ -90,7 +90,7 @@ def flag_names():
 
 
 def add_arch_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--preset", help="a model from attncore/serving/presets.py, or 'list'")
+    p.add_argument("--preset", help="a model from serving/presets.py, or 'list'")
     p.add_argument("--config", metavar="FILE", help="a Hugging Face config.json (at most 1 MB; - reads standard input)")
     p.add_argument(
         "--model",

@@ -1,4 +1,4 @@
-"""`--config FILE|-` of `params` and `kv-cache`: a Hugging Face config.json read (attncore.serving.hf_config) from a
+"""`--config FILE|-` of `params` and `kv-cache`: a Hugging Face config.json read (serving.hf_config) from a
 file or standard input, at most 1 MB, and what was read printed before the figures.
 
 A file the reader refuses raises ConfigError under --config (the field inside the file named after it), which
@@ -12,10 +12,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from attncore.config import ConfigError
-from attncore.serving.hf_config import MAX_BYTES, ModelFile, read_config
-from attncore.serving.weights import WeightFormat, stored_weights
 from cli.text import escaped
-from lab import hub
+from serving import hub
+from serving.hf_config import MAX_BYTES, ModelFile, read_config
+from serving.weights import WeightFormat, stored_weights
 
 FLAG = "--config"
 HUB_FLAG = "--model"
@@ -53,7 +53,7 @@ def load(a) -> ModelFile | None:
 
 
 def from_hub(a, text: str) -> ModelFile:
-    """The config.json of a Hub id, fetched (lab.hub: huggingface_hub, never the weights), and the checkpoint's
+    """The config.json of a Hub id, fetched (serving.hub: huggingface_hub, never the weights), and the checkpoint's
     count kept on the flags (a._hub) for the figures beside the formula's."""
     try:
         a._hub = hub.fetch_model(hub.parse_model_id(text), keep=True)  # a command keeps it, as huggingface_hub would

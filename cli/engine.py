@@ -1,4 +1,4 @@
-"""`kv-cache --engine vllm`: attncore.serving.engine on the command line (flags, text and JSON output).
+"""`kv-cache --engine vllm`: serving.engine on the command line (flags, text and JSON output).
 
 cli.calc adds these flags to `kv-cache` and hands over when --engine is given. Bad values raise ConfigError
 under the flag's name, which cli.main turns into one line and exit code 2.
@@ -9,14 +9,14 @@ from __future__ import annotations
 import json
 
 from attncore.config import ConfigError
-from attncore.serving import engine, engine_advice, validation
-from attncore.serving.context_limit import OVERRIDE
-from attncore.serving.kvcache import GB, GIB
-from attncore.serving.presets import CARDS
-from attncore.serving.weights import stored_weights
 from cli import config_file
 from cli.flags import ArgumentError, integer, number
 from lab import formats
+from serving import engine, engine_advice, validation
+from serving.context_limit import OVERRIDE
+from serving.kvcache import GB, GIB
+from serving.presets import CARDS
+from serving.weights import stored_weights
 
 # flag, EngineSettings field, type or choices, help
 ENGINE_FLAGS = (
@@ -78,7 +78,7 @@ def total_of(a) -> tuple[float, str, str | None]:
 def run(a, arch, name: str, model=None, limit=None) -> int:
     """Print the engine's fit of arch (a Decoder; from `model`, a config.json's ModelFile, when given: its weights
     as the engine loads them, its dtype) and return the exit code. `limit`, the model's derived maximum
-    (attncore.serving.context_limit): a longer max_model_len is refused as vLLM refuses it."""
+    (serving.context_limit): a longer max_model_len is refused as vLLM refuses it."""
     if arch is None:
         raise ArgumentError("--engine needs --preset NAME, --config FILE or --d (widths and vocabulary for the peak)")
     total, label, card = total_of(a)

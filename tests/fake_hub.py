@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote
 
-from attncore.serving.safetensors_count import header_bytes
+from serving.safetensors_count import header_bytes
 
 WEIGHT_PADDING = 1_000_000  # bytes after each header, standing for the weights: never to be read
 
@@ -136,7 +136,7 @@ def serve(hub: FakeHub) -> tuple[ThreadingHTTPServer, str]:
 def checkpoint_of(arch, dtype: str = "BF16", shards: int = 1, extra: dict | None = None) -> dict[str, dict]:
     """Safetensors files holding a Decoder's tensors (parameters.param_inventory, split over `shards` files) and
     `extra` ones {name: (dtype, shape)}: the headers a checkpoint of that model would have."""
-    from attncore.serving.parameters import param_inventory
+    from serving.parameters import param_inventory
 
     tensors = {t.name: (dtype, t.shape) for t in param_inventory(arch)} | (extra or {})
     names = list(tensors)

@@ -13,7 +13,7 @@ import grimp
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("attncore", "lab", "ui", "app_pages", "cli")  # the contracts' root packages (checked below)
+PACKAGES = ("attncore", "serving", "lab", "ui", "app_pages", "cli")  # the contracts' root packages (checked below)
 
 
 @pytest.fixture(scope="module")

@@ -7,10 +7,10 @@ import dataclasses
 import pytest
 
 from attncore.config import ModelConfig
-from attncore.serving import kvcache
-from attncore.serving import parameters as calc
-from attncore.serving.kvbench import CacheBenchmark
-from attncore.serving.presets import PRESETS, get_preset
+from serving import kvcache
+from serving import parameters as calc
+from serving.kvbench import CacheBenchmark
+from serving.presets import PRESETS, get_preset
 from ui.charts import calculators as cc
 
 
@@ -218,7 +218,7 @@ def test_timing_frame_chart_and_metrics():
 
 
 def test_engine_frame_split_formula_and_metrics():
-    from attncore.serving.engine import EngineSettings, engine_fit
+    from serving.engine import EngineSettings, engine_fit
 
     s = EngineSettings(version="v0", non_torch_gib=0.10, activation_gib=9.37)
     fit = engine_fit(get_preset("llama-3-8b").arch, 39.50, s)
@@ -278,7 +278,7 @@ def test_share_chart_leaves_room_for_the_longest_bars_label():
 
 
 def test_engine_formula_and_metrics_mark_each_figure_by_what_it_rests_on():
-    from attncore.serving.engine import EngineSettings, engine_fit
+    from serving.engine import EngineSettings, engine_fit
 
     estimated = engine_fit(get_preset("llama-3-8b").arch, 39.50, EngineSettings(), gpu="a100-40gb")
     lines = cc.engine_formula(estimated)

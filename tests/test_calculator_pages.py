@@ -399,7 +399,7 @@ def test_engine_mode_labels_the_log_block_by_what_it_rests_on():
 
 # --- a config.json read on the page ---------------------------------------------------------------------------
 
-CONFIGS = Path(__file__).resolve().parents[1] / "attncore" / "serving" / "configs"
+CONFIGS = Path(__file__).resolve().parents[1] / "serving" / "configs"
 GEMMA2 = (CONFIGS / "gemma-2-9b.json").read_text()  # google/gemma-2-9b: 9,241,705,984 parameters (page: 9.24B)
 
 

@@ -13,11 +13,11 @@ import pytest
 
 from attncore.config import POSITIONS, ConfigError, ModelConfig
 from attncore.model import count_params, init_params, param_shapes
-from attncore.serving import kvcache
-from attncore.serving import parameters as calc
-from attncore.serving.kvbench import benchmark_generation
-from attncore.serving.presets import PRESETS, get_preset
 from cli.main import main
+from serving import kvcache
+from serving import parameters as calc
+from serving.kvbench import benchmark_generation
+from serving.presets import PRESETS, get_preset
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -359,6 +359,18 @@ def test_cli_preset_list(capsys):
     assert main(["params", "--preset", "list"]) == 0
     names = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
     assert names == list(PRESETS)
+
+
+def test_the_shipped_configs_are_found_beside_the_package_from_any_working_directory(tmp_path):
+    """The presets are read by their path relative to serving/presets.py, not to the working directory: from an
+    empty folder the package lists every shipped config.json as a preset."""
+    code = "import json, serving.presets as p; print(json.dumps([str(p.CONFIGS), sorted(p.PRESETS)]))"
+    env = {"PATH": "", "PYTHONPATH": str(REPO), "PYTHONDONTWRITEBYTECODE": "1"}
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    folder, names = json.loads(r.stdout)
+    assert Path(folder) == REPO / "serving" / "configs"
+    assert names == sorted(p.stem for p in (REPO / "serving" / "configs").glob("*.json")) == sorted(PRESETS)
 
 
 @pytest.mark.slow

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from attncore.serving.engine import GIB
-from attncore.serving.presets import CONFIGS, PRESETS
 from cli.main import main
+from serving.engine import GIB
+from serving.presets import CONFIGS, PRESETS
 
 REPO = Path(__file__).resolve().parents[1]
 TEST_CONFIGS = Path(__file__).resolve().parent / "configs"

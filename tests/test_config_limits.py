@@ -14,7 +14,7 @@ from apptest_helpers import charts, page, texts
 from streamlit.testing.v1 import AppTest
 
 from attncore.config import ConfigError
-from attncore.serving import hf_config, hf_fields, parameters
+from serving import hf_config, hf_fields, parameters
 
 REPO = Path(__file__).resolve().parents[1]
 LAYERS = 10_000

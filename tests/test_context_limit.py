@@ -1,4 +1,4 @@
-"""The longest max_model_len vLLM starts with (attncore.serving.context_limit), as its ModelConfig derives it at
+"""The longest max_model_len vLLM starts with (serving.context_limit), as its ModelConfig derives it at
 startup, and the engine fit's refusal above it; a config.json without torch_dtype says its dtype is assumed."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ import json
 import pytest
 
 from attncore.config import ConfigError
-from attncore.serving.context_limit import derived_limit
-from attncore.serving.engine import EngineSettings, engine_fit
-from attncore.serving.hf_config import from_dict
-from attncore.serving.presets import CARDS, PRESETS
 from cli.main import main
+from serving.context_limit import derived_limit
+from serving.engine import EngineSettings, engine_fit
+from serving.hf_config import from_dict
+from serving.presets import CARDS, PRESETS
 
 
 @pytest.mark.parametrize(

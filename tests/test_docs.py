@@ -49,8 +49,8 @@ def test_no_page_readme_or_docs_file_cites_the_design_reference_or_an_issue_numb
     """Neither the design reference nor the project's issues are shipped: pages name "the article" and link docs/,
     never a section of the reference or an issue by number (another project's is cited as 'vLLM #N')."""
     shown = [*(ROOT / "app_pages").glob("*.py"), ROOT / "README.md", *docs.DOCS_DIR.glob("*.md")]
-    shown += [ROOT / "attncore" / "serving" / "presets.py", ROOT / "benchmarks" / "attention_cost.py"]
-    shown += [ROOT / "benchmarks" / "kv_cache.py", ROOT / "attncore" / "serving" / "kvbench.py"]
+    shown += [ROOT / "serving" / "presets.py", ROOT / "benchmarks" / "attention_cost.py"]
+    shown += [ROOT / "benchmarks" / "kv_cache.py", ROOT / "serving" / "kvbench.py"]
     assert [p.name for p in shown if "SPEC" in p.read_text()] == []
     assert [p.name for p in shown if re.search(r"[Ii]ssues? [0-9]", p.read_text())] == []
 

@@ -1,4 +1,4 @@
-"""The serving engine's fit (attncore.serving.engine) against published vLLM startup logs, each cited, and the
+"""The serving engine's fit (serving.engine) against published vLLM startup logs, each cited, and the
 engine's rules (defaults, block sizes, grouping, startup check) written out by hand. Where the model cannot
 match a log, the test says by how much and why. Figures in a log are rounded to 0.01 GiB, hence the 3 %."""
 
@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from attncore.config import ConfigError
-from attncore.serving.engine import (
+from cli.main import main
+from serving.engine import (
     GIB,
     EngineSettings,
     activation_estimate,
@@ -22,15 +23,14 @@ from attncore.serving.engine import (
     log_estimated,
     log_lines,
 )
-from attncore.serving.parameters import Decoder, count_parameters
-from attncore.serving.presets import CARDS, PRESETS
-from attncore.serving.validation import DEEPSEEK_R1, LOGS, QWEN25_32B, activation_errors, error_sentence
-from cli.main import main
+from serving.parameters import Decoder, count_parameters
+from serving.presets import CARDS, PRESETS
+from serving.validation import DEEPSEEK_R1, LOGS, QWEN25_32B, activation_errors, error_sentence
 
 REPO = Path(__file__).resolve().parents[1]
 LLAMA3_8B = PRESETS["llama-3-8b"].arch
 STYLE = dict(ffn="swiglu", bias="none", norm="rmsnorm", tied_embeddings=False, position="rope", max_len=0)
-# Shapes from the models' config.json (attncore.serving.validation holds Qwen2.5-32B and DeepSeek-R1; the count of
+# Shapes from the models' config.json (serving.validation holds Qwen2.5-32B and DeepSeek-R1; the count of
 # Qwen2.5-32B, 32,763,876,352, is checked below. Qwen3-0.6B: hidden 1024, 28 layers, 16 heads, 8 KV heads of 128,
 # FFN 3072, vocab 151936, tied.)
 QWEN3_06B = Decoder(d_model=1024, n_layers=28, n_heads=16, n_kv_heads=8, head_dim=128, vocab_size=151936,
@@ -89,7 +89,7 @@ def test_pr_10511_same_model_h100_estimate_is_low_by_a_sixth():
 
 
 def test_validation_errors_are_computed_from_the_model_before_and_after_the_sampler():
-    """The page's and the script's per-log errors come from attncore.serving.validation: the sampler brings the two
+    """The page's and the script's per-log errors come from serving.validation: the sampler brings the two
     logs launched with known defaults at full prefill (PR 10511, #15815) within 20 %, and the OCI log, whose
     0.22 GiB has no room for any sampler work, goes far over; each is said, none hidden."""
     rows = {r["name"]: r for r in activation_errors()}
@@ -393,7 +393,7 @@ def test_cli_engine_a_tiny_gpu_is_refused_with_its_range(flag, value):
 
 @pytest.mark.slow
 def test_one_card_list_for_both_fits_and_the_help():
-    from attncore.serving.presets import GPUS
+    from serving.presets import GPUS
 
     assert list(GPUS) == list(CARDS) and {"l4", "a10g", "rtx-a6000"} <= set(CARDS)
     assert all(GPUS[n] == int(c.sold.split()[0]) for n, c in CARDS.items())

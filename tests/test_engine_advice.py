@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from attncore.serving import engine_advice
-from attncore.serving.engine import GIB, EngineSettings, engine_fit
-from attncore.serving.presets import CARDS, PRESETS
 from cli.main import main
 from lab import formats
+from serving import engine_advice
+from serving.engine import GIB, EngineSettings, engine_fit
+from serving.presets import CARDS, PRESETS
 
 SCOUT = Path(__file__).resolve().parent / "configs" / "llama-4-scout-17b-16e-instruct.json"
 H100 = CARDS["h100-80gb"].total_gib

@@ -1,4 +1,4 @@
-"""The config.json reader (attncore.serving.hf_config): real released configs to their published totals, every
+"""The config.json reader (serving.hf_config): real released configs to their published totals, every
 refusal in one line naming its field, garbage of every kind refused and never raised past, the weights' bytes as
 the checkpoints store them.
 
@@ -19,11 +19,11 @@ import numpy as np
 import pytest
 
 from attncore.config import ConfigError
-from attncore.serving import hf_config, hf_families
-from attncore.serving.parameters import count_parameters
-from attncore.serving.presets import CONFIGS, PRESETS
-from attncore.serving.validation import DEEPSEEK_R1
-from attncore.serving.weights import WeightFormat, matrix_bytes, stored_weights
+from serving import hf_config, hf_families
+from serving.parameters import count_parameters
+from serving.presets import CONFIGS, PRESETS
+from serving.validation import DEEPSEEK_R1
+from serving.weights import WeightFormat, matrix_bytes, stored_weights
 
 TEST_CONFIGS = Path(__file__).resolve().parent / "configs"
 
@@ -137,7 +137,7 @@ def test_gemma3_defaults_fill_what_a_wrapper_leaves_out():
 
 
 def test_deepseek_v3_is_the_validation_models_shape_with_its_score_correction_bias():
-    """deepseek-ai/DeepSeek-V3: the shape attncore.serving.validation writes out for DeepSeek-R1, plus the
+    """deepseek-ai/DeepSeek-V3: the shape serving.validation writes out for DeepSeek-R1, plus the
     e_score_correction_bias of each MoE layer (topk_method noaux_tc): transformers counts 671,026,404,352 parameters
     and keeps the 58 x 256 biases as buffers; the checkpoint stores them."""
     model = read("deepseek-v3")

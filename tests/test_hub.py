@@ -1,4 +1,4 @@
-"""A model by its Hub id (lab.hub, cli --model): its config.json and safetensors headers through huggingface_hub,
+"""A model by its Hub id (serving.hub, cli --model): its config.json and safetensors headers through huggingface_hub,
 against a local stand-in for the Hub (tests/fake_hub.py; HF_ENDPOINT points at it, HF_HOME is a temporary
 directory). Never a weight: every read of a safetensors file is a range request for its header."""
 
@@ -11,9 +11,9 @@ import pytest
 from fake_hub import WEIGHT_PADDING, FakeHub, checkpoint_of, serve
 
 from attncore.config import ConfigError
-from attncore.serving.presets import CONFIGS, PRESETS
 from cli.main import main
-from lab import hub
+from serving import hub
+from serving.presets import CONFIGS, PRESETS
 
 LLAMA3 = json.loads((CONFIGS / "llama-3-8b.json").read_text())
 NEW_ARCH = {  # an architecture no formula here counts: its attention fields only
@@ -185,7 +185,7 @@ def test_id_with_another_source_is_refused(fake, capsys):
 
 
 def test_a_safetensors_header_is_read_from_its_opening_bytes():
-    from attncore.serving.safetensors_count import count_headers, header_bytes, parse_header
+    from serving.safetensors_count import count_headers, header_bytes, parse_header
 
     tensors = {"a.weight": ("BF16", (3, 4)), "b.bias": ("F32", (5,))}
     raw = header_bytes(tensors) + b"\0" * 100  # the data after the header is never looked at

@@ -1,4 +1,4 @@
-"""Every Hub read bounded (lab.hub against the local stand-in Hub): an index past its bytes is not read (nor kept on
+"""Every Hub read bounded (serving.hub against the local stand-in Hub): an index past its bytes is not read (nor kept on
 disk), an index of thousands of shards asks for none of them, the work itself stops at the deadline (no request
 starts after it), a redirect leaves the configured endpoint only for the public Hub's own hosts, and a safetensors
 header's counts are checked as any input."""
@@ -13,9 +13,9 @@ import pytest
 from fake_hub import Repo
 from test_hub import LLAMA3, fake  # noqa: F401  (the fixture: the stand-in Hub, HF_ENDPOINT and HF_HOME pointed at it)
 
-from attncore.serving.safetensors_count import count_headers, header_bytes, parse_header
 from cli.main import main
-from lab import hub
+from serving import hub
+from serving.safetensors_count import count_headers, header_bytes, parse_header
 
 CONFIG = json.dumps(LLAMA3).encode()
 

@@ -143,7 +143,7 @@ def test_a_checkpoint_differing_from_the_formula_is_not_called_a_change_of_yours
 
 
 def test_a_fetch_waits_for_one_of_the_servers_fetches_and_is_refused_when_none_frees(fake, monkeypatch):
-    from lab import hub
+    from serving import hub
     from ui import hub_input
 
     hub_input._running.clear()

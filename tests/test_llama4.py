@@ -25,10 +25,10 @@ import pytest
 from fake_hub import checkpoint_of, serve
 
 from attncore.config import ConfigError
-from attncore.serving import engine, kvcache
-from attncore.serving.hf_config import from_dict, read_config
-from attncore.serving.parameters import count_parameters
 from cli.main import main
+from serving import engine, kvcache
+from serving.hf_config import from_dict, read_config
+from serving.parameters import count_parameters
 
 CONFIGS = Path(__file__).resolve().parent / "configs"
 SCOUT, MAVERICK = "llama-4-scout-17b-16e-instruct", "llama-4-maverick-17b-128e-instruct"
@@ -197,7 +197,7 @@ def test_by_its_hub_id_the_difference_is_the_vision_tower(monkeypatch, tmp_path,
 
 def test_an_architecture_without_a_formula_caches_its_chunked_layers_by_the_chunk():
     """Read for its attention fields alone (hf_generic.py): layer_types' chunked_attention with attention_chunk_size."""
-    from attncore.serving import hf_generic
+    from serving import hf_generic
 
     types = ["chunked_attention"] * 3 + ["full_attention"]
     base = {"model_type": "newchunked", "hidden_size": 2048, "num_hidden_layers": 8, "num_attention_heads": 16,

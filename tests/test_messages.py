@@ -12,9 +12,9 @@ import pytest
 from apptest_helpers import page, texts
 
 from attncore.config import ConfigError
-from attncore.serving import hf_config, kvcache
-from attncore.serving.decoder import MAX_WINDOW
 from cli.main import main
+from serving import hf_config, kvcache
+from serving.decoder import MAX_WINDOW
 
 SMALL = {"model_type": "mistral", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
          "intermediate_size": 128, "vocab_size": 100}  # fmt: skip

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from attncore.config import ConfigError
-from attncore.serving.hf_config import from_dict, read_config
-from attncore.serving.parameters import count_parameters
+from serving.hf_config import from_dict, read_config
+from serving.parameters import count_parameters
 
 CONFIGS = Path(__file__).resolve().parent / "configs"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from apptest_helpers import page, texts
 
-from attncore.serving import parameters as calc
+from serving import parameters as calc
 
 pytestmark = pytest.mark.slow  # AppTests
 

@@ -13,8 +13,8 @@ import pytest
 from test_static_files import fill_store, get, make_run
 from test_uploads import MB, put
 
-from attncore.serving.hf_config import MAX_BYTES
 from lab import store
+from serving.hf_config import MAX_BYTES
 
 pytestmark = pytest.mark.slow  # a real server
 

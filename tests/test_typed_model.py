@@ -10,8 +10,8 @@ import pytest
 from apptest_helpers import page
 
 from attncore.config import ModelConfig
-from attncore.serving import parameters as calc
 from cli.main import main
+from serving import parameters as calc
 
 LLAMA3_8B = 8_030_261_248  # meta-llama/Meta-Llama-3-8B's safetensors count (the llama-3-8b preset's source)
 # Llama 3 8B's eight fields (its config.json: hidden_size, num_hidden_layers, num_attention_heads,

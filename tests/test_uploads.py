@@ -15,7 +15,7 @@ import pytest
 from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileManager
 from streamlit.runtime.uploaded_file_manager import UploadedFileRec
 
-from attncore.serving.hf_config import MAX_BYTES
+from serving.hf_config import MAX_BYTES
 from ui import uploads
 
 MB = 10**6

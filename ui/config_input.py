@@ -1,4 +1,4 @@
-"""A Hugging Face config.json in, by upload or paste, on the calculator pages. It is read (attncore.serving.hf_config)
+"""A Hugging Face config.json in, by upload or paste, on the calculator pages. It is read (serving.hf_config)
 in the widgets' callback, before the page draws its fields: a file the reader accepts fills the page's URL-mirrored
 fields (so a link carries what was derived, never the file), a refused one leaves every field as it was and says why
 in one line. What was read stays in the session, and is shown literally (ui.plain): a file's keys are its own text.
@@ -12,10 +12,10 @@ from dataclasses import dataclass
 import streamlit as st
 
 from attncore import ConfigError
-from attncore.serving.hf_config import MAX_BYTES, ModelFile, read_config, too_large
-from attncore.serving.parameters import count_parameters
-from attncore.serving.safetensors_count import comparison
-from lab.hub import HubModel
+from serving.hf_config import MAX_BYTES, ModelFile, read_config, too_large
+from serving.hub import HubModel
+from serving.parameters import count_parameters
+from serving.safetensors_count import comparison
 from ui.hub_input import hub_row
 from ui.params import write_to_url
 from ui.plain import clip, plain

@@ -1,7 +1,7 @@
 """The KV-cache page's GPU fit, in its two modes: the simple one (weights + a reserve of the card as sold) and the
 serving engine's (vLLM's flags as URL-mirrored widgets, its fit, the deductions with the numbers substituted, the
-lines the engine would log). Numbers from attncore.serving.kvcache and attncore.serving.engine; the weights as
-stored (a quantisation from ui.weights_form) from attncore.serving.weights."""
+lines the engine would log). Numbers from serving.kvcache and serving.engine; the weights as
+stored (a quantisation from ui.weights_form) from serving.weights."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ from dataclasses import replace
 import streamlit as st
 
 from attncore import ConfigError
-from attncore.serving import engine as eng
-from attncore.serving import engine_advice, validation
-from attncore.serving import kvcache as kv
-from attncore.serving import parameters as calc
-from attncore.serving.kvcache import GB, GIB
-from attncore.serving.presets import CARDS, GPUS
-from attncore.serving.weights import stored_weights, weights_checked
 from lab.jobs.slots import BusyError
+from serving import engine as eng
+from serving import engine_advice, validation
+from serving import kvcache as kv
+from serving import parameters as calc
+from serving.kvcache import GB, GIB
+from serving.presets import CARDS, GPUS
+from serving.weights import stored_weights, weights_checked
 from ui import plain, weights_form
 from ui.charts import calculators as cc
 from ui.metered import metered
@@ -205,7 +205,7 @@ def engine(arch, default_len: int, weight_params: int | None, custom: bool = Fal
            limit=None) -> int | None:  # fmt: skip
     """Draw the engine mode for a Decoder; returns the bytes left for the cache (None on bad input). `storage`:
     the quantisation fields of ui.weights_form (None: no quantisation offered); `limit`: the model's derived
-    maximum (attncore.serving.context_limit), past which vLLM refuses to start."""
+    maximum (serving.context_limit), past which vLLM refuses to start."""
     total, card, weight_dtype = gpu_inputs()
     if custom:
         try:
@@ -272,7 +272,7 @@ def advice_text(advice: tuple[str, ...]) -> str:
 
 def engine_caption(fit: eng.EngineFit) -> str:
     """What each kind means and what the estimates rest on, with the activation estimate's error per published
-    log computed from attncore.serving.validation (never typed)."""
+    log computed from serving.validation (never typed)."""
     names = {"non_torch": "non-torch", "kv": "KV cache"}
     estimates = [names.get(k, k) for k, kind in fit.kinds.items() if kind == "estimate"]
     text = (

@@ -1,5 +1,5 @@
 """A model by its Hub id on the calculator pages: the id box (in the link; its syntax checked before any request),
-the fetch through lab.hub (the config.json and the safetensors headers, never the weights, each read bounded),
+the fetch through serving.hub (the config.json and the safetensors headers, never the weights, each read bounded),
 metered as any visitor's work: offered only where the operator allows it (hub_fetch: off in hosted mode unless
 set), one memo per id and revision for the whole server, at most CONCURRENT fetches at once, and in hosted mode a
 rate limit per visitor (ui.visitors: an address over all its tabs) and for the server (lab.jobs.caps:
@@ -14,16 +14,16 @@ import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from attncore import ConfigError
-from lab import hub
 from lab.jobs.memo import MISSING, per_process, shared
 from lab.jobs.rate import RateLimit
 from lab.settings import env_var
+from serving import hub
 from ui.limits import headless, limits
 from ui.params import url_text
 from ui.plain import plain
 from ui.visitors import visitor
 
-CONCURRENT = 2  # fetches at once on this server: each holds a thread and up to lab.hub.FETCH_BYTES of memory
+CONCURRENT = 2  # fetches at once on this server: each holds a thread and up to serving.hub.FETCH_BYTES of memory
 
 OFF = (f"This server does not fetch models from the Hub (a hosted server's default; its operator turns it on with "
        f"{env_var('hub_fetch')}=1): upload the model's config.json instead.")  # fmt: skip

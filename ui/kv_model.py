@@ -7,9 +7,9 @@ from __future__ import annotations
 import streamlit as st
 
 from attncore import ConfigError
-from attncore.serving import kvcache as kv
-from attncore.serving import parameters as calc
-from attncore.serving.presets import PRESETS
+from serving import kvcache as kv
+from serving import parameters as calc
+from serving.presets import PRESETS
 from ui import model_form, weights_form
 from ui.config_input import FILE, checkpoint_total, read_model, show_read
 from ui.params import show_invalid, url_number, url_toggle

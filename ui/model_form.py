@@ -9,7 +9,7 @@ from collections.abc import Iterable
 import streamlit as st
 
 from attncore import ConfigError
-from attncore.serving import parameters as calc
+from serving import parameters as calc
 from ui.params import url_number, url_select, url_toggle
 
 LABELS = {

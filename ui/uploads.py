@@ -14,7 +14,7 @@ from streamlit.runtime import Runtime
 from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileManager
 from streamlit.runtime.uploaded_file_manager import UploadedFileRec
 
-from attncore.serving.hf_config import MAX_BYTES as CONFIG_BYTES
+from serving.hf_config import MAX_BYTES as CONFIG_BYTES
 from ui.bundles import UPLOAD_MB
 from ui.limits import headless, limits
 from ui.visitors import visitor

@@ -1,13 +1,13 @@
 """How the weights are stored, as URL-mirrored widgets: none (every tensor in the element type chosen beside), or a
 quantisation of the blocks' linear layers (fp8 block scales, AWQ/GPTQ bits and groups, MXFP4 experts) and which
-layers it covers. The element type of the rest is the page's own widget; attncore.serving.weights counts the bytes."""
+layers it covers. The element type of the rest is the page's own widget; serving.weights counts the bytes."""
 
 from __future__ import annotations
 
 import streamlit as st
 
 from attncore import ConfigError
-from attncore.serving import weights as w
+from serving import weights as w
 from ui.params import url_multiselect, url_number, url_select
 
 METHOD_LABELS = {"none": "none", "fp8": "fp8", "awq": "AWQ", "gptq": "GPTQ", "mxfp4": "MXFP4"}

@@ -9,12 +9,12 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from attncore.serving.engine import GIB, EngineFit, deductions
-from attncore.serving.kvbench import MODES, CacheBenchmark
-from attncore.serving.kvcache import DTYPES, GB, Fit, KVCache, weight_bytes
-from attncore.serving.parameters import COMPONENTS, ParamCount
-from attncore.serving.weights import StoredWeights
 from lab import formats
+from serving.engine import GIB, EngineFit, deductions
+from serving.kvbench import MODES, CacheBenchmark
+from serving.kvcache import DTYPES, GB, Fit, KVCache, weight_bytes
+from serving.parameters import COMPONENTS, ParamCount
+from serving.weights import StoredWeights
 from ui.charts.memo import memo_chart
 from ui.charts.runs import BASE_COLOR, SEQUENCE_COLOR, TOKEN_COLOR, VARIANT_COLORS
 from ui.frames import within_int64

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from attncore.serving.engine import GIB, EngineSettings, engine_fit
-from attncore.serving.parameters import Decoder
-from attncore.serving.presets import PRESETS
+from serving.engine import GIB, EngineSettings, engine_fit
+from serving.parameters import Decoder
+from serving.presets import PRESETS
 
 LLAMA3_8B = PRESETS["llama-3-8b"].arch  # Llama-3.1-8B has the same shape and count
 _STYLE = dict(ffn="swiglu", bias="none", norm="rmsnorm", tied_embeddings=False, position="rope", max_len=0)

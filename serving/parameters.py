@@ -11,8 +11,9 @@ import math
 from dataclasses import asdict, dataclass, replace
 from typing import NamedTuple
 
-from attncore.config import ConfigError, ModelConfig
-from attncore.serving.decoder import (  # noqa: F401  (re-exported: the Decoder and its kinds are the counts' vocabulary)
+from attncore.checks import ConfigError
+from attncore.config import ModelConfig
+from serving.decoder import (  # noqa: F401  (re-exported: the Decoder and its kinds are the counts' vocabulary)
     BIAS_KINDS,
     CHOICES,
     FFN_KINDS,

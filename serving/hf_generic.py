@@ -6,11 +6,11 @@ under the names released configs use. The parameters are then the checkpoint's o
 
 from __future__ import annotations
 
-from attncore.config import ConfigError
-from attncore.serving.context_limit import derived_limit
-from attncore.serving.decoder import Decoder
-from attncore.serving.hf_fields import Fields, ModelFile
-from attncore.serving.hf_weights import weights
+from attncore.checks import ConfigError
+from serving.context_limit import derived_limit
+from serving.decoder import Decoder
+from serving.hf_fields import Fields, ModelFile
+from serving.hf_weights import weights
 
 # each quantity under the names configs give it, the first one present read
 NAMES = {

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from attncore.config import POSITIONS, ConfigError, ModelConfig
-from attncore.serving.context_limit import derived_limit
-from attncore.serving.decoder import MAX_WINDOW, Decoder
-from attncore.serving.hf_fields import REQUIRED, Fields, ModelFile
-from attncore.serving.hf_llama4 import chunks, llama4_experts
-from attncore.serving.hf_weights import weights
-from attncore.serving.parameters import describe_attncore
+from attncore.checks import ConfigError
+from attncore.config import POSITIONS, ModelConfig
+from serving.context_limit import derived_limit
+from serving.decoder import MAX_WINDOW, Decoder
+from serving.hf_fields import REQUIRED, Fields, ModelFile
+from serving.hf_llama4 import chunks, llama4_experts
+from serving.hf_weights import weights
+from serving.parameters import describe_attncore
 
 LLAMA = dict(ffn="swiglu", bias="none", norm="rmsnorm", position="rope", max_len=0)  # and every family below
 GATED_GELU = LLAMA | {"ffn": "geglu"}

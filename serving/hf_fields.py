@@ -9,10 +9,10 @@ import json
 import math
 from dataclasses import asdict, dataclass
 
-from attncore.config import ConfigError
-from attncore.serving.context_limit import ContextLimit
-from attncore.serving.decoder import Decoder, window_words
-from attncore.serving.weights import WeightFormat
+from attncore.checks import ConfigError
+from serving.context_limit import ContextLimit
+from serving.decoder import Decoder, window_words
+from serving.weights import WeightFormat
 
 REQUIRED = object()  # a field without a default: refused when absent
 

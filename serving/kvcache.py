@@ -11,9 +11,9 @@ import math
 import numbers
 from dataclasses import asdict, dataclass, replace
 
-from attncore.config import ConfigError, check_choice, check_int
-from attncore.serving.decoder import MAX_WINDOW, WINDOW_KINDS
-from attncore.serving.parameters import Decoder, count_parameters
+from attncore.checks import ConfigError, check_choice, check_int
+from serving.decoder import MAX_WINDOW, WINDOW_KINDS
+from serving.parameters import Decoder, count_parameters
 
 # --- units and bytes -------------------------------------------------------
 

@@ -6,9 +6,9 @@ maps the model_type llama4_text (and the llama4 wrapper's text_config) here.
 
 from __future__ import annotations
 
-from attncore.config import ConfigError
-from attncore.serving.decoder import MAX_WINDOW
-from attncore.serving.hf_fields import Fields
+from attncore.checks import ConfigError
+from serving.decoder import MAX_WINDOW
+from serving.hf_fields import Fields
 
 
 def chunks(f: Fields, layers: int, notes: list) -> tuple[int | None, list[str]]:

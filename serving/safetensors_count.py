@@ -2,7 +2,7 @@
 little-endian length, then a JSON object naming every tensor with its dtype, shape and byte offsets. The elements
 per dtype summed over the files are the count the Hub publishes for a model; set beside the formula's
 (parameters.py), the difference is named by the tensors that explain it (a vision tower, a multi-token-prediction
-head). The headers are fetched by lab.hub; this module only reads them.
+head). The headers are fetched by serving.hub; this module only reads them.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from attncore.config import ConfigError, check_choice, check_int
+from attncore.checks import ConfigError, check_choice, check_int
 
 FFN_KINDS = ("relu", "gelu", "swiglu", "geglu")  # two matrices, two, three (gate w1, up w3, down w2), three
 GATED_FFNS = ("swiglu", "geglu")  # a gate and an up projection, then the down projection

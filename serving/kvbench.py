@@ -15,7 +15,7 @@ import numpy as np
 
 from attncore.config import ModelConfig
 from attncore.model import generate, init_params
-from attncore.serving.kvcache import kv_cache
+from serving.kvcache import kv_cache
 
 MODES = ("with cache", "recompute")
 

@@ -1,7 +1,7 @@
 """Real decoder models with their published parameter totals, and GPUs: each card once (CARDS), with the total torch
 reports for the serving engine's fit and its size as sold (GPUS, decimal GB) for the simple fit.
 
-Each model is the released config.json, shipped in attncore/serving/configs/ and read by hf_config.py (the reader
+Each model is the released config.json, shipped in serving/configs/ and read by hf_config.py (the reader
 behind --config and the pages' upload), so every preset is also a test of the reader; tests/test_calculators.py
 checks that count_parameters reproduces every published total exactly.
 """
@@ -12,10 +12,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from attncore.config import ConfigError
-from attncore.serving.hf_config import ModelFile, read_config
-from attncore.serving.parameters import Decoder
-from attncore.serving.weights import WeightFormat
+from attncore.checks import ConfigError
+from serving.hf_config import ModelFile, read_config
+from serving.parameters import Decoder
+from serving.weights import WeightFormat
 
 CONFIGS = Path(__file__).resolve().parent / "configs"  # one <preset name>.json per model
 

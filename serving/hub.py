@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urljoin, urlsplit
 
-from attncore.config import ConfigError
-from attncore.serving.hf_config import MAX_BYTES, ModelFile, read_any
-from attncore.serving.safetensors_count import MAX_HEADER_BYTES, CheckpointCount, count_headers, parse_header
+from attncore.checks import ConfigError
+from serving.hf_config import MAX_BYTES, ModelFile, read_any
+from serving.safetensors_count import MAX_HEADER_BYTES, CheckpointCount, count_headers, parse_header
 
 FIELD = "model"  # the field a malformed id is refused under (the flag --model, the pages' Hub id box)
 # org/name as the Hub spells ids: letters, digits, '-', '_', '.', each part 1 to 96 characters, no '--' or '..'

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from attncore.config import ConfigError
-from attncore.serving.decoder import Decoder
-from attncore.serving.hf_fields import Fields
-from attncore.serving.weights import WeightFormat, weights_checked
+from attncore.checks import ConfigError
+from serving.decoder import Decoder
+from serving.hf_fields import Fields
+from serving.weights import WeightFormat, weights_checked
 
 DTYPES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "float": "fp32"}
 

@@ -14,12 +14,12 @@ import math
 import numbers
 from dataclasses import asdict, dataclass, replace
 
-from attncore.config import ConfigError, check_choice, check_int
-from attncore.serving import engine_advice
-from attncore.serving.context_limit import ContextLimit
-from attncore.serving.kvcache import DTYPE_BITS, GB, GIB, weight_bytes
-from attncore.serving.parameters import Decoder, count_parameters
-from attncore.serving.presets import CARDS
+from attncore.checks import ConfigError, check_choice, check_int
+from serving import engine_advice
+from serving.context_limit import ContextLimit
+from serving.kvcache import DTYPE_BITS, GB, GIB, weight_bytes
+from serving.parameters import Decoder, count_parameters
+from serving.presets import CARDS
 
 VERSIONS = {
     "v1": "vLLM V1 engine (0.11 source, hybrid models grouped as at commit 001cabc1; 0.8.5-0.10 the same for "

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from attncore.config import ConfigError, check_choice, check_int
-from attncore.serving.kvcache import DTYPE_BITS, DTYPES, weight_bytes
-from attncore.serving.parameters import Decoder, Tensor, param_inventory
+from attncore.checks import ConfigError, check_choice, check_int
+from serving.kvcache import DTYPE_BITS, DTYPES, weight_bytes
+from serving.parameters import Decoder, Tensor, param_inventory
 
 METHODS = ("none", "fp8", "awq", "gptq", "mxfp4")
 METHOD_NAMES = {"none": "none", "fp8": "fp8", "awq": "AWQ", "gptq": "GPTQ", "mxfp4": "MXFP4"}

@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 import re
 
-from attncore.config import ConfigError
-from attncore.serving import hf_families, hf_generic
-from attncore.serving.hf_fields import ModelFile, pattern_text  # noqa: F401  (re-exported: the reader's result)
+from attncore.checks import ConfigError
+from serving import hf_families, hf_generic
+from serving.hf_fields import ModelFile, pattern_text  # noqa: F401  (re-exported: the reader's result)
 
 MAX_BYTES = 1_000_000  # a config.json is a few kB; the largest released ones (layer lists, id2label) are ~100 kB
 SOURCE = "config.json"  # the field a refusal of the whole file names
