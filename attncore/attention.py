@@ -125,7 +125,7 @@ class SelfAttentionCache(NamedTuple):
 
 
 def self_attention_forward(h, params, p, cfg, ctx: Context):
-    """Causal multi-head self-attention (Vaswani et al. 2017) of h (N, D), the rows of positions 0..T-1:
+    """Causal multi-head self-attention (Vaswani et al. 2017) of h (N, D), the rows of positions t0..t0+T-1 (ctx.pos):
 
         [Q K V] = h W_qkv + b_qkv,  head_i = softmax(Q_i K_i^T / sqrt(Dh) + M) V_i,  out = [head_1 .. head_H] W_O + b_O
 
