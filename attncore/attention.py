@@ -69,10 +69,9 @@ class AnswerRows:
 # --- what one call reads ---------------------------------------------------
 
 
-@dataclass(frozen=True, eq=False)
-class Context:
+class Context(NamedTuple):
     """What a block's forward reads besides its input and weights. The model's forward makes one per call and
-    gives each block its own rows, KV cache and head mask with `dataclasses.replace`."""
+    gives each block its own rows and head mask with `_replace` (a NamedTuple: cheap to make once per block)."""
 
     B: int  # sequences in the batch
     rows: int | AnswerRows = 0  # the queries asked: positions rows.. of every sequence, or a padded batch's rows

@@ -11,7 +11,6 @@ Shapes: B batch, T time, D model width, H heads, Dh = D / H.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import NamedTuple
 
 import numpy as np
@@ -147,7 +146,7 @@ def forward(params, idx, cfg: ModelConfig, *, out_from: int | AnswerRows = 0, he
     for i in range(cfg.n_layers):
         rows = out_from if i == cfg.n_layers - 1 else inner  # the last block computes only the outputs asked for
         hm = None if head_mask is None else head_mask[i]
-        x, c = _block_forward(x, params, i, cfg, replace(ctx, rows=rows, head_mask=hm))  # (R, D) after the last
+        x, c = _block_forward(x, params, i, cfg, ctx._replace(rows=rows, head_mask=hm))  # (R, D) after the last
         blocks.append(c)
     xf, c_lnf = L.layernorm_forward(x, params["ln_f.gamma"], params["ln_f.beta"])  # (R, D) the output rows
     xf = ctx.hook("ln_final", xf)
