@@ -269,11 +269,11 @@ def attention_forward(q, k, v, mask=None, scale=True, bias=None):
     # A Python float: a NumPy float64 scalar would make float32 scores compute in float64.
     factor = 1.0 / math.sqrt(q.shape[-1]) if scale else None
     if factor is not None:
-        s *= factor
+        s *= factor  # Q K^T / sqrt(d_k)
     if bias is not None:
         s += bias
-    p = softmax_forward(s, mask, inplace=True)
-    return p @ v, AttentionCache(q, k, v, p, factor)
+    p = softmax_forward(s, mask, inplace=True)  # (..., T_q, T_k) masked keys -inf before the softmax: weight 0
+    return p @ v, AttentionCache(q, k, v, p, factor)  # P V: (..., T_q, D)
 
 
 def attention_backward(dy, cache, out=None):
