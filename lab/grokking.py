@@ -331,8 +331,8 @@ def to_json(per_run: Sequence[dict], rows: pd.DataFrame, table: pd.DataFrame, te
         "seeds": [{k: plain(v) for k, v in r.items()} for r in per_run],
         "window": {
             "share": WINDOW,
-            "what": f"final_* figures are means over the snapshots of the last {WINDOW * 100:g} % of the steps (each run's "
-            "window: its from_step, to_step and snapshots); grokked: training and held-out accuracy both at least "
+            "what": f"final_* figures are means over the snapshots of the last {WINDOW * 100:g} % of the steps "
+            "(each run's window: its from_step, to_step and snapshots); grokked: training and held-out accuracy both at least "
             f"{GROKKED:g} there",
         },
         "variants": records(table),
