@@ -332,8 +332,8 @@ def to_json(per_run: Sequence[dict], rows: pd.DataFrame, table: pd.DataFrame, te
         "window": {
             "share": WINDOW,
             "what": f"final_* figures are means over the snapshots of the last {WINDOW * 100:g} % of the steps "
-            "(each run's window: its from_step, to_step and snapshots); grokked: training and held-out accuracy both at least "
-            f"{GROKKED:g} there",
+            "(each run's window: its from_step, to_step and snapshots); grokked: training and held-out accuracy "
+            f"both at least {GROKKED:g} there",
         },
         "variants": records(table),
         "comparisons": records(rows),

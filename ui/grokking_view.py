@@ -111,9 +111,9 @@ def variant_table(table: pd.DataFrame) -> None:
         "least 99 %, mean (range) over the seeds that reached it; delay: held-out minus training step, per seed. "
         f"Train, held out, window: the accuracy averaged over {grokking.window_words(table.iloc[0])}, the mean over "
         f"the seeds (the lowest seed's); a seed ended grokked when both are at least {grokking.GROKKED * 100:.0f} %. "
-        f"Spikes: falls of the training accuracy under {grokking.SPIKE_BELOW * 100:.0f} % after it reached 99 %, seen at the "
-        "snapshots (how many, on how many seeds). At the end, means over the seeds: the weight norm ‖θ‖ and how many "
-        "frequencies the embedding's power is spread over (1 / Σ s_k² of its shares s_k)."
+        f"Spikes: falls of the training accuracy under {grokking.SPIKE_BELOW * 100:.0f} % after it reached 99 %, seen "
+        "at the snapshots (how many, on how many seeds). At the end, means over the seeds: the weight norm ‖θ‖ and how "
+        "many frequencies the embedding's power is spread over (1 / Σ s_k² of its shares s_k)."
     )
 
 
