@@ -74,7 +74,7 @@ def controls(lim: Limits) -> tuple[dict, list[int]]:
 
 def variant_table(table: pd.DataFrame) -> None:
     """Per variant: the seeds whose accuracies reached 99 %, the steps (mean and range), the accuracies over the final
-    window, the seeds that ended grokked, the spikes and the final weight norm and frequencies."""
+    window, the seeds that ended grokked and the spikes."""
 
     def steps(r, key: str) -> str:
         k = int(r[f"{key}_reached"])
@@ -101,8 +101,6 @@ def variant_table(table: pd.DataFrame) -> None:
             "held out, window": [final(r, "final_test_accuracy") for _, r in rows],
             "ended grokked": [f"{int(r['grokked'])} of {r['seeds']}" for _, r in rows],
             "spikes": [spikes(r) for _, r in rows],
-            "‖θ‖": [f"{x:.1f}" for x in table["weight_norm_final"]],
-            "frequencies": [f"{x:.1f}" for x in table["fourier_frequencies_final"]],
         }
     )
     tables.show(shown)
@@ -112,8 +110,8 @@ def variant_table(table: pd.DataFrame) -> None:
         f"Train, held out, window: the accuracy averaged over {grokking.window_words(table.iloc[0])}, the mean over "
         f"the seeds (the lowest seed's); a seed ended grokked when both are at least {grokking.GROKKED * 100:.0f} %. "
         f"Spikes: falls of the training accuracy under {grokking.SPIKE_BELOW * 100:.0f} % after it reached 99 %, seen "
-        "at the snapshots (how many, on how many seeds). At the end, means over the seeds: the weight norm ‖θ‖ and how "
-        "many frequencies the embedding's power is spread over (1 / Σ s_k² of its shares s_k)."
+        "at the snapshots (how many, on how many seeds). The weight norm and the frequencies at the end: the finding "
+        "above and the charts below."
     )
 
 
