@@ -94,13 +94,13 @@ def variant_table(table: pd.DataFrame) -> None:
     shown = pd.DataFrame(
         {
             "variant": table["variant"],
+            "ended grokked": [f"{int(r['grokked'])} of {r['seeds']}" for _, r in rows],
+            "train, window": [final(r, "final_train_accuracy") for _, r in rows],
+            "held out, window": [final(r, "final_test_accuracy") for _, r in rows],
+            "spikes": [spikes(r) for _, r in rows],
             "train 99 %": [steps(r, "train_step_99") for _, r in rows],
             "held out 99 %": [steps(r, "test_step_99") for _, r in rows],
             "delay": [steps(r, "delay") for _, r in rows],
-            "train, window": [final(r, "final_train_accuracy") for _, r in rows],
-            "held out, window": [final(r, "final_test_accuracy") for _, r in rows],
-            "ended grokked": [f"{int(r['grokked'])} of {r['seeds']}" for _, r in rows],
-            "spikes": [spikes(r) for _, r in rows],
         }
     )
     tables.show(shown)
