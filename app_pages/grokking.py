@@ -34,13 +34,18 @@ records = {v: [by_run[r] for r in rs] for v, rs in by_variant.items()}
 per_run = [grokking.run_figures(by_run[r]) for r in wanted]
 rows, table = grokking.comparisons(records), grokking.variant_table(per_run)
 view.finding(table, rows, settings["steps"])
+view.cost(wanted)
 
 st.subheader("Training and held-out accuracy over training")
-curves = grokking.curves_frame(records)
-st.altair_chart(charts.accuracy_curves(curves))
+curves, first = grokking.curves_frame(records), table.iloc[0]
+window = (int(first["window_from"]), int(first["window_to"]))
+st.altair_chart(charts.accuracy_curves(curves, grokking.spikes_frame(per_run), window))
 st.caption(
     f"Accuracy on all {wanted[0].task.length ** 2:,} pairs at each snapshot: the training pairs (blue) and the "
-    "held-out ones (orange), a thin line per seed, the step axis logarithmic; dotted: 99 %."
+    "held-out ones (orange), a thin line per seed, the step axis logarithmic; dotted: 99 %. Shaded: the final window "
+    f"({grokking.window_words(first)}), over which the final figures are averaged. Red triangles: the spikes, each "
+    f"where a seed's training accuracy fell under {grokking.SPIKE_BELOW * 100:.0f} % after it had reached 99 % ("
+    f"{view.spike_count(table)})."
 )
 view.variant_table(table)
 
@@ -70,8 +75,8 @@ st.caption(
 if len(rows):
     st.subheader("Verdicts over seeds")
     st.caption(
-        "Per run: the held-out accuracy (per-token: one answer per pair), the held-out loss and the weight norm with "
-        "the final weights, without weight decay minus with it, paired by seed."
+        "Per run: the held-out accuracy (per-token: one answer per pair), the held-out loss and the weight norm, each "
+        "averaged over the final window, without weight decay minus with it, paired by seed."
     )
     cell_table(
         rows.assign(facet=f"{rows.iloc[0]['level']} vs {rows.iloc[0]['baseline']}"),

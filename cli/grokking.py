@@ -1,6 +1,7 @@
 """`python -m attncore grokking`: modular addition with weight decay and without over the same seeds, trained as one
 sweep (from the store where it can), then per run the steps to 99 % training and held-out accuracy and the delay, the
-variants' table, the paired comparisons by the comparison rule and the finding (lab.grokking)."""
+accuracies over the final window, whether it ended grokked, its spikes, the variants' table, the paired comparisons by
+the comparison rule and the finding (lab.grokking)."""
 
 from __future__ import annotations
 
@@ -59,22 +60,25 @@ def cmd_grokking(a) -> int:
     if a.json:
         print(json.dumps(out))
         return 0
+    window = grokking.window_words(table.iloc[0])
     print(
         "per run: the first snapshot step at which the training and the held-out accuracy reach 99 % ('-': never), "
-        "the delay between them, the final accuracies, the weight norm at the start and the end, and how many "
-        "frequencies the embedding's power is spread over at the start and the end"
+        f"the delay between them, the accuracies averaged over {window}, whether it ended grokked (both at least "
+        f"{grokking.GROKKED:g}), its spikes (falls of the training accuracy under {grokking.SPIKE_BELOW:g} after "
+        "reaching 0.99), the weight norm at the start and the end, and how many frequencies the embedding's power is "
+        "spread over at the start and the end"
     )
     print(
-        f"  {'λ':>5} {'seed':>4} {'train99':>8} {'test99':>8} {'delay':>8} {'train':>7} {'test':>7} "
-        f"{'‖θ‖ start':>10} {'end':>7} {'freq start':>10} {'end':>6}"
+        f"  {'λ':>5} {'seed':>4} {'train99':>8} {'test99':>8} {'delay':>8} {'train':>7} {'test':>7} {'grokked':>7} "
+        f"{'spikes':>6} {'‖θ‖ start':>10} {'end':>7} {'freq start':>10} {'end':>6}"
     )
     for r in per_run:
         print(
             f"  {r['weight_decay']:>5g} {r['seed']:>4} {_step(r['train_step_99']):>8} {_step(r['test_step_99']):>8} "
             f"{_step(r['delay']):>8} {formats.accuracy(r['final_train_accuracy']):>7} "
-            f"{formats.accuracy(r['final_test_accuracy']):>7} {r['weight_norm_start']:>10.1f} "
-            f"{r['weight_norm_final']:>7.1f} {r['fourier_frequencies_start']:>10.1f} "
-            f"{r['fourier_frequencies_final']:>6.1f}"
+            f"{formats.accuracy(r['final_test_accuracy']):>7} {'yes' if r['grokked'] else 'no':>7} "
+            f"{r['spikes']:>6} {r['weight_norm_start']:>10.1f} {r['weight_norm_final']:>7.1f} "
+            f"{r['fourier_frequencies_start']:>10.1f} {r['fourier_frequencies_final']:>6.1f}"
         )
     if len(rows):
         first = rows.iloc[0]

@@ -9,7 +9,7 @@ import streamlit as st
 from attncore.tasks.modular import MAX_P, MIN_P, MODULAR_RUN
 from lab import formats, grokking
 from lab.jobs.caps import Limits
-from ui import compare_view, tables
+from ui import compare_view, sweeps, tables
 from ui.params import url_number, url_select
 from ui.plain import plain
 
@@ -24,8 +24,11 @@ SOURCES = (
     "Nanda et al. 2023, *Progress measures for grokking via mechanistic interpretability* (arXiv:2301.05217): a "
     "one-layer model (d = 128, AdamW with lr 1e-3, λ = 1, betas 0.9/0.98, full batch, p = 113, 30 % of the pairs) "
     "learns to add by rotating in a few key frequencies: its embedding's Fourier spectrum concentrates on about five "
-    "of them; without weight decay it memorises and does not generalise within their budget. The lab's chapter "
-    "compares its runs with theirs."
+    "of them; without weight decay it memorises and does not generalise within their budget. Thilak et al. 2022, "
+    "*The Slingshot Mechanism* (arXiv:2206.04817): late in training, adaptive optimisers (Adam, AdamW) cycle "
+    "between stable and unstable phases, the training loss spiking while the last layer's weight norm jumps; without "
+    "explicit regularisation grokking almost only comes at a spike's onset, and a larger Adam ε suppresses them. "
+    "The lab's chapter compares its runs with theirs."
 )
 
 
@@ -70,7 +73,8 @@ def controls(lim: Limits) -> tuple[dict, list[int]]:
 
 
 def variant_table(table: pd.DataFrame) -> None:
-    """Per variant: the seeds whose accuracies reached 99 %, the steps (mean and range) and the final figures."""
+    """Per variant: the seeds whose accuracies reached 99 %, the steps (mean and range), the accuracies over the final
+    window, the seeds that ended grokked and the spikes."""
 
     def steps(r, key: str) -> str:
         k = int(r[f"{key}_reached"])
@@ -80,26 +84,60 @@ def variant_table(table: pd.DataFrame) -> None:
         spread = f" ({low:,.0f}–{high:,.0f})" if k > 1 and low != high else ""
         return f"{r[f'{key}_mean']:,.0f}{spread}, {k} of {r['seeds']}"
 
+    def final(r, key: str) -> str:
+        return f"{formats.accuracy(r[key])} ({formats.accuracy(r[f'{key}_min'])})"
+
+    def spikes(r) -> str:
+        return f"{int(r['spikes'])} on {int(r['spiking_seeds'])} of {r['seeds']}" if r["spikes"] else "none"
+
     rows = list(table.iterrows())
     shown = pd.DataFrame(
         {
             "variant": table["variant"],
+            "ended grokked": [f"{int(r['grokked'])} of {r['seeds']}" for _, r in rows],
+            "train, window": [final(r, "final_train_accuracy") for _, r in rows],
+            "held out, window": [final(r, "final_test_accuracy") for _, r in rows],
+            "spikes": [spikes(r) for _, r in rows],
             "train 99 %": [steps(r, "train_step_99") for _, r in rows],
             "held out 99 %": [steps(r, "test_step_99") for _, r in rows],
             "delay": [steps(r, "delay") for _, r in rows],
-            "held-out acc.": [formats.accuracy(x) for x in table["final_test_accuracy"]],
-            "‖θ‖": [f"{x:.1f}" for x in table["weight_norm_final"]],
-            "frequencies": [f"{x:.1f}" for x in table["fourier_frequencies_final"]],
         }
     )
     tables.show(shown)
     st.caption(
         "Train / held out 99 %: the first snapshot step at which the accuracy on the training (held-out) pairs is at "
-        "least 99 %, mean (range) over the seeds that reached it; delay: held-out minus training step, per seed. At "
-        "the end, means over the seeds: the held-out accuracy, the weight norm ‖θ‖ and how many frequencies the "
-        "embedding's power is spread over (1 / Σ s_k² of its shares s_k)."
+        "least 99 %, mean (range) over the seeds that reached it; delay: held-out minus training step, per seed. "
+        f"Train, held out, window: the accuracy averaged over {grokking.window_words(table.iloc[0])}, the mean over "
+        f"the seeds (the lowest seed's); a seed ended grokked when both are at least {grokking.GROKKED * 100:.0f} %. "
+        f"Spikes: falls of the training accuracy under {grokking.SPIKE_BELOW * 100:.0f} % after it reached 99 %, seen "
+        "at the snapshots (how many, on how many seeds). The weight norm and the frequencies at the end: the finding "
+        "above and the charts below."
     )
 
 
 def finding(table: pd.DataFrame, rows: pd.DataFrame, steps: int) -> None:
     st.markdown(f"**What the lab found.** {plain(grokking.finding(table, rows, steps))}")
+
+
+def cost(wanted) -> None:
+    """What training this view costs here: the cost model's computing (lab.cost_model), and on two cores half of it."""
+    work = sweeps.computing(wanted)
+    st.caption(
+        f"Training this view ({formats.count(len(wanted), 'run')}) costs about {formats.duration(work)} of computing "
+        f"on this machine, about {formats.duration(work / 2)} on two otherwise idle cores (the cost model's estimate "
+        "from the runs' sizes, calibrated on this CPU; the store keeps them, so it is paid once)."
+    )
+
+
+def spike_count(table: pd.DataFrame) -> str:
+    """'weight decay 1: 2 spikes on 1 of 6 seeds; no weight decay: none' from lab.grokking.variant_table."""
+    said = [
+        f"{r['variant']}: "
+        + (
+            f"{tables.count(int(r['spikes']), 'spike')} on {int(r['spiking_seeds'])} of {r['seeds']} seeds"
+            if r["spikes"]
+            else "none"
+        )
+        for _, r in table.iterrows()
+    ]
+    return "; ".join(said)

@@ -1,6 +1,7 @@
 """Charts of the Grokking page as pure functions: lab.grokking frames in, alt.Chart out. Training accuracy blue and
 held-out orange (the app's per-token/per-sequence pair: the held-out part is what changes late), each seed a thin
-line on a log step axis; every chart sized to fit a 1,280 px main area."""
+line on a log step axis, the final window shaded and the spikes marked; every chart sized to fit a 1,280 px main
+area."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from ui.charts.base import BASE_COLOR, SEQUENCE_COLOR, TOKEN_COLOR, VARIANT_COLO
 from ui.charts.memo import memo_chart
 
 PARTS = alt.Scale(domain=["training", "held out"], range=[TOKEN_COLOR, SEQUENCE_COLOR])
+SPIKE_COLOR = "#D62728"  # a spike's mark: red, apart from the blue and orange curves
 WHEN = alt.Scale(domain=["at initialisation", "at the end"], range=["#BBBBBB", BASE_COLOR])
 
 
@@ -19,11 +21,19 @@ def _step_axis() -> alt.X:
 
 
 @memo_chart
-def accuracy_curves(curves: pd.DataFrame, height: int = 220) -> alt.FacetChart:
+def accuracy_curves(
+    curves: pd.DataFrame, spikes: pd.DataFrame | None = None, window: tuple[int, int] | None = None, height: int = 220
+) -> alt.FacetChart:
     """lab.grokking.curves_frame: per variant a panel of the training and held-out accuracy of every seed against
-    the step (log axis), a dotted rule at 99 %."""
+    the step (log axis), a dotted rule at 99 %; the final window (its first and last step) shaded grey, and each
+    spike (lab.grokking.spikes_frame: variant, seed, step) a red triangle at its step along the top."""
     variants = list(dict.fromkeys(curves["variant"]))
-    data = curves[curves["figure"] == "accuracy"]
+    parts = [curves[curves["figure"] == "accuracy"].assign(kind="curve")]
+    if window is not None:
+        parts.append(pd.DataFrame({"variant": variants, "step": window[0], "step_end": window[1], "kind": "window"}))
+    if spikes is not None and len(spikes):
+        parts.append(spikes.assign(kind="spike", value=1.0))
+    data = pd.concat(parts, ignore_index=True)
     tooltip = ["variant:N", "seed:O", "step:Q", "part:N", alt.Tooltip("value:Q", format=".3f", title="accuracy")]
     lines = (
         alt.Chart()
@@ -35,10 +45,23 @@ def accuracy_curves(curves: pd.DataFrame, height: int = 220) -> alt.FacetChart:
             detail="seed:N",
             tooltip=tooltip,
         )
+        .transform_filter(alt.datum.kind == "curve")
+    )
+    shade = (
+        alt.Chart()
+        .mark_rect(color="#888888", opacity=0.15)
+        .encode(x="step:Q", x2="step_end:Q", tooltip=[alt.Tooltip("step:Q", title="final window from step")])
+        .transform_filter(alt.datum.kind == "window")
+    )
+    marks = (
+        alt.Chart()
+        .mark_point(shape="triangle-down", filled=True, size=50, color=SPIKE_COLOR, opacity=0.9)
+        .encode(x="step:Q", y="value:Q", tooltip=["variant:N", "seed:O", alt.Tooltip("step:Q", title="spike at")])
+        .transform_filter(alt.datum.kind == "spike")
     )
     rule = alt.Chart().mark_rule(strokeDash=[2, 3], color=BASE_COLOR, opacity=0.5).encode(y=alt.datum(0.99))
     columns = min(2, max(1, len(variants)))
-    layered = alt.layer(lines, rule, data=data).properties(width=panel_width(columns), height=height)
+    layered = alt.layer(shade, lines, rule, marks, data=data).properties(width=panel_width(columns), height=height)
     return layered.facet(facet=alt.Facet("variant:N", title=None, sort=variants), columns=columns)
 
 
