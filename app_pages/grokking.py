@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from attncore.tasks.modular import MODULAR_RUN
-from lab import grokking
+from lab.experiments import grokking
 from ui import compare_view, docs
 from ui import grokking_view as view
 from ui.charts import grokking as charts

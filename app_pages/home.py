@@ -9,8 +9,8 @@ import streamlit as st
 from attncore import ConfigError
 from attncore import task as tasks
 from lab import provenance
+from lab.experiments.regimes import DEPTHS
 from lab.presets import preset
-from lab.regimes import DEPTHS
 from lab.store import list_cached
 from lab.tables import ablation_table, accuracy_table, runs_frame, seeds_text
 from ui import bundles, nav, runs, sidebar, sweeps, tables

@@ -4,7 +4,7 @@ import streamlit as st
 
 from attncore.tasks import N_TEST
 from attncore.tasks.induction import INDUCTION_RUN, N_PROBE
-from lab import induction
+from lab.experiments import induction
 from ui import compare_view, docs
 from ui import induction_view as view
 from ui.charts import induction as charts

@@ -3,8 +3,8 @@ each judged over seeds."""
 
 import streamlit as st
 
-from lab import regimes, stability
 from lab.compare import curve_bands
+from lab.experiments import regimes, stability
 from ui import compare_view
 from ui import regimes_view as view
 from ui.charts import compare as compare_charts
@@ -38,7 +38,7 @@ command = regimes.command(experiment, len(seeds), options) if seeds[0] == 0 else
 by_run = compare_view.ensure_trained(wanted, f"Training the {experiment} experiment", "reg_train", command)
 if by_run is None:
     st.stop()
-qk_norm = options.get("qk_norm") == "both"  # the lr experiment's qk-norm comparison: lab.stability
+qk_norm = options.get("qk_norm") == "both"  # the lr experiment's qk-norm comparison: lab.experiments.stability
 summaries = stability.summaries_of(by_run) if qk_norm else {run: by_run[run].summary() for run in wanted}
 rows = regimes.table(cells, summaries, stability.METRICS if qk_norm else regimes.METRICS)
 st.caption(f"{len(wanted)} runs in {len(cells)} cells over {compare_view.seeds_text(seeds)}, all from the run store.")

@@ -4,7 +4,8 @@ import streamlit as st
 
 from attncore.tasks import N_TEST
 from attncore.tasks.bigram_backcopy import BB_RUN, N_SNAPSHOT_TEST, uniform_share
-from lab import formats, sinks, sinks_text
+from lab import formats
+from lab.experiments import sinks, sinks_text
 from ui import compare_view, docs
 from ui import sinks_view as view
 from ui.charts import sinks as charts

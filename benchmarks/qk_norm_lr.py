@@ -1,4 +1,4 @@
-"""The Regimes page's qk-norm comparison at its defaults (lab.regimes.lr_cells(qk_norm="both"), lab.stability):
+"""The Regimes page's qk-norm comparison at its defaults (regimes.lr_cells(qk_norm="both"), stability):
 trains what the store lacks as one sweep, then prints, with the machine and its BLAS kernels, per variant and
 learning rate the mean over the seeds of the test loss, the largest attention logit and the lowest attention
 entropy over training, each variant's LR sensitivity with its interval, and the finding the page writes. The runs
@@ -19,7 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from lab import cost_model, formats, regimes, stability  # noqa: E402
+from lab import cost_model, formats  # noqa: E402
+from lab.experiments import regimes, stability  # noqa: E402
 from lab.provenance import current, describe  # noqa: E402
 from lab.store import is_cached  # noqa: E402
 from lab.sweep import loky_workers, run_sweep  # noqa: E402

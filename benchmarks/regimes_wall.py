@@ -3,7 +3,7 @@
 
     python benchmarks/regimes_wall.py [--workers 2] [--busy 0]
 
-The three experiments at their defaults (lab.regimes, 6 seeds), each in an empty store on a pool of 2 worker
+The three experiments at their defaults (lab.experiments.regimes, 6 seeds), each in an empty store on a pool of 2 worker
 processes (benchmarks/view_estimates.py's measurement, the page's sweep order): printed per experiment, the
 estimated and measured computing (CPU seconds) and wall time, with the platform and load average.
 """

@@ -29,7 +29,8 @@ import numpy as np  # noqa: E402
 from attncore.interpret.hooks import run_with_hooks  # noqa: E402
 from attncore.model import init_params  # noqa: E402
 from attncore.tasks import bigram_backcopy as bb  # noqa: E402
-from lab import formats, sinks, stats  # noqa: E402
+from lab import formats, stats  # noqa: E402
+from lab.experiments import sinks  # noqa: E402
 from lab.provenance import current, describe  # noqa: E402
 from lab.sweep import run_sweep  # noqa: E402
 

@@ -5,7 +5,7 @@ Views: Home's "Reproduce the article" (23 runs), Ablations' default (the base an
 Holm's correction needs to show a difference across five, lab.stats.seeds_needed: 8, 48 runs), Compare's default
 (learned vs no position over seeds 0-5, 12 runs), the Length page's first tab (five encodings trained on lengths
 1-8 for 3,000 steps over seeds 0-2, 15 runs; as ui.length_view.lit_runs builds them),
-and on request the Regimes page's three experiments at their defaults (lab.regimes: 144, 60 and 84 runs).
+and on request the Regimes page's three experiments at their defaults (lab.experiments.regimes: 144, 60 and 84 runs).
 Each is trained in an empty temporary store by lab.jobs.progress.train_with_progress on a loky pool of `--workers`
 processes (the dashboard's sweep: 2), longest first, each next to the first free worker; the pool is started
 before the clock (the dashboard's pool persists). The model is calibrated once, first, as the server does (its
@@ -32,7 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from joblib.externals.loky import ProcessPoolExecutor  # noqa: E402
 
 from attncore import make_run  # noqa: E402
-from lab import cost_model, regimes, sinks  # noqa: E402
+from lab import cost_model  # noqa: E402
+from lab.experiments import regimes, sinks  # noqa: E402
 from lab.jobs import progress as worker  # noqa: E402
 from lab.presets import ablations, preset  # noqa: E402
 from lab.provenance import current, describe  # noqa: E402

@@ -1,7 +1,7 @@
 """`python -m attncore grokking`: modular addition with weight decay and without over the same seeds, trained as one
 sweep (from the store where it can), then per run the steps to 99 % training and held-out accuracy and the delay, the
 accuracies over the final window, whether it ended grokked, its spikes, the variants' table, the paired comparisons by
-the comparison rule and the finding (lab.grokking)."""
+the comparison rule and the finding (lab.experiments.grokking)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ from attncore.tasks.modular import MODULAR_RUN
 from lab import formats, stats
 
 MAX_SEEDS = 16
-DEFAULT_SEEDS = 6  # lab.grokking's, repeated so that building the parser loads no pandas (tests check they agree)
+DEFAULT_SEEDS = (
+    6  # lab.experiments.grokking's, repeated so that building the parser loads no pandas (tests check they agree)
+)
 
 
 def settings_of(a) -> dict:
@@ -36,7 +38,7 @@ def _step(x) -> str:
 def cmd_grokking(a) -> int:
     from cli.regimes import plan
     from cli.sweep import ProgressBar
-    from lab import grokking
+    from lab.experiments import grokking
     from lab.sweep import run_sweep
 
     check(a)

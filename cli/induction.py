@@ -1,6 +1,6 @@
 """`python -m attncore induction`: the induction task at each depth and position encoding over the same
 seeds, trained as one sweep (from the store where it can), then per run its phase change, final losses, head
-scores and causal check, the comparisons by the comparison rule, and the finding (lab.induction)."""
+scores and causal check, the comparisons by the comparison rule, and the finding (lab.experiments.induction)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ from cli import confirm
 from lab import formats, stats
 
 MAX_SEEDS = 16
-DEFAULT_SEEDS = 6  # lab.induction's, repeated so that building the parser loads no pandas (tests check they agree)
+DEFAULT_SEEDS = (
+    6  # lab.experiments.induction's, repeated so that building the parser loads no pandas (tests check they agree)
+)
 
 
 def settings_of(a) -> dict:
@@ -23,7 +25,7 @@ def settings_of(a) -> dict:
 
 
 def _run_line(r: dict) -> str:
-    from lab import induction
+    from lab.experiments import induction
 
     step = "none" if r["phase_step"] is None else f"{r['phase_step']:,}"
     ind = max(max(row) for row in r["induction_score"]["final"][1:] or r["induction_score"]["final"])
@@ -41,7 +43,7 @@ def _run_line(r: dict) -> str:
 def cmd_induction(a) -> int:
     from attncore.memory import check_fits
     from cli.sweep import ProgressBar
-    from lab import induction
+    from lab.experiments import induction
     from lab.sweep import run_sweep
 
     seeds = list(dict.fromkeys(a.seeds))

@@ -1,5 +1,5 @@
 """`python -m attncore regimes depth|heads|lr`: a Regimes experiment at the page's defaults (flags
-override them), trained as one sweep, then its table, its verdicts and its finding (lab.regimes)."""
+override them), trained as one sweep, then its table, its verdicts and its finding (lab.experiments.regimes)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from cli import confirm, text
 from lab import formats, stats
 
 MAX_SEEDS = 16
-# lab.regimes' names, repeated so that building the parser loads no pandas (tests/test_regimes.py checks they agree)
+# regimes' names, repeated so that building the parser loads no pandas (tests/test_regimes.py checks they agree)
 EXPERIMENTS = ("depth", "heads", "lr")
 PAIRS = ("norm", "scaling", "warmup", "depth")
 DEFAULT_SEEDS = 6
@@ -53,8 +53,8 @@ OWN_FLAGS = {
 
 
 def options(a) -> dict:
-    """lab.regimes' options of the flags given (the rest at the experiment's defaults); ConfigError for a flag the
-    chosen experiment does not take (it would be ignored). lab.regimes refuses a level given twice and a flag the
+    """regimes' options of the flags given (the rest at the experiment's defaults); ConfigError for a flag the
+    chosen experiment does not take (it would be ignored). regimes refuses a level given twice and a flag the
     --pair sets itself."""
     for dest, experiments in OWN_FLAGS.items():
         if getattr(a, dest) is not None and a.experiment not in experiments:
@@ -71,7 +71,7 @@ def options(a) -> dict:
     if a.experiment == "heads":
         out["heads"] = 1 if a.heads is None else a.heads
     if a.experiment == "lr":
-        if a.qk_norm == "both":  # qk-norm off against on: no pair (lab.regimes refuses one given)
+        if a.qk_norm == "both":  # qk-norm off against on: no pair (lab.experiments.regimes refuses one given)
             out["qk_norm"] = "both"
             if a.pair is not None:
                 out["pair"] = a.pair
@@ -81,7 +81,7 @@ def options(a) -> dict:
                 out["qk_norm"] = a.qk_norm == "on"
         if a.z_loss is not None:
             out["z_loss"] = a.z_loss
-        if a.warmup is not None:  # lab.regimes refuses it without --qk-norm both
+        if a.warmup is not None:  # lab.experiments.regimes refuses it without --qk-norm both
             out["warmup"] = a.warmup
         if a.layers is not None:
             out["n_layers"] = a.layers
@@ -177,7 +177,7 @@ def plan(a, experiment: str, runs, cells=None) -> dict | None:
 
 
 def cmd_regimes(a) -> int:
-    from lab import regimes
+    from lab.experiments import regimes
     from lab.sweep import run_sweep
 
     cells = regimes.cells_of(a.experiment, range(a.seeds), **options(a))
@@ -231,7 +231,7 @@ def cmd_regimes(a) -> int:
 
 
 def _print_rows(rows, seeds: int) -> None:
-    from lab import regimes, stability
+    from lab.experiments import regimes, stability
 
     for metric in dict.fromkeys(rows["metric"]):
         part = rows[rows["metric"] == metric]
@@ -247,8 +247,8 @@ def _print_rows(rows, seeds: int) -> None:
 def _qk_norm_comparison(a, cells, records, runs) -> int:
     """The lr experiment's qk-norm comparison: per variant its settings, LR sensitivity with the interval over the
     seeds and the paired comparison of the seeds' own, and per learning rate and seed the test loss, the largest
-    attention logit and the lowest attention entropy over training (lab.stability); then the cells, the finding."""
-    from lab import regimes, stability
+    attention logit and the lowest attention entropy over training (stability); then the cells, the finding."""
+    from lab.experiments import regimes, stability
 
     summaries = stability.summaries_of(dict(zip(runs, records, strict=True)))
     rows = regimes.table(cells, summaries, stability.METRICS)

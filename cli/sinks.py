@@ -1,6 +1,6 @@
 """`python -m attncore sinks`: the Bigram-Backcopy task over seeds, trained as one sweep (from the store where it
 can), then per seed the sink share at the end of training and StreamingLLM's window test, the three comparisons by
-the comparison rule, and the finding (lab.sinks)."""
+the comparison rule, and the finding (lab.experiments.sinks)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ from attncore.tasks.bigram_backcopy import BB_RUN
 from lab import formats, stats
 
 MAX_SEEDS = 16
-DEFAULT_SEEDS = 6  # lab.sinks's, repeated so that building the parser loads no pandas (tests check they agree)
+DEFAULT_SEEDS = (
+    6  # lab.experiments.sinks's, repeated so that building the parser loads no pandas (tests check they agree)
+)
 DEFAULT_WINDOW = 8
 
 
@@ -25,7 +27,7 @@ def settings_of(a) -> dict:
 def cmd_sinks(a) -> int:
     from cli.regimes import plan
     from cli.sweep import ProgressBar
-    from lab import sinks, sinks_text
+    from lab.experiments import sinks, sinks_text
     from lab.sweep import run_sweep
 
     seeds = list(dict.fromkeys(a.seeds))

@@ -86,7 +86,7 @@ def test_model_reads_the_stores_calibration_once_per_process(tmp_path, timed):
 def test_the_command_lines_estimate_uses_the_kept_calibration(tmp_path):
     """`regimes depth --estimate --json` in a process of its own, on a store holding made-up probe costs for this
     machine: its computing is the one those costs give (a calibration here would have timed other costs)."""
-    from lab import regimes
+    from lab.experiments import regimes
 
     made_up = [0.5e-3, 2e-3, 7e-3, 4e-3, 8e-3, 6e-3, 3e-3, 11e-3]
     entries = {cost_model.machine_key(w): {"probe_seconds": made_up, "busy": 0.0} for w in range(1, 9)}

@@ -18,7 +18,8 @@ from streamlit.testing.v1 import AppTest
 
 from attncore import ConfigError, make_run
 from attncore.train import train
-from lab import regimes, sweep
+from lab import sweep
+from lab.experiments import regimes
 from lab.jobs import slots
 from lab.jobs.caps import parse_limits
 from lab.store import get_run, is_cached

@@ -151,7 +151,7 @@ def test_the_sidebar_selects_it_from_a_url_with_its_fields():
 
 
 def test_step_99_is_the_first_snapshot_at_or_above_99_percent():
-    from lab.grokking import step_99
+    from lab.experiments.grokking import step_99
 
     assert step_99([10, 20, 30, 40], [0.5, 0.99, 0.2, 1.0]) == 20  # the first, even if it falls again
     assert step_99([10, 20], [0.98, 0.989999]) is None
@@ -159,7 +159,7 @@ def test_step_99_is_the_first_snapshot_at_or_above_99_percent():
 
 
 def test_a_spike_is_a_fall_under_90_percent_after_99_percent_until_it_is_back():
-    from lab.grokking import spikes
+    from lab.experiments.grokking import spikes
 
     steps = [10, 20, 30, 40, 50, 60, 70, 80, 90]
     train = [0.5, 0.8, 0.995, 0.7, 0.3, 0.95, 1.0, 0.2, 0.4]  # the early 0.5, 0.8: before the fit, no spike
@@ -173,7 +173,7 @@ def test_a_spike_is_a_fall_under_90_percent_after_99_percent_until_it_is_back():
 
 
 def test_the_final_figures_are_means_over_the_last_tenth_of_the_steps():
-    from lab.grokking import window_means, window_start
+    from lab.experiments.grokking import window_means, window_start
 
     assert window_start(3000) == 2701 and window_start(500) == 451 and window_start(5) == 5
     steps = np.arange(25, 3001, 25)
@@ -234,7 +234,7 @@ def test_the_weight_norm_is_the_norm_of_every_tensor():
 def store(tmp_path_factory):
     from apptest_helpers import temporary_store
 
-    from lab import grokking
+    from lab.experiments import grokking
 
     runs = grokking.all_runs(grokking.runs_of(range(SEEDS), **TINY))
     with temporary_store(tmp_path_factory, runs):
@@ -315,7 +315,7 @@ def test_bad_input_is_one_line_naming_the_flag_and_exit_2(tmp_path, monkeypatch,
 
 def test_the_command_line_and_lab_share_the_defaults():
     from cli import grokking as cli_grokking
-    from lab import grokking
+    from lab.experiments import grokking
 
     assert cli_grokking.DEFAULT_SEEDS == grokking.DEFAULT_SEEDS == 6  # the fewest that can show a difference
     assert MODULAR_RUN["steps"] <= 3000  # the hosted default cap of steps: the page's default view runs there
@@ -326,7 +326,7 @@ def test_the_command_a_page_names_trains_the_pages_runs():
     import shlex
 
     from cli.main import build_parser
-    from lab import grokking
+    from lab.experiments import grokking
 
     settings = {"length": 31, "fraction": 0.5, "lr": 1e-3, "steps": 2000}
     text = grokking.command([0, 1, 2], 0.3, **settings)
@@ -415,7 +415,7 @@ def test_the_default_view_groks_to_stay_with_decay_and_never_without(tmp_path, m
     al.: orders of magnitude; about 20 times here, asserted at 5), and without decay the same seeds memorise
     (training accuracy ≥ 99 % over the window) but stay far from generalising (held-out under 50 %), a difference
     the paired comparison shows on the held-out accuracy."""
-    from lab import grokking
+    from lab.experiments import grokking
     from lab.sweep import run_sweep
 
     monkeypatch.setenv("ATTNCORE_CACHE_DIR", str(tmp_path))

@@ -247,7 +247,7 @@ STEPS, SEEDS = 100, 2
 def store(tmp_path_factory):
     from apptest_helpers import temporary_store
 
-    from lab import induction as lab_induction
+    from lab.experiments import induction as lab_induction
 
     chosen = [lab_induction.Variant(n, p) for n, p in lab_induction.PAGE_VARIANTS]
     runs = lab_induction.all_runs(lab_induction.runs_of(chosen, range(SEEDS), steps=STEPS))
@@ -311,7 +311,7 @@ def test_the_command_prints_the_runs_comparisons_and_finding_as_json(store, caps
 
 def test_the_ablation_zeroes_the_head_it_names(store):
     from attncore.inspect import head_mask_for
-    from lab import induction as lab_induction
+    from lab.experiments import induction as lab_induction
     from lab.store import get_run
 
     record = get_run(store[0])
@@ -329,7 +329,7 @@ def test_the_command_a_page_names_trains_the_pages_runs():
 
     from cli.induction import settings_of
     from cli.main import build_parser
-    from lab import induction as lab_induction
+    from lab.experiments import induction as lab_induction
 
     chosen = [lab_induction.Variant(n, p) for n, p in lab_induction.PAGE_VARIANTS]
     for settings in (
@@ -395,7 +395,7 @@ def test_the_compare_page_varies_layers_on_the_induction_task(store):
 
 def test_the_command_line_and_lab_share_the_default_seeds():
     from cli import induction as cli_induction
-    from lab import induction as lab_induction
+    from lab.experiments import induction as lab_induction
 
     assert cli_induction.DEFAULT_SEEDS == lab_induction.DEFAULT_SEEDS
     assert INDUCTION_RUN["steps"] == 2000

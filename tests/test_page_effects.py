@@ -25,7 +25,7 @@ def test_induction_a_two_layer_model_has_a_phase_change_and_a_one_layer_model_do
     Olsson et al. 2022: a two-layer model's repeat loss drops abruptly; one layer cannot compose an induction head.
     docs/induction.md measured, over 6 seeds, phase steps 983-1,165 and a final repeat loss of 0.74-0.87 with two
     layers, no phase change and 2.95-2.99 with one (the first copy stays at ln V = 3.47)."""
-    from lab import induction
+    from lab.experiments import induction
 
     two, one = induction.Variant(2, "rope"), induction.Variant(1, "rope")
     assert {(v.layers, v.position) for v in (two, one)} <= set(induction.PAGE_VARIANTS)  # the page's defaults

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from attncore.config import ConfigError, make_run
-from lab import regimes, stats
+from lab import stats
+from lab.experiments import regimes
 from lab.store import list_cached
 
 
@@ -383,7 +384,7 @@ def test_the_logits_over_training_come_from_the_records_and_old_records_are_coun
 
 
 def test_the_page_names_the_command_line_that_trains_the_same_grid():
-    """lab.regimes.command, parsed by the command line, gives the page's cells (what a refusal names)."""
+    """lab.experiments.regimes.command, parsed by the command line, gives the page's cells (what a refusal names)."""
     from cli.main import build_parser
     from cli.regimes import options
 

@@ -183,7 +183,7 @@ def test_the_command_refuses_bad_input_in_one_sentence(capsys):
 
 def test_the_command_line_and_lab_share_the_defaults():
     from cli import sinks as cli_sinks
-    from lab import sinks
+    from lab.experiments import sinks
 
     assert cli_sinks.DEFAULT_SEEDS == sinks.DEFAULT_SEEDS and cli_sinks.DEFAULT_WINDOW == sinks.DEFAULT_WINDOW
     assert sinks.command([0, 1, 2], 8, **BB_RUN) == "python -m attncore sinks --seeds 0 1 2"
@@ -207,7 +207,8 @@ def _per_seed(seed, share, full, window, sink):
 
 
 def test_the_verdicts_follow_the_paired_rule_and_never_outrun_the_seeds():
-    from lab import sinks, sinks_text, stats
+    from lab import stats
+    from lab.experiments import sinks, sinks_text
 
     six = [_per_seed(s, 0.3 + 0.01 * s, 2.3, 2.5 + 0.01 * s, 2.3) for s in range(6)]
     rows = sinks.comparisons(six)
@@ -226,7 +227,7 @@ def test_the_verdicts_follow_the_paired_rule_and_never_outrun_the_seeds():
 def store(tmp_path_factory):
     from apptest_helpers import temporary_store
 
-    from lab import sinks
+    from lab.experiments import sinks
 
     runs = sinks.runs_of(range(SEEDS), steps=STEPS)
     with temporary_store(tmp_path_factory, runs):

@@ -10,7 +10,7 @@ import json
 import numpy as np
 import pytest
 
-from lab import sinks
+from lab.experiments import sinks
 
 
 @pytest.mark.slow

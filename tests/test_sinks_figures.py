@@ -13,7 +13,7 @@ from attncore import layers as L
 from attncore.model import forward, init_params
 from attncore.tasks import bigram_backcopy as bb
 from attncore.tasks.bigram_backcopy import make_backcopy
-from lab import sinks, sinks_text
+from lab.experiments import sinks, sinks_text
 
 
 def _uniform_params(run):

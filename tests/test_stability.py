@@ -1,4 +1,4 @@
-"""The lr experiment's qk-norm comparison (lab.stability): its grid, the attention figures read from a run's stored
+"""The lr experiment's qk-norm comparison (stability): its grid, the attention figures read from a run's stored
 norms, the LR sensitivity per seed with its interval, the finding on made-up summaries in both directions; the
 command line's JSON and refusals, and the page's URL state on a few short runs."""
 
@@ -10,7 +10,8 @@ import math
 import pytest
 
 from attncore.config import ConfigError
-from lab import regimes, stability, stats
+from lab import stats
+from lab.experiments import regimes, stability
 from lab.store import list_cached
 
 SEEDS = range(6)
@@ -84,7 +85,7 @@ def made_up(cells, helps: bool, z_helps: bool = False):
     return out
 
 
-INITIAL = 3.5  # every run's loss at initialisation (lab.regimes.initial_loss gives each its own)
+INITIAL = 3.5  # every run's loss at initialisation (lab.experiments.regimes.initial_loss gives each its own)
 
 
 def test_the_finding_says_the_runs_agree_when_qk_norm_removes_the_growth_and_widens_the_range():

@@ -192,7 +192,7 @@ def test_the_command_lines_estimate_says_the_same_as_the_buttons(tmp_path, monke
     import time
 
     from cli.main import main
-    from lab import regimes
+    from lab.experiments import regimes
 
     monkeypatch.setenv("ATTNCORE_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(wall, "_records", {})

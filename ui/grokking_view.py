@@ -1,5 +1,5 @@
 """The Grokking page's parts: its controls (URL-bound, within the hosted caps), the tables and the sources it is read
-against. The experiment itself is lab.grokking's."""
+against. The experiment itself is lab.experiments.grokking's."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import pandas as pd
 import streamlit as st
 
 from attncore.tasks.modular import MAX_P, MIN_P, MODULAR_RUN
-from lab import formats, grokking
+from lab import formats
+from lab.experiments import grokking
 from lab.jobs.caps import Limits
 from ui import compare_view, sweeps, tables
 from ui.params import url_number, url_select
@@ -33,7 +34,7 @@ SOURCES = (
 
 
 def controls(lim: Limits) -> tuple[dict, list[int]]:
-    """(lab.grokking.runs_of settings, the seeds) from the page's widgets (URL keys grok_*), within the hosted caps."""
+    """(grokking.runs_of settings, the seeds) from the page's widgets (URL keys grok_*), within the hosted caps."""
     c1, c2, c3, c4, c5, c6 = st.columns(6)
     with c1:
         p = url_number(
@@ -130,7 +131,7 @@ def cost(wanted) -> None:
 
 
 def spike_count(table: pd.DataFrame) -> str:
-    """'weight decay 1: 2 spikes on 1 of 6 seeds; no weight decay: none' from lab.grokking.variant_table."""
+    """'weight decay 1: 2 spikes on 1 of 6 seeds; no weight decay: none' from lab.experiments.grokking.variant_table."""
     said = [
         f"{r['variant']}: "
         + (

@@ -1,5 +1,5 @@
 """The Induction heads page's parts: its controls (URL-bound, within the hosted caps), the causal check
-metered as page work, the tables and the sources it is read against. The experiment itself is lab.induction's.
+metered as page work, the tables and the sources it is read against. The experiment itself is experiments.induction's.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ import streamlit as st
 from attncore.config import NORMS
 from attncore.tasks import N_TEST
 from attncore.tasks.induction import INDUCTION_RUN
-from lab import formats, induction
+from lab import formats
+from lab.experiments import induction
 from lab.jobs.caps import Limits
 from lab.jobs.slots import BusyError
 from lab.store import RunRecord
@@ -44,7 +45,7 @@ def variant_picker() -> list[induction.Variant]:
 
 
 def controls(lim: Limits) -> dict:
-    """lab.induction.runs_of settings from the page's widgets (URL keys ind_*), within the hosted caps."""
+    """lab.experiments.induction.runs_of settings from the page's widgets (URL keys ind_*), within the hosted caps."""
     c1, c2, c3 = st.columns(3)
     with c1:
         options = [s for s in (100, 500, 1000, 2000, 3000) if s <= lim.max_steps]
@@ -60,7 +61,7 @@ def controls(lim: Limits) -> dict:
 
 
 def ablations(wanted, by_run: dict) -> dict | None:
-    """{run: lab.induction.ablations(record)} (each head zeroed on the 500 held-out sequences), metered as page
+    """{run: experiments.induction.ablations(record)} (each head zeroed on the 500 held-out sequences), metered as page
     work (server-wide memo, else a slot); None with a message when the server is busy."""
     out = {}
     try:
@@ -80,7 +81,7 @@ def finding(table: pd.DataFrame, rows: pd.DataFrame, vocab: int) -> None:
 
 def phase_table(table: pd.DataFrame, icl: list[float]) -> None:
     """Per variant: the seeds with a phase change, its step's mean and range, the final losses and the final
-    in-context score (`icl`: lab.induction.icl_means, in the table's order)."""
+    in-context score (`icl`: lab.experiments.induction.icl_means, in the table's order)."""
 
     def steps(r) -> str:
         if not r["changed"]:

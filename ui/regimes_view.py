@@ -1,5 +1,5 @@
 """The Regimes page's parts: each experiment's controls (URL-bound, within the hosted caps), the
-figures it draws from its runs, and the sources it is read against. The experiments themselves are lab.regimes'.
+figures it draws from its runs, and the sources it is read against. The experiments themselves are experiments.regimes'.
 """
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ import streamlit as st
 
 from attncore.interpret import norms
 from attncore.train import initial_params
-from lab import compare, formats, regimes, stability
+from lab import compare, formats
+from lab.experiments import regimes, stability
 from lab.jobs.caps import Limits
 from ui import compare_view, metered, tables
 from ui.charts import regimes as charts
@@ -65,7 +66,7 @@ SOURCES = {
 
 
 def controls(experiment: str, lim: Limits) -> dict:
-    """lab.regimes options from the experiment's widgets (URL keys reg_*), within the hosted caps."""
+    """lab.experiments.regimes options from the experiment's widgets (URL keys reg_*), within the hosted caps."""
     c0, c00 = st.columns(2)
     with c0:
         task = url_select("Task (L = 6)", "reg_task", ["copy", "sort", "reverse"], "sort")
@@ -224,7 +225,7 @@ def logits_over_training(cells, by_run) -> tuple[pd.DataFrame, int]:
 
 
 def initial_loss(cells) -> dict[str, dict[int, float]]:
-    """lab.regimes.initial_loss (each variant's ℓ₀ by seed) with each run's initial test loss metered (server-wide
+    """regimes.initial_loss (each variant's ℓ₀ by seed) with each run's initial test loss metered (server-wide
     memo, else a slot)."""
     from attncore.evaluate import test_loss
 
@@ -235,7 +236,7 @@ def initial_loss(cells) -> dict[str, dict[int, float]]:
 
 
 def lr_tables(best: pd.DataFrame, fair: pd.DataFrame) -> None:
-    """Each variant's best learning rate and LR sensitivity (lab.regimes.lr_summary), then the pair compared each
+    """Each variant's best learning rate and LR sensitivity (regimes.lr_summary), then the pair compared each
     at its best."""
     shown = best.assign(
         initial_loss=[formats.loss(x) for x in best["initial_loss"]],
@@ -318,5 +319,5 @@ def schedule_text(cells) -> str:
 
 
 def stats_text(r) -> str:
-    """A variant's paired comparison of the seeds' own sensitivities with the baseline's (lab.stability)."""
+    """A variant's paired comparison of the seeds' own sensitivities with the baseline's (lab.experiments.stability)."""
     return stability.paired_text(r) if isinstance(r["verdict"], str) else "(the baseline)"

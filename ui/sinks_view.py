@@ -1,5 +1,5 @@
 """The Attention sinks page's parts: its controls (URL-bound, within the hosted caps), StreamingLLM's window test
-metered as page work, the verdicts' table and the sources it is read against. The experiment itself is lab.sinks's.
+metered as page work, the verdicts' table and the sources it is read against. The experiment itself is sinks's.
 """
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ import streamlit as st
 
 from attncore.settings import learning_rate
 from attncore.tasks.bigram_backcopy import BB_RUN
-from lab import compare, formats, sinks, sinks_text, stats
+from lab import compare, formats, stats
+from lab.experiments import sinks, sinks_text
 from lab.jobs.caps import Limits
 from lab.jobs.slots import BusyError
 from ui import metered, runs, tables
@@ -35,7 +36,7 @@ SOURCES = (
 
 
 def controls(lim: Limits) -> dict:
-    """lab.sinks.runs_of settings and the window from the page's widgets (URL keys sk_*), within the hosted caps."""
+    """sinks.runs_of settings and the window from the page's widgets (URL keys sk_*), within the hosted caps."""
     c1, c2, c3, c4, c5, c6 = st.columns([1, 1, 1.2, 1.4, 0.8, 1])
     with c1:
         options = [s for s in (100, 500, 1000, 2000, 3000) if s <= lim.max_steps] or [lim.max_steps]
@@ -61,7 +62,7 @@ def controls(lim: Limits) -> dict:
 
 
 def final_tests(wanted, by_run: dict, window: int) -> dict | None:
-    """{run: lab.sinks.FinalTest} of the final weights (the window test, Gu et al.'s importance), metered as page
+    """{run: sinks.FinalTest} of the final weights (the window test, Gu et al.'s importance), metered as page
     work (server-wide memo, else a slot); None with a message when the server is busy."""
     out = {}
     try:

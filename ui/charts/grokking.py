@@ -1,4 +1,4 @@
-"""Charts of the Grokking page as pure functions: lab.grokking frames in, alt.Chart out. Training accuracy blue and
+"""Charts of the Grokking page as pure functions: grokking frames in, alt.Chart out. Training accuracy blue and
 held-out orange (the app's per-token/per-sequence pair: the held-out part is what changes late), each seed a thin
 line on a log step axis, the final window shaded and the spikes marked; every chart sized to fit a 1,280 px main
 area."""
@@ -24,9 +24,9 @@ def _step_axis() -> alt.X:
 def accuracy_curves(
     curves: pd.DataFrame, spikes: pd.DataFrame | None = None, window: tuple[int, int] | None = None, height: int = 220
 ) -> alt.FacetChart:
-    """lab.grokking.curves_frame: per variant a panel of the training and held-out accuracy of every seed against
+    """grokking.curves_frame: per variant a panel of the training and held-out accuracy of every seed against
     the step (log axis), a dotted rule at 99 %; the final window (its first and last step) shaded grey, and each
-    spike (lab.grokking.spikes_frame: variant, seed, step) a red triangle at its step along the top."""
+    spike (lab.experiments.grokking.spikes_frame: variant, seed, step) a red triangle at its step along the top."""
     variants = list(dict.fromkeys(curves["variant"]))
     parts = [curves[curves["figure"] == "accuracy"].assign(kind="curve")]
     if window is not None:
@@ -67,7 +67,7 @@ def accuracy_curves(
 
 @memo_chart
 def norm_and_frequencies(curves: pd.DataFrame, height: int = 200) -> alt.FacetChart:
-    """lab.grokking.curves_frame's weight norm and embedding frequencies against the step (log axis), a panel each
+    """grokking.curves_frame's weight norm and embedding frequencies against the step (log axis), a panel each
     with its own y scale, a line per seed coloured by variant."""
     titles = {"weight norm": "weight norm ‖θ‖", "frequencies": "frequencies in use (1 / Σ s_k²)"}
     data = curves[curves["figure"].isin(list(titles))].assign(panel=lambda f: f["figure"].map(titles))
@@ -98,7 +98,7 @@ def norm_and_frequencies(curves: pd.DataFrame, height: int = 200) -> alt.FacetCh
 
 @memo_chart
 def spectrum(frame: pd.DataFrame, height: int = 150) -> alt.FacetChart:
-    """Rows variant, frequency, when, share (lab.grokking.spectrum_frame per variant): per variant and moment the
+    """Rows variant, frequency, when, share (grokking.spectrum_frame per variant): per variant and moment the
     share of the embedding's power at each frequency k, as bars."""
     variants = list(dict.fromkeys(frame["variant"]))
     bars = (

@@ -1,4 +1,4 @@
-"""Charts of the Induction heads page as pure functions: lab.induction frames in, alt.Chart out. The
+"""Charts of the Induction heads page as pure functions: lab.experiments.induction frames in, alt.Chart out. The
 repeat loss orange and the first copy's blue (the app's broken/healthy pair: the repeat is what changes), each
 seed a thin line, its phase step a dashed rule; every chart sized to fit a 1,280 px main area."""
 
@@ -18,7 +18,7 @@ SCORES_FRAME = 210  # px of the head scores beside the plot: row names, head nam
 
 @memo_chart
 def loss_curves(curves: pd.DataFrame, phases: pd.DataFrame, height: int = 220) -> alt.FacetChart:
-    """lab.induction.curves_frame and phases_frame: per variant a panel of the held-out repeat and first-copy
+    """experiments.induction.curves_frame and phases_frame: per variant a panel of the held-out repeat and first-copy
     losses of every seed against the step, with a dashed rule at each seed's phase step."""
     variants = list(dict.fromkeys(curves["variant"]))
     columns = min(PER_ROW, max(1, len(variants)))
@@ -51,7 +51,7 @@ def loss_curves(curves: pd.DataFrame, phases: pd.DataFrame, height: int = 220) -
 
 @memo_chart
 def head_scores(frame: pd.DataFrame, height_per_head: int = 22) -> alt.Chart:
-    """lab.induction.head_scores_frame: per pattern a heatmap of each head's score (0 to 1) at each snapshot."""
+    """experiments.induction.head_scores_frame: per pattern a heatmap of each head's score (0 to 1) at each snapshot."""
     heads = sorted(frame["head"].unique())
     steps = sorted(frame["step"].unique())
     every = max(1, len(steps) // 10)
@@ -97,7 +97,7 @@ def maps(frame: pd.DataFrame, columns: int = 2) -> alt.FacetChart:
 
 @memo_chart
 def ablation(frame: pd.DataFrame, levels: dict[str, float]) -> alt.LayerChart:
-    """lab.induction.ablation_frame: per loss (repeat, first copy) each condition's seeds as dots and their mean as
+    """induction.ablation_frame: per loss (repeat, first copy) each condition's seeds as dots and their mean as
     a tick; `levels` {label: loss} as dashed rules on the repeat panel (the 1-layer level, ln V)."""
     conditions = list(dict.fromkeys(frame["condition"]))
     x = alt.X("condition:N", sort=conditions, title=None, axis=alt.Axis(labelAngle=0, labelLimit=200))

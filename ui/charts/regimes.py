@@ -1,4 +1,4 @@
-"""Charts of the Regimes page as pure functions: lab.regimes / attncore.interpret.norms frames in,
+"""Charts of the Regimes page as pure functions: lab.experiments.regimes / attncore.interpret.norms frames in,
 alt.Chart out. The baseline variant is black, the others the variant colours in order; every chart is sized to fit a
 1,280 px main area (facets at most three to a row)."""
 
@@ -35,7 +35,7 @@ def _cell_axis(x: str, values) -> alt.Axis:
 
 @memo_chart
 def verdict_grid(rows: pd.DataFrame, x: str, y: str, x_title: str, y_title: str) -> alt.Chart:
-    """lab.regimes.table rows of one metric: a cell per (x, y) coloured by the mean Δ (variant minus baseline;
+    """experiments.regimes.table rows of one metric: a cell per (x, y) coloured by the mean Δ (variant minus baseline;
     diverging, 0 pale) with the verdict written in it."""
     df = rows.assign(
         verdict_short=rows["verdict"]
@@ -70,7 +70,7 @@ def verdict_grid(rows: pd.DataFrame, x: str, y: str, x_title: str, y_title: str)
 
 @memo_chart
 def against(frame: pd.DataFrame, x: str, x_title: str, *, log_x: bool = False, log_y: bool = False) -> alt.Chart:
-    """lab.regimes.by_variant rows: for each metric a panel, each variant's mean over seeds as a line with dots
+    """experiments.regimes.by_variant rows: for each metric a panel, each variant's mean over seeds as a line with dots
     and its min-max over seeds as a band, against the cells' `x`."""
     variants = list(dict.fromkeys(frame["variant"]))
     scale_x = alt.Scale(type="log", base=2 if x == "d_k" else 10, nice=False) if log_x else alt.Scale(zero=False)
@@ -243,7 +243,7 @@ TRAINING_FIGURES = {"max_logit": "largest |q·k|/scale (log scale)", "entropy": 
 
 @memo_chart
 def attention_over_training(df: pd.DataFrame, figure: str) -> alt.Chart:
-    """lab.stability.over_training rows (variant, lr, step, seeds, max_logit, entropy): one figure against the step,
+    """stability.over_training rows (variant, lr, step, seeds, max_logit, entropy): one figure against the step,
     a line per learning rate (light: small, dark: large), a panel per variant (shared y: the panels compare)."""
     lrs = sorted(df["lr"].unique())
     df = df[df[figure] > 0] if figure == "max_logit" else df  # a log scale
@@ -270,7 +270,7 @@ def attention_over_training(df: pd.DataFrame, figure: str) -> alt.Chart:
 
 @memo_chart
 def sensitivity_intervals(df: pd.DataFrame) -> alt.Chart:
-    """lab.stability.sensitivity_table rows: per variant (a row), each seed's own LR sensitivity (small dots), their
+    """stability.sensitivity_table rows: per variant (a row), each seed's own LR sensitivity (small dots), their
     mean (a large dot) with its interval (a bar), and Wortsman et al.'s LR sensitivity of the seeds' mean curve
     (a tick)."""
     variants = list(dict.fromkeys(df["variant"]))

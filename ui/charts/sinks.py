@@ -1,4 +1,4 @@
-"""Charts of the Attention sinks page as pure functions: lab.sinks frames in, alt.Chart out. Each seed a thin line
+"""Charts of the Attention sinks page as pure functions: sinks frames in, alt.Chart out. Each seed a thin line
 or a dot, the uniform causal head's share and the best possible loss dashed rules; sized to fit a 1,280 px main
 area."""
 
@@ -28,7 +28,7 @@ def _rule(value: float, label: str, width: int) -> alt.LayerChart:
 
 @memo_chart
 def sink_share(frame: pd.DataFrame, uniform: float, height: int = 260) -> alt.LayerChart:
-    """lab.sinks.sink_frame: each head's share of its bigram queries' attention on position 0 against the step, a
+    """sinks.sink_frame: each head's share of its bigram queries' attention on position 0 against the step, a
     line per seed and head, the run's sink head orange and the other heads blue, and the uniform causal head's share
     as a dashed rule."""
     width = panel_width(1) - 60  # the plot area, beside its axis's labels
@@ -51,7 +51,7 @@ def sink_share(frame: pd.DataFrame, uniform: float, height: int = 260) -> alt.La
 
 @memo_chart
 def window_losses(frame: pd.DataFrame, bayes: float, height: int = 280) -> alt.LayerChart:
-    """lab.sinks.window_frame: each seed's held-out loss under full attention, the window and the window + sink,
+    """experiments.sinks.window_frame: each seed's held-out loss under full attention, the window and the window + sink,
     joined by a line (the pairs), the means as ticks, and the best possible loss as a dashed rule."""
     conditions = list(dict.fromkeys(frame["condition"]))
     width = min(panel_width(1) - 60, 120 * len(conditions))  # the plot area, beside its axis's labels
@@ -68,7 +68,7 @@ def window_losses(frame: pd.DataFrame, bayes: float, height: int = 280) -> alt.L
 
 @memo_chart
 def norms(frame: pd.DataFrame, height: int = 200) -> alt.FacetChart:
-    """lab.sinks.norms_frame: per quantity (value, residual) the mean norm at position 0 and at the others against
+    """sinks.norms_frame: per quantity (value, residual) the mean norm at position 0 and at the others against
     the step, a line per seed."""
     columns = 2
     return (

@@ -2,7 +2,7 @@
 the largest attention logit and the lowest attention entropy over training, read from the snapshot norms stored
 with it; each variant's LR sensitivity, also per seed with an interval and a paired test against the baseline;
 the learning rates that train; and a finding in words. Pure functions: records and summaries in, DataFrames and
-sentences out (the cells are lab.regimes.lr_cells(qk_norm="both")'s).
+sentences out (the cells are lab.experiments.regimes.lr_cells(qk_norm="both")'s).
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 
 from attncore.config import RunConfig
-from lab import formats, regimes, stats
+from lab import formats, stats
+from lab.experiments import regimes
 from lab.store import RunRecord
 
 ATTENTION_METRICS = ("max_attn_logit", "min_attn_entropy")
@@ -73,8 +74,8 @@ def over_training(cells: Sequence[regimes.Cell], by_run: Mapping[RunConfig, RunR
 
 
 def seed_sensitivities(cells: Sequence[regimes.Cell], summaries, initial) -> dict[str, dict[int, float]]:
-    """{variant: {seed: that seed's own LR sensitivity}}: lab.regimes.lr_sensitivity over the grid of one seed's
-    test losses, clipped at its ℓ₀ (`initial`: lab.regimes.initial_loss's {label: {seed: ℓ₀}})."""
+    """{variant: {seed: that seed's own LR sensitivity}}: experiments.regimes.lr_sensitivity over the grid of one seed's
+    test losses, clipped at its ℓ₀ (`initial`: lab.experiments.regimes.initial_loss's {label: {seed: ℓ₀}})."""
     out = {}
     for label, runs in cells[0].groups.items():
         seeds = [r.train.seed for r in runs]
@@ -92,7 +93,7 @@ def _setting(run: RunConfig, section: str, name: str, default):
 
 
 def sensitivity_table(cells: Sequence[regimes.Cell], summaries, initial) -> pd.DataFrame:
-    """One row per variant: variant, qk_norm, z_loss, lab.regimes.lr_summary's columns (initial_loss, best_lr,
+    """One row per variant: variant, qk_norm, z_loss, experiments.regimes.lr_summary's columns (initial_loss, best_lr,
     best_loss, sensitivity: Wortsman et al.'s LR sensitivity of the seeds' clipped mean), then over the seeds' own
     sensitivities (seed_sensitivities) their mean `seeds_mean` and its interval seeds_low, seeds_high (the
     sign-flip interval of lab.stats at 95 %, over 6 seeds their smallest and largest) and the t interval
@@ -213,7 +214,7 @@ def paired_text(row) -> str:
 def finding(cells: Sequence[regimes.Cell], summaries, initial, rows: pd.DataFrame) -> str:
     """What the qk-norm comparison's runs show, in words: the baseline's largest attention logit and lowest entropy
     at the lowest and the highest learning rate; the other variants' at the highest, compared by seed (`rows`:
-    lab.regimes.table(cells, summaries, METRICS)); the learning rates each trains at; each LR sensitivity with the
+    regimes.table(cells, summaries, METRICS)); the learning rates each trains at; each LR sensitivity with the
     paired comparison of the seeds' own; then whether the runs agree with the paper's claim (the logits grow at
     least GROWTH-fold and the entropy falls to COLLAPSE of its value without qk-norm; with it the logit at the
     highest rate is lower on the seeds, and it trains at more rates or its sensitivity is shown lower)."""

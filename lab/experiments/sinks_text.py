@@ -1,4 +1,4 @@
-"""The Attention sinks experiment's sentences (docs/sinks.md): each computed from lab.sinks's per-seed figures and
+"""The Attention sinks experiment's sentences (docs/sinks.md): each computed from sinks's per-seed figures and
 comparisons, never typed: the headline, the sink head and the roles, StreamingLLM's window test sized in nats and
 perplexity with its controls, and the value and residual norms at the sink."""
 
@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 
 from lab import formats, stats
-from lab.sinks import BOTH, KEY1, KEY2, SHARE, SINK, WINDOW, mean_of
+from lab.experiments.sinks import BOTH, KEY1, KEY2, SHARE, SINK, WINDOW, mean_of
 
 
 def _said(row) -> str:

@@ -10,7 +10,7 @@ panels). Pure functions: configs out, summaries in, DataFrames and sentences out
 - lr: a variant pair over a log grid of learning rates, with Wortsman et al. 2023's LR sensitivity
   E_lr[min(ℓ(lr), ℓ₀) − min_lr ℓ(lr)], and the pair compared at a shared learning rate and each at its own best;
   or qk-norm off (baseline) against on, and optionally qk-norm off with a z-loss, up to 3e-1, on the sources'
-  schedule: a linear warm-up then a cosine decay (Wortsman et al. 2023; lab.stability reads their attention logits
+  schedule: a linear warm-up then a cosine decay (Wortsman et al. 2023; stability reads their attention logits
   and entropies over training).
 """
 
