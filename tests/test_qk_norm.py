@@ -390,7 +390,7 @@ def test_the_command_line_trains_all_three_and_serves_the_stored_run(tmp_path):
     second = json.loads(attncore(cache, "train", *flags, "--json").stdout)
     assert second.get("cached") and second["final_loss"] == summary["final_loss"]
     text = attncore(cache, "train", *flags).stdout
-    assert "weight-decay=0.1" in text and "z-loss=0.0001" in text and "qk-norm=on" in text
+    assert "weight decay 0.1" in text and "z-loss 0.0001" in text and " · qk-norm · " in text  # the run's description
 
 
 BAD = {
