@@ -127,7 +127,7 @@ def test_the_readme_opens_with_the_two_commands_and_the_torch_cpu_build_pinned_i
     top = text[: text.index("\n## ")]
     assert "pip install -r requirements.txt && streamlit run dashboard.py" in top
     assert f"pip install torch=={pin} && pip install -r requirements-dev.txt" in top  # torch first, pinned
-    assert "CPU build" in top and 'torch==' + pin + ' --index-url "$' in top  # the CPU build as a command
+    assert "CPU build" in top and "torch==" + pin + ' --index-url "$' in top  # the CPU build as a command
     assert not re.search(r"://(?!localhost)|\b[\w-]+\.(org|com|io|net|dev)\b", top)  # no package host is named
     assert len(re.findall(r"\S+", top)) <= 200  # the first screen: what it is, the commands, the fast selection
     assert 'python -m pytest -m "not slow and not browser"' in top
