@@ -50,7 +50,7 @@ class Task(ABC):
     scores, the logit lens, patching contrasts); a task's own figures (`metrics`) default to none.
 
     A task declares its data: its fields with their defaults (`fields`) and the operator limits that bound them
-    (`field_caps`), caps of its own (`caps`: read by lab.jobs.caps like the central ones), its metrics with their
+    (`field_caps`), caps of its own (`caps`: read by lab.jobs.limits like the central ones), its metrics with their
     labels (`metrics`, `metric_labels`), its label and one-line summary (the sidebar, Home and --help show them).
     """
 
@@ -63,7 +63,7 @@ class Task(ABC):
     fields: dict[str, Any] = {}
     # {field: operator limit (a cap's name)} bounding a field's widget where its setting names no cap and no maximum
     field_caps: dict[str, str] = {}
-    # operator limits of its own, {cap name: default} (ATTNLAB_<NAME> or [limits] like every cap: lab.jobs.caps)
+    # operator limits of its own, {cap name: default} (ATTNLAB_<NAME> or [limits] like every cap: lab.jobs.limits)
     caps: dict[str, int] = {}
     # run settings (attncore.settings names) its experiment sets when not given: a link or command naming only the
     # task opens that experiment's run

@@ -46,7 +46,7 @@ from playwright.async_api import Error as PlaywrightError  # noqa: E402
 from playwright.async_api import async_playwright  # noqa: E402
 
 from lab import provenance, store  # noqa: E402
-from lab.jobs.caps import Limits  # noqa: E402
+from lab.jobs.limits import Limits  # noqa: E402
 from ui.nav import PAGES  # noqa: E402
 
 TRAIN_BUTTON = "Train this configuration"

@@ -1,4 +1,4 @@
-"""CPU seconds of the page work a visitor can trigger, at the default and at the hosted caps (lab/jobs/caps.py).
+"""CPU seconds of the page work a visitor can trigger, at the default and at the hosted caps (lab/jobs/limits.py).
 
 Usage: python benchmarks/page_work.py [--only NAME ...]   (NAME: ablation, gradcheck, scaling, cost, kv, interpret)
 Prints process CPU time and wall time of each piece; nothing is stored. The machine's other load shows
@@ -24,11 +24,11 @@ from attncore.mechanisms.attention_cost import time_attention  # noqa: E402
 from attncore.mechanisms.demos import scaling_statistics  # noqa: E402
 from attncore.mechanisms.gradcheck import gradient_check  # noqa: E402
 from attncore.model import init_params  # noqa: E402
-from lab.jobs.caps import Limits  # noqa: E402
+from lab.jobs.limits import Limits  # noqa: E402
 from serving.kvbench import benchmark_generation  # noqa: E402
 
 DEFAULT = dict(d_model=32, n_layers=2, n_heads=4)  # the sidebar's defaults (L = 6)
-_CAPS = Limits()  # the hosted caps' defaults (lab/jobs/caps.py): the largest model a visitor may ask for
+_CAPS = Limits()  # the hosted caps' defaults (lab/jobs/limits.py): the largest model a visitor may ask for
 HOSTED_MAX = dict(d_model=_CAPS.max_d_model, n_layers=_CAPS.max_layers, n_heads=_CAPS.max_heads)
 MAX_L = _CAPS.max_length
 

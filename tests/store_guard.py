@@ -8,7 +8,7 @@
   that store, never to the user's;
 - it drops what would make a test read the user's settings: the store key (ATTNCORE_CACHE_KEY), every
   operator setting (ATTNLAB_*, but the test knobs below), Streamlit's own settings (STREAMLIT_*), and it
-  points STREAMLIT_SECRETS_FILES (honoured by Streamlit and by lab.settings) at a file of the session's;
+  points STREAMLIT_SECRETS_FILES (honoured by Streamlit and by lab.limits) at a file of the session's;
 - it installs an audit hook (sys.addaudithook) that refuses, in the test process, every open, listing,
   creation, rename or deletion of a path inside a user store, and records it, so a test that swallows the
   error still fails (the `_store_fence` fixture in conftest.py). Subprocesses are covered by the environment,

@@ -485,7 +485,7 @@ def test_uploads_are_refused_while_streamlits_upload_limit_exceeds_max_bundle_mb
     from apptest_helpers import texts
     from test_app import app
 
-    from lab.jobs.caps import Limits
+    from lab.jobs.limits import Limits
 
     shipped = tomllib.loads((REPO / ".streamlit" / "config.toml").read_text())
     assert shipped["server"]["maxUploadSize"] == Limits().max_bundle_mb  # the shipped settings agree

@@ -21,7 +21,7 @@ from attncore.train import train
 from lab import sweep
 from lab.experiments import regimes
 from lab.jobs import slots
-from lab.jobs.caps import parse_limits
+from lab.jobs.limits import parse_limits
 from lab.store import get_run, is_cached
 
 pytestmark = pytest.mark.slow  # AppTests of the pages over a Dask cluster

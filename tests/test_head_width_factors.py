@@ -9,7 +9,7 @@ from streamlit.testing.v1 import AppTest
 
 from attncore import ConfigError, make_run
 from lab.factors import FACTORS, comparison_runs, faceted, value_of, varied_besides
-from lab.jobs.caps import Limits
+from lab.jobs.limits import Limits
 from lab.tables import variant_name
 from ui import compare_view, variants
 

@@ -20,7 +20,7 @@ from streamlit.testing.v1 import AppTest
 
 from attncore import make_run
 from attncore.inspect import evaluate_ablated
-from lab.jobs import caps
+from lab.jobs import limits
 from lab.jobs import pool as pools
 from lab.jobs import progress as worker
 from lab.jobs.pool import WorkerPool
@@ -353,8 +353,8 @@ def test_scaling_draws_are_capped_and_a_new_draw_waits_for_a_slot(trained, monke
 )
 def test_a_bad_cap_is_rejected_with_its_name_and_range(raw):
     environ = {"ATTNLAB_MAX_STEPS": raw} if isinstance(raw, str) else {}
-    lim, problems = caps.parse_limits(environ, {"max_steps": raw})
-    assert lim.max_steps == caps.Limits().max_steps
+    lim, problems = limits.parse_limits(environ, {"max_steps": raw})
+    assert lim.max_steps == limits.Limits().max_steps
     assert problems == [
         f"Limit ignored: max_steps must be a whole number from 1 to 1,000,000,000, got {raw!r}; using the default 3000."
     ]
@@ -362,7 +362,7 @@ def test_a_bad_cap_is_rejected_with_its_name_and_range(raw):
 
 @pytest.mark.parametrize("raw, value", [("200", 200), (" 7 ", 7), (64, 64), (64.0, 64)])
 def test_a_good_cap_is_read(raw, value):
-    assert caps.parse_limits({}, {"max_d_model": raw})[0].max_d_model == value
+    assert limits.parse_limits({}, {"max_d_model": raw})[0].max_d_model == value
 
 
 def test_a_non_finite_cap_in_secrets_shows_a_warning_not_a_traceback(trained):
@@ -462,7 +462,7 @@ def test_home_says_which_mode_the_server_runs_in_and_how_to_change_it(cache, mon
 
 
 def test_the_mode_says_why_a_headless_server_is_hosted():
-    from lab.jobs.caps import parse_limits
+    from lab.jobs.limits import parse_limits
 
     lim, _ = parse_limits({}, {})
     assert "hosted mode**, because it runs headless" in lim.mode_text(headless=True)

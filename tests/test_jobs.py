@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def test_the_runtime_imports_no_streamlit():
     code = (
-        "import sys; import lab.jobs.loop, lab.jobs.training, lab.jobs.caps, lab.jobs.slots, lab.jobs.dask_client; "
+        "import sys; import lab.jobs.loop, lab.jobs.training, lab.jobs.limits, lab.jobs.slots, lab.jobs.dask_client; "
         "print(sorted(m for m in ('streamlit', 'altair') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)

@@ -32,7 +32,7 @@ def test_the_qk_norm_grid_pairs_qk_norm_off_on_and_a_z_loss_over_the_same_seeds_
     two = regimes.lr_cells(SEEDS, qk_norm="both", lrs=LRS)
     assert [list(c.groups) for c in two] == [["qk-norm off", "qk-norm on"]] * len(LRS)
     # the default grid is within the hosted cap of runs one view loads
-    from lab.jobs.caps import Limits
+    from lab.jobs.limits import Limits
 
     default = regimes.lr_cells(range(regimes.DEFAULT_SEEDS), qk_norm="both")
     assert len(regimes.all_runs(default)) <= Limits().max_compare_runs

@@ -12,7 +12,7 @@ from conftest import ROOT
 from test_store import STEPS, counting
 
 from attncore.config import make_run
-from lab import settings, store
+from lab import limits, store
 from lab.presets import preset
 from lab.store import index as store_index
 
@@ -129,7 +129,7 @@ def secrets_cap(folder, mb) -> None:
 def default_secrets_files_of_the_tests_own(tmp_path, monkeypatch) -> None:
     """Streamlit's default secrets files (home's, the working folder's) made the test's own: no
     STREAMLIT_SECRETS_FILES (the suite points it at a file of its own), HOME and the working folder in tmp_path."""
-    monkeypatch.delenv(settings.SECRETS_FILES_VAR, raising=False)
+    monkeypatch.delenv(limits.SECRETS_FILES_VAR, raising=False)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.chdir(tmp_path)
 
@@ -171,10 +171,10 @@ def test_streamlit_secrets_files_names_the_secrets_files_for_every_process(cache
     first, second = tmp_path / "a.toml", tmp_path / "b.toml"
     first.write_text("[limits]\nmax_store_mb = 100\n")
     second.write_text("[limits]\nmax_store_mb = 300\n")
-    monkeypatch.setenv(settings.SECRETS_FILES_VAR, f"{first} {second}")
-    assert settings.secrets_files() == [first, second]
+    monkeypatch.setenv(limits.SECRETS_FILES_VAR, f"{first} {second}")
+    assert limits.secrets_files() == [first, second]
     assert store.max_store_bytes() == 300 * 2**20  # the later file wins, as Streamlit merges them
-    monkeypatch.setenv(settings.SECRETS_FILES_VAR, str(tmp_path / "absent.toml"))
+    monkeypatch.setenv(limits.SECRETS_FILES_VAR, str(tmp_path / "absent.toml"))
     assert store.max_store_bytes() == store.DEFAULT_MAX_STORE_MB * 2**20
 
 

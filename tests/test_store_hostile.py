@@ -100,7 +100,7 @@ def test_an_import_the_disk_refuses_midway_stores_nothing(cache, tmp_path, monke
 
 
 def test_a_fractional_store_cap_is_applied_by_the_store_and_the_page_alike(cache, monkeypatch):
-    from lab.jobs.caps import parse_limits
+    from lab.jobs.limits import parse_limits
 
     lim, problems = parse_limits({"ATTNLAB_MAX_STORE_MB": "0.5"}, {})
     assert problems == [] and lim.max_store_mb == 0.5
@@ -145,7 +145,7 @@ def test_results_has_the_per_view_cap_of_ablations_and_compare(cache):
 
     query = {"res_L": [str(L) for L in range(1, 13)], "res_seeds": [str(s) for s in range(10)]}
     at = app("results", res_tasks=["copy", "sort"], **query)  # 240 runs
-    from lab.jobs.caps import Limits
+    from lab.jobs.limits import Limits
 
     cap = Limits().max_compare_runs
     assert cap < 240

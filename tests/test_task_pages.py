@@ -15,7 +15,7 @@ from attncore import make_run
 from attncore import task as tasks
 from attncore.settings import SETTINGS
 from attncore.tasks.symbols import SymbolsTask
-from lab.jobs.caps import Limits, parse_limits
+from lab.jobs.limits import Limits, parse_limits
 from tests.apptest_helpers import temporary_store, texts
 
 DASHBOARD = "../dashboard.py"

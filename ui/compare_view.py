@@ -14,7 +14,7 @@ from attncore import task as tasks
 from lab import compare, stats
 from lab.compare import RULE
 from lab.factors import FACTORS, level_label, with_seed
-from lab.jobs.caps import Limits
+from lab.jobs.limits import Limits
 from lab.store import RunRecord
 from ui import runs, sweeps, tables
 from ui.charts import compare as compare_charts

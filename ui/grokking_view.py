@@ -9,7 +9,7 @@ import streamlit as st
 from attncore.tasks.modular import MAX_P, MIN_P, MODULAR_RUN
 from lab import formats
 from lab.experiments import grokking
-from lab.jobs.caps import Limits
+from lab.jobs.limits import Limits
 from ui import compare_view, sweeps, tables
 from ui.params import url_number, url_select
 from ui.plain import plain

@@ -2,7 +2,7 @@
 the fetch through serving.hub (the config.json and the safetensors headers, never the weights, each read bounded),
 metered as any visitor's work: offered only where the operator allows it (hub_fetch: off in hosted mode unless
 set), one memo per id and revision for the whole server, at most CONCURRENT fetches at once, and in hosted mode a
-rate limit per visitor (ui.visitors: an address over all its tabs) and for the server (lab.jobs.caps:
+rate limit per visitor (ui.visitors: an address over all its tabs) and for the server (lab.jobs.limits:
 max_hub_fetches_session, max_hub_fetches_server, an hour: a visitor takes at most that share of the server's)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 from attncore import ConfigError
 from lab.jobs.memo import MISSING, per_process, shared
 from lab.jobs.rate import RateLimit
-from lab.settings import env_var
+from lab.limits import env_var
 from serving import hub
 from ui.limits import headless, limits
 from ui.params import url_text

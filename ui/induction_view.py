@@ -14,7 +14,7 @@ from attncore.tasks import N_TEST
 from attncore.tasks.induction import INDUCTION_RUN
 from lab import formats
 from lab.experiments import induction
-from lab.jobs.caps import Limits
+from lab.jobs.limits import Limits
 from lab.jobs.slots import BusyError
 from lab.store import RunRecord
 from ui import metered, runs, tables

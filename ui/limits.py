@@ -1,4 +1,4 @@
-"""The hosted caps as a page reads them: lab.jobs.caps from the environment and st.secrets, in force as the server
+"""The hosted caps as a page reads them: lab.jobs.limits from the environment and st.secrets, in force as the server
 runs (headless or not), a rejected value shown once per visitor. A page's wait for a slot is ui.slots.
 """
 
@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 import streamlit as st
 
-from lab.jobs.caps import Limits, parse_limits
+from lab.jobs.limits import Limits, parse_limits
 
 _LOG = logging.getLogger(__name__)
 

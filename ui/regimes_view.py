@@ -11,7 +11,7 @@ from attncore.interpret import norms
 from attncore.train import initial_params
 from lab import compare, formats
 from lab.experiments import regimes, stability
-from lab.jobs.caps import Limits
+from lab.jobs.limits import Limits
 from ui import compare_view, metered, tables
 from ui.charts import regimes as charts
 from ui.params import url_multiselect, url_number, url_select

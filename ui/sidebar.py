@@ -18,7 +18,7 @@ from attncore import ConfigError, RunConfig, make_run
 from attncore import task as tasks
 from attncore.settings import LEARNING_RATES, SETTINGS, without_unused
 from lab import phrases
-from lab.jobs.caps import LIMIT_RANGE
+from lab.jobs.limits import LIMIT_RANGE
 from lab.phrases import SEP
 from ui import plain, urls
 from ui.limits import limits

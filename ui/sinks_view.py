@@ -11,7 +11,7 @@ from attncore.settings import learning_rate
 from attncore.tasks.bigram_backcopy import BB_RUN
 from lab import compare, formats, stats
 from lab.experiments import sinks, sinks_text
-from lab.jobs.caps import Limits
+from lab.jobs.limits import Limits
 from lab.jobs.slots import BusyError
 from ui import metered, runs, tables
 from ui.params import url_number, url_select

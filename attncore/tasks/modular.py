@@ -195,7 +195,7 @@ class ModularTask(tasks.Interpretation, tasks.Task):
     length_label = "Modulus p"
     length_range = (MIN_P, MAX_P)
     length_cap = "max_modulus"
-    caps = {"max_modulus": MAX_MODULUS}  # its own operator limit (lab.jobs.caps reads it like the central ones)
+    caps = {"max_modulus": MAX_MODULUS}  # its own operator limit (lab.jobs.limits reads it like the central ones)
     length_help = "The modulus: numbers 0 to p − 1, p² pairs (a, b)."
     fields = MODULAR_DEFAULTS
     defaults = MODULAR_RUN

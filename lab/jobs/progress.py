@@ -56,8 +56,8 @@ def train_with_progress(
 ) -> RunRecord:
     """lab.store.get_run in this process, each step's loss written to progress_path as it trains.
 
-    The cap pass after storing takes the page's cap (`max_bytes`: lab.jobs.caps' max_store_mb, secrets.toml
-    included; else lab.settings' reading of the same) and never evicts `keep`, the rest of the page's view.
+    The cap pass after storing takes the page's cap (`max_bytes`: lab.jobs.limits' max_store_mb, secrets.toml
+    included; else lab.limits' reading of the same) and never evicts `keep`, the rest of the page's view.
     Raises Cancelled once the page sets the flag (or when its progress file is already gone: the page
     that asked went away before this started).
     """

@@ -35,7 +35,7 @@ import joblib
 import numpy as np
 
 from attncore.config import RunConfig
-from lab import presets, settings
+from lab import limits, presets
 
 from . import backend, check, codec, index, pins
 from .record import NUMERICS_VERSION, CacheWarning, NotStoredWarning, RunRecord, compute_run, describe
@@ -71,7 +71,7 @@ __all__ = [
 
 ENV_VAR = "ATTNCORE_CACHE_DIR"
 REPO_ROOT = Path(__file__).resolve().parents[2]
-MAX_STORE_VAR = settings.env_var("max_store_mb")  # ATTNLAB_MAX_STORE_MB
+MAX_STORE_VAR = limits.env_var("max_store_mb")  # ATTNLAB_MAX_STORE_MB
 DEFAULT_MAX_STORE_MB = 512  # a 1 GB container: ~85 hosted-maximum runs (~6 MB each), ~2,300 default ones (228 kB)
 
 
@@ -193,24 +193,24 @@ class _Entry:
 
 
 def max_store_bytes() -> int:
-    """The store's size cap, max_store_mb (default DEFAULT_MAX_STORE_MB) as lab.settings reads it in every
+    """The store's size cap, max_store_mb (default DEFAULT_MAX_STORE_MB) as lab.limits reads it in every
     process: $ATTNLAB_MAX_STORE_MB, else max_store_mb under [limits] in .streamlit/secrets.toml.
 
-    lab.jobs.caps parses the page's value with the same rule (lab.settings.parse_store_mb), so a value is applied
+    lab.jobs.limits parses the page's value with the same rule (lab.limits.parse_store_mb), so a value is applied
     everywhere or reported as ignored everywhere.
     """
-    raw = settings.raw_setting("max_store_mb")
+    raw = limits.raw_setting("max_store_mb")
     try:
         mb = DEFAULT_MAX_STORE_MB if raw is None or raw == "" else parse_store_mb(raw)
     except ValueError:
         shown = repr(raw) if len(repr(raw)) <= 24 else repr(raw)[:21] + "..."
-        where = settings.source("max_store_mb")
+        where = limits.source("max_store_mb")
         warnings.warn(f"ignoring {where}={shown}: not a positive number of MB", CacheWarning, stacklevel=3)
         mb = DEFAULT_MAX_STORE_MB
     return int(mb * 2**20)
 
 
-parse_store_mb = settings.parse_store_mb
+parse_store_mb = limits.parse_store_mb
 
 
 def _article_keys(location: Path) -> set[str]:

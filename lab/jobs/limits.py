@@ -1,4 +1,4 @@
-"""Hosted-mode caps: the largest work a visitor may ask for, as the operator set it.
+"""The operator's limits (the hosted caps, Limits): the largest work a visitor may ask for, as the operator set it.
 
 The caps that refuse work (WORK_CAPS: a view's computing, its runs) apply in hosted mode only: a local server
 (one with a display, or `hosted = 0`) trains whatever its user asks for, unless the operator set such a cap
@@ -6,7 +6,7 @@ explicitly. The other caps bound the inputs' ranges everywhere.
 
 Each cap is read from an environment variable (e.g. ATTNLAB_MAX_STEPS=2000), else from
 `.streamlit/secrets.toml` under `[limits]` (e.g. `max_steps = 2000`), else the default below: one rule
-for every process (lab.settings; the pages pass st.secrets, workers and the CLI read the same files).
+for every process (lab.limits; the pages pass st.secrets, workers and the CLI read the same files).
 A new cap is one field of Limits (with its parser in PARSERS when it is not a whole number); a task's own cap is
 declared on its Task (Task.caps, {name: default}) and read here the same way, by name (Limits.task_caps, and
 `lim.<name>` like any other). ui.limits reads them for a page (st.secrets, and whether the server runs headless)
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, fields, replace
 
 from attncore import ConfigError
 from attncore import task as tasks
-from lab import settings
+from lab import limits
 
 LIMIT_RANGE = (1, 10**9)  # every cap is a whole number in this range
 WORK_CAPS = (
@@ -97,21 +97,21 @@ class Limits:
     def lifted_by(self, name: str) -> str:
         """How an operator lifts cap `name`: 'ATTNLAB_MAX_VIEW_CPU_S or max_view_cpu_s under [limits] in
         .streamlit/secrets.toml, or hosted = 0 on a server of your own'."""
-        return f"{settings.env_var(name)} or {name} under [limits] in .streamlit/secrets.toml" + (
+        return f"{limits.env_var(name)} or {name} under [limits] in .streamlit/secrets.toml" + (
             ", or hosted = 0 (ATTNLAB_HOSTED=0) on a server of your own" if name not in self.explicit else ""
         )
 
     def mode_text(self, headless: bool) -> str:
         """Which mode the server runs in, why, what it means here, and how to change it, in a few sentences."""
         hosted, upload = self.is_hosted(headless), self.upload_allowed(headless)
-        switch = settings.env_var("hosted")
+        switch = limits.env_var("hosted")
         if self.hosted is not None:
             why = f"hosted = {int(self.hosted)} is set ({switch} or hosted under [limits] in .streamlit/secrets.toml)"
         elif headless:
             why = "it runs headless, with no display, as containers and Streamlit Community Cloud run it"
         else:
             why = "it has a display, as `streamlit run` on a desktop does"
-        bundle = "on" if upload else f"off (turn it on with {settings.env_var('bundle_upload')}=1)"
+        bundle = "on" if upload else f"off (turn it on with {limits.env_var('bundle_upload')}=1)"
         if hosted:
             return (
                 f"**This server runs in hosted mode**, because {why}: each button over a cap (a view's computing, "
@@ -169,7 +169,7 @@ def parse_limit(name: str, raw) -> int:
 def parse_store_mb(name: str, raw) -> float:
     """max_store_mb: a positive number of MB below 10^9 (a fraction too), read exactly as lab.store reads it."""
     try:
-        return settings.parse_store_mb(raw)
+        return limits.parse_store_mb(raw)
     except (ValueError, TypeError):
         shown = repr(raw) if len(repr(raw)) <= 40 else repr(raw)[:37] + "..."
         raise ValueError(f"{name} must be a number of MB above 0 and below 1,000,000,000, got {shown}") from None
@@ -221,7 +221,7 @@ def parse_limits(environ: Mapping[str, str], secrets: Mapping) -> tuple[Limits, 
     own = task_cap_defaults()
     names = {f.name: f.default for f in fields(Limits) if f.name not in ("explicit", "task_caps")} | own
     for name, default in names.items():
-        raw = settings.raw_setting(name, environ, secrets)
+        raw = limits.raw_setting(name, environ, secrets)
         if raw is None:
             continue
         parse = PARSERS.get(name, parse_limit)

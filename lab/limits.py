@@ -1,10 +1,10 @@
-"""Operator settings read one way by every process (the pages, their training workers, the command line).
+"""The operator's limits read one way by every process (the pages, their training workers, the command line).
 
 A setting `name` is ATTNLAB_<NAME> in the environment, else `name` under [limits] in .streamlit/secrets.toml,
 else its default. The secrets files are Streamlit's defaults (~/.streamlit/secrets.toml, then the working
 folder's .streamlit/secrets.toml, the later one winning) or those STREAMLIT_SECRETS_FILES names, read with
 tomllib and re-read when they change.
-The dashboard's pages pass Streamlit's own st.secrets (ui.limits to lab.jobs.caps), which reads the same files.
+The dashboard's pages pass Streamlit's own st.secrets (ui.limits to lab.jobs.limits), which reads the same files.
 Standard library only: the bottom of lab, importable by the store and by ui.
 """
 
@@ -69,7 +69,7 @@ def file_secrets() -> dict:
 
 def raw_setting(name: str, environ: Mapping[str, str] | None = None, secrets: Mapping | None = None):
     """The unparsed value of setting `name`: the environment's, else the secrets' (the files', if not given), else
-    None. Each caller parses it with its own rule and default (lab.jobs.caps.parse_limits,
+    None. Each caller parses it with its own rule and default (lab.jobs.limits.parse_limits,
     lab.store.max_store_bytes)."""
     environ = os.environ if environ is None else environ
     secrets = file_secrets() if secrets is None else secrets
