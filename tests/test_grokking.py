@@ -251,7 +251,7 @@ def test_a_modular_record_round_trips_through_the_store_with_its_figures(store):
     snaps = record.snapshots
     assert [s.step for s in snaps] == modular.snapshot_steps(TINY["steps"])
     assert set(snaps[0].figures) == set(modular.SNAPSHOT_SCALARS)
-    held = 11 * 11 - round(0.3 * 121)
+    held = 11 * 11 - round(store[0].task.fraction * 121)  # the run's split: every pair not trained on
     assert record.eval.n_distinct + record.eval.n_repeated == held  # every held-out pair scored
     assert record.eval.token_accuracy == snaps[-1].token_accuracy  # the last snapshot is of the final weights
     assert record.figures["train_accuracy"] == snaps[-1].figures["train_accuracy"]

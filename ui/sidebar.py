@@ -54,7 +54,8 @@ DEFAULTS |= {
     for s in _sidebar_settings()
     if s.name != "task"
 }
-DEFAULTS |= {SETTINGS[f].url: (f, default) for t in _tasks() for f, default in t.fields.items()}
+# a task field's default is its experiment's where the experiment sets one (the modular task's training fraction)
+DEFAULTS |= {SETTINGS[f].url: (f, t.defaults.get(f, default)) for t in _tasks() for f, default in t.fields.items()}
 DEFAULTS |= {key: (f"{t.name}_length", t.defaults["length"]) for key, t in _own_lengths().items()}
 TASK_KEYS = tuple(_own_lengths()) + tuple(SETTINGS[f].url for t in _tasks() for f in t.fields)  # shown for its task
 # the fields a task's experiment sets to its own defaults (and leaving it, back to the article's)
