@@ -85,5 +85,6 @@ if len(rows):
     )
 st.download_button("Download the runs (CSV)", grokking.runs_csv(per_run), "grokking-runs.csv", "text/csv")
 st.subheader("What the sources claim")
-st.markdown(view.SOURCES)
+st.markdown(f"{view.SOURCES} What they found, and how the lab's runs compare, is in the chapter:")
+docs.link("what-the-grokking-papers-found", "Grokking: what the papers found")
 docs.link("grokking", "Grokking: the task, the recipe, what the lab's runs printed")

@@ -96,5 +96,6 @@ st.caption(
 )
 st.download_button("Download the runs (CSV)", induction.runs_csv(per_run), "induction-runs.csv", "text/csv")
 st.subheader("What the sources claim")
-st.markdown(view.SOURCES)
+st.markdown(f"{view.SOURCES} What they found, and how the lab's runs compare, is in the chapter:")
+docs.link("what-olsson-et-al-found", "Induction heads: what Olsson et al. found")
 docs.link("induction-heads", "Induction heads: the task, K-composition, what the lab's runs printed")

@@ -5,7 +5,7 @@ import streamlit as st
 
 from lab.compare import curve_bands
 from lab.experiments import regimes, stability
-from ui import compare_view
+from ui import compare_view, docs
 from ui import regimes_view as view
 from ui.charts import compare as compare_charts
 from ui.charts import regimes as charts
@@ -110,4 +110,6 @@ st.subheader("Every cell, paired by seed")
 view.cell_table(rows, runs_per_seed=len(wanted) // len(seeds))
 st.download_button("Download the cells (CSV)", rows.to_csv(index=False), f"regimes-{experiment}.csv", "text/csv")
 st.subheader("What the sources claim")
-st.markdown(view.SOURCES["qk_norm" if qk_norm else experiment])
+papers, section = view.SOURCES["qk_norm" if qk_norm else experiment]
+st.markdown(f"{papers} What they found, and how the lab's runs compare, is in the chapter:")
+docs.link(section, "Regimes: what the sources found")

@@ -86,5 +86,6 @@ st.caption(plain(
 ))  # fmt: skip
 st.download_button("Download the seeds (CSV)", sinks.seeds_csv(per_seed), "sinks-seeds.csv", "text/csv")
 st.subheader("What the sources claim")
-st.markdown(view.SOURCES)
+st.markdown(f"{view.SOURCES} What they found, and where the lab's runs agree, is in the chapter:")
+docs.link("what-the-papers-found", "Attention sinks: what the papers found")
 docs.link("attention-sinks", "Attention sinks: the task, the window test, what the lab's runs printed")

@@ -127,7 +127,7 @@ def test_the_readme_opens_with_the_two_commands_and_the_torch_cpu_build_pinned_i
     top = text[: text.index("\n## ")]
     assert "pip install -r requirements.txt && streamlit run dashboard.py" in top
     assert f"pip install torch=={pin} && pip install -r requirements-dev.txt" in top  # torch first, pinned
-    assert "CPU build" in top and 'torch==' + pin + ' --index-url "$' in top  # the CPU build as a command
+    assert "CPU build" in top and "torch==" + pin + ' --index-url "$' in top  # the CPU build as a command
     assert not re.search(r"://(?!localhost)|\b[\w-]+\.(org|com|io|net|dev)\b", top)  # no package host is named
     assert len(re.findall(r"\S+", top)) <= 200  # the first screen: what it is, the commands, the fast selection
     assert 'python -m pytest -m "not slow and not browser"' in top
@@ -193,3 +193,14 @@ def test_no_page_or_docs_file_makes_a_claim_the_runs_do_not_support(claim):
 def test_the_training_docs_say_how_each_range_mode_weights_the_lengths():
     text = " ".join(docs.read("training.md").split())
     assert "long sequences dominate" in text and "each length counts equally" in text
+
+
+def test_regimes_sources_link_a_section_that_says_what_the_papers_found():
+    """The Regimes page names each experiment's papers and links the docs section that reports them."""
+    from ui import regimes_view
+
+    anchors = docs.all_anchors()
+    for experiment, (papers, section) in regimes_view.SOURCES.items():
+        assert section in anchors, (experiment, section)
+        body = next(b for _, t, b in docs.sections(docs.read("regimes.md")) if docs.slug(t) == section)
+        assert papers.split(" et al.")[0] in body, (experiment, papers)
