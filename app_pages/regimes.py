@@ -15,8 +15,8 @@ from ui.plain import plain
 
 st.title("Regimes")
 st.caption(
-    "At the article's size (2 blocks, d_k = 8) it found no difference in accuracy from the √d_k scaling or the "
-    "LayerNorm's place; the effects the papers describe live at other depths, head sizes and learning rates. Each "
+    "The effects the sources describe, at the depths, head sizes and learning rates where they live (the chapter "
+    "linked at the foot of the page says why the article's 2 blocks showed none). Each "
     "experiment here trains its grid of runs over seeds as one metered sweep and judges every cell by the comparison "
     "rule (paired by seed: interval, exact sign-flip p, verdict) on the held-out test loss and the per-sequence "
     "accuracy."
@@ -59,8 +59,8 @@ if experiment == "depth":
     st.markdown(plain(regimes.gradient_finding(frame)))
     st.caption(
         f"‖∂L/∂W‖ of each block's FFN output matrix, mean over {view.norms.N_BATCHES} fixed batches of the task, "
-        "on the first seed's initial weights (the same at every learning rate). Xiong et al.'s Fig. 3 draws the "
-        "norm by layer within one model, post-LN's against pre-LN's. `python -m attncore norms` prints all four "
+        "on the first seed's initial weights (the same at every learning rate). `python -m attncore norms` prints "
+        "all four "
         "matrices and their spread."
     )
     deepest = max(c.key["layers"] for c in cells)
@@ -91,9 +91,8 @@ elif experiment == "heads":
         st.altair_chart(charts.logit_growth(logits), width="content")
     st.caption(
         f"max |q·k|/scale over the layers, the causal pairs and {view.norms.snapshot_sequences(wanted[0])} fixed "
-        "sequences of the task, at each training snapshot of the first seed's run (stored with the run). Dehghani "
-        "et al. 2023 and Wortsman et al. 2023 trace training instabilities to these logits growing; on the same "
-        "initial weights they are √d_k times larger without the scaling."
+        "sequences of the task, at each training snapshot of the first seed's run (stored with the run). On the "
+        "same initial weights they are √d_k times larger without the scaling."
         + (f" {missing} of the runs were stored before their norms were and are left out." if missing else "")
     )
 else:

@@ -17,10 +17,9 @@ st.caption(
     f"Bigram-Backcopy (Guo et al. 2024): a BOS token, then N = {BB_RUN['length']} tokens of V = "
     f"{BB_RUN['bigram_vocab']} drawn from a fixed random bigram table, except that after one of the "
     f"{BB_RUN['triggers']} trigger tokens the next token copies the one before the trigger. Attention is needed on "
-    "the triggers only; elsewhere a head can park its attention on the first token, a sink. StreamingLLM (Xiao et "
-    "al. 2023) found that a sliding window which evicts that token raises a language model's loss and that keeping "
-    "it beside the window repairs it. All seeds train as one metered sweep; the losses are measured on "
-    f"{N_TEST} fixed held-out sequences."
+    "the triggers only; elsewhere a head can park its attention on the first token, a sink. The window test below "
+    "is StreamingLLM's (Xiao et al. 2023; their finding: the chapter linked at the foot of the page). All seeds "
+    f"train as one metered sweep; the losses are measured on {N_TEST} fixed held-out sequences."
 )
 lim = limits()
 c1, c2 = st.columns([4, 1])

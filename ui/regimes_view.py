@@ -272,8 +272,7 @@ def qk_norm_sections(cells, by_run, summaries, initial) -> None:
         "fixed sequences of the task (stored with each run): the largest |q·k|/scale over the layers and causal "
         "pairs, and the attention entropy of the layer with the lowest (each layer's the mean over its heads and "
         f"query rows, {entropy_rows(first.task.length)}); the mean over "
-        "the seeds, a diverged run's NaN left out. Dehghani et al. 2023 and Wortsman et al. 2023: without qk-norm "
-        "these logits grow at high learning rates and the entropy collapses (attention on one key)."
+        "the seeds, a diverged run's NaN left out; a collapsed entropy is attention on one key."
         + (f" {missing} of the runs were stored before their norms were and are left out." if missing else "")
     )
     st.markdown("**The variants each at its own best learning rate**, paired by seed with the baseline:")
