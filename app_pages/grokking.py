@@ -15,9 +15,8 @@ from ui.regimes_view import cell_table
 st.title("Grokking")
 st.caption(
     "(a + b) mod p from the input “a b =”, the answer read at “=”: a fixed random fraction of the p² pairs trains "
-    "and the rest is held out. Power et al. 2022 saw small Transformers fit their training pairs at once and answer "
-    "the held-out ones only much later, and weight decay bring that moment forward; Nanda et al. 2023 found the "
-    "model adding by rotations at a few key frequencies. Each run here is Nanda's recipe (one layer, AdamW, full "
+    "and the rest is held out (what Power et al. 2022 and Nanda et al. 2023 found: the chapter linked at the foot "
+    "of the page). Each run here is Nanda et al.'s recipe (one layer, AdamW, full "
     f"batch) at a smaller p and width (d = {MODULAR_RUN['d_model']}); with weight decay and without, over the same "
     "seeds, as one metered sweep."
 )

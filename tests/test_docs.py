@@ -204,3 +204,13 @@ def test_regimes_sources_link_a_section_that_says_what_the_papers_found():
         assert section in anchors, (experiment, section)
         body = next(b for _, t, b in docs.sections(docs.read("regimes.md")) if docs.slug(t) == section)
         assert papers.split(" et al.")[0] in body, (experiment, papers)
+
+
+def test_length_view_links_the_section_that_says_what_the_papers_found():
+    from ui import length_view
+
+    assert length_view.PAPERS_SECTION in docs.all_anchors()
+    body = next(
+        b for _, t, b in docs.sections(docs.read("experiments.md")) if docs.slug(t) == length_view.PAPERS_SECTION
+    )
+    assert "Kazemnejad et al. 2023" in body and "Ruoss et al. 2023" in body
