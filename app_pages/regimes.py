@@ -15,8 +15,9 @@ from ui.plain import plain
 
 st.title("Regimes")
 st.caption(
-    "The effects the sources describe, at the depths, head sizes and learning rates where they live (the chapter "
-    "linked at the foot of the page says why the article's 2 blocks showed none). Each "
+    "The effects the sources describe, at the depths, head sizes and learning rates where they live "
+    f"([the chapter]({docs.href('regimes-depth-wide-heads-and-the-learning-rate')}) says why the article's 2 blocks "
+    "showed none). Each "
     "experiment here trains its grid of runs over seeds as one metered sweep and judges every cell by the comparison "
     "rule (paired by seed: interval, exact sign-flip p, verdict) on the held-out test loss and the per-sequence "
     "accuracy."

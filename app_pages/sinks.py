@@ -18,7 +18,8 @@ st.caption(
     f"{BB_RUN['bigram_vocab']} drawn from a fixed random bigram table, except that after one of the "
     f"{BB_RUN['triggers']} trigger tokens the next token copies the one before the trigger. Attention is needed on "
     "the triggers only; elsewhere a head can park its attention on the first token, a sink. The window test below "
-    "is StreamingLLM's (Xiao et al. 2023; their finding: the chapter linked at the foot of the page). All seeds "
+    "is StreamingLLM's (Xiao et al. 2023; their finding: "
+    f"[the chapter]({docs.href('what-the-papers-found')})). All seeds "
     f"train as one metered sweep; the losses are measured on {N_TEST} fixed held-out sequences."
 )
 lim = limits()

@@ -14,7 +14,7 @@ from ui import docs, science
 from ui.charts.scaling import scaling_table
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGE_LINK = re.compile(r'docs\.link\(\s*"([^"]+)"')
+PAGE_LINK = re.compile(r"""docs\.(?:link|href)\(\s*["']([^"']+)["']""")
 MD_LINK = re.compile(r"\]\(([^)#\s]+\.md)?(#[^)\s]+)?\)")
 
 
