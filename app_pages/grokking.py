@@ -15,11 +15,10 @@ from ui.regimes_view import cell_table
 st.title("Grokking")
 st.caption(
     "(a + b) mod p from the input “a b =”, the answer read at “=”: a fixed random fraction of the p² pairs trains "
-    "and the rest is held out. Power et al. 2022 saw small Transformers fit their training pairs at once and answer "
-    "the held-out ones only much later, and weight decay bring that moment forward; Nanda et al. 2023 found the "
-    "model adding by rotations at a few key frequencies. Each run here is Nanda's recipe (one layer, AdamW, full "
-    f"batch) at a smaller p and width (d = {MODULAR_RUN['d_model']}); with weight decay and without, over the same "
-    "seeds, as one metered sweep."
+    "and the rest is held out (what Power et al. 2022 and Nanda et al. 2023 found: "
+    f"[the chapter]({docs.href('what-the-grokking-papers-found')})). Each run here is Nanda et al.'s recipe "
+    f"(one layer, AdamW, full batch) at a smaller p and width (d = {MODULAR_RUN['d_model']}); with weight decay "
+    "and without, over the same seeds, as one metered sweep."
 )
 lim = limits()
 settings, seeds = view.controls(lim)
@@ -85,5 +84,6 @@ if len(rows):
     )
 st.download_button("Download the runs (CSV)", grokking.runs_csv(per_run), "grokking-runs.csv", "text/csv")
 st.subheader("What the sources claim")
-st.markdown(view.SOURCES)
+st.markdown(f"{view.SOURCES} What they found, and how the lab's runs compare, is in the chapter:")
+docs.link("what-the-grokking-papers-found", "Grokking: what the papers found")
 docs.link("grokking", "Grokking: the task, the recipe, what the lab's runs printed")

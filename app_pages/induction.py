@@ -16,8 +16,9 @@ st.title("Induction heads")
 st.caption(
     f"T = {INDUCTION_RUN['length']} random tokens of V = {INDUCTION_RUN['vocab']}, whose first k (from "
     f"{INDUCTION_RUN['k_min']} to T/2, per sequence) repeat: the second copy is predictable only by looking back, "
-    "and the loss is on every position. Olsson et al. 2022 saw a two-layer model suddenly form a previous-token head "
-    "and an induction head, and the loss on repeated tokens drop at that moment; one layer cannot. Each variant here "
+    "and the loss is on every position (what Olsson et al. 2022 found: "
+    f"[the chapter]({docs.href('what-olsson-et-al-found')})). "
+    "Each variant here "
     f"trains over the same seeds as one metered sweep; the losses are measured on {N_TEST} fixed held-out sequences."
 )
 lim = limits()
@@ -96,5 +97,6 @@ st.caption(
 )
 st.download_button("Download the runs (CSV)", induction.runs_csv(per_run), "induction-runs.csv", "text/csv")
 st.subheader("What the sources claim")
-st.markdown(view.SOURCES)
+st.markdown(f"{view.SOURCES} What they found, and how the lab's runs compare, is in the chapter:")
+docs.link("what-olsson-et-al-found", "Induction heads: what Olsson et al. found")
 docs.link("induction-heads", "Induction heads: the task, K-composition, what the lab's runs printed")

@@ -5,7 +5,7 @@ import streamlit as st
 
 from lab.compare import curve_bands
 from lab.experiments import regimes, stability
-from ui import compare_view
+from ui import compare_view, docs
 from ui import regimes_view as view
 from ui.charts import compare as compare_charts
 from ui.charts import regimes as charts
@@ -15,8 +15,9 @@ from ui.plain import plain
 
 st.title("Regimes")
 st.caption(
-    "At the article's size (2 blocks, d_k = 8) it found no difference in accuracy from the √d_k scaling or the "
-    "LayerNorm's place; the effects the papers describe live at other depths, head sizes and learning rates. Each "
+    "The effects the sources describe, at the depths, head sizes and learning rates where they live "
+    f"([the chapter]({docs.href('regimes-depth-wide-heads-and-the-learning-rate')}) says why the article's 2 blocks "
+    "showed none). Each "
     "experiment here trains its grid of runs over seeds as one metered sweep and judges every cell by the comparison "
     "rule (paired by seed: interval, exact sign-flip p, verdict) on the held-out test loss and the per-sequence "
     "accuracy."
@@ -59,8 +60,8 @@ if experiment == "depth":
     st.markdown(plain(regimes.gradient_finding(frame)))
     st.caption(
         f"‖∂L/∂W‖ of each block's FFN output matrix, mean over {view.norms.N_BATCHES} fixed batches of the task, "
-        "on the first seed's initial weights (the same at every learning rate). Xiong et al.'s Fig. 3 draws the "
-        "norm by layer within one model, post-LN's against pre-LN's. `python -m attncore norms` prints all four "
+        "on the first seed's initial weights (the same at every learning rate). `python -m attncore norms` prints "
+        "all four "
         "matrices and their spread."
     )
     deepest = max(c.key["layers"] for c in cells)
@@ -91,9 +92,8 @@ elif experiment == "heads":
         st.altair_chart(charts.logit_growth(logits), width="content")
     st.caption(
         f"max |q·k|/scale over the layers, the causal pairs and {view.norms.snapshot_sequences(wanted[0])} fixed "
-        "sequences of the task, at each training snapshot of the first seed's run (stored with the run). Dehghani "
-        "et al. 2023 and Wortsman et al. 2023 trace training instabilities to these logits growing; on the same "
-        "initial weights they are √d_k times larger without the scaling."
+        "sequences of the task, at each training snapshot of the first seed's run (stored with the run). On the "
+        "same initial weights they are √d_k times larger without the scaling."
         + (f" {missing} of the runs were stored before their norms were and are left out." if missing else "")
     )
 else:
@@ -110,4 +110,6 @@ st.subheader("Every cell, paired by seed")
 view.cell_table(rows, runs_per_seed=len(wanted) // len(seeds))
 st.download_button("Download the cells (CSV)", rows.to_csv(index=False), f"regimes-{experiment}.csv", "text/csv")
 st.subheader("What the sources claim")
-st.markdown(view.SOURCES["qk_norm" if qk_norm else experiment])
+papers, section = view.SOURCES["qk_norm" if qk_norm else experiment]
+st.markdown(f"{papers} What they found, and how the lab's runs compare, is in the chapter:")
+docs.link(section, "Regimes: what the sources found")

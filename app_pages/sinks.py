@@ -17,10 +17,10 @@ st.caption(
     f"Bigram-Backcopy (Guo et al. 2024): a BOS token, then N = {BB_RUN['length']} tokens of V = "
     f"{BB_RUN['bigram_vocab']} drawn from a fixed random bigram table, except that after one of the "
     f"{BB_RUN['triggers']} trigger tokens the next token copies the one before the trigger. Attention is needed on "
-    "the triggers only; elsewhere a head can park its attention on the first token, a sink. StreamingLLM (Xiao et "
-    "al. 2023) found that a sliding window which evicts that token raises a language model's loss and that keeping "
-    "it beside the window repairs it. All seeds train as one metered sweep; the losses are measured on "
-    f"{N_TEST} fixed held-out sequences."
+    "the triggers only; elsewhere a head can park its attention on the first token, a sink. The window test below "
+    "is StreamingLLM's (Xiao et al. 2023; their finding: "
+    f"[the chapter]({docs.href('what-the-papers-found')})). All seeds "
+    f"train as one metered sweep; the losses are measured on {N_TEST} fixed held-out sequences."
 )
 lim = limits()
 c1, c2 = st.columns([4, 1])
@@ -86,5 +86,6 @@ st.caption(plain(
 ))  # fmt: skip
 st.download_button("Download the seeds (CSV)", sinks.seeds_csv(per_seed), "sinks-seeds.csv", "text/csv")
 st.subheader("What the sources claim")
-st.markdown(view.SOURCES)
+st.markdown(f"{view.SOURCES} What they found, and where the lab's runs agree, is in the chapter:")
+docs.link("what-the-papers-found", "Attention sinks: what the papers found")
 docs.link("attention-sinks", "Attention sinks: the task, the window test, what the lab's runs printed")

@@ -14,7 +14,7 @@ from ui import docs, science
 from ui.charts.scaling import scaling_table
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGE_LINK = re.compile(r'docs\.link\(\s*"([^"]+)"')
+PAGE_LINK = re.compile(r"""docs\.(?:link|href)\(\s*["']([^"']+)["']""")
 MD_LINK = re.compile(r"\]\(([^)#\s]+\.md)?(#[^)\s]+)?\)")
 
 
@@ -193,3 +193,24 @@ def test_no_page_or_docs_file_makes_a_claim_the_runs_do_not_support(claim):
 def test_the_training_docs_say_how_each_range_mode_weights_the_lengths():
     text = " ".join(docs.read("training.md").split())
     assert "long sequences dominate" in text and "each length counts equally" in text
+
+
+def test_regimes_sources_link_a_section_that_says_what_the_papers_found():
+    """The Regimes page names each experiment's papers and links the docs section that reports them."""
+    from ui import regimes_view
+
+    anchors = docs.all_anchors()
+    for experiment, (papers, section) in regimes_view.SOURCES.items():
+        assert section in anchors, (experiment, section)
+        body = next(b for _, t, b in docs.sections(docs.read("regimes.md")) if docs.slug(t) == section)
+        assert papers.split(" et al.")[0] in body, (experiment, papers)
+
+
+def test_length_view_links_the_section_that_says_what_the_papers_found():
+    from ui import length_view
+
+    assert length_view.PAPERS_SECTION in docs.all_anchors()
+    body = next(
+        b for _, t, b in docs.sections(docs.read("experiments.md")) if docs.slug(t) == length_view.PAPERS_SECTION
+    )
+    assert "Kazemnejad et al. 2023" in body and "Ruoss et al. 2023" in body

@@ -100,7 +100,12 @@ def render(name: str, after: Mapping[str, Callable[[], None]] | None = None) -> 
             after[slug(title)]()
 
 
+def href(anchor: str) -> str:
+    """The address of a section of the Science page, for a markdown link inside a sentence."""
+    return f"{PAGE}#{anchor}"
+
+
 def link(anchor: str, label: str) -> None:
     """A line linking a section of the Science page (opens in a new tab, scrolled to the section)."""
     shown = label.replace("_", r"\_")  # 'd_k' as written: an underscore would start emphasis in markdown
-    st.markdown(f":material/menu_book: [{shown}]({PAGE}#{anchor})")
+    st.markdown(f":material/menu_book: [{shown}]({href(anchor)})")

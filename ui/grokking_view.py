@@ -17,20 +17,7 @@ from ui.plain import plain
 FRACTIONS = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
 DECAYS = (0.1, 0.3, 1.0, 3.0)
 LRS = (1e-3, 3e-3, 1e-2)
-SOURCES = (
-    "Power et al. 2022, *Grokking: Generalization Beyond Overfitting on Small Algorithmic Datasets* "
-    "(arXiv:2201.02177): small Transformers trained on a fraction of a binary operation's table (a ∘ b mod p) reach "
-    "perfect training accuracy long before the held-out accuracy rises, sometimes 10³ times more steps later; the "
-    "delay grows as the training fraction shrinks, and weight decay shortens it most of the interventions they tried. "
-    "Nanda et al. 2023, *Progress measures for grokking via mechanistic interpretability* (arXiv:2301.05217): a "
-    "one-layer model (d = 128, AdamW with lr 1e-3, λ = 1, betas 0.9/0.98, full batch, p = 113, 30 % of the pairs) "
-    "learns to add by rotating in a few key frequencies: its embedding's Fourier spectrum concentrates on about five "
-    "of them; without weight decay it memorises and does not generalise within their budget. Thilak et al. 2022, "
-    "*The Slingshot Mechanism* (arXiv:2206.04817): late in training, adaptive optimisers (Adam, AdamW) cycle "
-    "between stable and unstable phases, the training loss spiking while the last layer's weight norm jumps; without "
-    "explicit regularisation grokking almost only comes at a spike's onset, and a larger Adam ε suppresses them. "
-    "The lab's chapter compares its runs with theirs."
-)
+SOURCES = "Power et al. 2022, Nanda et al. 2023 (the key frequencies) and Thilak et al. 2022 (slingshots)."
 
 
 def controls(lim: Limits) -> tuple[dict, list[int]]:

@@ -26,16 +26,7 @@ VARIANT_OPTIONS = [induction.Variant(n, p) for n, p in ((2, "rope"), (1, "rope")
                                                         (1, "none"), (3, "rope"))]  # fmt: skip
 DEFAULT_VARIANTS = [induction.Variant(n, p) for n, p in induction.PAGE_VARIANTS]
 EMBED_STDS = {1.0: "1: nn.Embedding's (the default here)", 0.1: "0.1: the lab's article model"}
-SOURCES = (
-    "Olsson et al. 2022, *In-context Learning and Induction Heads* (arXiv:2209.11895): partway through training a "
-    "two-layer attention model forms a previous-token head in its first layer and an induction head in its second "
-    "(from a token, attend to the token after its previous occurrence: the first head's output tells each key which "
-    "token came before it, and the second head's keys read it, K-composition), and the loss on repeated text drops "
-    "at the same moment; a one-layer model cannot compose two heads and never does. Their in-context learning "
-    "score is the loss at a late token minus the loss at an early one (tokens 500 and 50 of their contexts; here "
-    "the same token in the first copy and in the repeat). The lab's chapter on this experiment compares its runs "
-    "with theirs and with the prototype this page was planned from."
-)
+SOURCES = "Olsson et al. 2022, *In-context Learning and Induction Heads*."
 
 
 def variant_picker() -> list[induction.Variant]:

@@ -14,7 +14,7 @@ from attncore import task as tasks
 from attncore.evaluate import MAX_TEST_LENGTHS
 from lab.compare import RULE, before_text, beyond_range_comparisons
 from lab.stats import IDENTICAL, format_delta, format_interval
-from ui import compare_view, frames, runs, sidebar, tables
+from ui import compare_view, docs, frames, runs, sidebar, tables
 from ui.charts import runs as charts
 from ui.limits import limits
 from ui.params import show_invalid, url_multiselect, url_number, url_radio, url_toggle
@@ -26,12 +26,10 @@ LIT_L, LIT_NMAX = 8, 64  # trained on 1..8, tested to 16; randomized positions f
 LIT_STEPS = 3000
 LIT_POSITIONS = ("none", "learned", "sinusoidal", "rope", "alibi")
 PAPERS = (
-    "**What the papers found.** Kazemnejad et al. 2023 (12 layers, d 768, trained on lengths 1-20, tested to 40, "
-    "3 seeds): no position ≈ T5's relative bias > ALiBi > RoPE ≈ absolute; on copy no position stays near 1.0 "
-    "past the range while RoPE and absolute fall to about 0. Ruoss et al. 2023 (one length per step from 1-40): "
-    "randomized positions raised accuracy at unseen lengths by 12 points on average over 15 tasks. A 2-block, "
-    "d = 32 model trained for a few thousand steps is not their model: compare orderings, not numbers."
+    "**The papers.** Kazemnejad et al. 2023 and Ruoss et al. 2023 rank the encodings past the trained range; a "
+    "2-block, d = 32 model trained for a few thousand steps is not their model: compare orderings, not numbers."
 )
+PAPERS_SECTION = "what-the-length-generalisation-papers-found"  # docs/experiments.md: what they found
 
 
 def lengths_vary() -> list[str]:
@@ -189,3 +187,4 @@ def literature_protocol() -> None:
         compare_view.seeds_advice(comparisons, "lit_seeds", len(positions))  # the cap of every page: max_seeds
         st.caption(RULE)
     st.markdown(PAPERS)
+    docs.link(PAPERS_SECTION, "Length generalisation: what the papers found")

@@ -31,36 +31,13 @@ WARMUP_HELP = (
     "The qk-norm comparison trains on Wortsman et al.'s schedule: the learning rate rises linearly over these steps "
     "(their 5e3 of 1e5, 5 %: 75 of 1,500), then falls along a cosine to 0 at the last step (theirs to 1e-5)."
 )
-SOURCES = {
-    "depth": (
-        "Xiong et al. 2020 (arXiv:2002.04745): at initialisation the gradient of the last layer's weights scales as "
-        "1/√L with the total depth L in pre-LN and does not shrink in post-LN (their Theorem 1), and within one "
-        "post-LN model it grows towards the output (their Fig. 3), so post-LN needs a small step and a warm-up; "
-        "Liu et al. 2020 (arXiv:2004.08249) trace post-LN's trouble to the residual branches amplifying changes of "
-        'the output. The article: "a measurement on two blocks does not support a recommendation on twenty-four".'
-    ),
-    "heads": (
-        "Vaswani et al. 2017, footnote 4: with unit-variance components q·k has variance d_k, so without 1/√d_k the "
-        "softmax saturates as d_k grows and its gradient vanishes. At initialisation, after a LayerNorm and weights "
-        "N(0, 1)/√fan_in, the components have unit variance: the effect should grow with d_k."
-    ),
-    "lr": (
-        "Wortsman et al. 2023 (arXiv:2309.14322): the final loss against the learning rate over orders of magnitude; "
-        "LR sensitivity = E_lr[min(ℓ(lr), ℓ₀) − min_lr ℓ(lr)], ℓ₀ the model's own loss at initialisation, each run "
-        "clipped at ℓ₀ before the mean over the seeds. A fair comparison of "
-        "two variants takes each at its own best learning rate, as well as both at a shared one."
-    ),
+SOURCES = {  # experiment -> (the papers, the docs section that says what they found)
+    "depth": ("Xiong et al. 2020 and Liu et al. 2020.", "depth-pre-ln-against-post-ln"),
+    "heads": ("Vaswani et al. 2017, footnote 4.", "wide-heads-the-d_k-scaling"),
+    "lr": ("Wortsman et al. 2023.", "learning-rate-sensitivity"),
     "qk_norm": (
-        "Wortsman et al. 2023 (arXiv:2309.14322), on small Transformers: at high learning rates the attention "
-        "logits grow, the attention entropy collapses (each query on one key) and the loss stalls or diverges; "
-        "LayerNorm on the queries and keys before their dot product (qk-norm) removes this and lowers the LR "
-        "sensitivity, E_lr[min(ℓ(lr), ℓ₀) − min_lr ℓ(lr)], widening the range of learning rates that train. "
-        "Dehghani et al. 2023 (arXiv:2302.05442) met the same logit growth training ViT-22B and added qk-norm. "
-        "Their second instability, output-logit divergence (the output logits drifting away from the log "
-        "probabilities, log Z far below 0), is what the z-loss mitigates: c · (log Z)² of the output softmax's "
-        "normaliser Z (c = 1e-4, from PaLM). They reproduce both instabilities in small models at high learning "
-        "rates, trained with a linear warm-up and a cosine decay, as these runs are; whether the z-loss helps on "
-        "this task the finding above says from the runs."
+        "Wortsman et al. 2023 and Dehghani et al. 2023 (qk-norm, the z-loss).",
+        "qk-norm-at-high-learning-rates",
     ),
 }
 
@@ -295,8 +272,7 @@ def qk_norm_sections(cells, by_run, summaries, initial) -> None:
         "fixed sequences of the task (stored with each run): the largest |q·k|/scale over the layers and causal "
         "pairs, and the attention entropy of the layer with the lowest (each layer's the mean over its heads and "
         f"query rows, {entropy_rows(first.task.length)}); the mean over "
-        "the seeds, a diverged run's NaN left out. Dehghani et al. 2023 and Wortsman et al. 2023: without qk-norm "
-        "these logits grow at high learning rates and the entropy collapses (attention on one key)."
+        "the seeds, a diverged run's NaN left out; a collapsed entropy is attention on one key."
         + (f" {missing} of the runs were stored before their norms were and are left out." if missing else "")
     )
     st.markdown("**The variants each at its own best learning rate**, paired by seed with the baseline:")

@@ -21,18 +21,7 @@ LRS = (1e-3, 3e-3, 1e-2, 3e-2)
 EMBED_STDS = {1.0: "1", 0.1: "0.1"}
 HEADS = (1, 2)
 DECAYS = {"none": "constant", "cosine": "cosine to 0 (100 warm-up steps)"}
-SOURCES = (
-    "Xiao et al. 2023, *Efficient Streaming Language Models with Attention Sinks* (arXiv:2309.17453): language "
-    "models put a large share of their attention on the first tokens whatever they are; a sliding window that evicts "
-    "them makes the perplexity explode as soon as the text outgrows the window, and keeping the first few tokens' "
-    "keys and values beside the window, at the same cache size (StreamingLLM), restores it. Guo et al. 2024, "
-    "*Active-Dormant Attention Heads* (arXiv:2410.13835): the same extreme-token phenomena (attention sinks, small "
-    "value states, large residual norms at the sink) appear in one- to three-layer transformers trained on their "
-    "Bigram-Backcopy task, where one head is active on the triggers and dormant, parked on the first token, "
-    "everywhere else. Gu et al. 2024, *When Attention Sink Emerges in Language Models* (arXiv:2410.10781): a head's "
-    "sink is its mean attention on the first token; above ε = 0.3 it is a sink head. The lab's chapter on this "
-    "experiment says where its runs agree with these and where they differ."
-)
+SOURCES = "Xiao et al. 2023 (StreamingLLM), Guo et al. 2024 (Bigram-Backcopy) and Gu et al. 2024 (the sink head's ε)."
 
 
 def controls(lim: Limits) -> dict:
