@@ -293,7 +293,7 @@ def test_results_follow_the_sidebar(store):
     at = app("results", **RESULTS)
     at.number_input(key="steps").set_value(40).run()  # other runs: none cached at 40 steps
     assert "4 of 4 runs are not trained yet" in texts(at.info)
-    assert not at.dataframe
+    assert not at.main.dataframe
 
 
 def test_results_say_which_sidebar_settings_apply_and_offer_the_articles(store):
@@ -536,7 +536,7 @@ def test_compare_invalid_combination_names_the_field_and_the_allowed_values(stor
     assert not at.exception
     (error,) = at.error
     assert "Heads: must divide d_model=12; allowed: 1, 2, 3, 4, 6, 12 (asked for by heads 8)" in error.value
-    assert not at.dataframe
+    assert not at.main.dataframe
 
 
 def test_compare_view_of_more_runs_than_the_cap_is_refused_before_loading(store, monkeypatch):
@@ -544,7 +544,7 @@ def test_compare_view_of_more_runs_than_the_cap_is_refused_before_loading(store,
     at = app("compare", cmp_factor="scaling", cmp_seeds="3")  # 6 runs
     assert "This view has 6 runs; this server shows at most 5 at once" in texts(at.warning)
     assert "(max_compare_runs)" in texts(at.warning) and "`python -m attncore sweep" in texts(at.warning)
-    assert not at.dataframe and not [b for b in at.button if b.key == "cmp_train"]
+    assert not at.main.dataframe and not [b for b in at.button if b.key == "cmp_train"]
 
 
 def test_compare_defaults_to_the_six_seeds_two_levels_need_for_a_verdict(store):

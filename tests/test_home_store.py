@@ -134,7 +134,7 @@ def test_home_tables_name_the_seeds_they_hold_and_the_run_list_only_what_varies(
     at = app()
     assert "Mean and minimum over seeds 0, 1:" in texts(at.caption)  # the store's seeds, not a typed 0, 1, 2
     assert "button says how long" not in texts(at.caption)  # nothing is missing: no button to describe
-    listed = at.dataframe[-1].value
+    listed = at.main.dataframe[-1].value
     assert "scaling" in listed.columns and "d_model" not in listed.columns and "lr" not in listed.columns
     shared = f"Every stored run has learned position, pre-LN, lr 3e-3, {STEPS:,} steps, batch 32, d=32, 4 heads"
     assert shared in texts(at.caption)

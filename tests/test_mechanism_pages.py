@@ -54,7 +54,7 @@ def test_scaling_restores_its_inputs_from_the_url():
 
 def test_scaling_refuses_too_much_work_and_an_empty_choice():
     at = page("scaling", scal_dk=["1024", "2048"], scal_T="1024", scal_reps="5000")
-    assert "Too much work" in texts(at.error) and not at.dataframe
+    assert "Too much work" in texts(at.error) and not at.main.dataframe
     at.multiselect(key="scal_dk").set_value([]).run()
     assert not at.exception and "at least one d_k" in texts(at.info)
 
@@ -117,7 +117,7 @@ def test_heads_position_renders_counts_permutation_and_encodings():
     at = page("heads_position")
     assert metric(at, "Attention per block, every h") == "16,640"
     assert metric(at, "Block with d_ff = 4d, every h") == "49,984"
-    counts, perm, offsets = (d.value for d in at.dataframe)
+    counts, perm, offsets = (d.value for d in at.main.dataframe)
     assert list(counts["heads h"]) == [1, 2, 4, 8, 16, 32, 64]
     rows = mech.permutation_test(8, 16, 4, 0)
     assert list(perm["equivariance error"]) == [r["equivariance_error"] for r in rows]
@@ -299,7 +299,7 @@ def test_masks_shows_the_padding_trap_on_a_trained_model(tmp_path_factory):
     with temporary_store(tmp_path_factory, [run]):
         at = page("masks")
         assert not at.exception, [e.message for e in at.exception]
-        table = at.dataframe[-1].value
+        table = at.main.dataframe[-1].value
         rng = np.random.default_rng(0)
         seqs = [get_task("copy").make_sequences(rng.integers(0, 20, (1, n)))[0] for n in (5, 2, 4, 1)]
         losses = padding_trap(get_run(run).params, run.model, seqs)
