@@ -25,7 +25,7 @@ st.markdown(
     "it runs once, lands in a cache, and is served from there in milliseconds. Pick a task and a configuration in "
     "the sidebar, then train it, compare it across seeds and ablations, and look inside its attention heads."
 )
-st.markdown("\n".join(f"- **{sidebar.task_label(t.name)}**: {t.summary}." for t in map(tasks.get, tasks.names())))
+st.markdown("\n".join(f"- **{t.shown_name()}**: {t.summary}." for t in map(tasks.get, tasks.names())))
 metrics = st.container()
 st.header("Reproduce the article")
 st.caption(

@@ -71,7 +71,7 @@ UNBOUNDED = LIMIT_RANGE[1]  # a field with no maximum, cap or task cap: the widg
 
 def task_label(name: str) -> str:
     """A task's label on the pages (Task.label; its name when it has none)."""
-    return tasks.get(name).shown_name() if name in tasks.names() else name
+    return SETTINGS["task"].format(name)  # the task record's labels read the registry (attncore.settings.TaskLabels)
 
 
 def task_help() -> str:
