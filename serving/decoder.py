@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from attncore.checks import ConfigError, check_choice, check_int
+from serving.state import LAYER_KINDS, StateMixer
 
 FFN_KINDS = ("relu", "gelu", "swiglu", "geglu")  # two matrices, two, three (gate w1, up w3, down w2), three
 GATED_FFNS = ("swiglu", "geglu")  # a gate and an up projection, then the down projection
@@ -74,6 +75,10 @@ class Decoder:
     attention_sinks: bool = False  # one learned logit per query head and layer (GPT-OSS)
     router_bias: bool = False  # a bias per routed expert on the router (GPT-OSS; DeepSeek-V3's score correction)
     window_kind: str = "sliding"  # the windowed layers' kind: sliding, or chunked (Llama 4); the cache is the same
+    # a hybrid model (Qwen3-Next, Nemotron-H, Jamba, ...): each layer's kind in order (state.LAYER_KINDS; () when
+    # the counts above say it all) and its state layers' mixer (None: attention only)
+    layer_kinds: tuple[str, ...] = ()
+    mixer: StateMixer | None = None
 
     def __post_init__(self):
         check_int("d_model", self.d_model, 1, 1_000_000)
@@ -113,6 +118,14 @@ class Decoder:
             check_int("n_dense_layers", self.n_dense_layers, 0, self.n_layers)
         elif self.router_bias:
             raise ConfigError("router_bias", "needs routed experts (n_experts > 0)")
+        if self.layer_kinds:
+            if len(self.layer_kinds) != self.n_layers:
+                n = len(self.layer_kinds)
+                raise ConfigError("layer_kinds", f"must name n_layers={self.n_layers} layers, got {n}")
+            for kind in self.layer_kinds:
+                check_choice("layer_kinds", kind, LAYER_KINDS)
+        if ("state" in self.layer_kinds) != (self.mixer is not None):
+            raise ConfigError("mixer", "a model has a mixer exactly when layer_kinds has state layers")
 
     @property
     def kv_heads(self) -> int:

@@ -26,6 +26,7 @@ from serving.decoder import (  # noqa: F401  (re-exported: the Decoder and its k
     Decoder,
 )
 
+STRUCTURE = ("layer_kinds", "mixer")  # Decoder fields no form shows: a hybrid model's pattern and state mixer
 COMPONENTS = ("embeddings", "position", "attention", "ffn", "norms", "output_head")
 
 
@@ -111,8 +112,9 @@ OPTIONAL_FIELDS = ("n_kv_heads", "head_dim", "v_head_dim", "sliding_window")  # 
 
 
 def form_values(a: Decoder) -> dict:
-    """Every field as a plain number, string or flag, 0 standing for an optional field left to its default."""
-    return {k: 0 if v is None and k in OPTIONAL_FIELDS else v for k, v in asdict(a).items()}
+    """Every field as a plain number, string or flag, 0 standing for an optional field left to its default; a hybrid
+    model's layer pattern and mixer are its structure, not form fields."""
+    return {k: 0 if v is None and k in OPTIONAL_FIELDS else v for k, v in asdict(a).items() if k not in STRUCTURE}
 
 
 def with_form_values(a: Decoder, values: dict, **exact) -> Decoder:
