@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, replace
 from attncore.checks import ConfigError, check_choice, check_int
 from serving import engine_advice
 from serving.context_limit import ContextLimit
-from serving.kvcache import DTYPE_BITS, GB, GIB, weight_bytes
+from serving.kvcache import DTYPE_BITS, GB, GIB, NVFP4_BLOCK, weight_bytes
 from serving.parameters import Decoder, count_parameters
 from serving.presets import CARDS
 
@@ -26,7 +26,9 @@ VERSIONS = {
     "models without interleaved sliding windows)",
     "v0": "vLLM V0 engine (0.6.6-0.8 source, worker.py)",
 }
-KV_DTYPES = ("auto", "bf16", "fp16", "fp32", "fp8", "fp8_e4m3", "fp8_e5m2")  # auto: the model's dtype
+KV_DTYPES = ("auto", "bf16", "fp16", "fp32", "fp8", "fp8_e4m3", "fp8_e5m2", "nvfp4")  # auto: the model's dtype
+# nvfp4: vLLM releases after the 0.11 modelled here (CacheDType "nvfp4", V1 only, not MLA): each head's vector packed
+# as head_size/2 bytes of E2M1 values and head_size/16 FP8 E4M3 scales (nvfp4_kv_cache_full_dim)
 MODEL_DTYPES = ("bf16", "fp16", "fp32")  # what activations and an "auto" cache are stored in
 SWAP_SPACE = 4 * GIB  # V0's --swap-space default: the CPU blocks it logs
 NON_TORCH_GIB = {1: 0.10, 2: 0.30}  # estimate from logs: 0.03-0.10 GiB on one GPU, 0.16-0.30 GiB per GPU at TP 2
@@ -78,6 +80,10 @@ class EngineSettings:
     # VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1: chunked layers paged as such by V1's hybrid manager;
     # without it (0.11's default) the engine disables that manager for a chunked model and pages every layer full
     allow_chunked_hybrid: bool = False
+    # one pipeline stage's worker (serving/pipeline.py fits each): the GPUs in all, for the non-torch estimate, and
+    # whether this worker samples (vLLM samples on the last stage only)
+    pipeline_parallel_size: int = 1
+    samples: bool = True
 
     def __post_init__(self):
         check_choice("version", self.version, tuple(VERSIONS))
@@ -89,7 +95,8 @@ class EngineSettings:
             if getattr(self, name) is not None:
                 check_int(name, getattr(self, name), 1, 10_000_000)
         check_int("tensor_parallel_size", self.tensor_parallel_size, 1, 1024)
-        for name in ("allow_long_max_model_len", "allow_chunked_hybrid"):
+        check_int("pipeline_parallel_size", self.pipeline_parallel_size, 1, 1024)
+        for name in ("allow_long_max_model_len", "allow_chunked_hybrid", "samples"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(name, f"must be true or false, got {getattr(self, name)!r}")
         if self.window_layers is not None and (
@@ -215,6 +222,12 @@ class EngineFit:
 
 
 def _page_bytes(a: Decoder, s: EngineSettings, model_bytes: int) -> tuple[int, str]:
+    if s.kv_cache_dtype == "nvfp4":
+        if a.kv_lora_rank or s.version == "v0" or a.d_head % NVFP4_BLOCK:
+            raise ConfigError("kv_cache_dtype", "nvfp4 needs the V1 engine, no latent attention (MLA) and a head_dim "
+                              f"divisible by {NVFP4_BLOCK}; use fp8 here")  # fmt: skip
+        heads = max(1, a.kv_heads // s.tensor_parallel_size)
+        return 2 * s.block_size * heads * (a.d_head // 2 + a.d_head // NVFP4_BLOCK), "nvfp4 (4-bit, FP8 scale per 16)"
     kv_bytes = model_bytes if s.kv_cache_dtype == "auto" else DTYPE_BITS[s.kv_cache_dtype[:3]] // 8
     if a.kv_lora_rank:  # one latent + RoPE key per token, not split across ranks
         entry = a.kv_lora_rank + a.rope_head_dim
@@ -309,9 +322,11 @@ def engine_fit(
     measured = tuple(k for k in ("weights", "non_torch", "activation") if getattr(s, f"{k}_gib") is not None)
     stored = weight_bytes(params, weight_dtype) if weight_bytes_given is None else weight_bytes_given
     weights = stored // tp if s.weights_gib is None else round(s.weights_gib * GIB)
-    non_torch = NON_TORCH_GIB[min(tp, 2)] if s.non_torch_gib is None else s.non_torch_gib
+    non_torch = NON_TORCH_GIB[min(tp * s.pipeline_parallel_size, 2)] if s.non_torch_gib is None else s.non_torch_gib
     non_torch = round(non_torch * GIB)
     parts = {} if s.activation_gib is not None else activation_estimate(a, tokens_t, seqs, tp, model_bytes, s.version)
+    if parts and not s.samples:  # a pipeline stage before the last: no logits, no sampler
+        parts = parts | {"logits": 0, "sampler": 0, "peak": max(parts["mlp"], parts["attention"])}
     activation = round(s.activation_gib * GIB) if s.activation_gib is not None else parts["peak"]
     kv = budget - weights - non_torch - activation
     if s.kv_cache_memory_gib is not None:

@@ -21,19 +21,26 @@ GB = 10**9  # decimal gigabyte, the unit GPU memory is sold in
 GIB = 2**30  # binary gibibyte, the unit memory is allocated in
 MIB = 2**20
 
-DTYPE_BITS = {"fp64": 64, "fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4}
+DTYPE_BITS = {"fp64": 64, "fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4, "nvfp4": 4}
 DTYPES = tuple(DTYPE_BITS)
 GROUPED_DTYPES = ("int8", "int4")  # integer formats carry one fp16 scale per group of elements
 SCALE_BYTES = 2  # one fp16 scale per group (symmetric); an asymmetric zero-point would add 2 more
+# NVFP4 (NVIDIA's 4-bit float, Blackwell): E2M1 values, one FP8 E4M3 scale per block of 16 along the row, and one
+# FP32 scale per tensor (counted per matrix by weights.py; a cache's per-layer K and V scales are left out)
+NVFP4_BLOCK = 16
+NVFP4_SCALE_BYTES = 1
 CACHE_GROUP = 64  # cache elements per scale, along each head vector (Hugging Face QuantizedCache q_group_size)
 WEIGHT_GROUP = 128  # weights per scale (the usual GPTQ/AWQ group size)
 DEFAULT_RESERVE = 0.10  # GPU memory kept for the runtime, activations and fragmentation (vLLM uses 0.9 of it)
 
 
 def stored_bytes(n_elements: int, dtype: str, group: int = 0) -> int:
-    """Bytes of n elements stored as dtype; int8/int4 add one fp16 scale per `group` elements (0: none)."""
+    """Bytes of n elements stored as dtype; int8/int4 add one fp16 scale per `group` elements (0: none); nvfp4
+    always one E4M3 byte per NVFP4_BLOCK elements (its format fixes the block)."""
     check_choice("dtype", dtype, DTYPES)
     data = -(-n_elements * DTYPE_BITS[dtype] // 8)
+    if dtype == "nvfp4":
+        return data + -(-n_elements // NVFP4_BLOCK) * NVFP4_SCALE_BYTES
     scales = -(-n_elements // group) * SCALE_BYTES if dtype in GROUPED_DTYPES and group else 0
     return data + scales
 

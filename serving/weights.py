@@ -1,6 +1,7 @@
 """The weights' bytes as a checkpoint stores them: every tensor in one element type, or the blocks' linear layers
 quantised (fp8 with float32 block scales, AWQ or GPTQ integers with fp16 group scales and zero points, MXFP4 experts
-with a shared exponent per 32) and the rest (embeddings, head, norms, biases, routers) in the element type.
+with a shared exponent per 32, NVFP4 with an FP8 scale per 16 and FP32 scales per matrix) and the rest (embeddings,
+head, norms, biases, routers) in the element type.
 
 A config.json's quantization_config gives the method, bits and group size (hf_config.py); it does not list the
 layers a quantiser kept in 16 bits beyond modules_to_not_convert, so `note` says what is assumed.
@@ -14,14 +15,18 @@ from attncore.checks import ConfigError, check_choice, check_int
 from serving.kvcache import DTYPE_BITS, DTYPES, weight_bytes
 from serving.parameters import Decoder, Tensor, param_inventory
 
-METHODS = ("none", "fp8", "awq", "gptq", "mxfp4")
-METHOD_NAMES = {"none": "none", "fp8": "fp8", "awq": "AWQ", "gptq": "GPTQ", "mxfp4": "MXFP4"}
+METHODS = ("none", "fp8", "awq", "gptq", "mxfp4", "nvfp4")
+METHOD_NAMES = {"none": "none", "fp8": "fp8", "awq": "AWQ", "gptq": "GPTQ", "mxfp4": "MXFP4", "nvfp4": "NVFP4"}
 PARTS = ("attention", "ffn", "experts", "router")  # the linear layers of a block a quantisation may cover
 DEFAULT_PARTS = {"fp8": ("attention", "ffn", "experts"), "awq": ("attention", "ffn", "experts"),
-                 "gptq": ("attention", "ffn", "experts"), "mxfp4": ("experts",)}  # fmt: skip
+                 "gptq": ("attention", "ffn", "experts"), "mxfp4": ("experts",),
+                 "nvfp4": ("attention", "ffn", "experts")}  # fmt: skip
 FLOAT_DTYPES = ("fp32", "bf16", "fp16")  # what a quantisation leaves the other tensors in
-SCALE_BYTES = {"fp8": 4, "awq": 2, "gptq": 2, "mxfp4": 1}  # float32 scale_inv; fp16 scales; an E8M0 exponent
+SCALE_BYTES = {"fp8": 4, "awq": 2, "gptq": 2, "mxfp4": 1, "nvfp4": 1}  # float32 scale_inv; fp16; E8M0; E4M3
 MX_BLOCK = 32  # MXFP4: 32 four-bit values share one 8-bit exponent
+# NVFP4 (ModelOpt checkpoints): E2M1 weights, an FP8 E4M3 weight_scale per 16 inputs of each output row, and two FP32
+# scalars per matrix (weight_scale_2, the per-tensor scale; input_scale, the activations')
+NV_BLOCK, NV_TENSOR_SCALES = 16, 2 * 4
 
 
 @dataclass(frozen=True)
@@ -30,9 +35,9 @@ class WeightFormat:
 
     dtype: str = "bf16"
     method: str = "none"
-    bits: int = 16  # AWQ/GPTQ: 2 to 8; fp8: 8; MXFP4: 4
+    bits: int = 16  # AWQ/GPTQ: 2 to 8; fp8: 8; MXFP4 and NVFP4: 4
     group_size: int = 0  # AWQ/GPTQ: input rows per scale (0: one group over the input); fp8: the edge of a square
-    # block per scale (0: one scale per tensor); MXFP4: 32
+    # block per scale (0: one scale per tensor); MXFP4: 32; NVFP4: 16
     parts: tuple[str, ...] = ()  # the linear layers quantised (empty: the method's default)
     note: str = ""  # what the file could not say
 
@@ -42,7 +47,7 @@ class WeightFormat:
         if self.method == "none":
             return
         check_choice("weight_dtype", self.dtype, FLOAT_DTYPES)  # the rest of a quantised checkpoint
-        low, high = {"fp8": (8, 8), "mxfp4": (4, 4)}.get(self.method, (2, 8))
+        low, high = {"fp8": (8, 8), "mxfp4": (4, 4), "nvfp4": (4, 4)}.get(self.method, (2, 8))
         check_int("bits", self.bits, low, high)
         check_int("group_size", self.group_size, 0, 1_000_000)
         for part in self.parts:
@@ -61,8 +66,8 @@ class WeightFormat:
         if self.method == "fp8":
             scale = f"{self.group_size}×{self.group_size} blocks" if self.group_size else "one scale per tensor"
             return f"fp8{' ' + what if what else ''}, {scale}, {self.dtype} rest"
-        if self.method == "mxfp4":
-            return f"MXFP4{' ' + what if what else ''}, {self.dtype} rest"
+        if self.method in ("mxfp4", "nvfp4"):
+            return f"{METHOD_NAMES[self.method]}{' ' + what if what else ''}, {self.dtype} rest"
         groups = f"groups of {self.group_size}" if self.group_size else "one group per column"
         return f"{METHOD_NAMES[self.method]} {self.bits}-bit{' ' + what if what else ''}, {groups}, {self.dtype} rest"
 
@@ -95,6 +100,8 @@ def matrix_bytes(d_in: int, d_out: int, f: WeightFormat) -> int:
         return d_in * d_out + scales * SCALE_BYTES["fp8"]
     if f.method == "mxfp4":
         return d_out * cdiv(d_in * 4, 8) + d_out * cdiv(d_in, MX_BLOCK) * SCALE_BYTES["mxfp4"]
+    if f.method == "nvfp4":
+        return d_out * cdiv(d_in * 4, 8) + d_out * cdiv(d_in, NV_BLOCK) * SCALE_BYTES["nvfp4"] + NV_TENSOR_SCALES
     packed_out = cdiv(d_out * f.bits, 32) * 4  # int32 words holding one row's codes along the output
     if f.method == "awq":  # qweight (in, out/8) int32, qzeros (groups, out/8) int32, scales (groups, out) fp16
         return d_in * packed_out + groups * packed_out + groups * d_out * SCALE_BYTES["awq"]

@@ -1,5 +1,5 @@
 """How the weights are stored, as URL-mirrored widgets: none (every tensor in the element type chosen beside), or a
-quantisation of the blocks' linear layers (fp8 block scales, AWQ/GPTQ bits and groups, MXFP4 experts) and which
+quantisation of the blocks' linear layers (fp8 block scales, AWQ/GPTQ bits and groups, MXFP4 experts, NVFP4) and which
 layers it covers. The element type of the rest is the page's own widget; serving.weights counts the bytes."""
 
 from __future__ import annotations
@@ -10,18 +10,21 @@ from attncore import ConfigError
 from serving import weights as w
 from ui.params import url_multiselect, url_number, url_select
 
-METHOD_LABELS = {"none": "none", "fp8": "fp8", "awq": "AWQ", "gptq": "GPTQ", "mxfp4": "MXFP4"}
+METHOD_LABELS = {"none": "none", "fp8": "fp8", "awq": "AWQ", "gptq": "GPTQ", "mxfp4": "MXFP4", "nvfp4": "NVFP4"}
 METHOD_HELP = (
     "none: every tensor in the element type. fp8: a byte a weight, a float32 scale per block (or tensor). "
     "AWQ, GPTQ: packed integers, fp16 scales and zero points per group. MXFP4: four bits, an 8-bit "
-    "exponent per 32 (GPT-OSS's experts). Embeddings, head, norms and biases stay in the element type."
+    "exponent per 32 (GPT-OSS's experts). NVFP4: four bits, an FP8 scale per 16 and two FP32 scales per "
+    "matrix. Embeddings, head, norms and biases stay in the element type."
 )
-BITS = {"none": (16,), "fp8": (8,), "mxfp4": (4,), "awq": (4, 8, 2, 3), "gptq": (4, 8, 2, 3)}
+BITS = {"none": (16,), "fp8": (8,), "mxfp4": (4,), "nvfp4": (4,), "awq": (4, 8, 2, 3), "gptq": (4, 8, 2, 3)}
 GROUP_HELP = (
     "Elements along the input per scale; 0: one group per output channel. fp8: the edge of a square block "
     "per scale; 0: one scale per tensor."
 )
-GROUP = {"fp8": 128, "awq": 128, "gptq": 128, "mxfp4": 32}  # the usual group (fp8: block edge) of each method
+GROUP = {"fp8": 128, "awq": 128, "gptq": 128, "mxfp4": 32, "nvfp4": 16}  # the usual group of each method
+
+FIXED_GROUP = {"mxfp4": w.MX_BLOCK, "nvfp4": w.NV_BLOCK}  # formats whose block the format itself fixes
 
 
 def fields_state(prefix: str, f: w.WeightFormat) -> dict:
@@ -49,7 +52,7 @@ def fields(prefix: str, default: w.WeightFormat = UNQUANTISED) -> dict:
                           disabled=len(BITS[method]) == 1)  # fmt: skip
     with cols[2]:
         group = url_number("Group size", f"{prefix}wgroup", default.group_size if same else GROUP[method],
-                           0, 1_000_000, help=GROUP_HELP, disabled=method == "mxfp4")  # fmt: skip
+                           0, 1_000_000, help=GROUP_HELP, disabled=method in FIXED_GROUP)  # fmt: skip
     with cols[3]:
         parts = url_multiselect("Layers quantised", f"{prefix}wparts", list(w.PARTS),
                                 list(default.quantised if same else w.DEFAULT_PARTS[method]))  # fmt: skip
@@ -63,7 +66,7 @@ def format_of(values: dict, dtype: str) -> w.WeightFormat:
         return w.WeightFormat(dtype=dtype)
     if not values["parts"]:
         raise ConfigError("quantised layers", "choose at least one kind of layer, or quantisation none")
-    group = values["group"] if values["method"] != "mxfp4" else w.MX_BLOCK
+    group = FIXED_GROUP.get(values["method"], values["group"])
     return w.WeightFormat(dtype, values["method"], values["bits"], group, values["parts"])
 
 
