@@ -82,7 +82,7 @@ def stage_model(a: Decoder, start: int, end: int) -> Decoder:
     )  # fmt: skip
 
 
-def _outside(a: Decoder) -> list:
+def outside_tensors(a: Decoder) -> list:
     """The tensors outside the blocks (embeddings, positions, final norm, head)."""
     one = replace(a, n_layers=1, full_layers=0, n_dense_layers=0, layer_kinds=(), mixer=None)
     return [t for t in param_inventory(one) if not t.name.startswith("blocks.")]
@@ -92,7 +92,7 @@ def stage_params(a: Decoder, stage: Decoder, first: bool, last: bool, pp: int) -
     """(parameters the stage holds, of which outside the blocks): its blocks, the embeddings and learned positions
     on the first stage, the final norm and head on the last, and there a copy of a tied embedding when pp > 1."""
     outside = 0
-    for t in _outside(a):
+    for t in outside_tensors(a):
         if t.name in ("tok_emb", "pos_emb"):
             outside += t.size if first else 0
             if t.name == "tok_emb" and a.tied_embeddings and last and not first:
@@ -107,7 +107,7 @@ def stage_bytes(a: Decoder, stage: Decoder, params: int, outside: int, f: Weight
     if f.method == "none":
         return weight_bytes(params, f.dtype)
     b = DTYPE_BITS[f.dtype] // 8  # a quantised checkpoint keeps the tensors outside the blocks in 8 to 32 bits
-    return stored_weights(stage, f).bytes - sum(t.size for t in _outside(a)) * b + outside * b
+    return stored_weights(stage, f).bytes - sum(t.size for t in outside_tensors(a)) * b + outside * b
 
 
 @dataclass(frozen=True)

@@ -103,28 +103,38 @@ class Card:
     sold: str  # the marketing size, decimal GB
     source: str  # where total_gib was read
     logged: bool  # True: a vLLM startup log on this named card; False: another report or an estimate (see source)
+    bandwidth_gbs: float = 0.0  # memory bandwidth, GB/s (10^9 B/s), the datasheet's peak (0: not known)
+    bandwidth_source: str = ""
 
 
 _VLLM = "vLLM startup log 'total_gpu_memory (%sGiB)'"
+_SHEET = "NVIDIA %s datasheet: %s memory bandwidth"
 CARDS: dict[str, Card] = {
     c.name: c
     for c in (
         Card("l4", 22.05, "24 GB", "estimate: nvidia-smi shows 23034 MiB = 22.49 GiB on an L4; the driver keeps "
-             "0.43-0.59 GiB on the cards where both figures are known (A100-40GB, H100, H200)", False),
+             "0.43-0.59 GiB on the cards where both figures are known (A100-40GB, H100, H200)", False,
+             300, _SHEET % ("L4", "300 GB/s")),
         Card("a10g", 22.07, "24 GB", f"{_VLLM % '22.07'} on a 24 GB A10-class card (OCI AI Quick Actions "
-             "troubleshooting doc, vLLM 0.7); an A10G's nvidia-smi shows 23028 MiB, as an A10's", False),
+             "troubleshooting doc, vLLM 0.7); an A10G's nvidia-smi shows 23028 MiB, as an A10's", False,
+             600, _SHEET % ("A10", "600 GB/s") + " (the A10G's, as AWS lists it for G5, the same)"),
         Card("rtx-4090", 23.65, "24 GB", "PyTorch out-of-memory messages '23.65 GiB total capacity' on 24 GB "
-             "GeForce/Titan cards; nvidia-smi 24564 MiB on a 4090 (vLLM #7553)", False),
-        Card("a100-40gb", 39.50, "40 GB", f"{_VLLM % '39.50'}, vLLM #12330 (A100-40GB, vLLM 0.6.6)", True),
+             "GeForce/Titan cards; nvidia-smi 24564 MiB on a 4090 (vLLM #7553)", False,
+             1008, "NVIDIA GeForce RTX 4090 specifications: 21 Gbps GDDR6X on a 384-bit bus, 1,008 GB/s"),
+        Card("a100-40gb", 39.50, "40 GB", f"{_VLLM % '39.50'}, vLLM #12330 (A100-40GB, vLLM 0.6.6)", True,
+             1555, _SHEET % ("A100", "1,555 GB/s (40GB SXM)")),
         Card("rtx-a6000", 47.54, "48 GB", "estimate: PyTorch out-of-memory messages give '47.54 GiB total "
              "capacity' on 48 GB cards they do not name; with ECC on (as on the L40S below) a card reports less",
-             False),
-        Card("l40s", 44.42, "48 GB", f"{_VLLM % '44.42'}, vLLM #15815 (2x L40S, vLLM 0.7)", True),
+             False, 768, _SHEET % ("RTX A6000", "768 GB/s")),
+        Card("l40s", 44.42, "48 GB", f"{_VLLM % '44.42'}, vLLM #15815 (2x L40S, vLLM 0.7)", True,
+             864, _SHEET % ("L40S", "864 GB/s")),
         Card("a100-80gb", 79.15, "80 GB", "PyTorch out-of-memory message '79.15 GiB total capacity' on an A100 "
-             "80 GB (a public fine-tuning note); not seen in a vLLM log naming the card", False),
-        Card("h100-80gb", 79.22, "80 GB", f"{_VLLM % '79.22'}, vLLM PRs 12126 and 10511 (H100-80G SXM)", True),
+             "80 GB (a public fine-tuning note); not seen in a vLLM log naming the card", False,
+             2039, _SHEET % ("A100", "2,039 GB/s (80GB SXM; PCIe 1,935)")),
+        Card("h100-80gb", 79.22, "80 GB", f"{_VLLM % '79.22'}, vLLM PRs 12126 and 10511 (H100-80G SXM)", True,
+             3350, _SHEET % ("H100", "3.35 TB/s (SXM)")),
         Card("h200", 139.81, "141 GB", f"{_VLLM % '139.81'} with nvidia-smi 'NVIDIA H200 143771MiB' "
-             "(DeepSeek-R1 deployment notes, vLLM 0.7)", True),
+             "(DeepSeek-R1 deployment notes, vLLM 0.7)", True, 4800, _SHEET % ("H200", "4.8 TB/s")),
     )
 }  # fmt: skip
 CARDS = dict(sorted(CARDS.items(), key=lambda item: item[1].total_gib))  # one list, smallest first
