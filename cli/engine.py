@@ -9,14 +9,14 @@ from __future__ import annotations
 import json
 
 from attncore.config import ConfigError
-from cli import config_file
+from cli import config_file, plan
 from cli.flags import ArgumentError, integer, number
 from lab import formats
 from serving import engine, engine_advice, validation
 from serving.context_limit import OVERRIDE
 from serving.kvcache import GB, GIB
 from serving.presets import CARDS
-from serving.weights import stored_weights
+from serving.weights import WeightFormat, stored_weights
 
 # flag, EngineSettings field, type or choices, help
 ENGINE_FLAGS = (
@@ -56,6 +56,7 @@ def add_engine_args(k) -> None:
                    "(Llama 4) paged by their chunk, not as full layers")  # fmt: skip
     served = "activations and an auto cache (default: a --config file's dtype as served, else bf16)"
     k.add_argument("--model-dtype", choices=engine.MODEL_DTYPES, help=served)
+    plan.add_plan_args(k)
 
 
 def total_of(a) -> tuple[float, str, str | None]:
@@ -92,6 +93,17 @@ def run(a, arch, name: str, model=None, limit=None) -> int:
         params = config_file.hub_model(a).checkpoint.total
     elif model is not None and a.weights_dtype is None and a.params is None:
         stored = stored_weights(arch, config_file.served(model))
+    if plan.wanted(a):
+        if params is not None:
+            raise ConfigError("--pp", "needs the model's layers counted (a preset, --config with a formula, or --d), "
+                              "not a parameter total")  # fmt: skip
+        try:
+            settings = engine.EngineSettings(**values)
+        except ConfigError as e:
+            raise ConfigError(ENGINE_FLAG_OF.get(e.field, e.field), e.message) from None
+        weights = (config_file.served(model) if model is not None and a.weights_dtype is None
+                   else WeightFormat(dtype=a.weights_dtype or model_dtype))  # fmt: skip
+        return plan.run(a, arch, name, label, card, total, settings, weights, model_dtype, limit)
     try:
         settings = engine.EngineSettings(**values)
         fit = engine.engine_fit(
