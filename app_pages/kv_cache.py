@@ -88,7 +88,8 @@ if mode == "vllm":
         show_invalid(e, "model")
         st.stop()
     limit = PRESETS[preset].model.limit if preset in PRESETS else kv_model.limit_of(preset)
-    budget = gpu_fit.engine(arch, context, params or None, custom=base is None, storage=storage_fields, limit=limit)
+    budget = gpu_fit.engine(arch, context, params or None, custom=base is None, storage=storage_fields, limit=limit,
+                            batch=batch)  # fmt: skip
     if budget is None:
         st.stop()
 else:

@@ -17,8 +17,8 @@ from serving import kvcache as kv
 from serving import parameters as calc
 from serving.kvcache import GB, GIB
 from serving.presets import CARDS, GPUS
-from serving.weights import stored_weights, weights_checked
-from ui import plain, weights_form
+from serving.weights import WeightFormat, stored_weights, weights_checked
+from ui import plain, plan_grid, weights_form
 from ui.charts import calculators as cc
 from ui.metered import metered
 from ui.params import show_invalid, url_number, url_radio, url_select, url_toggle, write_to_url
@@ -202,7 +202,7 @@ def storage_of(fmt):
 
 
 def engine(arch, default_len: int, weight_params: int | None, custom: bool = False, storage=None,
-           limit=None) -> int | None:  # fmt: skip
+           limit=None, batch: int = 1) -> int | None:  # fmt: skip
     """Draw the engine mode for a Decoder; returns the bytes left for the cache (None on bad input). `storage`:
     the quantisation fields of ui.weights_form (None: no quantisation offered); `limit`: the model's derived
     maximum (serving.context_limit), past which vLLM refuses to start."""
@@ -259,6 +259,9 @@ def engine(arch, default_len: int, weight_params: int | None, custom: bool = Fal
         st.caption("What the engine would log from your log's figures (its words and number formats):")
     st.code("\n".join(eng.log_lines(fit)), language=None, wrap_lines=True)
     st.caption(engine_caption(fit))
+    if weight_params is None:  # stages need the model's layers counted, not a typed total
+        plan_grid.section(arch, total, key[2], fmt or WeightFormat(dtype=weight_dtype), model_dtype, card, limit,
+                          default_len, batch)  # fmt: skip
     return fit.kv_bytes
 
 
