@@ -131,3 +131,19 @@ def test_nvfp4_stores_four_bits_and_an_fp8_scale_per_16():
     a = get_preset("llama-3-8b").arch
     nv, awq = stored_weights(a, f).bytes, stored_weights(a, WeightFormat("bf16", "awq", 4, 128)).bytes
     assert 0.5 * stored_weights(a, WeightFormat("bf16")).bytes > nv > awq  # a byte per 16 against 4 per 128
+
+
+def test_a_hybrid_stage_keeps_its_own_state_layers_and_mixer():
+    """A Qwen3-Next-like pattern, three Gated DeltaNet layers for each full one: a stage holding only a full layer
+    has no state mixer; the others count their own kinds."""
+    from serving.decoder import Decoder
+    from serving.state import StateMixer
+
+    mixer = StateMixer("gated_deltanet", conv_kernel=4, heads=32, head_dim=128, k_heads=16, k_head_dim=128)
+    kinds = ("state", "state", "state", "full") * 12
+    a = Decoder(2048, 48, 16, 151_936, 5120, n_kv_heads=2, head_dim=256, ffn="swiglu", bias="none",
+                norm="rmsnorm", position="rope", tied_embeddings=False, layer_kinds=kinds, mixer=mixer)  # fmt: skip
+    assert pipeline.stage_model(a, 3, 4).mixer is None and pipeline.stage_model(a, 3, 4).layer_kinds == ("full",)
+    first = pipeline.stage_model(a, 0, 10)
+    assert first.mixer == mixer and first.layer_kinds.count("state") == 8
+    assert [pipeline.layer_kinds(pipeline.stage_model(a, s, e)).count("full") for s, e in ((0, 24), (24, 48))] == [6, 6]

@@ -72,3 +72,17 @@ def test_every_card_has_a_datasheet_bandwidth():
     for card in CARDS.values():
         assert card.bandwidth_gbs > 100 and "datasheet" in card.bandwidth_source + " datasheet"
         assert "GB/s" in card.bandwidth_source or "TB/s" in card.bandwidth_source
+
+
+def test_a_hybrid_reads_its_state_layers_state_and_its_attention_layers_cache():
+    from serving.decoder import Decoder
+    from serving.state import StateMixer, elements
+
+    mixer = StateMixer("gated_deltanet", conv_kernel=4, heads=32, head_dim=128, k_heads=16, k_head_dim=128)
+    kinds = ("state", "state", "state", "full") * 12
+    a = Decoder(2048, 48, 16, 151_936, 5120, n_kv_heads=2, head_dim=256, ffn="swiglu", bias="none",
+                norm="rmsnorm", position="rope", tied_embeddings=False, layer_kinds=kinds, mixer=mixer)  # fmt: skip
+    b = decode_bound(a, 3350, context=4096, batch=4)
+    per_sequence = sum(elements(s) for s in mixer.shapes()) * 2  # bf16 conv (3 x 8,192) and temporal (32x128x128)
+    assert b.state_bytes == 4 * 36 * per_sequence
+    assert b.kv_bytes == 2 * 12 * 2 * 256 * 4096 * 4 * 2  # K and V, 12 full layers, 2 heads of 256, bf16
