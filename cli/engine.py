@@ -103,7 +103,11 @@ def run(a, arch, name: str, model=None, limit=None) -> int:
             raise ConfigError(ENGINE_FLAG_OF.get(e.field, e.field), e.message) from None
         weights = (config_file.served(model) if model is not None and a.weights_dtype is None
                    else WeightFormat(dtype=a.weights_dtype or model_dtype))  # fmt: skip
-        return plan.run(a, arch, name, label, card, total, settings, weights, model_dtype, limit)
+        try:
+            return plan.run(a, arch, name, label, card, total, settings, weights, model_dtype, limit)
+        except ConfigError as e:
+            said = " (here: --allow-long-max-model-len)" if OVERRIDE in e.message else ""
+            raise ConfigError(ENGINE_FLAG_OF.get(e.field, e.field), e.message + said) from None
     try:
         settings = engine.EngineSettings(**values)
         fit = engine.engine_fit(

@@ -59,3 +59,10 @@ def test_a_bad_flag_is_one_line_naming_it_with_exit_code_2(capsys, argv, flag, w
     assert main([*L70, *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and flag in err and words in err
+
+
+def test_the_models_derived_maximum_is_refused_under_its_flag_with_stages(capsys):
+    argv = ["kv-cache", "--preset", "llama-3-8b", "--engine", "vllm", "--gpu", "h100-80gb", "--pp", "2"]
+    assert main([*argv, "--max-model-len", "32768"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --max-model-len") and "--allow-long-max-model-len" in err

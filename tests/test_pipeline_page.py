@@ -34,3 +34,12 @@ def test_the_page_shows_stages_the_grid_and_the_bound_at_its_link():
     assert "every worker keeps the fewest blocks" in said and f"{fewest:,} blocks" in said
     assert "the chosen cell: TP 1 × PP 8: fits" in said
     assert "Decode bound at batch 8, context 4,096: at most" in said and "a bound" in said
+
+
+@pytest.mark.slow
+def test_at_its_defaults_the_engine_fit_shows_the_grid_with_one_gpu_chosen_and_the_bound():
+    at = page("kv_cache", kv_mode="vllm")  # Llama 3 8B on an H100, max_model_len 8,192, batch 1
+    assert not at.exception and not at.error
+    said = texts(at.caption)
+    assert "Highlighted, the chosen cell: TP 1 × PP 1: fits" in said
+    assert "Decode bound at batch 1, context 8,192: at most" in said and "3,350 GB/s datasheet bandwidth" in said
