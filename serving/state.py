@@ -57,12 +57,18 @@ class StateMixer:
         if self.kind == "gated_deltanet":
             conv_dim = self.k_head_dim * self.k_heads * 2 + self.head_dim * self.heads
             return (rows, _divide("conv width", conv_dim, tp)), (
-                _divide("value heads", self.heads, tp), self.head_dim, self.k_head_dim)
+                _divide("value heads", self.heads, tp),
+                self.head_dim,
+                self.k_head_dim,
+            )
         if self.kind == "mamba2":
             groups = self.n_groups + (0 if self.n_groups % tp == 0 else tp - self.n_groups)  # replicated to tp
             conv_dim = self.inner + 2 * groups * self.state_size
             return (rows, _divide("conv width", conv_dim, tp)), (
-                _divide("heads", self.heads, tp), self.head_dim, self.state_size)
+                _divide("heads", self.heads, tp),
+                self.head_dim,
+                self.state_size,
+            )
         if self.kind == "mamba":
             inner = _divide("intermediate size", self.inner, tp)
             return (self.conv_kernel - 1, inner), (inner, self.state_size)
@@ -71,7 +77,10 @@ class StateMixer:
         k_heads, k_dim = self.k_heads or self.heads, self.k_head_dim or self.head_dim  # kda
         conv_dim = self.heads * self.head_dim + 2 * k_heads * k_dim
         return (rows, _divide("conv width", conv_dim, tp)), (
-            _divide("heads", self.heads, tp), self.head_dim, self.head_dim)
+            _divide("heads", self.heads, tp),
+            self.head_dim,
+            self.head_dim,
+        )
 
 
 def elements(shape: tuple[int, ...]) -> int:
