@@ -69,8 +69,8 @@ if foreign := provenance.foreign(summaries):
     metrics.info(
         f"**{tables.count(sum(foreign.values()), 'stored run')} came from another BLAS kernel family than this "
         f"machine's** ({plain(provenance.here())}): {plain(', '.join(f'{k} ({n})' for k, n in foreign.items()))}. "
-        "They are served as they are (the cache key is the configuration, not the machine); float32 training on "
-        "another kernel family lands elsewhere within the seed spread. The Train page shows each run's platform.",
+        "They are served as they are; trained here they would land elsewhere within the seed spread. The Train page "
+        "shows each run's platform.",
         icon=":material/memory:",
     )
 metrics.caption(limits().mode_text(headless()))  # a headless server is hosted unless told: say so, and how to change
