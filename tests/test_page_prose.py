@@ -43,7 +43,7 @@ def test_the_pages_shown_prose_stays_well_under_the_quarter_it_was():
 
 
 @pytest.mark.parametrize("name", ["kv_cache", "masks"])
-def test_an_edited_page_renders_and_links_its_doc(name):
+def test_an_edited_page_renders_and_links_its_doc(name, cache):
     """The two edited pages that need no trained run (the others are AppTests of tests/test_app.py)."""
     from ui import docs
 
@@ -81,3 +81,20 @@ def test_home_names_every_registered_task_from_the_registry(cache, monkeypatch):
             assert f"**{tasks.get(name).shown_name()}**: {tasks.get(name).summary}." in said, name
     finally:
         tasks.unregister("rotate")
+
+
+@pytest.mark.slow  # trains the default run at 30 steps into a store of the test's own
+@pytest.mark.parametrize("name", ["home", "ablations", "results", "attention"])
+def test_an_edited_lab_page_renders_and_links_its_doc(name, tmp_path_factory, monkeypatch):
+    """Inside the dashboard, at its defaults (30 steps): no exception, and the page's one link to docs/ is there."""
+    from apptest_helpers import temporary_store
+    from test_app import STEPS, app
+
+    import lab.presets
+    from ui import docs
+
+    monkeypatch.setattr(lab.presets, "preset", lambda name: [])  # Home: no article sweep to estimate
+    with temporary_store(tmp_path_factory, [make_run(steps=STEPS)]):
+        at = app(name) if name != "home" else app()
+    shown = texts(at.markdown) + texts(at.caption)
+    assert [a for a in docs.all_anchors() if f"]({docs.href(a)})" in shown], "no link to a docs section"
