@@ -23,7 +23,8 @@ with c2:
     seeds = compare_view.seeds_input("abl_seeds", DEFAULT_SEEDS)
 caption.caption(
     f"Base: {sidebar.describe(base, seed=False)}, over {compare_view.seeds_text(seeds)}. Each variant changes a "
-    "few settings of the base and is paired with it by seed: same initial values, same batches."
+    "few settings of the base and is paired with it by seed: the same batches, the same initial values of every "
+    "tensor they share."
 )
 chosen, notes = variant_runs(base, names, compare_view.capped(sidebar.make, limits()))  # 8 layers, d_k × 4: capped
 for note in notes:

@@ -114,7 +114,7 @@ if geometry["window"] and cache.window_layers < cache.n_layers:
     window_note = " Past the window only the full layers' cache keeps growing: each curve bends, then climbs slower."
 st.caption(
     f"Same layers and head size, {dtype}; {', '.join(kinds)}. The grey line is the room the GPU leaves for the "
-    f"cache.{window_note} Memory alone sets the longest context drawn, not what the model was trained to read."
+    f"cache.{window_note} The longest context above is set by memory alone, not by what the model was trained to read."
 )
 
 st.subheader("Measured: generation with and without the cache")
