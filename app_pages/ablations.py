@@ -6,7 +6,7 @@ from attncore.task import task_of
 from attncore.tasks import N_TEST
 from lab import compare, formats
 from lab.factors import tables as grouped_tables
-from ui import compare_view, docs, frames, sidebar
+from ui import compare_view, docs, frames, probe, sidebar
 from ui.charts import runs as charts
 from ui.limits import limits
 from ui.params import url_multiselect
@@ -22,9 +22,9 @@ with c1:
 with c2:
     seeds = compare_view.seeds_input("abl_seeds", DEFAULT_SEEDS)
 caption.caption(
-    f"Base: {sidebar.describe(base, seed=False)}, over {compare_view.seeds_text(seeds)}. Each variant changes one "
-    "to three settings of the base. At a given seed every variant starts from the same initial values as the base "
-    "for every tensor they share, and trains on the same batches, so a paired difference isolates the change."
+    f"Base: {sidebar.describe(base, seed=False)}, over {compare_view.seeds_text(seeds)}. Each variant changes a "
+    "few settings of the base and is paired with it by seed: the same batches, the same initial values of every "
+    "tensor they share."
 )
 chosen, notes = variant_runs(base, names, compare_view.capped(sidebar.make, limits()))  # 8 layers, d_k × 4: capped
 for note in notes:
@@ -49,25 +49,12 @@ compare_view.loss_panel(
 
 st.subheader("Test loss and accuracy over seeds, and each variant against the base")
 compare_view.show_tables(summary, comparisons, level="variant", seeds_key="abl_seeds", runs_per_seed=len(chosen))
-m = base.model
+m, held_out = base.model, probe.words(base).held_out_loss
 size = f"d_head {m.d_model // m.n_heads}, {formats.count(m.n_layers, 'block')}"
 st.caption(
-    f"Test loss: teacher-forced cross-entropy over the answer tokens of the {N_TEST} fixed test sequences, the same "
-    "for every variant and seed (the last training batch differs between variants whose batch streams differ). "
-    "Per-token and per-sequence accuracy by greedy generation on those sequences; Δ is variant minus base at the "
-    "same seed."
-    + (
-        " On the induction task the test loss is over every position, and the accuracies are of the most likely "
-        "token at each repeat query, reading the true tokens (the Induction heads page compares the repeat loss)."
-        if not task_of(base.task).generates
-        else ""
-    )  # fmt: skip
-)
-st.caption(
-    f"The article, at d_head 8 and 2 blocks (this base: {size}) on one seed, found that only removing position "
-    "information matters. What these runs show is said above, computed from them: a difference shown is measured, "
-    "not judged; read its size beside the losses and accuracies in the table. The variants at 8 layers and at "
-    "d_k × 4 reach the depth and head widths where the Regimes page compares the LayerNorm's place and the scaling."
+    f"Test loss: {held_out[0].lower()}{held_out[1:]}; accuracy {probe.accuracy_how(base)}; Δ is variant minus base "
+    f"at the same seed. This base: {size}. To try: the 8-layer and d_k × 4 variants, the depth and head width where "
+    "the Regimes page compares the LayerNorm's place and the scaling."
 )
 compare_view.downloads(summary, comparisons, "ablations")
 
@@ -83,9 +70,11 @@ if not task_of(base.task).generates:
     )
     st.stop()
 st.caption(
-    f"Per-sequence accuracy, mean over {compare_view.seeds_text(seeds)}, on test sequences whose symbols are all "
-    f"distinct vs those with a repeat (n: how many of the {N_TEST} test sequences are of that kind; the same sequences "
-    "serve every seed). Without position information two equal symbols look the same wherever they "
-    "sit: expect the 'no position' run to fail more often when a symbol repeats (the article, one seed: 0.246 on "
-    "224 all-distinct sequences, 0.170 on 276 with a repeat)."
+    f"Per-sequence accuracy, mean over {compare_view.seeds_text(seeds)}, on the test sequences whose symbols are all "
+    f"distinct vs those with a repeat (n: how many of the {N_TEST}, the same for every seed)."
+    + (
+        " Without position information two equal symbols look alike wherever they sit."
+        if "no position" in chosen
+        else ""
+    )  # fmt: skip
 )

@@ -86,9 +86,8 @@ def head_ablation() -> None:
 st.subheader("Head ablation: the intervention")
 head_ablation()
 st.info(
-    "**Weights are not explanations.** A sharp, readable map says where a head reads, not that the answer depends "
-    "on it (Jain & Wallace 2019; Wiegreffe & Pinter 2019). Zeroing heads and measuring the output, as above, is "
-    "the intervention that does.",
+    "**Weights are not explanations.** A sharp map says where a head reads, not that the answer depends on it; "
+    "zeroing heads and measuring the output, as above, says that.",
     icon=":material/lightbulb:",
 )
 st.page_link(

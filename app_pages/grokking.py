@@ -15,10 +15,9 @@ from ui.regimes_view import cell_table
 st.title("Grokking")
 st.caption(
     "(a + b) mod p from the input “a b =”, the answer read at “=”: a fixed random fraction of the p² pairs trains "
-    "and the rest is held out (what Power et al. 2022 and Nanda et al. 2023 found: "
-    f"[the chapter]({docs.href('what-the-grokking-papers-found')})). Each run here is Nanda et al.'s recipe "
-    f"(one layer, AdamW, full batch) at a smaller p and width (d = {MODULAR_RUN['d_model']}); with weight decay "
-    "and without, over the same seeds, as one metered sweep."
+    f"and the rest is held out. One layer, AdamW, full batch, d = {MODULAR_RUN['d_model']}; with weight decay "
+    "and without, over the same seeds, as one metered sweep. Watch the held-out accuracy rise long after the "
+    "training pairs are fitted, or not."
 )
 lim = limits()
 settings, seeds = view.controls(lim)

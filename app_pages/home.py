@@ -8,12 +8,13 @@ import streamlit as st
 
 from attncore import ConfigError
 from attncore import task as tasks
+from attncore.tasks import N_TEST
 from lab import provenance
 from lab.experiments.regimes import DEPTHS
 from lab.presets import preset
 from lab.store import list_cached
 from lab.tables import ablation_table, accuracy_table, runs_frame, seeds_text
-from ui import bundles, nav, runs, sidebar, sweeps, tables
+from ui import bundles, docs, nav, runs, sidebar, sweeps, tables
 from ui.limits import headless, limits
 from ui.plain import plain
 
@@ -21,23 +22,22 @@ st.title("Attention Lab")
 st.markdown(
     f"A Transformer decoder written in NumPy ({tables.count(sidebar.DEFAULTS['layers'][1], 'block')} by default; "
     f"the Regimes page's depth experiment goes to {max(DEPTHS)}), with its backward pass by hand, learns "
-    f"{tables.count(len(tasks.names()), 'task')}. Every training is a pure function of its configuration: "
-    "it runs once, lands in a cache, and is served from there in milliseconds. Pick a task and a configuration in "
-    "the sidebar, then train it, compare it across seeds and ablations, and look inside its attention heads."
+    f"{tables.count(len(tasks.names()), 'task')}. A training is a pure function of its configuration: it runs "
+    "once and is served from the cache after. Pick a task and a configuration in the sidebar, then train it, compare "
+    "it across seeds and ablations, and look inside its attention heads."
 )
 st.markdown("\n".join(f"- **{t.shown_name()}**: {t.summary}." for t in map(tasks.get, tasks.names())))
 metrics = st.container()
+article = preset("article")
 st.header("Reproduce the article")
 st.caption(
-    'The 23 runs of the article "Attention, Derived in Full" (the Science page explains them): copy and sort at '
-    "L = 4, 6, 8 with seeds 0, 1, 2, and five ablations of copy at L = 6. Cached runs load at once; the others "
-    "train in parallel worker processes."
+    f'The {len(article)} runs of the article "Attention, Derived in Full" ([which, and what it reported]'
+    f"({docs.href('the-experiments')})): cached runs load at once, the others train here."
 )
 button, results = st.empty(), st.container()
 st.header("Share runs")
 share = st.container()
 
-article = preset("article")
 with share:  # an upload lands in the store before anything below is counted
     st.caption("Every stored run in one file (JSON and plain arrays, no pickle), to load on another machine.")
     bundles.share_section()
@@ -45,8 +45,8 @@ _, missing = runs.cached_summaries(article)
 swept = None
 if missing:
     results.caption(
-        "The button says how long the missing runs should take here, and their computing (CPU time): estimated from "
-        f"their sizes, steps and batch by a cost model timed on this server, {sweeps.workers()} at a time."
+        "The button estimates the missing runs' time and CPU time by a cost model timed on this server, "
+        f"{sweeps.workers()} at a time."
     )
 clicked = missing and sweeps.train_button(
     "Reproduce the article: train ", missing, "reproduce", "python -m attncore sweep --preset article", place=button
@@ -69,8 +69,8 @@ if foreign := provenance.foreign(summaries):
     metrics.info(
         f"**{tables.count(sum(foreign.values()), 'stored run')} came from another BLAS kernel family than this "
         f"machine's** ({plain(provenance.here())}): {plain(', '.join(f'{k} ({n})' for k, n in foreign.items()))}. "
-        "They are served as they are (the cache key is the configuration, not the machine); float32 training on "
-        "another kernel family lands elsewhere within the seed spread. The Train page shows each run's platform.",
+        "They are served as they are; trained here they would land elsewhere within the seed spread. The Train page "
+        "shows each run's platform.",
         icon=":material/memory:",
     )
 metrics.caption(limits().mode_text(headless()))  # a headless server is hosted unless told: say so, and how to change
@@ -93,8 +93,8 @@ if done:
         st.subheader("Ablations: copy, L = 6, seed 0")
         tables.show(ablation_table(done)[["variant", "test_loss", "token_accuracy", "sequence_accuracy"]])
         st.caption(
-            "Test loss (teacher-forced, on the 500 fixed test sequences; '–' for a run stored before it was kept) "
-            "and accuracies of the full model and its five ablations (details: Ablations page)."
+            f"Test loss (teacher-forced, on the {N_TEST} fixed test sequences; '–' for a run stored before it was "
+            "kept) and accuracies of the full model and its ablations (the Ablations page compares them over seeds)."
         )
 
 st.header("Pages")

@@ -16,9 +16,7 @@ st.title("Induction heads")
 st.caption(
     f"T = {INDUCTION_RUN['length']} random tokens of V = {INDUCTION_RUN['vocab']}, whose first k (from "
     f"{INDUCTION_RUN['k_min']} to T/2, per sequence) repeat: the second copy is predictable only by looking back, "
-    "and the loss is on every position (what Olsson et al. 2022 found: "
-    f"[the chapter]({docs.href('what-olsson-et-al-found')})). "
-    "Each variant here "
+    "and the loss is on every position. Each variant here "
     f"trains over the same seeds as one metered sweep; the losses are measured on {N_TEST} fixed held-out sequences."
 )
 lim = limits()

@@ -28,9 +28,8 @@ def show(metrics: list[tuple[str, str, str]]) -> None:
 
 st.title("KV cache")
 st.caption(
-    "Keys and values of every past token, kept so each new token costs one step, not a re-read of the whole "
-    "prefix: 2 · layers · KV heads · head dim · tokens · batch · bytes. Watch how GQA, MQA and latent (MLA) "
-    "caches shrink it, how sliding windows cap it, how it grows with context and batch until the GPU is full."
+    "The keys and values a model keeps for every past token: 2 · layers · KV heads · head dim · tokens · batch · "
+    "bytes. Try a preset with GQA, a latent (MLA) cache or a sliding window, a longer context, a larger batch."
 )
 docs.link("the-key-value-cache", "The key-value cache explained, with the article's worked examples")
 gpu_fit.note_opening_link()  # before any widget writes the URL
@@ -116,16 +115,13 @@ if geometry["window"] and cache.window_layers < cache.n_layers:
     window_note = " Past the window only the full layers' cache keeps growing: each curve bends, then climbs slower."
 st.caption(
     f"Same layers and head size, {dtype}; {', '.join(kinds)}. The grey line is the room the GPU leaves for the "
-    f"cache.{window_note} The longest context above is a bound set by memory alone: a model is only reliable up "
-    "to the context it was trained for."
+    f"cache.{window_note} The longest context above is set by memory alone, not by what the model was trained to read."
 )
 
 st.subheader("Measured: generation with and without the cache")
 st.caption(
-    "A randomly initialised attncore decoder (embeddings, attention, FFN, LayerNorms, output layer), batch 1, "
-    "a 32-token prompt. The article's 4 layers, d 256, 8 heads and 128 new tokens are the largest choices here "
-    "(its toy had attention and residuals only); the smaller default takes several seconds. Both paths must "
-    "pick the same tokens; the cache only saves time."
+    "Greedy generation by a randomly initialised attncore decoder, batch 1, after a 32-token prompt, timed with and "
+    "without the cache: both paths must pick the same tokens."
 )
 cols = st.columns(5)
 with cols[0]:
@@ -157,9 +153,7 @@ if key not in measured:
 show(cc.benchmark_metrics(measured[key]))
 st.altair_chart(cc.timing_chart(cc.timing_frame(measured[key])), width="stretch")
 st.caption(
-    "Without the cache each new token re-runs the whole prefix, so the work grows with the square of the "
-    "length; with it, each step runs one new position against the cached keys and values, and the work grows "
-    "linearly. The time saved is smaller than the work saved: re-running the prefix uses matrix–matrix products, "
-    "which run at a far higher rate per operation than the matrix–vector products of a cached step, and both "
-    "paths pay the same fixed cost per NumPy call."
+    "Without the cache each new token re-runs the whole prefix, so the work grows with the square of the length; "
+    "with it, each step runs one new position against the cached keys and values, and the work grows linearly. "
+    "The time saved falls short of the work saved; the linked section says why."
 )

@@ -7,6 +7,7 @@ import streamlit as st
 from attncore import ConfigError
 from attncore.config import POSITIONS
 from attncore.evaluate import MAX_TEST_LENGTHS
+from attncore.tasks import N_TEST
 from lab.compare import RULE, before_text, length_comparisons
 from ui import compare_view, docs, frames, length_view, runs, sidebar, sweeps, tables
 from ui.charts import runs as charts
@@ -30,7 +31,7 @@ with run_tab:
         list(range(1, longest + 1)),
         list(range(1, min(2 * L, longest, MAX_TEST_LENGTHS) + 1)),
         max_selections=MAX_TEST_LENGTHS,
-        help=f"Up to {MAX_TEST_LENGTHS} lengths from 1 to {longest}; each has its own fixed 500 test sequences.",
+        help=f"Up to {MAX_TEST_LENGTHS} lengths from 1 to {longest}; each has its own fixed {N_TEST} test sequences.",
     )
     if not lengths:
         st.info("Pick at least one test length.", icon=":material/straighten:")
@@ -51,23 +52,14 @@ with run_tab:
         st.caption(line)
     st.caption(
         f"Blue: per-token accuracy, orange: per-sequence. Trained at L = {L} (dashed line), then evaluated by greedy "
-        f"generation at each test length L′ on that length's own 500 test sequences; at L′ = {L} the numbers are the "
-        "run's own evaluation. A length without a number is a gap in the curve; the note below the table says why."
+        f"generation at each test length L′ on that length's own {N_TEST} test sequences; at L′ = {L} the numbers are "
+        "the run's own evaluation. A length without a number is a gap; the note below the table says why."
     )
 
     st.markdown(
-        "**What the curves mean.** On copy the model answers by reading the input a fixed L positions back (see the "
-        "Attention page), a rule tied to the trained length: trained at one length, an encoding that learns the task "
-        "is right at L′ = L and falls away elsewhere (the comparison below measures by how much, on this machine). "
-        "The encodings differ in what can be asked at all:\n"
-        "- **Learned** positions are a table of 2L + 1 rows, of which training reaches the first 2L (the model reads "
-        "positions 0 to 2L − 1): past L the inputs need rows that were never trained or do not exist, so there is no "
-        "number (a gap in the curve; the note says why).\n"
-        "- **Sinusoidal**, **RoPE** and **ALiBi** are computed from the position, so they can be evaluated at any "
-        "length, but defined is not the same as generalised.\n"
-        "- **None** has no position to reach past, and nothing to tell equal symbols apart.\n\n"
-        "Trained at one length, no encoding is asked to generalise; the first tab trains on a range of lengths, as "
-        "the literature does."
+        "Trained at one length, no encoding is asked to generalise: a learned table has trained rows for that "
+        "length's positions only (a gap past it); the others are defined at every length, which is not the same as "
+        "generalised. Compare them below, or see the first tab, trained on a range of lengths."
     )
 
     st.subheader("The position encodings side by side at the sidebar's length")

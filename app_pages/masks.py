@@ -30,9 +30,9 @@ def check_lengths(text: str) -> list[int]:
 
 st.title("Masks")
 st.caption(
-    "A mask belongs on the scores, before the softmax: forbidden scores become −∞ and every row still sums to 1. "
-    "Zeroing the weights after the softmax is the classic silent bug: the output looks plausible, but rows that "
-    "miss keys sum to less than 1. Padding is a (B, T) mask on the keys, combined with the causal one by AND."
+    "The causal mask applied to random scores before the softmax, against the weights zeroed after it; a padded "
+    "batch's masks combined; then a trained model's losses in padded batches. Try more positions, another seed, "
+    "sequences of length 0."
 )
 docs.link("masks", "Masks explained: why before the softmax, and padding")
 
@@ -56,9 +56,8 @@ for col, when, title in (
     b.metric("Smallest row sum", f"{summary['smallest']:.3f}", border=True)
 st.caption(
     "Same random scores on both sides. Row = query, column = key; the bars are the row sums. Zeroed after the "
-    "softmax, each row keeps only the weights of the keys it may see and loses the rest: the first query keeps "
-    f"only its own weight out of all {t} (here {demo['row_sums_after'][0]:.3f}; how much depends on the random "
-    "scores), and only the last row, which may see every key, is untouched."
+    f"softmax, the first query keeps only its own weight out of all {t} (here {demo['row_sums_after'][0]:.3f}; "
+    "it depends on the random scores), and only the last row, which may see every key, is untouched."
 )
 
 st.subheader("Padding and causality in one batch")
@@ -100,19 +99,20 @@ weights = grid_frame(pad["weights"], ("sequence", "query", "key"), "weight")
 st.altair_chart(heatmap(weights, "key", "query", cell=28, facet="sequence"), width="content")
 st.caption(
     "A query row whose keys are all masked (every row of a length-0 sequence) gets weights 0 and a row sum of 0, "
-    "not NaN: the softmax must not divide 0 by 0. Its output is then 0, and the loss ignores padded positions."
+    "not the NaN of 0/0."
 )
 
 st.subheader("The trap on a trained model: does a sequence's loss depend on its batch?")
-trap_run = make_run("copy", 6, train_min=1, mixed_lengths=True)
+trap_run, trap_lengths = make_run("copy", 6, train_min=1, mixed_lengths=True), (5, 2, 4, 1)
 st.caption(
-    "A model trained on mixed lengths 1 to 6 in right-padded batches (copy, 1,500 steps). Four test sequences of "
-    "lengths 5, 2, 4 and 1 in one batch; each sequence's mean cross-entropy over its own answer, computed six ways. "
-    f"Same as batched: equal to {trap_run.model.dtype} rounding (within 64 units in the last place)."
+    f"A model trained on mixed lengths {'–'.join(map(str, trap_run.task.train_lengths))} in right-padded batches "
+    f"(copy, {trap_run.train.steps:,} steps). Test sequences of lengths {', '.join(map(str, trap_lengths))} in one "
+    f"batch; each sequence's mean cross-entropy over its own answer, computed {len(CASES)} ways. Same as batched: "
+    f"equal to {trap_run.model.dtype} rounding (within 64 units in the last place)."
 )
 trap_record = runs.require(trap_run, "copy, mixed lengths 1-6 in padded batches")
 rng = np.random.default_rng(0)
-trap_seqs = [get_task("copy").make_sequences(rng.integers(0, N_SYMBOLS, (1, n)))[0] for n in (5, 2, 4, 1)]
+trap_seqs = [get_task("copy").make_sequences(rng.integers(0, N_SYMBOLS, (1, n)))[0] for n in trap_lengths]
 losses = padding_trap(trap_record.params, trap_run.model, trap_seqs)
 base = losses["as batched"]
 rows = [
@@ -128,9 +128,6 @@ st.caption("; ".join(f"{case}: {what}" for case, what in CASES) + ".")  # under 
 changed = [case for case, _ in CASES if not same_losses(losses[case], base, trap_run.model.dtype)]
 st.markdown(
     f"Computed now from the trained weights: the losses change in {len(changed)} of the {len(CASES) - 1} "
-    f"variations ({', '.join(changed) or 'none'}). With **right** padding a real query at position i reads keys "
-    "j ≤ i, which are all real, so under the causal mask the key padding mask only changes the padded rows: "
-    "dropping it leaves every answer's loss as it was, and the lab still applies it, in one place. What breaks a "
-    "right-padded batch is a loss that counts the padding; with **left** padding the unmasked padding keys are "
-    "read by every real query, which is the article's trap 4."
+    f"variations ({', '.join(changed) or 'none'}). With right padding a real query at position i reads only keys "
+    "j ≤ i, all real; with left padding every real query reads the padding keys unless they are masked."
 )

@@ -66,9 +66,8 @@ if result is not None:
             "answer? Fraction destroyed = (clean − patched) / (clean − corrupted): 1 (orange) takes the clean answer's "
             "lead away entirely, 0 (white) changes nothing, negative (blue) strengthens the clean answer. "
         )
-        + "The colour scale stops at ±1. As Heimersheim & Nanda advise, read the two together: components that work "
-        "only jointly (an AND) each restore little when denoised, and redundant ones (an OR) each destroy little when "
-        "noised, so a small fraction alone does not show a component is unused."
+        + "The colour scale stops at ±1. As Heimersheim & Nanda advise, read both directions: a small fraction "
+        "alone does not show a component is unused."
     )
     st.altair_chart(charts.patch_heads(result.head, value), width="content")
     mlp = ", ".join(f"block {i}: {formats.with_spec(v, '.2f')}" for i, v in enumerate(result.mlp))

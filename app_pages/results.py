@@ -97,27 +97,23 @@ table = accuracy_table(records, base=grid[0])
 st.subheader("Accuracy over seeds")
 tables.show(table)
 st.caption(
-    "Mean and minimum over the seeds of the per-token accuracy and of the per-sequence accuracy (a sequence "
-    f"counts only if every symbol is right), by greedy generation on {N_TEST} test sequences; the test loss is the "
-    "teacher-forced cross-entropy over the answer tokens of those same sequences, mean over the seeds ('–' if a "
-    "run has none)."
+    "Mean and minimum over the seeds of the per-token and the per-sequence accuracy (every symbol right), by greedy "
+    f"generation on {N_TEST} test sequences; the test loss is teacher-forced on the same sequences ('–' if a run "
+    "has none)."
 )
 st.subheader("Accuracy against L")
 st.altair_chart(charts.accuracy_vs_length(frames.accuracy_long(table)), width="stretch")
 st.caption(
     "Lines: mean over seeds (dashed: sort); ▼: the worst seed; the wide pale line is per-token, so it stays "
-    "visible where per-sequence lies on it. Per-sequence accuracy sits at or below per-token accuracy $p$, and "
-    "shows a weaker model first. It lies between $1 - L(1 - p)$ and $p$; independent errors would give about "
-    "$p^L$, but errors cluster in the same sequences, so it usually lands above $p^L$."
+    "visible where per-sequence lies on it: one wrong symbol spoils a sequence, so per-sequence sits at or below."
 )
 
 st.subheader("Training loss curves of every seed")
 smooth = url_number("Smoothing (steps)", "res_smooth", 25, 1, 500, help="Trailing moving average.", width=200)
 st.altair_chart(charts.seed_curves(frames.seed_loss_frame(records, smooth)))
 st.caption(
-    "Training loss: each step's loss on that step's own fresh batch (not the test loss above). Thin lines: one seed "
-    "each (where they coincide, the seeds trained alike); dashed black: their mean; shaded: the band between the "
-    "best and the worst seed."
+    "Training loss: each step's loss on its own fresh batch (not the test loss above). Thin lines: one seed each; "
+    "dashed black: their mean; shaded: the band between the best and the worst seed."
 )
 
 d1, d2 = st.columns(2)

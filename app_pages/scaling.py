@@ -17,9 +17,8 @@ MAX_DRAWS = limits().max_scaling_draws  # sum(d_k) * T * repetitions normal draw
 
 st.title("Scaling: why divide by √d_k")
 st.caption(
-    "With q and k of iid N(0, 1) components, Var(q·k) grows like d_k: unscaled scores push the softmax into "
-    "saturation (one weight near 1, entropy and sensitivity Σp(1−p) near 0, so almost no gradient flows back). "
-    "Dividing by √d_k keeps the scores at sd 1 and the softmax equally soft at every d_k."
+    "Random queries and keys of iid N(0, 1) components, scored raw and divided by √d_k: the softmax statistics of "
+    "each, measured against the theory. Try a larger d_k, or more keys."
 )
 docs.link("why-divide-by-d_k", "Why divide by √d_k, and the article's measurements")
 c1, c2, c3, c4 = st.columns([3, 1, 1, 1])

@@ -16,10 +16,8 @@ st.title("Attention sinks")
 st.caption(
     f"Bigram-Backcopy (Guo et al. 2024): a BOS token, then N = {BB_RUN['length']} tokens of V = "
     f"{BB_RUN['bigram_vocab']} drawn from a fixed random bigram table, except that after one of the "
-    f"{BB_RUN['triggers']} trigger tokens the next token copies the one before the trigger. Attention is needed on "
-    "the triggers only; elsewhere a head can park its attention on the first token, a sink. The window test below "
-    "is StreamingLLM's (Xiao et al. 2023; their finding: "
-    f"[the chapter]({docs.href('what-the-papers-found')})). All seeds "
+    f"{BB_RUN['triggers']} trigger tokens the next token copies the one before the trigger. Watch a head park its "
+    "attention on the first token, a sink, and test what a sliding window loses (StreamingLLM's test). All seeds "
     f"train as one metered sweep; the losses are measured on {N_TEST} fixed held-out sequences."
 )
 lim = limits()
@@ -82,7 +80,7 @@ st.altair_chart(charts.norms(sinks.norms_frame(records)), width="content")
 st.caption(plain(
     "Of the sink head (the head with the largest share on position 0 at the end): the mean norm of its value vector "
     "at position 0 and at the other positions, and of the residual stream entering its block (what its keys read). "
-    f"Guo et al. report a small value and a large residual norm at the sink. {sinks_text.norms_sentence(per_seed)}"
+    f"{sinks_text.norms_sentence(per_seed)}"
 ))  # fmt: skip
 st.download_button("Download the seeds (CSV)", sinks.seeds_csv(per_seed), "sinks-seeds.csv", "text/csv")
 st.subheader("What the sources claim")

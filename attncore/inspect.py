@@ -1,12 +1,14 @@
-"""Looking inside a trained model: attention maps, per-head summaries, head ablation."""
+"""Looking inside a trained model: its answer to one input, attention maps, per-head summaries, head ablation."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
 from .config import ConfigError, RunConfig
 from .evaluate import EvalResult, evaluate
-from .model import attention_weights
+from .model import attention_weights, forward, generate
 from .task import task_of
 
 
@@ -18,6 +20,36 @@ def parse_sequence(text: str, run: RunConfig) -> np.ndarray:
     Raises ConfigError naming the field 'sequence' and the allowed values.
     """
     return task_of(run.task).parse_input(text, run.task)
+
+
+@dataclass(frozen=True)
+class ModelAnswer:
+    """The model's answer to one input beside the task's: at the answer queries, the expected and the predicted
+    tokens; generated greedily (the task generates) or the most likely token at each query reading the true
+    tokens (teacher-forced)."""
+
+    queries: np.ndarray  # (A,) the positions whose prediction is the answer
+    expected: np.ndarray  # (A,)
+    predicted: np.ndarray  # (A,)
+    generated: bool
+
+    @property
+    def right(self) -> int:
+        return int((self.predicted == self.expected).sum())
+
+
+def model_answer(params, run: RunConfig, tokens: np.ndarray) -> ModelAnswer:
+    """The model's answer to one input (T,), as the task scores it: greedy generation after the prompt for a task
+    that generates, else the argmax of the logits at each answer query."""
+    task, tokens = task_of(run.task), np.asarray(tokens)
+    if task.generates:
+        L = run.task.length
+        expected = task.answer_tokens(run.task, tokens[None, :L])[0]  # (L,)
+        predicted = generate(params, tokens[None, : L + 1], L, run.model)[0][0]  # (L,)
+        return ModelAnswer(task.answer_queries(run.task), expected, predicted, generated=True)
+    queries, expected = task.answer_queries(run.task), task.answer_tokens(run.task, tokens)[0]  # (A,), (A,)
+    logits, _ = forward(params, tokens[None], run.model)  # (1, T - 1, V): every query reads the true tokens
+    return ModelAnswer(queries, expected, logits[0, queries].argmax(axis=-1), generated=False)
 
 
 def attention_maps(params, run: RunConfig, tokens: np.ndarray | None = None) -> np.ndarray:

@@ -14,6 +14,7 @@ from lab import formats
 
 SEP = " · "  # between the phrases of a description
 HEAD_WIDTH = "d_k {}"  # the head width d // heads, derived: a variant's name says it when it changes,
+BATCH = "batch_size"  # said as the rows a training batch holds (Task.batch_rows), not the setting's cap on them
 HEAD_WIDTH_GROUP = "size"  # at the end of the phrases of the model's size (d, heads, layers)
 
 
@@ -73,6 +74,10 @@ def _described(run: RunConfig, s: Setting) -> str:
         return ""
     if s.optional and required is None and not s.is_set(value):
         return ""
+    if s.name == BATCH:  # the batch as the task draws it: a task with a small training set trains on all of it
+        rows = tasks.get(run.task.name).batch_rows(run.task, value)
+        if rows < value:
+            return phrase(s, rows) + " (the whole training set)"
     return phrase(s, value)
 
 

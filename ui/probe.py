@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from attncore import ConfigError, RunConfig
-from attncore.inspect import parse_sequence
-from attncore.model import forward, generate
+from attncore.inspect import model_answer, parse_sequence
 from attncore.task import Words, task_of
 from lab.store import RunRecord
 from ui import plain
@@ -47,31 +46,21 @@ def words(run: RunConfig) -> Words:
 
 
 def answer_line(run: RunConfig, record: RunRecord, tokens: np.ndarray) -> str:
-    """Markdown: the input, the task's answer, and the trained model's answer: greedy generation for a task that
-    generates, else its most likely token at each answer query, reading the true tokens."""
-    task = task_of(run.task)
-    if not task.generates:
-        return _teacher_forced_line(run, record, tokens)
-    L = run.task.length
-    expected = task.answer_tokens(run.task, tokens[None, :L])[0]  # (L,)
-    answer = generate(record.params, tokens[None, : L + 1], L, run.model)[0][0]  # (L,)
-    verdict = "right" if (answer == expected).all() else "wrong"
+    """Markdown: the input, the task's answer, and the trained model's (attncore.inspect.model_answer): greedy
+    generation for a task that generates, else its most likely token at each answer query, reading the true
+    tokens."""
+    answer = model_answer(record.params, run, tokens)
+    expected, predicted = " ".join(map(str, answer.expected)), " ".join(map(str, answer.predicted))
+    if answer.generated:
+        verdict = "right" if answer.right == len(answer.expected) else "wrong"
+        return (
+            f"Input `{' '.join(token_name(t) for t in tokens)}` · expected answer `{expected}` · "
+            f"the model's greedy answer `{predicted}` (**{verdict}**)"
+        )
     return (
-        f"Input `{' '.join(token_name(t) for t in tokens)}` · expected answer `{' '.join(map(str, expected))}` · "
-        f"the model's greedy answer `{' '.join(map(str, answer))}` (**{verdict}**)"
-    )
-
-
-def _teacher_forced_line(run: RunConfig, record: RunRecord, tokens: np.ndarray) -> str:
-    task = task_of(run.task)
-    queries, expected = task.answer_queries(run.task), task.answer_tokens(run.task, tokens)[0]  # (A,), (A,)
-    logits, _ = forward(record.params, tokens[None], run.model)  # (1, T - 1, V): every query reads the true tokens
-    predicted = logits[0, queries].argmax(axis=-1)
-    right = int((predicted == expected).sum())
-    return (
-        f"Input `{' '.join(map(str, tokens))}` · {words(run).answer} ({query_list(queries)}) "
-        f"`{' '.join(map(str, expected))}` · the model's most likely tokens there `{' '.join(map(str, predicted))}` "
-        f"(**{right} of {len(expected)} right**, reading the true tokens)"
+        f"Input `{' '.join(map(str, tokens))}` · {words(run).answer} ({query_list(answer.queries)}) `{expected}` · "
+        f"the model's most likely tokens there `{predicted}` "
+        f"(**{answer.right} of {len(answer.expected)} right**, reading the true tokens)"
     )
 
 
