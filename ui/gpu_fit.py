@@ -18,7 +18,7 @@ from serving import parameters as calc
 from serving.kvcache import GB, GIB
 from serving.presets import CARDS, GPUS
 from serving.weights import stored_weights, weights_checked
-from ui import plain, weights_form
+from ui import adapters_form, plain, weights_form
 from ui.charts import calculators as cc
 from ui.metered import metered
 from ui.params import show_invalid, url_number, url_radio, url_select, url_toggle, write_to_url
@@ -221,7 +221,9 @@ def engine(arch, default_len: int, weight_params: int | None, custom: bool = Fal
             "chunk, as its hybrid KV-cache manager does",
         )  # fmt: skip
     model_dtype = weight_dtype if weight_dtype in eng.MODEL_DTYPES else "bf16"
+    extras = adapters_form.choices()
     try:
+        values |= adapters_form.settings(extras)
         fmt = quantised(storage, weight_dtype, arch)
         key = (arch, total, eng.EngineSettings(**values), weight_dtype, model_dtype, card, weight_params, fmt, limit)
         fit = metered("engine_fit", key, lambda: fit_of(*key), "this fit")  # 0.3 s of CPU at 10,000 layers
@@ -246,6 +248,8 @@ def engine(arch, default_len: int, weight_params: int | None, custom: bool = Fal
         st.warning(fit.max_model_len_warning, icon=":material/warning:")
     if fit.paging_note:
         st.caption(f"Note: {fit.paging_note}.")
+    if note := adapters_form.caption(fit.extras):
+        st.caption(note)
     if fit.derived_max_model_len is not None:
         st.caption(f"The model's derived maximum, checked first: {fit.derived_max_model_len:,} "
                    f"({fit.max_model_len_rule}).")  # fmt: skip
