@@ -17,9 +17,9 @@ LLAMA3_8B = PRESETS["llama-3-8b"].arch
 # Published vLLM logs: (gpu_memory_utilization, "Estimated CUDA graph memory: X GiB total", the logged equivalent
 # and suggested utilizations). Both are 24 GB GeForce cards (RTX 3090), which torch reports as 23.5 to 24 GiB.
 LOGS = {
-    "club-3090 issue 127 (TP 4)": (0.92, 0.17, 0.9129, 0.9271),
-    "club-3090 issue 91 (TP 2)": (0.92, 0.11, 0.9153, 0.9247),
-    "gpustack/runner PR 251 (TP 2)": (0.82, 0.36, 0.8048, 0.8352),
+    "noonghunna/club-3090 #127 (TP 4)": (0.92, 0.17, 0.9129, 0.9271),
+    "noonghunna/club-3090 #91 (TP 2)": (0.92, 0.11, 0.9153, 0.9247),
+    "gpustack/runner #251 (TP 2)": (0.82, 0.36, 0.8048, 0.8352),
 }
 
 
