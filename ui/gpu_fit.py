@@ -277,7 +277,7 @@ def advice_text(advice: tuple[str, ...]) -> str:
 def engine_caption(fit: eng.EngineFit) -> str:
     """What each kind means and what the estimates rest on, with the activation estimate's error per published
     log computed from serving.validation (never typed)."""
-    names = {"non_torch": "non-torch", "kv": "KV cache"}
+    names = {"non_torch": "non-torch", "kv": "KV cache", "draft": "drafter weights", "cuda_graph": "CUDA graphs"}
     estimates = [names.get(k, k) for k, kind in fit.kinds.items() if kind == "estimate"]
     text = (
         "Each figure is marked exact (the engine's own arithmetic on exact inputs), measured (typed from your log; "
@@ -294,10 +294,19 @@ def engine_caption(fit: eng.EngineFit) -> str:
         f"max_num_seqs ({fit.max_num_seqs:,}) rows. Against the published V0 logs that print it, the activation "
         f"estimate is off by {validation.error_sentence()}: vLLM #12330's launch flags are not all shown, the OCI "
         "log shows no sampler work, and MoE routing buffers and workspaces are not counted. Type your log's figures "
-        "above to replace any estimate. CUDA graphs (captured after the cache in these versions) live in the 1 − "
-        "utilization kept free; newer vLLM also subtracts them."
+        "above to replace any estimate. "
     )
-    return text
+    if "draft" in fit.kinds:
+        text += ("The drafter's weights: its own parameters (what it shares with the model not counted) × the "
+                 "model's stored bytes per parameter. ")  # fmt: skip
+    if fit.graph_log:
+        return text + ("CUDA graphs: profiled before the cache and subtracted, as vLLM 0.21 on does; "
+                       + ("the estimate is from your log." if fit.kinds.get("cuda_graph") == "measured" else
+                          "the estimate is a lower bound of vLLM's estimator, which published logs put from 0.1 to "
+                          "several GiB: give your log's figure."))  # fmt: skip
+    return text + ("CUDA graphs (captured after the cache in these versions) live in the 1 − utilization kept free; "
+                   "vLLM 0.21 on subtracts them (a switch under LoRA adapters, speculative decoding, CUDA "
+                   "graphs).")  # fmt: skip
 
 
 def cc_metrics(metrics) -> None:
