@@ -4,6 +4,7 @@ hand, the MTP layer checked against DeepSeek-V3's released files, and their KV l
 from __future__ import annotations
 
 import json
+import random
 
 import pytest
 
@@ -13,7 +14,7 @@ from serving.engine import EngineSettings, engine_fit
 from serving.hf_config import read_config
 from serving.parameters import count_parameters
 from serving.presets import CONFIGS, PRESETS
-from serving.speculative import Speculative, drafter, mtp_layers
+from serving.speculative import MTP_KEYS, Speculative, drafter, mtp_layers
 from serving.weights import stored_weights
 
 LLAMA3_8B = PRESETS["llama-3-8b"].arch  # d 4,096, 32 layers, 32 heads, 8 KV heads of 128, SwiGLU 14,336, vocab 128,256
@@ -113,3 +114,32 @@ def test_cli_refuses_bad_speculative_flags_in_one_line(capsys, extra, flag):
     assert main(["kv-cache", "--preset", "llama-3-8b", "--engine", "vllm", "--gpu", "h100-80gb", *extra]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: {flag}: ") and err.count("\n") == 1
+
+
+def test_a_hostile_config_only_ever_raises_config_error():
+    rng = random.Random(1)
+    values = [None, 0, -1, 1, 3, 101, 2**70, 1.0, "1", True, [], {}, {"num_nextn_predict_layers": 2}]
+    for _ in range(300):
+        doc = {k: rng.choice(values) for k in rng.sample([*MTP_KEYS, "text_config", "model_type"], 3)}
+        for raw in (json.dumps(doc), bytes(rng.randrange(256) for _ in range(rng.randrange(40)))):
+            try:
+                n = mtp_layers(raw)
+            except ConfigError:
+                continue
+            assert isinstance(n, int) and 1 <= n <= 100
+
+
+def test_cli_a_hostile_speculative_model_file_is_one_line(tmp_path, capsys):
+    argv = ["kv-cache", "--preset", "llama-3-8b", "--engine", "vllm", "--gpu", "h100-80gb"]
+    for text in (
+        "\x1b[31m",
+        '{"model_type": "llama"}',
+        "x" * 1_100_000,
+        '{"model_type": "llama", "draft_vocab_size": -5}',
+    ):
+        path = tmp_path / "head.json"
+        path.write_text(text)
+        assert main([*argv, "--speculative-method", "eagle3", "--speculative-model", str(path),
+                     "--num-speculative-tokens", "2"]) == 2  # fmt: skip
+        err = capsys.readouterr().err
+        assert err.startswith("error: --speculative-model: ") and err.count("\n") == 1 and "\x1b" not in err
