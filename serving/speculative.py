@@ -46,9 +46,9 @@ class Speculative:
             if self.model is not None:
                 raise ConfigError("speculative_model", "mtp uses the model's own MTP layers: give no draft model")
             check_int("mtp_layers", self.mtp_layers, 1, 100)
-            if self.num_tokens % self.mtp_layers:  # vLLM reuses the layers; it asks for a multiple of them
-                raise ConfigError("num_speculative_tokens", f"must be a multiple of the model's {self.mtp_layers} MTP "
-                                  f"layers, got {self.num_tokens}")  # fmt: skip
+            if self.num_tokens > self.mtp_layers and self.num_tokens % self.mtp_layers:  # vLLM reuses the layers
+                raise ConfigError("num_speculative_tokens", f"above the model's {self.mtp_layers} MTP layers must be a "
+                                  f"multiple of them, got {self.num_tokens}")  # fmt: skip
         if self.draft_vocab is not None:
             check_int("draft_vocab_size", self.draft_vocab, 1, 100_000_000)
 
@@ -93,7 +93,8 @@ def drafter(target: Decoder, spec: Speculative) -> Drafter:
         parts = {"draft model": count.total}
         if d.vocab_size != target.vocab_size:
             notes.append(f"the draft model's vocabulary ({d.vocab_size:,}) differs from the target's "
-                         f"({target.vocab_size:,}): vLLM refuses such a pair")  # fmt: skip
+                         f"({target.vocab_size:,}): vLLM serves such a pair only with "
+                         "use_heterogeneous_vocab")  # fmt: skip
         return Drafter("draft", spec.num_tokens, count.total, parts, d.n_layers, d,
                        _page_fields(d) == _page_fields(target), tuple(notes))  # fmt: skip
     if spec.method == "mtp":

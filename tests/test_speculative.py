@@ -88,6 +88,11 @@ def test_settings_name_the_bad_field(kwargs, field):
     assert e.value.field == field
 
 
+def test_fewer_tokens_than_mtp_layers_is_allowed_as_vllm_allows_it():
+    """vllm/config/speculative.py refuses num_speculative_tokens only above n_predict and not divisible by it."""
+    assert Speculative("mtp", 1, mtp_layers=2).num_tokens == 1 and Speculative("mtp", 4, mtp_layers=2).num_tokens == 4
+
+
 def test_cli_mtp_from_the_config_and_eagle_from_a_preset(capsys):
     argv = ["kv-cache", "--engine", "vllm", "--gpu", "h200", "--tp", "8"]
     path = str(CONFIGS.parent.parent / "tests" / "configs" / "deepseek-v3.json")
