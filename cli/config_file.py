@@ -43,7 +43,9 @@ def load(a) -> ModelFile | None:
         if getattr(a, "preset", None) or (hub_id is not None and a.config is not None):
             raise ConfigError(flag, "give one of --config FILE, --model ID and --preset NAME")
         try:
-            a._model_file = read_config(read_bytes(a.config)) if hub_id is None else from_hub(a, hub_id)
+            if hub_id is None:
+                a._config_bytes = read_bytes(a.config)  # kept: the file's other keys (MTP layers) are read later
+            a._model_file = read_config(a._config_bytes) if hub_id is None else from_hub(a, hub_id)
         except ConfigError as e:
             where = "" if e.field in ("config.json", hub.FIELD, FLAG) else f"{e.field}: "
             if hub_model(a) is not None:  # the id's file was fetched, and refused: say whose

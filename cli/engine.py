@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 from attncore.config import ConfigError
+from cli import adapters as adapters_cli
 from cli import config_file, plan
 from cli.flags import ArgumentError, integer, number
 from lab import formats
@@ -35,10 +36,14 @@ ENGINE_FLAGS = (
     ("--kv-cache-memory-gib", "kv_cache_memory_gib", number, "V1 --kv-cache-memory-bytes, in GiB"),
 )
 MIN_GB = 0.002  # GB (10^9 B) above engine.MIN_TOTAL_GIB GiB
-ENGINE_FLAG_OF = {field: flag for flag, field, *_ in ENGINE_FLAGS} | {
-    "total_gib": "--gpu-gib",
-    "model_dtype": "--model-dtype",
-}
+ENGINE_FLAG_OF = (
+    {field: flag for flag, field, *_ in ENGINE_FLAGS}
+    | {
+        "total_gib": "--gpu-gib",
+        "model_dtype": "--model-dtype",
+    }
+    | adapters_cli.FLAG_OF
+)
 
 
 def add_engine_args(k) -> None:
@@ -57,6 +62,7 @@ def add_engine_args(k) -> None:
     served = "activations and an auto cache (default: a --config file's dtype as served, else bf16)"
     k.add_argument("--model-dtype", choices=engine.MODEL_DTYPES, help=served)
     plan.add_plan_args(k)
+    adapters_cli.add_args(k)
 
 
 def total_of(a) -> tuple[float, str, str | None]:
@@ -93,7 +99,11 @@ def run(a, arch, name: str, model=None, limit=None) -> int:
         params = config_file.hub_model(a).checkpoint.total
     elif model is not None and a.weights_dtype is None and a.params is None:
         stored = stored_weights(arch, config_file.served(model))
+    extra = adapters_cli.settings(a, getattr(a, "preset", None))
     if plan.wanted(a):
+        if any(extra.values()):
+            raise ConfigError("--pp", "is modelled without LoRA buffers, a drafter or CUDA-graph profiling: "
+                              "drop those flags for a plan over stages")  # fmt: skip
         if params is not None:
             raise ConfigError("--pp", "needs the model's layers counted (a preset, --config with a formula, or --d), "
                               "not a parameter total")  # fmt: skip
@@ -109,6 +119,7 @@ def run(a, arch, name: str, model=None, limit=None) -> int:
             said = " (here: --allow-long-max-model-len)" if OVERRIDE in e.message else ""
             raise ConfigError(ENGINE_FLAG_OF.get(e.field, e.field), e.message + said) from None
     try:
+        values |= extra
         settings = engine.EngineSettings(**values)
         fit = engine.engine_fit(
             arch, total, settings, weight_dtype=a.weights_dtype or model_dtype, model_dtype=model_dtype,
@@ -119,9 +130,12 @@ def run(a, arch, name: str, model=None, limit=None) -> int:
         said = " (here: --allow-long-max-model-len)" if OVERRIDE in e.message else ""
         raise ConfigError(ENGINE_FLAG_OF.get(e.field, e.field), str(e).split(": ", 1)[1] + said) from None
     if a.json:
-        print(json.dumps({"name": name, "gpu": label, "units": {"GiB": GIB, "GB": GB}} | fit.to_dict()))
+        lora_bytes = fit.extras["lora"]["bytes"] if fit.extras and fit.extras["lora"] else None
+        print(json.dumps({"name": name, "gpu": label, "units": {"GiB": GIB, "GB": GB}, "lora_bytes": lora_bytes}
+                         | fit.to_dict()))  # fmt: skip
         return 0
     print_fit(fit, name, label)
+    adapters_cli.print_adapter_line(a, arch, settings, model_dtype)
     return 0
 
 
@@ -133,13 +147,15 @@ def print_fit(f: engine.EngineFit, name: str, gpu: str) -> None:
         numbers = f"  {row['numbers']}" if row["numbers"] else ""
         gib = formats.with_spec(row["gib"], ".2f")  # the lab's minus sign, as in 'budget − weights'
         print(f"  {row['term']:<16}{gib:>8} GiB  {row['kind']:<{kind_width}} {row['formula']}{numbers}")
+    adapters_cli.print_extras(f)
     window = f", {f.window_layers} with a window of {f.window:,}" if f.window_layers else ""
     if f.window_layers and f.groups[-1][0] == "chunked":
         window = f", {f.window_layers} with chunks of {f.window:,}"
     of = f" (of {f.layers} layers{window})" if f.group_size != f.layers or window else ""  # else: every layer
+    draft = f" + the drafter's {f.draft_layers} layers' {f.draft_block_bytes:,} B" if f.draft_block_bytes else ""
     print(
         f"  blocks of {f.block_size} tokens: {f.page_bytes:,} B per layer ({f.kv_dtype} cache) × {f.group_size} "
-        f"layers sharing a block{of} = {f.block_bytes:,} B"
+        f"layers sharing a block{of}{draft} = {f.block_bytes:,} B"
     )
     print(
         f"  {f.num_blocks:,} blocks, {f.tokens:,} tokens, concurrency {f.concurrency:.2f}×: {f.kinds['blocks']} "

@@ -15,11 +15,13 @@ import numbers
 from dataclasses import asdict, dataclass, replace
 
 from attncore.checks import ConfigError, check_choice, check_int
-from serving import engine_advice
+from serving import adapters, engine_advice
 from serving.context_limit import ContextLimit
 from serving.kvcache import DTYPE_BITS, GB, GIB, NVFP4_BLOCK, weight_bytes
+from serving.lora import LoraSettings
 from serving.parameters import Decoder, count_parameters
 from serving.presets import CARDS
+from serving.speculative import Speculative
 
 VERSIONS = {
     "v1": "vLLM V1 engine (0.11 source, hybrid models grouped as at commit 001cabc1; 0.8.5-0.10 the same for "
@@ -84,6 +86,12 @@ class EngineSettings:
     # whether this worker samples (vLLM samples on the last stage only)
     pipeline_parallel_size: int = 1
     samples: bool = True
+    # beyond the model (serving/adapters.py): --enable-lora's buffers, a drafter for speculative decoding, and the
+    # CUDA-graph estimate vLLM 0.21 on subtracts (cuda_graph_gib: your log's "Estimated CUDA graph memory")
+    lora: LoraSettings | None = None
+    speculative: Speculative | None = None
+    cuda_graph_profiling: bool = False
+    cuda_graph_gib: float | None = None
 
     def __post_init__(self):
         check_choice("version", self.version, tuple(VERSIONS))
@@ -96,14 +104,20 @@ class EngineSettings:
                 check_int(name, getattr(self, name), 1, 10_000_000)
         check_int("tensor_parallel_size", self.tensor_parallel_size, 1, 1024)
         check_int("pipeline_parallel_size", self.pipeline_parallel_size, 1, 1024)
-        for name in ("allow_long_max_model_len", "allow_chunked_hybrid", "samples"):
+        for name in ("allow_long_max_model_len", "allow_chunked_hybrid", "samples", "cuda_graph_profiling"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(name, f"must be true or false, got {getattr(self, name)!r}")
         if self.window_layers is not None and (
             isinstance(self.window_layers, bool) or not isinstance(self.window_layers, numbers.Integral)
         ):  # its range, 0 to the model's layers, is checked by engine_fit: one range in every message
             raise ConfigError("window_layers", f"must be an integer, got {self.window_layers!r}")
-        for name in ("weights_gib", "non_torch_gib", "activation_gib", "kv_cache_memory_gib"):
+        for name, kind in (("lora", LoraSettings), ("speculative", Speculative)):
+            if getattr(self, name) is not None and not isinstance(getattr(self, name), kind):
+                raise ConfigError(name, f"must be a {kind.__name__} or None, got {getattr(self, name)!r}")
+        if self.cuda_graph_gib is not None and not self.cuda_graph_profiling:
+            raise ConfigError("cuda_graph_gib", "is the estimate of a release that profiles CUDA graphs: turn the "
+                              "profiling on (vLLM 0.21 on)")  # fmt: skip
+        for name in ("weights_gib", "non_torch_gib", "activation_gib", "kv_cache_memory_gib", "cuda_graph_gib"):
             value = getattr(self, name)
             if value is not None and (
                 isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value <= 100_000
@@ -161,6 +175,12 @@ def activation_estimate(
             "peak": max(mlp, attention, sampler)}  # fmt: skip
 
 
+def _forward(a: Decoder, tokens: int, tp: int, dtype_bytes: int) -> int:
+    """The forward's widest tensors over `tokens` (activation_estimate's mlp and attention phases, no sampler)."""
+    parts = activation_estimate(a, tokens, 1, tp, dtype_bytes)
+    return max(parts["mlp"], parts["attention"])
+
+
 def worst(*kinds: str) -> str:
     """The kind of a figure computed from figures of these kinds: the least sure of them (exact < measured <
     estimate)."""
@@ -211,11 +231,17 @@ class EngineFit:
     paging_note: str = ""  # how the engine pages a model's windowed layers, when it is not as the model attends
     advice: tuple[str, ...] = ()  # when it does not start: the changes that would start it (engine_advice)
     advice_note: str | None = None  # why vLLM's advice in `error` to raise gpu_memory_utilization cannot work here
+    # serving/adapters.py: LoRA buffers, a drafter, CUDA graphs (Extras.to_dict), their deduction rows and log lines
+    extras: dict | None = None
+    extra_rows: tuple = ()
+    graph_log: tuple[str, ...] = ()
+    draft_layers: int = 0  # the drafter's attention layers in the pool
+    draft_block_bytes: int = 0  # their bytes per block when their page is not the target's (else in group_size)
 
     @property
     def block_bytes(self) -> int:
-        """One block over all the layers that share it."""
-        return self.page_bytes * self.group_size
+        """One block over all the layers that share it (a drafter's layers of another page beside them)."""
+        return self.page_bytes * self.group_size + self.draft_block_bytes
 
     def to_dict(self) -> dict:
         return asdict(self) | {"block_bytes": self.block_bytes, "log": log_lines(self)}
@@ -310,6 +336,8 @@ def engine_fit(
     model_bytes, tp = DTYPE_BITS[model_dtype] // 8, s.tensor_parallel_size
     if s.kv_cache_memory_gib is not None and s.version == "v0":
         raise ConfigError("kv_cache_memory_gib", "is a V1 flag (--kv-cache-memory-bytes); V0 always profiles")
+    if s.cuda_graph_profiling and s.version == "v0":
+        raise ConfigError("cuda_graph_profiling", "is V1's (vLLM 0.21 on); V0 captures its graphs after the cache")
     window_layers = a.windowed_layers if s.window_layers is None else s.window_layers
     check_int("window_layers", window_layers, 0, a.n_layers)
     if window_layers and not a.sliding_window:
@@ -328,11 +356,21 @@ def engine_fit(
     if parts and not s.samples:  # a pipeline stage before the last: no logits, no sampler
         parts = parts | {"logits": 0, "sampler": 0, "peak": max(parts["mlp"], parts["attention"])}
     activation = round(s.activation_gib * GIB) if s.activation_gib is not None else parts["peak"]
-    kv = budget - weights - non_torch - activation
+    ex = adapters.extras(
+        a, lora=s.lora, speculative=s.speculative, cuda_graphs=s.cuda_graph_profiling, cuda_graph_gib=s.cuda_graph_gib,
+        tp=tp, model_bytes=model_bytes, bytes_per_param=stored / params if params else DTYPE_BITS[weight_dtype] / 8,
+        weights_measured=s.weights_gib is not None, kv_given=s.kv_cache_memory_gib is not None, total_bytes=total,
+        utilization=s.gpu_memory_utilization, max_num_seqs=seqs,
+        forward_bytes=lambda n: _forward(a, n, tp, model_bytes),
+    )  # fmt: skip
+    kv = budget - weights - non_torch - activation - ex.deducted
     if s.kv_cache_memory_gib is not None:
         kv, measured = round(s.kv_cache_memory_gib * GIB), (*measured, "kv_cache_memory")
 
     page, kv_dtype = _page_bytes(a, s, model_bytes)
+    draft_layers = ex.drafter.kv_layers if ex.drafter else 0
+    same = draft_layers if ex.drafter and ex.drafter.same_page else 0  # these join the target's full layers
+    draft_block = 0 if same else draft_layers * _page_bytes(ex.drafter.kv_model, s, model_bytes)[0] if ex.drafter else 0
     bs, window = s.block_size, a.sliding_window
     chunked, paging_note = a.window_kind == "chunked" and window_layers > 0, ""
     if chunked and s.version == "v1" and not s.allow_chunked_hybrid:
@@ -340,10 +378,18 @@ def engine_fit(
                        f"latency regression), so the {window_layers} chunked layers are paged as full ones; "
                        "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1 pages them by their chunk")  # fmt: skip
     if s.version == "v0" or paging_note:  # one pool, every layer full (v0: windows do not shrink it; the note: why)
-        group_size, groups, window_layers = a.n_layers, (("full", 1),), 0
+        group_size, groups, window_layers = a.n_layers + same, (("full", 1),), 0
     else:
-        group_size, groups = _groups(a.n_layers - window_layers, window_layers, "chunked" if chunked else "sliding")
-    blocks = max(kv // (page * group_size), 0) if kv > 0 else 0
+        windowed = "chunked" if chunked else "sliding"
+        group_size, groups = _groups(a.n_layers - window_layers + same, window_layers, windowed)
+    if draft_block and len(groups) > 1:
+        raise ConfigError(
+            "speculative_model",
+            "a draft model whose KV page differs from the target's, beside "
+            "windowed layers, is not modelled: give a draft of the target's KV heads and head_dim",
+        )
+    block_bytes = page * group_size + draft_block  # vLLM's UniformTypeKVCacheSpecs: the layers' pages side by side
+    blocks = max(kv // block_bytes, 0) if kv > 0 else 0
 
     def per_layer_blocks(kind: str, length: int) -> int:
         if kind == "full":
@@ -353,14 +399,14 @@ def engine_fit(
         return cdiv(min(window - 1 + tokens_t, length), bs) + 1  # SlidingWindowSpec.max_memory_usage_bytes
 
     def needed(length: int) -> int:  # the startup check: a request's worst case in every group, padding included
-        return page * group_size * sum(n * per_layer_blocks(kind, length) for kind, n in groups)
+        return block_bytes * sum(n * per_layer_blocks(kind, length) for kind, n in groups)
 
     if s.version == "v0":
         tokens = blocks * bs
         per_request = cdiv(s.max_model_len, bs)
         concurrency = tokens / s.max_model_len
         longest = tokens
-        cpu_blocks = SWAP_SPACE // (page * group_size)
+        cpu_blocks = SWAP_SPACE // block_bytes
     else:
         n_groups = sum(n for _, n in groups)
         tokens = blocks // n_groups * bs
@@ -371,6 +417,11 @@ def engine_fit(
     fit = {"kv_bytes": kv, "tokens": tokens, "num_blocks": blocks, "needed": needed, "longest": longest}
     card = CARDS.get(gpu) if gpu is not None else None
     kinds = figure_kinds(measured, total_kind="exact" if card is None else "measured" if card.logged else "estimate")
+    if ex.kinds and "kv_cache_memory" not in measured:  # the cache is what the extras left: as sure as they are
+        kv_kind = worst(kinds["kv"], *ex.kinds.values())
+        kinds = kinds | ex.kinds | {k: kv_kind for k in ("kv", "blocks", "tokens", "concurrency")}
+    elif ex.kinds:
+        kinds = kinds | ex.kinds
     error = _error(s, fit)
     if error and s.version == "v1" and longest is not None:
         longest = min(longest, s.max_model_len)  # vLLM searches below the max_model_len asked for
@@ -382,6 +433,10 @@ def engine_fit(
         limit.tokens if limit else None, limit.rule if limit else "",
         limit.warning(s.max_model_len) if limit else None, paging_note,
     )  # fmt: skip
+    if ex is not adapters.NONE:
+        fit = replace(fit, extras=ex.to_dict(), extra_rows=ex.rows, draft_layers=draft_layers,
+                      draft_block_bytes=draft_block,
+                      graph_log=tuple(ex.graphs.log_lines(s.gpu_memory_utilization)) if ex.graphs else ())  # fmt: skip
     if fit.starts or not advise:
         return fit
 
@@ -447,7 +502,9 @@ def log_lines(f: EngineFit) -> list[str]:
             f"Maximum concurrency for {f.max_model_len} tokens per request: {f.concurrency:.2f}x",
         ]
     return [
+        *f.graph_log[:1],
         f"Available KV cache memory: {f.kv_bytes / g:.2f} GiB",
+        *f.graph_log[1:],
         f"GPU KV cache size: {f.tokens:,} tokens",
         f"Maximum concurrency for {f.max_model_len:,} tokens per request: {f.concurrency:.2f}x",
     ]
@@ -488,8 +545,10 @@ def deductions(f: EngineFit) -> list[dict]:
         ("activation peak", "profiling run's torch peak", act, -f.activation_bytes, kind("activation")),
     ]
     out = [{"term": t, "formula": fm, "numbers": n, "gib": v / g, "kind": k} for t, fm, n, v, k in rows]
+    out += [{k: v for k, v in r.items() if k != "bytes"} | {"gib": r["bytes"] / g} for r in f.extra_rows]
     given = "kv_cache_memory" in f.measured
     formula = "--kv-cache-memory-bytes" if given else "budget − weights − non-torch − activation"
+    formula += "".join(f" − {r['term']}" for r in f.extra_rows) if not given else ""
     out.append({"term": "KV cache", "formula": formula, "numbers": "", "gib": f.kv_bytes / g, "kind": kind("kv")})
     return out
 

@@ -18,7 +18,7 @@ from serving import parameters as calc
 from serving.kvcache import GB, GIB
 from serving.presets import CARDS, GPUS
 from serving.weights import WeightFormat, stored_weights, weights_checked
-from ui import plain, plan_grid, weights_form
+from ui import adapters_form, plain, plan_grid, weights_form
 from ui.charts import calculators as cc
 from ui.metered import metered
 from ui.params import show_invalid, url_number, url_radio, url_select, url_toggle, write_to_url
@@ -221,7 +221,9 @@ def engine(arch, default_len: int, weight_params: int | None, custom: bool = Fal
             "chunk, as its hybrid KV-cache manager does",
         )  # fmt: skip
     model_dtype = weight_dtype if weight_dtype in eng.MODEL_DTYPES else "bf16"
+    extras = adapters_form.choices()
     try:
+        values |= adapters_form.settings(extras)
         fmt = quantised(storage, weight_dtype, arch)
         key = (arch, total, eng.EngineSettings(**values), weight_dtype, model_dtype, card, weight_params, fmt, limit)
         fit = metered("engine_fit", key, lambda: fit_of(*key), "this fit")  # 0.3 s of CPU at 10,000 layers
@@ -246,6 +248,8 @@ def engine(arch, default_len: int, weight_params: int | None, custom: bool = Fal
         st.warning(fit.max_model_len_warning, icon=":material/warning:")
     if fit.paging_note:
         st.caption(f"Note: {fit.paging_note}.")
+    if note := adapters_form.caption(fit.extras):
+        st.caption(note)
     if fit.derived_max_model_len is not None:
         st.caption(f"The model's derived maximum, checked first: {fit.derived_max_model_len:,} "
                    f"({fit.max_model_len_rule}).")  # fmt: skip
@@ -276,7 +280,7 @@ def advice_text(advice: tuple[str, ...]) -> str:
 def engine_caption(fit: eng.EngineFit) -> str:
     """What each kind means and what the estimates rest on, with the activation estimate's error per published
     log computed from serving.validation (never typed)."""
-    names = {"non_torch": "non-torch", "kv": "KV cache"}
+    names = {"non_torch": "non-torch", "kv": "KV cache", "draft": "drafter weights", "cuda_graph": "CUDA graphs"}
     estimates = [names.get(k, k) for k, kind in fit.kinds.items() if kind == "estimate"]
     text = (
         "Each figure is marked exact (the engine's own arithmetic on exact inputs), measured (typed from your log; "
@@ -293,10 +297,19 @@ def engine_caption(fit: eng.EngineFit) -> str:
         f"max_num_seqs ({fit.max_num_seqs:,}) rows. Against the published V0 logs that print it, the activation "
         f"estimate is off by {validation.error_sentence()}: vLLM #12330's launch flags are not all shown, the OCI "
         "log shows no sampler work, and MoE routing buffers and workspaces are not counted. Type your log's figures "
-        "above to replace any estimate. CUDA graphs (captured after the cache in these versions) live in the 1 − "
-        "utilization kept free; newer vLLM also subtracts them."
+        "above to replace any estimate. "
     )
-    return text
+    if "draft" in fit.kinds:
+        text += ("The drafter's weights: its own parameters (what it shares with the model not counted) × the "
+                 "model's stored bytes per parameter. ")  # fmt: skip
+    if fit.graph_log:
+        return text + ("CUDA graphs: profiled before the cache and subtracted, as vLLM 0.21 on does; "
+                       + ("the estimate is from your log." if fit.kinds.get("cuda_graph") == "measured" else
+                          "the estimate is a lower bound of vLLM's estimator, which published logs put from 0.1 to "
+                          "several GiB: give your log's figure."))  # fmt: skip
+    return text + ("CUDA graphs (captured after the cache in these versions) live in the 1 − utilization kept free; "
+                   "vLLM 0.21 on subtracts them (a switch under LoRA adapters, speculative decoding, CUDA "
+                   "graphs).")  # fmt: skip
 
 
 def cc_metrics(metrics) -> None:

@@ -370,9 +370,11 @@ def engine_formula(f: EngineFit) -> list[str]:
         numbers = f" = {r['numbers']}" if r["numbers"] else ""
         lines.append(f"{sign}**{term}** = {r['formula']}{numbers} = **{gib} GiB** _({r['kind']})_")
     share = f"{f.group_size} layers" + (" of one group" if len(f.groups) > 1 else "")
+    draft = f" + the drafter's {f.draft_layers} layers of its own page" if f.draft_block_bytes else ""
+    draft_b = f" + {f.draft_block_bytes:,} B" if f.draft_block_bytes else ""
     lines.append(
-        f"**blocks** = ⌊KV cache ÷ (page × {share})⌋ = ⌊{max(f.kv_bytes, 0):,} B ÷ ({f.page_bytes:,} B × "
-        f"{f.group_size})⌋ = **{f.num_blocks:,}** blocks of {f.block_size} tokens _({f.kinds['blocks']})_"
+        f"**blocks** = ⌊KV cache ÷ (page × {share}{draft})⌋ = ⌊{max(f.kv_bytes, 0):,} B ÷ ({f.page_bytes:,} B × "
+        f"{f.group_size}{draft_b})⌋ = **{f.num_blocks:,}** blocks of {f.block_size} tokens _({f.kinds['blocks']})_"
     )
     groups = sum(n for _, n in f.groups)
     per = f" ÷ {groups} groups" if groups > 1 else ""
@@ -384,13 +386,21 @@ def engine_formula(f: EngineFit) -> list[str]:
     return lines
 
 
-ENGINE_PARTS = ("weights", "non-torch", "activation peak", "KV cache", "kept free (1 − utilization)")
+ENGINE_PARTS = (
+    "weights",
+    "non-torch",
+    "activation peak",
+    "LoRA, drafter, CUDA graphs",
+    "KV cache",
+    "kept free (1 − utilization)",
+)
 
 
 def engine_frame(f: EngineFit) -> pd.DataFrame:
     """Columns part, gib, share: the card's total as the engine divides it (a negative cache shows as 0 and the
     parts then add up to more than the card)."""
-    values = (f.weights_bytes, f.non_torch_bytes, f.activation_bytes, max(f.kv_bytes, 0))
+    extra = -sum(r["bytes"] for r in f.extra_rows)  # serving/adapters.py's deductions
+    values = (f.weights_bytes, f.non_torch_bytes, f.activation_bytes, extra, max(f.kv_bytes, 0))
     values += (f.total_bytes - f.budget_bytes,)
     return pd.DataFrame(
         [{"part": p, "gib": v / GIB, "share": v / f.total_bytes} for p, v in zip(ENGINE_PARTS, values, strict=True)],
@@ -401,7 +411,7 @@ def engine_frame(f: EngineFit) -> pd.DataFrame:
 @memo_chart
 def engine_split(df: pd.DataFrame, total_gib: float) -> alt.LayerChart:
     """engine_frame -> one stacked bar in GiB against a tick at the card's total."""
-    colors = [SEQUENCE_COLOR, "#EECA3B", "#E45756", TOKEN_COLOR, MUTED]
+    colors = [SEQUENCE_COLOR, "#EECA3B", "#E45756", "#B279A2", TOKEN_COLOR, MUTED]
     bar = (
         alt.Chart(df.assign(order=range(len(df)), row=""))
         .mark_bar(size=30)
