@@ -49,7 +49,6 @@ class SymbolsTask(tasks.VaryingLengths, tasks.Interpretation, tasks.Task):
     # --- the config -------------------------------------------------------------------------------------------
     def check(self, task: TaskConfig) -> None:
         check_int("length", task.length, 1, MAX_LENGTH)
-        self.refuse_fields(task)
 
     def check_run(self, run: RunConfig) -> None:
         L, model = run.task.length, run.model
