@@ -179,7 +179,7 @@ def run_at_length(run: RunConfig, length: int) -> tuple[RunConfig | None, str | 
     """
     if length == run.task.length:
         return run, None
-    model, task = run.model, TaskConfig(run.task.name, length)
+    model, task = run.model, replace(run.task, length=length, train_lengths=None, mixed_lengths=False)  # its fields kept
     n_max = run.train.randomized_positions  # trained rows: all N_MAX of them, else those of 0..2L-1
     need, trained = 2 * length, 2 * run.task.length if n_max is None else n_max  # inputs at positions 0..2L-1
     note = None

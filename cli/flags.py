@@ -251,8 +251,9 @@ def run_of(a):
     settings = run_settings(a)
     task = tasks.get(a.task)
     refuse_task_flags(a, task)
+    fields = {field: getattr(a, field) for field in task.field_names()}
     if task.length_name == SETTINGS["length"].url:
-        return make_run(a.task, a.length, a.seed, **settings)
+        return make_run(a.task, a.length, a.seed, **settings | fields)
     if typed(a, "length"):
         with_l = ", ".join(t for t in tasks.names() if tasks.get(t).length_name == SETTINGS["length"].url)
         raise ConfigError(
@@ -261,8 +262,7 @@ def run_of(a):
     settings |= {key: value for key, value in task.defaults.items() if key in settings and not typed(a, key)}
     # its defaults of settings no flag sets (the modular task's Adam β2)
     settings |= {key: v for key, v in task.defaults.items() if key in SETTINGS and not SETTINGS[key].flag}
-    settings |= {field: getattr(a, field) for field in task.field_names()}
-    return make_run(a.task, getattr(a, task.length_name), a.seed, **settings)
+    return make_run(a.task, getattr(a, task.length_name), a.seed, **settings | fields)
 
 
 def grid_dests() -> list[str]:
