@@ -9,8 +9,8 @@ task modules, at the top of attncore, may use the model to score themselves. Sta
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .checks import ConfigError

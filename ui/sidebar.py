@@ -271,10 +271,12 @@ def selected_run(**overrides) -> RunConfig:
 
 # config field -> the sidebar's label for it, so the message names what the visitor can change
 FIELD_LABELS = Live(
-    lambda: {s.config_field: s.label for s in SETTINGS.values()}
-    | {s.name: s.label for s in SETTINGS.values()}
-    | {t.length_name: t.length_label or f"Sequence length {t.length_name}" for t in _tasks()}
-    | {"length": "Sequence length L", "vocab_size": "Vocabulary size"}
+    lambda: (
+        {s.config_field: s.label for s in SETTINGS.values()}
+        | {s.name: s.label for s in SETTINGS.values()}
+        | {t.length_name: t.length_label or f"Sequence length {t.length_name}" for t in _tasks()}
+        | {"length": "Sequence length L", "vocab_size": "Vocabulary size"}
+    )
 )
 
 
