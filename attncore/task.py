@@ -18,8 +18,6 @@ from .checks import ConfigError
 if TYPE_CHECKING:  # annotations only
     import numpy as np
 
-    from .settings import Setting
-
 # attncore.config imports this module (a TaskConfig is checked by its task): the configs are not imported here
 TaskConfig = RunConfig = Any
 
@@ -66,8 +64,9 @@ class Task(ABC):
     length_name: str = "L"  # what TaskConfig.length means for it, as the pages and flags name it
     length_label: str = ""  # the sidebar's label of its length (default 'Sequence length <length_name>')
     # its own settings besides name and length, one record each (attncore.settings.Setting, section "task", default
-    # the task's): TaskConfig fills one not given with its default and checks its range, a run's key holds them
-    fields: tuple[Setting, ...] = ()
+    # the task's; not imported here: attncore.settings reads this registry): TaskConfig fills one not given with its
+    # default and checks its range, a run's key holds them
+    fields: tuple = ()
     # operator limits of its own, {cap name: default} (ATTNLAB_<NAME> or [limits] like every cap: lab.jobs.limits)
     caps: dict[str, int] = {}
     # run settings (attncore.settings names) its experiment sets when not given: a link or command naming only the
