@@ -176,6 +176,19 @@ def test_a_tasks_field_is_a_setting_its_config_checks_and_its_key_holds(stride_t
         make_run("copy", 4, 0, stride=3)
 
 
+def test_a_field_named_as_another_setting_is_refused_and_the_registry_left_as_it_was():
+    class Clash(StrideTask):
+        fields = (Setting("seed", "task", 1, int, "Seed again", low=1),)
+
+        def __init__(self):
+            SymbolsTask.__init__(self, "clash", None, "L back")
+
+    before = (tasks.names(), dict(SETTINGS))
+    with pytest.raises(ValueError, match="'seed' has the name of a setting already"):
+        tasks.register(Clash())
+    assert (tasks.names(), dict(SETTINGS)) == before
+
+
 def test_the_command_line_reads_its_flag_refuses_its_range_and_the_store_keys_it(stride_task, capsys):
     from cli.main import main
     from lab.store import is_cached, stored_run
