@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from typing import Any
 
 from . import task as tasks
 from .checks import ConfigError, check_int
 from .checks import check_choice as check_choice  # re-exported: the checks' callers import them from here
 from .settings import DECAYS as DECAYS
 from .settings import DTYPES as DTYPES
-from .settings import MAX_EMBED_STD, SETTINGS, check_requirements, in_section, optional_fields
+from .settings import MAX_EMBED_STD, SETTINGS, check_requirements, in_section, optional_fields, task_fields
 from .settings import MAX_RANDOMIZED as MAX_RANDOMIZED
 from .settings import NORMS as NORMS
 from .settings import POSITIONS as POSITIONS
@@ -117,22 +118,54 @@ class TrainConfig:
         object.__setattr__(self, "z_loss", float(self.z_loss))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class TaskConfig:
+    """A run's task: its name, its length and range of lengths, and its own fields (Task.fields, e.g. the induction
+    task's vocab and k_min), read as attributes (`task.vocab`; None for another task's field). Written flat as
+    before the fields moved onto their tasks: `TaskConfig("induction", 32, vocab=32, k_min=4)`, and a run's key
+    holds each of the task's fields beside name and length (RunConfig.to_dict), none of another task's."""
+
     name: str = "copy"
     length: int = 6  # L: symbols to copy or sort; with train_lengths the longest trained (and evaluated) length.
     # The induction task: T, the tokens of a sequence.
     train_lengths: tuple[int, int] | None = None  # (L_min, L_max = length): train on every length of the range
     mixed_lengths: bool = False  # with train_lengths: lengths mixed in a batch (right padding), else one per batch
-    vocab: int | None = None  # induction: V, the tokens drawn uniformly (default 32); None for the other tasks
-    k_min: int | None = None  # induction: the shortest repeated prefix k (default 4; k ~ U{k_min .. T/2})
-    bigram_vocab: int | None = None  # bigram_backcopy: V, the tokens of its bigram table (triggers included)
-    triggers: int | None = None  # bigram_backcopy: K, the trigger tokens (the last K of the V)
-    fraction: float | None = None  # modular: the share of the p² pairs that trains (default 0.3); length is p
+    own: tuple[tuple[str, Any], ...] = ()  # ((field, value), ...) of the task's fields, in its declaration order
+
+    def __init__(self, name="copy", length=6, train_lengths=None, mixed_lengths=False, own=(), **fields):
+        for key, value in (("name", name), ("length", length), ("train_lengths", train_lengths),
+                           ("mixed_lengths", mixed_lengths)):  # fmt: skip
+            object.__setattr__(self, key, value)
+        given = dict(own) | {key: value for key, value in fields.items() if value is not None}
+        task = tasks.get(self.name)  # ConfigError naming the registered tasks
+        declared = {s.name: s for s in task.fields}
+        for key in given:
+            if key not in declared:
+                owner = next((t for t in tasks.names() if key in tasks.get(t).field_names()), None)
+                if owner is None:
+                    raise TypeError(f"TaskConfig() got an unexpected keyword argument {key!r}")
+                raise ConfigError(key, f"is a setting of the {owner} task, not of {self.name}")
+        object.__setattr__(self, "own", tuple((key, given.get(key, s.default)) for key, s in declared.items()))
+        self.__post_init__()
+
+    def __getattr__(self, name: str):
+        """A field of the task (None where the config's task has no such field but a registered one does)."""
+        own = dict(self.__dict__.get("own", ()))  # __dict__: no recursion before __init__ has set it (unpickling)
+        if name in own:
+            return own[name]
+        if any(name in tasks.get(t).field_names() for t in tasks.names()):
+            return None
+        raise AttributeError(f"TaskConfig has no field {name!r}")
 
     def __post_init__(self):
-        task = tasks.get(self.name)  # ConfigError naming the registered tasks
-        task.check(self)  # its length and fields (filled when not given); another task's fields refused
+        task = tasks.get(self.name)
+        task.check(self)  # its length and fields together
+        own = []
+        for s in task.fields:  # each field's own range (what depends on its length, the task checked above)
+            value = getattr(self, s.name)
+            s.check(value)
+            own.append((s.name, float(value) if s.kind is float else value))  # 1/2 and 0.5: one cache key
+        object.__setattr__(self, "own", tuple(own))
         if self.train_lengths is not None:
             if not task.lengths_vary:
                 raise ConfigError("train_lengths", f"is not a setting of the {self.name} task (one length)")
@@ -195,6 +228,7 @@ class RunConfig:
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
+        d["task"] |= dict(d["task"].pop("own"))  # the task's fields beside its name and length, as stored runs hold
         for section, fields in OPTIONAL_FIELDS.items():
             for key, default in fields.items():
                 if d[section][key] == default:
@@ -224,7 +258,8 @@ def make_run(
     unknown = sorted(set(settings) - set(SETTINGS) - {"task", "length", "seed"})
     if unknown:
         raise TypeError(f"make_run() got unexpected keyword arguments {', '.join(unknown)}")
-    kw = {name: s.default for name, s in SETTINGS.items()} | settings | {"task": task, "length": length, "seed": seed}
+    central = {name: s.default for name, s in SETTINGS.items() if name not in task_fields()}  # a task's: its own
+    kw = central | settings | {"task": task, "length": length, "seed": seed}
     if train_min is not None:
         if kw["train_lengths"] is not None:
             raise ConfigError("train_min", "give train_lengths or train_min, not both")
@@ -232,7 +267,7 @@ def make_run(
     lengths = kw["train_lengths"]
     if lengths is not None and len(lengths) == 2 and kw["length"] != lengths[1]:
         kw["length"] = lengths[1]
-    task_cfg = TaskConfig(**{s.config_field: kw[s.name] for s in in_section("task")})
+    task_cfg = TaskConfig(**{s.config_field: kw.get(s.name) for s in in_section("task")})
     model = {s.name: kw[s.name] for s in in_section("model")}
     model["d_ff"] = 4 * model["d_model"] if d_ff is None else d_ff
     n_max = kw["randomized_positions"]

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from ._blas import one_blas_thread
-from .config import MAX_LENGTH, ConfigError, RunConfig, TaskConfig, check_int
+from .config import MAX_LENGTH, ConfigError, RunConfig, check_int
 from .model import forward, generate
 from .sequences import N_TEST, TEST_SEED, all_distinct, draw_positions
 from .task import task_of
@@ -179,7 +179,8 @@ def run_at_length(run: RunConfig, length: int) -> tuple[RunConfig | None, str | 
     """
     if length == run.task.length:
         return run, None
-    model, task = run.model, TaskConfig(run.task.name, length)
+    # the task at that length, its own fields kept
+    model, task = run.model, replace(run.task, length=length, train_lengths=None, mixed_lengths=False)
     n_max = run.train.randomized_positions  # trained rows: all N_MAX of them, else those of 0..2L-1
     need, trained = 2 * length, 2 * run.task.length if n_max is None else n_max  # inputs at positions 0..2L-1
     note = None

@@ -6,7 +6,8 @@ choices, its URL key, flag and label, how a value is written (and its phrase in 
 name: lab.phrases), the levels a comparison offers, the setting it needs or follows, whether a sweep shares it, and
 whether it enters a run's key only when it differs from its default (a setting added after runs were stored keeps
 their keys). A new setting is one record here, its config field and the code where it acts (the model or the
-trainer).
+trainer). A task's own field (the induction task's V) is such a record declared on its Task (Task.fields): the
+registry puts it into SETTINGS when the task registers (sync_task_fields), so every consumer reads it here too.
 Standard library only: the bottom of attncore, under config.
 """
 
@@ -19,6 +20,7 @@ from typing import Any
 from .checks import ConfigError, check_choice, check_float, check_int
 from .task import get as task_get
 from .task import names as task_names
+from .task import on_change
 
 POSITIONS = ("learned", "sinusoidal", "rope", "alibi", "none")
 NORMS = ("pre", "post")
@@ -165,8 +167,8 @@ S = Setting
 SETTINGS: dict[str, Setting] = {
     s.name: s
     for s in (
-        # the task: its name, its length (L, or the task's own: Task.length_name), a range of training lengths, and
-        # the fields of a task's own (Task.fields: only the tasks that read them take them, with the task's default)
+        # the task: its name, its length (L, or the task's own: Task.length_name) and a range of training lengths;
+        # a task's own fields follow these, declared on its Task (Task.fields) and added by sync_task_fields
         S("task", "task", "copy", str, "Task", field="name", url="task", flag="--task", factor="task",
           labels=TaskLabels(), preselected=("copy", "sort"), widget="radio", swept=True, phrase="{}", named_at=5),
         S("length", "task", 6, int, "Sequence length", low=1, url="L", flag="--length", factor="length",
@@ -177,25 +179,6 @@ SETTINGS: dict[str, Setting] = {
           widget="toggle",
           help="One length per batch, drawn each step (Ruoss et al.).", metavar=("MIN", "MAX"),
           flag_help="train on every length MIN..MAX (L becomes MAX): one length per batch, drawn each step"),
-        S("vocab", "task", None, int, "Vocabulary V", metavar="V", low=2, url="V", flag="--V", optional=True,
-          cap="max_vocab",
-          help="Tokens drawn uniformly.", flag_help="the induction task's vocabulary"),
-        S("k_min", "task", None, int, "Shortest repeat k_min", low=2, url="kmin", flag="--k-min", optional=True,
-          cap="max_induction_length", cap_divisor=2,
-          help="The repeated prefix k is drawn from k_min to T/2 per sequence.",
-          flag_help="the induction task's shortest repeated prefix"),
-        S("bigram_vocab", "task", None, int, "Tokens V", metavar="V", low=3, url="bbV", flag="--bigram-vocab",
-          optional=True, cap="max_vocab",
-          help="Tokens of the bigram table, the triggers among them (BOS besides).",
-          flag_help="the bigram_backcopy task's tokens, triggers included (BOS besides)"),
-        S("triggers", "task", None, int, "Trigger tokens", metavar="K", low=1, url="trig", flag="--triggers",
-          optional=True,
-          help="The last K of the V tokens: after one, the next token copies the token before it.",
-          flag_help="the bigram_backcopy task's trigger tokens (the last K of the V)"),
-        S("fraction", "task", None, float, "Training fraction", metavar="F", low=0.0, high=1.0, url="frac",
-          flag="--fraction", optional=True, ui_low=0.05, ui_high=0.95, step=0.05,
-          help="The share of the p² pairs (a, b) that trains, a fixed random split; the rest is held out.",
-          flag_help="the modular task's share of the p² pairs that trains (0 < F < 1)"),
         # the sidebar's main settings
         S("seed", "train", 0, int, "Seed", low=0, high=2**32 - 1, url="seed", flag="--seed", ui_high=9999, swept=True,
           help="Seeds the initial weights and the training batches.", phrase="seed {}", named_at=7),
@@ -302,6 +285,48 @@ SETTINGS: dict[str, Setting] = {
         S("eps", "train", 1e-8, float, "Adam ε", low=0.0, high=1.0, column=13, variant="eps {}"),
     )
 }  # fmt: skip
+
+
+_task_fields: dict[str, Setting] = {}  # the registered tasks' fields as sync_task_fields last put them in SETTINGS
+
+
+def task_fields() -> dict[str, Setting]:
+    """{name: record} of the registered tasks' own fields (Task.fields), in registry order; ValueError for a field
+    that is not a task setting, or one name two tasks declare with different records."""
+    out: dict[str, Setting] = {}
+    for name in task_names():
+        for s in task_get(name).fields:
+            if s.section != "task" or s.field not in (None, s.name) or s.optional:
+                raise ValueError(f"the {name} task's field {s.name!r} must be a setting of section 'task' named by "
+                                 "its own field, in a run's key whenever the task is (optional False)")  # fmt: skip
+            if out.get(s.name, s) != s:
+                raise ValueError(f"the {name} task's field {s.name!r} is another task's field with another record")
+            out[s.name] = s
+    return out
+
+
+def sync_task_fields() -> None:
+    """Put the registered tasks' fields into SETTINGS (after the task's own length and range, in registry order) and
+    drop those of a task no longer registered: attncore.task calls it on every register and unregister, so the
+    consumers of SETTINGS (configs, flags, sidebar, URL, tables) read a task's fields as any other setting's."""
+    fields = task_fields()
+    rest = {name: s for name, s in SETTINGS.items() if name not in _task_fields}
+    clash = sorted(set(fields) & set(rest))
+    if clash:
+        raise ValueError(f"a task's field {clash[0]!r} has the name of a setting already")
+    ordered: dict[str, Setting] = {}
+    for name, s in rest.items():
+        ordered[name] = s
+        if name == "train_lengths":
+            ordered |= fields
+    SETTINGS.clear()
+    SETTINGS.update(ordered)
+    _task_fields.clear()
+    _task_fields.update(fields)
+
+
+on_change(sync_task_fields)
+sync_task_fields()
 
 
 def in_section(section: str) -> list[Setting]:

@@ -9,6 +9,7 @@ task modules, at the top of attncore, may use the model to score themselves. Sta
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -49,9 +50,12 @@ class Task(ABC):
     capability with its own defaults: VaryingLengths (trained on a range of lengths) and Interpretation (head
     scores, the logit lens, patching contrasts); a task's own figures (`metrics`) default to none.
 
-    A task declares its data: its fields with their defaults (`fields`) and the operator limits that bound them
-    (`field_caps`), caps of its own (`caps`: read by lab.jobs.limits like the central ones), its metrics with their
-    labels (`metrics`, `metric_labels`), its label and one-line summary (the sidebar, Home and --help show them).
+    A task declares its data: its fields (`fields`, one attncore.settings.Setting record each: default, range,
+    label, help, URL key, flag and the cap that bounds its widget), caps of its own (`caps`: read by
+    lab.jobs.limits like the central ones), its metrics with their labels (`metrics`, `metric_labels`), its label
+    and one-line summary (the sidebar, Home and --help show them). TaskConfig holds a task's fields, the settings
+    table, the flags, the sidebar and its URL read its records from the registry: a task with a field of a new name
+    is its module alone.
     """
 
     name: str = ""
@@ -59,10 +63,10 @@ class Task(ABC):
     summary: str = ""  # one line: what a model of the task must do (the sidebar's task help, Home, --help)
     length_name: str = "L"  # what TaskConfig.length means for it, as the pages and flags name it
     length_label: str = ""  # the sidebar's label of its length (default 'Sequence length <length_name>')
-    # TaskConfig fields besides name and length that the task reads, {field: default}
-    fields: dict[str, Any] = {}
-    # {field: operator limit (a cap's name)} bounding a field's widget where its setting names no cap and no maximum
-    field_caps: dict[str, str] = {}
+    # its own settings besides name and length, one record each (attncore.settings.Setting, section "task", default
+    # the task's; not imported here: attncore.settings reads this registry): TaskConfig fills one not given with its
+    # default and checks its range, a run's key holds them
+    fields: tuple = ()
     # operator limits of its own, {cap name: default} (ATTNLAB_<NAME> or [limits] like every cap: lab.jobs.limits)
     caps: dict[str, int] = {}
     # run settings (attncore.settings names) its experiment sets when not given: a link or command naming only the
@@ -91,18 +95,15 @@ class Task(ABC):
     # --- the config -----------------------------------------------------------------------------------------
     @abstractmethod
     def check(self, task: TaskConfig) -> None:
-        """Raise ConfigError unless the task's fields are in range; fill its fields not given (object.__setattr__
-        on the frozen config, from `fields`)."""
+        """Raise ConfigError unless its length and fields are in range together (TaskConfig has filled the fields
+        not given from their records and refused another task's, and checks each record's own range after this)."""
 
     def check_run(self, run: RunConfig) -> None:  # noqa: B027  a default: most tasks run with any model
         """Raise ConfigError for a model or training setting the task cannot run with (e.g. too few positions)."""
 
-    def refuse_fields(self, config: TaskConfig) -> None:
-        """ConfigError for a field of another registered task given to a config of this one."""
-        for other in _TASKS.values():
-            for field in other.fields:
-                if field not in self.fields and getattr(config, field, None) is not None:
-                    raise ConfigError(field, f"is a setting of the {other.name} task, not of {config.name}")
+    def field_names(self) -> tuple[str, ...]:
+        """Its fields' names (TaskConfig's keywords, the run key's task entries besides name and length)."""
+        return tuple(s.name for s in self.fields)
 
     @abstractmethod
     def seq_len(self, task: TaskConfig) -> int:
@@ -277,21 +278,42 @@ class Interpretation:
 
 
 _TASKS: dict[str, Task] = {}
+# called after the registry changes: attncore.settings keeps its table of settings to the registered tasks' fields
+# (and raises ValueError for a field whose name another setting holds: the registration is then undone)
+_LISTENERS: list[Callable[[], None]] = []
+
+
+def on_change(listener: Callable[[], None]) -> None:
+    """Call `listener` after every register and unregister (attncore.settings: the tasks' fields)."""
+    _LISTENERS.append(listener)
+
+
+def _changed() -> None:
+    for listener in _LISTENERS:
+        listener()
 
 
 def register(task: Task) -> Task:
-    """Add a task to the registry under its name (a name registered twice is an error: tasks are found by name)."""
+    """Add a task to the registry under its name (a name registered twice is an error: tasks are found by name; so
+    is a field whose name another setting holds)."""
     if not task.name or not task.name.isidentifier():
         raise ValueError(f"a task's name is a short identifier, got {task.name!r}")
     if task.name in _TASKS and _TASKS[task.name] is not task:
         raise ValueError(f"a task named {task.name!r} is registered already")
     _TASKS[task.name] = task
+    try:
+        _changed()
+    except ValueError:
+        del _TASKS[task.name]
+        _changed()
+        raise
     return task
 
 
 def unregister(name: str) -> None:
     """Remove a task (a test's own task, after the test)."""
-    _TASKS.pop(name, None)
+    if _TASKS.pop(name, None) is not None:
+        _changed()
 
 
 def names() -> tuple[str, ...]:

@@ -26,6 +26,7 @@ from attncore.mechanisms.gradcheck import gradient_check  # noqa: E402
 from attncore.model import init_params  # noqa: E402
 from lab.jobs.limits import Limits  # noqa: E402
 from serving.kvbench import benchmark_generation  # noqa: E402
+from ui.runs import ABLATION_HEADS  # noqa: E402  the Attention page's cap, declared where its table is drawn
 
 DEFAULT = dict(d_model=32, n_layers=2, n_heads=4)  # the sidebar's defaults (L = 6)
 _CAPS = Limits()  # the hosted caps' defaults (lab/jobs/limits.py): the largest model a visitor may ask for
@@ -57,7 +58,7 @@ def interpret(length: int, model: dict, positions: int, restarts: int, steps: in
     measured(f"Patching ({positions} positions) + lens, {size}", lambda: (
         patching.patch(params, run, patching.contrast(run, tokens, 0, 19), max_positions=positions),
         lens.logit_lens(params, run, tokens)))  # fmt: skip
-    heads = list(np.ndindex(run.model.n_layers, run.model.n_heads))[: _CAPS.max_ablation_heads]  # as the page caps it
+    heads = list(np.ndindex(run.model.n_layers, run.model.n_heads))[: ABLATION_HEADS.default]  # as the page caps it
     targets = [explain.target(params, run, tokens, i, h, 2 * length - 1) for i, h in heads]
     measured(f"Shuffle table ({len(heads)} heads, 100 permutations), {size}", lambda: [
         explain.permutation_tvd(t, 100) for t in targets])  # fmt: skip

@@ -209,8 +209,8 @@ def task_flags(only: str | None = None) -> dict[str, tuple[str, object, str]]:
         if task.length_name != SETTINGS["length"].url:
             help = f"the {task.name} task's length {task.length_name}"
             out[task.length_name] = (f"--{task.length_name}", task.defaults["length"], help)
-        for name, default in task.fields.items():
-            out[name] = (SETTINGS[name].flag, default, SETTINGS[name].flag_help)
+        for s in task.fields:
+            out[s.name] = (s.flag, s.default, s.flag_help)
     return out
 
 
@@ -234,10 +234,10 @@ def typed(a, dest: str) -> bool:
 def refuse_task_flags(a, task=None) -> None:
     """Raise ConfigError for a typed flag of a task's own settings (task_flags) that `task` does not read (any such
     flag, without a task)."""
-    own = {*task.fields, task.length_name} if task else set()
+    own = {*task.field_names(), task.length_name} if task else set()
     for dest in task_flags():
         if typed(a, dest) and dest not in own:
-            owner = next(t for t in tasks.names() if dest in {*tasks.get(t).fields, tasks.get(t).length_name})
+            owner = next(t for t in tasks.names() if dest in {*tasks.get(t).field_names(), tasks.get(t).length_name})
             raise ConfigError(dest, f"is a setting of --task {owner}")
 
 
@@ -251,8 +251,9 @@ def run_of(a):
     settings = run_settings(a)
     task = tasks.get(a.task)
     refuse_task_flags(a, task)
+    fields = {field: getattr(a, field) for field in task.field_names()}
     if task.length_name == SETTINGS["length"].url:
-        return make_run(a.task, a.length, a.seed, **settings)
+        return make_run(a.task, a.length, a.seed, **settings | fields)
     if typed(a, "length"):
         with_l = ", ".join(t for t in tasks.names() if tasks.get(t).length_name == SETTINGS["length"].url)
         raise ConfigError(
@@ -261,8 +262,7 @@ def run_of(a):
     settings |= {key: value for key, value in task.defaults.items() if key in settings and not typed(a, key)}
     # its defaults of settings no flag sets (the modular task's Adam β2)
     settings |= {key: v for key, v in task.defaults.items() if key in SETTINGS and not SETTINGS[key].flag}
-    settings |= {field: getattr(a, field) for field in task.fields}
-    return make_run(a.task, getattr(a, task.length_name), a.seed, **settings)
+    return make_run(a.task, getattr(a, task.length_name), a.seed, **settings | fields)
 
 
 def grid_dests() -> list[str]:

@@ -5,6 +5,8 @@ else its default. The secrets files are Streamlit's defaults (~/.streamlit/secre
 folder's .streamlit/secrets.toml, the later one winning) or those STREAMLIT_SECRETS_FILES names, read with
 tomllib and re-read when they change.
 The dashboard's pages pass Streamlit's own st.secrets (ui.limits to lab.jobs.limits), which reads the same files.
+A page declares the caps only it reads where it lives (`declare(Cap(...))` in the module that does its work), and
+lab.jobs.limits reads every declared cap by name like the central ones.
 Standard library only: the bottom of lab, importable by the store and by ui.
 """
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 import os
 import tomllib
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 ENV_PREFIX = "ATTNLAB_"
@@ -93,3 +96,31 @@ def parse_store_mb(raw) -> float:
     if not (0 < mb < 1e9):
         raise ValueError(raw)
     return mb
+
+
+@dataclass(frozen=True)
+class Cap:
+    """An operator limit a page declares where it lives (its view or its experiment's module): read by name like the
+    central caps (ATTNLAB_<NAME>, `name` under [limits], else `default`), `lim.<name>` on the page."""
+
+    name: str
+    default: int  # a whole number from 1 to 10^9, as every cap
+    meaning: str  # what it bounds, the page first: docs/hosting.md's table says it ("Cost: longest sequence timed")
+
+
+_DECLARED: dict[str, Cap] = {}
+
+
+def declare(*caps: Cap) -> tuple[Cap, ...]:
+    """Declare a page's caps (once per name: a module imported again declares the same records); ValueError for a
+    name declared with another record."""
+    for cap in caps:
+        if not cap.name.isidentifier() or _DECLARED.get(cap.name, cap) != cap:
+            raise ValueError(f"a cap named {cap.name!r} is declared already with another record, or is no name")
+        _DECLARED[cap.name] = cap
+    return caps
+
+
+def declared() -> dict[str, Cap]:
+    """{name: record} of the caps the pages' modules imported so far declare."""
+    return dict(_DECLARED)

@@ -63,15 +63,15 @@ def page_run(name: str):
 def test_every_task_field_gets_a_bounded_widget(rotate):
     """A field without an upper bound or a cap of its setting (the bigram_backcopy task's K) used to raise
     'min() arg is an empty sequence' on every Lab page; each field's widget now has a top, its task's cap where
-    the task declares one (Task.field_caps)."""
+    the field's record names one (Setting.cap on Task.fields)."""
     from ui import sidebar
 
     lim = Limits()
     for name in tasks.names():
         for field in tasks.get(name).fields:
-            draw = sidebar._widget(SETTINGS[field], lim, name)
+            draw = sidebar._widget(field, lim, name)
             low, high = draw.args[3], draw.args[4]
-            assert low <= sidebar.default(SETTINGS[field].url, name) <= high, (name, field)
+            assert low <= sidebar.default(field.url, name) <= high, (name, field.name)
     triggers = sidebar._widget(SETTINGS["triggers"], lim, "bigram_backcopy")
     assert triggers.args[4] == lim.max_vocab  # K < V: the tokens' own cap
 
@@ -208,4 +208,4 @@ def test_choosing_each_task_in_the_sidebar_draws_its_fields(every_task_trained):
         at.radio(key="task").set_value(name).run()
         assert not at.exception, (name, [e.message for e in at.exception])
         for field in tasks.get(name).fields:
-            assert at.number_input(key=SETTINGS[field].url).max is not None, (name, field)
+            assert at.number_input(key=field.url).max is not None, (name, field.name)

@@ -13,10 +13,21 @@ from attncore import RunConfig
 from attncore.interpret import explain, heads, lens, patching
 from lab import formats
 from lab.jobs.slots import BusyError
+from lab.limits import Cap, declare
 from lab.store import RunRecord
 from ui import runs
 from ui.limits import limits
 from ui.metered import metered
+
+# the Patching and Explanations pages' own caps (lab.limits: read by name, ATTNLAB_<NAME> or [limits] as every cap)
+PATCH_POSITIONS, EXPLAIN_RESTARTS, EXPLAIN_STEPS = declare(
+    Cap("max_patch_positions", 24, "Patching: positions patched one at a time (each head, the residual stream, each "
+        "MLP)"),
+    Cap("max_explain_restarts", 5, "Explanations: restarts of the adversarial attention search (Jain & Wallace's k); "
+        f"an operator value above the search's own bound, {explain.MAX_RESTARTS:,}, is clamped to it with a notice"),
+    Cap("max_explain_steps", 500, "Explanations: Adam steps of each restart of that search; an operator value above "
+        f"the search's own bound, {explain.MAX_STEPS:,}, is clamped to it with a notice"),
+)  # fmt: skip
 
 
 def _key(record: RunRecord, tokens: np.ndarray, *rest) -> tuple:

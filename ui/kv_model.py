@@ -7,12 +7,16 @@ from __future__ import annotations
 import streamlit as st
 
 from attncore import ConfigError
+from lab.limits import Cap, declare
 from serving import kvcache as kv
 from serving import parameters as calc
 from serving.presets import PRESETS
 from ui import model_form, weights_form
 from ui.config_input import FILE, checkpoint_total, read_model, show_read
 from ui.params import show_invalid, url_number, url_toggle
+
+# the KV cache page's cap (lab.limits: read by name, ATTNLAB_<NAME> or [limits] as every cap)
+(NEW_TOKENS,) = declare(Cap("max_kv_new_tokens", 128, "KV cache: tokens generated per timed run"))
 
 CUSTOM = "custom"  # keeps the geometry as it is; a fresh URL starts it from the lab's model
 NAMES = {CUSTOM: CUSTOM, FILE: "from config.json"}

@@ -13,11 +13,17 @@ from attncore import ConfigError
 from attncore import task as tasks
 from attncore.evaluate import MAX_TEST_LENGTHS
 from lab.compare import RULE, before_text, beyond_range_comparisons
+from lab.limits import Cap, declare
 from lab.stats import IDENTICAL, format_delta, format_interval
 from ui import compare_view, docs, frames, runs, sidebar, tables
 from ui.charts import runs as charts
 from ui.limits import limits
 from ui.params import show_invalid, url_multiselect, url_number, url_radio, url_toggle
+
+# the Length generalisation page's cap (lab.limits: read by name, ATTNLAB_<NAME> or [limits] as every cap)
+(TEST_LENGTH,) = declare(
+    Cap("max_test_length", 16, "Length generalisation: longest test length L′ evaluated (up to 64)")
+)
 
 LIT_L, LIT_NMAX = 8, 64  # trained on 1..8, tested to 16; randomized positions from [0, 64)
 # At 1,500 steps (the article's) the range 1..8 is not learned inside (per sequence 0.47-0.82 on copy): a

@@ -22,6 +22,7 @@ from lab.jobs.memo import MISSING, view_memo, view_memo_on
 from lab.jobs.memo import shared as memo
 from lab.jobs.slots import BusyError
 from lab.jobs.training import run_key as _run_key
+from lab.limits import Cap, declare
 from lab.store import (
     RunRecord,
     cache_dir,
@@ -37,6 +38,12 @@ from ui import bundles, live, sweeps
 from ui.limits import limits
 from ui.metered import metered
 from ui.slots import training_slot
+
+# the Attention page's cap, Explanations' too (lab.limits: read by name, ATTNLAB_<NAME> or [limits] as every cap)
+(ABLATION_HEADS,) = declare(
+    Cap("max_ablation_heads", 16, "Attention: heads zeroed one by one for the per-head table; Explanations: heads "
+        "shuffled one by one")
+)  # fmt: skip
 
 run_key = functools.lru_cache(maxsize=8192)(_run_key)  # a view of 128 runs asks each run's key on every view
 

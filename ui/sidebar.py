@@ -9,6 +9,7 @@ defaults (Task.defaults); leaving it, to the article's.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Mapping
 from functools import partial
 from types import SimpleNamespace
 
@@ -45,19 +46,50 @@ def _own_lengths() -> dict:
     return {t.length_name: t for t in _tasks() if t.length_name != SETTINGS["length"].url}
 
 
-# query-parameter key -> (make_run argument, default): every setting with a URL key (attncore.settings), a task's
-# own length as `<task>_length` and its fields with its defaults
-DEFAULTS = {"task": ("task", SETTINGS["task"].default), "L": ("length", SETTINGS["length"].default)}
+class Live(Mapping):
+    """A table read from the settings' records and the registered tasks, derived again when either changes (a task
+    registered later, in its module or a test, is in it as the tasks imported first are)."""
+
+    def __init__(self, build: Callable[[], dict]):
+        self._build, self._made = build, (None, {})
+
+    def _table(self) -> dict:
+        made_for = (tasks.names(), tuple(SETTINGS.values()))
+        if self._made[0] != made_for:
+            self._made = (made_for, self._build())
+        return self._made[1]
+
+    def __getitem__(self, key):
+        return self._table()[key]
+
+    def __iter__(self) -> Iterator:
+        return iter(self._table())
+
+    def __len__(self) -> int:
+        return len(self._table())
+
+    def __or__(self, other: Mapping) -> Live:
+        return Live(lambda: dict(self) | dict(other))
+
+
+def _defaults() -> dict:
+    """query-parameter key -> (make_run argument, default): every setting with a URL key (attncore.settings), a task's
+    own length as `<task>_length` and its fields (Task.fields) with its experiment's defaults where it sets them (the
+    modular task's training fraction)."""
+    out = {"task": ("task", SETTINGS["task"].default), "L": ("length", SETTINGS["length"].default)}
+    out |= {
+        s.url: SIDEBAR_ARGS.get(s.url, (s.name, 0 if s.name in OFF_AT_ZERO else s.default))
+        for s in _sidebar_settings()
+        if s.name != "task"
+    }
+    out |= {s.url: (s.name, t.defaults.get(s.name, s.default)) for t in _tasks() for s in t.fields}
+    return out | {key: (f"{t.name}_length", t.defaults["length"]) for key, t in _own_lengths().items()}
+
+
 OFF_AT_ZERO = [s.name for s in _sidebar_settings() if s.section != "task" and s.default is None and s.kind is int]
-DEFAULTS |= {
-    s.url: SIDEBAR_ARGS.get(s.url, (s.name, 0 if s.name in OFF_AT_ZERO else s.default))
-    for s in _sidebar_settings()
-    if s.name != "task"
-}
-# a task field's default is its experiment's where the experiment sets one (the modular task's training fraction)
-DEFAULTS |= {SETTINGS[f].url: (f, t.defaults.get(f, default)) for t in _tasks() for f, default in t.fields.items()}
-DEFAULTS |= {key: (f"{t.name}_length", t.defaults["length"]) for key, t in _own_lengths().items()}
-TASK_KEYS = tuple(_own_lengths()) + tuple(SETTINGS[f].url for t in _tasks() for f in t.fields)  # shown for its task
+DEFAULTS = Live(_defaults)
+# the query keys shown for one task only: a task's own length and its fields
+TASK_KEYS = Live(lambda: dict.fromkeys([*_own_lengths(), *(s.url for t in _tasks() for s in t.fields)]))
 # the fields a task's experiment sets to its own defaults (and leaving it, back to the article's)
 TASK_DEFAULTED = {
     s.url: s.name
@@ -134,8 +166,7 @@ def _widget(s, lim, task: str, key: str | None = None, label: str | None = None,
     ui_low, ui_high = s.ui_range
     low = ui_low if low is None else low
     t = tasks.get(task) if task in tasks.names() else None
-    cap_name = (t.field_caps.get(s.name) if t else None) or s.cap  # a task may bound its own field (Task.field_caps)
-    cap = getattr(lim, cap_name) // s.cap_divisor if cap_name and high is None else None  # a task's length: its own
+    cap = getattr(lim, s.cap) // s.cap_divisor if s.cap and high is None else None  # a task's length: its own
     own = t.defaults.get(s.name) if t else None
     if cap is not None and isinstance(own, int) and own > cap:  # its experiment's own value (the modular task's
         cap = own  # full batch) stays open: a link naming the task opens that run; its cost is metered
@@ -165,8 +196,8 @@ def _widgets(check: bool) -> None:
     label = t.length_label or f"Sequence length {t.length_name}"
     _widget(SETTINGS["length"], lim, task, t.length_name, label, t.length_range[0],
             min(t.length_range[1], getattr(lim, t.length_cap)), help=t.length_help)()  # fmt: skip
-    for field in t.fields:
-        _widget(SETTINGS[field], lim, task)()
+    for s in t.fields:
+        _widget(s, lim, task)()
     if t.lengths_vary:
         _widget(SETTINGS["train_lengths"], lim, task)()
     for s in _sidebar_settings():  # the main settings of a run (the task's are above, the Advanced ones below)
@@ -214,10 +245,10 @@ def make(**overrides) -> RunConfig:
     kw = {k: v for k, v in task.defaults.items() if k in SETTINGS and not SETTINGS[k].url and k != "length"} | kw
     own_lengths = {f"{t.name}_length": t for t in _own_lengths().values()}
     lengths = {arg: kw.pop(arg) for arg in own_lengths}
-    fields = {f: kw.pop(f) for t in _tasks() for f in t.fields if f in kw}
+    fields = {f: kw.pop(f) for t in _tasks() for f in t.field_names() if f in kw}
     if f"{task.name}_length" in lengths:
         kw["length"] = overrides.get("length", lengths[f"{task.name}_length"])
-    kw |= {f: value for f, value in fields.items() if f in task.fields}
+    kw |= {f: value for f, value in fields.items() if f in task.field_names()}
     if not task.lengths_vary:
         kw["train_range"] = False  # the toggle is not shown for it
     if kw.pop("train_range") and "train_lengths" not in kw and kw.get("train_min") is None:
@@ -239,8 +270,14 @@ def selected_run(**overrides) -> RunConfig:
 
 
 # config field -> the sidebar's label for it, so the message names what the visitor can change
-FIELD_LABELS = {s.config_field: s.label for s in SETTINGS.values()} | {s.name: s.label for s in SETTINGS.values()}
-FIELD_LABELS |= {"length": "Sequence length L", "T": "Sequence length T", "vocab_size": SETTINGS["vocab"].label}
+FIELD_LABELS = Live(
+    lambda: (
+        {s.config_field: s.label for s in SETTINGS.values()}
+        | {s.name: s.label for s in SETTINGS.values()}
+        | {t.length_name: t.length_label or f"Sequence length {t.length_name}" for t in _tasks()}
+        | {"length": "Sequence length L", "vocab_size": "Vocabulary size"}
+    )
+)
 
 
 def show_config_error(e: ConfigError) -> None:

@@ -45,7 +45,7 @@ def base_label(base: RunConfig) -> str:
     k = base.task
     task = tasks.get(k.name)
     own = {key: value for key, value in task.defaults.items() if key != "length"}  # its experiment's (Task.defaults)
-    article = make_run(k.name, k.length, base.train.seed, **own | {field: getattr(k, field) for field in task.fields})
+    article = make_run(k.name, k.length, base.train.seed, **own | dict(k.own))
     name = variant_name(base, article)
     return "base: the full model" if name == "full" else f"base: {name}"
 

@@ -31,12 +31,23 @@ from ..interpret.hooks import run_with_hooks
 from ..interpret.patching import Contrast
 from ..layers import window_mask
 from ..sequences import N_TEST, TEST_SEED, all_distinct, parse_symbols
+from ..settings import Setting
 
 MIN_N, MAX_N = 4, 256  # N: tokens of a sequence, BOS included (the hosted cap may be lower)
 MAX_BB_VOCAB = 1024
 TABLE_SEED = 20_241_017  # the bigram table's own seed: the same table for every run of (V, K)
 DIRICHLET = 0.3  # each row of the table ~ Dirichlet(0.3, ..., 0.3) over the V tokens: a few likely successors
-BB_DEFAULTS = {"bigram_vocab": 32, "triggers": 3}  # TaskConfig's fields the task fills when not given
+# its own settings beside N (TaskConfig's fields, one record each: the sidebar, the flags and the URL read them)
+FIELDS = (
+    Setting("bigram_vocab", "task", 32, int, "Tokens V", metavar="V", low=3, high=MAX_BB_VOCAB, url="bbV",
+            flag="--bigram-vocab", cap="max_vocab",
+            help="Tokens of the bigram table, the triggers among them (BOS besides).",
+            flag_help="the bigram_backcopy task's tokens, triggers included (BOS besides)"),
+    Setting("triggers", "task", 3, int, "Trigger tokens", metavar="K", low=1, url="trig", flag="--triggers",
+            cap="max_vocab",  # K < V: bounded by the tokens' own cap
+            help="The last K of the V tokens: after one, the next token copies the token before it.",
+            flag_help="the bigram_backcopy task's trigger tokens (the last K of the V)"),
+)  # fmt: skip
 
 # The sinks experiment's defaults (docs/sinks.md: which setting decides whether a sink forms, measured): N = 32
 # tokens of V = 32 with K = 3 triggers; one block, d = 32, one head, learned positions, pre-LN, the embeddings drawn
@@ -357,8 +368,7 @@ class BigramBackcopyTask(tasks.Interpretation, tasks.Task):
     length_range = (MIN_N, MAX_N)
     length_cap = "max_induction_length"
     length_help = "Tokens per sequence, BOS included."
-    fields = BB_DEFAULTS
-    field_caps = {"triggers": "max_vocab"}  # K < V: bounded by the tokens' own cap
+    fields = FIELDS
     defaults = BB_RUN
     excluded = frozenset({"task", "length", "train_lengths", "mixed_lengths", "randomized_positions"})
     metrics = FIGURES
@@ -375,9 +385,6 @@ class BigramBackcopyTask(tasks.Interpretation, tasks.Task):
 
     # --- the config -------------------------------------------------------------------------------------------
     def check(self, task: TaskConfig) -> None:
-        for field, default in BB_DEFAULTS.items():
-            if getattr(task, field) is None:
-                object.__setattr__(task, field, default)
         check_int("N", task.length, MIN_N, MAX_N)
         check_int("bigram_vocab", task.bigram_vocab, 3, MAX_BB_VOCAB)
         if (
@@ -388,7 +395,6 @@ class BigramBackcopyTask(tasks.Interpretation, tasks.Task):
             raise ConfigError("triggers", f"must be from 1 to V - 2 = {task.bigram_vocab - 2} (two ordinary tokens "
                               f"at least), got {task.triggers}")  # fmt: skip
         check_int("triggers", task.triggers, 1, task.bigram_vocab - 2)
-        self.refuse_fields(task)
         if task.train_lengths is not None:
             raise ConfigError("train_lengths", "is not a setting of the bigram_backcopy task (one length N)")
 

@@ -28,11 +28,20 @@ from ..evaluate import EvalResult, mean_or_nan, next_token_losses
 from ..interpret.patching import Contrast
 from ..model import attention_weights
 from ..sequences import N_TEST, TEST_SEED, all_distinct, parse_symbols
+from ..settings import Setting
 
 MIN_INDUCTION_T, MAX_INDUCTION_T = 4, 256  # T: tokens of an induction sequence (the hosted cap may be lower)
 MAX_INDUCTION_VOCAB = 1024  # V: tokens drawn uniformly
 MIN_K = 2  # the shortest repeated prefix: its repeat holds one query with a target (k .. 2k - 2)
-INDUCTION_DEFAULTS = {"vocab": 32, "k_min": 4}  # TaskConfig's fields an induction task fills when not given
+# its own settings beside T (TaskConfig's fields, one record each: the sidebar, the flags and the URL read them)
+FIELDS = (
+    Setting("vocab", "task", 32, int, "Vocabulary V", metavar="V", low=2, high=MAX_INDUCTION_VOCAB, url="V",
+            flag="--V", cap="max_vocab", help="Tokens drawn uniformly.", flag_help="the induction task's vocabulary"),
+    Setting("k_min", "task", 4, int, "Shortest repeat k_min", low=MIN_K, url="kmin", flag="--k-min",
+            cap="max_induction_length", cap_divisor=2,
+            help="The repeated prefix k is drawn from k_min to T/2 per sequence.",
+            flag_help="the induction task's shortest repeated prefix"),
+)  # fmt: skip
 
 # The induction experiment's defaults (from a prototype that showed the phase change on 4 of 4 seeds):
 # T = 32 tokens of V = 32, k ~ U{4 .. 16}; 2 blocks, d = 32, 2 heads, RoPE, pre-LN, lr 1e-3, batch 32, 2,000 steps;
@@ -272,7 +281,7 @@ class InductionTask(tasks.Interpretation, tasks.Task):
     length_range = (MIN_INDUCTION_T, MAX_INDUCTION_T)
     length_cap = "max_induction_length"
     length_help = "Tokens per sequence; k ~ U{k_min .. T/2} of them repeat."
-    fields = INDUCTION_DEFAULTS
+    fields = FIELDS
     defaults = INDUCTION_RUN
     # one T per run (its own length, no range), positions as trained; compared only with runs of its own
     excluded = frozenset({"task", "length", "train_lengths", "mixed_lengths", "randomized_positions"})
@@ -295,17 +304,13 @@ class InductionTask(tasks.Interpretation, tasks.Task):
 
     # --- the config -------------------------------------------------------------------------------------------
     def check(self, task: TaskConfig) -> None:
-        """T, V and k_min in range (k_min at most T/2); V and k_min filled from INDUCTION_DEFAULTS when None."""
-        for field, default in INDUCTION_DEFAULTS.items():
-            if getattr(task, field) is None:
-                object.__setattr__(task, field, default)
+        """T, V and k_min in range (k_min at most T/2)."""
         check_int("T", task.length, MIN_INDUCTION_T, MAX_INDUCTION_T)
         check_int("vocab", task.vocab, 2, MAX_INDUCTION_VOCAB)
         half = task.length // 2
         if isinstance(task.k_min, numbers.Integral) and not isinstance(task.k_min, bool) and task.k_min > half:
             raise ConfigError("k_min", f"must be from {MIN_K} to T/2 = {half} (the repeat must fit), got {task.k_min}")
         check_int("k_min", task.k_min, MIN_K, half)
-        self.refuse_fields(task)
         if task.train_lengths is not None:
             raise ConfigError("train_lengths", "is not a setting of the induction task (one length T)")
 

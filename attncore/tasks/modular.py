@@ -25,13 +25,20 @@ from ..evaluate import EvalResult, mean_or_nan
 from ..interpret.patching import Contrast
 from ..model import attention_weights, forward
 from ..sequences import parse_symbols
+from ..settings import Setting
 
 MIN_P, MAX_P = 3, 256  # the modulus p (the hosted cap, max_modulus, may be lower)
 MAX_MODULUS = 113  # the hosted cap's default, Nanda et al.'s p: p² pairs a view scores at every snapshot
 SPLIT_SEED = 20_220_106  # the training split's own seed (Power et al.'s arXiv date): the split is a function of p and
 # the fraction only, the same for every run of those fields
 FRACTION_DIGITS = 6  # the fraction enters the split's seed rounded to a millionth
-MODULAR_DEFAULTS = {"fraction": 0.3}  # TaskConfig's fields a modular task fills when not given (Nanda et al.'s 30 %)
+# its own setting beside p (TaskConfig's field: the sidebar, the flags and the URL read its record); Nanda et al.'s 30 %
+FIELDS = (
+    Setting("fraction", "task", 0.3, float, "Training fraction", metavar="F", low=0.0, high=1.0, url="frac",
+            flag="--fraction", ui_low=0.05, ui_high=0.95, step=0.05,
+            help="The share of the p² pairs (a, b) that trains, a fixed random split; the rest is held out.",
+            flag_help="the modular task's share of the p² pairs that trains (0 < F < 1)"),
+)  # fmt: skip
 
 # The grokking experiment's defaults: Nanda et al.'s recipe (one layer, 4 heads, d_ff = 4d, AdamW with λ = 1 and
 # betas 0.9/0.98, full batch: 65,536 covers every training set up to p = 256) at p = 59, d = 64, lr 3e-3 and 40 % of
@@ -197,7 +204,7 @@ class ModularTask(tasks.Interpretation, tasks.Task):
     length_cap = "max_modulus"
     caps = {"max_modulus": MAX_MODULUS}  # its own operator limit (lab.jobs.limits reads it like the central ones)
     length_help = "The modulus: numbers 0 to p − 1, p² pairs (a, b)."
-    fields = MODULAR_DEFAULTS
+    fields = FIELDS
     defaults = MODULAR_RUN
     excluded = frozenset({"task", "length", "train_lengths", "mixed_lengths", "randomized_positions"})
     metrics = FIGURES
@@ -222,23 +229,17 @@ class ModularTask(tasks.Interpretation, tasks.Task):
 
     # --- the config -------------------------------------------------------------------------------------------
     def check(self, task: TaskConfig) -> None:
-        """p in range and the fraction in (0, 1) leaving at least one pair on each side; the fraction filled from
-        MODULAR_DEFAULTS when None."""
-        for field, default in MODULAR_DEFAULTS.items():
-            if getattr(task, field) is None:
-                object.__setattr__(task, field, default)
+        """p in range and the fraction in (0, 1) leaving at least one pair on each side."""
         check_int("p", task.length, MIN_P, MAX_P)
         f = task.fraction
         if isinstance(f, bool) or not isinstance(f, numbers.Real) or not 0.0 < f < 1.0:  # also refuses nan
             raise ConfigError("fraction", f"must be a number above 0 and below 1 (the share of the p² pairs that "
                                           f"trains), got {f!r}")  # fmt: skip
-        object.__setattr__(task, "fraction", float(f))  # 1/2 and 0.5: one cache key
         n = train_count(task.length, task.fraction)
         if not 1 <= n < task.length**2:
             raise ConfigError(
                 "fraction", f"leaves {n:,} of the {task.length**2:,} pairs for training: at least 1 must train and "
                 f"1 be held out, got {task.fraction:g}")  # fmt: skip
-        self.refuse_fields(task)
         if task.train_lengths is not None:
             raise ConfigError("train_lengths", "is not a setting of the modular task (one modulus p)")
 

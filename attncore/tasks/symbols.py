@@ -41,15 +41,19 @@ class SymbolsTask(tasks.VaryingLengths, tasks.Interpretation, tasks.Task):
         self.name, self.answer, self.pattern, self.summary = name, answer, pattern, summary
 
     # --- sequences --------------------------------------------------------------------------------------------
-    def make_sequences(self, symbols: np.ndarray) -> np.ndarray:
-        """(B, L) symbols -> (B, 2L+1) sequences with the task's answer after SEP."""
+    def answer_of(self, symbols: np.ndarray, task: TaskConfig | None) -> np.ndarray:
+        """(B, L) the answer to symbols (B, L) under the config `task`: `answer(symbols)`; a task whose answer reads
+        a field of its own (Task.fields) overrides this."""
+        return self.answer(symbols)
+
+    def make_sequences(self, symbols: np.ndarray, task: TaskConfig | None = None) -> np.ndarray:
+        """(B, L) symbols -> (B, 2L+1) sequences with the task's answer (at the config `task`) after SEP."""
         sep = np.full((len(symbols), 1), SEP, dtype=np.int64)
-        return np.concatenate([symbols, sep, self.answer(symbols)], axis=1).astype(np.int64)
+        return np.concatenate([symbols, sep, self.answer_of(symbols, task)], axis=1).astype(np.int64)
 
     # --- the config -------------------------------------------------------------------------------------------
     def check(self, task: TaskConfig) -> None:
         check_int("length", task.length, 1, MAX_LENGTH)
-        self.refuse_fields(task)
 
     def check_run(self, run: RunConfig) -> None:
         L, model = run.task.length, run.model
@@ -88,7 +92,7 @@ class SymbolsTask(tasks.VaryingLengths, tasks.Interpretation, tasks.Task):
     # --- data -------------------------------------------------------------------------------------------------
     def sample_batch(self, task: TaskConfig, batch_size: int, rng: np.random.Generator) -> np.ndarray:
         """A fresh batch (B, 2L+1) of uniformly drawn symbols."""
-        return self.make_sequences(rng.integers(0, N_SYMBOLS, (batch_size, task.length)))
+        return self.make_sequences(rng.integers(0, N_SYMBOLS, (batch_size, task.length)), task)
 
     def sample_range_batch(self, task: TaskConfig, batch_size: int, rng: np.random.Generator):
         """A training batch of a range-trained task: (seqs, lengths); lengths None when rectangular.
@@ -99,14 +103,14 @@ class SymbolsTask(tasks.VaryingLengths, tasks.Interpretation, tasks.Task):
         lo, hi = task.train_lengths
         if not task.mixed_lengths:
             n = int(rng.integers(lo, hi + 1))
-            return self.make_sequences(rng.integers(0, N_SYMBOLS, (batch_size, n))), None
+            return self.make_sequences(rng.integers(0, N_SYMBOLS, (batch_size, n)), task), None
         ns = rng.integers(lo, hi + 1, batch_size)
         symbols = rng.integers(0, N_SYMBOLS, (batch_size, hi))  # row b uses its first ns[b] symbols
         width = 2 * int(ns.max()) + 1
         out = np.full((batch_size, width), PAD, dtype=np.int64)
         for n in np.unique(ns):  # one vectorised make_sequences per length present
             rows = np.flatnonzero(ns == n)
-            out[rows, : 2 * n + 1] = self.make_sequences(symbols[rows, :n])
+            out[rows, : 2 * n + 1] = self.make_sequences(symbols[rows, :n], task)
         return out, ns.astype(np.int64)
 
     def test_set(self, task: TaskConfig, n: int = N_TEST) -> np.ndarray:
@@ -118,14 +122,14 @@ class SymbolsTask(tasks.VaryingLengths, tasks.Interpretation, tasks.Task):
 
     def probe(self, task: TaskConfig) -> np.ndarray:
         """The model input (2L,) of the probe: [s1..sL, SEP, a1..a_{L-1}]."""
-        return self.make_sequences(np.array([PROBE_SYMBOLS[: task.length]]))[0, :-1]
+        return self.make_sequences(np.array([PROBE_SYMBOLS[: task.length]]), task)[0, :-1]
 
     def answer_queries(self, task: TaskConfig) -> np.ndarray:
         return np.arange(task.length, 2 * task.length)
 
     def answer_tokens(self, task: TaskConfig, tokens: np.ndarray) -> np.ndarray:
         tokens = np.atleast_2d(np.asarray(tokens))
-        return self.make_sequences(tokens[:, : task.length])[:, task.length + 1 :]
+        return self.make_sequences(tokens[:, : task.length], task)[:, task.length + 1 :]
 
     def input_help(self, task: TaskConfig) -> str:
         return f"{task.length} symbols from 0 to {N_SYMBOLS - 1}"
@@ -133,7 +137,7 @@ class SymbolsTask(tasks.VaryingLengths, tasks.Interpretation, tasks.Task):
     def parse_input(self, text: str, task: TaskConfig) -> np.ndarray:
         """A user's symbols, e.g. "17 3 0 12 7 9" -> the model input (2L,) with the task's answer."""
         symbols = parse_symbols(text, task.length, N_SYMBOLS, f"L={task.length} symbols")
-        return self.make_sequences(np.array([symbols]))[0, :-1]  # the task's own answer (reverse too)
+        return self.make_sequences(np.array([symbols]), task)[0, :-1]  # the task's own answer (reverse too)
 
     # --- scoring ----------------------------------------------------------------------------------------------
     def evaluate(self, params, run: RunConfig, *, head_mask=None, n: int = N_TEST, positions=None):
@@ -218,8 +222,8 @@ class SymbolsTask(tasks.VaryingLengths, tasks.Interpretation, tasks.Task):
             )
         symbols = clean[None, :L].copy()
         symbols[0, position] = symbol
-        clean_answer = self.make_sequences(clean[None, :L])[0, L + 1 :]  # (L,)
-        corrupted_answer = self.make_sequences(symbols)[0, L + 1 :]
+        clean_answer = self.make_sequences(clean[None, :L], run.task)[0, L + 1 :]  # (L,)
+        corrupted_answer = self.make_sequences(symbols, run.task)[0, L + 1 :]
         j = int(np.flatnonzero(clean_answer != corrupted_answer)[0])  # a changed symbol always changes the answer
         corrupted = clean.copy()
         corrupted[position] = symbol

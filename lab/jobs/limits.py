@@ -7,10 +7,11 @@ explicitly. The other caps bound the inputs' ranges everywhere.
 Each cap is read from an environment variable (e.g. ATTNLAB_MAX_STEPS=2000), else from
 `.streamlit/secrets.toml` under `[limits]` (e.g. `max_steps = 2000`), else the default below: one rule
 for every process (lab.limits; the pages pass st.secrets, workers and the CLI read the same files).
-A new cap is one field of Limits (with its parser in PARSERS when it is not a whole number); a task's own cap is
-declared on its Task (Task.caps, {name: default}) and read here the same way, by name (Limits.task_caps, and
-`lim.<name>` like any other). ui.limits reads them for a page (st.secrets, and whether the server runs headless)
-and shows a rejected value.
+A cap several pages or processes read is one field of Limits (with its parser in PARSERS when it is not a whole
+number). A cap of one page is declared where that page's work lives (lab.limits.declare(Cap(...)): the Patching
+page's in ui.interpret), a task's own on its Task (Task.caps, {name: default}); both are read here the same way, by
+name (Limits.own_caps, and `lim.<name>` like any other). ui.limits reads them for a page (st.secrets, and whether
+the server runs headless) and shows a rejected value.
 """
 
 from __future__ import annotations
@@ -52,17 +53,8 @@ class Limits:
     max_view_cpu_s: int = 3600  # computing seconds one button press may start, estimated (lab.cost_model) before it
     sweep_jobs: int = 2  # worker processes of a sweep
     slot_wait_seconds: int = 120  # how long a job waits for a free slot
-    max_cost_t: int = 2048  # Cost: longest sequence timed
-    max_ablation_heads: int = 16  # Attention: heads zeroed one by one for the per-head table
-    max_gradcheck_coords: int = 64  # Gradient check: sampled coordinates per tensor
-    max_patch_positions: int = 24  # Patching: positions patched one at a time (each head, residual, MLP)
-    max_explain_restarts: int = 5  # Explanations: restarts of the adversarial attention search (J&W's k)
-    max_explain_steps: int = 500  # Explanations: Adam steps of each restart
-    max_test_length: int = 16  # Length generalisation: longest test length L' evaluated (up to 64)
-    max_kv_new_tokens: int = 128  # KV cache: tokens generated per timed run
     max_hub_fetches_session: int = 30  # Parameters, KV cache: models fetched from the Hub per visitor an hour
     max_hub_fetches_server: int = 300  # the same over every session (a model fetched before is not fetched again)
-    max_scaling_draws: int = 10**8  # Scaling: sum(d_k) * T * repetitions normal draws of one input set
     max_store_mb: float = 512  # the run store's size cap (MB, may be a fraction); least-recently-used runs evicted
     max_bundle_mb: int = 50  # largest run bundle a visitor may upload on Home (and Streamlit's server.maxUploadSize)
     max_download_mb: int = 200  # Home's "Download all runs": the largest bundle it builds (cache import's default)
@@ -71,12 +63,13 @@ class Limits:
     hosted: bool | None = None  # hosted mode (WORK_CAPS refuse work): None = when the server runs headless
     hub_fetch: bool | None = None  # Parameters, KV cache fetch a model by its Hub id: None = on unless hosted
     explicit: frozenset = field(default=frozenset(), compare=False)  # the caps an operator set (not a setting)
-    # the registered tasks' own caps (Task.caps), ((name, value), ...): read as `lim.<name>` like the fields above
-    task_caps: tuple = field(default_factory=lambda: tuple(task_cap_defaults().items()))
+    # the caps declared outside this table, ((name, value), ...): the registered tasks' (Task.caps) and the pages'
+    # (lab.limits.declare), read as `lim.<name>` like the fields above
+    own_caps: tuple = field(default_factory=lambda: tuple(own_cap_defaults().items()))
 
     def __getattr__(self, name: str):
-        """A task's own cap by name (only names the fields above do not hold reach here)."""
-        caps = dict(self.__dict__.get("task_caps", ()))
+        """A task's or a page's own cap by name (only names the fields above do not hold reach here)."""
+        caps = dict(self.__dict__.get("own_caps", ()))
         if name in caps:
             return caps[name]
         raise AttributeError(f"no cap named {name!r}")
@@ -140,13 +133,18 @@ class Limits:
         return not headless
 
 
-def task_cap_defaults() -> dict[str, int]:
-    """{cap name: default} of every registered task's own caps (Task.caps); a name two tasks declare takes the
-    larger default (each bounds its own task's inputs)."""
+def own_cap_defaults() -> dict[str, int]:
+    """{cap name: default} of the caps declared outside Limits: every registered task's own (Task.caps; a name two
+    tasks declare takes the larger default, each bounding its own task's inputs), then the pages' (lab.limits.declare,
+    those of the modules imported so far). ValueError for one with the name of a field of Limits."""
     out: dict[str, int] = {}
     for name in tasks.names():
         for cap, default in tasks.get(name).caps.items():
             out[cap] = max(out.get(cap, default), default)
+    out |= {cap.name: cap.default for cap in limits.declared().values()}
+    central = {f.name for f in fields(Limits)}
+    if central & set(out):
+        raise ValueError(f"the cap {sorted(central & set(out))[0]!r} is a field of Limits: declare it once")
     return out
 
 
@@ -218,8 +216,8 @@ UNSET = {  # what a setting whose default is None (unset) does, said when a bad 
 def parse_limits(environ: Mapping[str, str], secrets: Mapping) -> tuple[Limits, list[str]]:
     """(the caps, one message per value rejected); a rejected value leaves that cap at its default."""
     values, problems = {}, []
-    own = task_cap_defaults()
-    names = {f.name: f.default for f in fields(Limits) if f.name not in ("explicit", "task_caps")} | own
+    own = own_cap_defaults()
+    names = {f.name: f.default for f in fields(Limits) if f.name not in ("explicit", "own_caps")} | own
     for name, default in names.items():
         raw = limits.raw_setting(name, environ, secrets)
         if raw is None:
@@ -229,6 +227,6 @@ def parse_limits(environ: Mapping[str, str], secrets: Mapping) -> tuple[Limits, 
             values[name] = parse(name, raw)
         except ValueError as e:
             problems.append(f"Limit ignored: {e}; {UNSET.get(name, f'using the default {default}')}.")
-    explicit = frozenset(values)  # the caps an operator set, a task's own among them
-    task_caps = own | {name: values.pop(name) for name in own if name in values}
-    return Limits(**values, task_caps=tuple(task_caps.items()), explicit=explicit), problems
+    explicit = frozenset(values)  # the caps an operator set, a task's or a page's own among them
+    own |= {name: values.pop(name) for name in own if name in values}
+    return Limits(**values, own_caps=tuple(own.items()), explicit=explicit), problems

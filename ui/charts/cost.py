@@ -5,8 +5,12 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
+from lab.limits import Cap, declare
 from ui.charts.base import BAD, BASE_COLOR, FIT_X, GOOD, log_ticks
 from ui.charts.memo import memo_chart
+
+# the Cost page's cap (lab.limits: read by name, ATTNLAB_<NAME> or [limits] as every cap)
+(LONGEST_T,) = declare(Cap("max_cost_t", 2048, "Cost: longest sequence timed"))
 
 MEMORY = alt.Scale(domain=["T × T scores", "Q, K, V"], range=[BAD, GOOD])
 

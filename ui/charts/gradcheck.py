@@ -7,8 +7,12 @@ import numpy as np
 import pandas as pd
 
 from lab import formats
+from lab.limits import Cap, declare
 from ui.charts.base import BAD, BASE_COLOR, GOOD, VARIANT_COLORS
 from ui.charts.memo import memo_chart
+
+# the Gradient check page's cap (lab.limits: read by name, ATTNLAB_<NAME> or [limits] as every cap)
+(COORDS,) = declare(Cap("max_gradcheck_coords", 64, "Gradient check: sampled coordinates per tensor"))
 
 NORM_LABELS = {"pre": "pre-LN", "post": "post-LN"}
 PASS_MARK = 1e-4  # a usual bar for a passing check at eps = 1e-6

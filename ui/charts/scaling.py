@@ -7,8 +7,12 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
+from lab.limits import Cap, declare
 from ui.charts.base import BAD, BASE_COLOR, GOOD
 from ui.charts.memo import memo_chart
+
+# the Scaling page's cap (lab.limits: read by name, ATTNLAB_<NAME> or [limits] as every cap)
+(DRAWS,) = declare(Cap("max_scaling_draws", 10**8, "Scaling: Σd_k · T · repetitions of one draw"))
 
 SCALED, UNSCALED = "q·k / √d_k", "q·k"
 SCALING = alt.Scale(domain=[SCALED, UNSCALED], range=[GOOD, BAD])
