@@ -134,8 +134,21 @@ NEMOTRON_TYPES = {"mamba": "M", "linear_attention": "M", "attention": "*", "full
                   "moe": "E"}  # fmt: skip
 
 
+def _with(f: Fields, **derived) -> Fields:
+    """The same reader over the object with derived keys added (a count the file implies, not gives)."""
+    out = Fields(f.data | derived, f.model_type, f.prefix)
+    out.read, out.defaults, out.required = f.read, f.defaults, f.required
+    out.defaults.extend(f"{k} = {v:,} (absent: the layer list's length)" for k, v in derived.items())
+    return out
+
+
 def _nemotron_h(f: Fields, notes: list) -> tuple[dict, list[str], StateMixer]:
-    """Nemotron-H: each layer one RMSNorm and one sublayer (Mamba2, attention, a ReLU² MLP, or MoE)."""
+    """Nemotron-H: each layer one RMSNorm and one sublayer (Mamba2, attention, a ReLU² MLP, or MoE). transformers
+    5 writes no num_hidden_layers (the layer list's length is the count): then the pattern's length is."""
+    if not f.has("num_hidden_layers"):
+        given = f.data.get("hybrid_override_pattern", f.data.get("layers_block_type", f.data.get("layer_types")))
+        if isinstance(given, str | list) and 0 < len(given) <= 10_000:
+            f = _with(f, num_hidden_layers=len(given))
     kw = _base(f, False) | {"ffn": "relu", "norm_placement": "pre"}
     n = kw["n_layers"]
     if f.has("attention_head_dim") and not f.has("head_dim"):
@@ -284,6 +297,19 @@ def _lfm2(f: Fields) -> tuple[dict, list[str], StateMixer]:
     return kw, kinds, mixer
 
 
+def _dense_first(f: Fields, n: int) -> int:
+    """Kimi Linear's dense layers: mlp_layer_types when the file has it (transformers reads it first; the lab reads
+    dense layers first only), else first_k_dense_replace."""
+    types = f.strings("mlp_layer_types", ("dense", "sparse"), n)
+    if types is None:
+        return f.int("first_k_dense_replace", 0, n, 1)
+    dense = types.count("dense")
+    if types[:dense] != ["dense"] * dense:
+        raise ConfigError(f.name("mlp_layer_types"), "the lab reads dense layers first, then sparse ones, only")
+    f.read.add("first_k_dense_replace")  # mlp_layer_types says it
+    return dense
+
+
 def _kimi(f: Fields, notes: list) -> tuple[dict, list[str], StateMixer]:
     """Kimi Linear: Kimi Delta Attention layers and latent attention (MLA) layers; DeepSeek-style experts with
     shared ones and dense first layers."""
@@ -314,7 +340,7 @@ def _kimi(f: Fields, notes: list) -> tuple[dict, list[str], StateMixer]:
                    "num_experts_per_token") else f.int("num_experts_per_tok", 1, e, 8),
                moe_d_ff=f.int("moe_intermediate_size", 1, 10_000_000),
                n_shared_experts=f.int("num_shared_experts", 0, 1_000, 1),
-               n_dense_layers=f.int("first_k_dense_replace", 0, n, 1))  # fmt: skip
+               n_dense_layers=_dense_first(f, n))  # fmt: skip
     freq = f.int("moe_layer_freq", 1, 10_000, 1)
     if freq != 1:
         raise ConfigError(f.name("moe_layer_freq"), f"the lab reads 1 (every layer after the dense ones), got {freq}")
@@ -322,7 +348,8 @@ def _kimi(f: Fields, notes: list) -> tuple[dict, list[str], StateMixer]:
     head_dim = sub.int("head_dim", 1, MAX_DIM, f.int("linear_head_dim", 1, MAX_DIM, 128))
     mixer = StateMixer("kda", sub.int("short_conv_kernel_size", 1, 1024, f.int("linear_conv_kernel_dim", 1, 1024, 4)),
                        heads=heads, head_dim=head_dim)  # fmt: skip
-    notes.extend(sub.ignored() and [f"linear_attn_config keys not read: {', '.join(sub.ignored()[:10])}"])
+    if sub.ignored():
+        notes.append(f"linear_attn_config keys not read: {', '.join(sub.ignored()[:10])}")
     return kw | {"bias": "none"}, kinds, mixer
 
 
