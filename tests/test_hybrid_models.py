@@ -305,6 +305,14 @@ HOSTILE = [
     (hostile("qwen3-next-80b-a3b", layer_types=["linear_attention"] * 47 + ["sliding"]), "layer_types", "entry 47"),
     (hostile("falcon-h1-tiny-90m", projectors_bias=True), "projectors_bias", "mamba_proj_bias"),
     (hostile("kimi-linear-48b-a3b", hidden_size=10**9), "hidden_size", "from 1 to"),
+    (hostile("nemotron-h-8b-base-8k", mamba_num_heads=999_999, mamba_head_dim=999_999), "mamba_head_dim", "at most"),
+    (
+        hostile("jamba-v0.1", mamba_expand=1000, hidden_size=999_936, num_attention_heads=1, num_key_value_heads=1),
+        "mamba_expand",
+        "Mamba width",
+    ),
+    (hostile("qwen3-next-80b-a3b", shared_expert_intermediate_size=10**8), "shared_expert_intermediate_size", "to"),
+    (hostile("kimi-linear-48b-a3b", mlp_layer_types=["sparse", "dense"] * 13 + ["dense"]), "mlp_layer_types", "first"),
 ]
 
 
