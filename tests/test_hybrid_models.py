@@ -298,6 +298,11 @@ HOSTILE = [
     (hostile("nemotron-h-8b-base-8k", mamba_num_heads=10**12), "mamba_num_heads", "from 1 to"),
     (hostile("jamba-v0.1", attn_layer_offset=9), "attn_layer_offset", "from 0 to 7"),
     (hostile("jamba-v0.1", mamba_d_state="16"), "mamba_d_state", "whole number"),
+    (
+        {k: v for k, v in hostile("jamba-v0.1", attn_layer_period=2).items() if k != "attn_layer_offset"},
+        "attn_layer_offset",
+        "below its period",
+    ),
     (hostile("granite-4.0-h-tiny", layer_types=["mamba"] * 3), "layer_types", "40 entries"),
     (hostile("granite-4.0-h-tiny", mamba_d_head=65), "mamba_d_head", "Mamba width"),
     (hostile("lfm2-350m", full_attn_idxs=[99]), "full_attn_idxs", "layer indices"),
