@@ -21,7 +21,7 @@ from ui.frames import within_int64
 
 COMPONENT_COLORS = alt.Scale(
     domain=list(COMPONENTS),
-    range=[TOKEN_COLOR, "#72B7B2", SEQUENCE_COLOR, "#54A24B", "#EECA3B", "#B279A2"],
+    range=[TOKEN_COLOR, "#72B7B2", SEQUENCE_COLOR, "#FF9DA6", "#54A24B", "#EECA3B", "#B279A2"],
 )
 ATTENTION_COLORS = {"MHA": VARIANT_COLORS[0], "GQA": TOKEN_COLOR, "MQA": VARIANT_COLORS[1], "MLA": VARIANT_COLORS[2]}
 MODE_COLORS = alt.Scale(domain=list(MODES), range=[TOKEN_COLOR, SEQUENCE_COLOR])
@@ -125,7 +125,7 @@ def cache_metrics(c: KVCache) -> list[Metric]:
     return [
         ("KV cache, binary units", binary_size(c.bytes), "GiB = 2³⁰ B"),
         ("KV cache, decimal units", decimal_size(c.bytes), "GB = 10⁹ B"),
-        ("Per token", f"{c.bytes_per_token:,} B", "one sequence, all layers"),
+        ("Per token", f"{c.bytes_per_token:,} B", f"one sequence, all {'attention ' * bool(c.state_layers)}layers"),
         (label, weights, note),
         ("Cache / weights", "—" if c.ratio is None else cache_ratio(c.ratio), f"{c.attention} cache"),
     ]
