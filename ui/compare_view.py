@@ -18,6 +18,7 @@ from lab.jobs.limits import Limits
 from lab.store import RunRecord
 from ui import runs, sweeps, tables
 from ui.charts import compare as compare_charts
+from ui.figure import show_chart
 from ui.limits import limits
 from ui.params import url_multiselect, url_number, url_toggle
 from ui.plain import plain
@@ -360,7 +361,7 @@ def loss_panel(prefix: str, bands_of: Callable[[int], pd.DataFrame], caption: st
         log = url_toggle("Log scale", f"{prefix}_log", True)
         smooth = url_number("Smoothing (steps)", f"{prefix}_smooth", 25, 1, 500, help="Trailing moving average.")
     with c2:
-        st.altair_chart(compare_charts.band_curves(bands_of(smooth), log=log), width="stretch")
+        show_chart(compare_charts.band_curves(bands_of(smooth), log=log), f"{prefix}-loss", width="stretch")
     st.caption(caption)
 
 
