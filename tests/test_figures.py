@@ -18,7 +18,23 @@ from serving import kvcache
 from serving import parameters as calc
 from serving.presets import PRESETS, get_preset
 from ui import figure, frames
-from ui.charts import base, calculators, compare, cost, export, masks, position, regimes, runs
+from ui.charts import (
+    base,
+    calculators,
+    compare,
+    cost,
+    export,
+    gradcheck,
+    grokking,
+    induction,
+    masks,
+    position,
+    regimes,
+    runs,
+    scaling,
+    sinks,
+)
+from ui.charts import interpret as interpret_charts
 
 ROOT = Path(__file__).resolve().parents[1]
 SVG_TEXT = "{http://www.w3.org/2000/svg}text"
@@ -99,6 +115,28 @@ def _against() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _grokking_curves() -> tuple[pd.DataFrame, pd.DataFrame]:
+    curves = pd.DataFrame(
+        {"variant": "weight decay 1", "seed": 0, "step": [1, 2, 1, 2], "figure": "accuracy"}
+        | {"part": ["training", "training", "held out", "held out"], "value": [0.5, 1.0, 0.1, 0.9]}
+    )
+    return curves, pd.DataFrame({"variant": ["weight decay 1"], "seed": [0], "step": [2]})
+
+
+def _sink_shares() -> pd.DataFrame:
+    return pd.DataFrame(
+        {"head": ["L0H0", "L0H1"] * 2, "role": ["sink head", "other heads"] * 2, "seed": 0}
+        | {"step": [10, 10, 100, 100], "share": [0.3, 0.2, 0.9, 0.1]}
+    )
+
+
+DIVERGENCES = {
+    "row": [0.1, 0.9],
+    "adversarial": [{"jsd": 0.2, "tvd": 0.005, "feasible": True, "row": [0.5, 0.5]}],
+    "seed_jsd": [{"seed": 1, "jsd": 0.3, "closest_head": 2, "closest_head_jsd": 0.01, "row": [0.3, 0.7]}],
+}
+
+
 CHARTS = {
     # lines with a legend below (layered over bands)
     "compare.band_curves": lambda: compare.band_curves(_bands(LEVELS)),
@@ -131,6 +169,31 @@ CHARTS = {
     "cost.time_chart": lambda: cost.time_chart(_cost_frame(), 2.0),
     "regimes.against": lambda: regimes.against(_against(), "lr", "learning rate", log_x=True),
     "position.param_chart": lambda: position.param_chart(mech.attention_param_counts(64)),
+    # one of each other page group's
+    "scaling.statistic_chart": lambda: scaling.statistic_chart(
+        scaling.scaling_long(mech.scaling_statistics((4, 64), n_keys=32, repetitions=20, seed=1)), "entropy"
+    ),
+    "gradcheck.gradcheck_chart": lambda: gradcheck.gradcheck_chart(
+        [
+            {"norm": norm, "tensor": f"blocks.{i}.attn.W_q", "eps": eps, "n_checked": 4, "n_eligible": 9}
+            | {"max_rel_dev": 1e-7 * (i + 1) / eps}
+            for norm in ("pre", "post")
+            for eps in (1e-6, 1e-4)
+            for i in range(3)
+        ]
+    ),
+    "grokking.accuracy_curves": lambda: grokking.accuracy_curves(*_grokking_curves(), (2, 2)),
+    "induction.head_scores": lambda: induction.head_scores(
+        pd.DataFrame(
+            {"pattern": "induction", "head": ["L0H0", "L1H0"] * 2, "step": [100, 100, 200, 200]}
+            | {"score": [0.1, 0.2, 0.3, 0.9]}
+        )
+    ),
+    "interpret.divergences": lambda: interpret_charts.divergences(DIVERGENCES),
+    "interpret.detection_scores": lambda: interpret_charts.detection_scores(
+        {"L back": np.array([[0.9, 0.1]]), "previous token": np.array([[0.0, 0.5]])}
+    ),
+    "sinks.sink_share": lambda: sinks.sink_share(_sink_shares(), 0.125),
 }
 
 
