@@ -1,6 +1,6 @@
 """A chart as a file for slides and papers: its Vega-Lite spec rendered offline by vl-convert, as SVG, or as PNG at
-twice the SVG's size (2 px per unit: sharp on a projector). A chart Streamlit stretches to the main area is drawn
-as wide as that area is in a 1,280 px window (MAIN_WIDTH), the way a visitor sees it there.
+twice the SVG's size (2 px per unit: sharp on a projector). A chart Streamlit stretches to its column is drawn as
+wide as the whole main area of a 1,280 px window (MAIN_WIDTH), as a page shows it when the chart has a row of its own.
 """
 
 from __future__ import annotations
