@@ -292,6 +292,12 @@ def test_a_stretched_view_is_drawn_as_wide_as_the_main_area_and_a_facet_as_its_s
     assert export.figure_spec(facet, stretched=True) == facet.to_dict()
 
 
+def test_a_render_fetches_nothing():
+    spec = {"data": {"url": "http://127.0.0.1:9/data.json"}, "mark": "point"}
+    with pytest.raises(ValueError, match="not allowed"):
+        export.to_svg(spec)
+
+
 # --- the wrapper: nothing rendered while a page runs; a click's render kept ---------------------
 
 

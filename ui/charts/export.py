@@ -12,6 +12,7 @@ from ui.charts.base import FIT_X, MAIN_WIDTH
 
 PNG_SCALE = 2  # pixels per SVG unit
 VEGA_LITE = ".".join(alt.SCHEMA_VERSION.lstrip("v").split(".")[:2])  # the version Altair writes its specs in
+NO_URLS: list[str] = []  # the data is in the spec: vl-convert fetches nothing (an url in a spec is refused)
 MULTI_VIEW = ("facet", "hconcat", "vconcat", "concat", "repeat")  # drawn at their own width, never stretched
 
 
@@ -27,9 +28,9 @@ def figure_spec(chart: alt.TopLevelMixin, stretched: bool = False) -> dict:
 
 def to_svg(spec: dict) -> str:
     """The spec drawn as an SVG document (text as <text> elements: editable, searchable)."""
-    return vlc.vegalite_to_svg(spec, vl_version=VEGA_LITE)
+    return vlc.vegalite_to_svg(spec, vl_version=VEGA_LITE, allowed_base_urls=NO_URLS)
 
 
 def to_png(spec: dict, scale: float = PNG_SCALE) -> bytes:
     """The spec drawn as a PNG, `scale` pixels per SVG unit."""
-    return vlc.vegalite_to_png(spec, vl_version=VEGA_LITE, scale=scale)
+    return vlc.vegalite_to_png(spec, vl_version=VEGA_LITE, scale=scale, allowed_base_urls=NO_URLS)
