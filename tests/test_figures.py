@@ -14,6 +14,7 @@ import pytest
 
 from attncore.evaluate import EvalResult, LengthResult
 from attncore.mechanisms import demos as mech
+from lab.jobs.memo import Memo
 from serving import kvcache
 from serving import parameters as calc
 from serving.presets import PRESETS, get_preset
@@ -351,7 +352,7 @@ def test_a_page_run_renders_nothing_and_offers_svg_and_png_under_each_chart(monk
 
 def test_a_render_is_kept_per_spec_and_made_once(monkeypatch):
     calls = _counting(monkeypatch)
-    figure.RENDERS._items.clear()
+    monkeypatch.setattr(figure, "RENDERS", Memo(8))  # a memo of the test's own
     chart = CHARTS["cost.memory_chart"]()
     first = figure.rendered(chart, "png", stretched=True)
     assert figure.rendered(chart, "png", stretched=True) is first and calls == ["png"]

@@ -19,10 +19,9 @@ import altair as alt
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from lab.jobs.memo import MISSING, Memo
+from lab.jobs.memo import MISSING, Memo, MiB
 from ui.charts import export
 
-MiB = 2**20
 RENDERS = Memo(64, 48 * MiB)  # (spec digest, format) -> the file's bytes, shared by every session
 _ONE_RENDER = threading.Lock()
 FORMATS = {"svg": ("SVG", "image/svg+xml"), "png": (f"PNG ({export.PNG_SCALE}×, for slides)", "image/png")}
