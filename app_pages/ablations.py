@@ -8,6 +8,7 @@ from lab import compare, formats
 from lab.factors import tables as grouped_tables
 from ui import compare_view, docs, frames, probe, sidebar
 from ui.charts import runs as charts
+from ui.figure import show_chart
 from ui.limits import limits
 from ui.params import url_multiselect
 from ui.variants import DEFAULT, DEFAULT_SEEDS, VARIANTS, variant_runs
@@ -61,7 +62,7 @@ compare_view.downloads(summary, comparisons, "ablations")
 st.subheader("Distinct vs repeated symbols")
 per_seed = [frames.breakdown_frame({label: rs[i].eval for label, rs in groups.items()}) for i in range(len(seeds))]
 breakdown = compare_view.breakdown_over_seeds(per_seed)
-st.altair_chart(charts.breakdown_bars(breakdown), width="stretch")
+show_chart(charts.breakdown_bars(breakdown), "breakdown", width="stretch")
 if not task_of(base.task).generates:
     st.caption(
         f"Sequences whose repeat is all right (most likely token, reading the true tokens), mean over "

@@ -5,6 +5,7 @@ import streamlit as st
 from attncore.inspect import attention_maps, summary_of
 from ui import docs, frames, probe, runs, sidebar, tables
 from ui.charts import runs as charts
+from ui.figure import show_chart
 from ui.params import url_multiselect, url_select_slider
 
 st.title("Attention")
@@ -30,7 +31,7 @@ step = url_select_slider(
 )
 step = step if on_probe else steps
 shown = snapshots[step].probe_attention if on_probe else maps  # the last snapshot's maps are the final maps
-st.altair_chart(charts.attention_heatmaps(frames.attention_frame(shown, tokens, sep)))
+show_chart(charts.attention_heatmaps(frames.attention_frame(shown, tokens, sep)), "attention-maps")
 then = f" ({words.then.format(accuracy=f'{snapshots[step].sequence_accuracy:.3f}')})"
 st.caption(
     f"After step {step:,} of {steps:,}{' (the final weights)' if step == steps else then}. Row: a query position, "
@@ -79,7 +80,7 @@ def head_ablation() -> None:
             "the change is against the full model."
         )
     with right:
-        st.altair_chart(charts.head_effects(table), width="stretch")
+        show_chart(charts.head_effects(table), "head-effects", width="stretch")
         st.caption("Each head zeroed alone: how sharp its weights look, beside what zeroing it costs.")
 
 

@@ -9,6 +9,7 @@ from lab.factors import comparison_runs, faceted, factors_for, snapshot_tables
 from lab.factors import tables as grouped_tables
 from ui import compare_view, probe, sidebar
 from ui.charts import compare as compare_charts
+from ui.figure import show_chart
 from ui.limits import limits
 from ui.params import url_select
 
@@ -78,7 +79,11 @@ compare_view.loss_panel(
 
 st.subheader("Accuracy during training")
 snapshots = snapshot_tables(parts)
-st.altair_chart(compare_charts.band_curves(snapshots, log=False, y_title="mean per-sequence accuracy"), width="stretch")
+show_chart(
+    compare_charts.band_curves(snapshots, log=False, y_title="mean per-sequence accuracy"),
+    "accuracy-during-training",
+    width="stretch",
+)
 st.caption(
     f"Per-sequence accuracy {probe.accuracy_how(base)} at each run's "
     f"{probe.snapshots_how(base, len(run_snapshot_steps(base)))}: the line is the mean over "
@@ -86,7 +91,7 @@ st.caption(
 )
 
 st.subheader(f"Accuracy against {label(factor).lower()}")
-st.altair_chart(compare_charts.accuracy_by_level(summary, label(factor)), width="stretch")
+show_chart(compare_charts.accuracy_by_level(summary, label(factor)), "accuracy-by-level", width="stretch")
 st.caption(
     f"Per-token and per-sequence accuracy {probe.accuracy_how(base)} on {probe.words(base).test_set} per run: the "
     "dot is the mean over the seeds, the bar runs from the lowest to the highest seed."

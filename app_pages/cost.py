@@ -7,6 +7,7 @@ from attncore.mechanisms.attention_cost import attention_memory, loglog_slope, t
 from lab.jobs.slots import BusyError
 from ui import docs
 from ui.charts.cost import cost_frame, memory_chart, time_chart
+from ui.figure import show_chart
 from ui.frames import parse_ints
 from ui.limits import limits
 from ui.params import show_invalid, url_number, url_text
@@ -90,8 +91,8 @@ left, right = st.columns(2)
 if rows is None:
     left.info("Press **Run the timings** to time these lengths on this server.", icon=":material/timer:")
 else:
-    left.altair_chart(time_chart(frame, slope), width="stretch")
-right.altair_chart(memory_chart(frame), width="stretch")
+    show_chart(time_chart(frame, slope), "time", where=left, width="stretch")
+show_chart(memory_chart(frame), "memory", where=right, width="stretch")
 st.dataframe(
     frame,
     hide_index=True,

@@ -8,6 +8,7 @@ from attncore.task import task_of
 from lab import formats
 from ui import docs, interpret, probe, runs, sidebar, tables
 from ui.charts import interpret as charts
+from ui.figure import show_chart
 from ui.limits import limits
 from ui.params import url_multiselect, url_number, url_select
 
@@ -24,14 +25,14 @@ st.subheader("Head types: where each head's attention falls")
 found = interpret.head_scores(record, tokens)
 if found is not None:
     for key, what in (("probe", "this input"), ("test", "the mean over the first 100 held-out inputs")):
-        st.altair_chart(charts.detection_scores(found[key]), width="content")
+        show_chart(charts.detection_scores(found[key]), f"detection-scores-{key}", width="content")
         st.caption(f"Score on {what}.")
     st.caption(
         f"Score = Σ(A ⊙ D) / ΣA over {words.score_rows}: the share of a head's weight on a 0/1 pattern D. "
         + " · ".join(f"**{n}**: {d}" for n, d in heads.patterns_of(run.task).items())
         + "."
     )
-    st.altair_chart(charts.scores_over_training(found["steps"], found["training"]))
+    show_chart(charts.scores_over_training(found["steps"], found["training"]), "scores-over-training")
     st.caption("The same scores on the probe sequence at each stored training snapshot.")
 
 st.subheader("Attention is not explanation, measured on this model")
@@ -64,19 +65,19 @@ if missing and st.button(f"Train the {formats.count(len(missing), 'missing basel
 result = interpret.explanation(record, others, tokens, layer, head, query, restarts, steps)
 if result is not None:
     st.info(result["finding"], icon=":material/lightbulb:")
-    st.altair_chart(charts.permutation_tvd(result["permutation_tvd"]), width="content")
+    show_chart(charts.permutation_tvd(result["permutation_tvd"]), "permutation-tvd", width="content")
     st.caption(
         f"(a) {picked}'s row at query {query} shuffled among the keys it may see, 100 times: the total variation "
         "distance of the output distribution at that query (orange: 0.01)."
     )
-    st.altair_chart(charts.divergences(result), width="content")
+    show_chart(charts.divergences(result), "divergences", width="content")
     st.caption(
         f"(b) {restarts} searches (Adam, lr 1e-2, {steps} steps, from uniform plus noise) for the row farthest "
         "from the original (Jensen–Shannon divergence, at most ln 2: dashed) with the output within TVD 0.01. "
         "(c) The same input in models trained from other seeds: the same-numbered head and the closest head."
         + (f" Not trained yet: seeds {', '.join(str(r.train.seed) for r in missing)}." if missing else "")
     )
-    st.altair_chart(charts.rows_chart(result, tokens, sep), width="content")
+    show_chart(charts.rows_chart(result, tokens, sep), "rows", width="content")
     st.caption("The original row, the farthest alternative found within the bound, and the closest other-seed row.")
 table = interpret.shuffle_table(record, tokens, query)
 if table is not None:

@@ -7,6 +7,7 @@ from lab.formats import scientific as sci
 from lab.jobs.slots import BusyError
 from ui import docs
 from ui.charts.gradcheck import NORM_LABELS, PASS_MARK, eps_comparison, eps_label, gradcheck_chart, gradcheck_table
+from ui.figure import show_chart
 from ui.limits import limits
 from ui.metered import metered
 from ui.params import show_invalid, url_multiselect, url_number
@@ -95,7 +96,7 @@ for col, (norm, label) in zip(st.columns(2), NORM_LABELS.items(), strict=True):
         )
 
 st.subheader("Per tensor")
-st.altair_chart(gradcheck_chart(rows))
+show_chart(gradcheck_chart(rows), "per-tensor")
 st.caption(
     f"Max of |numeric − analytic| / max(|numeric|, |analytic|) over the sampled coordinates of each tensor, seed "
     f"{seed}; dashed: {sci(PASS_MARK, 1)}, a usual bar for a passing check. A tensor without a coordinate above "

@@ -8,6 +8,7 @@ from lab.experiments import grokking
 from ui import compare_view, docs
 from ui import grokking_view as view
 from ui.charts import grokking as charts
+from ui.figure import show_chart
 from ui.limits import limits
 from ui.params import url_select
 from ui.regimes_view import cell_table
@@ -37,7 +38,7 @@ view.cost(wanted)
 st.subheader("Training and held-out accuracy over training")
 curves, first = grokking.curves_frame(records), table.iloc[0]
 window = (int(first["window_from"]), int(first["window_to"]))
-st.altair_chart(charts.accuracy_curves(curves, grokking.spikes_frame(per_run), window))
+show_chart(charts.accuracy_curves(curves, grokking.spikes_frame(per_run), window), "accuracy")
 st.caption(
     f"Accuracy on all {wanted[0].task.length ** 2:,} pairs at each snapshot: the training pairs (blue) and the "
     "held-out ones (orange), a thin line per seed, the step axis logarithmic; dotted: 99 %. Shaded: the final window "
@@ -48,7 +49,7 @@ st.caption(
 view.variant_table(table)
 
 st.subheader("The weight norm and the embedding's frequencies")
-st.altair_chart(charts.norm_and_frequencies(curves))
+show_chart(charts.norm_and_frequencies(curves), "norm-and-frequencies")
 st.caption(
     "Left: the norm of all the weights; weight decay pulls it down once the training pairs are fitted. Right: how "
     "many frequencies the embedding's power is spread over (1 / Σ s_k², the shares s_k of its discrete Fourier "
@@ -61,7 +62,7 @@ spectra = pd.concat(
     [grokking.spectrum_frame(by_run[rs[seeds.index(seed)]]).assign(variant=v) for v, rs in by_variant.items()],
     ignore_index=True,
 )
-st.altair_chart(charts.spectrum(spectra))
+show_chart(charts.spectrum(spectra), "spectrum")
 keys = {v: grokking.key_frequencies(by_run[rs[seeds.index(seed)]]) for v, rs in by_variant.items()}
 st.caption(
     "Share of the power of the numbers' embedding vectors at each frequency k (k and p − k together, the constant "

@@ -16,6 +16,7 @@ from ui.charts.position import (
     permutation_frame,
     rope_offset_table,
 )
+from ui.figure import show_chart
 from ui.params import show_invalid, url_number, url_radio
 
 ENCODINGS = {"sinusoidal": "sinusoidal", "learned": "learned", "rope": "RoPE", "none": "none"}
@@ -44,7 +45,7 @@ with left:
         "Attention per block, every h", f"{counts[0]['attention_params']:,}", "4d² + 4d", "off", delta_arrow="off"
     )
     st.metric("Block with d_ff = 4d, every h", f"{counts[0]['block_params']:,}", "12d² + 13d", "off", delta_arrow="off")
-right.altair_chart(param_chart(counts), width="stretch")
+show_chart(param_chart(counts), "parameters", where=right, width="stretch")
 with st.expander(f"Counted from the parameter shapes, for each of the {len(counts)} h that divide d"):
     st.dataframe(param_table(counts), hide_index=True, width="stretch")
 
@@ -62,7 +63,7 @@ except ConfigError as e:
     show_invalid(e)
 else:
     left, right = st.columns(2)
-    left.altair_chart(permutation_chart(perm), width="stretch")
+    show_chart(permutation_chart(perm), "permutation", where=left, width="stretch")
     deviations = {c: formats.loss for c in perm.columns[1:3]}  # one format per column: scientific below 1e-3
     right.dataframe(tables.styled(perm, deviations), hide_index=True)
     st.caption(
@@ -94,8 +95,13 @@ heat = heatmap(
     cell=cell,
     legend="top",  # above the map: a legend at its right ran out of the column
 )
-left.altair_chart(heat, width="content")
-right.altair_chart(encoding_lines(table, list(range(0, min(8, table.shape[1]), 2)), value), width="stretch")
+show_chart(heat, "encoding-map", where=left, width="content")
+show_chart(
+    encoding_lines(table, list(range(0, min(8, table.shape[1]), 2)), value),
+    "encoding-lines",
+    where=right,
+    width="stretch",
+)
 st.caption(NOTES[kind])
 
 st.subheader("RoPE: q_m · k_n depends only on m − n")
@@ -115,7 +121,7 @@ for col, key, title in (
     dots = grid_frame(rope[key], ("m", "n"), "dot")
     scale = diverging(rope[key])
     chart = heatmap(dots, "n", "m", "dot", scale=scale, text_format=None, cell=13, title=title, legend="top")
-    col.altair_chart(chart, width="content")
+    show_chart(chart, f"rope-{key}", where=col, width="content")
 offsets = rope_offset_table(rope["rows"])
 dots_text = {c: formats.loss for c in offsets.columns[2:]}  # one format per column (was 2.4724 beside 2.204)
 st.dataframe(tables.styled(offsets, dots_text), hide_index=True, width="stretch")

@@ -8,6 +8,7 @@ from lab.experiments import induction
 from ui import compare_view, docs
 from ui import induction_view as view
 from ui.charts import induction as charts
+from ui.figure import show_chart
 from ui.limits import limits
 from ui.params import url_select
 from ui.regimes_view import cell_table
@@ -46,7 +47,7 @@ vocab = wanted[0].task.vocab
 view.finding(table, rows, vocab)
 
 st.subheader("The repeat loss against the first copy's, each seed's phase change marked")
-st.altair_chart(charts.loss_curves(induction.curves_frame(records), induction.phases_frame(per_run)))
+show_chart(charts.loss_curves(induction.curves_frame(records), induction.phases_frame(per_run)), "loss-curves")
 st.caption(
     f"Held-out loss at each snapshot (every {by_run[wanted[0]].snapshots[0].step} steps) on the first "
     f"{induction.figures.N_SNAPSHOT_TEST} held-out sequences: on the repeat's queries k … 2k − 2 (orange) and the "
@@ -63,7 +64,7 @@ baseline = chosen[0]
 st.subheader(f"Head scores over training: {baseline.label}")
 seed = url_select("Seed", "ind_seed", seeds, seeds[0], help="The run whose heads, maps and scores are shown.")
 record = by_run[wanted[seeds.index(seed)]]
-st.altair_chart(charts.head_scores(induction.head_scores_frame(record)))
+show_chart(charts.head_scores(induction.head_scores_frame(record)), "head-scores")
 heads = induction.heads_of(record)
 st.caption(
     f"Mean attention on the probe set ({N_PROBE} sequences of repeated random tokens, k = T/2) from each repeat "
@@ -77,7 +78,7 @@ st.caption(
 st.subheader("The two heads' maps on the probe, before and after the change")
 change = induction.phase(record)
 moments = {"before": change.window_start, "at the end": record.config.train.steps}
-st.altair_chart(charts.maps(induction.maps_frame(record, heads, moments)))
+show_chart(charts.maps(induction.maps_frame(record, heads, moments)), "maps")
 st.caption(
     f"Attention of each head on the probe sequence (k = {record.config.task.length // 2}) at the start of the "
     f"largest {induction.figures.WINDOW}-step drop of the repeat loss (step {change.window_start:,}) and at the end. "
@@ -87,7 +88,7 @@ st.caption(
 
 st.subheader(f"The causal check: zero one head of {baseline.label}")
 levels = view.levels(table, chosen, vocab)
-st.altair_chart(charts.ablation(induction.ablation_frame(per_run, baseline), levels), width="content")
+show_chart(charts.ablation(induction.ablation_frame(per_run, baseline), levels), "ablation", width="content")
 st.caption(
     "The held-out repeat and first-copy losses of the final weights with one head's output zeroed (dots: seeds, "
     "ticks: means); the dashed lines are the level the context cannot help below and the one-layer model's repeat "

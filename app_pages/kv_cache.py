@@ -13,6 +13,7 @@ from serving.weights import FLOAT_DTYPES
 from ui import docs, gpu_fit, kv_model, weights_form
 from ui.charts import calculators as cc
 from ui.config_input import FILE, reader
+from ui.figure import show_chart
 from ui.kv_model import CUSTOM, NAMES
 from ui.limits import limits
 from ui.params import show_invalid, url_number, url_radio, url_select, url_toggle
@@ -110,11 +111,11 @@ left, right = st.columns([3, 2])
 with left:
     log = url_toggle("Log scales", "kv_log", True)
     curves = cc.curves_frame(kv.cache_curves(contexts=cc.chart_contexts(context), batch=batch, dtype=dtype, **geometry))
-    st.altair_chart(cc.memory_chart(curves, context, budget / kv.GIB, log), width="stretch")
+    show_chart(cc.memory_chart(curves, context, budget / kv.GIB, log), "memory", width="stretch")
 with right:
     st.markdown(f"**{context:,} tokens × batch {batch:,}, in each element type**")
     dtypes = cc.curves_frame(kv.dtype_curves(contexts=[context], batch=batch, **geometry))
-    st.altair_chart(cc.dtype_bars(dtypes, dtype), width="stretch")
+    show_chart(cc.dtype_bars(dtypes, dtype), "element-types", width="stretch")
 drawn = set(curves["variant"]) if len(curves) else set()
 kinds = ["MHA keeps every query head's keys and values"]
 kinds += ["GQA one pair per group"] if any(v.startswith("GQA") for v in drawn) else []
@@ -160,7 +161,7 @@ if key not in measured:
     st.info("Press **Measure** to time greedy generation of this toy model both ways.", icon=":material/timer:")
     st.stop()
 show(cc.benchmark_metrics(measured[key]))
-st.altair_chart(cc.timing_chart(cc.timing_frame(measured[key])), width="stretch")
+show_chart(cc.timing_chart(cc.timing_frame(measured[key])), "timing", width="stretch")
 st.caption(
     "Without the cache each new token re-runs the whole prefix, so the work grows with the square of the length; "
     "with it, each step runs one new position against the cached keys and values, and the work grows linearly. "

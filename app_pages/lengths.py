@@ -11,6 +11,7 @@ from attncore.tasks import N_TEST
 from lab.compare import RULE, before_text, length_comparisons
 from ui import compare_view, docs, frames, length_view, runs, sidebar, sweeps, tables
 from ui.charts import runs as charts
+from ui.figure import show_chart
 from ui.limits import limits
 from ui.params import show_invalid, url_multiselect, url_number
 
@@ -41,7 +42,9 @@ with run_tab:
     if results is None:
         st.stop()
     label = sidebar.POSITION_LABELS[run.model.position]
-    st.altair_chart(charts.length_curves(frames.length_frame({f"{label} position": results}), L, lengths[-1]))
+    show_chart(
+        charts.length_curves(frames.length_frame({f"{label} position": results}), L, lengths[-1]), "length-curves"
+    )
     table = pd.DataFrame([r.to_dict() for r in results[0]]).rename(columns={"length": "test L′"}).drop(columns="note")
     for column in ("token_accuracy", "sequence_accuracy"):  # out of reach: a dash (the note says why), never "None"
         table[column] = [f"{v:.3f}" if v is not None and v == v else "–" for v in table[column]]
@@ -99,7 +102,7 @@ with run_tab:
     by_encoding = {sidebar.POSITION_LABELS[p]: [] for p in positions}
     for r, res in zip(found, per_run, strict=True):
         by_encoding[sidebar.POSITION_LABELS[r.config.model.position]].append(res)
-    st.altair_chart(charts.length_curves(frames.length_frame(by_encoding), L, lengths[-1]))
+    show_chart(charts.length_curves(frames.length_frame(by_encoding), L, lengths[-1]), "length-curves-by-encoding")
     st.caption(
         f"Blue: per-token, orange: per-sequence. Mean over seeds 0 to {n_seeds - 1} (line) and the range from the "
         f"worst to the best seed (band); the dashed line marks the trained length L = {L}."

@@ -14,6 +14,7 @@ from lab import formats
 from ui import docs, runs, tables
 from ui.charts.base import grid_frame, heatmap
 from ui.charts.masks import mask_heatmap, padding_summary, row_sum_summary, weights_with_row_sums
+from ui.figure import show_chart
 from ui.frames import parse_ints
 from ui.params import show_invalid, url_number, url_text
 
@@ -50,7 +51,7 @@ for col, when, title in (
 ):
     summary = row_sum_summary(demo[f"row_sums_{when}"])
     chart = weights_with_row_sums(demo[f"weights_{when}"], demo[f"row_sums_{when}"], title, demo["causal"])
-    col.altair_chart(chart, width="content")
+    show_chart(chart, f"weights-{when}", where=col, width="content")
     a, b = col.columns(2)
     a.metric("Rows summing to 1", f"{summary['ones']} of {summary['rows']}", border=True)
     b.metric("Smallest row sum", f"{summary['smallest']:.3f}", border=True)
@@ -82,21 +83,33 @@ m4.metric("All weights finite", "yes" if summary["all_finite"] else "no (NaN)", 
 masks, causal, sums = st.columns(3)
 masks.markdown("**Padding mask (B, T)**: which keys are real")
 small = max(8, min(22, 200 // t_pad))  # a third of the main area holds T cells and the axis (T up to 16)
-masks.altair_chart(mask_heatmap(pad["padding"], ("sequence", "key"), small, legend="bottom"), width="content")
+show_chart(
+    mask_heatmap(pad["padding"], ("sequence", "key"), small, legend="bottom"),
+    "padding-mask",
+    where=masks,
+    width="content",
+)
 causal.markdown("**Causal mask (T, T)**: key ≤ query")
-causal.altair_chart(mask_heatmap(pad["causal"], ("query", "key"), small, legend="bottom"), width="content")
+show_chart(
+    mask_heatmap(pad["causal"], ("query", "key"), small, legend="bottom"), "causal-mask", where=causal, width="content"
+)
 sums.markdown("**Row sums (B, T)** of the weights below")
 row_sums = grid_frame(pad["row_sums"], ("sequence", "query"), "row sum")
 cell = max(8, min(28, 200 // t_pad))
 text = ".2f" if cell >= 28 else None  # the sums written in the cells while they have room (else: the tooltip)
-sums.altair_chart(
-    heatmap(row_sums, "query", "sequence", "row sum", cell=cell, legend=False, text_format=text), width="content"
+show_chart(
+    heatmap(row_sums, "query", "sequence", "row sum", cell=cell, legend=False, text_format=text),
+    "row-sums",
+    where=sums,
+    width="content",
 )
 st.markdown("**Combined mask (B, T, T)** = padding AND causal, one panel per sequence")
-st.altair_chart(mask_heatmap(pad["combined"], ("sequence", "query", "key"), facet="sequence"), width="content")
+show_chart(
+    mask_heatmap(pad["combined"], ("sequence", "query", "key"), facet="sequence"), "combined-mask", width="content"
+)
 st.markdown("**Weights (B, T, T)**: the softmax of random scores under the combined mask")
 weights = grid_frame(pad["weights"], ("sequence", "query", "key"), "weight")
-st.altair_chart(heatmap(weights, "key", "query", cell=28, facet="sequence"), width="content")
+show_chart(heatmap(weights, "key", "query", cell=28, facet="sequence"), "weights", width="content")
 st.caption(
     "A query row whose keys are all masked (every row of a length-0 sequence) gets weights 0 and a row sum of 0, "
     "not the NaN of 0/0."

@@ -11,6 +11,7 @@ from serving.weights import WeightFormat, stored_weights, weights_checked
 from ui import docs, model_form, tables, weights_form
 from ui.charts import calculators as cc
 from ui.config_input import FILE, read_checkpoint, read_model, reader, show_read
+from ui.figure import show_chart
 from ui.params import folded, show_invalid, url_select, write_to_url
 
 CUSTOM = "custom"  # keeps the fields as they are; a link's fields not given are the lab's model's (as ever)
@@ -136,7 +137,7 @@ left, right = st.columns([2, 3])
 config = {"params": tables.number_column(table["params"], format="localized"), "share": number("share")}  # its text:
 # lab.formats.share; params written out as text past 64 bits (breakdown_frame)
 left.dataframe(table.style.format({"share": formats.share}), hide_index=True, width="stretch", column_config=config)
-right.altair_chart(cc.share_chart(table), width="stretch")
+show_chart(cc.share_chart(table), "shares", where=right, width="stretch")
 blocks = " / ".join(f"{n:,}" for n in sorted(set(count.per_layer)))
 st.caption(f"Per block: {blocks}. Only a learned position table has parameters; a tied head adds none.")
 

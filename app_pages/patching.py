@@ -10,6 +10,7 @@ from attncore.task import task_of
 from lab import formats
 from ui import docs, interpret, plain, probe, runs, sidebar
 from ui.charts import interpret as charts
+from ui.figure import show_chart
 from ui.params import url_select
 
 st.title("Patching")
@@ -69,16 +70,18 @@ if result is not None:
         + "The colour scale stops at ±1. As Heimersheim & Nanda advise, read both directions: a small fraction "
         "alone does not show a component is unused."
     )
-    st.altair_chart(charts.patch_heads(result.head, value), width="content")
+    show_chart(charts.patch_heads(result.head, value), "heads", width="content")
     mlp = ", ".join(f"block {i}: {formats.with_spec(v, '.2f')}" for i, v in enumerate(result.mlp))
     st.caption(f"Each head's output (z, before W_O) copied at every position. Each MLP at every position: {mlp}.")
     resid, mlp_pos = result.resid_by_position, result.mlp_by_position
-    st.altair_chart(charts.patch_components(resid, mlp_pos, c.clean, value, sep), width="content")
+    show_chart(charts.patch_components(resid, mlp_pos, c.clean, value, sep), "components-by-position", width="content")
     st.caption(
         "The residual stream entering each block, and each MLP's output, copied at one position at a time. "
         "Entering block 0 the stream is the embedding: only the changed position can matter there."
     )
-    st.altair_chart(charts.patch_head_positions(result.head_by_position, c.clean, value, sep), width="content")
+    show_chart(
+        charts.patch_head_positions(result.head_by_position, c.clean, value, sep), "heads-by-position", width="content"
+    )
     capped = len(result.positions) < len(c.clean)
     st.caption(
         "Each head's output copied at one position at a time. Positions after the query cannot matter (causal)."
@@ -88,7 +91,7 @@ if result is not None:
 st.subheader("Logit lens: the answer read after each block")
 found = interpret.logit_lens(record, tokens)
 if found is not None:
-    st.altair_chart(charts.logit_lens(found, int(queries[0])), width="content")
+    show_chart(charts.logit_lens(found, int(queries[0])), "logit-lens", width="content")
     st.caption(
         "The residual stream after each block put through the final LayerNorm and the output head, as if the "
         f"model stopped there: the probability of the correct token at the answer's {probe.query_list(queries)} "

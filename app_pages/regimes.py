@@ -9,6 +9,7 @@ from ui import compare_view, docs
 from ui import regimes_view as view
 from ui.charts import compare as compare_charts
 from ui.charts import regimes as charts
+from ui.figure import show_chart
 from ui.limits import limits
 from ui.params import url_select
 from ui.plain import plain
@@ -56,7 +57,7 @@ view.verdicts(rows, experiment)
 if experiment == "depth":
     st.subheader("Gradient norms by block at initialisation")
     frame = view.norms_at_init(cells, "Gradient norms at initialisation")
-    st.altair_chart(charts.grad_norms(frame), width="content")
+    show_chart(charts.grad_norms(frame), "grad-norms", width="content")
     st.markdown(plain(regimes.gradient_finding(frame)))
     st.caption(
         f"‖∂L/∂W‖ of each block's FFN output matrix, mean over {view.norms.N_BATCHES} fixed batches of the task, "
@@ -69,16 +70,26 @@ if experiment == "depth":
     for cell in (c for c in cells if c.key["layers"] == deepest):
         groups = {label: [by_run[r] for r in runs] for label, runs in cell.groups.items()}
         st.markdown(f"**{plain(regimes.cell_text(cell.key))}**")
-        st.altair_chart(compare_charts.band_curves(curve_bands(groups, smooth=25)), width="stretch")
+        show_chart(
+            compare_charts.band_curves(curve_bands(groups, smooth=25)),
+            f"training-loss-{regimes.cell_text(cell.key)}",
+            width="stretch",
+        )
     st.caption("Training loss (log scale, 25-step moving average): the mean over the seeds in a band from the "
                "lowest to the highest seed; pre-LN black.")  # fmt: skip
 elif experiment == "heads":
     st.subheader("Loss and accuracy against the head size")
-    st.altair_chart(
-        charts.against(regimes.by_variant(cells, summaries), "d_k", "head size d_k", log_x=True), width="content"
+    show_chart(
+        charts.against(regimes.by_variant(cells, summaries), "d_k", "head size d_k", log_x=True),
+        "by-head-size",
+        width="content",
     )
     st.subheader("Attention entropy and saturation")
-    st.altair_chart(charts.attention_by_size(view.attention_after(cells, by_run, "Attention figures")), width="content")
+    show_chart(
+        charts.attention_by_size(view.attention_after(cells, by_run, "Attention figures")),
+        "attention-by-size",
+        width="content",
+    )
     st.caption(
         "At initialisation dashed with triangles, after training solid with dots. Mean over the layers and the fixed "
         "batches of the first seed's run, "
@@ -89,7 +100,7 @@ elif experiment == "heads":
     st.subheader("The largest attention logit over training")
     logits, missing = view.logits_over_training(cells, by_run)
     if len(logits):
-        st.altair_chart(charts.logit_growth(logits), width="content")
+        show_chart(charts.logit_growth(logits), "logit-growth", width="content")
     st.caption(
         f"max |q·k|/scale over the layers, the causal pairs and {view.norms.snapshot_sequences(wanted[0])} fixed "
         "sequences of the task, at each training snapshot of the first seed's run (stored with the run). On the "
@@ -99,7 +110,7 @@ elif experiment == "heads":
 else:
     st.subheader("Test loss against the learning rate")
     by_lr = regimes.by_variant(cells, summaries)
-    st.altair_chart(charts.against(by_lr, "lr", "learning rate", log_x=True, log_y=True), width="content")
+    show_chart(charts.against(by_lr, "lr", "learning rate", log_x=True, log_y=True), "test-loss-by-lr", width="content")
     if qk_norm:
         view.qk_norm_sections(cells, by_run, summaries, initial)
     else:

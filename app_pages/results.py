@@ -8,6 +8,7 @@ from lab import formats
 from lab.tables import accuracy_table, runs_frame
 from ui import docs, frames, runs, sidebar, sweeps, tables
 from ui.charts import runs as charts
+from ui.figure import show_chart
 from ui.length_view import lengths_vary
 from ui.limits import limits
 from ui.params import url_multiselect, url_number
@@ -102,7 +103,7 @@ st.caption(
     "has none)."
 )
 st.subheader("Accuracy against L")
-st.altair_chart(charts.accuracy_vs_length(frames.accuracy_long(table)), width="stretch")
+show_chart(charts.accuracy_vs_length(frames.accuracy_long(table)), "accuracy-vs-length", width="stretch")
 st.caption(
     "Lines: mean over seeds (dashed: sort); ▼: the worst seed; the wide pale line is per-token, so it stays "
     "visible where per-sequence lies on it: one wrong symbol spoils a sequence, so per-sequence sits at or below."
@@ -110,7 +111,7 @@ st.caption(
 
 st.subheader("Training loss curves of every seed")
 smooth = url_number("Smoothing (steps)", "res_smooth", 25, 1, 500, help="Trailing moving average.", width=200)
-st.altair_chart(charts.seed_curves(frames.seed_loss_frame(records, smooth)))
+show_chart(charts.seed_curves(frames.seed_loss_frame(records, smooth)), "seed-curves")
 st.caption(
     "Training loss: each step's loss on its own fresh batch (not the test loss above). Thin lines: one seed each; "
     "dashed black: their mean; shaded: the band between the best and the worst seed."

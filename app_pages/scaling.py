@@ -8,6 +8,7 @@ from lab import formats
 from lab.jobs.slots import BusyError
 from ui import docs
 from ui.charts.scaling import STATISTICS, TABLE_FORMATS, scaling_long, scaling_table, statistic_chart
+from ui.figure import show_chart
 from ui.limits import limits
 from ui.metered import metered
 from ui.params import show_invalid, url_multiselect, url_number
@@ -61,7 +62,7 @@ m3.metric("Max weight if uniform, 1/T", f"{rows[0]['min_max_weight']:.4f}", bord
 st.subheader("Softmax saturation against d_k")
 long = scaling_long(rows)
 for col, stat in zip(st.columns(3), STATISTICS, strict=True):
-    col.altair_chart(statistic_chart(long, stat), width="stretch")
+    show_chart(statistic_chart(long, stat), f"statistic-{stat}", where=col, width="stretch")
 widest = long.loc[long["se"].idxmax()]  # the longest error bar drawn
 st.caption(
     "Orange: raw scores q·k; blue: divided by √d_k. Bars: ±2 standard errors over the repetitions, at most "

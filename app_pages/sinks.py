@@ -9,6 +9,7 @@ from lab.experiments import sinks, sinks_text
 from ui import compare_view, docs
 from ui import sinks_view as view
 from ui.charts import sinks as charts
+from ui.figure import show_chart
 from ui.limits import limits
 from ui.plain import plain
 
@@ -44,7 +45,7 @@ view.finding(per_seed, rows)
 
 st.subheader("The first token's share of attention over training")
 uniform = uniform_share(wanted[0].task)
-st.altair_chart(charts.sink_share(sinks.sink_frame(records), uniform), width="content")
+show_chart(charts.sink_share(sinks.sink_frame(records), uniform), "sink-share", width="content")
 st.caption(
     f"Each head's mean attention on position 0 from the bigram queries (tokens that are not triggers) of the first "
     f"{N_SNAPSHOT_TEST} held-out sequences, at every snapshot; a thin line per seed and head, orange for each run's "
@@ -62,7 +63,9 @@ st.caption(plain(
 ))  # fmt: skip
 
 st.subheader(f"StreamingLLM's test at one cache size: {window + 1} keys")
-st.altair_chart(charts.window_losses(sinks.window_frame(per_seed), per_seed[0]["bayes_loss"]), width="content")
+show_chart(
+    charts.window_losses(sinks.window_frame(per_seed), per_seed[0]["bayes_loss"]), "window-losses", width="content"
+)
 st.caption(plain(
     f"The held-out loss of the final weights over the queries t ≥ {window + 1}, whose window of {window + 1} keys "
     f"no longer holds position 0: full attention; windows (every layer) of {window} and {window + 1} keys; "
@@ -76,7 +79,7 @@ st.subheader("Verdicts over seeds")
 view.verdict_table(rows)
 
 st.subheader("Value and residual norms at position 0 against the rest")
-st.altair_chart(charts.norms(sinks.norms_frame(records)), width="content")
+show_chart(charts.norms(sinks.norms_frame(records)), "norms", width="content")
 st.caption(plain(
     "Of the sink head (the head with the largest share on position 0 at the end): the mean norm of its value vector "
     "at position 0 and at the other positions, and of the residual stream entering its block (what its keys read). "

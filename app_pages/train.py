@@ -9,6 +9,7 @@ from lab import formats, provenance
 from ui import frames, probe, runs, sidebar
 from ui.charts import regimes as regime_charts
 from ui.charts import runs as charts
+from ui.figure import show_chart
 from ui.params import url_select_slider
 from ui.plain import plain
 
@@ -49,16 +50,18 @@ st.subheader("Loss curve, and accuracy during training")
 curve, steps = frames.history_frame(record.loss_history), run.train.steps
 snapshot_steps = [s.step for s in record.snapshots]
 step = url_select_slider("Training step", "train_step", snapshot_steps, steps, format_func=str)
-st.altair_chart(charts.loss_curve_at(curve, step, steps), width="stretch")
+show_chart(charts.loss_curve_at(curve, step, steps), "loss-curve", width="stretch")
 st.caption(f"{words.loss}. Both axes log scale: on the loss, a straight fall is a power law.")
 if (lrs := lr_schedule(run.train)) is not None:
-    st.altair_chart(charts.learning_rate_curve(frames.schedule_frame(lrs), step, steps), width="stretch")
+    show_chart(charts.learning_rate_curve(frames.schedule_frame(lrs), step, steps), "learning-rate", width="stretch")
     low, high = (formats.learning_rate(float(f"{v:.3g}")) if v else "0" for v in (min(lrs), max(lrs)))
     st.caption(
         f"The learning rate of each step{plain(sidebar.schedule_text(run.train).replace(' · ', ': ', 1))}; it runs "
         f"from {low} to {high} (Adam's step size before its bias correction). Same step axis as the loss curve above."
     )
-st.altair_chart(charts.snapshot_accuracy(frames.snapshot_frame(record.snapshots), step, steps), width="stretch")
+show_chart(
+    charts.snapshot_accuracy(frames.snapshot_frame(record.snapshots), step, steps), "snapshot-accuracy", width="stretch"
+)
 at = next(s for s in record.snapshots if s.step == step)
 st.caption(
     f"Accuracy ({probe.accuracy_how(run)}) at the {probe.snapshots_how(run, len(snapshot_steps))} (the final "
@@ -83,7 +86,11 @@ if record.norms is None:
         icon=":material/history:",
     )
 else:
-    st.altair_chart(regime_charts.snapshot_norms(regime_charts.snapshot_norms_frame(record.norms)), width="content")
+    show_chart(
+        regime_charts.snapshot_norms(regime_charts.snapshot_norms_frame(record.norms)),
+        "snapshot-norms",
+        width="content",
+    )
     st.caption(
         f"At each of the {len(record.norms)} snapshots, on {snapshot_sequences(run):,} fixed "
         "sequences of the task (the same for every run of this task and length): the gradient norm of each block's "

@@ -286,7 +286,9 @@ def test_results_trains_missing_runs_then_shows_tables_and_charts(store):
     expected = [np.mean([r.eval.sequence_accuracy for r in records[i : i + 2]]) for i in (0, 2)]
     assert np.allclose(table["sequence_accuracy_mean"], expected)
     assert len(charts(at)) == 2
-    assert [b.proto.label for b in at.get("download_button")][0].startswith("Download the accuracy table")
+    downloads = [b.proto.label for b in at.get("download_button")]
+    tables = [d for d in downloads if not d.startswith(("SVG", "PNG"))]  # each chart's two are in its menu
+    assert tables[0].startswith("Download the accuracy table") and len(downloads) == len(tables) + 2 * 2
 
 
 def test_results_follow_the_sidebar(store):
@@ -469,7 +471,9 @@ def test_compare_trains_missing_runs_as_one_sweep_then_shows_groups_and_verdicts
     assert specs[1]["layer"][1]["encoding"]["y"]["title"] == "mean per-sequence accuracy"
     assert [layer["mark"]["type"] for layer in specs[2]["layer"]] == ["errorbar", "point"]  # accuracy by level
     downloads = [b.proto.label for b in at.get("download_button")]
-    assert downloads == ["Download the grouped table (CSV)", "Download the comparisons (CSV)"]
+    tables = [d for d in downloads if not d.startswith(("SVG", "PNG"))]  # each chart's two are in its menu
+    assert tables == ["Download the grouped table (CSV)", "Download the comparisons (CSV)"]
+    assert len(downloads) == len(tables) + 2 * len(specs)
     assert RULE in texts(at.caption)
 
 

@@ -258,3 +258,39 @@ def test_invalid_sequence_shows_a_message_not_a_traceback(warm_server, page):
     page.get_by_test_id("stAlertContentError").first.wait_for()
     assert "Not a valid input" in page.get_by_test_id("stAlertContentError").first.inner_text()
     assert_clean(page)
+
+
+def test_every_chart_has_a_download_menu_whose_svg_is_named_after_its_page_with_its_labels_whole(
+    warm_server, page, tmp_path
+):
+    """Every page at its defaults, tab by tab: as many Download menus as charts, and each chart's SVG, rendered on
+    the click, is named <page>-<chart>.svg and has no text cut short with an ellipsis (ui/figure.py)."""
+    import xml.etree.ElementTree as ET
+
+    files = []
+    for name, (path, _, _) in PAGES.items():
+        page.goto(_url(warm_server, path))
+        wait_for_app(page)
+        menus = page.get_by_test_id("stPopover").locator("button").filter(has_text="Download")
+        tabs, downloaded = page.get_by_role("tab"), 0
+        for tab in range(max(1, tabs.count())):  # a chart in a tab not shown is downloaded from its tab
+            if tabs.count():
+                tabs.nth(tab).click()
+            for i in range(menus.count()):
+                if not menus.nth(i).is_visible():
+                    continue
+                menus.nth(i).click()
+                with page.expect_download(timeout=60_000) as info:
+                    page.get_by_test_id("stPopoverBody").locator("button").filter(has_text="SVG").last.click()
+                target = tmp_path / info.value.suggested_filename
+                info.value.save_as(target)
+                texts = ["".join(t.itertext()) for t in ET.parse(target).iter("{http://www.w3.org/2000/svg}text")]
+                assert texts and not [t for t in texts if "…" in t], f"{target.name}: {texts}"
+                assert target.name.startswith(f"{name}-") and target.name not in files
+                files.append(target.name)
+                downloaded += 1
+                page.keyboard.press("Escape")
+        assert downloaded == page.get_by_test_id("stVegaLiteChart").count(), f"/{path}: a chart without a menu"
+    assert_clean(page)
+    print(f"\n{len(files)} charts downloaded as SVG, none cut: {files}")
+    assert files

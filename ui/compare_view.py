@@ -18,6 +18,7 @@ from lab.jobs.limits import Limits
 from lab.store import RunRecord
 from ui import runs, sweeps, tables
 from ui.charts import compare as compare_charts
+from ui.figure import show_chart
 from ui.limits import limits
 from ui.params import url_multiselect, url_number, url_toggle
 from ui.plain import plain
@@ -335,12 +336,15 @@ METRIC_NAMES |= {"max_attn_logit": "largest attention logit", "min_attn_entropy"
 
 def downloads(summary: pd.DataFrame, comparisons: pd.DataFrame, stem: str) -> None:
     c1, c2 = st.columns(2)
+    # the CSV written on the click (st.download_button's deferred data), not on every view; no rerun
     c1.download_button(
-        "Download the grouped table (CSV)", summary.to_csv(index=False), f"{stem}-groups.csv", "text/csv"
-    )
+        "Download the grouped table (CSV)", lambda: summary.to_csv(index=False), f"{stem}-groups.csv", "text/csv",
+        on_click="ignore",
+    )  # fmt: skip
     c2.download_button(
-        "Download the comparisons (CSV)", comparisons.to_csv(index=False), f"{stem}-comparisons.csv", "text/csv"
-    )
+        "Download the comparisons (CSV)", lambda: comparisons.to_csv(index=False), f"{stem}-comparisons.csv",
+        "text/csv", on_click="ignore",
+    )  # fmt: skip
 
 
 def factor_label(factor: str) -> str:
@@ -360,7 +364,7 @@ def loss_panel(prefix: str, bands_of: Callable[[int], pd.DataFrame], caption: st
         log = url_toggle("Log scale", f"{prefix}_log", True)
         smooth = url_number("Smoothing (steps)", f"{prefix}_smooth", 25, 1, 500, help="Trailing moving average.")
     with c2:
-        st.altair_chart(compare_charts.band_curves(bands_of(smooth), log=log), width="stretch")
+        show_chart(compare_charts.band_curves(bands_of(smooth), log=log), "training-loss", width="stretch")
     st.caption(caption)
 
 

@@ -20,6 +20,7 @@ from serving.presets import CARDS, GPUS
 from serving.weights import WeightFormat, stored_weights, weights_checked
 from ui import adapters_form, plain, plan_grid, weights_form
 from ui.charts import calculators as cc
+from ui.figure import show_chart
 from ui.metered import metered
 from ui.params import show_invalid, url_number, url_radio, url_select, url_toggle, write_to_url
 
@@ -255,7 +256,7 @@ def engine(arch, default_len: int, weight_params: int | None, custom: bool = Fal
                    f"({fit.max_model_len_rule}).")  # fmt: skip
     st.markdown(f"**{fit.engine}** — how the budget is divided:")
     st.markdown("  \n".join(cc.engine_formula(fit)))
-    st.altair_chart(cc.engine_split(cc.engine_frame(fit), fit.total_bytes / GIB), width="stretch")
+    show_chart(cc.engine_split(cc.engine_frame(fit), fit.total_bytes / GIB), "engine-split", width="stretch")
     if eng.log_estimated(fit):
         st.caption("**Estimated**: what the engine would log if the estimates above held (its words and number "
                    "formats, not a log):")  # fmt: skip
@@ -358,7 +359,7 @@ def simple(base, geometry: dict, context: int, batch: int, dtype: str, params: i
     (st.success if fit.fits else st.error)(
         cc.fit_message(fit, served, unit), icon=":material/check_circle:" if fit.fits else ":material/block:"
     )
-    st.altair_chart(cc.memory_split(cc.fit_frame(fit, served.bytes, unit), size, unit), width="stretch")
+    show_chart(cc.memory_split(cc.fit_frame(fit, served.bytes, unit), size, unit), "memory-split", width="stretch")
     sold = "the card as sold (GB = 10⁹ B); the card reports less" if unit == "GB" else "what the driver reports"
     st.caption(
         f"This fit takes a flat reserve of {sold}, and the engine also keeps its activation peak: choose the "

@@ -17,6 +17,7 @@ from lab.limits import Cap, declare
 from lab.stats import IDENTICAL, format_delta, format_interval
 from ui import compare_view, docs, frames, runs, sidebar, tables
 from ui.charts import runs as charts
+from ui.figure import show_chart
 from ui.limits import limits
 from ui.params import show_invalid, url_multiselect, url_number, url_radio, url_toggle
 
@@ -177,7 +178,7 @@ def literature_protocol() -> None:
         curves[label].append(results)
         by_seed[label][record.config.train.seed] = results
     frame = frames.length_frame(curves)
-    st.altair_chart(charts.length_curves(frame, LIT_L, last, columns=5, trained_range=(1, LIT_L)))
+    show_chart(charts.length_curves(frame, LIT_L, last, columns=5, trained_range=(1, LIT_L)), "literature-lengths")
     how = "positions 0..n−1"
     if randomized:
         how = "randomized positions in training and " + ("at evaluation" if at_random else "0..n−1 at evaluation")

@@ -21,6 +21,7 @@ from lab.jobs.slots import BusyError
 from lab.store import RunRecord, cache_dir
 from ui import frames, plain
 from ui.charts import runs as charts
+from ui.figure import show_chart
 from ui.limits import limits
 from ui.slots import training_slot
 
@@ -52,7 +53,13 @@ def train_live(run: RunConfig) -> RunRecord | None:
     def show(fraction: float, text: str, losses) -> None:
         bar.progress(fraction, text=text)
         if losses is not None:
-            curve.altair_chart(charts.live_loss_curve(frames.history_frame(losses), steps), width="stretch")
+            show_chart(
+                charts.live_loss_curve(frames.history_frame(losses), steps),
+                "live-loss",
+                where=curve,
+                width="stretch",
+                downloads=False,
+            )
 
     try:
         with training_slot() as slot, tempfile.TemporaryDirectory() as tmp:

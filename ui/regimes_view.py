@@ -14,6 +14,7 @@ from lab.experiments import regimes, stability
 from lab.jobs.limits import Limits
 from ui import compare_view, metered, tables
 from ui.charts import regimes as charts
+from ui.figure import show_chart
 from ui.params import url_multiselect, url_number, url_select
 from ui.plain import plain
 from ui.sidebar import LEARNING_RATES
@@ -122,7 +123,7 @@ def verdicts(rows: pd.DataFrame, experiment: str) -> None:
         chart = charts.verdict_grid(rows, "lr", "pair", "learning rate", "test loss")
     else:
         chart = charts.verdict_grid(loss.assign(pair="test loss"), "lr", "pair", "learning rate", "")
-    st.altair_chart(chart, width="content")
+    show_chart(chart, "verdicts", width="content")
     variants, baseline = " or ".join(map(plain, dict.fromkeys(loss["level"]))), plain(loss["baseline"].iloc[0])
     several = loss["level"].nunique() > 1
     st.caption(
@@ -240,7 +241,7 @@ def qk_norm_sections(cells, by_run, summaries, initial) -> None:
     at its own best learning rate."""
     sensitivity = stability.sensitivity_table(cells, summaries, initial)
     st.subheader("LR sensitivity per variant")
-    st.altair_chart(charts.sensitivity_intervals(sensitivity), width="content")
+    show_chart(charts.sensitivity_intervals(sensitivity), "lr-sensitivity", width="content")
     shown = pd.DataFrame({
         "variant": sensitivity["variant"],
         "LR sensitivity": [stability.figure(x) for x in sensitivity["sensitivity"]],
@@ -265,7 +266,7 @@ def qk_norm_sections(cells, by_run, summaries, initial) -> None:
                           ("entropy", "The lowest attention entropy over training")):  # fmt: skip
         st.subheader(title)
         if len(frame):
-            st.altair_chart(charts.attention_over_training(frame, figure), width="content")
+            show_chart(charts.attention_over_training(frame, figure), f"{figure}-over-training", width="content")
     first = next(iter(cells[0].groups.values()))[0]
     st.caption(
         f"At each training snapshot, on {norms.snapshot_sequences(first)} "

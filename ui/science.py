@@ -13,6 +13,7 @@ from ui import frames, runs
 from ui.charts import runs as run_charts
 from ui.charts.cost import cost_frame, memory_chart, time_chart
 from ui.charts.scaling import TABLE_FORMATS, scaling_table
+from ui.figure import show_chart
 from ui.metered import metered
 
 SCALING_KEY = ((8, 64, 512), 64, 400, 0)  # the article's d_k, T, repetitions; seed 0 (the Scaling page's default)
@@ -41,11 +42,11 @@ def cost_figure() -> None:
     if rows and len(rows) > 1:
         slope = loglog_slope(frame["T"], frame["ms"])
         left, right = st.columns(2)
-        left.altair_chart(time_chart(frame, slope), width="stretch")
-        right.altair_chart(memory_chart(frame), width="stretch")
+        show_chart(time_chart(frame, slope), "attention-time", where=left, width="stretch")
+        show_chart(memory_chart(frame), "attention-memory", where=right, width="stretch")
         st.caption(f"Time: your last timing on the Cost page, log-log slope {slope:.2f}. Memory: arithmetic.")
         return
-    st.altair_chart(memory_chart(frame), width="stretch")
+    show_chart(memory_chart(frame), "attention-memory", width="stretch")
     st.caption(
         "Memory of one head and sequence, float64, d_k = 64: arithmetic, the same on every machine. The time "
         "against T is measured, not typed: press Run the timings on the Cost page, and its curve and slope "
@@ -64,7 +65,9 @@ def copy_heads_figure() -> None:
         )
         return
     st.markdown("**The copy run's heads, from this lab's stored run** (copy, L = 6, seed 0, probe sequence):")
-    st.altair_chart(run_charts.attention_heatmaps(frames.attention_frame(record.probe_attention, record.probe_tokens)))
+    show_chart(
+        run_charts.attention_heatmaps(frames.attention_frame(record.probe_attention, record.probe_tokens)), "copy-heads"
+    )
     st.caption("Rows: queries, columns: keys. On copy, a head that solves the task looks a constant L = 6 back.")
 
 

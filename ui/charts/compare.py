@@ -70,7 +70,8 @@ def band_curves(df: pd.DataFrame, log: bool = True, height: int = 300, columns: 
         .mark_line(strokeWidth=1.8)
         .encode(x=x, y=alt.Y("mean:Q", title=title, scale=scale), color=color, tooltip=tooltip)
     )
-    chart = alt.layer(band, line, data=df)
+    # the fill's legend resolved apart: merged, Vega-Lite let the fill's `legend=None` drop the lines' legend too
+    chart = alt.layer(band, line, data=df).resolve_legend(fill="independent")
     if "facet" in df.columns:
         return _facet(chart.properties(height=220, width=300), df, columns)
     return chart.properties(height=height)

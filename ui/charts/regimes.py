@@ -93,7 +93,8 @@ def against(frame: pd.DataFrame, x: str, x_title: str, *, log_x: bool = False, l
         tooltip += [alt.Tooltip("max:Q", format=".4g"), alt.Tooltip("n:Q", title="seeds")]
         y = alt.Y("mean:Q", title=f"{title} (mean over seeds)", scale=y_scale, axis=y_axis)
         line = alt.Chart(df).mark_line(point=True).encode(x=ex, y=y, color=color, tooltip=tooltip)
-        panels.append(alt.layer(band, line).properties(width=panel_width(2) - 40, height=240))
+        layered = alt.layer(band, line).resolve_legend(fill="independent")  # merged, the fill's None dropped both
+        panels.append(layered.properties(width=panel_width(2) - 40, height=240))
     return alt.hconcat(*panels)
 
 
