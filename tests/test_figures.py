@@ -335,7 +335,7 @@ def test_a_page_run_renders_nothing_and_offers_svg_and_png_under_each_chart(monk
         return add_deferred(self, data, mimetype, coordinates, file_name=file_name, **kw)
 
     monkeypatch.setattr(MediaFileManager, "add_deferred", keep)
-    at = AppTest.from_function(_page).run()
+    at = AppTest.from_function(_page).run(timeout=120)  # a busy machine: the default 3 s is a clock, not an event
     assert not at.exception
     assert calls == []  # rendering waits for a click
     assert len(at.get("popover")) == 2 and len(at.get("vega_lite_chart")) == 2
