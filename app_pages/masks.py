@@ -5,12 +5,13 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from attncore import ConfigError, make_run
+from attncore import ConfigError
 from attncore.config import N_SYMBOLS
 from attncore.mechanisms.demos import mask_order_demo, padding_demo
 from attncore.mechanisms.padding import CASES, padding_trap, same_losses
 from attncore.task import get as get_task
 from lab import formats
+from lab.experiments import padding
 from ui import docs, runs, tables
 from ui.charts.base import grid_frame, heatmap
 from ui.charts.masks import mask_heatmap, padding_summary, row_sum_summary, weights_with_row_sums
@@ -104,7 +105,7 @@ st.caption(
 )
 
 st.subheader("The trap on a trained model: does a sequence's loss depend on its batch?")
-trap_run = make_run("copy", 6, train_min=1, mixed_lengths=True)
+trap_run = padding.trap_run()  # what `lessons warm` stores for the Masks lesson
 st.caption(
     "A model trained on mixed lengths 1 to 6 in right-padded batches (copy, 1,500 steps). Four test sequences of "
     "lengths 5, 2, 4 and 1 in one batch; each sequence's mean cross-entropy over its own answer, computed six ways. "

@@ -1,10 +1,16 @@
-"""`python -m attncore lessons [--json]`: the lab's lessons (lab.lessons), each with the link that opens it."""
+"""`python -m attncore lessons [--json]`: the lab's lessons (lab.lessons), each with the link that opens it.
+`python -m attncore lessons warm [--estimate] [--json] [--yes]`: trains into the store every run the lessons' pages
+ask for (lab.experiments.lesson_runs), so that a class's server opens every lesson from the store; what it costs
+first, as every heavy command (cli.confirm)."""
 
 from __future__ import annotations
 
 import json
+import sys
 
 from lab.lessons import LESSONS
+
+ESTIMATE_KEYS = ("runs", "missing", "cpu_seconds", "wall_seconds", "wall_low_seconds", "wall_high_seconds", "workers")
 
 
 def cmd_lessons(a) -> int:
@@ -17,9 +23,77 @@ def cmd_lessons(a) -> int:
     return 0
 
 
+def lesson_needs() -> dict[str, list]:
+    """{lesson name: the runs its page asks the store for}, in LESSONS' order."""
+    from lab.experiments.lesson_runs import runs_of
+
+    return {lesson.name: runs_of(lesson.page, lesson.params) for lesson in LESSONS}
+
+
+def status(needs: dict[str, list]) -> list[dict]:
+    """[{name, runs, stored, missing}] for each lesson: how many of its runs the store holds now."""
+    from lab.store import is_cached
+
+    rows = []
+    for name, runs in needs.items():
+        stored = sum(map(is_cached, runs))
+        rows.append({"name": name, "runs": len(runs), "stored": stored, "missing": len(runs) - stored})
+    return rows
+
+
+def _print(rows: list[dict], cost: dict, as_json: bool, trained: int | None = None) -> None:
+    from cli.regimes import estimate_line
+    from lab import formats
+
+    if as_json:
+        out = {"lessons": rows, "estimate": {k: cost[k] for k in ESTIMATE_KEYS}}
+        print(json.dumps(out | ({} if trained is None else {"trained": trained})))
+        return
+    for r in rows:
+        state = "all stored" if not r["missing"] else f"{r['stored']} stored, {r['missing']} missing"
+        print(f"{r['name']}: {formats.count(r['runs'], 'run')}, {state}" if r["runs"] else f"{r['name']}: no runs")
+    print(estimate_line(cost))
+    if trained is not None:
+        print(f"trained {trained:,} runs; every lesson now opens from the store")
+
+
+def cmd_warm(a) -> int:
+    from attncore.memory import check_fits
+    from cli import confirm
+    from cli.regimes import estimate, estimate_line
+    from cli.sweep import ProgressBar
+    from lab.sweep import run_sweep
+
+    needs = lesson_needs()
+    every = list(dict.fromkeys(run for runs in needs.values() for run in runs))
+    check_fits(every, workers=2 if a.jobs != 1 else 1, cap=a.max_memory)
+    cost = estimate("lessons warm", None, every, a.jobs)
+    rows = status(needs)
+    if a.estimate or not cost["missing"]:
+        _print(rows, cost, a.json, trained=None if a.estimate else 0)
+        return 0
+    print(estimate_line(cost), file=sys.stderr)
+    confirm.check(a, "lessons warm", cost["missing"], cost["cpu_seconds"])
+    trained: set = set()
+    bar = ProgressBar(estimate=cost["wall_seconds"])
+    run_sweep(every, n_jobs=a.jobs, progress=bar, trained=trained, cost=cost["model"])
+    _print(status(needs), cost, a.json, trained=len(trained))
+    return 0
+
+
 def register(sub) -> None:
+    from cli.regimes import add_sweep_flags
+
     p = sub.add_parser("lessons", help="list the lessons: pages opened at chosen values with a note and a question")
     p.add_argument("--json", action="store_true", help="one JSON object: {lessons: [{name, title, page, url}]}")
     p.add_argument("--origin", default="", metavar="URL",
                    help="put the server's address before each path, e.g. http://127.0.0.1:8501")  # fmt: skip
     p.set_defaults(func=cmd_lessons)
+    actions = p.add_subparsers(dest="action", metavar="{warm}")
+    w = actions.add_parser(
+        "warm",
+        help="train every run the lessons' pages ask for into the store (what it costs first), so that a class's "
+        "server opens every lesson from the store",
+    )
+    add_sweep_flags(w)  # --jobs, --max-memory, --json ({lessons: [{name, runs, stored, missing}], estimate}), ...
+    w.set_defaults(func=cmd_warm)
