@@ -1,7 +1,7 @@
 """`python -m attncore lessons [--json]`: the lab's lessons (lab.lessons), each with the link that opens it.
-`python -m attncore lessons warm [--estimate] [--json] [--yes]`: trains into the store every run the lessons' pages
-ask for (lab.experiments.lesson_runs), so that a class's server opens every lesson from the store; what it costs
-first, as every heavy command (cli.confirm)."""
+`python -m attncore lessons warm [LESSON ...] [--estimate] [--json] [--yes]`: trains into the store every run the
+lessons' pages ask for (lab.experiments.lesson_runs), so that a class's server opens every lesson from the store;
+what it costs first, as every heavy command (cli.confirm)."""
 
 from __future__ import annotations
 
@@ -23,11 +23,15 @@ def cmd_lessons(a) -> int:
     return 0
 
 
-def lesson_needs() -> dict[str, list]:
-    """{lesson name: the runs its page asks the store for}, in LESSONS' order."""
+def lesson_needs(names=()) -> dict[str, list]:
+    """{lesson name: the runs its page asks the store for}, in LESSONS' order: those named (default: every one)."""
+    from attncore.config import ConfigError
     from lab.experiments.lesson_runs import runs_of
 
-    return {lesson.name: runs_of(lesson.page, lesson.params) for lesson in LESSONS}
+    known = [lesson.name for lesson in LESSONS]
+    if unknown := [n for n in names if n not in known]:
+        raise ConfigError("lessons", f"no lesson named {', '.join(unknown)}; one of {', '.join(known)}")
+    return {x.name: runs_of(x.page, x.params) for x in LESSONS if not names or x.name in names}
 
 
 def status(needs: dict[str, list]) -> list[dict]:
@@ -52,9 +56,10 @@ def _print(rows: list[dict], cost: dict, as_json: bool, trained: int | None = No
     for r in rows:
         state = "all stored" if not r["missing"] else f"{r['stored']} stored, {r['missing']} missing"
         print(f"{r['name']}: {formats.count(r['runs'], 'run')}, {state}" if r["runs"] else f"{r['name']}: no runs")
-    print(estimate_line(cost))
-    if trained is not None:
-        print(f"trained {trained:,} runs; every lesson now opens from the store")
+    if trained:  # the estimate was printed before the training
+        print(f"trained {formats.count(trained, 'run')}: these lessons open from the store")
+    else:
+        print(estimate_line(cost))
 
 
 def cmd_warm(a) -> int:
@@ -64,7 +69,7 @@ def cmd_warm(a) -> int:
     from cli.sweep import ProgressBar
     from lab.sweep import run_sweep
 
-    needs = lesson_needs()
+    needs = lesson_needs(a.names)
     every = list(dict.fromkeys(run for runs in needs.values() for run in runs))
     check_fits(every, workers=2 if a.jobs != 1 else 1, cap=a.max_memory)
     cost = estimate("lessons warm", None, every, a.jobs)
@@ -95,5 +100,6 @@ def register(sub) -> None:
         help="train every run the lessons' pages ask for into the store (what it costs first), so that a class's "
         "server opens every lesson from the store",
     )
+    w.add_argument("names", nargs="*", metavar="LESSON", help="only these lessons (default: every lesson)")
     add_sweep_flags(w)  # --jobs, --max-memory, --json ({lessons: [{name, runs, stored, missing}], estimate}), ...
     w.set_defaults(func=cmd_warm)

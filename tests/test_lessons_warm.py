@@ -101,7 +101,7 @@ def test_hosted_lesson_with_runs_missing_names_the_warm_command(cache, monkeypat
     monkeypatch.setenv("ATTNLAB_HOSTED", "1")
     at, _ = open_lesson(lessons.by_name("induction-zeroed"), monkeypatch)
     lines = [shown(i.value) for i in at.info if "lessons warm" in i.value]
-    assert lines == ["18 of the runs this lesson needs are not stored on this server; "
+    assert lines == ["18 of the 18 runs this lesson needs are not stored on this server; "
                      "`python -m attncore lessons warm` stores every lesson's runs."]  # fmt: skip
 
 

@@ -167,9 +167,8 @@ def begin(page: str = "") -> None:
     if answer:
         with st.expander("Answer (open when you have thought about it)"):
             st.markdown(plain(answer))
-    if limits().is_hosted(headless()) and (missing := missing_runs(page)):  # no user text in it: markdown is safe
-        st.info(f"{missing} of the runs this lesson needs are not stored on this server; `{WARM_COMMAND}` stores "
-                "every lesson's runs.", icon=":material/cloud_off:")  # fmt: skip
+    if limits().is_hosted(headless()) and (missing := missing_runs(page)):
+        st.info(_missing_line(*missing), icon=":material/cloud_off:")
     if names(HIDE) or names(LOCK):
         state.banner = st.empty()
         st.button("Show all controls", icon=":material/visibility:", on_click=_show_all, key="_lesson_show_all")
@@ -223,12 +222,21 @@ def _check_before_stop() -> None:
     st.stop = stop
 
 
-def missing_runs(page: str) -> int:
-    """How many of the runs this page asks the store for at the URL's values are not stored
-    (lab.experiments.lesson_runs); 0 for a page whose runs it cannot tell (the sidebar's settings changed)."""
+def _missing_line(missing: int, total: int) -> str:
+    """One line naming the command that stores what is missing (no visitor's text in it: markdown is safe)."""
+    runs = f"{missing} of the {total} runs this lesson needs" if total > 1 else "The run this lesson needs"
+    verb = "is" if missing == 1 else "are"
+    return f"{runs} {verb} not stored on this server; `{WARM_COMMAND}` stores every lesson's runs."
+
+
+def missing_runs(page: str) -> tuple[int, int] | None:
+    """(how many are not stored, how many there are) of the runs this page asks the store for at the URL's values
+    (lab.experiments.lesson_runs); None when all are stored, or for a page whose runs it cannot tell (the sidebar's
+    settings changed)."""
     params = {k: ",".join(st.query_params.get_all(k)) for k in st.query_params}
     try:
         wanted = lesson_runs.runs_of(page, params)
     except (ValueError, ConfigError):
-        return 0
-    return sum(not is_cached(run) for run in wanted)
+        return None
+    missing = sum(not is_cached(run) for run in wanted)
+    return (missing, len(wanted)) if missing else None
