@@ -6,6 +6,7 @@ what it costs first, as every heavy command (cli.confirm)."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 from lab.lessons import LESSONS
@@ -45,13 +46,14 @@ def status(needs: dict[str, list]) -> list[dict]:
     return rows
 
 
-def _print(rows: list[dict], cost: dict, as_json: bool, trained: int | None = None) -> None:
+def _print(rows: list[dict], cost: dict, as_json: bool, trained: int | None = None, evaluated: int = 0) -> None:
+    """What warm found (and did: `trained` None for --estimate)."""
     from cli.regimes import estimate_line
     from lab import formats
 
     if as_json:
-        out = {"lessons": rows, "estimate": {k: cost[k] for k in ESTIMATE_KEYS}}
-        print(json.dumps(out | ({} if trained is None else {"trained": trained})))
+        done = {} if trained is None else {"trained": trained, "evaluated": evaluated}
+        print(json.dumps({"lessons": rows, "estimate": {k: cost[k] for k in ESTIMATE_KEYS}} | done))
         return
     for r in rows:
         state = "all stored" if not r["missing"] else f"{r['stored']} stored, {r['missing']} missing"
@@ -60,6 +62,8 @@ def _print(rows: list[dict], cost: dict, as_json: bool, trained: int | None = No
         print(f"trained {formats.count(trained, 'run')}: these lessons open from the store")
     else:
         print(estimate_line(cost))
+    if evaluated:
+        print(f"evaluated {formats.count(evaluated, 'run')} at other lengths, kept beside the store")
 
 
 def cmd_warm(a) -> int:
@@ -73,17 +77,43 @@ def cmd_warm(a) -> int:
     every = list(dict.fromkeys(run for runs in needs.values() for run in runs))
     check_fits(every, workers=2 if a.jobs != 1 else 1, cap=a.max_memory)
     cost = estimate("lessons warm", None, every, a.jobs)
-    rows = status(needs)
-    if a.estimate or not cost["missing"]:
-        _print(rows, cost, a.json, trained=None if a.estimate else 0)
+    if a.estimate:
+        _print(status(needs), cost, a.json)
         return 0
-    print(estimate_line(cost), file=sys.stderr)
-    confirm.check(a, "lessons warm", cost["missing"], cost["cpu_seconds"])
     trained: set = set()
-    bar = ProgressBar(estimate=cost["wall_seconds"])
-    run_sweep(every, n_jobs=a.jobs, progress=bar, trained=trained, cost=cost["model"])
-    _print(status(needs), cost, a.json, trained=len(trained))
+    if cost["missing"]:
+        print(estimate_line(cost), file=sys.stderr)
+        confirm.check(a, "lessons warm", cost["missing"], cost["cpu_seconds"])
+        bar = ProgressBar(estimate=cost["wall_seconds"])
+        run_sweep(every, n_jobs=a.jobs, progress=bar, trained=trained, cost=cost["model"])
+    evaluated = evaluate_lengths(a.names)
+    _print(status(needs), cost, a.json, trained=len(trained), evaluated=evaluated)
     return 0
+
+
+def evaluate_lengths(names=()) -> int:
+    """Evaluate at other lengths the stored runs whose evaluations the lessons' pages show on their first view
+    (lab.experiments.lesson_runs.evaluations), keeping them beside the store (lab.length_store); how many runs
+    needed it. The test lengths are those of this machine's caps (lab.jobs.limits, as a page reads them)."""
+    from attncore.evaluate import evaluate_lengths as evaluate
+    from lab import length_store
+    from lab.experiments.lesson_runs import evaluations
+    from lab.jobs.limits import parse_limits
+    from lab.jobs.training import run_key
+    from lab.limits import file_secrets
+    from lab.store import get_run
+
+    caps, _ = parse_limits(os.environ, file_secrets())
+    done = 0
+    for lesson in (x for x in LESSONS if not names or x.name in names):
+        for run, lengths, randomized in evaluations(lesson.page, lesson.params, caps.max_test_length):
+            key = run_key(run)
+            missing = [n for n in lengths if n not in length_store.read(key, randomized)]
+            if missing:
+                results = evaluate(get_run(run).params, run, missing, randomized=randomized)
+                length_store.write(key, {r.length: r for r in results}, randomized)
+                done += 1
+    return done
 
 
 def register(sub) -> None:

@@ -11,9 +11,17 @@ import streamlit as st
 
 from attncore import ConfigError
 from attncore import task as tasks
-from attncore.evaluate import MAX_TEST_LENGTHS
 from lab.compare import RULE, before_text, beyond_range_comparisons
-from lab.experiments.lengths import LIT_L, LIT_NMAX, LIT_POSITIONS, LIT_SEEDS, LIT_STEPS, LIT_TASK, literature_runs
+from lab.experiments.lengths import (
+    LIT_L,
+    LIT_NMAX,
+    LIT_POSITIONS,
+    LIT_SEEDS,
+    LIT_STEPS,
+    LIT_TASK,
+    literature_runs,
+    test_lengths,
+)
 from lab.stats import IDENTICAL, format_delta, format_interval
 from ui import compare_view, docs, frames, runs, sidebar, tables
 from ui.charts import runs as charts
@@ -132,7 +140,7 @@ def literature_protocol() -> None:
     past = sum(p != "learned" for p in positions) - 1
     st.markdown(before_text(n_seeds, past, noun="encoding", base="the first encoding with a number past the range"))
     seeds = list(range(n_seeds))
-    last = min(2 * LIT_L, lim.max_test_length, MAX_TEST_LENGTHS)
+    last = test_lengths(lim.max_test_length)[-1]
     try:
         wanted = lit_runs(task, randomized, seeds, lit_steps(), positions)
     except ConfigError as e:
@@ -144,7 +152,7 @@ def literature_protocol() -> None:
     if by_run is None:
         return
     found = [by_run[run] for run in wanted]
-    per_run = runs.length_results(found, list(range(1, last + 1)), randomized=at_random)
+    per_run = runs.length_results(found, test_lengths(lim.max_test_length), randomized=at_random)
     if per_run is None:
         return
     curves = {sidebar.POSITION_LABELS[p]: [] for p in positions}

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 
 from attncore import make_run
 from attncore.config import RunConfig
+from attncore.evaluate import MAX_TEST_LENGTHS
 
 LIT_L, LIT_NMAX = 8, 64  # trained on 1..8, tested to 16; randomized positions from [0, 64)
 # At 1,500 steps (the article's) the range 1..8 is not learned inside (per sequence 0.47-0.82 on copy): a
@@ -36,3 +37,8 @@ def literature_runs(
         for p in positions
         for s in seeds
     ]
+
+
+def test_lengths(max_test_length: int) -> list[int]:
+    """The lengths the protocol tests at: 1 to 2 LIT_L, within the server's cap (Limits.max_test_length)."""
+    return list(range(1, min(2 * LIT_L, max_test_length, MAX_TEST_LENGTHS) + 1))

@@ -67,6 +67,11 @@ def _choices(params: Params, key: str, options, default, label: Callable = str) 
     return tuple(dict.fromkeys(f for f in found if f is not None))
 
 
+def _flag(params: Params, key: str) -> bool:
+    """A toggle as ui.urls reads one: true, 1, yes or on."""
+    return (_raw(params, key) or "false").lower() in ("true", "1", "yes", "on")
+
+
 def _seeds(params: Params, key: str, default: int) -> list[int]:
     """N seeds from the sidebar's seed on (ui.compare_view.seeds_input)."""
     first = _number(params, "seed", 0, int)
@@ -151,7 +156,7 @@ def lengths_runs(params: Params) -> list[RunConfig]:
     """The literature's protocol (the first tab) and the sidebar's run (the second); the encodings' comparison at
     the sidebar's length waits for its button, so it is not asked for when the page opens."""
     task = _raw(params, "lit_task") or lengths.LIT_TASK
-    randomized = (_raw(params, "lit_rand") or "false").lower() in ("true", "1", "yes", "on")
+    randomized = _flag(params, "lit_rand")
     positions = _choices(params, "lit_enc", lengths.LIT_POSITIONS, lengths.LIT_POSITIONS)
     seeds = range(_number(params, "lit_seeds", lengths.LIT_SEEDS, int))
     first = lengths.literature_runs(task, randomized, seeds, lengths.LIT_STEPS, positions) if len(positions) > 1 else []
@@ -180,3 +185,15 @@ def runs_of(page: str, params: Params) -> list[RunConfig]:
     """The runs the page at URL path `page` asks the store for when opened with these parameters, each once."""
     needs = NEEDS.get(page)
     return list(dict.fromkeys(needs(params))) if needs else []
+
+
+def evaluations(page: str, params: Params, max_test_length: int) -> list[tuple[RunConfig, list[int], bool]]:
+    """(run, test lengths, on randomized positions) of the evaluations at other lengths the page makes from stored
+    runs on its first view (lab.length_store keeps them): Length generalisation's protocol, its runs at every test
+    length. (The sidebar's run in its second tab is one run at a dozen short lengths: a tenth of a second.)"""
+    if page != "lengths":
+        return []
+    at_random = _flag(params, "lit_rand") and _flag(params, "lit_rand_eval")
+    tested = lengths.test_lengths(max_test_length)
+    protocol = lengths_runs(params)[:-1]  # without the sidebar's run
+    return [(run, tested, at_random and run.train.randomized_positions is not None) for run in protocol]
