@@ -26,6 +26,6 @@ for i, lesson in enumerate(LESSONS):
         st.caption(plain(lesson.idea))
         st.page_link(spec.path, label="Open the lesson", icon=":material/school:", query_params=lesson.query())
 st.caption(
-    "The pictures show each lesson's page at 1,280 px as a warmed server opens it; the numbers on your server are "
-    "computed from its own runs."
+    "Each picture is the first chart of the lesson's page (or its top), as a warmed server drew it on the machine "
+    "that made the pictures (benchmarks/lesson_pictures.py); a lesson draws its own from this server's runs."
 )

@@ -1,5 +1,6 @@
 """The Lessons page's gallery: a picture of each lesson, its link opened at 1,280 px in headless Chromium on a
-server over a warmed store, saved as static/lessons/<name>.png (the top of the page, scaled to 640 px wide).
+server over a warmed store: the page's first chart (else the main area's top), saved as static/lessons/<name>.png,
+at most 640 px wide.
 
 Usage: python benchmarks/lesson_pictures.py --store DIR [--port 8635] [--lessons sqrt-dk masks ...]
 
@@ -26,7 +27,8 @@ from PIL import Image  # noqa: E402
 
 from lab.lessons import LESSONS, picture  # noqa: E402
 
-WIDTH, HEIGHT = 1280, 900  # the browser's window; the picture is its top HEIGHT px
+WIDTH, HEIGHT = 1280, 900  # the browser's window
+PICTURED = 640  # px of the main area's top in the picture of a page without a chart
 SAVED_WIDTH = 640
 NOT_WARM = ("Not trained yet", "still to train", "lessons warm")
 
@@ -36,12 +38,19 @@ def shoot(tab, base: str, lesson) -> tuple[bytes, bool]:
     tab.goto(base + lesson.url())
     wait_for_app(tab, timeout=300)
     text = tab.inner_text("[data-testid=stMain]")
-    return tab.screenshot(clip={"x": 0, "y": 0, "width": WIDTH, "height": HEIGHT}), not any(w in text for w in NOT_WARM)
+    warm = not any(w in text for w in NOT_WARM)
+    charts = tab.get_by_test_id("stVegaLiteChart")
+    if charts.count():  # the page's first chart: what the lesson is about, drawn from its runs
+        return charts.first.screenshot(), warm
+    box = tab.get_by_test_id("stMainBlockContainer").bounding_box()  # else the page's top, without the sidebar
+    clip = {"x": box["x"], "y": box["y"], "width": box["width"], "height": min(PICTURED, HEIGHT - box["y"])}
+    return tab.screenshot(clip=clip), warm
 
 
 def save(png: bytes, path: Path) -> None:
     image = Image.open(io.BytesIO(png)).convert("RGB")
-    image = image.resize((SAVED_WIDTH, round(image.height * SAVED_WIDTH / image.width)), Image.LANCZOS)
+    if image.width > SAVED_WIDTH:
+        image = image.resize((SAVED_WIDTH, round(image.height * SAVED_WIDTH / image.width)), Image.LANCZOS)
     path.parent.mkdir(parents=True, exist_ok=True)
     image.save(path, optimize=True)
 
