@@ -26,12 +26,12 @@ def cmd_lessons(a) -> int:
 
 def lesson_needs(names=()) -> dict[str, list]:
     """{lesson name: the runs its page asks the store for}, in LESSONS' order: those named (default: every one)."""
-    from attncore.config import ConfigError
+    from cli.flags import ArgumentError
     from lab.experiments.lesson_runs import runs_of
 
     known = [lesson.name for lesson in LESSONS]
     if unknown := [n for n in names if n not in known]:
-        raise ConfigError("lessons", f"no lesson named {', '.join(unknown)}; one of {', '.join(known)}")
+        raise ArgumentError(f"LESSON: no lesson named {', '.join(unknown)}; one of {', '.join(known)}")
     return {x.name: runs_of(x.page, x.params) for x in LESSONS if not names or x.name in names}
 
 

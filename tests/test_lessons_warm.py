@@ -124,3 +124,10 @@ def test_a_warmed_lesson_opens_from_the_store_without_training(cache, monkeypatc
     assert len(list_cached()) == stored  # nothing trained by opening them
     assert main(["lessons", "warm", "--json"]) == 0  # again: nothing left to train
     assert json.loads(capsys.readouterr().out)["trained"] == 0
+
+
+def test_warm_names_only_known_lessons(cache, capsys):
+    assert main(["lessons", "warm", "causal-mask", "nope", "--estimate"]) == 2
+    err = capsys.readouterr().err
+    assert "no lesson named nope" in err and "causal-mask" in err and "Traceback" not in err
+    assert not any(map(is_cached, lesson_runs.runs_of("masks", {})))
