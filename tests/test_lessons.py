@@ -146,7 +146,7 @@ def test_lessons_page_shows_every_lesson_with_its_picture_idea_and_link(cache):
     titles = {f"**{x.title}** · {BY_PATH[x.page].title}" for x in lessons.LESSONS}
     assert {shown(m.value) for m in at.markdown} >= titles
     assert {shown(c.value) for c in at.caption} >= {x.idea for x in lessons.LESSONS}
-    assert len(at.get("imgs")) == len(lessons.LESSONS)
+    assert len(at.get("image")) == len(lessons.LESSONS)
 
 
 def test_every_lesson_has_its_picture_and_no_picture_is_orphaned():
