@@ -10,7 +10,12 @@ drawn (`control`), so the valid names are known only once the page has run: Stre
 a first visit has no earlier run to learn them from, and a list declared beside each page would have to be kept in
 step with its widgets by hand. So `begin` (before the page) keeps a place at the top of the page, and `finish`
 (after it) fills it: which controls the link hides or locks, a "show all controls" button, and one refusal naming
-the page's valid names for any name no control has. Every text is shown literally (ui.plain).
+the page's valid names for any name no control has. A page that ends in st.stop() draws nothing after it, so
+st.stop() itself checks the names first (`finish(stopping=True)`, against the controls drawn so far and those this
+page drew before). Every text is shown literally (ui.plain).
+
+On a hosted server a lesson whose runs are not all stored (lab.experiments.lesson_runs: the runs the page asks the
+store for at the link's values) says so in one line under the note, naming `python -m attncore lessons warm`.
 """
 
 from __future__ import annotations
@@ -191,7 +196,7 @@ def finish(stopping: bool = False) -> None:
     hide, lock = names(HIDE), names(LOCK)
     valid = controls()
     with _EVER_LOCK:
-        known = set(valid) | set(state.previous) | (_EVER.get(state.page, set()) if stopping else set())
+        known = set(valid) | (set(state.previous) | _EVER.get(state.page, set()) if stopping else set())
     unknown = [n for n in dict.fromkeys(hide + lock) if n not in known]
     with state.top.container():
         if unknown:
