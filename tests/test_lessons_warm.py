@@ -101,7 +101,7 @@ def test_hosted_lesson_with_runs_missing_names_the_warm_command(cache, monkeypat
     monkeypatch.setenv("ATTNLAB_HOSTED", "1")
     at, _ = open_lesson(lessons.by_name("induction-zeroed"), monkeypatch)
     lines = [shown(i.value) for i in at.info if "lessons warm" in i.value]
-    assert lines == ["18 of the 18 runs this lesson needs are not stored on this server; "
+    assert lines == ["None of the 18 runs this lesson needs are stored on this server; "
                      "`python -m attncore lessons warm` stores every lesson's runs."]  # fmt: skip
 
 
@@ -131,3 +131,12 @@ def test_warm_names_only_known_lessons(cache, capsys):
     err = capsys.readouterr().err
     assert "no lesson named nope" in err and "causal-mask" in err and "Traceback" not in err
     assert not any(map(is_cached, lesson_runs.runs_of("masks", {})))
+
+
+def test_the_missing_line_counts_what_is_missing():
+    from ui.lesson import _missing_line
+
+    tail = " on this server; `python -m attncore lessons warm` stores every lesson's runs."
+    assert _missing_line(1, 1) == "The run this lesson needs is not stored" + tail
+    assert _missing_line(1, 3) == "1 of the 3 runs this lesson needs is not stored" + tail
+    assert _missing_line(2, 3) == "2 of the 3 runs this lesson needs are not stored" + tail

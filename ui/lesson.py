@@ -229,9 +229,13 @@ def _check_before_stop() -> None:
 
 def _missing_line(missing: int, total: int) -> str:
     """One line naming the command that stores what is missing (no visitor's text in it: markdown is safe)."""
-    runs = f"{missing} of the {total} runs this lesson needs" if total > 1 else "The run this lesson needs"
-    verb = "is" if missing == 1 else "are"
-    return f"{runs} {verb} not stored on this server; `{WARM_COMMAND}` stores every lesson's runs."
+    if total == 1:
+        said = "The run this lesson needs is not stored"
+    elif missing == total:
+        said = f"None of the {total} runs this lesson needs are stored"
+    else:
+        said = f"{missing} of the {total} runs this lesson needs {'is' if missing == 1 else 'are'} not stored"
+    return f"{said} on this server; `{WARM_COMMAND}` stores every lesson's runs."
 
 
 def missing_runs(page: str) -> tuple[int, int] | None:
