@@ -1,7 +1,7 @@
 """A stored run's evaluations at other lengths (attncore.evaluate.evaluate_lengths), kept beside the run store in
 <store>/lengths/, so that a server's first view of a length comparison reads them instead of generating again: a pure
 function of the stored run, like the record itself. `python -m attncore lessons warm` fills them for the lessons, and
-every view that computes one keeps it.
+every view that computes one keeps it. ATTNLAB_LENGTH_STORE=0 turns it off.
 
 One file per run and position draw: the run's key (lab.jobs.training.run_key, the caller's) and NUMERICS_VERSION in
 a sealed JSON sidecar (lab.store.codec: its SHA-256, and its HMAC when the store has a key), every value checked on
@@ -24,6 +24,7 @@ from lab.store import NUMERICS_VERSION, cache_dir
 from lab.store.codec import RecordError, seal, unseal
 
 FOLDER = "lengths"
+OFF_VAR = "ATTNLAB_LENGTH_STORE"  # =0: neither read nor kept (benchmarks/lesson_open.py --compare measures the saving)
 MAX_NOTE = 400  # characters of a note (attncore's are about 100)
 MAX_BYTES = 64 * 1024  # a file holds at most MAX_LENGTH results: a few kB
 
@@ -54,6 +55,8 @@ def _result(row) -> LengthResult | None:
 
 def read(key: str, randomized: bool = False, location: Path | None = None) -> dict[int, LengthResult]:
     """{length: result} kept for the run with this key ({} when none is, or the file does not hold)."""
+    if os.environ.get(OFF_VAR) == "0":
+        return {}
     path = _path(key, randomized, location)
     try:
         if path.stat().st_size > MAX_BYTES:
@@ -84,6 +87,8 @@ def _from_json(x):
 def write(key: str, results: Mapping[int, LengthResult], randomized: bool = False, location: Path | None = None):
     """Keep `results` for the run with this key, beside those kept already; silent when the folder cannot be
     written (read-only, full: the evaluation is computed again next time)."""
+    if os.environ.get(OFF_VAR) == "0":
+        return
     kept = dict(sorted((read(key, randomized, location) | dict(results)).items()))
     rows = [[r.length, _to_json(r.token_accuracy), _to_json(r.sequence_accuracy), r.note] for r in kept.values()]
     meta = {"run": key, "numerics": NUMERICS_VERSION, "randomized": randomized, "results": rows}

@@ -113,3 +113,12 @@ def test_the_length_page_keeps_what_it_evaluates_and_reads_what_is_kept(cache):
     at = open_page({"steps": "30", "len_L": "2,7"})
     tables = [t.value for t in at.dataframe]
     assert any("0.123" in set(t.get("token_accuracy", [])) for t in tables)
+
+
+def test_turned_off_it_neither_reads_nor_keeps(cache, monkeypatch):
+    length_store.write(KEY, RESULTS)
+    monkeypatch.setenv(length_store.OFF_VAR, "0")
+    assert length_store.read(KEY) == {}
+    length_store.write(KEY, {20: LengthResult(20, 0.5, 0.5, None)})
+    monkeypatch.delenv(length_store.OFF_VAR)
+    assert sorted(length_store.read(KEY)) == [3, 9, 12]
