@@ -5,12 +5,13 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from attncore import ConfigError, make_run
+from attncore import ConfigError
 from attncore.config import N_SYMBOLS
 from attncore.mechanisms.demos import mask_order_demo, padding_demo
 from attncore.mechanisms.padding import CASES, padding_trap, same_losses
 from attncore.task import get as get_task
 from lab import formats
+from lab.experiments import padding
 from ui import docs, runs, tables
 from ui.charts.base import grid_frame, heatmap
 from ui.charts.masks import mask_heatmap, padding_summary, row_sum_summary, weights_with_row_sums
@@ -116,7 +117,7 @@ st.caption(
 )
 
 st.subheader("The trap on a trained model: does a sequence's loss depend on its batch?")
-trap_run, trap_lengths = make_run("copy", 6, train_min=1, mixed_lengths=True), (5, 2, 4, 1)
+trap_run, trap_lengths = padding.trap_run(), (5, 2, 4, 1)  # what `lessons warm` stores for the Masks lesson
 st.caption(
     f"A model trained on mixed lengths {'–'.join(map(str, trap_run.task.train_lengths))} in right-padded batches "
     f"(copy, {trap_run.train.steps:,} steps). Test sequences of lengths {', '.join(map(str, trap_lengths))} in one "

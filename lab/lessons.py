@@ -5,8 +5,10 @@ note, a question and its answer (the URL parameters ui.lesson reads). The Lesson
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from urllib.parse import urlencode
 
+PICTURES = Path(__file__).resolve().parents[1] / "static" / "lessons"
 MAX_TEXT = 200  # characters in a note, a question or an answer: the URL's cap for every text parameter
 
 
@@ -21,6 +23,7 @@ class Lesson:
     note: str = ""
     question: str = ""
     answer: str = ""
+    idea: str = ""  # the lesson in one line, for the gallery on the Lessons page
 
     def query(self) -> list[tuple[str, str]]:
         """The query parameters of the lesson's link, in order."""
@@ -39,6 +42,7 @@ class Lesson:
 LESSONS = (
     Lesson(
         "sqrt-dk", "Why divide the scores by √d_k", "scaling",
+        idea="Unscaled dot products grow with d_k and saturate the softmax.",
         params={"scal_dk": "8,64,512"}, hide=("scal_reps", "scal_seed"), lock=("scal_dk",),
         note="Compare the scaled and unscaled rows at each d_k: the spread of q·k, the softmax's entropy, its "
              "largest weight and its sensitivity Σp(1−p).",
@@ -48,6 +52,7 @@ LESSONS = (
     ),
     Lesson(
         "sqrt-dk-long-rows", "Scaling over many keys", "scaling",
+        idea="Scaling keeps the softmax soft, not uniform, over a thousand keys.",
         params={"scal_dk": "64", "scal_T": "1024"}, hide=("scal_reps", "scal_seed"), lock=("scal_dk",),
         note="One d_k, and a thousand keys per query: the most spread-out softmax has entropy ln T.",
         question="Does √d_k scaling make the softmax uniform over the keys? Compare the entropy with ln T.",
@@ -56,6 +61,7 @@ LESSONS = (
     ),
     Lesson(
         "causal-mask", "The causal mask goes before the softmax", "masks",
+        idea="Mask the scores, not the weights: only then do rows sum to 1.",
         hide=("mask_seed",), lock=("mask_T",),
         note="The same scores masked two ways: −∞ before the softmax, or zeroed after it.",
         question="Which order leaves every row summing to 1, and which lets a future token change the weights?",
@@ -64,6 +70,7 @@ LESSONS = (
     ),
     Lesson(
         "position-length", "Position encodings and length generalisation", "lengths",
+        idea="Which position encodings still work past the lengths they were trained on.",
         params={"lit_task": "copy"}, hide=("lit_rand",), lock=("lit_task",),
         note="Position encodings trained on the same lengths, tested beyond them, over seeds. Train the missing runs "
              "to compare them.",
@@ -73,6 +80,7 @@ LESSONS = (
     ),
     Lesson(
         "post-ln-depth", "Post-LN at depth", "regimes",
+        idea="Where the LayerNorm sits decides which learning rates a deep model survives.",
         params={"reg_exp": "lr", "reg_pair": "norm", "reg_layers": "6"}, hide=("reg_task", "reg_steps"),
         lock=("reg_exp", "reg_pair", "reg_layers"),
         note="Pre-LN and post-LN, 6 blocks each, trained side by side over seeds at learning rates small to large.",
@@ -82,6 +90,7 @@ LESSONS = (
     ),
     Lesson(
         "qk-norm", "qk-norm at a high learning rate", "regimes",
+        idea="A LayerNorm on queries and keys against runaway attention logits.",
         params={"reg_exp": "lr", "reg_pair": "qk_norm"}, hide=("reg_task", "reg_steps", "reg_zloss"),
         lock=("reg_exp", "reg_pair"),
         note="The same model with and without a LayerNorm on q and k, up to high learning rates.",
@@ -91,6 +100,7 @@ LESSONS = (
     ),
     Lesson(
         "induction-zeroed", "An induction head forms, and is zeroed", "induction",
+        idea="In-context learning switches on suddenly, and rests on two heads.",
         hide=("ind_emb", "ind_norm"), lock=("ind_var",),
         note="Watch the loss on the repeated half drop suddenly during training; then zero the heads that do it.",
         question="What happens to in-context learning when the induction heads are zeroed?",
@@ -98,6 +108,7 @@ LESSONS = (
     ),
     Lesson(
         "attention-sink", "An attention sink and the sliding window", "sinks",
+        idea="Heads park unused attention on the first token; a window must keep it.",
         lock=("sk_win",),
         note="A head parks its attention on the first token. A sliding window drops that token; StreamingLLM keeps it.",
         question="Why does a window of recent keys lose accuracy, and why does keeping token 0 restore it?",
@@ -106,6 +117,7 @@ LESSONS = (
     ),
     Lesson(
         "grokking-decay", "Grokking with and without weight decay", "grokking",
+        idea="Memorised at once, generalised much later: what weight decay changes.",
         hide=("grok_lr", "grok_steps"),
         note="Modular addition: the training set is learnt at once, the held-out pairs much later, or never.",
         question="Which variant generalises, and what does its Fourier spectrum show?",
@@ -114,6 +126,7 @@ LESSONS = (
     ),
     Lesson(
         "map-explanation", "Is a head's map an explanation?", "explanations",
+        idea="A very different attention map can give the same output.",
         note="A head's attention map beside other maps: shuffled, adversarial, and other seeds' heads. Its controls "
              "appear once the sidebar's run is trained.",
         question="If a very different map gives the same output, does the original map explain the output?",
@@ -122,6 +135,7 @@ LESSONS = (
     ),
     Lesson(
         "kv-cache-gpu", "Sizing one model's KV cache for a GPU", "kv-cache",
+        idea="How many long sequences fit beside the weights, and what buys more.",
         params={"kv_preset": "llama-3-8b", "kv_context": "131072"}, lock=("kv_preset",),
         hide=("kv_m_layers", "kv_m_d", "kv_m_heads", "kv_m_new", "kv_m_repeats"),
         note="One model's key-value cache at a long context: 2 · layers · KV heads · head size · bytes per token.",
@@ -130,6 +144,12 @@ LESSONS = (
                "Read the fit from the page.",
     ),
 )  # fmt: skip
+
+
+def picture(lesson: Lesson) -> Path:
+    """The lesson's picture in the Lessons page's gallery (static/lessons/<name>.png, made by
+    benchmarks/lesson_pictures.py)."""
+    return PICTURES / f"{lesson.name}.png"
 
 
 def by_name(name: str) -> Lesson:

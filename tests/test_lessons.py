@@ -33,6 +33,14 @@ def widgets(at: AppTest) -> dict:
     return {w.key: w for kind in KINDS for w in at.get(kind) if w.key}
 
 
+def open_maker(at: AppTest, url_path: str) -> AppTest:
+    """Open "Make a lesson link" (closed, it draws nothing inside), as a click on it does: the page runs again."""
+    at.session_state[f"_lesson_maker_{url_path}"] = True
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
 def url_notices(at: AppTest) -> list[str]:
     return [shown(w.value) for w in at.warning if "link_off" in str(w.icon)]
 
@@ -118,7 +126,8 @@ def test_lesson_text_over_the_cap_is_refused(cache):
 def test_make_a_lesson_link_gives_the_url(cache):
     at = open_page("scaling", {"scal_T": "128", "lock": "scal_T"})
     assert any(e.label == "Make a lesson link" for e in at.expander)
-    at.text_area(key="_lesson_note").input("Look at row 3").run()
+    assert not at.text_area and not at.code  # closed: nothing drawn inside
+    open_maker(at, "scaling").text_area(key="_lesson_note").input("Look at row 3").run()
     url = at.code[-1].value
     assert url.startswith("/scaling?") and "scal_T=128" in url and "lock=scal_T" in url
     assert "note=Look+at+row+3" in url
@@ -130,12 +139,22 @@ def test_page_without_lesson_parameters_shows_no_lesson_view(cache):
     assert not any(e.label.startswith("Answer") for e in at.expander)
 
 
-def test_lessons_page_links_every_lesson(cache):
+def test_lessons_page_shows_every_lesson_with_its_picture_idea_and_link(cache):
     at = open_page("lessons", {})
     links = at.get("page_link")
     assert len(links) == len(lessons.LESSONS)
     titles = {f"**{x.title}** · {BY_PATH[x.page].title}" for x in lessons.LESSONS}
     assert {shown(m.value) for m in at.markdown} >= titles
+    assert {shown(c.value) for c in at.caption} >= {x.idea for x in lessons.LESSONS}
+    assert len(at.get("image")) == len(lessons.LESSONS)
+
+
+def test_every_lesson_has_its_picture_and_no_picture_is_orphaned():
+    """static/lessons/ holds one PNG per lesson (benchmarks/lesson_pictures.py makes them), nothing else."""
+    assert {p.name for p in lessons.PICTURES.iterdir()} == {lessons.picture(x).name for x in lessons.LESSONS}
+    for x in lessons.LESSONS:
+        assert lessons.picture(x).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", x.name
+        assert x.idea and len(x.idea) <= 80, x.name
 
 
 def test_cli_lists_the_lessons(capsys):
@@ -152,5 +171,15 @@ def test_make_a_lesson_link_on_a_page_that_ends_in_st_stop(cache):
     the controls the page's last run drew."""
     at = open_page("masks", {"mask_T": "8"})
     assert any(e.label == "Make a lesson link" for e in at.expander)
-    at.run()
-    assert "mask_T=8" in at.code[-1].value
+    assert "mask_T=8" in open_maker(at, "masks").code[-1].value
+
+
+def test_a_misspelt_name_is_refused_on_a_page_that_ends_in_st_stop(cache):
+    """Masks stops at its trained model on a fresh store: the names are checked as it stops."""
+    at = open_page("masks", {"hide": "mask_seed,mask_sed"})
+    assert at.info and any(b.label == "Train this configuration" for b in at.button)  # it did stop there
+    notices = url_notices(at)
+    assert len(notices) == 1, notices
+    assert "mask_sed" in notices[0] and "stopped before the rest of its controls" in notices[0]
+    assert "Valid names so far: mask_T, mask_seed, mask_lengths, mask_pad_T, " in notices[0]
+    assert url_notices(open_page("masks", {"hide": "mask_seed", "lock": "mask_pad_T"})) == []

@@ -11,9 +11,17 @@ import streamlit as st
 
 from attncore import ConfigError
 from attncore import task as tasks
-from attncore.evaluate import MAX_TEST_LENGTHS
 from lab.compare import RULE, before_text, beyond_range_comparisons
-from lab.limits import Cap, declare
+from lab.experiments.lengths import (
+    LIT_L,
+    LIT_NMAX,
+    LIT_POSITIONS,
+    LIT_SEEDS,
+    LIT_STEPS,
+    LIT_TASK,
+    literature_runs,
+    test_lengths,
+)
 from lab.stats import IDENTICAL, format_delta, format_interval
 from ui import compare_view, docs, frames, runs, sidebar, tables
 from ui.charts import runs as charts
@@ -21,17 +29,6 @@ from ui.figure import show_chart
 from ui.limits import limits
 from ui.params import show_invalid, url_multiselect, url_number, url_radio, url_toggle
 
-# the Length generalisation page's cap (lab.limits: read by name, ATTNLAB_<NAME> or [limits] as every cap)
-(TEST_LENGTH,) = declare(
-    Cap("max_test_length", 16, "Length generalisation: longest test length L′ evaluated (up to 64)")
-)
-
-LIT_L, LIT_NMAX = 8, 64  # trained on 1..8, tested to 16; randomized positions from [0, 64)
-# At 1,500 steps (the article's) the range 1..8 is not learned inside (per sequence 0.47-0.82 on copy): a
-# comparison past it would compare nothing. 3,000 steps (the hosted cap) learn it. A visitor who changes the
-# sidebar's steps from the default gets those instead.
-LIT_STEPS = 3000
-LIT_POSITIONS = ("none", "learned", "sinusoidal", "rope", "alibi")
 PAPERS = (
     "**The papers.** Kazemnejad et al. 2023 and Ruoss et al. 2023 rank the encodings past the trained range; a "
     "2-block, d = 32 model trained for a few thousand steps is not their model: compare orderings, not numbers."
@@ -45,20 +42,8 @@ def lengths_vary() -> list[str]:
 
 
 def lit_runs(task: str, randomized: bool, seeds, steps: int, positions=LIT_POSITIONS) -> list:
-    """The sidebar's settings with each encoding, trained on 1..LIT_L (no position: never randomized)."""
-    return [
-        sidebar.make(
-            task=task,
-            length=LIT_L,
-            train_min=1,
-            position=p,
-            seed=s,
-            steps=steps,
-            randomized_positions=LIT_NMAX if randomized and p != "none" else None,
-        )
-        for p in positions
-        for s in seeds
-    ]
+    """The sidebar's settings with each encoding, trained on 1..LIT_L (lab.experiments.lengths)."""
+    return literature_runs(task, randomized, seeds, steps, positions, make=sidebar.make)
 
 
 def encodings_picker(key: str, options) -> list[str]:
@@ -139,7 +124,7 @@ def literature_protocol() -> None:
         "would count more; the sidebar's other settings), then tested by greedy generation at "
         "each length from 1 to 16 on that length's own 500 sequences."
     )
-    task = url_radio("Task", "lit_task", lengths_vary(), "copy")
+    task = url_radio("Task", "lit_task", lengths_vary(), LIT_TASK)
     randomized = url_toggle(f"Randomized positions (N_MAX = {LIT_NMAX})", "lit_rand", False)
     at_random = randomized and url_toggle(
         "Evaluate on randomized positions too",
@@ -148,7 +133,7 @@ def literature_protocol() -> None:
         help="As Ruoss et al.'s code: each test length on positions drawn from [0, N_MAX), one fixed draw per length.",
     )
     positions = encodings_picker("lit_enc", LIT_POSITIONS)
-    n_seeds = url_number("Seeds", "lit_seeds", 3, 1, lim.max_seeds)  # the one seed cap of every page
+    n_seeds = url_number("Seeds", "lit_seeds", LIT_SEEDS, 1, lim.max_seeds)  # the one seed cap of every page
     if len(positions) < 2:
         st.info("Pick at least two encodings to compare.", icon=":material/touch_app:")
         return
@@ -156,7 +141,7 @@ def literature_protocol() -> None:
     past = sum(p != "learned" for p in positions) - 1
     st.markdown(before_text(n_seeds, past, noun="encoding", base="the first encoding with a number past the range"))
     seeds = list(range(n_seeds))
-    last = min(2 * LIT_L, lim.max_test_length, MAX_TEST_LENGTHS)
+    last = test_lengths(lim.max_test_length)[-1]
     try:
         wanted = lit_runs(task, randomized, seeds, lit_steps(), positions)
     except ConfigError as e:
@@ -168,7 +153,7 @@ def literature_protocol() -> None:
     if by_run is None:
         return
     found = [by_run[run] for run in wanted]
-    per_run = runs.length_results(found, list(range(1, last + 1)), randomized=at_random)
+    per_run = runs.length_results(found, test_lengths(lim.max_test_length), randomized=at_random)
     if per_run is None:
         return
     curves = {sidebar.POSITION_LABELS[p]: [] for p in positions}

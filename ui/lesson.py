@@ -10,17 +10,27 @@ drawn (`control`), so the valid names are known only once the page has run: Stre
 a first visit has no earlier run to learn them from, and a list declared beside each page would have to be kept in
 step with its widgets by hand. So `begin` (before the page) keeps a place at the top of the page, and `finish`
 (after it) fills it: which controls the link hides or locks, a "show all controls" button, and one refusal naming
-the page's valid names for any name no control has. Every text is shown literally (ui.plain).
+the page's valid names for any name no control has. A page that ends in st.stop() draws nothing after it, so
+st.stop() itself checks the names first (`finish(stopping=True)`, against the controls drawn so far and those this
+page drew before). Every text is shown literally (ui.plain).
+
+On a hosted server a lesson whose runs are not all stored (lab.experiments.lesson_runs: the runs the page asks the
+store for at the link's values) says so in one line under the note, naming `python -m attncore lessons warm`.
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 
 import streamlit as st
 from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
 
+from attncore import ConfigError
+from lab.experiments import lesson_runs
+from lab.store import is_cached
 from ui import urls
+from ui.limits import headless, limits
 from ui.plain import clip, plain
 
 HIDE, LOCK, NOTE, QUESTION, ANSWER = "hide", "lock", "note", "question", "answer"
@@ -28,6 +38,9 @@ PARAMS = (HIDE, LOCK, NOTE, QUESTION, ANSWER)
 MAX_TEXT = 200  # characters, as for every other text parameter (ui.params.MAX_TEXT)
 _STATE = "_attnlab_lesson"  # attribute of the script run context holding this run's state
 _SEEN = "_lesson_seen"  # session key: page -> the controls its last run drew, {key: (label, drawn by the sidebar)}
+_EVER: dict[str, set[str]] = {}  # page -> every control key any run of it drew in this server, in any session
+_EVER_LOCK = threading.Lock()
+WARM_COMMAND = "python -m attncore lessons warm"
 
 
 @dataclass
@@ -77,6 +90,8 @@ def control(key: str, label: str) -> tuple[bool, bool]:
             if len(state.controls) == 1:  # this run's first control: forget the last run's
                 seen[state.page] = {}
             seen[state.page][key] = (label, not state.page_started)
+            with _EVER_LOCK:
+                _EVER.setdefault(state.page, set()).add(key)
         if (hidden or locked) and state.banner is not None:
             _say_hidden(state)
     return hidden, locked
@@ -142,6 +157,7 @@ def begin(page: str = "") -> None:
         return
     state.page = page
     state.previous = dict(st.session_state.get(_SEEN, {}).get(page, {}))
+    _check_before_stop()
     if not in_lesson():
         return
     for param in (HIDE, LOCK):  # a list over the cap is refused whole
@@ -156,6 +172,8 @@ def begin(page: str = "") -> None:
     if answer:
         with st.expander("Answer (open when you have thought about it)"):
             st.markdown(plain(answer))
+    if limits().is_hosted(headless()) and (missing := missing_runs(page)):
+        st.info(_missing_line(*missing), icon=":material/cloud_off:")
     if names(HIDE) or names(LOCK):
         state.banner = st.empty()
         st.button("Show all controls", icon=":material/visibility:", on_click=_show_all, key="_lesson_show_all")
@@ -167,18 +185,67 @@ def _show_all() -> None:
         urls.write(param, None)
 
 
-def finish() -> None:
-    """After the page: refuse in one line the names in hide and lock that no control of this page has. Not after a
-    page that ended in st.stop(): Streamlit draws nothing more in that run."""
+def finish(stopping: bool = False) -> None:
+    """After the page, or as it calls st.stop() (`stopping`: Streamlit draws nothing after it): refuse in one line
+    the names in hide and lock that no control of this page has. A page that stops has not drawn its later controls
+    yet: a name is then refused only if no run of this page on this server has drawn it either, and the line says
+    the page stopped before the rest."""
     state = _run()
     if state is None or state.top is None:
         return
     hide, lock = names(HIDE), names(LOCK)
     valid = controls()
-    unknown = [n for n in dict.fromkeys(hide + lock) if n not in valid]
+    with _EVER_LOCK:
+        known = set(valid) | (set(state.previous) | _EVER.get(state.page, set()) if stopping else set())
+    unknown = [n for n in dict.fromkeys(hide + lock) if n not in known]
     with state.top.container():
         if unknown:
             params = ",".join(p for p, ns in ((HIDE, hide), (LOCK, lock)) if set(ns) & set(unknown))
             allowed = ", ".join(valid) or "none: it has no controls"
-            urls.show([f"URL parameter {params}: no control of this page is named {clip(', '.join(unknown))}. "
-                       f"Valid names: {allowed}."])  # fmt: skip
+            if stopping:
+                urls.show([f"URL parameter {params}: no control of this page drawn so far is named "
+                           f"{clip(', '.join(unknown))} (the page stopped before the rest of its controls). "
+                           f"Valid names so far: {allowed}."])  # fmt: skip
+            else:
+                urls.show([f"URL parameter {params}: no control of this page is named {clip(', '.join(unknown))}. "
+                           f"Valid names: {allowed}."])  # fmt: skip
+    state.top = None  # said once
+
+
+def _check_before_stop() -> None:
+    """Make st.stop() check the lesson's names first (once per process): a page that ends in st.stop() draws
+    nothing after it, so the check after the page (ui.nav.run) would never run."""
+    if getattr(st.stop, "_lesson_checked", False):
+        return
+    original = st.stop
+
+    def stop():
+        finish(stopping=True)
+        original()
+
+    stop._lesson_checked = True
+    st.stop = stop
+
+
+def _missing_line(missing: int, total: int) -> str:
+    """One line naming the command that stores what is missing (no visitor's text in it: markdown is safe)."""
+    if total == 1:
+        said = "The run this lesson needs is not stored"
+    elif missing == total:
+        said = f"None of the {total} runs this lesson needs are stored"
+    else:
+        said = f"{missing} of the {total} runs this lesson needs {'is' if missing == 1 else 'are'} not stored"
+    return f"{said} on this server; `{WARM_COMMAND}` stores every lesson's runs."
+
+
+def missing_runs(page: str) -> tuple[int, int] | None:
+    """(how many are not stored, how many there are) of the runs this page asks the store for at the URL's values
+    (lab.experiments.lesson_runs); None when all are stored, or for a page whose runs it cannot tell (the sidebar's
+    settings changed)."""
+    params = {k: ",".join(st.query_params.get_all(k)) for k in st.query_params}
+    try:
+        wanted = lesson_runs.runs_of(page, params)
+    except (ValueError, ConfigError):
+        return None
+    missing = sum(not is_cached(run) for run in wanted)
+    return (missing, len(wanted)) if missing else None

@@ -1,7 +1,8 @@
 """The "Make a lesson link" control: the page's controls with hide and lock boxes, a note, a question and its answer,
 and the link they make (ui.lesson reads it), shown as plain code. Drawn in the sidebar before the page runs (a page
 may end in st.stop(), after which nothing more is drawn), so it lists the controls the page's last run drew; opening
-it reruns the page, so an open one lists them all."""
+it reruns the page, so an open one lists them all. A closed one draws nothing inside (its table and text areas
+are drawn only while it is open)."""
 
 from __future__ import annotations
 
@@ -40,10 +41,12 @@ def link(url_path: str, params: dict[str, list[str] | str], origin: str = "") ->
 def draw(url_path: str) -> None:
     """The expander in the sidebar; the link keeps every control's current value."""
     controls, sidebar = lesson.known_controls()
-    with (
-        st.sidebar,
-        st.expander("Make a lesson link", icon=":material/school:", key=f"_lesson_maker_{url_path}", on_change="rerun"),
-    ):
+    with st.sidebar:
+        box = st.expander("Make a lesson link", icon=":material/school:", key=f"_lesson_maker_{url_path}",
+                          on_change="rerun")  # fmt: skip
+    if not box.open:  # closed, it costs nothing: opening it reruns the page, which draws the body
+        return
+    with box:
         if not controls:
             st.caption("This page has no controls to hide or lock; a note and a question can still be linked.")
             table = pd.DataFrame(columns=["Control", HIDE_COL, LOCK_COL])

@@ -18,6 +18,7 @@ from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_r
 from attncore import RunConfig
 from attncore.evaluate import EvalResult, LengthResult, evaluate_lengths
 from attncore.inspect import evaluate_ablated
+from lab import length_store
 from lab.jobs.memo import MISSING, view_memo, view_memo_on
 from lab.jobs.memo import shared as memo
 from lab.jobs.slots import BusyError
@@ -285,6 +286,13 @@ def length_results(
         for r, f in zip(records, flags, strict=True)
     ]
     found = {k: memo("length").get(k) for row in keys for k in row}
+    for row, f in zip(keys, flags, strict=True):  # then what lab.length_store keeps beside the store (lessons warm)
+        if not all(isinstance(found[k], LengthResult) for k in row):
+            kept = length_store.read(row[0][0], f)
+            for k in row:
+                if k[1] in kept and not isinstance(found[k], LengthResult):
+                    found[k] = kept[k[1]]
+                    memo("length").put(k, found[k])
     missing = [
         (r, k) for r, row in zip(records, keys, strict=True) for k in row if not isinstance(found[k], LengthResult)
     ]
@@ -296,6 +304,7 @@ def length_results(
                     randomized_key = len(key) > 2
                     (found[key],) = evaluate_lengths(record.params, record.config, [key[1]], randomized=randomized_key)
                     memo("length").put(key, found[key])
+                    length_store.write(key[0], {key[1]: found[key]}, randomized_key)
                     bar.progress((i + 1) / len(missing), text=f"Evaluating at other lengths: {i + 1} of {len(missing)}")
         except BusyError as e:
             st.warning(str(e), icon=":material/hourglass_top:")
