@@ -15,11 +15,12 @@ import numbers
 from dataclasses import asdict, dataclass, replace
 
 from attncore.checks import ConfigError, check_choice, check_int
-from serving import engine_advice
+from serving import engine_advice, vllm_hybrid
 from serving.context_limit import ContextLimit
 from serving.kvcache import DTYPE_BITS, GB, GIB, weight_bytes
 from serving.parameters import Decoder, count_parameters
 from serving.presets import CARDS
+from serving.releases import LATEST, RELEASES
 
 VERSIONS = {
     "v1": "vLLM V1 engine (0.11 source, hybrid models grouped as at commit 001cabc1; 0.8.5-0.10 the same for "
@@ -78,9 +79,23 @@ class EngineSettings:
     # VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1: chunked layers paged as such by V1's hybrid manager;
     # without it (0.11's default) the engine disables that manager for a chunked model and pages every layer full
     allow_chunked_hybrid: bool = False
+    # a vLLM release (serving/releases.py; implies V1): its token line, and a hybrid model's paging (vllm_hybrid);
+    # None: today's V1 accounting, and a model with state layers as the latest release modelled
+    vllm_version: str | None = None
+    prefix_caching: bool = False  # a state group then keeps two pages a request (vLLM's mamba_cache_mode "align")
+    num_speculative_tokens: int = 0  # a state page per token, and a conv state row per token
+    mamba_cache_dtype: str = "auto"  # the conv state's (auto: the model's dtype)
+    mamba_ssm_dtype: str = "auto"  # the temporal state's (auto: the conv state's)
 
     def __post_init__(self):
         check_choice("version", self.version, tuple(VERSIONS))
+        if self.vllm_version is not None:
+            check_choice("vllm_version", self.vllm_version, tuple(RELEASES))
+            if self.version != "v1":
+                raise ConfigError("vllm_version", "a release number implies the V1 engine: drop --engine-version v0")
+        check_int("num_speculative_tokens", self.num_speculative_tokens, 0, 1024)
+        check_choice("mamba_cache_dtype", self.mamba_cache_dtype, vllm_hybrid.STATE_DTYPES)
+        check_choice("mamba_ssm_dtype", self.mamba_ssm_dtype, vllm_hybrid.STATE_DTYPES)
         _fraction("gpu_memory_utilization", self.gpu_memory_utilization, 0, 1)
         check_int("max_model_len", self.max_model_len, 1, MAX_SEARCH_LEN)
         check_int("block_size", self.block_size, 1, 4096)
@@ -89,7 +104,7 @@ class EngineSettings:
             if getattr(self, name) is not None:
                 check_int(name, getattr(self, name), 1, 10_000_000)
         check_int("tensor_parallel_size", self.tensor_parallel_size, 1, 1024)
-        for name in ("allow_long_max_model_len", "allow_chunked_hybrid"):
+        for name in ("allow_long_max_model_len", "allow_chunked_hybrid", "prefix_caching"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(name, f"must be true or false, got {getattr(self, name)!r}")
         if self.window_layers is not None and (
@@ -204,6 +219,7 @@ class EngineFit:
     paging_note: str = ""  # how the engine pages a model's windowed layers, when it is not as the model attends
     advice: tuple[str, ...] = ()  # when it does not start: the changes that would start it (engine_advice)
     advice_note: str | None = None  # why vLLM's advice in `error` to raise gpu_memory_utilization cannot work here
+    hybrid: vllm_hybrid.HybridPaging | None = None  # a model with state layers: its release's paging
 
     @property
     def block_bytes(self) -> int:
@@ -211,7 +227,10 @@ class EngineFit:
         return self.page_bytes * self.group_size
 
     def to_dict(self) -> dict:
-        return asdict(self) | {"block_bytes": self.block_bytes, "log": log_lines(self)}
+        out = asdict(self) | {"block_bytes": self.block_bytes, "log": log_lines(self)}
+        if self.hybrid is None:
+            return {k: v for k, v in out.items() if k != "hybrid"}
+        return out | {"capacity": vllm_hybrid.capacity_sentence(self.hybrid)}
 
 
 def _page_bytes(a: Decoder, s: EngineSettings, model_bytes: int) -> tuple[int, str]:
@@ -328,6 +347,16 @@ def engine_fit(
         group_size, groups, window_layers = a.n_layers, (("full", 1),), 0
     else:
         group_size, groups = _groups(a.n_layers - window_layers, window_layers, "chunked" if chunked else "sliding")
+    hybrid = None
+    if a.mixer is not None:  # state layers: the release's paging (vllm_hybrid) in place of the attention-only one
+        if s.version == "v0":
+            raise ConfigError("version", "V0 is not modelled for state layers (Mamba, linear attention): use v1")
+        hs = s if s.vllm_version else replace(s, vllm_version=LATEST)
+        kv_elem = model_bytes if s.kv_cache_dtype == "auto" else DTYPE_BITS[s.kv_cache_dtype[:3]] // 8
+        kind = "chunked" if a.window_kind == "chunked" else "sliding"
+        hybrid, hybrid_needed = vllm_hybrid.paging(a, hs, kv, model_bytes, kv_elem, tokens_t, window_layers, kind)
+        page, bs, group_size, groups = hybrid.page_bytes, hybrid.block_size, hybrid.group_size, hybrid.groups
+        paging_note = ""
     blocks = max(kv // (page * group_size), 0) if kv > 0 else 0
 
     def per_layer_blocks(kind: str, length: int) -> int:
@@ -346,11 +375,17 @@ def engine_fit(
         concurrency = tokens / s.max_model_len
         longest = tokens
         cpu_blocks = SWAP_SPACE // (page * group_size)
+    elif hybrid:
+        tokens, per_request, concurrency, needed = hybrid.tokens, hybrid.per_request, hybrid.concurrency, hybrid_needed
+        longest = _longest(needed, kv) if kv > 0 else 0
+        cpu_blocks = None
     else:
         n_groups = sum(n for _, n in groups)
         tokens = blocks // n_groups * bs
         per_request = sum(n * per_layer_blocks(kind, s.max_model_len) for kind, n in groups)
         concurrency = blocks / per_request
+        if s.vllm_version and RELEASES[s.vllm_version].token_line == "concurrency":
+            tokens = int(concurrency * s.max_model_len)
         longest = _longest(needed, kv) if kv > 0 else 0
         cpu_blocks = None
     fit = {"kv_bytes": kv, "tokens": tokens, "num_blocks": blocks, "needed": needed, "longest": longest}
@@ -359,13 +394,15 @@ def engine_fit(
     error = _error(s, fit)
     if error and s.version == "v1" and longest is not None:
         longest = min(longest, s.max_model_len)  # vLLM searches below the max_model_len asked for
+    release = hybrid.release if hybrid else s.vllm_version
+    words = f"vLLM {RELEASES[release].summary}" if release else VERSIONS[s.version]
     fit = EngineFit(
-        s.version, VERSIONS[s.version], total, budget, weights, non_torch, activation, parts, params,
+        s.version, words, total, budget, weights, non_torch, activation, parts, params,
         weight_dtype, tp, measured, kinds, kv, tokens_t, seqs, bs, kv_dtype, page, a.n_layers, window, window_layers,
         groups, group_size, blocks, tokens, s.max_model_len, per_request, concurrency, cpu_blocks, error is None,
         error, longest if kv > 0 else 0, weight_label if weight_bytes_given is not None else "",
         limit.tokens if limit else None, limit.rule if limit else "",
-        limit.warning(s.max_model_len) if limit else None, paging_note,
+        limit.warning(s.max_model_len) if limit else None, paging_note, hybrid=hybrid,
     )  # fmt: skip
     if fit.starts or not advise:
         return fit
@@ -420,6 +457,8 @@ def _longest(needed, kv: int) -> int | None:
 def log_lines(f: EngineFit) -> list[str]:
     """The startup lines the engine would print, in its own words and number formats."""
     g = GIB
+    if f.hybrid is not None:
+        return vllm_hybrid.log_lines(f.hybrid, f.kv_bytes)
     if f.version == "v0":
         util = f.budget_bytes / f.total_bytes
         return [
