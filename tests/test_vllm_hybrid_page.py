@@ -1,0 +1,27 @@
+"""The KV-cache page's vLLM release (ui/gpu_fit.py): the release picked in the engine fit changes the token line as
+that release prints it, and a release with V0 is refused as an error naming the field, not a traceback."""
+
+from __future__ import annotations
+
+from apptest_helpers import page, texts
+
+A100 = dict(kv_mode="vllm", kv_e_gpu="a100-40gb")  # Llama-3-8B, the page's default preset, at 8,192 tokens
+
+
+def log_of(at) -> str:
+    return texts(at.code)
+
+
+def test_the_release_sets_the_token_line():
+    today = log_of(page("kv_cache", **A100))
+    old = log_of(page("kv_cache", **A100, kv_e_release="0.19"))
+    new = log_of(page("kv_cache", **A100, kv_e_release="0.24"))
+    assert old == today  # an attention-only model: 0.19 prints blocks × block size, as today's V1
+    concurrency = float(new.split("tokens per request: ")[1].split("x")[0])
+    tokens = int(new.split("GPU KV cache size: ")[1].split(" tokens")[0].replace(",", ""))
+    assert abs(tokens - concurrency * 8192) <= 0.005 * 8192 + 1  # int(concurrency × max_model_len)
+
+
+def test_a_release_with_v0_is_an_error_naming_the_field():
+    at = page("kv_cache", **A100, kv_e_release="0.19", kv_e_version="v0")
+    assert "vllm_version" in texts(at.error) and "V1" in texts(at.error)
