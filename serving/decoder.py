@@ -124,8 +124,8 @@ class Decoder:
                 raise ConfigError("layer_kinds", f"must name n_layers={self.n_layers} layers, got {n}")
             for kind in self.layer_kinds:
                 check_choice("layer_kinds", kind, LAYER_KINDS)
-        if ("state" in self.layer_kinds) != (self.mixer is not None):
-            raise ConfigError("mixer", "a model has a mixer exactly when layer_kinds has state layers")
+        if any(k in self.layer_kinds for k in ("state", "parallel")) != (self.mixer is not None):
+            raise ConfigError("mixer", "a model has a mixer exactly when layer_kinds has state (or parallel) layers")
 
     @property
     def kv_heads(self) -> int:
