@@ -38,7 +38,7 @@ ENGINE_FLAGS = (
     ("--vllm-version", "vllm_version", tuple(RELEASES), release_help()),
     ("--num-speculative-tokens", "num_speculative_tokens", integer, "a hybrid's state: a page and a conv row each"),
     ("--mamba-cache-dtype", "mamba_cache_dtype", vllm_hybrid.STATE_DTYPES, "conv state (auto: the model's dtype)"),
-    ("--mamba-ssm-dtype", "mamba_ssm_dtype", vllm_hybrid.STATE_DTYPES, "temporal state (auto: the conv state's)"),
+    ("--mamba-ssm-dtype", "mamba_ssm_dtype", vllm_hybrid.STATE_DTYPES, "temporal state (auto: config's, else conv's)"),
 )
 MIN_GB = 0.002  # GB (10^9 B) above engine.MIN_TOTAL_GIB GiB
 ENGINE_FLAG_OF = {field: flag for flag, field, *_ in ENGINE_FLAGS} | {

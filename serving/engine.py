@@ -85,7 +85,7 @@ class EngineSettings:
     prefix_caching: bool = False  # a state group then keeps two pages a request (vLLM's mamba_cache_mode "align")
     num_speculative_tokens: int = 0  # a state page per token, and a conv state row per token
     mamba_cache_dtype: str = "auto"  # the conv state's (auto: the model's dtype)
-    mamba_ssm_dtype: str = "auto"  # the temporal state's (auto: the conv state's)
+    mamba_ssm_dtype: str = "auto"  # the temporal state's (auto: the config's, else the conv state's)
 
     def __post_init__(self):
         check_choice("version", self.version, tuple(VERSIONS))

@@ -12,35 +12,19 @@ docs/serving.md ("vLLM's accounting of hybrid models"). Pure: no engine import; 
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 
 from attncore.checks import ConfigError
 from serving.kvcache import GIB
 from serving.releases import RELEASES, Release
-from serving.state import elements
+from serving.state import STATE_DTYPES, cache_layers, state_bytes, state_dtypes
 
-STATE_DTYPES = ("auto", "bfloat16", "float16", "float32")  # vLLM's --mamba-cache-dtype / --mamba-ssm-dtype
-STATE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
-KINDS = ("full", "sliding", "chunked", "state")  # the order vLLM meets them in a released model: attention first
+__all__ = ["STATE_DTYPES", "HybridPaging", "paging", "log_lines", "capacity_sentence", "group_layers"]
+MODEL_DTYPES = {2: "bfloat16", 4: "float32"}  # the model's bytes per element -> a dtype of that width (fp16: 2)
 
 
 def cdiv(a: int, b: int) -> int:
     return -(-a // b)
-
-
-def state_bytes(kind: str, cache_dtype: str, ssm_dtype: str, model_bytes: int) -> tuple[int, int]:
-    """(conv, temporal) bytes per element: conv in --mamba-cache-dtype (auto: the model's dtype), temporal in
-    --mamba-ssm-dtype (auto: the conv's); Kimi Delta Attention keeps its temporal state in float32 always."""
-    conv = model_bytes if cache_dtype == "auto" else STATE_BYTES[cache_dtype]
-    temporal = conv if ssm_dtype == "auto" else STATE_BYTES[ssm_dtype]
-    return conv, 4 if kind == "kda" else temporal
-
-
-def state_page_bytes(a, tp: int, num_spec: int, conv_bytes: int, temporal_bytes: int) -> int:
-    """One sequence's state in one layer on one rank (MambaSpec.page_size_bytes before padding)."""
-    shapes = a.mixer.shapes(tp, num_spec)
-    return sum(elements(shape) * (conv_bytes if i == 0 else temporal_bytes) for i, shape in enumerate(shapes))
 
 
 def attention_token_bytes(a, tp: int, kv_bytes: int) -> int:
@@ -52,12 +36,12 @@ def attention_token_bytes(a, tp: int, kv_bytes: int) -> int:
 
 
 def layer_counts(a, window_layers: int, windowed_kind: str) -> dict[str, int]:
-    """Layers of each kind (full, sliding, chunked, state), from the model's layer_kinds or its counts."""
+    """Layers of each cache kind (full, sliding, chunked, state), from the model's layer_kinds (state.cache_layers:
+    a parallel layer counts as one of each, an FFN layer as none) or its counts."""
     if a.layer_kinds:
-        counts = Counter(a.layer_kinds)
-    else:
-        counts = Counter({"full": a.n_layers - window_layers, windowed_kind: window_layers})
-    return {k: counts[k] for k in KINDS if counts[k]}
+        return cache_layers(a.layer_kinds)
+    counts = {"full": a.n_layers - window_layers, windowed_kind: window_layers}
+    return {k: n for k, n in counts.items() if n}
 
 
 def group_layers(counts: dict[str, int]) -> tuple[int, tuple[tuple[str, int], ...], tuple[tuple[str, int, float]]]:
@@ -132,8 +116,8 @@ def paging(a, s, kv_bytes: int, model_bytes: int, kv_elem_bytes: int, batched: i
     that length."""
     release = RELEASES[s.vllm_version]
     tp, spec = s.tensor_parallel_size, s.num_speculative_tokens
-    conv, temporal = state_bytes(a.mixer.kind, s.mamba_cache_dtype, s.mamba_ssm_dtype, model_bytes)
-    state = state_page_bytes(a, tp, spec, conv, temporal)
+    dtypes = state_dtypes(a.mixer, MODEL_DTYPES[model_bytes], s.mamba_cache_dtype, s.mamba_ssm_dtype)
+    state = state_bytes(a.mixer, dtypes, tp, spec)
     token = attention_token_bytes(a, tp, kv_elem_bytes)
     counts = layer_counts(a, window_layers, windowed_kind)
     if set(counts) == {"state"}:

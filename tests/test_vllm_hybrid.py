@@ -31,27 +31,29 @@ def every_fourth_full(n_layers: int) -> tuple[str, ...]:
 def qwen35(d_model, n_layers, n_heads, v_heads, d_ff, vocab=248_320) -> Decoder:
     """Qwen3.5 / 3.6 dense: 4 KV heads of 256, Gated DeltaNet with 16 key heads of 128 and v_heads value heads
     of 128, kernel 4 (config.json: linear_num_key_heads, linear_num_value_heads, linear_*_head_dim,
-    linear_conv_kernel_dim)."""
+    linear_conv_kernel_dim); the temporal state in float32 (the config's mamba_ssm_dtype)."""
     return Decoder(
         d_model=d_model, n_layers=n_layers, n_heads=n_heads, n_kv_heads=4, head_dim=256, vocab_size=vocab,
         d_ff=d_ff, ffn="swiglu", bias="none", norm="rmsnorm", position="rope", tied_embeddings=False,
         layer_kinds=every_fourth_full(n_layers),
-        mixer=StateMixer("gated_deltanet", 4, heads=v_heads, head_dim=128, k_heads=16, k_head_dim=128),
+        mixer=StateMixer("gated_deltanet", 4, heads=v_heads, head_dim=128, k_heads=16, k_head_dim=128,
+                         ssm_dtype="float32"),
     )  # fmt: skip
 
 
 QWEN35_27B = qwen35(5120, 64, 24, 48, 17_408)  # Qwen3.5-27B and Qwen3.6-27B: 16 full layers of 64
 QWEN35_4B = qwen35(2560, 32, 16, 32, 9216)  # Qwen3.5-4B: 8 full layers of 32
 # NVIDIA-Nemotron-3-Nano-30B-A3B's config.json: hybrid_override_pattern of 23 Mamba2 (M), 23 MoE (E) and
-# 6 attention (*) layers; 2 KV heads of 128; mamba_num_heads 64 of mamba_head_dim 64, n_groups 8, ssm_state_size
-# 128, conv_kernel 4; mamba_ssm_cache_dtype float32. Only the attention and Mamba layers keep a cache, so the
-# Decoder lists those 29. Here and above, d_model, query heads, d_ff and vocabulary feed only the weights and
-# activation estimates, which a given cache memory (--kv-cache-memory-gib) leaves out of the lines checked.
+# 6 attention (*) layers (their order changes no figure here); 2 KV heads of 128; mamba_num_heads 64 of
+# mamba_head_dim 64, n_groups 8, ssm_state_size 128, conv_kernel 4; mamba_ssm_cache_dtype float32. Here and above,
+# d_model, query heads, d_ff and vocabulary feed only the weights and activation estimates, which a given cache
+# memory (--kv-cache-memory-gib) leaves out of the lines checked.
 NEMOTRON_30B = Decoder(
-    d_model=2688, n_layers=29, n_heads=32, n_kv_heads=2, head_dim=128, vocab_size=131_072, d_ff=1856,
+    d_model=2688, n_layers=52, n_heads=32, n_kv_heads=2, head_dim=128, vocab_size=131_072, d_ff=1856,
     ffn="swiglu", bias="none", norm="rmsnorm", position="none", tied_embeddings=False,
-    layer_kinds=("state",) * 23 + ("full",) * 6,
-    mixer=StateMixer("mamba2", 4, heads=64, head_dim=64, state_size=128, n_groups=8, inner=4096),
+    layer_kinds=("state",) * 23 + ("ffn",) * 23 + ("full",) * 6,
+    mixer=StateMixer("mamba2", 4, heads=64, head_dim=64, state_size=128, n_groups=8, inner=4096,
+                     ssm_dtype="float32"),
 )  # fmt: skip
 
 
@@ -72,12 +74,12 @@ def test_qwen35_27b_on_0_19_prints_the_undercounted_token_line(end):
     # "GPU KV cache size: 290,864 tokens" and "Maximum concurrency for 32,768 tokens per request: 33.04x";
     # 1,487 blocks is the only count that prints both (4 groups: 1,487 // 4 × 784; 1,487 / (42 + 3)).
     lines = fit_lines(QWEN35_27B, 1487, end=end, vllm_version="0.19", max_model_len=32768, max_num_seqs=16,
-                      max_num_batched_tokens=16384, mamba_ssm_dtype="float32")  # fmt: skip
+                      max_num_batched_tokens=16384)  # fmt: skip
     assert "GPU KV cache size: 290,864 tokens" in lines
     assert "Maximum concurrency for 32,768 tokens per request: 33.04x" in lines
     # the same pool as 0.24 prints it: int(33.04... × 32,768), the figure that thread asked for
     later = fit_lines(QWEN35_27B, 1487, end=end, vllm_version="0.24", max_model_len=32768, max_num_seqs=16,
-                      max_num_batched_tokens=16384, mamba_ssm_dtype="float32")  # fmt: skip
+                      max_num_batched_tokens=16384)  # fmt: skip
     assert f"GPU KV cache size: {int(1487 / 45 * 32768):,} tokens" in later
 
 
@@ -85,9 +87,8 @@ def test_qwen35_27b_on_0_19_prints_the_undercounted_token_line(end):
 def test_block_size_lines_of_qwen_checkpoints(release):
     # vllm-project/vllm issue 47430 (vLLM 0.23.0, Qwen3.6-27B): "Setting attention block size to 784 tokens to
     # ensure that attention page size is >= mamba page size."; issue 40696 (vLLM 0.19.1, Qwen3.5-4B): 528 tokens.
-    # Both: a bf16 conv state and the config's float32 temporal state (mamba_ssm_dtype).
     for model, block in ((QWEN35_27B, 784), (QWEN35_4B, 528)):
-        lines = fit_lines(model, 100, vllm_version=release, mamba_ssm_dtype="float32")
+        lines = fit_lines(model, 100, vllm_version=release)
         assert lines[0] == (
             f"Setting attention block size to {block} tokens to ensure that attention page size is >= mamba page size."
         )
@@ -103,7 +104,7 @@ def test_qwen36_27b_tp2_fp8_mtp_prefix_caching_on_the_concurrency_release(end):
     # pages and 3 state groups of 2 + 3 pages a request.
     lines = fit_lines(QWEN35_27B, 424, end=end, vllm_version="0.24", tensor_parallel_size=2, kv_cache_dtype="fp8",
                       prefix_caching=True, num_speculative_tokens=3, max_model_len=262144,
-                      max_num_batched_tokens=8192, max_num_seqs=2, mamba_ssm_dtype="float32")  # fmt: skip
+                      max_num_batched_tokens=8192, max_num_seqs=2)  # fmt: skip
     assert lines[0].startswith("Setting attention block size to 1600 tokens")
     assert "GPU KV cache size: 620,944 tokens" in lines
     assert "Maximum concurrency for 262,144 tokens per request: 2.37x" in lines
@@ -116,7 +117,7 @@ def test_nemotron_h_block_padding_layers_and_pool(end):
     # auto-selected attention block size 2096, KV pool 7,035,562 tokens. 5,153 blocks (1 attention group, 4 state
     # groups of 6 with one padding layer): 16 + 4 × 2 pages a request.
     lines = fit_lines(NEMOTRON_30B, 5153, end=end, vllm_version="0.24", prefix_caching=True, max_model_len=32768,
-                      max_num_batched_tokens=16384, mamba_ssm_dtype="float32")  # fmt: skip
+                      max_num_batched_tokens=16384)  # fmt: skip
     assert lines[0].startswith("Setting attention block size to 2096 tokens")
     assert "Add 1 padding layers, may waste at most 4.35% KV cache memory" in lines
     assert "GPU KV cache size: 7,035,562 tokens" in lines
@@ -130,7 +131,7 @@ def test_groups_follow_the_fewest_layers_and_the_1_5_rule():
 
 
 def test_prefix_caching_and_speculative_tokens_cost_state_pages():
-    base = dict(vllm_version="0.24", max_model_len=32768, kv_cache_memory_gib=60.0, mamba_ssm_dtype="float32")
+    base = dict(vllm_version="0.24", max_model_len=32768, kv_cache_memory_gib=60.0)
     plain = engine_fit(QWEN35_27B, 200, EngineSettings(**base), advise=False).hybrid
     cached = engine_fit(QWEN35_27B, 200, EngineSettings(**base, prefix_caching=True), advise=False).hybrid
     spec = engine_fit(QWEN35_27B, 200, EngineSettings(**base, num_speculative_tokens=2), advise=False).hybrid
@@ -141,7 +142,7 @@ def test_prefix_caching_and_speculative_tokens_cost_state_pages():
 
 
 def test_the_capacity_sentence_names_the_real_line_and_the_shortest_prefix():
-    s = EngineSettings(vllm_version="0.19", max_model_len=32768, kv_cache_memory_gib=71.2, mamba_ssm_dtype="float32")
+    s = EngineSettings(vllm_version="0.19", max_model_len=32768, kv_cache_memory_gib=71.2)
     fit = engine_fit(QWEN35_27B, 200, s, advise=False)
     text = capacity_sentence(fit.hybrid)
     assert "concurrency line is the real capacity" in text and "one block, 784 tokens" in text
@@ -179,7 +180,7 @@ def test_bad_settings_name_their_field():
 
 
 def test_a_short_pool_refuses_to_start_with_the_longest_length():
-    s = EngineSettings(vllm_version="0.24", max_model_len=262_144, kv_cache_memory_gib=2.0, mamba_ssm_dtype="float32")
+    s = EngineSettings(vllm_version="0.24", max_model_len=262_144, kv_cache_memory_gib=2.0)
     fit = engine_fit(QWEN35_27B, 200, s, advise=False)
     assert not fit.starts and 0 < fit.longest_max_model_len < 262_144
     assert engine_fit(QWEN35_27B, 200, replace(s, max_model_len=fit.longest_max_model_len), advise=False).starts
