@@ -69,7 +69,7 @@ def fit_lines(a: Decoder, blocks: int, *, end: int = 0, **settings) -> list[str]
 
 @pytest.mark.parametrize("end", [0, 1])
 def test_qwen35_27b_on_0_19_prints_the_undercounted_token_line(end):
-    # vllm-project/vllm issue 40691 (vLLM 0.19.0, H20): `vllm serve Qwen3.5-27B --max-model-len 32768
+    # vLLM #40691 (vLLM 0.19.0, H20): `vllm serve Qwen3.5-27B --max-model-len 32768
     # --max-num-seqs 16 --max-num-batched-token 16384`, no prefix-caching flag, prints
     # "GPU KV cache size: 290,864 tokens" and "Maximum concurrency for 32,768 tokens per request: 33.04x";
     # 1,487 blocks is the only count that prints both (4 groups: 1,487 // 4 × 784; 1,487 / (42 + 3)).
@@ -85,8 +85,8 @@ def test_qwen35_27b_on_0_19_prints_the_undercounted_token_line(end):
 
 @pytest.mark.parametrize("release", ["0.19", "0.24"])
 def test_block_size_lines_of_qwen_checkpoints(release):
-    # vllm-project/vllm issue 47430 (vLLM 0.23.0, Qwen3.6-27B): "Setting attention block size to 784 tokens to
-    # ensure that attention page size is >= mamba page size."; issue 40696 (vLLM 0.19.1, Qwen3.5-4B): 528 tokens.
+    # vLLM #47430 (vLLM 0.23.0, Qwen3.6-27B): "Setting attention block size to 784 tokens to
+    # ensure that attention page size is >= mamba page size."; #40696 (vLLM 0.19.1, Qwen3.5-4B): 528 tokens.
     for model, block in ((QWEN35_27B, 784), (QWEN35_4B, 528)):
         lines = fit_lines(model, 100, vllm_version=release)
         assert lines[0] == (
@@ -97,7 +97,7 @@ def test_block_size_lines_of_qwen_checkpoints(release):
 
 @pytest.mark.parametrize("end", [0, 1])
 def test_qwen36_27b_tp2_fp8_mtp_prefix_caching_on_the_concurrency_release(end):
-    # noonghunna/club-3090 issue 295 (2× RTX 3090): qwen3.6-27b, tensor_parallel_size 2, dtype float16,
+    # noonghunna/club-3090 #295 (2× RTX 3090): qwen3.6-27b, tensor_parallel_size 2, dtype float16,
     # kv_cache_dtype fp8_e5m2, enable_prefix_caching, max_model_len 262144, max_num_batched_tokens 8192,
     # max_num_seqs 2, MTP with num_speculative_tokens 3; it prints "GPU KV cache size: 620,944 tokens" and
     # "Maximum concurrency for 262,144 tokens per request: 2.37x": 424 blocks of 1,600 tokens, 164 attention
@@ -112,7 +112,7 @@ def test_qwen36_27b_tp2_fp8_mtp_prefix_caching_on_the_concurrency_release(end):
 
 @pytest.mark.parametrize("end", [0, 1])
 def test_nemotron_h_block_padding_layers_and_pool(end):
-    # vllm-project/vllm issue 53749, engine A (vLLM v0.27.1, one H200, TP 1): a NemotronH 30B-A3B checkpoint,
+    # vLLM #53749, engine A (vLLM v0.27.1, one H200, TP 1): a NemotronH 30B-A3B checkpoint,
     # --max-model-len 32768 --max-num-batched-tokens 16384 --mamba-cache-mode align --enable-prefix-caching;
     # auto-selected attention block size 2096, KV pool 7,035,562 tokens. 5,153 blocks (1 attention group, 4 state
     # groups of 6 with one padding layer): 16 + 4 × 2 pages a request.
