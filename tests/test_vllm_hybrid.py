@@ -16,6 +16,7 @@ from dataclasses import replace
 import pytest
 
 from attncore.checks import ConfigError
+from cli.engine import print_fit
 from serving.decoder import Decoder
 from serving.engine import EngineSettings, engine_fit, log_lines
 from serving.kvcache import GIB
@@ -193,3 +194,15 @@ def test_cli_flags_reach_the_fit_and_bad_ones_exit_2():
     assert json.loads(out.stdout)["engine"].startswith("vLLM 0.24")
     bad = subprocess.run([*base, "--vllm-version", "0.19", "--engine-version", "v0"], capture_output=True, text=True)
     assert bad.returncode == 2 and "--vllm-version" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_the_text_output_prints_the_state_page_the_lines_and_the_capacity(capsys):
+    s = EngineSettings(vllm_version="0.19", max_model_len=32768, max_num_seqs=16, max_num_batched_tokens=16384,
+                       kv_cache_memory_gib=71.18)  # fmt: skip
+    fit = engine_fit(QWEN35_27B, 95, s)
+    print_fit(fit, "qwen3.5-27b", "95 GiB (typed)")
+    out = capsys.readouterr().out
+    assert "state page 3,207,168 B per layer, padded to the attention page of 784 tokens × 4,096 B" in out
+    assert "groups: 1 full, 3 state" in out
+    assert "GPU KV cache size: 290,864 tokens" in out and "33.04x" in out
+    assert "The concurrency line is the real capacity" in out and "one block, 784 tokens" in out
