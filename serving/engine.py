@@ -408,6 +408,8 @@ def engine_fit(
         return fit
 
     def refit(v: engine_advice.Variant) -> EngineFit:
+        if a.mixer is not None and not _splits(a, v.settings.get("tensor_parallel_size", tp)):
+            return fit  # vLLM refuses a tensor-parallel size that does not divide the state's widths
         return engine_fit(
             a, total_gib, replace(s, **v.settings), weight_dtype=v.weight_dtype or weight_dtype,
             model_dtype=model_dtype, gpu=gpu, weight_params=weight_params,
@@ -419,6 +421,15 @@ def engine_fit(
     bits = weights * tp * 8 / params if params else DTYPE_BITS[weight_dtype]
     advice = engine_advice.remedies(fit, refit, a.n_heads, bits)
     return replace(fit, advice=advice, advice_note=engine_advice.util_note(error, fit, util_starts))
+
+
+def _splits(a: Decoder, tp: int) -> bool:
+    """Whether tensor parallelism of `tp` divides a hybrid model's state tensors (state.StateMixer.shapes)."""
+    try:
+        a.mixer.shapes(tp)
+    except ConfigError:
+        return False
+    return True
 
 
 KIND_FIGURES = ("budget", "weights", "non_torch", "activation", "kv", "blocks", "tokens", "concurrency")

@@ -206,3 +206,12 @@ def test_the_text_output_prints_the_state_page_the_lines_and_the_capacity(capsys
     assert "groups: 1 full, 3 state" in out
     assert "GPU KV cache size: 290,864 tokens" in out and "33.04x" in out
     assert "The concurrency line is the real capacity" in out and "one block, 784 tokens" in out
+
+
+def test_advice_skips_tensor_parallel_sizes_the_state_does_not_split_into():
+    # 24 query heads allow tp 3, but the conv width 10,240 does not split in 3: the advice names 4 (tp 2 too small)
+    s = EngineSettings(max_model_len=262_144, weights_gib=100.0, non_torch_gib=0.1, activation_gib=1.0)
+    fit = engine_fit(QWEN35_27B, 60, s)
+    assert not fit.starts
+    tp = [line for line in fit.advice if line.startswith("tensor-parallel size")]
+    assert tp and not tp[0].startswith("tensor-parallel size 3 ")
