@@ -9,6 +9,7 @@ nothing is half-read. hf_families.py maps each known model_type; multimodal wrap
 from __future__ import annotations
 
 import json
+import math
 import re
 
 from attncore.checks import ConfigError
@@ -17,6 +18,10 @@ from serving.hf_fields import ModelFile, pattern_text  # noqa: F401  (re-exporte
 
 MAX_BYTES = 1_000_000  # a config.json is a few kB; the largest released ones (layer lists, id2label) are ~100 kB
 SOURCE = "config.json"  # the field a refusal of the whole file names
+# where transformers writes Infinity, -Infinity or NaN into a config.json (json.dumps of a float's inf): the Mamba2
+# time-step clamp, (0.0, inf) by default (Nemotron-H, Falcon-H1, Granite 4.0); any other field refuses them
+NON_FINITE_KEYS = ("time_step_limit", "mamba_dt_limit")
+CONSTANT = re.compile(r"\b(?:Infinity|NaN)\b")
 SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # \ud800 to \udfff: half of a UTF-16 pair, alone or not
 LONE_SURROGATE = ("not text: it holds a lone surrogate (one of \\ud800 to \\udfff without its pair), which is no "
                   "character; a config.json is UTF-8 text")  # fmt: skip
@@ -46,11 +51,8 @@ def decode(raw: bytes | str) -> dict:
     if not raw.strip():
         raise ConfigError(SOURCE, "empty: paste or upload a model's config.json")
 
-    def no_constant(name):  # NaN, Infinity: not JSON, though Python's json reads them
-        raise ValueError(f"{name} is not a JSON number")
-
     try:
-        data = json.loads(raw, parse_constant=no_constant)
+        data = json.loads(raw)  # NaN, Infinity, -Infinity: not JSON, but transformers writes them; checked below
     except RecursionError:
         raise ConfigError(SOURCE, "not JSON the lab reads: nested too deeply") from None
     except ValueError as e:  # JSONDecodeError, a constant, an integer of more than 4,300 digits
@@ -59,9 +61,30 @@ def decode(raw: bytes | str) -> dict:
         raise ConfigError(SOURCE, f"not JSON{where}: {reason[:80]}") from None
     if not isinstance(data, dict):
         raise ConfigError(SOURCE, f"must be a JSON object {{...}} with model_type, got {json_kind(data)}")
+    if CONSTANT.search(raw):
+        _check_constants(data)
     if SURROGATE_ESCAPE.search(raw) and _has_lone_surrogate(data):  # json reads \ud800 alone as a str of it
         raise ConfigError(SOURCE, LONE_SURROGATE)
     return data
+
+
+def _check_constants(data: dict) -> None:
+    """Refuse a non-finite number anywhere but in NON_FINITE_KEYS (at any depth: a wrapper's text_config), naming
+    the first field that holds one; a walk with its own stack (json.loads already bounded the depth)."""
+    stack: list[tuple[str, object]] = [("", data)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            allowed = ", ".join(NON_FINITE_KEYS)
+            raise ConfigError(path or SOURCE, f"must be a finite number, got {json.dumps(value)} (only {allowed} may "
+                              "hold Infinity, -Infinity or NaN)")  # fmt: skip
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if key not in NON_FINITE_KEYS or not isinstance(item, list):
+                    shown = key if len(key) <= 60 else key[:57] + "..."
+                    stack.append((f"{path}.{shown}" if path else shown, item))
+        elif isinstance(value, list):
+            stack.extend((f"{path}[{i}]", item) for i, item in enumerate(value))
 
 
 def json_kind(value) -> str:

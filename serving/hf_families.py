@@ -13,6 +13,8 @@ from attncore.config import POSITIONS, ModelConfig
 from serving.context_limit import derived_limit
 from serving.decoder import MAX_WINDOW, Decoder
 from serving.hf_fields import REQUIRED, Fields, ModelFile
+from serving.hf_hybrid import HYBRID_TYPES, read_hybrid
+from serving.hf_hybrid import TEXT_OF as HYBRID_TEXT_OF
 from serving.hf_llama4 import chunks, llama4_experts
 from serving.hf_weights import weights
 from serving.parameters import describe_attncore
@@ -84,8 +86,9 @@ FAMILIES = {
 GPT2_REQUIRED = ("n_embd", "n_layer", "n_head", "vocab_size")
 FALCON_REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
 ATTNCORE_REQUIRED = ("vocab_size", "d_model", "n_heads", "n_layers", "d_ff", "max_len")
-KNOWN = (*sorted([*FAMILIES, "gpt2", "falcon", "attncore"]),)
-TEXT_OF = {"gemma3": "gemma3_text", "llama4": "llama4_text"}  # a wrapper whose text_config may leave out its model_type
+KNOWN = (*sorted([*FAMILIES, *HYBRID_TYPES, *HYBRID_TEXT_OF, "gpt2", "falcon", "attncore"]),)
+# a wrapper whose text_config may leave out its model_type
+TEXT_OF = {"gemma3": "gemma3_text", "llama4": "llama4_text"} | HYBRID_TEXT_OF
 KEY_OF = {  # Decoder field -> the config key a cross-field refusal names
     "d_model": "hidden_size", "n_layers": "num_hidden_layers", "n_heads": "num_attention_heads",
     "n_kv_heads": "num_key_value_heads", "d_ff": "intermediate_size", "moe_d_ff": "moe_intermediate_size",
@@ -327,7 +330,8 @@ def read(data: dict) -> ModelFile:
     elif "text_config" in data and data["text_config"] is not None:
         raise ConfigError("text_config", "must be a JSON object {...} holding the language model's fields")
     mt = inner.get("model_type", TEXT_OF.get(wrapper) if wrapper else top_type)
-    if not isinstance(mt, str) or mt not in (*FAMILIES, "gpt2", "falcon", "attncore"):
+    mt = HYBRID_TEXT_OF.get(mt, mt) if isinstance(mt, str) else mt  # a flat Qwen3.5 file reads as its text model
+    if not isinstance(mt, str) or mt not in (*FAMILIES, *HYBRID_TYPES, "gpt2", "falcon", "attncore"):
         if mt is None:
             name = "text_config.model_type" if wrapper else "model_type"
             raise ConfigError(name, f"missing; it names the architecture, one of {', '.join(KNOWN)}")
@@ -337,7 +341,11 @@ def read(data: dict) -> ModelFile:
     if mt == "attncore":
         arch, kinds = _attncore(f)
     else:
-        kw, kinds = _gpt2(f) if mt == "gpt2" else _falcon(f) if mt == "falcon" else _family(f, mt, notes)
+        if mt in HYBRID_TYPES:
+            f.required = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
+            kw, kinds = read_hybrid(f, mt, notes)
+        else:
+            kw, kinds = _gpt2(f) if mt == "gpt2" else _falcon(f) if mt == "falcon" else _family(f, mt, notes)
         try:
             arch = Decoder(**kw)
         except ConfigError as e:

@@ -8,6 +8,7 @@ Cache memory and GPU fit live in kvcache.py, real-model presets in presets.py.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import asdict, dataclass, replace
 from typing import NamedTuple
 
@@ -25,9 +26,11 @@ from serving.decoder import (  # noqa: F401  (re-exported: the Decoder and its k
     WINDOW_KINDS,
     Decoder,
 )
+from serving.state import StateMixer
 
 STRUCTURE = ("layer_kinds", "mixer")  # Decoder fields no form shows: a hybrid model's pattern and state mixer
-COMPONENTS = ("embeddings", "position", "attention", "ffn", "norms", "output_head")
+# mixer: a hybrid model's state layers (Gated DeltaNet, Mamba, short convolution, KDA: state.py), 0 elsewhere
+COMPONENTS = ("embeddings", "position", "attention", "mixer", "ffn", "norms", "output_head")
 
 
 def describe_attncore(cfg: ModelConfig) -> Decoder:
@@ -169,7 +172,8 @@ def _attention(p, a: Decoder):
     sinks = [Tensor(p + "attn.sinks", (H,), "attention")] if a.attention_sinks else []
     if not a.kv_lora_rank:
         qkv_bias = a.bias in ("all", "qkv", "attention")
-        out = _linear(p + "attn", "_q", D, H * Dh, "attention", qkv_bias)
+        gate = 2 if a.mixer is not None and a.mixer.attn_gate else 1  # a gated output: the gate from q_proj
+        out = _linear(p + "attn", "_q", D, gate * H * Dh, "attention", qkv_bias)
         out += _linear(p + "attn", "_k", D, a.kv_heads * Dh, "attention", qkv_bias)
         out += _linear(p + "attn", "_v", D, a.kv_heads * Dh, "attention", qkv_bias)
         out += _qk_norms(p, a) + sinks
@@ -192,15 +196,73 @@ def _moe(p, a: Decoder):
     out = _linear(p + "ffn.router", "", a.d_model, a.n_experts, "ffn", a.router_bias)
     out += _ffn(p + "ffn.experts", a.d_model, a.moe_d_ff, a.ffn, a.bias == "all", lead=(a.n_experts,))
     if a.n_shared_experts:
-        out += _ffn(p + "ffn.shared", a.d_model, a.moe_d_ff, a.ffn, a.bias == "all", lead=(a.n_shared_experts,))
+        width = (a.mixer.shared_d_ff if a.mixer is not None else 0) or a.moe_d_ff
+        out += _ffn(p + "ffn.shared", a.d_model, width, a.ffn, a.bias == "all", lead=(a.n_shared_experts,))
+        if a.mixer is not None and a.mixer.shared_gate:
+            out += _linear(p + "ffn.shared_gate", "", a.d_model, 1, "ffn", False)
     return out
+
+
+def _mixer(p: str, D: int, m: StateMixer) -> list[Tensor]:
+    """A state layer's tensors, per each family's modeling file (transformers): weights (in, out) as elsewhere, a
+    depthwise convolution (channels, kernel)."""
+    p, c, K = p + "mixer.", "mixer", m.conv_kernel
+    if m.kind == "gated_deltanet":  # Qwen3-Next's in_proj_qkvz and in_proj_ba (Qwen3.5: four, the same sizes)
+        key, value = m.k_heads * m.k_head_dim, m.heads * m.head_dim
+        out = _linear(p + "in_proj", "_qkvz", D, 2 * key + 2 * value, c, False)
+        out += _linear(p + "in_proj", "_ba", D, 2 * m.heads, c, False)
+        out += [Tensor(p + "conv1d.w", (2 * key + value, K), c), Tensor(p + "dt_bias", (m.heads,), c),
+                Tensor(p + "A_log", (m.heads,), c), Tensor(p + "norm.gamma", (m.head_dim,), c)]  # fmt: skip
+        return out + _linear(p + "out_proj", "", value, D, c, False)
+    if m.kind == "mamba2":  # in_proj gives the gate z, x, B, C (groups x state each) and dt per head
+        conv = m.inner + 2 * m.n_groups * m.state_size
+        out = _linear(p + "in_proj", "", D, m.inner + conv + m.heads, c, m.proj_bias)
+        out += [Tensor(p + "conv1d.w", (conv, K), c)] + ([Tensor(p + "conv1d.b", (conv,), c)] * m.conv_bias)
+        out += [Tensor(p + name, (m.heads,), c) for name in ("dt_bias", "A_log", "D")]
+        out += [Tensor(p + "norm.gamma", (m.inner,), c)] if m.gated_norm else []
+        return out + _linear(p + "out_proj", "", m.inner, D, c, m.proj_bias)
+    if m.kind == "mamba":  # Jamba's: x_proj to dt (dt_rank), B and C; dt_proj back to inner; RMSNorms on dt, B, C
+        out = _linear(p + "in_proj", "", D, 2 * m.inner, c, m.proj_bias)
+        out += [Tensor(p + "conv1d.w", (m.inner, K), c)] + ([Tensor(p + "conv1d.b", (m.inner,), c)] * m.conv_bias)
+        out += _linear(p + "x_proj", "", m.inner, m.dt_rank + 2 * m.state_size, c, False)
+        out += _linear(p + "dt_proj", "", m.dt_rank, m.inner, c, True)
+        out += [Tensor(p + "A_log", (m.inner, m.state_size), c), Tensor(p + "D", (m.inner,), c)]
+        out += [Tensor(p + f"{n}_norm.gamma", (w,), c) for n, w in (("dt", m.dt_rank), ("b", m.state_size),
+                                                                     ("c", m.state_size))]  # fmt: skip
+        return out + _linear(p + "out_proj", "", m.inner, D, c, m.proj_bias)
+    if m.kind == "short_conv":  # LFM2: in_proj to B, C, x; a depthwise convolution; out_proj
+        out = _linear(p + "in_proj", "", D, 3 * m.inner, c, m.proj_bias)
+        out += [Tensor(p + "conv.w", (m.inner, K), c)] + ([Tensor(p + "conv.b", (m.inner,), c)] * m.conv_bias)
+        return out + _linear(p + "out_proj", "", m.inner, D, c, m.proj_bias)
+    value, key, Dh = m.heads * m.head_dim, (m.k_heads or m.heads) * (m.k_head_dim or m.head_dim), m.head_dim  # kda
+    out = _linear(p + "q_proj", "", D, key, c, False) + _linear(p + "k_proj", "", D, key, c, False)
+    out += _linear(p + "v_proj", "", D, value, c, False) + [Tensor(p + "conv1d.w", (2 * key + value, K), c)]
+    out += [Tensor(p + "dt_bias", (value,), c), Tensor(p + "A_log", (m.heads,), c)]
+    out += _linear(p + "f_a_proj", "", D, Dh, c, False) + _linear(p + "f_b_proj", "", Dh, value, c, False)
+    out += _linear(p + "b_proj", "", D, m.heads, c, False)
+    out += _linear(p + "g_a_proj", "", D, Dh, c, False) + _linear(p + "g_b_proj", "", Dh, value, c, False)
+    return out + [Tensor(p + "o_norm.gamma", (Dh,), c)] + _linear(p + "o_proj", "", value, D, c, False)
+
+
+def layer_plan(a: Decoder) -> list[tuple[str, bool]]:
+    """(kind, MoE) of each layer: kind as Decoder.layer_kinds ("full" for every layer of a model without them); the
+    layers after the first n_dense_layers that have an FFN hold experts (Nemotron-H: only its "ffn" layers have
+    one). Hybrids whose experts interleave (Jamba) are counted by kind: the order changes no count."""
+    kinds = a.layer_kinds or ("full",) * a.n_layers
+    one = a.mixer is not None and a.mixer.one_sublayer
+    plan, ffn_seen = [], 0
+    for kind in kinds:
+        has_ffn = kind == "ffn" if one else kind != "ffn"
+        plan.append((kind, bool(a.n_experts) and has_ffn and ffn_seen >= a.n_dense_layers))
+        ffn_seen += has_ffn
+    return plan
 
 
 def param_inventory(a: Decoder) -> list[Tensor]:
     """Every trained tensor of the model with its shape and component, in forward order."""
     out = _embeddings(a)
-    for i in range(a.n_layers):
-        out += _block(f"blocks.{i}.", a, moe=bool(a.n_experts) and i >= a.n_dense_layers)
+    for i, (kind, moe) in enumerate(layer_plan(a)):
+        out += _block(f"blocks.{i}.", a, moe=moe, kind=kind)
     return out + _after_blocks(a)
 
 
@@ -211,9 +273,17 @@ def _embeddings(a: Decoder) -> list[Tensor]:
     return out
 
 
-def _block(p: str, a: Decoder, moe: bool) -> list[Tensor]:
-    """The tensors of one block: a dense one, or one with experts (`moe`)."""
+def _block(p: str, a: Decoder, moe: bool, kind: str = "full") -> list[Tensor]:
+    """The tensors of one block: a dense one, or one with experts (`moe`); of a hybrid, by its kind (a state
+    layer's mixer in place of attention, Falcon-H1's beside it, Nemotron-H's one sublayer a layer)."""
     D = a.d_model
+    if a.mixer is not None:
+        mixer = _mixer(p, D, a.mixer) if kind in ("state", "parallel") else []
+        attention = _attention(p, a) if kind not in ("state", "ffn") else []
+        ffn = _moe(p, a) if moe else _ffn(p + "ffn", D, a.d_ff, a.ffn, a.bias == "all")
+        if a.mixer.one_sublayer:  # one norm, then the mixer, the attention or the FFN
+            return _norm(p + "ln1", D, a.norm) + mixer + attention + (ffn if kind == "ffn" else [])
+        return _norm(p + "ln1", D, a.norm) + attention + mixer + _norm(p + "ln2", D, a.norm) + ffn
     sandwich = a.norm_placement == "sandwich"  # a second norm after each sublayer
     out = _norm(p + "ln1", D, a.norm) + _attention(p, a)
     out += _norm(p + "ln1_post", D, a.norm) if sandwich else []
@@ -263,20 +333,20 @@ def count_parameters(a: Decoder) -> ParamCount:
     breakdown = dict.fromkeys(COMPONENTS, 0)
     for t in _embeddings(a) + _after_blocks(a):
         breakdown[t.component] += t.size
-    n_dense = min(a.n_dense_layers, a.n_layers) if a.n_experts else a.n_layers
-    per_layer = []
-    for moe, n in ((False, n_dense), (True, a.n_layers - n_dense)):
-        if not n:
-            continue
-        block = _block("blocks.0.", a, moe)
+    plan = layer_plan(a)
+    sizes = {}
+    for layer, n in Counter(plan).items():  # each kind of block built once, however many layers share it
+        block = _block("blocks.0.", a, layer[1], layer[0])
+        sizes[layer] = sum(t.size for t in block)
         for t in block:
             breakdown[t.component] += n * t.size
-        per_layer += [sum(t.size for t in block)] * n
+    per_layer = [sizes[layer] for layer in plan]
     total = sum(breakdown.values())
     skipped = 0
     if a.n_experts:
         expert = sum(t.size for t in _ffn("e", a.d_model, a.moe_d_ff, a.ffn, a.bias == "all"))
-        skipped = (a.n_experts - a.experts_per_token) * expert * (a.n_layers - a.n_dense_layers)
+        moe_layers = sum(moe for _, moe in plan)
+        skipped = (a.n_experts - a.experts_per_token) * expert * moe_layers
     return ParamCount(total, breakdown, tuple(per_layer), total - skipped)
 
 
