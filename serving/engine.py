@@ -220,6 +220,7 @@ class EngineFit:
     advice: tuple[str, ...] = ()  # when it does not start: the changes that would start it (engine_advice)
     advice_note: str | None = None  # why vLLM's advice in `error` to raise gpu_memory_utilization cannot work here
     hybrid: vllm_hybrid.HybridPaging | None = None  # a model with state layers: its release's paging
+    vllm_version: str | None = None  # the release fitted as (None: VERSIONS' source)
 
     @property
     def block_bytes(self) -> int:
@@ -402,7 +403,7 @@ def engine_fit(
         groups, group_size, blocks, tokens, s.max_model_len, per_request, concurrency, cpu_blocks, error is None,
         error, longest if kv > 0 else 0, weight_label if weight_bytes_given is not None else "",
         limit.tokens if limit else None, limit.rule if limit else "",
-        limit.warning(s.max_model_len) if limit else None, paging_note, hybrid=hybrid,
+        limit.warning(s.max_model_len) if limit else None, paging_note, hybrid=hybrid, vllm_version=release,
     )  # fmt: skip
     if fit.starts or not advise:
         return fit
@@ -486,6 +487,16 @@ def log_lines(f: EngineFit) -> list[str]:
         f"GPU KV cache size: {f.tokens:,} tokens",
         f"Maximum concurrency for {f.max_model_len:,} tokens per request: {f.concurrency:.2f}x",
     ]
+
+
+def tokens_formula(f: EngineFit) -> str:
+    """How the token line ("GPU KV cache size") was computed, in words with the numbers substituted."""
+    if f.vllm_version and RELEASES[f.vllm_version].token_line == "concurrency":
+        return f"int(concurrency × max_model_len) = int({f.concurrency:.4f} × {f.max_model_len:,})"
+    groups = sum(n for _, n in f.groups)
+    per = f" ÷ {groups} groups" if groups > 1 else ""
+    smallest = f.block_size if f.hybrid is None or f.hybrid.prefix_caching else min(f.block_size, f.max_model_len)
+    return f"blocks{per} × smallest block size = {f.num_blocks:,}{f' ÷ {groups}' if per else ''} × {smallest:,}"
 
 
 def deductions(f: EngineFit) -> list[dict]:

@@ -18,7 +18,7 @@ import pytest
 from attncore.checks import ConfigError
 from cli.engine import print_fit
 from serving.decoder import Decoder
-from serving.engine import EngineSettings, engine_fit, log_lines
+from serving.engine import EngineSettings, engine_fit, log_lines, tokens_formula
 from serving.kvcache import GIB
 from serving.state import StateMixer
 from serving.vllm_hybrid import capacity_sentence, group_layers
@@ -215,3 +215,14 @@ def test_advice_skips_tensor_parallel_sizes_the_state_does_not_split_into():
     assert not fit.starts
     tp = [line for line in fit.advice if line.startswith("tensor-parallel size")]
     assert tp and not tp[0].startswith("tensor-parallel size 3 ")
+
+
+def test_the_token_formula_follows_the_release():
+    s = EngineSettings(vllm_version="0.19", max_model_len=32768, kv_cache_memory_gib=71.18)
+    old = engine_fit(QWEN35_27B, 95, s, advise=False)
+    assert tokens_formula(old) == "blocks ÷ 4 groups × smallest block size = 1,487 ÷ 4 × 784"
+    new = engine_fit(QWEN35_27B, 95, replace(s, vllm_version="0.24"), advise=False)
+    assert tokens_formula(new) == "int(concurrency × max_model_len) = int(33.0444 × 32,768)"
+    assert new.tokens == int(1487 / 45 * 32768)
+    short = engine_fit(QWEN35_27B, 95, replace(s, max_model_len=512), advise=False)  # a state block of 512 < 784
+    assert tokens_formula(short).endswith(" × 512") and short.tokens == short.num_blocks // 4 * 512

@@ -20,6 +20,8 @@ def test_the_release_sets_the_token_line():
     concurrency = float(new.split("tokens per request: ")[1].split("x")[0])
     tokens = int(new.split("GPU KV cache size: ")[1].split(" tokens")[0].replace(",", ""))
     assert abs(tokens - concurrency * 8192) <= 0.005 * 8192 + 1  # int(concurrency × max_model_len)
+    formula = texts(page("kv_cache", **A100, kv_e_release="0.24").markdown)
+    assert "**tokens** = int(concurrency × max_model_len) = int(" in formula and f"**{tokens:,}**" in formula
 
 
 def test_a_release_with_v0_is_an_error_naming_the_field():
