@@ -164,10 +164,11 @@ def log_lines(p: HybridPaging, kv_bytes: int) -> list[str]:
 
 
 def capacity_sentence(p: HybridPaging) -> str:
-    """Which printed line is the real capacity, what the pool holds, and the shortest prefix the cache can hit."""
+    """One sentence: which printed line is the real capacity, what the pool holds, and the shortest prefix the
+    prefix cache can ever hit (one block)."""
     parts = " + ".join(f"{n:,} {kind}" for kind, n in p.pages_per_request.items())
     token_line = (
-        "blocks ÷ groups × block size, which undercounts a hybrid model"
+        "blocks ÷ groups × block size, an undercount for a hybrid model"
         if RELEASES[p.release].token_line == "groups"
         else "that concurrency × max_model_len"
     )
@@ -175,6 +176,6 @@ def capacity_sentence(p: HybridPaging) -> str:
         f"The concurrency line is the real capacity: the pool holds {p.num_blocks:,} blocks of {p.block_size:,} "
         f"tokens, shared by {sum(n for _, n in p.groups)} groups of {p.group_size} layers, and one request of "
         f"{p.max_model_len:,} tokens takes {p.per_request:,} of them ({parts}), so {p.concurrency:.2f} such requests "
-        f"fit; the token line ({p.tokens:,}) is {token_line}, not tokens the pool holds. The shortest shared "
+        f"fit, while the token line ({p.tokens:,}) is {token_line}, not tokens the pool holds; the shortest shared "
         f"prefix that can ever hit the prefix cache is one block, {p.block_size:,} tokens."
     )

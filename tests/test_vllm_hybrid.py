@@ -147,7 +147,7 @@ def test_the_capacity_sentence_names_the_real_line_and_the_shortest_prefix():
     fit = engine_fit(QWEN35_27B, 200, s, advise=False)
     text = capacity_sentence(fit.hybrid)
     assert "concurrency line is the real capacity" in text and "one block, 784 tokens" in text
-    assert "undercounts" in text
+    assert "an undercount" in text and text.count(". ") == 0
     as_json = json.loads(json.dumps(fit.to_dict()))
     assert as_json["capacity"] == text and as_json["log"] == log_lines(fit)
     assert as_json["hybrid"]["block_size"] == 784
