@@ -86,14 +86,26 @@ def test_qwen35_27b_on_0_19_prints_the_undercounted_token_line(end):
 
 @pytest.mark.parametrize("release", ["0.19", "0.24"])
 def test_block_size_lines_of_qwen_checkpoints(release):
-    # vLLM #47430 (vLLM 0.23.0, Qwen3.6-27B): "Setting attention block size to 784 tokens to
-    # ensure that attention page size is >= mamba page size."; #40696 (vLLM 0.19.1, Qwen3.5-4B): 528 tokens.
+    # vLLM #47430 (vLLM 0.23.0, Qwen3.6-27B): "Setting attention block size to 784 tokens to ensure that attention
+    # page size is >= mamba page size."; vLLM #40696 (vLLM 0.19.1, Qwen3.5-4B): 528 tokens.
     for model, block in ((QWEN35_27B, 784), (QWEN35_4B, 528)):
         lines = fit_lines(model, 100, vllm_version=release)
         assert lines[0] == (
             f"Setting attention block size to {block} tokens to ensure that attention page size is >= mamba page size."
         )
         assert lines[1].startswith("Padding mamba page size by ")
+
+
+@pytest.mark.parametrize(("model", "tp", "block", "pct"), [(QWEN35_27B, 4, 784, "0.13"), (QWEN35_4B, 1, 528, "0.76")])
+def test_block_and_padding_lines_as_printed_together(model, tp, block, pct):
+    # Logs that print both lines without naming the checkpoint in the thread: 1CatAI/1Cat-vLLM #237 (four tensor-
+    # parallel ranks, each "784 tokens" and "0.13%") and vLLM #37467 ("528 tokens" and "0.76%", a Qwen3.5 test).
+    # The checkpoints whose block sizes the threads above name give both lines, digit for digit.
+    lines = fit_lines(model, 100, vllm_version="0.24", tensor_parallel_size=tp)
+    assert lines[:2] == [
+        f"Setting attention block size to {block} tokens to ensure that attention page size is >= mamba page size.",
+        f"Padding mamba page size by {pct}% to ensure that mamba page size and attention page size are exactly equal.",
+    ]
 
 
 @pytest.mark.parametrize("end", [0, 1])
