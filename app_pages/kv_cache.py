@@ -75,6 +75,15 @@ st.caption(
     f"{cache.bits_per_element:.3g} bits per cached number (int8/int4 carry an fp16 scale per {cache.group_size})."
 )
 
+if cache.state_layers:  # a hybrid: state layers keep a fixed state per sequence beside the attention layers' tokens
+    st.dataframe(kv_model.kinds_rows(cache), hide_index=True)
+    st.caption(
+        f"{cache.n_layers} attention layers cache keys and values per token; {cache.state_layers} state layers keep "
+        f"one state per sequence however long it is ({kv.human_bytes(cache.state_total)} at batch {batch:,}), in "
+        "vLLM's default dtypes: the conv state in the cache's element type (bf16 for an 8- or 4-bit cache), the "
+        "temporal one as the config asks (mamba_ssm_dtype), else the same."
+    )
+
 st.subheader("Does it fit on a GPU?")
 mode = url_radio("Fit", "kv_mode", list(FIT_MODES), "simple", format_func=FIT_MODES.get)
 if mode == "vllm":

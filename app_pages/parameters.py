@@ -76,6 +76,11 @@ else:
             TYPED: "A model typed by its fields: those not typed are a modern decoder's (as `params --d`).",
         }.get(preset, "Fields read from a config.json.")
     )
+hybrid = PRESETS[preset].model if known else read_model("par_") if preset == FILE else None
+if hybrid is not None and hybrid.arch.mixer is not None:  # its layer pattern and mixers are not form fields
+    base = hybrid.arch if preset == FILE else base
+    st.caption(f"A hybrid model ({hybrid.arch.mixer.kind} state layers): {hybrid.pattern()}. The mixer component "
+               "counts its state layers' tensors; its layers follow this pattern.")  # fmt: skip
 default = calc.form_values(base)
 with st.container(border=True):
     values = model_form.inputs("par_", MAIN, default)

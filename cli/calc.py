@@ -299,6 +299,7 @@ def cache_from_args(a, arch: calc.Decoder | None) -> tuple[kvcache.KVCache, str,
             cache = kvcache.kv_cache_for(
                 arch, a.context, a.batch, cache_dtype(a, model), group_size=a.group_size,
                 weight_dtype=weights_dtype, weight_params=params, weight_bytes_given=stored, weight_label=label,
+                **state_dtype_flags(a),
             )  # fmt: skip
             warnings = []
             if arch.position == "learned" and a.context > arch.max_len:
@@ -320,6 +321,11 @@ def cache_from_args(a, arch: calc.Decoder | None) -> tuple[kvcache.KVCache, str,
             weight_dtype=a.weights_dtype, window_kind=a.window_kind or "sliding",
         )  # fmt: skip
         return cache, "custom", []
+
+
+def state_dtype_flags(a) -> dict:
+    """--mamba-cache-dtype and --mamba-ssm-dtype (the engine flags', cli/engine.py), "auto" when not given."""
+    return {k: getattr(a, k, None) or "auto" for k in ("mamba_cache_dtype", "mamba_ssm_dtype")}
 
 
 def uncounted_weights(a, model) -> tuple[int | None, str | None]:
@@ -350,7 +356,9 @@ def print_cache(c: kvcache.KVCache, name: str) -> None:
         what = f"MLA latent {c.latent_dim} per token and layer"
     else:
         what = f"{c.attention} {c.kv_heads} KV heads × {c.head_dim}"
-    print(f"{name}: {c.n_layers} layers, {what}, cache in {c.dtype}   ({UNITS})")
+    layers = f"{c.n_layers} attention layers and {c.state_layers} state layers" if c.state_layers else (
+        f"{c.n_layers} layers")  # fmt: skip
+    print(f"{name}: {layers}, {what}, cache in {c.dtype}   ({UNITS})")
     word = "chunks of" if c.window_kind == "chunked" else "window"
     window = f", {word} {c.window:,} -> {c.tokens_per_layer:,} tokens kept per layer" if c.window else ""
     if c.window and c.window_layers < c.n_layers:
@@ -359,13 +367,18 @@ def print_cache(c: kvcache.KVCache, name: str) -> None:
             f"{c.n_layers - c.window_layers} keep all {c.context:,}"
         )
     print(f"  context {c.context:,} × batch {c.batch}{window}")
-    if len(c.by_kind()) > 1:
+    if c.state_layers:
+        print_kinds(c)
+    elif len(c.by_kind()) > 1:
         for row in c.by_kind():
             print(f"    {row['kind']:<8}{row['layers']:>5} layers × {row['tokens_per_layer']:>9,} tokens  "
                   f"{kvcache.human_bytes(row['bytes'])}")  # fmt: skip
     if c.dtype in kvcache.GROUPED_DTYPES and c.group_size:
         print(f"  {c.dtype}: one fp16 scale per {c.group_size} elements = {c.bits_per_element:.3f} bits per element")
-    print(f"  KV cache       {kvcache.human_bytes(c.bytes)}")
+    if c.state_layers:
+        print(f"  KV             {kvcache.human_bytes(c.kv_bytes)}")
+        print(f"  state          {kvcache.human_bytes(c.state_total)}")
+    print(f"  KV cache       {kvcache.human_bytes(c.bytes)}" + (" (KV and state)" if c.state_layers else ""))
     print(f"  per token      {c.bytes_per_token:,} B (one sequence, all layers)")
     if c.weight_bytes is None:
         print("  weights        not given (--params N to compare)")
@@ -373,6 +386,19 @@ def print_cache(c: kvcache.KVCache, name: str) -> None:
     print(f"  weights        {c.weight_params:,} params in {c.weight_dtype} = {kvcache.human_bytes(c.weight_bytes)}")
     if c.ratio is not None:
         print(f"  cache/weights  {c.ratio:.3g}")
+
+
+def print_kinds(c: kvcache.KVCache) -> None:
+    """A hybrid's cache by layer kind: the attention kinds' bytes per token, the state's per sequence, each total at
+    the workload's batch and context."""
+    print(f"  {'kind':<24}{'layers':>7}  {'bytes (one sequence)':<49}total at batch {c.batch}, context {c.context:,}")
+    for row in c.by_kind():
+        if row["kind"] == "state":
+            kind, dtypes = f"state ({row['mixer']})", " + ".join(row["dtypes"])
+            each = f"{row['bytes_per_sequence']:,} B a sequence ({dtypes})"
+        else:
+            kind, each = row["kind"], f"{row['bytes_per_token']:,} B a token (KV)"
+        print(f"  {kind:<24}{row['layers']:>7}  {each:<49}{kvcache.human_bytes(row['bytes'])}")
 
 
 def print_fit(f: kvcache.Fit, c: kvcache.KVCache, gpu_label: str) -> None:

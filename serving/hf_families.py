@@ -86,7 +86,7 @@ FAMILIES = {
 GPT2_REQUIRED = ("n_embd", "n_layer", "n_head", "vocab_size")
 FALCON_REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
 ATTNCORE_REQUIRED = ("vocab_size", "d_model", "n_heads", "n_layers", "d_ff", "max_len")
-KNOWN = (*sorted([*FAMILIES, *HYBRID_TYPES, *HYBRID_TEXT_OF, "gpt2", "falcon", "attncore"]),)
+KNOWN = (*sorted([*FAMILIES, *HYBRID_TYPES, "gpt2", "falcon", "attncore"]),)
 # a wrapper whose text_config may leave out its model_type
 TEXT_OF = {"gemma3": "gemma3_text", "llama4": "llama4_text"} | HYBRID_TEXT_OF
 KEY_OF = {  # Decoder field -> the config key a cross-field refusal names
@@ -98,9 +98,8 @@ KEY_OF = {  # Decoder field -> the config key a cross-field refusal names
 # every field a faithful count needs (each a flag of params and kv-cache; with --d the flags not given are a modern
 # decoder's, said when assumed): the refusal of an unknown model_type lists them, in one line under 600 characters
 NEEDED = (
-    "hidden_size, num_hidden_layers, num_attention_heads, num_key_value_heads, head_dim, intermediate_size, "
-    "vocab_size, tie_word_embeddings; FFN, norms, biases, experts, windows; positions, q/k norms, MLA, sinks "
-    "(typed: --ffn swiglu --norm rmsnorm --bias none --position rope --no-tied-embeddings --no-head-bias)"
+    "num_key_value_heads, head_dim, tie_word_embeddings; FFN, norms, biases, experts, windows; positions, q/k norms, "
+    "MLA, sinks (--ffn swiglu --norm rmsnorm --bias none --position rope --no-tied-embeddings --no-head-bias)"
 )
 
 
@@ -110,7 +109,7 @@ class UnknownArchitecture(ConfigError):
 
 def unknown(model_type) -> ConfigError:
     named = isinstance(model_type, str) and len(model_type) <= 40
-    shown = "this one" if not named else repr(model_type if len(model_type) <= 24 else model_type[:21] + "...")
+    shown = "this one" if not named else repr(model_type if len(model_type) <= 8 else model_type[:5] + "...")
     return UnknownArchitecture("model_type", f"{shown} is not one the lab reads: {', '.join(KNOWN)}. It needs {NEEDED}")
 
 

@@ -123,7 +123,7 @@ class ModelFile:
     arch: Decoder
     weights: WeightFormat  # as the checkpoint stores them
     serving_dtype: str  # what vLLM's dtype "auto" runs and caches in: float32 checkpoints in bf16
-    layer_kinds: tuple[str, ...]  # "full", "sliding" or "chunked", one per layer
+    layer_kinds: tuple[str, ...]  # "full", "sliding", "chunked" (a hybrid's: state.LAYER_KINDS), one per layer
     max_position_embeddings: int | None
     defaults: tuple[str, ...]  # the fields taken from the model_type's defaults, as "key = value (absent)"
     notes: tuple[str, ...]  # what the file implies beyond the counts, and what it cannot say
@@ -158,8 +158,24 @@ class ModelFile:
         }  # fmt: skip
 
 
+# a hybrid's layer kinds: (letter, words)
+HYBRID_WORDS = {
+    "state": ("M", "state layers"),
+    "ffn": ("-", "FFN-only layers"),
+    "parallel": ("P", "attention + state layers"),
+    "full": ("F", "full attention"),
+}
+
+
 def pattern_text(kinds: tuple[str, ...], window: int | None) -> str:
-    """Layer kinds in words, with the shortest repeating pattern (S sliding, C chunked, F full) when it is short."""
+    """Layer kinds in words, with the shortest repeating pattern (S sliding, C chunked, F full) when it is short; a
+    hybrid's by kind (M a state layer, F attention, - an FFN alone, P attention and a state mixer side by side)."""
+    if any(k in ("state", "ffn", "parallel") for k in kinds):
+        letters = "".join(HYBRID_WORDS.get(k, ("F", ""))[0] for k in kinds)
+        counts = [f"{kinds.count(k):,} {HYBRID_WORDS.get(k, ('', k))[1]}" for k in dict.fromkeys(kinds)]
+        period = shortest_period(letters)
+        shape = f": {' '.join(letters[:period])} repeated" if period <= 8 and period < len(letters) else ""
+        return ", ".join(counts) + (f" ({window:,})" if window else "") + shape
     windowed = len(kinds) - kinds.count("full")
     if not windowed:
         return "every layer full attention"

@@ -25,6 +25,14 @@ HYBRID_TYPES = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "nemotron_h", 
 # a wrapper's model_type -> its text_config's, when the text_config leaves it out or the file is flat
 TEXT_OF = {"qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text"}
 MAX_DIM = 1_000_000
+BASIC = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
+NEEDS = {  # the fields without a default, for the message of a missing one
+    "qwen3_next": (*BASIC, "num_experts", "moe_intermediate_size"),
+    "qwen3_5_moe_text": (*BASIC, "num_experts", "moe_intermediate_size"),
+    "qwen3_5_text": (*BASIC, "intermediate_size"), "nemotron_h": (*BASIC, "intermediate_size"),
+    "jamba": (*BASIC, "intermediate_size"), "falcon_h1": (*BASIC, "intermediate_size"), "granitemoehybrid": BASIC,
+    "lfm2": BASIC, "kimi_linear": (*BASIC, "intermediate_size", "kv_lora_rank", "num_experts", "moe_intermediate_size"),
+}  # fmt: skip
 
 
 def _attention(f: Fields, d: int, head_dim_default=None) -> dict:
@@ -213,7 +221,7 @@ def _falcon_h1(f: Fields) -> tuple[dict, list[str], StateMixer]:
         raise ConfigError(f.name("projectors_bias"), "the lab reads it equal to mamba_proj_bias (both false in the "
                                                      "released models)")  # fmt: skip
     names = dict(heads="mamba_n_heads", head_dim="mamba_d_head", state="mamba_d_state", groups="mamba_n_groups",
-                 kernel="mamba_d_conv", conv_bias="mamba_conv_bias", state_default=256)  # fmt: skip
+                 kernel="mamba_d_conv", conv_bias="mamba_conv_bias", state_default=256, heads_default=128)  # fmt: skip
     mixer = _mamba2(f, d, d_ssm, names, proj_bias=proj, gated_norm=f.flag("mamba_rms_norm", False))
     f.read |= {"time_step_limit", "mamba_expand"}
     return kw, ["parallel"] * kw["n_layers"], mixer
@@ -236,7 +244,7 @@ def _granite(f: Fields) -> tuple[dict, list[str], StateMixer]:
         f.read |= {"intermediate_size", "num_experts_per_tok"}
     inner = f.int("mamba_expand", 1, 1_000, 2) * d
     names = dict(heads="mamba_n_heads", head_dim="mamba_d_head", state="mamba_d_state", groups="mamba_n_groups",
-                 kernel="mamba_d_conv", conv_bias="mamba_conv_bias", state_default=256)  # fmt: skip
+                 kernel="mamba_d_conv", conv_bias="mamba_conv_bias", state_default=256, heads_default=128)  # fmt: skip
     mixer = _mamba2(f, d, inner, names, proj_bias=f.flag("mamba_proj_bias", False), shared_d_ff=shared if e else 0)
     f.read |= {"time_step_limit", "position_embedding_type"}
     return kw, kinds, mixer
@@ -320,6 +328,7 @@ def _kimi(f: Fields, notes: list) -> tuple[dict, list[str], StateMixer]:
 
 def read_hybrid(f: Fields, mt: str, notes: list) -> tuple[dict, list[str]]:
     """(Decoder keyword arguments with layer_kinds and mixer, per-layer kinds) of a hybrid model_type."""
+    f.required = NEEDS[mt]
     if mt in ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"):
         kw, kinds, mixer = _qwen(f, mt, notes)
     elif mt == "nemotron_h":

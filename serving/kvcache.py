@@ -2,7 +2,8 @@
 
 A sliding window caps the tokens of the layers that have it (all of them, or some: a hybrid model's full layers
 keep every token), int8/int4 carry fp16 scales per group; the weights' memory sits beside the cache. Also the
-series behind the dashboard's memory-against-context charts.
+series behind the dashboard's memory-against-context charts. A hybrid model's state layers (state.py) keep a fixed
+state per sequence beside the attention layers' tokens: counted apart, in the dtypes vLLM gives them.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import asdict, dataclass, replace
 from attncore.checks import ConfigError, check_choice, check_int
 from serving.decoder import MAX_WINDOW, WINDOW_KINDS
 from serving.parameters import Decoder, count_parameters
+from serving.state import StateMixer, cache_layers, state_bytes, state_dtypes
 
 # --- units and bytes -------------------------------------------------------
 
@@ -75,6 +77,12 @@ class KVCache:
     weight_bytes: int | None
     window_layers: int = 0  # layers with the window (0 without one); the other n_layers - window_layers are full
     window_kind: str = "sliding"  # what the windowed layers are: sliding, or chunked (Llama 4's local attention)
+    # a hybrid's state layers (n_layers above are its attention layers): each sequence keeps state_bytes per layer,
+    # its tensors in state_dtypes (conv, temporal), whatever the context; `bytes` includes them
+    state_layers: int = 0
+    state_bytes: int = 0
+    state_dtypes: tuple[str, ...] = ()
+    state_mixer: str = ""  # the mixer's kind (state.MIXERS)
 
     @property
     def gib(self) -> float:
@@ -93,30 +101,61 @@ class KVCache:
     def bytes_per_sequence(self) -> int:
         return self.bytes // self.batch
 
+    @property
+    def state_total(self) -> int:
+        """Bytes of every sequence's state in every state layer (0 without state layers)."""
+        return self.state_layers * self.state_bytes * self.batch
+
+    @property
+    def kv_bytes(self) -> int:
+        """The attention layers' keys and values alone."""
+        return self.bytes - self.state_total
+
     def by_kind(self) -> list[dict]:
-        """One row per kind of layer (full, sliding or chunked): its layers, the tokens each keeps and their bytes."""
-        per_layer = self.bytes_per_token // self.n_layers
+        """One row per kind of layer (full, sliding or chunked, and a hybrid's state layers): its layers, the tokens
+        each keeps (None for state) and the bytes per token of a sequence over the kind's layers (KV) or per
+        sequence over them (state), and their bytes at the workload's batch and context."""
+        per_layer = self.bytes_per_token // self.n_layers if self.n_layers else 0
         kinds = [("full", self.n_layers - self.window_layers, self.context, None)]
         kinds.append((self.window_kind, self.window_layers, self.tokens_per_layer, self.window))
-        return [
-            {"kind": kind, "layers": n, "window": w, "tokens_per_layer": t, "bytes": per_layer * n * t * self.batch}
+        rows = [
+            {"kind": kind, "layers": n, "window": w, "tokens_per_layer": t, "bytes_per_token": per_layer * n,
+             "bytes_per_sequence": per_layer * n * t, "bytes": per_layer * n * t * self.batch}
             for kind, n, t, w in kinds
             if n
-        ]
+        ]  # fmt: skip
+        if self.state_layers:
+            per_sequence = self.state_layers * self.state_bytes
+            rows.append({"kind": "state", "layers": self.state_layers, "window": None, "tokens_per_layer": None,
+                         "bytes_per_token": None, "bytes_per_sequence": per_sequence, "bytes": self.state_total,
+                         "mixer": self.state_mixer, "dtypes": list(self.state_dtypes)})  # fmt: skip
+        return rows
 
     @property
     def bits_per_element(self) -> float:
         """Stored bits per cached number, scales included."""
         per_layer = self.latent_dim or 2 * self.kv_heads * self.head_dim
-        return 8 * self.bytes_per_token / (self.n_layers * per_layer)
+        return 8 * self.bytes_per_token / (self.n_layers * per_layer) if self.n_layers else 0.0
 
     def to_dict(self) -> dict:
-        extra = {"gib": self.gib, "gb": self.gb, "ratio": self.ratio, "bits_per_element": self.bits_per_element}
+        extra = {"gib": self.gib, "gb": self.gb, "ratio": self.ratio, "bits_per_element": self.bits_per_element,
+                 "kv_bytes": self.kv_bytes, "state_total": self.state_total}  # fmt: skip
         return asdict(self) | extra | {"by_kind": self.by_kind()}
 
 
 def cache_geometry(a: Decoder) -> dict:
-    """The Decoder fields the cache depends on, as keyword arguments of kv_cache and the curves."""
+    """The Decoder fields the cache depends on, as keyword arguments of kv_cache and the curves. A hybrid's n_layers
+    are its attention layers (a parallel layer's among them), beside its state layers and their mixer."""
+    if a.mixer is not None:
+        counts = cache_layers(a.layer_kinds)
+        windowed = counts.get("sliding", 0) + counts.get("chunked", 0)
+        return {
+            "n_layers": counts.get("full", 0) + windowed, "n_heads": a.n_heads, "kv_heads": a.kv_heads,
+            "head_dim": a.d_head, "window": a.sliding_window if windowed else None,
+            "window_layers": windowed if windowed else None, "window_kind": a.window_kind,
+            "kv_lora_rank": a.kv_lora_rank, "rope_head_dim": a.rope_head_dim, "state_layers": counts.get("state", 0),
+            "mixer": a.mixer,
+        }  # fmt: skip
     return {
         "n_layers": a.n_layers,
         "n_heads": a.n_heads,
@@ -150,6 +189,10 @@ def kv_cache(
     weight_label: str | None = None,
     counted: bool = False,
     window_kind: str = "sliding",
+    state_layers: int = 0,
+    mixer: StateMixer | None = None,
+    mamba_cache_dtype: str = "auto",
+    mamba_ssm_dtype: str = "auto",
 ) -> KVCache:
     """bytes = 2 · layers · kv_heads · head_dim · tokens · batch · bytes_per_element (K and V: the 2).
 
@@ -160,9 +203,14 @@ def kv_cache(
     most as many, so its bytes are a window's). n_heads only names the attention kind; the weights, if weight_params
     is given, are counted in weight_dtype (default dtype), or are weight_bytes_given bytes stored as weight_label
     (weights.stored_weights); `counted`: weight_params is the model's own count, not a figure the user gave (so not
-    bounded as one).
+    bounded as one). A hybrid's `state_layers` keep `mixer`'s state per sequence (tensor parallel 1, no speculative
+    tokens), the conv state in mamba_cache_dtype and the temporal one in mamba_ssm_dtype ("auto": the cache's
+    dtype when it is a float type, else bf16; the temporal state's, the model's own default: state.state_dtypes).
     """
-    check_int("n_layers", n_layers, 1, 100_000)
+    check_int("state_layers", state_layers, 0, 100_000)
+    if state_layers and mixer is None:
+        raise ConfigError("state_layers", "need the state layers' mixer")
+    check_int("n_layers", n_layers, 0 if state_layers else 1, 100_000)
     check_int("context", context, 1)
     check_int("batch", batch, 1, 10_000_000)
     check_choice("dtype", dtype, DTYPES)
@@ -192,6 +240,11 @@ def kv_cache(
         attention = "MQA" if kv_heads == 1 else "MHA" if kv_heads == n_heads else "GQA" if n_heads else "MHA/GQA"
         per_layer = 2 * kv_heads * stored_bytes(head_dim, dtype, group_size)
     bytes_per_token = n_layers * per_layer
+    state, dtypes = 0, ()
+    if state_layers:
+        model_dtype = {"fp32": "float32", "fp16": "float16"}.get(dtype, "bfloat16")  # an 8/4-bit cache: bf16 model
+        dtypes = state_dtypes(mixer, model_dtype, mamba_cache_dtype, mamba_ssm_dtype)
+        state = state_bytes(mixer, dtypes)
     tokens = min(context, window) if window else context
     layer_tokens = (n_layers - windowed) * context + windowed * tokens  # over all layers, one sequence
     weights = None
@@ -201,8 +254,9 @@ def kv_cache(
         weights = weight_bytes(weight_params, weight_dtype) if weight_bytes_given is None else weight_bytes_given
     return KVCache(
         attention, n_layers, kv_heads, head_dim, latent, context, batch, dtype, group_size, window,
-        tokens, bytes_per_token, per_layer * layer_tokens * batch, weight_params, weight_label or weight_dtype,
-        weights, windowed, window_kind,
+        tokens, bytes_per_token, per_layer * layer_tokens * batch + state_layers * state * batch, weight_params,
+        weight_label or weight_dtype, weights, windowed, window_kind, state_layers, state, dtypes,
+        mixer.kind if state_layers else "",
     )  # fmt: skip
 
 
@@ -218,6 +272,8 @@ def kv_cache_for(
     weight_params: int | None = None,
     weight_bytes_given: int | None = None,
     weight_label: str | None = None,
+    mamba_cache_dtype: str = "auto",
+    mamba_ssm_dtype: str = "auto",
 ) -> KVCache:
     """kv_cache for a described model: its geometry, its window (unless overridden; on the same layers) and its
     weights (counted by count_parameters unless weight_params is given; weight_bytes_given: their stored bytes)."""
@@ -229,7 +285,7 @@ def kv_cache_for(
     return kv_cache(
         context=context, batch=batch, dtype=dtype, group_size=group_size, weight_params=weight_params,
         weight_dtype=weight_dtype, weight_bytes_given=weight_bytes_given, weight_label=weight_label, counted=counted,
-        **geometry,
+        mamba_cache_dtype=mamba_cache_dtype, mamba_ssm_dtype=mamba_ssm_dtype, **geometry,
     )  # fmt: skip
 
 
@@ -262,6 +318,9 @@ def geometry_fields(geometry: dict) -> dict:
     """The Decoder fields a cache geometry (cache_geometry's keys) sets."""
     window, windowed = geometry["window"], geometry.get("window_layers")
     full = geometry["n_layers"] - windowed if window and windowed is not None else 0
+    if "state_layers" in geometry:  # a hybrid: its layers and their kinds are its pattern's, not the geometry's
+        return dict(n_heads=geometry["n_heads"], n_kv_heads=geometry["kv_heads"], head_dim=geometry["head_dim"],
+                    kv_lora_rank=geometry["kv_lora_rank"], rope_head_dim=geometry["rope_head_dim"])  # fmt: skip
     return dict(
         n_layers=geometry["n_layers"], n_heads=geometry["n_heads"], n_kv_heads=geometry["kv_heads"],
         head_dim=geometry["head_dim"], sliding_window=window, kv_lora_rank=geometry["kv_lora_rank"],
@@ -321,23 +380,26 @@ def fit(cache: KVCache, gpu_gb: float, reserve: float = DEFAULT_RESERVE) -> Fit:
         message = f"does not fit: the weights alone need {_gb(weights)} in {cache.weight_dtype}, over the {where}"
         return Fit(gpu_gb, gpu_bytes, reserve, usable, weights, budget, 0, 0, 0, False, False, message)
     bpt = cache.bytes_per_token
-    max_context = longest_context(cache, budget)
-    max_batch = budget // cache.bytes_per_sequence
+    kv_budget = budget - cache.state_total  # a hybrid's states first: one per sequence whatever the context
+    tokens = max(kv_budget, 0) // bpt if bpt else 0
+    max_context = longest_context(cache, kv_budget) if kv_budget >= 0 else 0
+    max_batch = budget // cache.bytes_per_sequence if cache.bytes_per_sequence else 0
     fits = cache.bytes <= budget
     verdict = "fits" if fits else "does not fit"
     sign = "<=" if fits else ">"
+    state = f" (state {_gb(cache.state_total)} of it)" if cache.state_layers else ""
     message = (
-        f"{verdict}: weights {_gb(weights)} + cache {_gb(cache.bytes)} {sign} {where}; "
-        f"room for {budget // bpt:,} cached tokens{unknown}"
+        f"{verdict}: weights {_gb(weights)} + cache {_gb(cache.bytes)}{state} {sign} {where}; "
+        f"room for {tokens:,} cached tokens{unknown}"
     )
-    return Fit(
-        gpu_gb, gpu_bytes, reserve, usable, weights, budget, budget // bpt, max_context, max_batch, True, fits, message
-    )
+    return Fit(gpu_gb, gpu_bytes, reserve, usable, weights, budget, tokens, max_context, max_batch, True, fits, message)
 
 
 def longest_context(cache: KVCache, budget: int) -> int | None:
     """The longest context whose cache fits `budget` bytes at the cache's batch; None: any (every layer windowed and
     the windows fit). Full layers grow with the context, windowed ones stop at the window."""
+    if not cache.bytes_per_token:
+        return None  # state layers alone: no token is cached
     if not cache.window or not cache.window_layers:
         return budget // (cache.bytes_per_token * cache.batch)
     layer_tokens = budget // (cache.bytes_per_token // cache.n_layers * cache.batch)  # tokens x layers that fit
@@ -368,12 +430,13 @@ def _curve(label, contexts, **cache_args) -> list[dict]:
 
 def cache_curves(
     n_layers, n_heads, kv_heads, head_dim, contexts, *, batch=1, dtype="fp16", window=None, window_layers=None,
-    kv_lora_rank=0, rope_head_dim=0, group_size=CACHE_GROUP, window_kind="sliding",
+    kv_lora_rank=0, rope_head_dim=0, group_size=CACHE_GROUP, window_kind="sliding", state_layers=0, mixer=None,
 ) -> list[dict]:  # fmt: skip
     """Cache memory against context for MHA, this GQA (if 1 < kv_heads < n_heads), MQA and MLA (if a latent
     rank is given): long-format rows (context, variant, attention, dtype, bytes, gib) for one chart."""
     common = dict(n_layers=n_layers, head_dim=head_dim, batch=batch, dtype=dtype, window=window,
-                  window_layers=window_layers, group_size=group_size, window_kind=window_kind)  # fmt: skip
+                  window_layers=window_layers, group_size=group_size, window_kind=window_kind,
+                  state_layers=state_layers, mixer=mixer)  # fmt: skip
     variants = {f"MHA ({n_heads} KV heads)": n_heads}
     if 1 < kv_heads < n_heads:
         variants[f"GQA ({kv_heads} KV heads)"] = kv_heads
@@ -387,12 +450,12 @@ def cache_curves(
 
 def dtype_curves(
     n_layers, n_heads, kv_heads, head_dim, contexts, *, batch=1, dtypes=DTYPES, window=None, window_layers=None,
-    kv_lora_rank=0, rope_head_dim=0, group_size=CACHE_GROUP, window_kind="sliding",
+    kv_lora_rank=0, rope_head_dim=0, group_size=CACHE_GROUP, window_kind="sliding", state_layers=0, mixer=None,
 ) -> list[dict]:  # fmt: skip
     """Cache memory against context for each element type, same long format as cache_curves."""
     common = dict(
         n_layers=n_layers, n_heads=n_heads, kv_heads=kv_heads, head_dim=head_dim, batch=batch, window=window,
         window_layers=window_layers, kv_lora_rank=kv_lora_rank, rope_head_dim=rope_head_dim, group_size=group_size,
-        window_kind=window_kind,
+        window_kind=window_kind, state_layers=state_layers, mixer=mixer,
     )  # fmt: skip
     return [r for dt in dtypes for r in _curve(dt, contexts, dtype=dt, **common)]

@@ -266,6 +266,13 @@ def param_inventory(a: Decoder) -> list[Tensor]:
     return out + _after_blocks(a)
 
 
+def block_groups(a: Decoder) -> list[tuple[list[Tensor], int]]:
+    """(the tensors of one layer, how many layers are alike) per (kind, MoE) of layer_plan, then (the tensors
+    outside the blocks, 1): a hybrid's inventory without building every layer."""
+    groups = [(_block("blocks.0.", a, moe, kind), n) for (kind, moe), n in Counter(layer_plan(a)).items()]
+    return groups + [(_embeddings(a) + _after_blocks(a), 1)]
+
+
 def _embeddings(a: Decoder) -> list[Tensor]:
     out = [Tensor("tok_emb", (a.vocab_size, a.d_model), "embeddings")]
     if a.position == "learned":

@@ -44,6 +44,7 @@ def _preset(name: str, published: int, source: str, note: str = "") -> Preset:
 
 _HF = "Hugging Face safetensors parameter count of"
 _INDEX = "its model.safetensors.index.json total_size"
+_TF = "transformers' AutoModelForCausalLM.from_config count of"
 PRESETS: dict[str, Preset] = {
     p.name: p
     for p in (
@@ -87,6 +88,29 @@ PRESETS: dict[str, Preset] = {
                 f"{_HF} deepseek-ai/DeepSeek-V2-Lite (model card: 15.7B total, 2.4B activated)",
                 "MLA caches a 512 latent + 64 RoPE key per token and layer; MoE in layers 1-26 "
                 "(64 routed experts, 6 per token, 2 shared, width 1408), layer 0 dense (10944)"),
+        # hybrids: the exact count is transformers 5.25's from_config on the meta device (tests/test_hybrid_models.py)
+        _preset("qwen3-next-80b-a3b", 79_674_391_296, f"{_TF} Qwen/Qwen3-Next-80B-A3B-Instruct's config.json "
+                "(model card: 80B total, 3B activated; the checkpoint adds a multi-token-prediction layer)",
+                "Gated DeltaNet in 3 layers of 4, gated attention in the 4th; 512 experts (10 a token) + 1 shared"),
+        _preset("qwen3.5-35b-a3b", 34_660_610_688, f"{_TF} Qwen3_5MoeTextConfig's defaults, which its docstring "
+                "gives as Qwen/Qwen3.5-35B-A3B's (model card: 35B total, 3B active), in the multimodal wrapper",
+                "Gated DeltaNet (float32 temporal state: mamba_ssm_dtype) in 3 layers of 4; 256 experts + 1 shared"),
+        _preset("nemotron-h-8b-base-8k", 8_100_852_736, f"{_TF} nvidia/Nemotron-H-8B-Base-8K's config.json "
+                "(model card: 8B)", "24 Mamba2, 4 attention and 24 ReLU² MLP layers, one sublayer each"),
+        _preset("jamba-v0.1", 51_570_323_328, f"{_TF} JambaConfig's defaults, which are ai21labs/Jamba-v0.1's "
+                "(Hugging Face: 51.6B params; AI21: 52B total, 12B active)",
+                "Mamba in 7 layers of 8, attention in the 8th; 16 experts (2 a token) in every other layer"),
+        _preset("falcon-h1-tiny-90m", 91_131_072, f"{_TF} tiiuae/Falcon-H1-Tiny-90M-Base's geometry (the other "
+                "fields FalconH1Config's defaults; model card: 90M)",
+                "attention and Mamba2 side by side in every layer: each keeps a KV cache and a state"),
+        _preset("granite-4.0-h-tiny", 6_939_037_248, f"{_TF} ibm-granite/granite-4.0-h-tiny's config.json "
+                "(Hugging Face: 6.94B params; 1B active)",
+                "Mamba2 in 36 layers, attention in 4; 64 experts (6 a token) beside a shared MLP of 1,024"),
+        _preset("lfm2-350m", 354_483_968, f"{_TF} LiquidAI/LFM2-350M's config.json (Hugging Face: 354M params)",
+                "gated short convolutions (kernel 3) in 10 layers, attention in 6; tied embeddings"),
+        _preset("kimi-linear-48b-a3b", 49_133_074_464, f"{_TF} KimiLinearConfig's defaults (its docstring: "
+                "moonshotai/Kimi-Linear-48B-A3B-Instruct; model card: 48B total, 3B active)",
+                "Kimi Delta Attention (float32 state) and MLA layers; 256 experts (8 a token) + 1 shared"),
         _preset("attncore", 27_253,
                 'this lab\'s experiment model, as in the article "Attention, Derived in Full" (see the Science page)',
                 "vocab 21, d 32, 4 heads, 2 blocks, d_ff 128, 13 learned positions"),

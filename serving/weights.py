@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 
 from attncore.checks import ConfigError, check_choice, check_int
 from serving.kvcache import DTYPE_BITS, DTYPES, weight_bytes
-from serving.parameters import Decoder, Tensor, param_inventory
+from serving.parameters import Decoder, Tensor, block_groups, param_inventory
 
 METHODS = ("none", "fp8", "awq", "gptq", "mxfp4")
 METHOD_NAMES = {"none": "none", "fp8": "fp8", "awq": "AWQ", "gptq": "GPTQ", "mxfp4": "MXFP4"}
@@ -129,7 +129,10 @@ def _bytes(tensors, f: WeightFormat) -> tuple[int, int, int]:
 
 def _layer_kinds(a: Decoder) -> list[tuple[list[Tensor], int]]:
     """(the tensors of one layer, how many layers are alike) per kind of layer (dense, MoE), and (the tensors outside
-    the blocks, 1): a 10,000-layer model costs two layers' inventories, not ten thousand."""
+    the blocks, 1): a 10,000-layer model costs two layers' inventories, not ten thousand. A hybrid: its blocks by
+    kind (parameters.block_groups)."""
+    if a.layer_kinds:
+        return block_groups(a)
     one = replace(a, n_layers=1, full_layers=0, n_dense_layers=0)
     kinds = [(one, a.n_layers - a.n_dense_layers)] if a.n_experts else [(one, a.n_layers)]
     if a.n_experts and a.n_dense_layers:

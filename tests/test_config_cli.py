@@ -44,8 +44,10 @@ def test_kv_cache_config_counts_each_layer_kind_by_its_window(capsys):
     assert out["bytes_per_token"] == 42 * per_layer and out["dtype"] == "bf16"
     assert out["bytes"] == per_layer * (21 * 8192 + 21 * 4096)
     assert out["by_kind"] == [
-        {"kind": "full", "layers": 21, "window": None, "tokens_per_layer": 8192, "bytes": per_layer * 21 * 8192},
-        {"kind": "sliding", "layers": 21, "window": 4096, "tokens_per_layer": 4096, "bytes": per_layer * 21 * 4096},
+        {"kind": "full", "layers": 21, "window": None, "tokens_per_layer": 8192, "bytes": per_layer * 21 * 8192,
+         "bytes_per_token": per_layer * 21, "bytes_per_sequence": per_layer * 21 * 8192},
+        {"kind": "sliding", "layers": 21, "window": 4096, "tokens_per_layer": 4096, "bytes": per_layer * 21 * 4096,
+         "bytes_per_token": per_layer * 21, "bytes_per_sequence": per_layer * 21 * 4096},
     ]
     uniform = run_json(capsys, "kv-cache", "--config", str(CONFIGS / "llama-3.1-8b.json"), "--json")
     assert [row["kind"] for row in uniform["by_kind"]] == ["full"]

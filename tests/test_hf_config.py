@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from attncore.config import ConfigError
-from serving import hf_config, hf_families
+from serving import hf_config, hf_families, hf_hybrid
 from serving.parameters import count_parameters
 from serving.presets import CONFIGS, PRESETS
 from serving.validation import DEEPSEEK_R1
@@ -205,14 +205,21 @@ BASES = {  # one valid config per model_type (a released one where the lab ships
     "gemma3_text": "gemma-3-1b", "deepseek_v2": "deepseek-v2-lite", "deepseek_v3": "deepseek-v3",
     "gpt_oss": "gpt-oss-20b", "gpt2": "gpt2", "attncore": "attncore", "olmoe": "olmoe-1b-7b-0924",
     "phimoe": "phi-3.5-moe-instruct", "starcoder2": "starcoder2-3b", "falcon": "falcon-7b",
-    "granite": "granite-3.0-8b-base", "cohere": "c4ai-command-r-v01",
+    "granite": "granite-3.0-8b-base", "cohere": "c4ai-command-r-v01", "qwen3_next": "qwen3-next-80b-a3b",
+    "nemotron_h": "nemotron-h-8b-base-8k", "jamba": "jamba-v0.1", "falcon_h1": "falcon-h1-tiny-90m",
+    "granitemoehybrid": "granite-4.0-h-tiny", "lfm2": "lfm2-350m", "kimi_linear": "kimi-linear-48b-a3b",
 }  # fmt: skip
+QWEN35_MOE = config("qwen3.5-35b-a3b")["text_config"]
+QWEN35_MOE_KEYS = ("num_experts", "num_experts_per_tok", "moe_intermediate_size", "shared_expert_intermediate_size")
 SYNTHETIC = {  # the model_types no shipped file shows, on a released shape of the family
     "gemma": config("gemma-2-2b") | {"model_type": "gemma"},
     "olmo3": config("olmo-2-13b") | {"model_type": "olmo3"},
     "qwen3_moe": config("qwen3-8b") | {"model_type": "qwen3_moe", "num_experts": 128, "num_experts_per_tok": 8,
                                        "moe_intermediate_size": 768},
     "llama4_text": config("llama-4-scout-17b-16e-instruct")["text_config"],  # the language model of the wrapper
+    "qwen3_5_moe_text": QWEN35_MOE,  # the language model of the shipped wrapper
+    "qwen3_5_text": {k: v for k, v in QWEN35_MOE.items() if k not in QWEN35_MOE_KEYS}
+    | {"model_type": "qwen3_5_text", "intermediate_size": 6144},  # dense, on the same shape
 }  # fmt: skip
 
 
@@ -223,7 +230,7 @@ def base_config(model_type: str) -> dict:
 def required_fields():
     for mt in hf_families.KNOWN:
         need = {"gpt2": hf_families.GPT2_REQUIRED, "attncore": hf_families.ATTNCORE_REQUIRED,
-                "falcon": hf_families.FALCON_REQUIRED}  # fmt: skip
+                "falcon": hf_families.FALCON_REQUIRED} | hf_hybrid.NEEDS  # fmt: skip
         for key in need.get(mt) or hf_families.FAMILIES[mt].required:
             yield mt, key
 
@@ -251,8 +258,8 @@ def test_a_missing_field_inside_a_wrapper_names_its_path():
     "text, field, words",
     [("{not json", "config.json", "not JSON (line 1, column 2)"), ("[1, 2]", "config.json", "must be a JSON object"),
      ('"llama"', "config.json", "got a str"), ("", "config.json", "empty"), ("{}", "model_type", "missing"),
-     ('{"model_type": NaN}', "config.json", "NaN is not a JSON number"),
-     ('{"hidden_size": Infinity}', "config.json", "not a JSON number"),
+     ('{"model_type": NaN}', "model_type", "must be a finite number, got NaN"),
+     ('{"hidden_size": Infinity}', "hidden_size", "must be a finite number, got Infinity"),
      ("[" * 100_000, "config.json", "nested too deeply"), ('{"a": 1' + "0" * 5000 + "}", "config.json", "not JSON")],
 )  # fmt: skip
 def test_text_that_is_no_config_is_refused(text, field, words):

@@ -88,7 +88,7 @@ def test_falcons_new_architecture_has_kv_groups_and_two_norms():
 
 def test_the_refusal_lists_every_field_a_faithful_count_needs_and_the_modern_flags():
     with pytest.raises(ConfigError) as e:
-        from_dict({"model_type": "jamba", "hidden_size": 4096})  # llama4_text, the example here before, is read now
+        from_dict({"model_type": "rwkv", "hidden_size": 4096})  # llama4_text and jamba, the examples before, are read
     for needed in ("num_key_value_heads", "head_dim", "tie_word_embeddings", "FFN, norms, biases, experts,"
                    " windows", "--ffn swiglu --norm rmsnorm --bias none --position rope --no-tied-embeddings "
                    "--no-head-bias"):  # fmt: skip

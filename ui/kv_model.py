@@ -33,6 +33,27 @@ REST += ["head_bias", "norm_placement", "qk_norm", "q_lora_rank", "v_head_dim", 
 REST += ["experts_per_token", "n_shared_experts", "n_dense_layers", "router_bias", "attention_sinks", "window_kind"]
 
 
+def kinds_rows(cache: kv.KVCache) -> list[dict]:
+    """A hybrid's cache by layer kind, for a table: each kind's layers, the bytes one sequence keeps (per token for
+    attention, per sequence for state, with the state's dtypes) and the total at the workload's batch and context."""
+    rows = []
+    for row in cache.by_kind():
+        if row["kind"] == "state":
+            kind, each = f"state ({row['mixer']})", f"{row['bytes_per_sequence']:,} B a sequence"
+            each += f" ({' + '.join(row['dtypes'])})"
+        else:
+            kind, each = row["kind"], f"{row['bytes_per_token']:,} B a token (keys and values)"
+        rows.append(
+            {
+                "layer kind": kind,
+                "layers": row["layers"],
+                "one sequence": each,
+                f"total at batch {cache.batch:,}, context {cache.context:,}": kv.human_bytes(row["bytes"]),
+            }
+        )
+    return rows  # fmt: skip
+
+
 def limit_of(preset: str):
     """The derived maximum of the model read from a config.json in this session (None: another model, or opened from
     a link, which carries the fields, not the file)."""
@@ -82,14 +103,27 @@ def from_file(model) -> dict:
     return state | {"kv_preset": FILE}
 
 
+def hybrid_of(preset: str) -> calc.Decoder | None:
+    """The hybrid model (attention beside state layers) the page shows, a preset's or this session's config.json's;
+    None for any other model."""
+    model = PRESETS[preset].model if preset in PRESETS else read_model("kv_") if preset == FILE else None
+    return model.arch if model is not None and model.arch.mixer is not None else None
+
+
+HYBRID_KEYS = ("n_layers", "window", "window_layers", "state_layers", "mixer")  # what its layer pattern fixes
+
+
 def inputs(preset: str) -> tuple[dict, int | None, calc.Decoder | None]:
     """(the cache geometry, the weights' parameters typed for a custom model, the model: a preset's, a config.json's
-    fields, or None for bare geometry); a model whose fields the Decoder refuses stops the page with its message."""
-    default, geometry = preset_geometry(preset), {}
+    fields, or None for bare geometry); a model whose fields the Decoder refuses stops the page with its message. A
+    hybrid's layers follow its pattern: its attention and state layers are counted from it, not typed."""
+    default, geometry, hybrid = preset_geometry(preset), {}, hybrid_of(preset)
     with st.container(border=True):
         for col, (f, (label, hint)) in zip(st.columns(len(GEOMETRY)), GEOMETRY.items(), strict=True):
             with col:
-                geometry[f] = url_number(label, f"kv_{f}", default[f], 0, 10**7, help=hint)
+                fixed = hybrid is not None and f == "n_layers"
+                hint = "a hybrid's attention layers, from its layer pattern" if fixed else hint
+                geometry[f] = url_number(label, f"kv_{f}", default[f], 0, 10**7, help=hint, disabled=fixed)
         for col, (switch, (label, sizes)) in zip(st.columns(len(OPTIONAL)), OPTIONAL.items(), strict=True):
             with col:
                 on = url_toggle(label, f"kv_{switch}", default[switch])
@@ -104,6 +138,8 @@ def inputs(preset: str) -> tuple[dict, int | None, calc.Decoder | None]:
         else:
             params = None
     geometry["kv_lora_rank"], geometry["rope_head_dim"] = geometry["kv_lora_rank"] or 0, geometry["rope_head_dim"] or 0
+    if hybrid is not None:
+        geometry |= {k: v for k, v in kv.cache_geometry(hybrid).items() if k in HYBRID_KEYS}
     base = PRESETS[preset].arch if preset in PRESETS else None
     if preset == FILE:
         rest_default = calc.form_values(PRESETS["attncore"].arch)
@@ -111,7 +147,8 @@ def inputs(preset: str) -> tuple[dict, int | None, calc.Decoder | None]:
             rest = model_form.inputs("kv_a_", REST, rest_default)
             st.caption(model_form.TOGGLES_SAID)
         try:
-            base = calc.with_form_values(PRESETS["attncore"].arch, rest, **kv.geometry_fields(geometry))
+            start = hybrid if hybrid is not None else PRESETS["attncore"].arch  # a hybrid keeps its layer pattern
+            base = calc.with_form_values(start, rest, **kv.geometry_fields(geometry))
         except ConfigError as e:
             show_invalid(e, "model")
             st.stop()
