@@ -57,6 +57,16 @@ NEMOTRON_30B = Decoder(
                      ssm_dtype="float32"),
 )  # fmt: skip
 
+# NVIDIA-Nemotron-Nano-9B-v2's config.json: 56 layers, 27 Mamba2, 25 MLP and 4 attention (hybrid_override_pattern);
+# 8 KV heads of 128; mamba_num_heads 128 of mamba_head_dim 80, n_groups 8, ssm_state_size 128, conv_kernel 4; no
+# temporal dtype of its own (the conv state's, bf16).
+NEMOTRON_NANO_9B = Decoder(
+    d_model=4480, n_layers=56, n_heads=40, n_kv_heads=8, head_dim=128, vocab_size=131_072, d_ff=15_680,
+    ffn="swiglu", bias="none", norm="rmsnorm", position="none", tied_embeddings=False,
+    layer_kinds=("state",) * 27 + ("ffn",) * 25 + ("full",) * 4,
+    mixer=StateMixer("mamba2", 4, heads=128, head_dim=80, state_size=128, n_groups=8, inner=10_240),
+)  # fmt: skip
+
 
 def fit_lines(a: Decoder, blocks: int, *, end: int = 0, **settings) -> list[str]:
     """The lines the fit prints with the available memory at the start (end=0) or the last byte (end=1) of
@@ -238,3 +248,12 @@ def test_the_token_formula_follows_the_release():
     assert new.tokens == int(1487 / 45 * 32768)
     short = engine_fit(QWEN35_27B, 95, replace(s, max_model_len=512), advise=False)  # a state block of 512 < 784
     assert tokens_formula(short).endswith(" × 512") and short.tokens == short.num_blocks // 4 * 512
+
+
+def test_nemotron_nano_9b_v2_block_size():
+    # vLLM #24280 (a maintainer's feature request): hybrid page alignment "might cause large attention page sizes
+    # (672 tokens for nvidia/NVIDIA-Nemotron-Nano-9B-v2)"; with the state padded, 4 attention and 27 Mamba layers
+    # make 1 full group and 7 state groups of 4 (one padding layer).
+    lines = fit_lines(NEMOTRON_NANO_9B, 100, vllm_version="0.19")
+    assert lines[0].startswith("Setting attention block size to 672 tokens")
+    assert "Add 1 padding layers, may waste at most 3.70% KV cache memory" in lines

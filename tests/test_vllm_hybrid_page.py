@@ -27,3 +27,18 @@ def test_the_release_sets_the_token_line():
 def test_a_release_with_v0_is_an_error_naming_the_field():
     at = page("kv_cache", **A100, kv_e_release="0.19", kv_e_version="v0")
     assert "vllm_version" in texts(at.error) and "V1" in texts(at.error)
+
+
+def test_a_hybrid_preset_shows_the_alignment_lines_and_the_capacity_sentence():
+    base = dict(kv_mode="vllm", kv_e_gpu="h100-80gb", kv_preset="qwen3.5-35b-a3b", kv_context="32768")
+    at = page("kv_cache", **base, kv_e_release="0.19")
+    log = log_of(at)
+    assert "Setting attention block size to 1056 tokens" in log and "Padding mamba page size by 0.76%" in log
+    shown = texts(at.markdown)
+    assert "The concurrency line is the real capacity" in shown and "one block, 1,056 tokens" in shown
+    assert "(32 full + 3 state)" in shown
+    # two speculative tokens: two more conv rows (a block of 1,072) and, with prefix caching, 2 + 2 pages a group
+    at = page("kv_cache", **base, kv_e_release="0.19", kv_e_prefix="true", kv_e_spec="2")
+    assert "Setting attention block size to 1072 tokens" in log_of(at)
+    assert "(31 full + 12 state)" in texts(at.markdown)
+    assert at.toggle(key="kv_e_prefix").value and at.number_input(key="kv_e_spec").value == 2
