@@ -42,3 +42,12 @@ def test_a_hybrid_preset_shows_the_alignment_lines_and_the_capacity_sentence():
     assert "Setting attention block size to 1072 tokens" in log_of(at)
     assert "(31 full + 12 state)" in texts(at.markdown)
     assert at.toggle(key="kv_e_prefix").value and at.number_input(key="kv_e_spec").value == 2
+
+
+def test_hostile_release_and_state_parameters_are_named_and_ignored():
+    at = page("kv_cache", kv_mode="vllm", kv_e_gpu="h100-80gb", kv_preset="qwen3.5-35b-a3b", kv_e_spec="99999",
+              kv_e_release="<script>", kv_e_ssm="int8")  # fmt: skip
+    warned = texts(at.warning)
+    assert "kv_e_release" in warned and "kv_e_spec" in warned and "kv_e_ssm" in warned
+    assert at.number_input(key="kv_e_spec").value == 0 and at.selectbox(key="kv_e_release").value == "none"
+    assert "Setting attention block size to 1056 tokens" in log_of(at)  # the defaults' fit, drawn
