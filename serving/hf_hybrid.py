@@ -67,6 +67,13 @@ def _ssm_dtype(f: Fields, key: str) -> str:
     return value
 
 
+def _width(f: Fields, key: str, width: int, how: str) -> int:
+    """A Mamba width derived from `key` (`how` says how), at most the StateMixer's 10,000,000."""
+    if width > 10_000_000:
+        raise ConfigError(f.name(key), f"gives a Mamba width of {width:,} ({how}); at most 10,000,000")
+    return width
+
+
 def _mamba2(f: Fields, d: int, inner: int, names: dict, **extra) -> StateMixer:
     """A Mamba2 mixer from the keys `names` gives (heads, head_dim, state, groups, kernel)."""
     heads = f.int(names["heads"], 1, MAX_DIM, names.get("heads_default", REQUIRED))
@@ -134,8 +141,21 @@ NEMOTRON_TYPES = {"mamba": "M", "linear_attention": "M", "attention": "*", "full
                   "moe": "E"}  # fmt: skip
 
 
+def _with(f: Fields, **derived) -> Fields:
+    """The same reader over the object with derived keys added (a count the file implies, not gives)."""
+    out = Fields(f.data | derived, f.model_type, f.prefix)
+    out.read, out.defaults, out.required = f.read, f.defaults, f.required
+    out.defaults.extend(f"{k} = {v:,} (absent: the layer list's length)" for k, v in derived.items())
+    return out
+
+
 def _nemotron_h(f: Fields, notes: list) -> tuple[dict, list[str], StateMixer]:
-    """Nemotron-H: each layer one RMSNorm and one sublayer (Mamba2, attention, a ReLU² MLP, or MoE)."""
+    """Nemotron-H: each layer one RMSNorm and one sublayer (Mamba2, attention, a ReLU² MLP, or MoE). transformers
+    5 writes no num_hidden_layers (the layer list's length is the count): then the pattern's length is."""
+    if not f.has("num_hidden_layers"):
+        given = f.data.get("hybrid_override_pattern", f.data.get("layers_block_type", f.data.get("layer_types")))
+        if isinstance(given, str | list) and 0 < len(given) <= 10_000:
+            f = _with(f, num_hidden_layers=len(given))
     kw = _base(f, False) | {"ffn": "relu", "norm_placement": "pre"}
     n = kw["n_layers"]
     if f.has("attention_head_dim") and not f.has("head_dim"):
@@ -171,8 +191,9 @@ def _nemotron_h(f: Fields, notes: list) -> tuple[dict, list[str], StateMixer]:
             notes.append("MLP and MoE layers are counted by kind (their order changes no count)")
     heads = f.int("mamba_num_heads", 1, MAX_DIM, 128)
     head_dim = f.int("mamba_head_dim", 1, MAX_DIM, 64)
+    inner = _width(f, "mamba_head_dim", heads * head_dim, "mamba_num_heads × mamba_head_dim")
     mixer = StateMixer(
-        "mamba2", f.int("conv_kernel", 1, 1024, 4), heads=heads, head_dim=head_dim, inner=heads * head_dim,
+        "mamba2", f.int("conv_kernel", 1, 1024, 4), heads=heads, head_dim=head_dim, inner=inner,
         state_size=f.int("ssm_state_size", 1, MAX_DIM, 128), n_groups=f.int("n_groups", 1, MAX_DIM, 8),
         conv_bias=f.flag("use_conv_bias", True), proj_bias=f.flag("use_bias", False), one_sublayer=True,
         shared_d_ff=shared, ssm_dtype=_ssm_dtype(f, "mamba_ssm_cache_dtype"),
@@ -198,10 +219,10 @@ def _jamba(f: Fields, notes: list) -> tuple[dict, list[str], StateMixer]:
                      f"{n - moe_layers} dense, counted by kind (their order changes no count)")  # fmt: skip
     rank = f.data.get("mamba_dt_rank", "auto")
     f.read.add("mamba_dt_rank")
-    expand = f.int("mamba_expand", 1, 1_000, 2)
+    inner = _width(f, "mamba_expand", f.int("mamba_expand", 1, 1_000, 2) * d, "× hidden_size")
     mixer = StateMixer(
-        "mamba", f.int("mamba_d_conv", 1, 1024, 4), inner=expand * d, state_size=f.int("mamba_d_state", 1, MAX_DIM,
-        16), dt_rank=math.ceil(d / 16) if rank == "auto" else f.int("mamba_dt_rank", 1, MAX_DIM),
+        "mamba", f.int("mamba_d_conv", 1, 1024, 4), inner=inner, state_size=f.int("mamba_d_state", 1, MAX_DIM, 16),
+        dt_rank=math.ceil(d / 16) if rank == "auto" else f.int("mamba_dt_rank", 1, MAX_DIM),
         conv_bias=f.flag("mamba_conv_bias", True), proj_bias=f.flag("mamba_proj_bias", False),
     )  # fmt: skip
     return kw, kinds, mixer
@@ -215,7 +236,9 @@ def _falcon_h1(f: Fields) -> tuple[dict, list[str], StateMixer]:
         if kw["bias"] == "none":
             raise ConfigError(f.name("mlp_bias"), "biases on the FFN without the attention's are not modelled")
     d = kw["d_model"]
-    d_ssm = f.int("mamba_d_ssm", 1, MAX_DIM, None, nullable=True) or f.int("mamba_expand", 1, 1_000, 2) * d
+    d_ssm = f.int("mamba_d_ssm", 1, MAX_DIM, None, nullable=True) or _width(
+        f, "mamba_expand", f.int("mamba_expand", 1, 1_000, 2) * d, "× hidden_size"
+    )
     proj = f.flag("mamba_proj_bias", False)
     if f.flag("projectors_bias", False) != proj:
         raise ConfigError(f.name("projectors_bias"), "the lab reads it equal to mamba_proj_bias (both false in the "
@@ -242,7 +265,7 @@ def _granite(f: Fields) -> tuple[dict, list[str], StateMixer]:
     else:
         kw["d_ff"] = shared
         f.read |= {"intermediate_size", "num_experts_per_tok"}
-    inner = f.int("mamba_expand", 1, 1_000, 2) * d
+    inner = _width(f, "mamba_expand", f.int("mamba_expand", 1, 1_000, 2) * d, "× hidden_size")
     names = dict(heads="mamba_n_heads", head_dim="mamba_d_head", state="mamba_d_state", groups="mamba_n_groups",
                  kernel="mamba_d_conv", conv_bias="mamba_conv_bias", state_default=256, heads_default=128)  # fmt: skip
     mixer = _mamba2(f, d, inner, names, proj_bias=f.flag("mamba_proj_bias", False), shared_d_ff=shared if e else 0)
@@ -284,6 +307,19 @@ def _lfm2(f: Fields) -> tuple[dict, list[str], StateMixer]:
     return kw, kinds, mixer
 
 
+def _dense_first(f: Fields, n: int) -> int:
+    """Kimi Linear's dense layers: mlp_layer_types when the file has it (transformers reads it first; the lab reads
+    dense layers first only), else first_k_dense_replace."""
+    types = f.strings("mlp_layer_types", ("dense", "sparse"), n)
+    if types is None:
+        return f.int("first_k_dense_replace", 0, n, 1)
+    dense = types.count("dense")
+    if types[:dense] != ["dense"] * dense:
+        raise ConfigError(f.name("mlp_layer_types"), "the lab reads dense layers first, then sparse ones, only")
+    f.read.add("first_k_dense_replace")  # mlp_layer_types says it
+    return dense
+
+
 def _kimi(f: Fields, notes: list) -> tuple[dict, list[str], StateMixer]:
     """Kimi Linear: Kimi Delta Attention layers and latent attention (MLA) layers; DeepSeek-style experts with
     shared ones and dense first layers."""
@@ -314,7 +350,7 @@ def _kimi(f: Fields, notes: list) -> tuple[dict, list[str], StateMixer]:
                    "num_experts_per_token") else f.int("num_experts_per_tok", 1, e, 8),
                moe_d_ff=f.int("moe_intermediate_size", 1, 10_000_000),
                n_shared_experts=f.int("num_shared_experts", 0, 1_000, 1),
-               n_dense_layers=f.int("first_k_dense_replace", 0, n, 1))  # fmt: skip
+               n_dense_layers=_dense_first(f, n))  # fmt: skip
     freq = f.int("moe_layer_freq", 1, 10_000, 1)
     if freq != 1:
         raise ConfigError(f.name("moe_layer_freq"), f"the lab reads 1 (every layer after the dense ones), got {freq}")
@@ -322,13 +358,42 @@ def _kimi(f: Fields, notes: list) -> tuple[dict, list[str], StateMixer]:
     head_dim = sub.int("head_dim", 1, MAX_DIM, f.int("linear_head_dim", 1, MAX_DIM, 128))
     mixer = StateMixer("kda", sub.int("short_conv_kernel_size", 1, 1024, f.int("linear_conv_kernel_dim", 1, 1024, 4)),
                        heads=heads, head_dim=head_dim)  # fmt: skip
-    notes.extend(sub.ignored() and [f"linear_attn_config keys not read: {', '.join(sub.ignored()[:10])}"])
+    if sub.ignored():
+        notes.append(f"linear_attn_config keys not read: {', '.join(sub.ignored()[:10])}")
     return kw | {"bias": "none"}, kinds, mixer
 
 
+_MAMBA2 = {"heads": "mamba_n_heads", "head_dim": "mamba_d_head", "state_size": "mamba_d_state",
+           "n_groups": "mamba_n_groups", "conv_kernel": "mamba_d_conv"}  # fmt: skip
+MIXER_KEYS = {  # a StateMixer field -> the config key a refusal of it names, per family
+    "qwen": {"heads": "linear_num_value_heads", "head_dim": "linear_value_head_dim", "k_heads": "linear_num_key_heads",
+             "k_head_dim": "linear_key_head_dim", "conv_kernel": "linear_conv_kernel_dim",
+             "shared_d_ff": "shared_expert_intermediate_size"},
+    "nemotron_h": {"heads": "mamba_num_heads", "head_dim": "mamba_head_dim", "inner": "mamba_num_heads",
+                   "state_size": "ssm_state_size", "shared_d_ff": "moe_shared_expert_intermediate_size"},
+    "jamba": {"inner": "mamba_expand", "state_size": "mamba_d_state", "dt_rank": "mamba_dt_rank",
+              "conv_kernel": "mamba_d_conv"},
+    "falcon_h1": _MAMBA2 | {"inner": "mamba_d_ssm"},
+    "granitemoehybrid": _MAMBA2 | {"inner": "mamba_expand", "shared_d_ff": "shared_intermediate_size"},
+    "lfm2": {"inner": "hidden_size", "conv_kernel": "conv_L_cache"},
+    "kimi_linear": {"heads": "linear_attn_config.num_heads", "head_dim": "linear_attn_config.head_dim"},
+}  # fmt: skip
+
+
 def read_hybrid(f: Fields, mt: str, notes: list) -> tuple[dict, list[str]]:
-    """(Decoder keyword arguments with layer_kinds and mixer, per-layer kinds) of a hybrid model_type."""
+    """(Decoder keyword arguments with layer_kinds and mixer, per-layer kinds) of a hybrid model_type; a mixer's
+    width out of range is refused naming the config key it came from."""
     f.required = NEEDS[mt]
+    try:
+        return _read_hybrid(f, mt, notes)
+    except ConfigError as e:
+        keys = MIXER_KEYS["qwen" if mt.startswith("qwen") else mt]
+        if e.field in keys or e.field in ("inner", "heads", "head_dim", "state_size", "n_groups", "shared_d_ff"):
+            raise ConfigError(f.name(keys.get(e.field, e.field)), e.message) from None
+        raise
+
+
+def _read_hybrid(f: Fields, mt: str, notes: list) -> tuple[dict, list[str]]:
     if mt in ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"):
         kw, kinds, mixer = _qwen(f, mt, notes)
     elif mt == "nemotron_h":

@@ -74,7 +74,7 @@ def part_of(t: Tensor) -> str | None:
         return None
     inside = t.name.split(".", 2)[2]  # attn.w_q, ffn.w1, ffn.experts.w1, ffn.shared.w2, ffn.router.w
     leaf = inside.rsplit(".", 1)[-1]
-    if not leaf.startswith("w"):
+    if not leaf.startswith("w") or inside.startswith("mixer."):  # a hybrid's state mixers: counted unquantised
         return None
     if inside.startswith("attn."):
         return "attention"

@@ -40,7 +40,7 @@ def test_parameters_renders_gpt2_with_its_published_total():
     assert metric(at, "Total parameters") == (f"{GPT2:,}", "124M")
     assert metric(at, "Published (gpt2)") == (f"{GPT2:,}", "✓ equals the count")
     table = at.dataframe[0].value
-    assert list(table["component"]) == ["embeddings", "position", "attention", "ffn", "norms", "output_head"]
+    assert list(table["component"]) == ["embeddings", "position", "attention", "mixer", "ffn", "norms", "output_head"]
     assert table["params"].sum() == GPT2 and table.set_index("component")["params"]["position"] == 1024 * 768
     assert len(charts(at)) == 1
     assert "attncore builds" in texts(at.info)  # a tied head: not a model attncore builds

@@ -68,6 +68,44 @@ def test_totals_against_transformers():
         assert sum(p.numel() for p in model.parameters()) == TOTALS[name][0], name
 
 
+NEMOTRON_PATTERN = json.loads((CONFIGS / "nemotron-h-8b-base-8k.json").read_text())["hybrid_override_pattern"]
+# each family's other options on a shipped file, with transformers 5.25's from_config count of the changed file
+VARIANTS = {
+    "nemotron MoE layers": ("nemotron-h-8b-base-8k", {"hybrid_override_pattern": NEMOTRON_PATTERN.replace("-", "E", 20),
+                            "n_routed_experts": 8, "moe_intermediate_size": 1024, "num_experts_per_tok": 2,
+                            "moe_shared_expert_intermediate_size": 2048}, 6_256_014_336),
+    "granite dense": ("granite-4.0-h-tiny", {"num_local_experts": 0}, 895_307_328),
+    "falcon gated norm and biases": ("falcon-h1-tiny-90m", {"mamba_rms_norm": True, "mamba_proj_bias": True,
+                                     "projectors_bias": True}, 91_202_304),
+    "lfm2 conv bias": ("lfm2-350m", {"conv_bias": True}, 354_535_168),
+    "qwen3-next dense first layers": ("qwen3-next-80b-a3b", {"mlp_only_layers": [0, 1]}, 76_507_687_680),
+    "kimi mlp_layer_types first": ("kimi-linear-48b-a3b", {"first_k_dense_replace": 3}, 49_133_074_464),
+    "kimi first_k_dense_replace": ("kimi-linear-48b-a3b", {"first_k_dense_replace": 3, "mlp_layer_types": None},
+                                   45_621_262_368),
+    "jamba one expert: dense": ("jamba-v0.1", {"num_experts": 1}, 9_290_690_432),
+}  # fmt: skip
+
+
+def variant(name: str) -> dict:
+    base, change, _ = VARIANTS[name]
+    data = json.loads((CONFIGS / f"{base}.json").read_text()) | change
+    return {k: v for k, v in data.items() if v is not None}
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_each_familys_options_count_as_transformers(name):
+    assert count_parameters(hf_config.from_dict(variant(name)).arch).total == VARIANTS[name][2]
+
+
+def test_variants_against_transformers():
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    for name in VARIANTS:
+        with torch.device("meta"):
+            model = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.for_model(**variant(name)))
+        assert sum(p.numel() for p in model.parameters()) == VARIANTS[name][2], name
+
+
 def test_active_parameters_match_the_cards():
     """Jamba: 12B active (AI21); Qwen3-Next: 3B activated, without embedding and head (3.25B)."""
     jamba = count_parameters(read("jamba-v0.1").arch)
@@ -111,6 +149,8 @@ def test_other_spellings_of_the_pattern():
         "layers_block_type": ["mamba" if c == "M" else "attention" if c == "*" else "mlp"
                               for c in nemotron["hybrid_override_pattern"]]}  # fmt: skip
     assert hf_config.from_dict(listed).layer_kinds == kinds("nemotron-h-8b-base-8k")
+    listed.pop("num_hidden_layers")  # transformers 5 writes none: the list's length is the count
+    assert hf_config.from_dict(listed).arch == read("nemotron-h-8b-base-8k").arch
     kimi = json.loads((CONFIGS / "kimi-linear-48b-a3b.json").read_text())
     kimi.pop("layer_types")
     kimi["linear_attn_config"] = {
@@ -265,6 +305,14 @@ HOSTILE = [
     (hostile("qwen3-next-80b-a3b", layer_types=["linear_attention"] * 47 + ["sliding"]), "layer_types", "entry 47"),
     (hostile("falcon-h1-tiny-90m", projectors_bias=True), "projectors_bias", "mamba_proj_bias"),
     (hostile("kimi-linear-48b-a3b", hidden_size=10**9), "hidden_size", "from 1 to"),
+    (hostile("nemotron-h-8b-base-8k", mamba_num_heads=999_999, mamba_head_dim=999_999), "mamba_head_dim", "at most"),
+    (
+        hostile("jamba-v0.1", mamba_expand=1000, hidden_size=999_936, num_attention_heads=1, num_key_value_heads=1),
+        "mamba_expand",
+        "Mamba width",
+    ),
+    (hostile("qwen3-next-80b-a3b", shared_expert_intermediate_size=10**8), "shared_expert_intermediate_size", "to"),
+    (hostile("kimi-linear-48b-a3b", mlp_layer_types=["sparse", "dense"] * 13 + ["dense"]), "mlp_layer_types", "first"),
 ]
 
 
