@@ -21,6 +21,7 @@ from cli import engine as engine_cli
 from cli.flags import ArgumentError, integer, number
 from serving import kvcache
 from serving import parameters as calc
+from serving.hf_fields import pattern_text
 from serving.presets import GPUS, PRESETS, get_preset, gpu_memory_gb
 from serving.safetensors_count import comparison
 from serving.weights import stored_weights
@@ -166,8 +167,9 @@ def describe(a: calc.Decoder) -> str:
         window += f" on {a.windowed_layers} of {a.n_layers} layers"
     extras = [f"{a.norm_placement}-norm", f"q/k norms of the {a.qk_norm}" if a.qk_norm != "none" else ""]
     extras += ["attention sinks" * a.attention_sinks, "router bias" * a.router_bias]
+    hybrid = f" ({pattern_text(a.layer_kinds, a.sliding_window)}; {a.mixer.kind} mixers)" if a.mixer else ""
     return (
-        f"d {a.d_model:,}, {a.n_layers} layers, {attn}{window}; {ffn}; biases {a.bias}; {a.norm} "
+        f"d {a.d_model:,}, {a.n_layers} layers{hybrid}, {attn}{window}; {ffn}; biases {a.bias}; {a.norm} "
         f"({', '.join(x for x in extras if x)}); vocab {a.vocab_size:,} "
         f"{'tied' if a.tied_embeddings else 'untied'}; {pos}"
     )

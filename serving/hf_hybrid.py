@@ -300,7 +300,8 @@ def _lfm2(f: Fields) -> tuple[dict, list[str], StateMixer]:
                                                for i in idxs):  # fmt: skip
             raise ConfigError(f.name("full_attn_idxs"), f"must be a list of layer indices from 0 to {n - 1:,}")
         else:
-            kinds = ["full" if i in set(idxs) else "state" for i in range(n)]
+            full = set(idxs)
+            kinds = ["full" if i in full else "state" for i in range(n)]
     bias = f.flag("conv_bias", False)
     mixer = StateMixer("short_conv", f.int("conv_L_cache", 1, 1024, 3), inner=kw["d_model"], conv_bias=bias,
                        proj_bias=bias)  # fmt: skip
@@ -343,7 +344,8 @@ def _kimi(f: Fields, notes: list) -> tuple[dict, list[str], StateMixer]:
                                              for i in x) for x in (full, kda))  # fmt: skip
         if not ok or sorted(full + kda) != list(range(1, n + 1)):
             raise ConfigError(sub.name("full_attn_layers"), f"with kda_layers must name each layer 1 to {n:,} once")
-        kinds = ["full" if i + 1 in set(full) else "state" for i in range(n)]
+        numbers = set(full)  # 1-indexed
+        kinds = ["full" if i + 1 in numbers else "state" for i in range(n)]
     kinds = kinds or ["full" if i and i % 4 == 0 else "state" for i in range(n)]
     e = f.int("num_experts", 1, 1_000_000)
     kw |= dict(n_experts=e, experts_per_token=f.int("num_experts_per_token", 1, e, 8) if f.has(

@@ -122,7 +122,11 @@ def form_values(a: Decoder) -> dict:
 
 def with_form_values(a: Decoder, values: dict, **exact) -> Decoder:
     """a with these fields replaced (0 in an optional field: its default), and the `exact` ones as given, in one
-    construction; raises ConfigError on a bad mix."""
+    construction; raises ConfigError on a bad mix (a hybrid's layer count is its pattern's)."""
+    layers = exact.get("n_layers", values.get("n_layers", a.n_layers))
+    if a.layer_kinds and layers != a.n_layers:
+        raise ConfigError("n_layers", f"must be {a.n_layers:,}: a hybrid model's layers follow its layer pattern "
+                          "(read a config.json with another pattern for another count)")  # fmt: skip
     return replace(a, **{k: None if k in OPTIONAL_FIELDS and not v else v for k, v in values.items()} | exact)
 
 

@@ -48,7 +48,7 @@ def test_kv_cache_config_counts_each_layer_kind_by_its_window(capsys):
          "bytes_per_token": per_layer * 21, "bytes_per_sequence": per_layer * 21 * 8192},
         {"kind": "sliding", "layers": 21, "window": 4096, "tokens_per_layer": 4096, "bytes": per_layer * 21 * 4096,
          "bytes_per_token": per_layer * 21, "bytes_per_sequence": per_layer * 21 * 4096},
-    ]
+    ]  # fmt: skip
     uniform = run_json(capsys, "kv-cache", "--config", str(CONFIGS / "llama-3.1-8b.json"), "--json")
     assert [row["kind"] for row in uniform["by_kind"]] == ["full"]
 

@@ -329,3 +329,17 @@ def test_a_hostile_file_on_the_command_line_exits_2():
                           capture_output=True, input=data.encode())  # fmt: skip
     err = done.stderr.decode().strip()
     assert done.returncode == 2 and "hybrid_override_pattern" in err and len(err.splitlines()) == 1, err
+
+
+def test_the_state_dtype_flags_reach_the_simple_fit():
+    """--mamba-cache-dtype and --mamba-ssm-dtype (cli/engine.py's flags) size the state; not given: auto."""
+    import argparse
+
+    from cli.calc import state_dtype_flags
+
+    assert state_dtype_flags(argparse.Namespace()) == {"mamba_cache_dtype": "auto", "mamba_ssm_dtype": "auto"}
+    given = state_dtype_flags(argparse.Namespace(mamba_cache_dtype="float32", mamba_ssm_dtype=None))
+    arch = read("jamba-v0.1").arch
+    auto, wide = kv_cache_for(arch, 1024, 1, "bf16"), kv_cache_for(arch, 1024, 1, "bf16", **given)
+    assert wide.state_dtypes == ("float32", "float32") and wide.state_bytes == 2 * auto.state_bytes
+    assert wide.kv_bytes == auto.kv_bytes  # the attention layers' cache keeps its own element type

@@ -33,3 +33,8 @@ def test_kv_cache_page_shows_state_beside_kv_and_its_link_reopens_it():
     assert at.number_input(key="kv_n_layers").disabled  # a hybrid's layers follow its pattern
     again = page("kv_cache", **dict(at.query_params))  # the link the page wrote
     assert again.dataframe[0].value.equals(rows)
+
+
+def test_a_hybrids_layer_count_is_its_patterns():
+    at = page("parameters", par_preset="jamba-v0.1", par_n_layers="33")
+    assert "layers follow its layer pattern" in at.error[0].value and not at.exception

@@ -125,7 +125,7 @@ def cache_metrics(c: KVCache) -> list[Metric]:
     return [
         ("KV cache, binary units", binary_size(c.bytes), "GiB = 2³⁰ B"),
         ("KV cache, decimal units", decimal_size(c.bytes), "GB = 10⁹ B"),
-        ("Per token", f"{c.bytes_per_token:,} B", "one sequence, all layers"),
+        ("Per token", f"{c.bytes_per_token:,} B", f"one sequence, all {'attention ' * bool(c.state_layers)}layers"),
         (label, weights, note),
         ("Cache / weights", "—" if c.ratio is None else cache_ratio(c.ratio), f"{c.attention} cache"),
     ]
