@@ -34,16 +34,43 @@ def _first(f: Fields, quantity: str, low: int, high: int, default=None) -> int |
     return default
 
 
+ATTENTION_TYPES = ("full_attention", "sliding_attention", "chunked_attention")
+
+
+def _attention_layers(inner: dict, mt: str, prefix: str) -> tuple[dict, list[str]]:
+    """A hybrid no formula knows (layer_types naming linear_attention, mamba, conv ... layers): its attention layers
+    alone, with a note; their state is not sized (hf_hybrid.py reads the hybrids it knows)."""
+    types, key = inner.get("layer_types"), next((k for k in NAMES["layers"] if k in inner), None)
+    if not isinstance(types, list) or key is None or len(types) != inner[key]:
+        return inner, []
+    if any(not isinstance(t, str) for t in types):
+        return inner, []  # refused by the reader, naming the entry
+    kept = [t for t in types if t in ATTENTION_TYPES]
+    if len(kept) == len(types):
+        return inner, []
+    names = ", ".join(sorted({t if len(t) <= 24 else t[:21] + "..." for t in types if t not in ATTENTION_TYPES})[:4])
+    if not kept:
+        why = f"names no attention layer ({names}): no formula here sizes the state of model_type {mt}"
+        raise ConfigError(prefix + "layer_types", why)
+    note = (
+        f"layer_types: {len(types) - len(kept):,} of {len(types):,} layers are not attention ({names}): their "
+        f"state is not sized for model_type {mt}; the KV cache counts the {len(kept):,} attention layers"
+    )
+    return inner | {"layer_types": kept, key: len(kept)}, [note]
+
+
 def read_attention(data: dict) -> ModelFile:
     """A ModelFile of the attention fields alone (its arch a modern decoder with these widths, counted False)."""
     wrapper = data.get("model_type") if isinstance(data.get("text_config"), dict) else None
     inner = data["text_config"] if wrapper is not None else data
     mt = inner.get("model_type", wrapper or data.get("model_type"))
     mt = mt if isinstance(mt, str) and len(mt) <= 40 else "unknown"
+    inner, state_note = _attention_layers(inner, mt, "text_config." if wrapper else "")
     f, top = Fields(inner, mt, "text_config." if wrapper else ""), Fields(data, mt)
     f.read.add("model_type")
     notes = [f"model_type {mt}: no formula here counts its parameters; the KV cache is computed from its attention "
-             "fields (layers, KV heads, head_dim, window), the parameters are the checkpoint's own count"]  # fmt: skip
+             "fields (layers, KV heads, head_dim, window), the parameters are the checkpoint's own count",
+             *state_note]  # fmt: skip
     layers, heads = _first(f, "layers", 1, 10_000), _first(f, "heads", 1, 100_000)
     hidden = _first(f, "hidden", 1, 1_000_000)
     kv = 1 if f.has("multi_query") and f.flag("multi_query", False) else _first(f, "kv_heads", 1, heads, heads)
@@ -57,8 +84,9 @@ def read_attention(data: dict) -> ModelFile:
         window = None
     chunk = f.int("attention_chunk_size", 1, 2**31, None, nullable=True) if f.has("attention_chunk_size") else None
     kinds = ["sliding" if window else "full"] * layers
-    types = f.strings("layer_types", ("full_attention", "sliding_attention", "chunked_attention"), layers) if (
+    types = f.strings("layer_types", ATTENTION_TYPES, layers) if (
         (window or chunk) and f.has("layer_types")) else None  # fmt: skip
+    f.read.add("layer_types")
     if types is not None:
         kinds = [{"full_attention": "full", "chunked_attention": "chunked"}.get(t, "sliding") for t in types]
         if "sliding" in kinds and "chunked" in kinds:

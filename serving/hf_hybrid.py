@@ -29,7 +29,8 @@ BASIC = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size"
 NEEDS = {  # the fields without a default, for the message of a missing one
     "qwen3_next": (*BASIC, "num_experts", "moe_intermediate_size"),
     "qwen3_5_moe_text": (*BASIC, "num_experts", "moe_intermediate_size"),
-    "qwen3_5_text": (*BASIC, "intermediate_size"), "nemotron_h": (*BASIC, "intermediate_size"),
+    "qwen3_5_text": (*BASIC, "intermediate_size"),
+    "nemotron_h": ("hidden_size", "num_attention_heads", "vocab_size", "intermediate_size", "hybrid_override_pattern"),
     "jamba": (*BASIC, "intermediate_size"), "falcon_h1": (*BASIC, "intermediate_size"), "granitemoehybrid": BASIC,
     "lfm2": BASIC, "kimi_linear": (*BASIC, "intermediate_size", "kv_lora_rank", "num_experts", "moe_intermediate_size"),
 }  # fmt: skip
@@ -172,8 +173,9 @@ def _nemotron_h(f: Fields, notes: list) -> tuple[dict, list[str], StateMixer]:
         key = "layers_block_type" if f.has("layers_block_type") else "layer_types"
         letters = "".join(_types(f, key, n, NEMOTRON_TYPES) or [])
         if not letters:
-            raise ConfigError(f.name("hybrid_override_pattern"), "missing (nor layers_block_type): it names each "
-                                                                 "layer's sublayer")  # fmt: skip
+            needs = ", ".join(f.required)
+            why = f"missing; model_type nemotron_h needs {needs} (or layers_block_type: each layer's sublayer)"
+            raise ConfigError(f.name("hybrid_override_pattern"), why)
     kinds = [NEMOTRON_PATTERN[c] for c in letters]
     kw["d_ff"] = f.int("intermediate_size", 1, 10_000_000)
     mlp_bias = f.flag("mlp_bias", False)
@@ -202,14 +204,23 @@ def _nemotron_h(f: Fields, notes: list) -> tuple[dict, list[str], StateMixer]:
     return kw, kinds, mixer
 
 
+def _offset(f: Fields, key: str, period: int, default: int) -> int:
+    """Jamba's offset within its period, given or default; transformers refuses one that is not below the period."""
+    offset = f.int(key, 0, period - 1, default)
+    if offset >= period:
+        raise ConfigError(f.name(key), f"must be from 0 to {period - 1:,} (below its period {period:,}), got the "
+                                       f"default {default}")  # fmt: skip
+    return offset
+
+
 def _jamba(f: Fields, notes: list) -> tuple[dict, list[str], StateMixer]:
     kw = _base(f, False) | {"d_ff": f.int("intermediate_size", 1, 10_000_000)}
     n, d = kw["n_layers"], kw["d_model"]
     period = f.int("attn_layer_period", 1, 10_000, 8)
-    offset = f.int("attn_layer_offset", 0, period - 1, 4)
+    offset = _offset(f, "attn_layer_offset", period, 4)
     kinds = ["full" if i % period == offset else "state" for i in range(n)]
     e_period = f.int("expert_layer_period", 1, 10_000, 2)
-    e_offset = f.int("expert_layer_offset", 0, e_period - 1, 1)
+    e_offset = _offset(f, "expert_layer_offset", e_period, 1)
     e = f.int("num_experts", 1, 1_000_000, 16)
     moe_layers = sum(i % e_period == e_offset for i in range(n)) if e > 1 else 0
     if moe_layers:

@@ -298,6 +298,11 @@ HOSTILE = [
     (hostile("nemotron-h-8b-base-8k", mamba_num_heads=10**12), "mamba_num_heads", "from 1 to"),
     (hostile("jamba-v0.1", attn_layer_offset=9), "attn_layer_offset", "from 0 to 7"),
     (hostile("jamba-v0.1", mamba_d_state="16"), "mamba_d_state", "whole number"),
+    (
+        {k: v for k, v in hostile("jamba-v0.1", attn_layer_period=2).items() if k != "attn_layer_offset"},
+        "attn_layer_offset",
+        "below its period",
+    ),
     (hostile("granite-4.0-h-tiny", layer_types=["mamba"] * 3), "layer_types", "40 entries"),
     (hostile("granite-4.0-h-tiny", mamba_d_head=65), "mamba_d_head", "Mamba width"),
     (hostile("lfm2-350m", full_attn_idxs=[99]), "full_attn_idxs", "layer indices"),
@@ -343,3 +348,19 @@ def test_the_state_dtype_flags_reach_the_simple_fit():
     auto, wide = kv_cache_for(arch, 1024, 1, "bf16"), kv_cache_for(arch, 1024, 1, "bf16", **given)
     assert wide.state_dtypes == ("float32", "float32") and wide.state_bytes == 2 * auto.state_bytes
     assert wide.kv_bytes == auto.kv_bytes  # the attention layers' cache keeps its own element type
+
+
+def test_a_hybrid_without_a_formula_caches_its_attention_layers_only():
+    """hf_generic.py: a model_type no family reads, whose layer_types name state layers: the KV cache counts its
+    attention layers, and a note says the state is not sized; none at all is refused in one line."""
+    from serving import hf_generic
+
+    types = ["linear_attention"] * 3 + ["full_attention"] + ["mamba"] * 3 + ["full_attention"]
+    base = {"model_type": "newhybrid", "hidden_size": 2048, "num_hidden_layers": 8, "num_attention_heads": 16,
+            "num_key_value_heads": 4, "layer_types": types}  # fmt: skip
+    model = hf_generic.read_attention(base)
+    assert model.arch.n_layers == 2 and any("6 of 8 layers are not attention" in n for n in model.notes)
+    assert kv_cache_for(model.arch, 1000, weight_params=1).bytes == 2 * 2 * 4 * 128 * 1000 * 2  # fp16
+    with pytest.raises(ConfigError) as e:
+        hf_generic.read_attention({"model_type": "w", "text_config": base | {"layer_types": ["mamba"] * 8}})
+    assert e.value.field == "text_config.layer_types" and "no attention layer" in str(e.value)
