@@ -12,7 +12,7 @@ from pathlib import Path
 
 from attncore.config import ConfigError
 from cli.flags import integer, number
-from serving import lora, speculative
+from serving import cuda_graphs, lora, speculative
 from serving.hf_config import MAX_BYTES, SOURCE, read_config
 from serving.presets import CONFIGS, PRESETS
 
@@ -132,9 +132,7 @@ def target_config(a, preset: str | None) -> bytes | None:
 def speculative_settings(a, preset: str | None) -> speculative.Speculative | None:
     """The speculative settings of these flags (None without --speculative-method or --speculative-model)."""
     method, model = a.speculative_method, a.speculative_model
-    if method is None and model is None:
-        if a.num_speculative_tokens is not None:
-            raise ConfigError("--num-speculative-tokens", "needs --speculative-method or --speculative-model")
+    if method is None and model is None:  # tokens alone: a hybrid's state rows (engine.engine_fit refuses them else)
         return None
     method = method or "draft"
     draft, vocab = _draft_model(model) if model is not None else (None, None)
@@ -157,8 +155,12 @@ def speculative_settings(a, preset: str | None) -> speculative.Speculative | Non
 
 def settings(a, preset: str | None) -> dict:
     """The EngineSettings fields of these flags."""
-    out = {"lora": lora_settings(a), "speculative": speculative_settings(a, preset)}
-    out["cuda_graph_profiling"] = bool(a.cuda_graph_profiling)
+    spec = speculative_settings(a, preset)
+    out = {"lora": lora_settings(a), "speculative": spec}
+    out["num_speculative_tokens"] = spec.num_tokens if spec else a.num_speculative_tokens or 0
+    graphs = a.cuda_graph_profiling  # unset: as the named release does (0.21 on), else off (the 0.11 source)
+    out["cuda_graph_profiling"] = graphs if graphs is not None else bool(a.vllm_version) and cuda_graphs.profiles(
+        a.vllm_version)
     out["cuda_graph_gib"] = a.cuda_graph_gib
     return out
 

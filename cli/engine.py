@@ -6,6 +6,7 @@ under the flag's name, which cli.main turns into one line and exit code 2.
 
 from __future__ import annotations
 
+import argparse
 import json
 
 from attncore.config import ConfigError
@@ -13,10 +14,11 @@ from cli import adapters as adapters_cli
 from cli import config_file, plan
 from cli.flags import ArgumentError, integer, number
 from lab import formats
-from serving import engine, engine_advice, validation
+from serving import engine, engine_advice, validation, vllm_hybrid
 from serving.context_limit import OVERRIDE
 from serving.kvcache import GB, GIB
 from serving.presets import CARDS
+from serving.releases import RELEASES, release_help
 from serving.weights import WeightFormat, stored_weights
 
 # flag, EngineSettings field, type or choices, help
@@ -34,6 +36,9 @@ ENGINE_FLAGS = (
     ("--non-torch-gib", "non_torch_gib", number, "measured: 'non_torch_memory takes X GiB'"),
     ("--activation-gib", "activation_gib", number, "measured: 'PyTorch activation peak memory takes X GiB'"),
     ("--kv-cache-memory-gib", "kv_cache_memory_gib", number, "V1 --kv-cache-memory-bytes, in GiB"),
+    ("--vllm-version", "vllm_version", tuple(RELEASES), release_help()),
+    ("--mamba-cache-dtype", "mamba_cache_dtype", vllm_hybrid.STATE_DTYPES, "conv state (auto: the model's dtype)"),
+    ("--mamba-ssm-dtype", "mamba_ssm_dtype", vllm_hybrid.STATE_DTYPES, "temporal state (auto: config's, else conv's)"),
 )
 MIN_GB = 0.002  # GB (10^9 B) above engine.MIN_TOTAL_GIB GiB
 ENGINE_FLAG_OF = (
@@ -59,6 +64,9 @@ def add_engine_args(k) -> None:
     k.add_argument("--allow-chunked-hybrid", dest="allow_chunked_hybrid", action="store_true",
                    help="as VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1: chunked local-attention layers "
                    "(Llama 4) paged by their chunk, not as full layers")  # fmt: skip
+    k.add_argument("--prefix-caching", dest="prefix_caching", action=argparse.BooleanOptionalAction,
+                   help="a hybrid's state groups keep two pages a request with it (vLLM's mamba_cache_mode align); "
+                   "default off, as the 0.19 log of a hybrid without the flag shows")  # fmt: skip
     served = "activations and an auto cache (default: a --config file's dtype as served, else bf16)"
     k.add_argument("--model-dtype", choices=engine.MODEL_DTYPES, help=served)
     plan.add_plan_args(k)
@@ -93,6 +101,7 @@ def run(a, arch, name: str, model=None, limit=None) -> int:
     values.setdefault("max_model_len", a.context)
     values["allow_long_max_model_len"] = bool(getattr(a, "allow_long_max_model_len", False))
     values["allow_chunked_hybrid"] = bool(getattr(a, "allow_chunked_hybrid", False))
+    values["prefix_caching"] = bool(getattr(a, "prefix_caching", False))
     model_dtype = a.model_dtype or (model.serving_dtype if model is not None else "bf16")
     stored, params = None, a.params
     if model is not None and not model.counted and params is None:  # no formula: the checkpoint's own count
@@ -153,6 +162,10 @@ def print_fit(f: engine.EngineFit, name: str, gpu: str) -> None:
         window = f", {f.window_layers} with chunks of {f.window:,}"
     of = f" (of {f.layers} layers{window})" if f.group_size != f.layers or window else ""  # else: every layer
     draft = f" + the drafter's {f.draft_layers} layers' {f.draft_block_bytes:,} B" if f.draft_block_bytes else ""
+    if f.hybrid is not None:
+        h = f.hybrid
+        print(f"  state page {h.state_page_bytes:,} B per layer, padded to the attention page of {h.block_size:,} "
+              f"tokens × {h.token_bytes:,} B; groups: {', '.join(f'{n} {kind}' for kind, n in h.groups)}")  # fmt: skip
     print(
         f"  blocks of {f.block_size} tokens: {f.page_bytes:,} B per layer ({f.kv_dtype} cache) × {f.group_size} "
         f"layers sharing a block{of}{draft} = {f.block_bytes:,} B"
@@ -167,6 +180,8 @@ def print_fit(f: engine.EngineFit, name: str, gpu: str) -> None:
         print("  the engine would log, from your log's figures:")
     for line in engine.log_lines(f):
         print(f"    {line}")
+    if f.hybrid is not None:
+        print(f"  {vllm_hybrid.capacity_sentence(f.hybrid)}")
     longest = "any (every layer windowed)" if f.longest_max_model_len is None else f"{f.longest_max_model_len:,}"
     if f.starts:
         print(f"  starts at max_model_len {f.max_model_len:,}; the longest that would start: {longest}")

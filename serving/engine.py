@@ -15,12 +15,13 @@ import numbers
 from dataclasses import asdict, dataclass, replace
 
 from attncore.checks import ConfigError, check_choice, check_int
-from serving import adapters, engine_advice
+from serving import adapters, engine_advice, vllm_hybrid
 from serving.context_limit import ContextLimit
 from serving.kvcache import DTYPE_BITS, GB, GIB, NVFP4_BLOCK, weight_bytes
 from serving.lora import LoraSettings
 from serving.parameters import Decoder, count_parameters
 from serving.presets import CARDS
+from serving.releases import LATEST, RELEASES
 from serving.speculative import Speculative
 
 VERSIONS = {
@@ -92,9 +93,23 @@ class EngineSettings:
     speculative: Speculative | None = None
     cuda_graph_profiling: bool = False
     cuda_graph_gib: float | None = None
+    # a vLLM release (serving/releases.py; implies V1): its token line, and a hybrid model's paging (vllm_hybrid);
+    # None: today's V1 accounting, and a model with state layers as the latest release modelled
+    vllm_version: str | None = None
+    prefix_caching: bool = False  # a state group then keeps two pages a request (vLLM's mamba_cache_mode "align")
+    num_speculative_tokens: int = 0  # a state page per token, and a conv state row per token
+    mamba_cache_dtype: str = "auto"  # the conv state's (auto: the model's dtype)
+    mamba_ssm_dtype: str = "auto"  # the temporal state's (auto: the config's, else the conv state's)
 
     def __post_init__(self):
         check_choice("version", self.version, tuple(VERSIONS))
+        if self.vllm_version is not None:
+            check_choice("vllm_version", self.vllm_version, tuple(RELEASES))
+            if self.version != "v1":
+                raise ConfigError("vllm_version", "a release number implies the V1 engine: drop --engine-version v0")
+        check_int("num_speculative_tokens", self.num_speculative_tokens, 0, 1024)
+        check_choice("mamba_cache_dtype", self.mamba_cache_dtype, vllm_hybrid.STATE_DTYPES)
+        check_choice("mamba_ssm_dtype", self.mamba_ssm_dtype, vllm_hybrid.STATE_DTYPES)
         _fraction("gpu_memory_utilization", self.gpu_memory_utilization, 0, 1)
         check_int("max_model_len", self.max_model_len, 1, MAX_SEARCH_LEN)
         check_int("block_size", self.block_size, 1, 4096)
@@ -104,7 +119,8 @@ class EngineSettings:
                 check_int(name, getattr(self, name), 1, 10_000_000)
         check_int("tensor_parallel_size", self.tensor_parallel_size, 1, 1024)
         check_int("pipeline_parallel_size", self.pipeline_parallel_size, 1, 1024)
-        for name in ("allow_long_max_model_len", "allow_chunked_hybrid", "samples", "cuda_graph_profiling"):
+        for name in ("allow_long_max_model_len", "allow_chunked_hybrid", "samples", "cuda_graph_profiling",
+                     "prefix_caching"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(name, f"must be true or false, got {getattr(self, name)!r}")
         if self.window_layers is not None and (
@@ -237,6 +253,8 @@ class EngineFit:
     graph_log: tuple[str, ...] = ()
     draft_layers: int = 0  # the drafter's attention layers in the pool
     draft_block_bytes: int = 0  # their bytes per block when their page is not the target's (else in group_size)
+    hybrid: vllm_hybrid.HybridPaging | None = None  # a model with state layers: its release's paging
+    vllm_version: str | None = None  # the release fitted as (None: VERSIONS' source)
 
     @property
     def block_bytes(self) -> int:
@@ -244,7 +262,10 @@ class EngineFit:
         return self.page_bytes * self.group_size + self.draft_block_bytes
 
     def to_dict(self) -> dict:
-        return asdict(self) | {"block_bytes": self.block_bytes, "log": log_lines(self)}
+        out = asdict(self) | {"block_bytes": self.block_bytes, "log": log_lines(self)}
+        if self.hybrid is None:
+            return {k: v for k, v in out.items() if k != "hybrid"}
+        return out | {"capacity": vllm_hybrid.capacity_sentence(self.hybrid)}
 
 
 def _page_bytes(a: Decoder, s: EngineSettings, model_bytes: int) -> tuple[int, str]:
@@ -388,6 +409,23 @@ def engine_fit(
             "a draft model whose KV page differs from the target's, beside "
             "windowed layers, is not modelled: give a draft of the target's KV heads and head_dim",
         )
+    if s.num_speculative_tokens and a.mixer is None and s.speculative is None:
+        raise ConfigError("num_speculative_tokens", "needs a drafter (--speculative-method or --speculative-model) on "
+                          "a model without state layers")  # fmt: skip
+    hybrid = None
+    if a.mixer is not None:  # state layers: the release's paging (vllm_hybrid) in place of the attention-only one
+        if s.version == "v0":
+            raise ConfigError("version", "V0 is not modelled for state layers (Mamba, linear attention): use v1")
+        if draft_block or same:
+            raise ConfigError("speculative_model", "a drafter's attention layers beside a model's state layers are "
+                              "not modelled: drop --speculative-method/--speculative-model (the state's rows for "
+                              "speculative tokens are)")  # fmt: skip
+        hs = s if s.vllm_version else replace(s, vllm_version=LATEST)
+        kv_elem = model_bytes if s.kv_cache_dtype == "auto" else DTYPE_BITS[s.kv_cache_dtype[:3]] // 8
+        kind = "chunked" if a.window_kind == "chunked" else "sliding"
+        hybrid, hybrid_needed = vllm_hybrid.paging(a, hs, kv, model_bytes, kv_elem, tokens_t, window_layers, kind)
+        page, bs, group_size, groups = hybrid.page_bytes, hybrid.block_size, hybrid.group_size, hybrid.groups
+        paging_note = ""
     block_bytes = page * group_size + draft_block  # vLLM's UniformTypeKVCacheSpecs: the layers' pages side by side
     blocks = max(kv // block_bytes, 0) if kv > 0 else 0
 
@@ -407,11 +445,17 @@ def engine_fit(
         concurrency = tokens / s.max_model_len
         longest = tokens
         cpu_blocks = SWAP_SPACE // block_bytes
+    elif hybrid:
+        tokens, per_request, concurrency, needed = hybrid.tokens, hybrid.per_request, hybrid.concurrency, hybrid_needed
+        longest = _longest(needed, kv) if kv > 0 else 0
+        cpu_blocks = None
     else:
         n_groups = sum(n for _, n in groups)
         tokens = blocks // n_groups * bs
         per_request = sum(n * per_layer_blocks(kind, s.max_model_len) for kind, n in groups)
         concurrency = blocks / per_request
+        if s.vllm_version and RELEASES[s.vllm_version].token_line == "concurrency":
+            tokens = int(concurrency * s.max_model_len)
         longest = _longest(needed, kv) if kv > 0 else 0
         cpu_blocks = None
     fit = {"kv_bytes": kv, "tokens": tokens, "num_blocks": blocks, "needed": needed, "longest": longest}
@@ -425,13 +469,15 @@ def engine_fit(
     error = _error(s, fit)
     if error and s.version == "v1" and longest is not None:
         longest = min(longest, s.max_model_len)  # vLLM searches below the max_model_len asked for
+    release = hybrid.release if hybrid else s.vllm_version
+    words = f"vLLM {RELEASES[release].summary}" if release else VERSIONS[s.version]
     fit = EngineFit(
-        s.version, VERSIONS[s.version], total, budget, weights, non_torch, activation, parts, params,
+        s.version, words, total, budget, weights, non_torch, activation, parts, params,
         weight_dtype, tp, measured, kinds, kv, tokens_t, seqs, bs, kv_dtype, page, a.n_layers, window, window_layers,
         groups, group_size, blocks, tokens, s.max_model_len, per_request, concurrency, cpu_blocks, error is None,
         error, longest if kv > 0 else 0, weight_label if weight_bytes_given is not None else "",
         limit.tokens if limit else None, limit.rule if limit else "",
-        limit.warning(s.max_model_len) if limit else None, paging_note,
+        limit.warning(s.max_model_len) if limit else None, paging_note, hybrid=hybrid, vllm_version=release,
     )  # fmt: skip
     if ex is not adapters.NONE:
         fit = replace(fit, extras=ex.to_dict(), extra_rows=ex.rows, draft_layers=draft_layers,
@@ -441,6 +487,8 @@ def engine_fit(
         return fit
 
     def refit(v: engine_advice.Variant) -> EngineFit:
+        if a.mixer is not None and not _splits(a, v.settings.get("tensor_parallel_size", tp)):
+            return fit  # vLLM refuses a tensor-parallel size that does not divide the state's widths
         return engine_fit(
             a, total_gib, replace(s, **v.settings), weight_dtype=v.weight_dtype or weight_dtype,
             model_dtype=model_dtype, gpu=gpu, weight_params=weight_params,
@@ -452,6 +500,15 @@ def engine_fit(
     bits = weights * tp * 8 / params if params else DTYPE_BITS[weight_dtype]
     advice = engine_advice.remedies(fit, refit, a.n_heads, bits)
     return replace(fit, advice=advice, advice_note=engine_advice.util_note(error, fit, util_starts))
+
+
+def _splits(a: Decoder, tp: int) -> bool:
+    """Whether tensor parallelism of `tp` divides a hybrid model's state tensors (state.StateMixer.shapes)."""
+    try:
+        a.mixer.shapes(tp)
+    except ConfigError:
+        return False
+    return True
 
 
 KIND_FIGURES = ("budget", "weights", "non_torch", "activation", "kv", "blocks", "tokens", "concurrency")
@@ -490,6 +547,8 @@ def _longest(needed, kv: int) -> int | None:
 def log_lines(f: EngineFit) -> list[str]:
     """The startup lines the engine would print, in its own words and number formats."""
     g = GIB
+    if f.hybrid is not None:
+        return vllm_hybrid.log_lines(f.hybrid, f.kv_bytes)
     if f.version == "v0":
         util = f.budget_bytes / f.total_bytes
         return [
@@ -508,6 +567,16 @@ def log_lines(f: EngineFit) -> list[str]:
         f"GPU KV cache size: {f.tokens:,} tokens",
         f"Maximum concurrency for {f.max_model_len:,} tokens per request: {f.concurrency:.2f}x",
     ]
+
+
+def tokens_formula(f: EngineFit) -> str:
+    """How the token line ("GPU KV cache size") was computed, in words with the numbers substituted."""
+    if f.vllm_version and RELEASES[f.vllm_version].token_line == "concurrency":
+        return f"int(concurrency × max_model_len) = int({f.concurrency:.4f} × {f.max_model_len:,})"
+    groups = sum(n for _, n in f.groups)
+    per = f" ÷ {groups} groups" if groups > 1 else ""
+    smallest = f.block_size if f.hybrid is None or f.hybrid.prefix_caching else min(f.block_size, f.max_model_len)
+    return f"blocks{per} × smallest block size = {f.num_blocks:,}{f' ÷ {groups}' if per else ''} × {smallest:,}"
 
 
 def deductions(f: EngineFit) -> list[dict]:

@@ -12,11 +12,12 @@ import streamlit as st
 from attncore import ConfigError
 from lab.jobs.slots import BusyError
 from serving import engine as eng
-from serving import engine_advice, validation
+from serving import engine_advice, validation, vllm_hybrid
 from serving import kvcache as kv
 from serving import parameters as calc
 from serving.kvcache import GB, GIB
 from serving.presets import CARDS, GPUS
+from serving.releases import RELEASES
 from serving.weights import WeightFormat, stored_weights, weights_checked
 from ui import adapters_form, plain, plan_grid, weights_form
 from ui.charts import calculators as cc
@@ -128,6 +129,27 @@ def settings_inputs(default_len: int, total: float, card: str | None) -> dict:
     return values
 
 
+def release_inputs(arch, values: dict) -> None:
+    """The vLLM release to fit as (none: the engine version above; a model with state layers: the latest release
+    modelled) and, for a model with state layers, prefix caching, speculative tokens and the state's dtypes."""
+    cols = st.columns(4)
+    with cols[0]:
+        release = url_select("vLLM release", "kv_e_release", ["none", *RELEASES], "none",
+                             format_func=lambda r: "not named" if r == "none" else r,
+                             help="; ".join(r.summary for r in RELEASES.values()))  # fmt: skip
+    values["vllm_version"] = None if release == "none" else release
+    if arch.mixer is None:
+        return
+    with cols[1]:
+        values["num_speculative_tokens"] = url_number("Speculative tokens (state rows)", "kv_e_stok", 0, 0, 1024)
+    with cols[2]:
+        values["mamba_cache_dtype"] = url_select("mamba_cache_dtype", "kv_e_conv", vllm_hybrid.STATE_DTYPES, "auto")
+    with cols[3]:
+        values["mamba_ssm_dtype"] = url_select("mamba_ssm_dtype", "kv_e_ssm", vllm_hybrid.STATE_DTYPES, "auto")
+    values["prefix_caching"] = url_toggle("Prefix caching (mamba_cache_mode align)", "kv_e_prefix", False,
+                                          help="A state group then keeps two pages a request")  # fmt: skip
+
+
 # the rest of a custom model: a modern decoder's choices (as `kv-cache --d`), or this lab's model's, which links
 # made before assume (a link without kv_e_rest); a visitor who did not open such a link starts from the modern one
 RESTS = {"modern": "modern decoder", "lab": "the lab's model"}
@@ -215,6 +237,7 @@ def engine(arch, default_len: int, weight_params: int | None, custom: bool = Fal
             show_invalid(e, "model")
             return None
     values = settings_inputs(default_len, total, card)
+    release_inputs(arch, values)
     if arch.window_kind == "chunked" and arch.sliding_window:
         values["allow_chunked_hybrid"] = url_toggle(
             "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1", "kv_e_chunked", False,
@@ -263,6 +286,8 @@ def engine(arch, default_len: int, weight_params: int | None, custom: bool = Fal
     else:
         st.caption("What the engine would log from your log's figures (its words and number formats):")
     st.code("\n".join(eng.log_lines(fit)), language=None, wrap_lines=True)
+    if fit.hybrid is not None:
+        st.markdown(plain.plain(vllm_hybrid.capacity_sentence(fit.hybrid)))
     st.caption(engine_caption(fit))
     if weight_params is None:  # stages need the model's layers counted, not a typed total
         plan_grid.section(arch, total, key[2], fmt or WeightFormat(dtype=weight_dtype), model_dtype, card, limit,

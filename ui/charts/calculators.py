@@ -10,7 +10,7 @@ import altair as alt
 import pandas as pd
 
 from lab import formats
-from serving.engine import GIB, EngineFit, deductions
+from serving.engine import GIB, EngineFit, deductions, tokens_formula
 from serving.kvbench import MODES, CacheBenchmark
 from serving.kvcache import DTYPES, GB, Fit, KVCache, weight_bytes
 from serving.parameters import COMPONENTS, ParamCount
@@ -348,7 +348,11 @@ def engine_metrics(f: EngineFit) -> list[Metric]:
             f"= {formats.with_spec(f.kv_bytes / GB, '.2f')} GB, {k['kv']}",
         ),
         ("GPU blocks", f"{f.num_blocks:,}", f"{binary_size(f.block_bytes)} each, {k['blocks']}"),
-        ("GPU KV cache size", f"{f.tokens:,}", f"tokens, all requests, {k['tokens']}"),  # a long number fits
+        (
+            "GPU KV cache size",
+            f"{f.tokens:,}",
+            f"tokens, {'as vLLM prints it' if f.hybrid else 'all requests'}, {k['tokens']}",
+        ),  # a long number fits; a hybrid's is not a capacity (vllm_hybrid.capacity_sentence)
         (
             f"Maximum concurrency for {f.max_model_len:,} tokens per request",
             f"{f.concurrency:.2f}×",
@@ -376,9 +380,12 @@ def engine_formula(f: EngineFit) -> list[str]:
         f"**blocks** = ⌊KV cache ÷ (page × {share}{draft})⌋ = ⌊{max(f.kv_bytes, 0):,} B ÷ ({f.page_bytes:,} B × "
         f"{f.group_size}{draft_b})⌋ = **{f.num_blocks:,}** blocks of {f.block_size} tokens _({f.kinds['blocks']})_"
     )
-    groups = sum(n for _, n in f.groups)
-    per = f" ÷ {groups} groups" if groups > 1 else ""
-    lines.append(f"**tokens** = blocks{per} × block_size = **{f.tokens:,}** _({f.kinds['tokens']})_")
+    if f.vllm_version is None:
+        groups = sum(n for _, n in f.groups)
+        per = f" ÷ {groups} groups" if groups > 1 else ""
+        lines.append(f"**tokens** = blocks{per} × block_size = **{f.tokens:,}** _({f.kinds['tokens']})_")
+    else:  # as the release prints it (serving.releases)
+        lines.append(f"**tokens** = {tokens_formula(f)} = **{f.tokens:,}** _({f.kinds['tokens']})_")
     lines.append(
         f"**concurrency** = blocks ÷ blocks one request of {f.max_model_len:,} tokens needs = {f.num_blocks:,} ÷ "
         f"{f.blocks_per_request:,} = **{f.concurrency:.2f}×** _({f.kinds['concurrency']})_"
