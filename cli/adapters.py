@@ -159,8 +159,9 @@ def settings(a, preset: str | None) -> dict:
     out = {"lora": lora_settings(a), "speculative": spec}
     out["num_speculative_tokens"] = spec.num_tokens if spec else a.num_speculative_tokens or 0
     graphs = a.cuda_graph_profiling  # unset: as the named release does (0.21 on), else off (the 0.11 source)
-    out["cuda_graph_profiling"] = graphs if graphs is not None else bool(a.vllm_version) and cuda_graphs.profiles(
-        a.vllm_version)
+    out["cuda_graph_profiling"] = (
+        graphs if graphs is not None else bool(a.vllm_version) and cuda_graphs.profiles(a.vllm_version)
+    )
     out["cuda_graph_gib"] = a.cuda_graph_gib
     return out
 

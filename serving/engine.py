@@ -119,8 +119,13 @@ class EngineSettings:
                 check_int(name, getattr(self, name), 1, 10_000_000)
         check_int("tensor_parallel_size", self.tensor_parallel_size, 1, 1024)
         check_int("pipeline_parallel_size", self.pipeline_parallel_size, 1, 1024)
-        for name in ("allow_long_max_model_len", "allow_chunked_hybrid", "samples", "cuda_graph_profiling",
-                     "prefix_caching"):
+        for name in (
+            "allow_long_max_model_len",
+            "allow_chunked_hybrid",
+            "samples",
+            "cuda_graph_profiling",
+            "prefix_caching",
+        ):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(name, f"must be true or false, got {getattr(self, name)!r}")
         if self.window_layers is not None and (

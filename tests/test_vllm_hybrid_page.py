@@ -38,16 +38,16 @@ def test_a_hybrid_preset_shows_the_alignment_lines_and_the_capacity_sentence():
     assert "The concurrency line is the real capacity" in shown and "one block, 1,056 tokens" in shown
     assert "(32 full + 3 state)" in shown
     # two speculative tokens: two more conv rows (a block of 1,072) and, with prefix caching, 2 + 2 pages a group
-    at = page("kv_cache", **base, kv_e_release="0.19", kv_e_prefix="true", kv_e_spec="2")
+    at = page("kv_cache", **base, kv_e_release="0.19", kv_e_prefix="true", kv_e_stok="2")
     assert "Setting attention block size to 1072 tokens" in log_of(at)
     assert "(31 full + 12 state)" in texts(at.markdown)
-    assert at.toggle(key="kv_e_prefix").value and at.number_input(key="kv_e_spec").value == 2
+    assert at.toggle(key="kv_e_prefix").value and at.number_input(key="kv_e_stok").value == 2
 
 
 def test_hostile_release_and_state_parameters_are_named_and_ignored():
-    at = page("kv_cache", kv_mode="vllm", kv_e_gpu="h100-80gb", kv_preset="qwen3.5-35b-a3b", kv_e_spec="99999",
+    at = page("kv_cache", kv_mode="vllm", kv_e_gpu="h100-80gb", kv_preset="qwen3.5-35b-a3b", kv_e_stok="99999",
               kv_e_release="<script>", kv_e_ssm="int8")  # fmt: skip
     warned = texts(at.warning)
-    assert "kv_e_release" in warned and "kv_e_spec" in warned and "kv_e_ssm" in warned
-    assert at.number_input(key="kv_e_spec").value == 0 and at.selectbox(key="kv_e_release").value == "none"
+    assert "kv_e_release" in warned and "kv_e_stok" in warned and "kv_e_ssm" in warned
+    assert at.number_input(key="kv_e_stok").value == 0 and at.selectbox(key="kv_e_release").value == "none"
     assert "Setting attention block size to 1056 tokens" in log_of(at)  # the defaults' fit, drawn
