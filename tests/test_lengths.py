@@ -88,3 +88,16 @@ def test_the_range_is_in_the_message(trained):
     run, params = trained["rope"]
     with pytest.raises(ConfigError, match="from 1 to 64"):
         evaluate_lengths(params, run, [3, 65])
+
+
+def test_the_verdicts_past_the_range_read_as_sentences():
+    """Regression: the per-token verdicts opened their sentence in lower case ('... (−∞, +∞)). per token, ...')."""
+    from lab.compare import LENGTH_METRICS, paired_differences
+    from ui.length_view import verdicts_text
+
+    def group(offset: float) -> list[dict]:
+        return [{"config": {"train": {"seed": s}}} | {m: 0.1 * s + offset for m in LENGTH_METRICS} for s in range(3)]
+
+    comparisons = paired_differences({"none": group(0.0), "RoPE": group(0.05)}, metrics=LENGTH_METRICS)
+    text = verdicts_text(comparisons, 16)
+    assert "): per sequence, RoPE" in text and ". Per token, RoPE" in text and ". per token" not in text
