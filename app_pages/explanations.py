@@ -78,7 +78,7 @@ if result is not None:
         + (f" Not trained yet: seeds {', '.join(str(r.train.seed) for r in missing)}." if missing else "")
     )
     show_chart(charts.rows_chart(result, tokens, sep), "rows", width="content")
-    st.caption("The original row, the farthest alternative found within the bound, and the closest other-seed row.")
+    st.caption(interpret.rows_caption(result))
 table = interpret.shuffle_table(record, tokens, query)
 if table is not None:
     st.markdown(f"**Every head at query {query}: how readable its map is, beside what shuffling it does**")

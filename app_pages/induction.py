@@ -66,11 +66,13 @@ seed = url_select("Seed", "ind_seed", seeds, seeds[0], help="The run whose heads
 record = by_run[wanted[seeds.index(seed)]]
 show_chart(charts.head_scores(induction.head_scores_frame(record)), "head-scores")
 heads = induction.heads_of(record)
+named = " · ".join(f"{kind}: L{h[0]}H{h[1]}" for kind, h in heads.items())  # opens a sentence: a capital
 st.caption(
     f"Mean attention on the probe set ({N_PROBE} sequences of repeated random tokens, k = T/2) from each repeat "
     "query t to t − k + 1, the token after the previous occurrence of its own (induction), and from every query to "
     "t − 1 (previous token). "
-    + " · ".join(f"{kind}: L{h[0]}H{h[1]}" for kind, h in heads.items())
+    + named[:1].upper()
+    + named[1:]
     + " (the highest score of its pattern in its layer at the end; layers and heads numbered from 0, as on every "
     "page and in the docs: L0 is the first layer, L1 the second)."
 )

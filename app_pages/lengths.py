@@ -7,6 +7,7 @@ import streamlit as st
 from attncore import ConfigError
 from attncore.config import POSITIONS
 from attncore.evaluate import MAX_TEST_LENGTHS
+from attncore.task import task_of
 from attncore.tasks import N_TEST
 from lab.compare import RULE, before_text, length_comparisons
 from ui import compare_view, docs, frames, length_view, runs, sidebar, sweeps, tables
@@ -23,6 +24,12 @@ with range_tab:
 with run_tab:
     run = sidebar.selected_run()
     st.caption(sidebar.describe(run))
+    kind = task_of(run.task)
+    if not kind.lengths_vary:  # one length with its own test set (induction's T, modular's p): nothing to vary
+        varying = ", ".join(length_view.lengths_vary())
+        st.info(f"The {kind.shown_name()} task is tested at its own {kind.length_name} only; pick {varying} in the "
+                "sidebar to test a run at other lengths.", icon=":material/straighten:")  # fmt: skip
+        st.stop()
     record = runs.require(run, sidebar.describe(run))
     L = run.task.length
     longest = min(lim.max_test_length, 64)

@@ -49,8 +49,13 @@ show_chart(charts.sink_share(sinks.sink_frame(records), uniform), "sink-share", 
 st.caption(
     f"Each head's mean attention on position 0 from the bigram queries (tokens that are not triggers) of the first "
     f"{N_SNAPSHOT_TEST} held-out sequences, at every snapshot; a thin line per seed and head, orange for each run's "
-    "sink head (the largest share at the end), blue for its other heads. Dashed: a head that spreads its attention "
-    "uniformly over the keys it may read, the mean of 1/(t + 1) over the same queries."
+    + (
+        "sink head (the largest share at the end), blue for its other heads."
+        if model.n_layers * model.n_heads > 1
+        else "one head, its sink head."
+    )
+    + " Dashed: a head that spreads its attention uniformly over the keys it may read, the mean of 1/(t + 1) over "
+    "the same queries."
 )
 
 st.subheader("Each head at the end of training")

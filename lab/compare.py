@@ -286,7 +286,8 @@ def differences_text(
                 word = f"{word} by {stats.format_delta(r.delta_mean)} {interval}"
                 base = _base_mean(summary, r) if r.metric == "test_loss" else math.nan
                 if base == base and base > 0:
-                    word += f", {100 * r.delta_mean / base:+.2g} % of {r.baseline}'s mean {formats.loss(base)}"
+                    share = formats.with_spec(100 * r.delta_mean / base, "+.2g")  # the lab's minus sign
+                    word += f", {share} % of {r.baseline}'s mean {formats.loss(base)}"
             elif r.verdict in (stats.TOO_FEW, stats.NOT_SHOWN) and r.n_nonzero < r.n:
                 word = f"{word} ({r.n_nonzero} of {r.n} seeds differ)"
             said[r.verdict].append(word)

@@ -276,6 +276,19 @@ def test_attention_heatmaps_of_many_heads_wrap_into_rows_that_fit_the_main_area(
     assert legend["orient"] == "top"  # the colour legend above the grid: it takes no width
 
 
+@pytest.mark.parametrize("task", ["modular", "copy"])
+def test_attention_heatmaps_key_title_fits_under_its_panel(task):
+    """Regression: on modular's 3 keys the panels were 90 px wide and each "key (position · token)" ran into the
+    next panel's."""
+    run = make_run(task)
+    params = init_params(run.model, np.random.default_rng(0))
+    tokens = task_of(run.task).probe(run.task)
+    spec = charts.attention_heatmaps(frames.attention_frame(attention_maps(params, run, tokens), tokens)).to_dict()
+    title, width = spec["spec"]["encoding"]["x"]["title"], spec["spec"]["width"]
+    assert width >= charts.KEY_TITLE_WIDTH or title == "key"
+    assert title == ("key" if task == "modular" else "key (position · token)")
+
+
 @pytest.mark.parametrize("length", [8, 12, 16])
 def test_attention_heatmaps_of_long_sequences_take_fewer_columns_not_more_width(length):
     run = make_run(length=length, n_layers=2, n_heads=4)

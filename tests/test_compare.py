@@ -209,6 +209,16 @@ def test_the_sentence_says_what_differs_and_by_how_much_from_the_table():
     assert f"{interval}, {share:+.2g} % of pre's mean" in differences_text(table, summary=summary)
 
 
+def test_a_lower_loss_is_a_share_written_with_the_labs_minus_sign():
+    """Regression: '+6.3 %' beside '-79 %' (an ASCII hyphen) in the same sentence of the Ablations page."""
+    base = [record(s, 1.0, token=1.0, loss=2.0e-4 + 1e-6 * s) for s in range(6)]
+    lower = [record(s, 1.0, token=1.0, loss=0.5e-4 + 1e-6 * s, norm="post") for s in range(6)]
+    table = paired_differences({"pre": base, "post": lower})
+    text = differences_text(table, summary=group_summary({"pre": base, "post": lower}))
+    share = text.split("], ")[1].split(" % of pre's mean")[0]  # about −74: the loss fell by three quarters
+    assert share.startswith("−7") and "-" not in share
+
+
 # --- curves over seeds ---------------------------------------------------------
 
 

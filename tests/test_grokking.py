@@ -279,6 +279,8 @@ def test_the_command_prints_each_seeds_steps_and_the_verdicts_as_json(store, cap
         assert r["spikes"] == len(r["spike_steps"])
     assert out["window"]["share"] == 0.1 and "last 10 % of the steps" in out["window"]["what"]
     assert out["finding"].startswith("weight decay 1: ") and out["method"]
+    # the comparison opens a sentence of its own, with a capital
+    assert ". Paired by seed, no weight decay minus weight decay 1: held-out accuracy Δ" in out["finding"]
 
 
 def test_the_estimate_trains_nothing(tmp_path, monkeypatch, capsys):

@@ -435,6 +435,7 @@ def test_the_page_draws_the_experiment_from_its_runs(store):
     verdicts = [list(f.proto.column_order) for f in at.dataframe if "cell" in f.value]
     assert verdicts and all("cell" in v and "level" not in v and "baseline" not in v for v in verdicts), verdicts
     assert "L0 is the first layer" in texts(at.caption)
+    assert "(previous token). Induction head: L1H" in texts(at.caption)  # the heads named open a sentence
 
 
 @pytest.mark.slow

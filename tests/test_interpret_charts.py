@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 
 from ui.charts import interpret as ci
 
@@ -39,6 +40,14 @@ def test_logit_lens_frame_and_panels():
     assert list(dict.fromkeys(df["read after"])) == ["embedding", "block 0"]
     spec = ci.logit_lens(found, 2).to_dict()
     assert spec["facet"]["column"]["sort"] == ["this input", "mean over test sequences"]
+
+
+@pytest.mark.parametrize("queries", [1, 2, 6])
+def test_logit_lens_panels_are_as_wide_as_their_header(queries):
+    """Regression: modular's one answer query drew 44 px panels whose headers and axis titles ran into each other."""
+    found = {k: np.full((2, queries), 0.5) for k in ("probe", "test")}
+    spec = ci.logit_lens(found, 2).to_dict()
+    assert spec["spec"]["width"] >= ci.LENS_MIN_WIDTH
 
 
 def test_scores_charts():

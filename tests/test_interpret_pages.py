@@ -3,6 +3,8 @@ on the stored run; the view is in the URL; bad input is a message, not a traceba
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -105,6 +107,17 @@ def test_explanations_offer_to_train_missing_seeds_and_cap_the_search(store, mon
     assert any("missing baseline seed" in b.label for b in at.button)
     assert "Not trained yet: seeds 2" in texts(at.caption)
     assert len(at.dataframe[0].value) == 3 and "Only the first 3 of 8 heads" in texts(at.caption)
+
+
+def test_explanations_say_no_other_seed_row_when_none_is_stored(store):
+    """Seed 2 is not stored: the rows chart has no other-seed row, so neither its caption nor a legend names one."""
+    at = page("explanations", **SHORT, exp_steps="20", exp_restarts="1", exp_seeds="0,2")
+    said = texts(at.caption)
+    assert "no other seed's row" in said and "and the closest other-seed row" not in said
+    divergences = next(c for c in charts(at) if "JSD from the original row" in json.dumps(c))
+    assert "another seed's map" not in json.dumps(divergences)
+    at = page("explanations", **SHORT, exp_steps="20", exp_restarts="1", exp_seeds="0,1")  # seed 1 is stored
+    assert "the closest other-seed row." in texts(at.caption)
 
 
 def test_attention_links_to_both_pages(store):

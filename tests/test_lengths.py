@@ -88,3 +88,40 @@ def test_the_range_is_in_the_message(trained):
     run, params = trained["rope"]
     with pytest.raises(ConfigError, match="from 1 to 64"):
         evaluate_lengths(params, run, [3, 65])
+
+
+def test_the_verdicts_past_the_range_read_as_sentences():
+    """Regression: the per-token verdicts opened their sentence in lower case ('... (−∞, +∞)). per token, ...')."""
+    from lab.compare import LENGTH_METRICS, paired_differences
+    from ui.length_view import verdicts_text
+
+    def group(offset: float) -> list[dict]:
+        return [{"config": {"train": {"seed": s}}} | {m: 0.1 * s + offset for m in LENGTH_METRICS} for s in range(3)]
+
+    comparisons = paired_differences({"none": group(0.0), "RoPE": group(0.05)}, metrics=LENGTH_METRICS)
+    text = verdicts_text(comparisons, 16)
+    assert "): per sequence, RoPE" in text and ". Per token, RoPE" in text and ". per token" not in text
+
+
+@pytest.mark.slow
+def test_the_sidebar_tab_of_a_task_tested_at_one_length_says_so_not_a_traceback(tmp_path, monkeypatch):
+    """Regression: with the induction task in the sidebar the tab evaluated its run at T = 1 and raised ConfigError."""
+    from apptest_helpers import texts
+    from streamlit.testing.v1 import AppTest
+
+    from lab.store import get_run
+
+    monkeypatch.setenv("ATTNCORE_CACHE_DIR", str(tmp_path))
+    from attncore import task as tasks
+
+    defaults = tasks.get("induction").defaults  # the sidebar's run for ?task=induction&steps=20
+    run = make_run(
+        "induction", defaults["length"], 0, **{k: v for k, v in defaults.items() if k != "length"} | {"steps": 20}
+    )
+    get_run(run)  # stored: the tab goes on to test it
+    at = AppTest.from_file("../dashboard.py", default_timeout=120)
+    at.query_params.update({"task": "induction", "steps": "20"})
+    at.run()
+    at.switch_page("app_pages/lengths.py").run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert "The induction task is tested at its own T only" in texts(at.info)

@@ -114,6 +114,12 @@ def test_cost_charts_tick_log_axes_on_one_two_five():
     assert base.log_ticks([0.02, 900]) == [0.1, 1, 10, 100]  # too many on 1-2-5: the powers of ten
 
 
+def test_a_narrow_log_axis_gets_more_than_one_tick():
+    """Regression: the Regimes page's gradient norms at initialisation (0.80 to 1.25) were ticked at 1 alone."""
+    assert base.log_ticks([0.804, 0.995, 1.25]) == [0.9, 1]
+    assert base.log_ticks([0.3, 40]) == [0.5, 1, 2, 5, 10, 20]  # a wide range keeps its 1-2-5 ticks
+
+
 def test_statistic_chart_draws_both_cases_on_a_log_axis_with_the_limit(scaling_rows):
     long = scaling.scaling_long(scaling_rows)
     chart = scaling.statistic_chart(long, "entropy")

@@ -490,3 +490,14 @@ def test_the_cached_count_leaves_the_page_when_its_sweep_starts(cache, monkeypat
     next(b for b in at.button if b.key == "reg_train").click().run()
     assert started == [8] and not at.exception
     assert "runs cached" not in texts(at.info)
+
+
+def test_the_train_pages_norms_number_blocks_from_0_as_the_patching_page_does():
+    from ui.charts.regimes import snapshot_norms_frame
+
+    blocks = [{"block": i, "grad_norm": {"ffn_out": 0.1 * (i + 1)}, "residual_norm": 5.0 + i} for i in range(2)]
+    snapshot = {"step": 25, "blocks": blocks, "max_logit": [3.0, 4.0], "entropy": [1.5, 1.2]}
+    frame = snapshot_norms_frame([snapshot])
+    assert sorted(frame["block"].unique()) == [0, 1]
+    first = frame[frame["block"] == 0].set_index("figure")["value"]
+    assert first["grad_norm"] == 0.1 and first["residual_norm"] == 5.0 and first["max_logit"] == 3.0

@@ -271,6 +271,9 @@ def test_the_page_draws_the_experiment_and_keeps_its_controls_in_the_url(store):
     assert "What the lab found." in texts(at.markdown)
     assert len(charts(at)) == 3
     assert at.number_input(key="sk_win").value == 5
+    said = texts(at.caption)  # one head per run: it is the sink head, and there are no other heads to name
+    assert "one head, its sink head" in said and "other heads" not in said
+    assert "other heads" not in json.dumps(charts(at)[0])
     at = AppTest.from_file("../dashboard.py", default_timeout=120)  # every control read back from a URL
     query = {"sk_seeds": "3", "sk_steps": "500", "sk_win": "6", "sk_lr": "3e-3", "sk_decay": "cosine", "sk_emb": "0.1",
              "sk_heads": "2"}  # fmt: skip
@@ -297,3 +300,16 @@ def test_a_hostile_url_gets_one_sentence_not_a_traceback(tmp_path, monkeypatch):
     assert not at.exception, [e.message for e in at.exception]
     assert at.number_input(key="sk_win").value <= BB_RUN["length"] - 3
     assert at.selectbox(key="sk_emb").value == BB_RUN["embed_std"] and at.selectbox(key="sk_heads").value == 1
+
+
+def test_the_share_chart_names_only_the_roles_it_draws():
+    import pandas as pd
+
+    from ui.charts.sinks import sink_share
+
+    one = pd.DataFrame({"seed": [0, 0], "step": [10, 20], "head": ["L0H0"] * 2, "share": [0.1, 0.9],
+                        "role": ["sink head"] * 2})  # fmt: skip
+    two = pd.concat([one, one.assign(head="L0H1", share=[0.1, 0.05], role="other heads")])
+    assert "other heads" not in json.dumps(sink_share(one, 0.1).to_dict())
+    domain = sink_share(two, 0.1).to_dict()["layer"][0]["encoding"]["color"]["scale"]["domain"]
+    assert domain == ["sink head", "other heads"]

@@ -106,6 +106,22 @@ def explanation(record: RunRecord, others: list[RunRecord], tokens, layer, head,
     return _metered("explain", key, compute, "the attention search")
 
 
+def rows_caption(result: dict) -> str:
+    """What the rows chart draws: the original row, the farthest alternative when a search stayed within the
+    bound, the closest other-seed row when another seed's run is stored."""
+    parts = ["the original row"]
+    if any(a["feasible"] for a in result["adversarial"]):
+        parts.append("the farthest alternative found within the bound")
+    else:
+        parts.append("no alternative row: no search kept the output within the bound")
+    if result["seed_jsd"]:
+        parts.append("the closest other-seed row")
+    else:
+        parts.append("no other seed's row (no other seed's run is stored)")
+    text = ", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0]
+    return text[0].upper() + text[1:] + "."
+
+
 def shuffle_table(record: RunRecord, tokens: np.ndarray, query: int) -> pd.DataFrame | None:
     """Per head: the task pattern's score on this input and the median output TVD when its row at `query` is
     shuffled (100 permutations): how readable a map is, beside how much the output depends on it. The first

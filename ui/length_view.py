@@ -107,7 +107,9 @@ def verdicts_text(comparisons, last: int) -> str:
     n = int(comparisons["n"].min())
     return (
         f"**Against {base}, on the mean accuracy at test lengths {LIT_L + 1} to {last}** "
-        f"(paired by seed, {tables.count(n, 'seed')}): " + ". ".join(parts) + "."
+        f"(paired by seed, {tables.count(n, 'seed')}): "
+        + ". ".join(p[:1].upper() + p[1:] if i else p for i, p in enumerate(parts))  # each later one a sentence
+        + "."
     )
 
 

@@ -311,7 +311,7 @@ def finding(table: pd.DataFrame, rows: pd.DataFrame, steps: int) -> str:
         for _, c in rows.iterrows()
     ]
     first = rows.iloc[0]
-    return out + f" {first['level']} minus {first['baseline']}, paired by seed: " + "; ".join(said) + "."
+    return out + f" Paired by seed, {first['level']} minus {first['baseline']}: " + "; ".join(said) + "."
 
 
 def to_json(per_run: Sequence[dict], rows: pd.DataFrame, table: pd.DataFrame, text: str) -> dict:

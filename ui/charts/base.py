@@ -55,6 +55,9 @@ def log_ticks(values, max_ticks: int = 8) -> list[float]:
     for steps in ((1, 2, 5), (1,)):
         ticks = [float(f"{m * 10.0**e:.12g}") for e in range(first, last + 1) for m in steps]
         ticks = [t for t in ticks if lo * (1 - 1e-9) <= t <= hi * (1 + 1e-9)]
+        if len(ticks) < 2 < max_ticks:  # a narrow range (0.8 to 1.25): one tick reads no value, take 1, 2, …, 9
+            narrow = [float(f"{m * 10.0**e:.12g}") for e in range(first, last + 1) for m in range(1, 10)]
+            ticks = [t for t in narrow if lo * (1 - 1e-9) <= t <= hi * (1 + 1e-9)] or ticks
         if len(ticks) <= max_ticks:
             return ticks
     return ticks[:: -(-len(ticks) // max_ticks)]

@@ -135,12 +135,18 @@ def lens_frame(found: dict[str, np.ndarray], length: int) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+LENS_MIN_WIDTH = 170  # pixels the header "mean over test sequences" takes
+
+
 @memo_chart
 def logit_lens(found: dict[str, np.ndarray], length: int) -> alt.FacetChart:
     """Probability of the correct token at each answer query, read after each block; one panel per input."""
     df = lens_frame(found, length)
-    chart = cells(df[df["input"] == LENS_INPUTS["probe"]], "answer query", "read after", "p", scale=WEIGHTS,
-                  fixed_size=False, fit_width=(MAIN_WIDTH - 160) // 2)  # fmt: skip
+    probe = df[df["input"] == LENS_INPUTS["probe"]]
+    # a panel at least as wide as its header and axis title: modular's one answer query made them overlap
+    wide = max(44, -(-LENS_MIN_WIDTH // max(probe["answer query"].nunique(), 1)))
+    chart = cells(probe, "answer query", "read after", "p", scale=WEIGHTS, cell=(wide, 30), fixed_size=False,
+                  fit_width=(MAIN_WIDTH - 160) // 2)  # fmt: skip
     chart.data = alt.Undefined  # the facet below brings the data
     header = alt.Header(labelFontSize=12, labelFontWeight="bold")
     return chart.facet(
@@ -217,7 +223,7 @@ def divergence_frame(result: dict) -> pd.DataFrame:
 def divergences(result: dict) -> alt.LayerChart:
     """JSD from the original row: the adversarial rows against other seeds' maps, with the ceiling ln 2."""
     df = divergence_frame(result)
-    kinds = ["alternative row (output within TVD 0.01)", "another seed's map"]
+    kinds = [k for k in ("alternative row (output within TVD 0.01)", "another seed's map") if k in set(df["kind"])]
     bars = (
         alt.Chart(df)
         .mark_bar()

@@ -182,14 +182,15 @@ NORM_FIGURES = {  # the figures a record stores at each snapshot (attncore.inter
 
 
 def snapshot_norms_frame(snapshots: list[dict]) -> pd.DataFrame:
-    """A record's norms (one dict per snapshot) -> long rows: step, block (1-based, from the input), figure, value."""
+    """A record's norms (one dict per snapshot) -> long rows: step, block (numbered from 0 at the input, as the
+    Patching page and the heads' names L0H0 number them), figure, value."""
     rows = []
     for s in snapshots:
         for b in s["blocks"]:
             i = b["block"]
             values = {"grad_norm": b["grad_norm"]["ffn_out"], "residual_norm": b["residual_norm"]}
             values |= {k: s[k][i] for k in ("max_logit", "entropy")}
-            rows += [{"step": s["step"], "block": i + 1, "figure": k, "value": v} for k, v in values.items()]
+            rows += [{"step": s["step"], "block": i, "figure": k, "value": v} for k, v in values.items()]
     return pd.DataFrame(rows, columns=["step", "block", "figure", "value"])
 
 

@@ -208,6 +208,7 @@ HEATMAPS_PER_ROW = 4  # more heads than this wrap onto further rows, so 8 or 16 
 HEATMAP_CELL = (13, 30)  # pixels of a heatmap cell: 13 leaves room for every label, 30 is plenty
 HEATMAP_Y_AXIS = 90  # the query labels ('11 · 7') and their title, left of the first column
 HEATMAP_SPACING = 6
+KEY_TITLE_WIDTH = 140  # pixels "key (position · token)" takes at the axis title's font
 
 
 def heatmap_columns(n_heads: int, n_keys: int = 1, width: int = MAIN_WIDTH) -> int:
@@ -235,6 +236,8 @@ def attention_heatmaps(df: pd.DataFrame, width: int = MAIN_WIDTH) -> alt.FacetCh
     cell = min(max(room, HEATMAP_CELL[0]), HEATMAP_CELL[1])
     size = cell * n_keys
     axis = {"labelOverlap": False, "labelFontSize": 9 if cell < 16 else 11}  # every row and column named
+    # under each panel: the long title would run into the next panel's below a panel narrower than it (3 keys)
+    key_title = "key (position · token)" if size >= KEY_TITLE_WIDTH else "key"
     panels = df.assign(panel="layer " + df["layer"].astype(str) + " · head " + df["head"].astype(str))
     order = list(dict.fromkeys(panels.sort_values(["layer", "head"], kind="stable")["panel"]))
     legend = alt.Legend(orient="top", direction="horizontal", gradientLength=160, title="attention weight")
@@ -242,7 +245,7 @@ def attention_heatmaps(df: pd.DataFrame, width: int = MAIN_WIDTH) -> alt.FacetCh
         alt.Chart(panels)
         .mark_rect(stroke="white", strokeWidth=0.5)
         .encode(
-            x=alt.X("key_label:O", sort=keys, title="key (position · token)", axis=alt.Axis(labelAngle=-90, **axis)),
+            x=alt.X("key_label:O", sort=keys, title=key_title, axis=alt.Axis(labelAngle=-90, **axis)),
             y=alt.Y("query_label:O", sort=queries, title="query (position · token)", axis=alt.Axis(**axis)),
             color=alt.Color("weight:Q", scale=WEIGHTS, title="weight", legend=legend),
             tooltip=[

@@ -32,7 +32,9 @@ def sink_share(frame: pd.DataFrame, uniform: float, height: int = 260) -> alt.La
     line per seed and head, the run's sink head orange and the other heads blue, and the uniform causal head's share
     as a dashed rule."""
     width = panel_width(1) - 60  # the plot area, beside its axis's labels
-    color = alt.Color("role:N", title=None, scale=ROLES, legend=alt.Legend(orient="bottom"))
+    roles = [r for r in ROLES.domain if r in set(frame["role"])]  # one head per run: no "other heads" to name
+    scale = alt.Scale(domain=roles, range=[ROLES.range[ROLES.domain.index(r)] for r in roles])
+    color = alt.Color("role:N", title=None, scale=scale, legend=alt.Legend(orient="bottom"))
     lines = (
         alt.Chart(frame)
         .mark_line(strokeWidth=1.2, opacity=0.75)
