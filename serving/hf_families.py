@@ -103,13 +103,17 @@ NEEDED = (
 )
 
 
+SHOWN_NAME = 24  # characters of an unknown model_type's repr shown (escaped): the refusal stays one short line
+
+
 class UnknownArchitecture(ConfigError):
     """A model_type no family here reads: its parameters need the checkpoint's own count (hf_generic.py)."""
 
 
 def unknown(model_type) -> ConfigError:
     named = isinstance(model_type, str) and len(model_type) <= 40
-    shown = "this one" if not named else repr(model_type if len(model_type) <= 8 else model_type[:5] + "...")
+    shown = repr(model_type) if named else "this one"
+    shown = shown if len(shown) <= SHOWN_NAME else shown[: SHOWN_NAME - 4] + "...'"
     return UnknownArchitecture("model_type", f"{shown} is not one the lab reads: {', '.join(KNOWN)}. It needs {NEEDED}")
 
 
