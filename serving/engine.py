@@ -552,8 +552,10 @@ def _longest(needed, kv: int) -> int | None:
 def log_lines(f: EngineFit) -> list[str]:
     """The startup lines the engine would print, in its own words and number formats."""
     g = GIB
-    if f.hybrid is not None:
-        return vllm_hybrid.log_lines(f.hybrid, f.kv_bytes)
+    if f.hybrid is not None:  # its own lines, the CUDA-graph estimate around the available memory as below
+        lines = vllm_hybrid.log_lines(f.hybrid, f.kv_bytes)
+        at = next(i for i, line in enumerate(lines) if line.startswith("Available KV cache memory"))
+        return [*lines[:at], *f.graph_log[:1], lines[at], *f.graph_log[1:], *lines[at + 1 :]]
     if f.version == "v0":
         util = f.budget_bytes / f.total_bytes
         return [

@@ -257,3 +257,23 @@ def test_nemotron_nano_9b_v2_block_size():
     lines = fit_lines(NEMOTRON_NANO_9B, 100, vllm_version="0.19")
     assert lines[0].startswith("Setting attention block size to 672 tokens")
     assert "Add 1 padding layers, may waste at most 3.70% KV cache memory" in lines
+
+
+def test_a_named_release_from_0_21_profiles_cuda_graphs_and_a_hybrid_logs_it_around_the_available_memory():
+    """vLLM 0.21 on subtracts its CUDA-graph estimate by default (gpu_worker.py's "CUDA graph memory profiling is
+    enabled (default since v0.21.0)"): a named release that does prints it, a hybrid's lines too, and the flag
+    turns it off."""
+    base = [sys.executable, "-m", "attncore", "kv-cache", "--preset", "qwen3.5-35b-a3b", "--engine", "vllm",
+            "--gpu", "h100-80gb", "--json"]  # fmt: skip
+
+    def log(*flags):
+        out = subprocess.run([*base, *flags], capture_output=True, text=True, check=True)
+        return json.loads(out.stdout)["log"]
+
+    on = log("--vllm-version", "0.24")
+    graph = [i for i, line in enumerate(on) if line.startswith("CUDA graph memory profiling is enabled")]
+    available = next(i for i, line in enumerate(on) if line.startswith("Available KV cache memory"))
+    assert graph == [available + 1] and on[available - 1].startswith("Estimated CUDA graph memory")
+    off = log("--vllm-version", "0.24", "--no-cuda-graph-profiling")
+    assert not any("CUDA graph" in line for line in off)
+    assert on[0] == off[0]  # the block size line: the graphs change the memory, not the paging
