@@ -421,14 +421,15 @@ def engine_fit(
     if a.mixer is not None:  # state layers: the release's paging (vllm_hybrid) in place of the attention-only one
         if s.version == "v0":
             raise ConfigError("version", "V0 is not modelled for state layers (Mamba, linear attention): use v1")
-        if draft_block or same:
-            raise ConfigError("speculative_model", "a drafter's attention layers beside a model's state layers are "
-                              "not modelled: drop --speculative-method/--speculative-model (the state's rows for "
-                              "speculative tokens are)")  # fmt: skip
+        if draft_block:
+            raise ConfigError("speculative_model", "a draft model whose KV page differs from the target's, beside "
+                              "state layers, is not modelled: use mtp or eagle (the target's page), or tokens alone "
+                              "for the state's rows")  # fmt: skip
         hs = s if s.vllm_version else replace(s, vllm_version=LATEST)
         kv_elem = model_bytes if s.kv_cache_dtype == "auto" else DTYPE_BITS[s.kv_cache_dtype[:3]] // 8
         kind = "chunked" if a.window_kind == "chunked" else "sliding"
-        hybrid, hybrid_needed = vllm_hybrid.paging(a, hs, kv, model_bytes, kv_elem, tokens_t, window_layers, kind)
+        hybrid, hybrid_needed = vllm_hybrid.paging(a, hs, kv, model_bytes, kv_elem, tokens_t, window_layers, kind,
+                                                   same)  # fmt: skip
         page, bs, group_size, groups = hybrid.page_bytes, hybrid.block_size, hybrid.group_size, hybrid.groups
         paging_note = ""
     block_bytes = page * group_size + draft_block  # vLLM's UniformTypeKVCacheSpecs: the layers' pages side by side

@@ -110,16 +110,19 @@ def kind_pages(kind: str, length: int, block: int, window: int | None, batched: 
 
 
 def paging(a, s, kv_bytes: int, model_bytes: int, kv_elem_bytes: int, batched: int, window_layers: int,
-           windowed_kind: str) -> tuple[HybridPaging, object]:  # fmt: skip
+           windowed_kind: str, drafter_layers: int = 0) -> tuple[HybridPaging, object]:  # fmt: skip
     """The release's paging of model `a` (a Decoder with state layers) with settings `s` (engine.EngineSettings)
     and kv_bytes available for the cache, and needed(length): the bytes the startup check asks for a request of
-    that length."""
+    that length. drafter_layers: a drafter's attention layers of the target's page (MTP layers, an EAGLE head),
+    which join the full-attention layers' groups as vLLM's drafter registers its layers in the same pool."""
     release = RELEASES[s.vllm_version]
     tp, spec = s.tensor_parallel_size, s.num_speculative_tokens
     dtypes = state_dtypes(a.mixer, MODEL_DTYPES[model_bytes], s.mamba_cache_dtype, s.mamba_ssm_dtype)
     state = state_bytes(a.mixer, dtypes, tp, spec)
     token = attention_token_bytes(a, tp, kv_elem_bytes)
     counts = layer_counts(a, window_layers, windowed_kind)
+    if drafter_layers:
+        counts["full"] = counts.get("full", 0) + drafter_layers
     if set(counts) == {"state"}:
         raise ConfigError("layer_kinds", "a model of state layers alone has no attention page to align: not modelled")
     block, raised = aligned_block(release, state, token, s.block_size)

@@ -277,3 +277,22 @@ def test_a_named_release_from_0_21_profiles_cuda_graphs_and_a_hybrid_logs_it_aro
     off = log("--vllm-version", "0.24", "--no-cuda-graph-profiling")
     assert not any("CUDA graph" in line for line in off)
     assert on[0] == off[0]  # the block size line: the graphs change the memory, not the paging
+
+
+def test_an_mtp_layer_joins_the_full_attention_layers_groups():
+    """Qwen3.5/3.6's MTP layer is a full-attention decoder layer (vLLM's qwen3_5_mtp.py) with its own KV in the same
+    pool: with it the full layers are 17, the group size 17, and the 48 state layers fill 3 groups of 17 (3 padding
+    layers), where without it 16 full layers make groups of 16 and no padding."""
+    from serving.speculative import Speculative
+
+    def fit(spec):
+        s = EngineSettings(vllm_version="0.24", tensor_parallel_size=2, kv_cache_dtype="fp8", prefix_caching=True,
+                           num_speculative_tokens=3, max_model_len=262144, max_num_batched_tokens=8192,
+                           max_num_seqs=2, speculative=spec)  # fmt: skip
+        return engine_fit(QWEN35_27B, 24, s)
+
+    alone, mtp = fit(None), fit(Speculative("mtp", 3, None, 1, None))
+    assert (alone.group_size, mtp.group_size) == (16, 17) and mtp.groups == alone.groups
+    assert not any("padding layers" in line for line in log_lines(alone))
+    assert "Add 3 padding layers, may waste at most 6.25% KV cache memory" in log_lines(mtp)
+    assert mtp.hybrid.block_size == alone.hybrid.block_size  # the page is the target's: the alignment is unchanged
