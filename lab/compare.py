@@ -171,6 +171,13 @@ def _per_baseline(comparisons: pd.DataFrame) -> int:
     return int(comparisons.groupby(keys).size().max())
 
 
+def _shared_across_cells(comparisons: pd.DataFrame) -> bool:
+    """Whether one baseline is compared in more than one cell (facet) for a metric: Holm corrects within a cell."""
+    if "facet" not in comparisons.columns or comparisons.empty:
+        return False
+    return bool(comparisons.groupby(["baseline", "metric"])["facet"].nunique().max() > 1)
+
+
 def seeds_needed(comparisons: pd.DataFrame) -> int:
     """The fewest seeds that differ (nonzero deltas) with which every comparison of the table could show a
     difference (Holm per baseline and metric: the largest number of levels sharing one baseline decides); 0 for
@@ -235,6 +242,8 @@ def seeds_text(comparisons: pd.DataFrame) -> str:
     m, needed = _per_baseline(comparisons), seeds_needed(comparisons)
     n = int(comparisons["n"].min())
     how = "one comparison per baseline" if m == 1 else f"Holm across the {m} levels compared with one baseline"
+    if m == 1 and _shared_across_cells(comparisons):
+        how = "one comparison per cell, each cell its own question (cells sharing a baseline are not corrected across)"
     text = (
         f"With {how}, per metric, a difference can be shown once {needed} seeds differ (the floor 2/2ᵐ of m "
         f"differing seeds, times {m}, must be below 0.05; a seed on which both score exactly the same carries no "

@@ -296,3 +296,17 @@ def test_snapshot_bands_are_mean_min_max_over_seeds_at_each_snapshot_step():
         snapshot_bands({"c": [snapshotted([(1, 1)] * 3), snapshotted([(1, 1)] * 3, steps=(5, 50, 500))]})
     with pytest.raises(ValueError, match="metric"):
         snapshot_bands(groups, "final_loss")
+
+
+def test_cells_sharing_a_baseline_are_said_to_be_uncorrected_across_cells():
+    """The Induction heads page's cells: two heads zeroed, each against the one intact baseline, one cell each; the
+    sentence must not say 'one comparison per baseline' when one baseline is compared twice."""
+    base = group([1.0, 0.9, 0.8, 0.7, 0.6, 0.5])
+    a = paired_differences({"intact": base, "head A zeroed": group([0.5, 0.4, 0.3, 0.2, 0.1, 0.0])})
+    b = paired_differences({"intact": base, "head B zeroed": group([0.4, 0.3, 0.2, 0.1, 0.0, 0.0])})
+    import pandas as pd
+
+    cells = pd.concat([a.assign(facet="A"), b.assign(facet="B")], ignore_index=True)
+    assert "one comparison per baseline" not in seeds_text(cells)
+    assert "cells sharing a baseline are not corrected across" in seeds_text(cells)
+    assert "one comparison per baseline" in seeds_text(a.assign(facet="A"))  # one cell: true as said
