@@ -37,3 +37,16 @@ def test_lora_a_drafter_and_graphs_from_the_link():
 def test_a_bad_mix_is_an_error_message_not_a_traceback():
     at = page("kv_cache", **ENGINE, kv_e_spec="mtp", kv_e_mtp="2", kv_e_spec_k="3")  # 3 is not a multiple of 2
     assert not at.exception and "num_speculative_tokens" in texts(at.error)
+
+
+def test_a_named_release_from_0_21_profiles_cuda_graphs_unless_the_link_says_not_as_the_command_line_does():
+    """`kv-cache --vllm-version 0.24` subtracts the CUDA-graph estimate by default (0.21 on); the page at that release
+    does too, 0.19 does not, and a link's kv_e_graphs=false turns it off."""
+    on = page("kv_cache", **ENGINE, kv_e_release="0.24")
+    before = page("kv_cache", **ENGINE, kv_e_release="0.19")
+    off = page("kv_cache", **ENGINE, kv_e_release="0.24", kv_e_graphs="false")
+    assert not (on.exception or before.exception or off.exception)
+    assert on.toggle(key="kv_e_graphs").value and not before.toggle(key="kv_e_graphs").value
+    assert not off.toggle(key="kv_e_graphs").value
+    assert "CUDA graph memory profiling is enabled" in on.code[0].value
+    assert "CUDA graph" not in off.code[0].value and "CUDA graph" not in before.code[0].value

@@ -13,12 +13,14 @@ from ui.params import url_multiselect, url_number, url_select, url_toggle
 
 NONE = "none"
 DRAFT_DEFAULT = "llama-3.2-1b"
-LORA, SPEC, GRAPHS = "LoRA adapters (--enable-lora)", "Speculative decoding", "CUDA-graph profiling (vLLM 0.21 on)"
+LORA, SPEC, GRAPHS = "LoRA adapters (--enable-lora)", "Speculative decoding", "CUDA-graph profiling (0.21 on)"
 
 
-def choices() -> dict:
-    """The widgets' values (plain numbers and names; nothing built yet)."""
-    opened = url_toggle(LORA, "kv_e_lora", False, peek=True) or url_toggle(GRAPHS, "kv_e_graphs", False, peek=True)
+def choices(graphs_default: bool = False) -> dict:
+    """The widgets' values (plain numbers and names; nothing built yet). graphs_default: whether the release the
+    page fits as profiles CUDA graphs by default (serving.cuda_graphs.profiles), as the command line does."""
+    opened = url_toggle(LORA, "kv_e_lora", False, peek=True)
+    opened = opened or url_toggle(GRAPHS, "kv_e_graphs", graphs_default, peek=True) != graphs_default
     opened = opened or url_select(SPEC, "kv_e_spec", [NONE, *speculative.METHODS], NONE, peek=True) != NONE
     with st.expander("LoRA adapters, speculative decoding, CUDA graphs", expanded=opened):
         cols = st.columns(3)
@@ -43,7 +45,7 @@ def choices() -> dict:
             graphs = url_toggle(
                 GRAPHS,
                 "kv_e_graphs",
-                False,
+                graphs_default,
                 help="Releases from 0.21 subtract a CUDA-graph estimate before sizing the cache",
             )
             logged = url_toggle("Its estimate from my log", "kv_e_graph_on", False, disabled=not graphs)

@@ -11,8 +11,8 @@ import streamlit as st
 
 from attncore import ConfigError
 from lab.jobs.slots import BusyError
+from serving import cuda_graphs, engine_advice, validation, vllm_hybrid
 from serving import engine as eng
-from serving import engine_advice, validation, vllm_hybrid
 from serving import kvcache as kv
 from serving import parameters as calc
 from serving.kvcache import GB, GIB
@@ -245,7 +245,8 @@ def engine(arch, default_len: int, weight_params: int | None, custom: bool = Fal
             "chunk, as its hybrid KV-cache manager does",
         )  # fmt: skip
     model_dtype = weight_dtype if weight_dtype in eng.MODEL_DTYPES else "bf16"
-    extras = adapters_form.choices()
+    release = values["vllm_version"]
+    extras = adapters_form.choices(bool(release) and cuda_graphs.profiles(release))  # as `kv-cache --vllm-version`
     try:
         values |= adapters_form.settings(extras)
         fmt = quantised(storage, weight_dtype, arch)
