@@ -426,9 +426,9 @@ def engine_fit(
                               "state layers, is not modelled: use mtp or eagle (the target's page), or tokens alone "
                               "for the state's rows")  # fmt: skip
         hs = s if s.vllm_version else replace(s, vllm_version=LATEST)
-        kv_elem = model_bytes if s.kv_cache_dtype == "auto" else DTYPE_BITS[s.kv_cache_dtype[:3]] // 8
+        token = _page_bytes(a, replace(s, block_size=1), model_bytes)[0]  # one token's attention page
         kind = "chunked" if a.window_kind == "chunked" else "sliding"
-        hybrid, hybrid_needed = vllm_hybrid.paging(a, hs, kv, model_bytes, kv_elem, tokens_t, window_layers, kind,
+        hybrid, hybrid_needed = vllm_hybrid.paging(a, hs, kv, model_bytes, token, tokens_t, window_layers, kind,
                                                    same)  # fmt: skip
         page, bs, group_size, groups = hybrid.page_bytes, hybrid.block_size, hybrid.group_size, hybrid.groups
         paging_note = ""

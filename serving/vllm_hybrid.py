@@ -27,14 +27,6 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def attention_token_bytes(a, tp: int, kv_bytes: int) -> int:
-    """One token of one attention layer on one rank: keys and values of its KV heads (at least one a rank), or
-    latent attention's one latent and RoPE key."""
-    if a.kv_lora_rank:
-        return (a.kv_lora_rank + a.rope_head_dim) * kv_bytes
-    return 2 * max(1, a.kv_heads // tp) * a.d_head * kv_bytes
-
-
 def layer_counts(a, window_layers: int, windowed_kind: str) -> dict[str, int]:
     """Layers of each cache kind (full, sliding, chunked, state), from the model's layer_kinds (state.cache_layers:
     a parallel layer counts as one of each, an FFN layer as none) or its counts."""
@@ -109,17 +101,18 @@ def kind_pages(kind: str, length: int, block: int, window: int | None, batched: 
     return (2 if prefix else 1) + spec
 
 
-def paging(a, s, kv_bytes: int, model_bytes: int, kv_elem_bytes: int, batched: int, window_layers: int,
+def paging(a, s, kv_bytes: int, model_bytes: int, token: int, batched: int, window_layers: int,
            windowed_kind: str, drafter_layers: int = 0) -> tuple[HybridPaging, object]:  # fmt: skip
     """The release's paging of model `a` (a Decoder with state layers) with settings `s` (engine.EngineSettings)
     and kv_bytes available for the cache, and needed(length): the bytes the startup check asks for a request of
-    that length. drafter_layers: a drafter's attention layers of the target's page (MTP layers, an EAGLE head),
-    which join the full-attention layers' groups as vLLM's drafter registers its layers in the same pool."""
+    that length. token: one attention layer's page of one token on one rank (engine's page at block size 1: keys
+    and values of its KV heads, latent attention's latent and RoPE key, in the cache's format). drafter_layers: a
+    drafter's attention layers of the target's page (MTP layers, an EAGLE head), which join the full-attention
+    layers' groups as vLLM's drafter registers its layers in the same pool."""
     release = RELEASES[s.vllm_version]
     tp, spec = s.tensor_parallel_size, s.num_speculative_tokens
     dtypes = state_dtypes(a.mixer, MODEL_DTYPES[model_bytes], s.mamba_cache_dtype, s.mamba_ssm_dtype)
     state = state_bytes(a.mixer, dtypes, tp, spec)
-    token = attention_token_bytes(a, tp, kv_elem_bytes)
     counts = layer_counts(a, window_layers, windowed_kind)
     if drafter_layers:
         counts["full"] = counts.get("full", 0) + drafter_layers

@@ -296,3 +296,14 @@ def test_an_mtp_layer_joins_the_full_attention_layers_groups():
     assert not any("padding layers" in line for line in log_lines(alone))
     assert "Add 3 padding layers, may waste at most 6.25% KV cache memory" in log_lines(mtp)
     assert mtp.hybrid.block_size == alone.hybrid.block_size  # the page is the target's: the alignment is unchanged
+
+
+def test_an_nvfp4_cache_pages_a_hybrid_from_the_same_attention_page_as_an_attention_only_model():
+    """The attention page of one token is the engine's own (keys and values packed as nvfp4: head_dim/2 bytes of E2M1
+    values and head_dim/16 FP8 scales per head), not a whole number of bytes per element."""
+    s = EngineSettings(vllm_version="0.24", kv_cache_dtype="nvfp4", max_model_len=32768)
+    fit = engine_fit(QWEN35_27B, 95, s)
+    assert fit.hybrid.token_bytes == 2 * 4 * (256 // 2 + 256 // 16)  # 4 KV heads of 256
+    assert fit.hybrid.page_bytes == fit.hybrid.block_size * fit.hybrid.token_bytes
+    bf16 = engine_fit(QWEN35_27B, 95, replace(s, kv_cache_dtype="auto"))
+    assert bf16.hybrid.token_bytes == 2 * 4 * 256 * 2
