@@ -64,27 +64,29 @@ def extras(
         return NONE
     rows, kinds, notes, deducted = [], {}, [], 0
     skip = "in your logged weights" if weights_measured else "not profiled (--kv-cache-memory-bytes)"
+
+    def weights_row(key: str, term: str, formula: str, numbers: str, size: int, kind: str) -> int:
+        """A deduction loaded with the weights: vLLM's "Model loading took" holds it (measured), and
+        --kv-cache-memory-bytes skips the profiling that would subtract it. The bytes it takes from the cache."""
+        kinds[key] = "measured" if weights_measured else kind
+        counted = 0 if weights_measured or kv_given else size
+        rows.append({"term": term, "formula": formula, "numbers": numbers if counted else f"{numbers}: {skip}",
+                     "bytes": -counted, "kind": kinds[key]})  # fmt: skip
+        return counted
+
     buffers = lora_buffers(a, lora, tp, model_bytes) if lora is not None else None
     if buffers is not None:
-        kinds["lora"] = "measured" if weights_measured else "exact"
-        counted = 0 if weights_measured or kv_given else buffers.bytes
         numbers = f"{lora.max_loras} × rank {lora.max_lora_rank} over {', '.join(lora.modules)}"
-        rows.append({"term": "LoRA buffers", "formula": "A and B stacked per wrapped layer ÷ tp as sharded",
-                     "numbers": numbers if counted else f"{numbers}: {skip}", "bytes": -counted,
-                     "kind": kinds["lora"]})  # fmt: skip
-        deducted += counted
+        deducted += weights_row("lora", "LoRA buffers", "A and B stacked per wrapped layer ÷ tp as sharded", numbers,
+                                buffers.bytes, "exact")  # fmt: skip
         notes += buffers.notes
     spec = drafter(a, speculative) if speculative is not None else None
     draft_bytes = 0
     if spec is not None:
         draft_bytes = round(spec.params * bytes_per_param) // tp
-        kinds["draft"] = "measured" if weights_measured else "estimate"
-        counted = 0 if weights_measured or kv_given else draft_bytes
         numbers = f"{spec.params:,} parameters ({spec.method}) × {bytes_per_param:.3g} B ÷ {tp}"
-        rows.append({"term": "drafter weights", "formula": "the drafter's own parameters × bytes ÷ tp",
-                     "numbers": numbers if counted else f"{numbers}: {skip}", "bytes": -counted,
-                     "kind": kinds["draft"]})  # fmt: skip
-        deducted += counted
+        deducted += weights_row("draft", "drafter weights", "the drafter's own parameters × bytes ÷ tp", numbers,
+                                draft_bytes, "estimate")  # fmt: skip
         notes += spec.notes
     graphs = None
     if cuda_graphs:
