@@ -42,6 +42,18 @@ def temporary_store(tmp_path_factory, runs: Iterable) -> Iterator[None]:
         mp.undo()
 
 
+def dashboard_at(url_path: str, query: dict, timeout: float = 240) -> AppTest:
+    """The whole dashboard (dashboard.py's navigation) run once as a first request for /<url_path> with these query
+    parameters, as test_urls opens a page; the caller reads its exceptions."""
+    from streamlit.util import calc_hash
+
+    at = AppTest.from_file("../dashboard.py", default_timeout=timeout)
+    at.query_params.update(query)
+    at._page_hash = calc_hash(url_path)
+    at.run()
+    return at
+
+
 def page(name: str, **query) -> AppTest:
     """The page script app_pages/<name>.py run on its own, opened with these query parameters."""
     at = AppTest.from_file(str(PAGES_DIR / f"{name}.py"), default_timeout=TIMEOUT)

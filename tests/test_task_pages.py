@@ -8,17 +8,14 @@ import json
 
 import numpy as np
 import pytest
-from streamlit.testing.v1 import AppTest
-from streamlit.util import calc_hash
 
 from attncore import make_run
 from attncore import task as tasks
 from attncore.settings import SETTINGS
 from attncore.tasks.symbols import SymbolsTask
 from lab.jobs.limits import Limits, parse_limits
-from tests.apptest_helpers import temporary_store, texts
+from tests.apptest_helpers import dashboard_at, temporary_store, texts
 
-DASHBOARD = "../dashboard.py"
 STEPS = 20
 LAB_PAGES = ("train", "results", "attention", "patching", "explanations")
 
@@ -154,14 +151,6 @@ def every_task_trained(rotate, tmp_path_factory):
         yield runs
 
 
-def open_lab_page(page: str, query: dict) -> AppTest:
-    at = AppTest.from_file(DASHBOARD, default_timeout=240)
-    at.query_params.update(query)
-    at._page_hash = calc_hash(page)  # a first request for /<page>, as test_urls opens a page
-    at.run()
-    return at
-
-
 @pytest.mark.slow  # 35 AppTests of the dashboard
 @pytest.mark.parametrize("page", LAB_PAGES)
 def test_every_task_opens_every_lab_page_in_its_own_words(every_task_trained, page):
@@ -169,7 +158,7 @@ def test_every_task_opens_every_lab_page_in_its_own_words(every_task_trained, pa
         task = tasks.get(run.task.name)
         query = {"task": run.task.name, "steps": str(STEPS)}
         query |= {"L": "4"} if task.name == "rotate" else {}
-        at = open_lab_page(page, query)
+        at = dashboard_at(page, query)
         assert not at.exception, (task.name, page, [e.message for e in at.exception])
         assert at.radio(key="task").value == task.name
         shown = texts(at.caption) + "\n" + texts(at.markdown)
@@ -194,7 +183,7 @@ def test_every_task_opens_every_lab_page_in_its_own_words(every_task_trained, pa
 @pytest.mark.slow  # an AppTest of the dashboard
 def test_a_tasks_own_cap_bounds_its_length_in_the_sidebar(every_task_trained, monkeypatch):
     monkeypatch.setenv("ATTNLAB_MAX_ROTATE_LENGTH", "4")
-    at = open_lab_page("train", {"task": "rotate", "L": "4", "steps": str(STEPS)})
+    at = dashboard_at("train", {"task": "rotate", "L": "4", "steps": str(STEPS)})
     assert not at.exception, [e.message for e in at.exception]
     assert at.number_input(key="L").max == 4  # the task's own cap, set by the operator
     assert "Rotate (test)" in at.radio(key="task").options
@@ -203,7 +192,7 @@ def test_a_tasks_own_cap_bounds_its_length_in_the_sidebar(every_task_trained, mo
 @pytest.mark.slow  # an AppTest of the dashboard
 def test_choosing_each_task_in_the_sidebar_draws_its_fields(every_task_trained):
     """Choosing Bigram-Backcopy in the sidebar used to raise on every Lab page, as its link did."""
-    at = open_lab_page("train", {"steps": str(STEPS)})
+    at = dashboard_at("train", {"steps": str(STEPS)})
     for name in tasks.names():
         at.radio(key="task").set_value(name).run()
         assert not at.exception, (name, [e.message for e in at.exception])

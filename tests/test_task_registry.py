@@ -8,15 +8,13 @@ import json
 
 import numpy as np
 import pytest
-from streamlit.testing.v1 import AppTest
-from streamlit.util import calc_hash
 
 from attncore import ConfigError, RunConfig, TaskConfig, make_run
 from attncore import task as tasks
 from attncore.settings import SETTINGS, Setting
 from attncore.tasks.symbols import SymbolsTask
+from tests.apptest_helpers import dashboard_at
 
-DASHBOARD = "../dashboard.py"
 STEPS = 20
 
 
@@ -89,10 +87,7 @@ def test_the_sidebar_lists_it_and_a_url_selects_it(increment_task):
     from lab.store import get_run
 
     get_run(make_run("increment", 4, 0, steps=STEPS))  # the page serves it from the store
-    at = AppTest.from_file(DASHBOARD, default_timeout=120)
-    at.query_params.update({"task": "increment", "L": "4", "steps": str(STEPS)})
-    at._page_hash = calc_hash("train")  # a first request for /train, as test_urls opens a page
-    at.run()
+    at = dashboard_at("train", {"task": "increment", "L": "4", "steps": str(STEPS)}, timeout=120)
     assert not at.exception, [e.message for e in at.exception]
     radio = at.radio(key="task")
     assert "increment" in radio.options and radio.value == "increment"
@@ -221,17 +216,9 @@ def test_compare_offers_it_and_labels_its_metric_and_its_cap_is_read_by_name(str
     assert Limits().max_stride == 7 and parse_limits({"ATTNLAB_MAX_STRIDE": "4"}, {})[0].max_stride == 4
 
 
-def open_page(page: str, query: dict) -> AppTest:
-    at = AppTest.from_file(DASHBOARD, default_timeout=240)
-    at.query_params.update(query)
-    at._page_hash = calc_hash(page)  # a first request for /<page>, as test_urls opens a page
-    at.run()
-    return at
-
-
 @pytest.mark.slow  # AppTests of the dashboard
 def test_the_sidebar_draws_its_field_capped_and_the_url_reads_and_writes_it(stride_task, monkeypatch):
-    at = open_page("train", {"task": "stride", "L": "4", "stride": "3.0", "steps": str(STEPS)})
+    at = dashboard_at("train", {"task": "stride", "L": "4", "stride": "3.0", "steps": str(STEPS)})
     assert not at.exception, [e.message for e in at.exception]
     widget = at.number_input(key="stride")
     assert (widget.value, widget.min, widget.max) == (3, 1, 7)  # read from the URL; its range, under its own cap
@@ -240,7 +227,7 @@ def test_the_sidebar_draws_its_field_capped_and_the_url_reads_and_writes_it(stri
     widget.set_value(5).run()
     assert not at.exception and any("Stride (test) · L=4, s=5" in c.value for c in at.caption)
     monkeypatch.setenv("ATTNLAB_MAX_STRIDE", "4")  # the operator lowers the task's own cap
-    at = open_page("train", {"task": "stride", "L": "4", "stride": "3", "steps": str(STEPS)})
+    at = dashboard_at("train", {"task": "stride", "L": "4", "stride": "3", "steps": str(STEPS)})
     assert at.number_input(key="stride").max == 4
 
 
@@ -258,7 +245,7 @@ def test_every_lab_page_shows_it_in_its_own_words(stride_task):
         "explanations": [f"over {words.score_rows}"],
     }
     for page in LAB_PAGES:
-        at = open_page(page, {"task": "stride", "L": "4", "stride": "3", "steps": str(STEPS)})
+        at = dashboard_at(page, {"task": "stride", "L": "4", "stride": "3", "steps": str(STEPS)})
         assert not at.exception, (page, [e.message for e in at.exception])
         assert at.radio(key="task").value == "stride", page
         shown = texts(at.caption) + "\n" + texts(at.markdown)
