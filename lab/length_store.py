@@ -14,13 +14,13 @@ import contextlib
 import hashlib
 import math
 import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
 from attncore.config import MAX_LENGTH
 from attncore.evaluate import LengthResult
 from lab.store import NUMERICS_VERSION, cache_dir
+from lab.store.backend import write_atomic
 from lab.store.codec import RecordError, seal, unseal
 
 FOLDER = "lengths"
@@ -92,14 +92,7 @@ def write(key: str, results: Mapping[int, LengthResult], randomized: bool = Fals
     kept = dict(sorted((read(key, randomized, location) | dict(results)).items()))
     rows = [[r.length, _to_json(r.token_accuracy), _to_json(r.sequence_accuracy), r.note] for r in kept.values()]
     meta = {"run": key, "numerics": NUMERICS_VERSION, "randomized": randomized, "results": rows}
-    path, tmp = _path(key, randomized, location), None
-    try:
+    path = _path(key, randomized, location)
+    with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
-        with os.fdopen(fd, "w") as out:
-            out.write(seal(meta))
-        os.replace(tmp, path)  # whole or not at all: a reader never sees half a file
-    except OSError:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+        write_atomic(path, seal(meta).encode())  # whole or not at all: a reader never sees half a file

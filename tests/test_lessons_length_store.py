@@ -80,7 +80,7 @@ def test_a_read_only_folder_only_loses_the_keeping(cache, monkeypatch):
     def refuse(*a, **k):
         raise OSError("read-only file system")
 
-    monkeypatch.setattr(length_store.tempfile, "mkstemp", refuse)
+    monkeypatch.setattr(length_store, "write_atomic", refuse)
     length_store.write(KEY, RESULTS)  # no exception
     assert length_store.read(KEY) == {}
 
